@@ -1,0 +1,123 @@
+"""The embedded metadata store: one broker, one JSON file in the first log dir.
+
+Every change is written to a temporary file, fsynced and renamed over the old
+one, so a crash leaves either the old or the new state, never a torn file.
+Producer ids are handed out from blocks whose end is persisted before the first
+id of the block is used: after a crash the next block starts past anything that
+may have been handed out, so ids are never reused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+
+from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
+                    UnknownTopicError, new_cluster_id)
+
+FILE_NAME = "samsa-metadata.json"
+PRODUCER_ID_BLOCK = 1000
+
+
+class EmbeddedMetadataStore(MetadataStore):
+    def __init__(self, log_dir: str, broker_id: int, endpoint: BrokerEndpoint):
+        self.path = os.path.join(log_dir, FILE_NAME)
+        self.broker_id = broker_id
+        self._endpoint = endpoint
+        self._lock = threading.Lock()
+        os.makedirs(log_dir, exist_ok=True)
+        state = self._read()
+        self.cluster_id = state.get("cluster_id") or new_cluster_id()
+        self._topics = {
+            name: TopicMeta(name, uuid.UUID(t["topic_id"]), int(t["partitions"]),
+                            dict(t.get("configs", {})), bool(t.get("internal", False)))
+            for name, t in state.get("topics", {}).items()
+        }
+        # Resume past the persisted block end: ids below it may have been used.
+        self._next_producer_id = int(state.get("producer_id_block_end", 0))
+        self._producer_id_block_end = self._next_producer_id
+        self._write()
+
+    def _read(self) -> dict:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def _write(self) -> None:
+        state = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "topics": {
+                m.name: {"topic_id": str(m.topic_id), "partitions": m.num_partitions,
+                         "configs": m.configs, "internal": m.is_internal}
+                for m in self._topics.values()
+            },
+            "producer_id_block_end": self._producer_id_block_end,
+        }
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @property
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        return [self._endpoint]
+
+    def topics(self) -> dict[str, TopicMeta]:
+        return self._topics  # replaced, never mutated in place: safe to read unlocked
+
+    def create_topic(self, name, num_partitions, configs, is_internal=False) -> TopicMeta:
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(name)
+            meta = TopicMeta(name, uuid.uuid4(), num_partitions, dict(configs), is_internal)
+            self._topics = {**self._topics, name: meta}
+            self._write()
+            return meta
+
+    def delete_topic(self, name) -> TopicMeta:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            self._topics = {k: v for k, v in self._topics.items() if k != name}
+            self._write()
+            return meta
+
+    def _update(self, name, **changes) -> TopicMeta:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            meta = TopicMeta(**{**meta.__dict__, **changes})
+            self._topics = {**self._topics, name: meta}
+            self._write()
+            return meta
+
+    def set_partition_count(self, name, count) -> TopicMeta:
+        return self._update(name, num_partitions=count)
+
+    def set_topic_configs(self, name, configs) -> TopicMeta:
+        return self._update(name, configs=dict(configs))
+
+    def allocate_producer_id(self) -> int:
+        with self._lock:
+            if self._next_producer_id >= self._producer_id_block_end:
+                self._producer_id_block_end = self._next_producer_id + PRODUCER_ID_BLOCK
+                self._write()
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid

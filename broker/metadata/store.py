@@ -1,0 +1,89 @@
+"""Cluster metadata behind one interface.
+
+Two stores implement it: the embedded store (a single broker, files under the
+first log dir; the default) and, later, a ZooKeeper store in Kafka's own znode
+layout. Handlers and the topic service only ever see `MetadataStore`.
+"""
+from __future__ import annotations
+
+import abc
+import base64
+import dataclasses
+import uuid
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict  # topic-level overrides, Kafka key names -> string values
+    is_internal: bool = False
+
+
+class TopicExistsError(Exception):
+    pass
+
+
+class UnknownTopicError(Exception):
+    pass
+
+
+def new_cluster_id() -> str:
+    """Kafka's cluster ids are a random UUID in 22-char unpadded base64url."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class MetadataStore(abc.ABC):
+    """What the broker needs to know about the cluster. Thread-safe: handlers run
+    on several processor threads at once."""
+
+    cluster_id: str
+    broker_id: int
+
+    @property
+    @abc.abstractmethod
+    def controller_id(self) -> int: ...
+
+    @abc.abstractmethod
+    def brokers(self) -> list[BrokerEndpoint]: ...
+
+    @abc.abstractmethod
+    def topics(self) -> dict[str, TopicMeta]: ...
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.topics().get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        for meta in self.topics().values():
+            if meta.topic_id == topic_id:
+                return meta
+        return None
+
+    @abc.abstractmethod
+    def create_topic(self, name: str, num_partitions: int, configs: dict,
+                     is_internal: bool = False) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def delete_topic(self, name: str) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def set_partition_count(self, name: str, count: int) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def set_topic_configs(self, name: str, configs: dict) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, also across restarts."""
+
+    def close(self) -> None:
+        pass
