@@ -1,0 +1,191 @@
+"""Topics: the one place where cluster metadata and partition logs change together.
+
+Creating a topic writes it to the metadata store and then opens its logs;
+deleting does the reverse. Handlers on every processor thread call in here, so
+changes are serialized by one lock; reads go to the store's immutable snapshot.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+
+from config import ConfigError
+from protocol.errors import ErrorCode
+
+from .metadata import MetadataStore, TopicExistsError, TopicMeta, UnknownTopicError
+
+log = logging.getLogger("broker.topics")
+
+MAX_NAME_LENGTH = 249
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicError(Exception):
+    """A refused topic operation, carrying the Kafka error code to answer with."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        self.code = code
+        self.message = message
+        super().__init__(message)
+
+
+def name_error(name: str | None) -> str | None:
+    """Kafka's topic-name rules; None when the name is legal."""
+    if not name:
+        return "Topic name is empty"
+    if name in (".", ".."):
+        return f"Topic name cannot be '{name}'"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL_NAME.match(name):
+        return (f"Topic name '{name}' is illegal: it contains a character other than "
+                "ASCII alphanumerics, '.', '_' and '-'")
+    return None
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses names that differ only by '.' vs '_': metric names would collide.
+    return name.replace(".", "_")
+
+
+class TopicService:
+    def __init__(self, store: MetadataStore, log_manager, broker_config):
+        self.store = store
+        self.logs = log_manager
+        self.config = broker_config
+        self._lock = threading.RLock()
+
+    # -- reading ---------------------------------------------------------
+    def topics(self) -> dict[str, TopicMeta]:
+        return self.store.topics()
+
+    def get(self, name: str) -> TopicMeta | None:
+        return self.store.topic(name)
+
+    def by_id(self, topic_id) -> TopicMeta | None:
+        return self.store.topic_by_id(topic_id)
+
+    def topic_config(self, meta: TopicMeta):
+        return self.config.topic_config(meta.configs)
+
+    def log(self, topic: str, partition: int):
+        return self.logs.get_log(topic, partition)
+
+    # -- start-up --------------------------------------------------------
+    def open_all(self) -> None:
+        """Make sure every partition the store knows has an open log."""
+        for meta in self.store.topics().values():
+            self._open_logs(meta, range(meta.num_partitions))
+
+    def _open_logs(self, meta: TopicMeta, partitions) -> None:
+        cfg = self.topic_config(meta)
+        for p in partitions:
+            self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
+
+    # -- changing --------------------------------------------------------
+    def validate_new(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict) -> None:
+        err = name_error(name)
+        if err:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
+        if name in self.store.topics():
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        key = _collision_key(name)
+        for other in self.store.topics():
+            if _collision_key(other) == key:
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Topic '{name}' collides with existing topic: {other}")
+        if num_partitions < 1:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions must be larger than 0.")
+        if replication_factor not in (-1, 1):
+            nodes = len(self.store.brokers())
+            if replication_factor < 1 or replication_factor > nodes:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {replication_factor} larger than "
+                                 f"available brokers: {nodes}." if replication_factor > nodes
+                                 else "Replication factor must be larger than 0.")
+        try:
+            self.config.topic_config(configs)
+        except ConfigError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
+
+    def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+               configs: dict | None = None, validate_only: bool = False) -> TopicMeta | None:
+        configs = dict(configs or {})
+        if num_partitions == -1:
+            num_partitions = self.config.num_partitions
+        with self._lock:
+            self.validate_new(name, num_partitions, replication_factor, configs)
+            if validate_only:
+                return None
+            try:
+                meta = self.store.create_topic(name, num_partitions, configs,
+                                               is_internal=name in INTERNAL_TOPICS)
+            except TopicExistsError:
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                 f"Topic '{name}' already exists.") from None
+            self._open_logs(meta, range(num_partitions))
+            log.info("created topic %s with %d partitions", name, num_partitions)
+            return meta
+
+    def get_or_create(self, name: str) -> TopicMeta | None:
+        """Metadata's and Produce's auto-creation, when the broker allows it."""
+        meta = self.store.topic(name)
+        if meta is not None or not self.config.auto_create_topics_enable:
+            return meta
+        try:
+            return self.create(name)
+        except TopicError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return self.store.topic(name)
+            raise
+
+    def delete(self, name: str) -> TopicMeta:
+        if not self.config.delete_topic_enable:
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED,
+                             "Topic deletion is disabled.")
+        with self._lock:
+            try:
+                meta = self.store.delete_topic(name)
+            except UnknownTopicError:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.") from None
+            self.logs.delete_topic(name)
+            log.info("deleted topic %s", name)
+            return meta
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        with self._lock:
+            meta = self.store.topic(name)
+            if meta is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"The topic '{name}' does not exist.")
+            if count <= meta.num_partitions:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Topic currently has {meta.num_partitions} partitions, "
+                                 f"which is higher than the requested {count}."
+                                 if count < meta.num_partitions else
+                                 f"Topic already has {count} partitions.")
+            if validate_only:
+                return
+            old = meta.num_partitions
+            meta = self.store.set_partition_count(name, count)
+            self._open_logs(meta, range(old, count))
+
+    def set_configs(self, name: str, configs: dict, validate_only: bool = False) -> None:
+        with self._lock:
+            meta = self.store.topic(name)
+            if meta is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic {name} does not exist")
+            try:
+                cfg = self.config.topic_config(configs)
+            except ConfigError as e:
+                raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
+            if validate_only:
+                return
+            self.store.set_topic_configs(name, configs)
+            self.logs.update_topic_config(name, cfg)
