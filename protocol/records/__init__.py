@@ -1,0 +1,11 @@
+"""Record formats: v2 record batches, legacy v0/v1 message sets, codecs, conversions.
+
+Pure bytes in, bytes out. Every malformed input raises a ``ProtocolError``
+subclass (see ``protocol.records.errors`` for which Kafka error code each maps to).
+"""
+from protocol.records.errors import (CorruptRecordError, InvalidRecordError,
+                                     UnsupportedCompressionError, error_code_for)
+from protocol.records.batch import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, ValidatedBatch,
+                                    compute_crc, iter_batch_headers, peek_magic,
+                                    read_batch_header, set_base_offset, set_log_append_time,
+                                    set_partition_leader_epoch, validate_batches, write_crc)

@@ -1,0 +1,301 @@
+"""Record batch v2 (magic 2) headers: read, validate, and patch in place.
+
+This is the produce hot path: the broker validates each incoming batch with
+header fields and one CRC-32C pass, never decoding individual records, then the
+log patches ``baseOffset`` / ``partitionLeaderEpoch`` in place. Neither of those
+two fields is covered by the CRC (it starts at ``attributes``), which is why
+Kafka put them first and why patching them needs no CRC recomputation.
+
+Layout (big-endian), 61 bytes before the records::
+
+    0  baseOffset            i64
+    8  batchLength           i32   bytes after this field (size = batchLength + 12)
+    12 partitionLeaderEpoch  i32
+    16 magic                 i8    2
+    17 crc                   u32   CRC-32C of bytes [21, end of batch)
+    21 attributes            i16   bits 0-2 codec, 3 LogAppendTime, 4 transactional,
+                                   5 control, 6 delete horizon set
+    23 lastOffsetDelta       i32
+    27 baseTimestamp         i64
+    35 maxTimestamp          i64
+    43 producerId            i64
+    51 producerEpoch         i16
+    53 baseSequence          i32
+    57 recordsCount          i32
+    61 records...
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator, NamedTuple
+
+from crc32c import crc32c as _crc32c
+
+from protocol.errors import ProtocolError
+from protocol.records.errors import CorruptRecordError, InvalidRecordError
+
+# -- layout constants ---------------------------------------------------------
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+BATCH_OVERHEAD = HEADER_STRUCT.size  # 61: header bytes before the first record
+assert BATCH_OVERHEAD == 61
+
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORDS_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part batchLength does not count
+# Smallest legal batchLength: the header after the length field, zero records.
+MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD  # 49
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+_unpack_from = HEADER_STRUCT.unpack_from
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte v2 batch header, decoded. ``size`` is the whole batch in bytes."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_compressed(self) -> bool:
+        return (self.attributes & CODEC_MASK) != 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 CreateTime, 1 LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record; wraps at 2^31-1 to 0 like Kafka's."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+
+class ValidatedBatch(NamedTuple):
+    """A batch that passed ``validate_batches``: where it starts in the buffer, its header."""
+
+    position: int
+    header: BatchHeader
+
+
+def read_batch_header(buf, pos: int = 0) -> BatchHeader:
+    """Decode the v2 header at ``pos``. Does not check magic or CRC."""
+    if pos < 0 or len(buf) - pos < BATCH_OVERHEAD:
+        raise ProtocolError(
+            f"record batch header needs {BATCH_OVERHEAD} bytes, "
+            f"{max(0, len(buf) - pos)} available", pos)
+    return BatchHeader._make(_unpack_from(buf, pos))
+
+
+def iter_batch_headers(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each complete batch; stop at a partial trailing one.
+
+    Used on file contents and fetch responses, which may end mid-batch. A batch
+    whose length field is below the minimum also ends the walk (it cannot be
+    skipped reliably); callers that must tell it apart use ``validate_batches``.
+    """
+    end = len(buf)
+    make = BatchHeader._make
+    while end - pos >= BATCH_OVERHEAD:
+        hdr = make(_unpack_from(buf, pos))
+        size = hdr.batch_length + LOG_OVERHEAD
+        if hdr.batch_length < MIN_BATCH_LENGTH or pos + size > end:
+            return
+        yield pos, hdr
+        pos += size
+
+
+def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
+    """CRC-32C of the batch at ``pos`` (attributes to end), as stored in the header."""
+    if size is None:
+        (length,) = _I32.unpack_from(buf, pos + LENGTH_OFFSET)
+        size = length + LOG_OVERHEAD
+    with memoryview(buf) as mv:
+        return _crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + size])
+
+
+def validate_batches(buf, *, check_counts: bool = True,
+                     allow_trailing_partial: bool = False) -> list[ValidatedBatch]:
+    """Check a buffer that must be an exact sequence of v2 batches; return their headers.
+
+    Per batch: length field >= 49 and within the buffer, magic == 2, CRC-32C
+    (CorruptRecordError for any of these); with ``check_counts`` (produce path,
+    like Kafka's LogValidator) records_count > 0 and lastOffsetDelta ==
+    records_count - 1 (InvalidRecordError). Log recovery passes
+    ``check_counts=False``: compaction legitimately leaves batches whose count
+    is below lastOffsetDelta + 1, or even empty, on disk.
+    ``allow_trailing_partial`` stops quietly at an incomplete last batch instead
+    of raising (for reading files whose tail may be torn).
+
+    An empty buffer yields an empty list; callers decide whether that is an error.
+    """
+    out: list[ValidatedBatch] = []
+    end = len(buf)
+    pos = 0
+    make = BatchHeader._make
+    with memoryview(buf) as mv:
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        while pos < end:
+            if end - pos < BATCH_OVERHEAD:
+                if allow_trailing_partial:
+                    break
+                raise CorruptRecordError(
+                    f"trailing {end - pos} bytes are shorter than a batch header", pos)
+            hdr = make(_unpack_from(mv, pos))
+            length = hdr.batch_length
+            if length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(
+                    f"batch length {length} below minimum {MIN_BATCH_LENGTH}", pos)
+            nxt = pos + length + LOG_OVERHEAD
+            if nxt > end:
+                if allow_trailing_partial:
+                    break
+                raise CorruptRecordError(
+                    f"batch length {length} runs past the end of the buffer "
+                    f"({end - pos - LOG_OVERHEAD} bytes left)", pos)
+            if hdr.magic != 2:
+                raise CorruptRecordError(f"unsupported magic {hdr.magic} in record batch", pos)
+            crc = _crc32c(mv[pos + ATTRIBUTES_OFFSET:nxt])
+            if crc != hdr.crc:
+                raise CorruptRecordError(
+                    f"batch CRC-32C mismatch: stored {hdr.crc:#010x}, computed {crc:#010x}", pos)
+            if check_counts:
+                count = hdr.records_count
+                if count <= 0:
+                    raise InvalidRecordError(f"batch has records count {count}", pos)
+                if hdr.last_offset_delta != count - 1:
+                    raise InvalidRecordError(
+                        f"lastOffsetDelta {hdr.last_offset_delta} does not match "
+                        f"records count {count}", pos)
+                # Each record is at least 7 bytes (length varint + attributes +
+                # 2 deltas + key/value lengths + header count, one byte each);
+                # an uncompressed batch cannot hold more records than that allows.
+                if not (hdr.attributes & CODEC_MASK) and count * 7 > length - MIN_BATCH_LENGTH:
+                    raise InvalidRecordError(
+                        f"records count {count} cannot fit in {length - MIN_BATCH_LENGTH} bytes",
+                        pos)
+            out.append(ValidatedBatch(pos, hdr))
+            pos = nxt
+    return out
+
+
+# -- in-place patching --------------------------------------------------------
+
+def set_base_offset(buf: bytearray, pos: int, offset: int) -> None:
+    """Assign the batch's base offset (not covered by the CRC: no recompute)."""
+    _I64.pack_into(buf, pos + BASE_OFFSET_OFFSET, offset)
+
+
+def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+    """Stamp the leader epoch (not covered by the CRC: no recompute)."""
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_log_append_time(buf: bytearray, pos: int, ts: int) -> None:
+    """Switch the batch to LogAppendTime at ``ts``, as Kafka's setMaxTimestamp does.
+
+    Kafka rewrites only maxTimestamp and the timestamp-type attribute bit (the
+    base timestamp and record deltas stay, readers substitute maxTimestamp for
+    every record of a LogAppendTime batch), then recomputes the CRC-32C
+    because both fields are covered by it. A no-op when already so stamped.
+    """
+    (attrs,) = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    (cur_max,) = _I64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)
+    if attrs & TIMESTAMP_TYPE_MASK and cur_max == ts:
+        return
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, ts)
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos))
+
+
+def write_crc(buf: bytearray, pos: int = 0) -> int:
+    """Recompute and store the CRC of the batch at ``pos``; returns it."""
+    crc = compute_crc(buf, pos)
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc)
+    return crc
+
+
+def peek_magic(buf, pos: int = 0) -> int:
+    """The magic byte of the entry at ``pos`` (same place, 16, in v0/v1/v2 layouts).
+
+    ProtocolError if the buffer is too short to hold it.
+    """
+    if len(buf) - pos < MAGIC_OFFSET + 1:
+        raise ProtocolError("buffer too short to hold a magic byte", pos)
+    return buf[pos + MAGIC_OFFSET]
