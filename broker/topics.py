@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import weakref
 
 from config import ConfigError
 from protocol.errors import ErrorCode
@@ -51,11 +52,14 @@ def _collision_key(name: str) -> str:
 
 
 class TopicService:
-    def __init__(self, store: MetadataStore, log_manager, broker_config):
+    def __init__(self, store: MetadataStore, log_manager, broker_config, on_log_opened=None):
         self.store = store
         self.logs = log_manager
         self.config = broker_config
         self._lock = threading.RLock()
+        # Called once per Log object (e.g. to hook fetch wake-ups onto its appends).
+        self._on_log_opened = on_log_opened
+        self._seen_logs = weakref.WeakSet()
 
     # -- reading ---------------------------------------------------------
     def topics(self) -> dict[str, TopicMeta]:
@@ -82,7 +86,10 @@ class TopicService:
     def _open_logs(self, meta: TopicMeta, partitions) -> None:
         cfg = self.topic_config(meta)
         for p in partitions:
-            self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
+            log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
+            if self._on_log_opened is not None and log_ not in self._seen_logs:
+                self._seen_logs.add(log_)
+                self._on_log_opened(log_)
 
     # -- changing --------------------------------------------------------
     def validate_new(self, name: str, num_partitions: int, replication_factor: int,

@@ -1,0 +1,37 @@
+"""Request handlers, one module per API family, keyed by Kafka API key.
+
+A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
+None means no response at all (Produce with acks=0).
+"""
+from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .api_versions import handle_api_versions
+from .configs import (handle_alter_configs, handle_describe_configs,
+                      handle_incremental_alter_configs)
+from .context import RequestContext
+from .fetch import handle_fetch
+from .metadata import (handle_describe_cluster, handle_describe_topic_partitions,
+                       handle_metadata)
+from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
+from .produce import handle_produce
+from .producer_ids import handle_init_producer_id
+
+HANDLERS = {
+    0: handle_produce,
+    1: handle_fetch,
+    2: handle_list_offsets,
+    3: handle_metadata,
+    18: handle_api_versions,
+    19: handle_create_topics,
+    20: handle_delete_topics,
+    21: handle_delete_records,
+    22: handle_init_producer_id,
+    23: handle_offset_for_leader_epoch,
+    32: handle_describe_configs,
+    33: handle_alter_configs,
+    37: handle_create_partitions,
+    44: handle_incremental_alter_configs,
+    60: handle_describe_cluster,
+    75: handle_describe_topic_partitions,
+}
+
+__all__ = ["HANDLERS", "RequestContext"]

@@ -1,0 +1,71 @@
+"""The `samsa` command line: server, topics, dump-log."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+
+def _server(args) -> int:
+    from config import ConfigError, load_broker_config
+
+    try:
+        cfg = load_broker_config(args.config, overrides=args.override or [])
+    except ConfigError as e:
+        print(f"samsa: refusing to start: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"samsa: cannot read config file: {e}", file=sys.stderr)
+        return 2
+    from .server import Broker
+
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    try:
+        runner(Broker(cfg).run_until_signalled())
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        print(f"samsa: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _dump_log(argv) -> int:
+    from storage.dump_log import main as dump_log_main
+    return dump_log_main(argv)
+
+
+def _topics(argv) -> int:
+    from .topics_cli import main as topics_main
+    return topics_main(argv)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if argv and argv[0] == "dump-log":
+        return _dump_log(argv[1:])
+    if argv and argv[0] == "topics":
+        return _topics(argv[1:])
+    parser = argparse.ArgumentParser(prog="samsa", description="A Kafka-compatible broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    srv = sub.add_parser("server", help="run a broker")
+    srv.add_argument("config", nargs="?", default=None, help="server.properties file")
+    srv.add_argument("--override", action="append", metavar="KEY=VALUE",
+                     help="override one config key (repeatable)")
+    sub.add_parser("dump-log", help="print segment files like kafka-dump-log", add_help=False)
+    sub.add_parser("topics", help="create/list/describe/delete topics", add_help=False)
+    args = parser.parse_args(argv)
+    if args.command == "server":
+        return _server(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

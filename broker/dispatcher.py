@@ -1,0 +1,46 @@
+"""From a request frame to its response parts: decode, dispatch, encode.
+
+Malformed frames raise, which makes the network layer close that connection
+with a log line; a well-formed request for an API or version we do not serve
+is answered (ApiVersions with error 35 and the list of what we do serve, as
+clients expect) or, for other APIs, closes the connection like Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+
+from protocol.errors import ErrorCode, UnsupportedVersionError
+from protocol.messages import RequestHeader, decode_request, encode_response
+
+from .handlers import HANDLERS, RequestContext
+from .handlers.api_versions import api_versions_response
+
+log = logging.getLogger("broker.requests")
+API_VERSIONS = 18
+
+
+class Dispatcher:
+    def __init__(self, services):
+        self.services = services
+        self.handlers = {spec.key: HANDLERS[spec.key] for spec in services.advertised_apis}
+
+    async def __call__(self, conn, frame):
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersionError as e:
+            if e.api_key == API_VERSIONS:
+                header = RequestHeader(api_key=API_VERSIONS, api_version=0,
+                                       correlation_id=e.correlation_id, client_id=None)
+                response = api_versions_response(self.services.advertised_apis,
+                                                 ErrorCode.UNSUPPORTED_VERSION)
+                return encode_response(header, response, version=0)
+            raise
+        handler = self.handlers.get(header.api_key)
+        if handler is None:
+            raise UnsupportedVersionError(header.api_key, header.api_version,
+                                          header.correlation_id)
+        self.services.metrics.request(header.api_key)
+        response = await handler(RequestContext(header, conn, self.services), request)
+        if response is None:
+            return None
+        return encode_response(header, response)

@@ -1,0 +1,88 @@
+"""CreateTopics, DeleteTopics and CreatePartitions: the topic lifecycle."""
+from __future__ import annotations
+
+from config import describe_topic_config
+from protocol.errors import ErrorCode
+from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
+                               DeleteTopicsResponse)
+
+from ..topics import TopicError
+
+
+async def handle_create_topics(ctx, req):
+    topics = ctx.broker.topics
+    R = CreateTopicsResponse
+    results = []
+    seen = set()
+    for t in req.topics:
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        result = R.CreatableTopicResult(name=t.name, error_code=0, error_message=None,
+                                        num_partitions=-1, replication_factor=-1, configs=None)
+        try:
+            if t.name in seen:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Create topics request contains duplicate topic {t.name}")
+            seen.add(t.name)
+            if t.assignments:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Manual replica assignment is not supported by samsa.")
+            meta = topics.create(t.name, t.num_partitions, t.replication_factor, configs,
+                                 validate_only=req.validate_only)
+            count = t.num_partitions if t.num_partitions != -1 else topics.config.num_partitions
+            result.num_partitions = count
+            result.replication_factor = 1
+            if meta is not None:
+                result.topic_id = meta.topic_id
+            result.configs = [
+                R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                        config_source=e.source, is_sensitive=e.is_sensitive)
+                for e in describe_topic_config(topics.config, configs)]
+        except TopicError as e:
+            result.error_code, result.error_message = e.code, e.message
+        results.append(result)
+    return R(throttle_time_ms=0, topics=results)
+
+
+async def handle_delete_topics(ctx, req):
+    topics = ctx.broker.topics
+    R = DeleteTopicsResponse
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            meta = topics.by_id(topic_id)
+            if meta is None:
+                results.append(R.DeletableTopicResult(name=None, topic_id=topic_id,
+                                                      error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                      error_message=None))
+                continue
+            name = meta.name
+        try:
+            meta = topics.delete(name)
+            results.append(R.DeletableTopicResult(name=name, topic_id=meta.topic_id,
+                                                  error_code=0, error_message=None))
+        except TopicError as e:
+            results.append(R.DeletableTopicResult(name=name, topic_id=topic_id,
+                                                  error_code=e.code, error_message=e.message))
+    return R(throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(ctx, req):
+    topics = ctx.broker.topics
+    R = CreatePartitionsResponse
+    results = []
+    for t in req.topics:
+        try:
+            if t.assignments:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Manual replica assignment is not supported by samsa.")
+            topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=0,
+                                                         error_message=None))
+        except TopicError as e:
+            results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=e.code,
+                                                         error_message=e.message))
+    return R(throttle_time_ms=0, results=results)

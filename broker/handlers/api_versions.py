@@ -1,0 +1,19 @@
+"""ApiVersions: what this broker serves, from the same table the codecs use."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import ApiVersionsResponse
+
+
+def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsResponse:
+    return ApiVersionsResponse(
+        error_code=error_code,
+        api_keys=[ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
+                                                 max_version=s.max_version)
+                  for s in advertised],
+        throttle_time_ms=0,
+    )
+
+
+async def handle_api_versions(ctx, req):
+    return api_versions_response(ctx.broker.advertised_apis)

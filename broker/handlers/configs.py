@@ -1,0 +1,123 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs are overrides kept in the metadata store, so they survive
+restarts; broker configs are static (server.properties, environment,
+--override) and can be described but not altered at run time.
+"""
+from __future__ import annotations
+
+from config import describe_broker_config, describe_topic_config
+from protocol.errors import ErrorCode
+from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
+                               IncrementalAlterConfigsResponse)
+
+from ..topics import TopicError
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _entries(broker, resource_type, name):
+    """(error code, message, config entries) for one resource."""
+    if resource_type == TOPIC:
+        meta = broker.topics.get(name)
+        if meta is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist", []
+        return ErrorCode.NONE, None, describe_topic_config(broker.config, meta.configs)
+    if resource_type == BROKER:
+        if name not in ("", str(broker.config.broker_id)):
+            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.config.broker_id}", []
+        return ErrorCode.NONE, None, describe_broker_config(broker.config)
+    if resource_type == BROKER_LOGGER:
+        return ErrorCode.NONE, None, []
+    return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
+
+
+async def handle_describe_configs(ctx, req):
+    broker = ctx.broker
+    version = ctx.version
+    R = DescribeConfigsResponse
+    results = []
+    for res in req.resources:
+        code, message, entries = _entries(broker, res.resource_type, res.resource_name)
+        if res.configuration_keys is not None:
+            keys = set(res.configuration_keys)
+            entries = [e for e in entries if e.name in keys]
+        configs = [
+            R.DescribeConfigsResourceResult(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_default=e.is_default, is_sensitive=e.is_sensitive,
+                synonyms=[R.DescribeConfigsSynonym(name=s[0], value=s[1], source=s[2])
+                          for s in e.synonyms] if req.include_synonyms else [],
+                config_type=e.config_type,
+                documentation=e.documentation if req.include_documentation else None)
+            for e in entries]
+        results.append(R.DescribeConfigsResult(error_code=code, error_message=message,
+                                               resource_type=res.resource_type,
+                                               resource_name=res.resource_name, configs=configs))
+    return R(throttle_time_ms=0, results=results)
+
+
+def _alter(broker, resource, new_configs_fn, validate_only):
+    """Apply one resource's change; returns (code, message)."""
+    if resource.resource_type == BROKER:
+        return (ErrorCode.INVALID_REQUEST,
+                "samsa's broker configs are static: change server.properties and restart")
+    if resource.resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+    meta = broker.topics.get(resource.resource_name)
+    if meta is None:
+        return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic {resource.resource_name} does not exist")
+    try:
+        configs = new_configs_fn(dict(meta.configs))
+        broker.topics.set_configs(meta.name, configs, validate_only=validate_only)
+    except TopicError as e:
+        return e.code, e.message
+    return ErrorCode.NONE, None
+
+
+async def handle_alter_configs(ctx, req):
+    """AlterConfigs replaces a topic's whole set of overrides."""
+    R = AlterConfigsResponse
+    out = []
+    for res in req.resources:
+        replacement = {c.name: c.value for c in res.configs if c.value is not None}
+        code, message = _alter(ctx.broker, res, lambda _old, r=replacement: r, req.validate_only)
+        out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                  resource_type=res.resource_type,
+                                                  resource_name=res.resource_name))
+    return R(throttle_time_ms=0, responses=out)
+
+
+def _incremental(ops):
+    def apply(configs):
+        for op in ops:
+            if op.config_operation == SET:
+                configs[op.name] = op.value
+            elif op.config_operation == DELETE:
+                configs.pop(op.name, None)
+            elif op.config_operation in (APPEND, SUBTRACT):
+                items = [v for v in configs.get(op.name, "").split(",") if v]
+                for v in (op.value or "").split(","):
+                    if op.config_operation == APPEND and v and v not in items:
+                        items.append(v)
+                    elif op.config_operation == SUBTRACT and v in items:
+                        items.remove(v)
+                configs[op.name] = ",".join(items)
+            else:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Unknown config operation {op.config_operation}")
+        return configs
+    return apply
+
+
+async def handle_incremental_alter_configs(ctx, req):
+    R = IncrementalAlterConfigsResponse
+    out = []
+    for res in req.resources:
+        code, message = _alter(ctx.broker, res, _incremental(res.configs), req.validate_only)
+        out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                  resource_type=res.resource_type,
+                                                  resource_name=res.resource_name))
+    return R(throttle_time_ms=0, responses=out)

@@ -1,0 +1,145 @@
+"""Fetch: file regions straight from the logs, long-polled until min_bytes.
+
+The response carries the storage engine's FileRegion objects as record values;
+the codec emits each as its own part and the network layer sendfiles it from
+the page cache. Fetch v0-3 (message formats v0/v1) are the exception: their
+data is read and down-converted in memory.
+
+No fetch sessions are kept: every answer has session id 0, which tells the
+client to send full requests (KIP-227 allows it).
+"""
+from __future__ import annotations
+
+import asyncio
+
+from protocol.errors import ErrorCode
+from protocol.messages import FetchResponse
+from protocol.records import downconvert_batches
+
+from .errors import error_code_for
+
+R = FetchResponse
+_INT32_MAX = 0x7FFFFFFF
+
+
+class _Target:
+    """One requested partition, resolved to its log (or the error to answer)."""
+    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "log", "error")
+
+    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, log, error):
+        self.topic, self.topic_id, self.partition = topic, topic_id, partition
+        self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
+        self.log, self.error = log, error
+
+
+def _resolve(broker, req, version):
+    targets = []
+    for t in req.topics:
+        if version >= 13:
+            meta = broker.topics.by_id(t.topic_id)
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            meta = broker.topics.get(t.topic)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for p in t.partitions:
+            log = broker.topics.log(meta.name, p.partition) if meta is not None else None
+            error = ErrorCode.NONE if log is not None else (
+                missing if meta is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
+                                   p.fetch_offset, p.partition_max_bytes, log, error))
+    return targets
+
+
+def _records_value(regions, version):
+    if not regions:
+        return b""
+    if version <= 3:
+        data = b"".join(r.read_bytes() for r in regions)
+        return downconvert_batches(data, 0 if version <= 1 else 1)
+    if len(regions) == 1:
+        return regions[0]
+    return b"".join(r.read_bytes() for r in regions)
+
+
+def _region_size(regions) -> int:
+    return sum(r.length for r in regions)
+
+
+def _read_all(targets, max_bytes, version):
+    """One pass over every partition: (partition answers, bytes gathered)."""
+    answers = []
+    remaining = max_bytes
+    gathered = 0
+    for t in targets:
+        if t.error:
+            answers.append((t, R.PartitionData(
+                partition_index=t.partition, error_code=t.error, high_watermark=-1,
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                preferred_read_replica=-1, records=b"")))
+            continue
+        log = t.log
+        limit = max(0, min(t.max_bytes, remaining))
+        try:
+            # At least one batch from the first partition that has data, so a
+            # consumer always makes progress past a batch larger than its limits.
+            rr = log.read(t.fetch_offset, limit, min_one_batch=(gathered == 0))
+            regions = rr.regions
+            size = _region_size(regions)
+            records = _records_value(regions, version)
+            error = ErrorCode.NONE
+            hw, lso, lstart = rr.high_watermark, rr.last_stable_offset, rr.log_start_offset
+        except Exception as e:  # noqa: BLE001 - every failure is an error code
+            error = error_code_for(e)
+            size, records = 0, b""
+            hw, lso, lstart = log.high_watermark, log.high_watermark, log.log_start_offset
+        remaining -= size
+        gathered += size
+        answers.append((t, R.PartitionData(
+            partition_index=t.partition, error_code=error, high_watermark=hw,
+            last_stable_offset=lso, log_start_offset=lstart, aborted_transactions=None,
+            preferred_read_replica=-1, records=records)))
+    return answers, gathered
+
+
+def _response(answers, version):
+    topics = []
+    by_topic = {}
+    for t, pdata in answers:
+        key = (t.topic, t.topic_id)
+        entry = by_topic.get(key)
+        if entry is None:
+            entry = R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=[])
+            by_topic[key] = entry
+            topics.append(entry)
+        entry.partitions.append(pdata)
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+async def handle_fetch(ctx, req):
+    broker = ctx.broker
+    version = ctx.version
+    if version >= 7 and req.session_id != 0:
+        # We never hand out sessions, so any id a client names is unknown to us.
+        return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                 session_id=0, responses=[])
+    max_bytes = req.max_bytes if version >= 3 else _INT32_MAX
+    if max_bytes <= 0:
+        max_bytes = _INT32_MAX
+    targets = _resolve(broker, req, version)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
+    keys = [(t.topic, t.partition) for t in targets if not t.error]
+    while True:
+        waiter = broker.notifier.wait_any(keys, loop) if keys else None
+        answers, gathered = _read_all(targets, max_bytes, version)
+        any_error = any(p.error_code for _, p in answers)
+        timeout = deadline - loop.time()
+        if gathered >= req.min_bytes or any_error or timeout <= 0 or waiter is None:
+            if waiter is not None:
+                waiter.cancel()
+            return _response(answers, version)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            answers, _ = _read_all(targets, max_bytes, version)
+            return _response(answers, version)

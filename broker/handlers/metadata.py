@@ -1,0 +1,143 @@
+"""Metadata, DescribeCluster and DescribeTopicPartitions: who leads what.
+
+samsa is a single broker (or, with ZooKeeper, owns what the store says), so
+every partition's leader, replica set and ISR is the owning node; the leader
+epoch is 0 for the whole life of a partition.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
+                               MetadataResponse)
+
+from ..topics import TopicError, name_error
+
+# Kafka's AclOperation codes a client may ask about: READ 3, WRITE 4, CREATE 5,
+# DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11. No ACLs here:
+# everything is allowed.
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+_NOT_REQUESTED = -2147483648
+
+
+def _partitions(cls, node_id, count):
+    return [cls(error_code=0, partition_index=p, leader_id=node_id, leader_epoch=0,
+                replica_nodes=[node_id], isr_nodes=[node_id], offline_replicas=[])
+            for p in range(count)]
+
+
+async def handle_metadata(ctx, req):
+    broker = ctx.broker
+    version = ctx.version
+    node = broker.node
+    allow_create = req.allow_auto_topic_creation if version >= 4 else True
+    topic_ops = _TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False) \
+        else _NOT_REQUESTED
+    R = MetadataResponse
+    topics_out = []
+
+    if req.topics is None or (version == 0 and not req.topics):
+        wanted = [(name, None) for name in sorted(broker.topics.topics())]
+    else:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+
+    for name, topic_id in wanted:
+        if name is None:
+            meta = broker.topics.by_id(topic_id) if topic_id is not None else None
+            if meta is None:
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
+                    partitions=[], topic_authorized_operations=topic_ops))
+                continue
+        else:
+            if name_error(name):
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, partitions=[],
+                    topic_authorized_operations=topic_ops))
+                continue
+            meta = broker.topics.get(name)
+            if meta is None and allow_create:
+                try:
+                    meta = broker.topics.get_or_create(name)
+                except TopicError as e:
+                    topics_out.append(R.MetadataResponseTopic(
+                        error_code=e.code, name=name, partitions=[],
+                        topic_authorized_operations=topic_ops))
+                    continue
+            if meta is None:
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[],
+                    topic_authorized_operations=topic_ops))
+                continue
+        topics_out.append(R.MetadataResponseTopic(
+            error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
+            partitions=_partitions(R.MetadataResponsePartition, node.node_id, meta.num_partitions),
+            topic_authorized_operations=topic_ops))
+
+    return R(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                 for b in broker.store.brokers()],
+        cluster_id=broker.store.cluster_id,
+        controller_id=broker.store.controller_id,
+        topics=topics_out,
+        cluster_authorized_operations=_CLUSTER_OPERATIONS
+        if getattr(req, "include_cluster_authorized_operations", False) else _NOT_REQUESTED,
+    )
+
+
+async def handle_describe_cluster(ctx, req):
+    store = ctx.broker.store
+    R = DescribeClusterResponse
+    return R(
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
+        cluster_id=store.cluster_id, controller_id=store.controller_id,
+        brokers=[R.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
+                                         rack=b.rack, is_fenced=False)
+                 for b in store.brokers()],
+        cluster_authorized_operations=_CLUSTER_OPERATIONS
+        if req.include_cluster_authorized_operations else _NOT_REQUESTED,
+    )
+
+
+async def handle_describe_topic_partitions(ctx, req):
+    """Topics in name order, at most `response_partition_limit` partitions per
+    answer, continued from `cursor` and pointing on with `next_cursor`."""
+    broker = ctx.broker
+    node_id = broker.node.node_id
+    R = DescribeTopicPartitionsResponse
+    all_topics = broker.topics.topics()
+    if req.topics:
+        names = sorted({t.name for t in req.topics})
+    else:
+        names = sorted(all_topics)
+    start_topic, start_partition = None, 0
+    if req.cursor is not None:
+        start_topic, start_partition = req.cursor.topic_name, req.cursor.partition_index
+    limit = max(1, req.response_partition_limit)
+    out, next_cursor = [], None
+    for name in names:
+        if start_topic is not None and name < start_topic:
+            continue
+        meta = all_topics.get(name)
+        if meta is None:
+            out.append(R.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
+            continue
+        first = start_partition if name == start_topic else 0
+        parts = []
+        for p in range(first, meta.num_partitions):
+            if limit == 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=p)
+                break
+            parts.append(R.DescribeTopicPartitionsResponsePartition(
+                error_code=0, partition_index=p, leader_id=node_id, leader_epoch=0,
+                replica_nodes=[node_id], isr_nodes=[node_id], eligible_leader_replicas=None,
+                last_known_elr=None, offline_replicas=[]))
+            limit -= 1
+        out.append(R.DescribeTopicPartitionsResponseTopic(
+            error_code=0, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,
+            partitions=parts, topic_authorized_operations=_TOPIC_OPERATIONS))
+        if next_cursor is not None:
+            break
+    return R(throttle_time_ms=0, topics=out, next_cursor=next_cursor)

@@ -1,0 +1,131 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords: questions about a log's offsets."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
+                               OffsetForLeaderEpochResponse)
+
+from .errors import error_code_for
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LEADER_EPOCH = 0  # a single broker leads every partition for the partition's whole life
+
+
+def _lookup(broker, topic, partition):
+    meta = broker.topics.get(topic)
+    return broker.topics.log(topic, partition) if meta is not None else None
+
+
+def _list_offset(log, timestamp):
+    """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches."""
+    if timestamp == LATEST:
+        return log.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return log.log_start_offset - 1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_and_offset()
+        if found is None:
+            return -1, -1
+        ts, off = found
+        return off, ts
+    found = log.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    off, ts = found
+    return off, ts
+
+
+async def handle_list_offsets(ctx, req):
+    broker = ctx.broker
+    version = ctx.version
+    R = ListOffsetsResponse
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            log = _lookup(broker, t.name, p.partition_index)
+            if log is None:
+                parts.append(R.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, old_style_offsets=[],
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            if p.current_leader_epoch not in (-1, LEADER_EPOCH):
+                code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < LEADER_EPOCH
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                parts.append(R.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=code, old_style_offsets=[],
+                    timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            try:
+                offset, ts = _list_offset(log, p.timestamp)
+                code = ErrorCode.NONE
+            except Exception as e:  # noqa: BLE001
+                offset, ts, code = -1, -1, error_code_for(e)
+            old_style = []
+            if version == 0 and code == 0:
+                # v0 answers a list of segment offsets; the one offset asked for is enough.
+                old_style = [offset] if offset >= 0 else []
+            parts.append(R.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=code, old_style_offsets=old_style,
+                timestamp=ts, offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_for_leader_epoch(ctx, req):
+    broker = ctx.broker
+    R = OffsetForLeaderEpochResponse
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            log = _lookup(broker, t.topic, p.partition)
+            if log is None:
+                parts.append(R.EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                              partition=p.partition, leader_epoch=-1,
+                                              end_offset=-1))
+                continue
+            if p.current_leader_epoch not in (-1, LEADER_EPOCH):
+                code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < LEADER_EPOCH
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
+                                              leader_epoch=-1, end_offset=-1))
+                continue
+            epoch, end = log.end_offset_for_epoch(p.leader_epoch)
+            parts.append(R.EpochEndOffset(error_code=0, partition=p.partition,
+                                          leader_epoch=epoch, end_offset=end))
+        topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+async def handle_delete_records(ctx, req):
+    broker = ctx.broker
+    R = DeleteRecordsResponse
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            log = _lookup(broker, t.name, p.partition_index)
+            if log is None:
+                parts.append(R.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=-1,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            offset = log.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > log.high_watermark:
+                parts.append(R.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=-1,
+                    error_code=ErrorCode.OFFSET_OUT_OF_RANGE))
+                continue
+            try:
+                low = log.delete_records_before(offset)
+                code = ErrorCode.NONE
+            except Exception as e:  # noqa: BLE001
+                low, code = -1, error_code_for(e)
+            parts.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
+                                                        low_watermark=low, error_code=code))
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,432 @@
+"""One client connection on a processor loop: framing, pipelining, writes.
+
+Why raw sockets instead of asyncio transports: uvloop 0.23 has no
+``loop.sendfile`` and a socket owned by a transport cannot also be written
+with ``os.sendfile`` (DESIGN.md). So a connection owns a non-blocking socket
+and drives it with ``loop.add_reader`` / ``loop.add_writer`` itself.
+
+Reading. Bytes are received with ``sock.recv_into`` straight into a
+bytearray; 4-byte big-endian size-prefixed frames are cut out as memoryview
+slices of it, never copied. A frame handed to a handler stays valid and
+unchanged for as long as the handler keeps it: we only ever write *past* the
+last byte received, and when the buffer runs out of room we switch to a new
+bytearray (copying just the unfinished tail) instead of compacting in place.
+A frame for which the buffer is too small gets a buffer of its own size, so
+large frames are received in place. The view is writable (handlers may patch
+e.g. a record batch's baseOffset in place). A size prefix that is negative or
+above ``max_frame_bytes`` closes the connection as soon as the 4 bytes are
+seen, before any of the body is read.
+
+Ordering. Every frame gets a slot in ``_slots`` (a deque in request order) and
+its handler runs as its own task, so handlers can finish out of order. When
+the oldest slot completes, it and every completed slot after it are moved,
+in order, onto the single per-connection write queue ``_wq``; a slot whose
+handler returned None is dropped without output. ``_wq`` holds both kinds of
+output in response order: memoryviews of bytes parts and ``_Region`` cursors
+for file regions. It is drained strictly front to back: runs of adjacent
+bytes parts go out in one ``sock.sendmsg``, a region goes out with
+``os.sendfile`` on the same socket, and nothing behind an unfinished item is
+started. There is no transport write buffer anywhere, so bytes and sendfile
+data can never overtake each other. On EAGAIN (or a short write, which means
+the kernel buffer is full) we wait for writability with ``add_writer``.
+
+Backpressure. ``_pending`` counts bytes of responses that are queued but not
+yet sent. When it exceeds ``max_pending_response_bytes`` (or the handlers in
+flight reach ``max_inflight_requests`` / ``max_inflight_request_bytes``) the
+connection is *paused*: the reader is removed and no further frames, not even
+already-buffered ones, are dispatched. It resumes once pending output drains
+to half the limit and the in-flight limits are clear.
+
+Closing. Peer EOF stops reading; responses to requests already received are
+still sent, then the socket closes. A reset/EPIPE closes at once. A handler
+exception closes the connection with one log line. Responses of handlers that
+finish after the close are dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+from broker.network.context import ConnectionContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    from broker.network.processor import Processor
+
+_SIZE = struct.Struct(">i")
+_unpack_size = _SIZE.unpack_from
+
+# Receive window policy: a new buffer is CHUNK bytes (or the whole pending
+# frame if larger); we switch buffers when fewer than MIN_READ bytes of room
+# remain from the start of the unfinished frame.
+CHUNK = 256 * 1024
+MIN_READ = 16 * 1024
+# Max buffers per sendmsg (Linux IOV_MAX is 1024).
+MAX_IOV = 512
+# os.sendfile count cap per call (Linux transfers at most 0x7ffff000 anyway).
+MAX_SENDFILE = 0x7FFFF000
+
+
+class _Slot:
+    """A response position in request order."""
+
+    __slots__ = ("done", "parts", "task")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.parts: Any = None
+        self.task: Any = None
+
+
+class _Region:
+    """Send cursor over a file region (file, position, remaining)."""
+
+    __slots__ = ("file", "position", "remaining")
+
+    def __init__(self, file: Any, position: int, remaining: int) -> None:
+        self.file = file
+        self.position = position
+        self.remaining = remaining
+
+
+class Connection:
+    """State machine of one socket; every method runs on the processor loop."""
+
+    __slots__ = (
+        "_proc", "_loop", "_sock", "_fd", "_handler", "_log", "ctx",
+        "_max_frame", "_max_pending", "_resume_pending", "_max_inflight",
+        "_max_inflight_bytes",
+        "_rbuf", "_rpos", "_rend",
+        "_slots", "_wq", "_pending", "_inflight", "_inflight_bytes",
+        "_reading", "_writing", "_paused", "_eof", "closed",
+        "_flush_scheduled", "last_active",
+    )
+
+    def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
+                 connection_id: str) -> None:
+        self._proc = proc
+        self._loop = proc.loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._handler = proc.handler
+        self._log = proc.logger
+        try:
+            local = sock.getsockname()
+        except OSError:
+            local = ()
+        self.ctx = ConnectionContext(connection_id, peer, local, proc.loop, proc.index, self)
+        self._max_frame = proc.max_frame_bytes
+        self._max_pending = proc.max_pending_response_bytes
+        self._resume_pending = proc.max_pending_response_bytes // 2
+        self._max_inflight = proc.max_inflight_requests
+        self._max_inflight_bytes = proc.max_inflight_request_bytes
+        self._rbuf = memoryview(bytearray(CHUNK))
+        self._rpos = 0   # start of the first unconsumed byte (a frame header)
+        self._rend = 0   # end of received data
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._wq: collections.deque = collections.deque()
+        self._pending = 0
+        self._inflight = 0
+        self._inflight_bytes = 0
+        self._reading = False
+        self._writing = False
+        self._paused = False
+        self._eof = False
+        self.closed = False
+        self._flush_scheduled = False
+        self.last_active = self._loop.time()
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        self._reading = True
+        self._loop.add_reader(self._fd, self._on_readable)
+
+    @property
+    def idle(self) -> bool:
+        """No request in flight and nothing to write (a half-received frame
+        does not keep a connection alive: ``last_active`` ages from its last byte)."""
+        return not self._slots and not self._wq
+
+    # ------------------------------------------------------------------ reading
+
+    def _on_readable(self) -> None:
+        sock = self._sock
+        while True:
+            buf = self._rbuf
+            end = self._rend
+            want = len(buf) - end
+            try:
+                n = sock.recv_into(buf[end:])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self.close(f"receive failed: {e}")
+                return
+            if n == 0:
+                self._on_eof()
+                return
+            self._rend = end + n
+            self.last_active = self._loop.time()
+            self._proc.bytes_in += n
+            self._parse()
+            # A full read suggests more is waiting; anything less means the
+            # socket is (nearly) drained, so yield to the loop.
+            if n < want or not self._reading:
+                return
+
+    def _parse(self) -> None:
+        """Dispatch every complete frame in the buffer (unless paused), then
+        make sure the buffer has room for the next read."""
+        buf = self._rbuf
+        pos = self._rpos
+        end = self._rend
+        need = 4
+        while not self._paused:
+            avail = end - pos
+            if avail < 4:
+                need = 4
+                break
+            size = _unpack_size(buf, pos)[0]
+            if size < 0 or size > self._max_frame:
+                self._log.warning(
+                    "closing connection %s: frame size %d outside 0..%d (socket.request.max.bytes)",
+                    self.ctx.connection_id, size, self._max_frame)
+                self.close(None)
+                return
+            if avail - 4 < size:
+                need = 4 + size
+                break
+            start = pos + 4
+            pos = start + size
+            self._dispatch(buf[start:pos], size)
+            if self.closed:
+                return
+        self._rpos = pos
+        if len(buf) - pos < (need if need > MIN_READ else MIN_READ):
+            # Not enough room from the start of the unfinished frame: move the
+            # tail to a fresh buffer. Never compact in place: frames already
+            # handed out are views of this one.
+            tail = end - pos
+            nbuf = memoryview(bytearray(need if need > CHUNK else CHUNK))
+            if tail:
+                nbuf[:tail] = buf[pos:end]
+            self._rbuf = nbuf
+            self._rpos = 0
+            self._rend = tail
+
+    def _on_eof(self) -> None:
+        self._eof = True
+        self._stop_reading()
+        self._maybe_finish()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _dispatch(self, frame: memoryview, size: int) -> None:
+        slot = _Slot()
+        self._slots.append(slot)
+        self._inflight += 1
+        self._inflight_bytes += size
+        self._proc.requests += 1
+        slot.task = self._loop.create_task(self._run(slot, frame, size))
+        if self._inflight >= self._max_inflight or self._inflight_bytes > self._max_inflight_bytes:
+            self._pause()
+
+    async def _run(self, slot: _Slot, frame: memoryview, size: int) -> None:
+        try:
+            parts = await self._handler(self.ctx, frame)
+        except Exception as e:  # a bad handler must never take the processor down
+            self._inflight -= 1
+            self._inflight_bytes -= size
+            if not self.closed:
+                self._log.error("closing connection %s: request handler raised %s: %s",
+                                self.ctx.connection_id, type(e).__name__, e, exc_info=e)
+                self.close(None)
+            return
+        self._inflight -= 1
+        self._inflight_bytes -= size
+        if self.closed:
+            return
+        slot.parts = parts
+        slot.done = True
+        if self._slots[0] is slot:
+            self._release()
+        elif self._paused:
+            self._maybe_resume()
+
+    def _release(self) -> None:
+        """Move completed responses at the head of the slot queue, in order,
+        onto the write queue."""
+        slots = self._slots
+        wq = self._wq
+        added = 0
+        while slots and slots[0].done:
+            parts = slots.popleft().parts
+            if not parts:
+                continue
+            for p in parts:
+                if isinstance(p, (bytes, bytearray, memoryview)):
+                    mv = memoryview(p)
+                    if mv.itemsize != 1 or mv.ndim != 1 or not mv.c_contiguous:
+                        mv = mv.cast("B")
+                    n = len(mv)
+                    if n:
+                        wq.append(mv)
+                        added += n
+                else:
+                    n = p.length
+                    if n:
+                        wq.append(_Region(p.file, p.position, n))
+                        added += n
+        if added:
+            self._pending += added
+            if self._pending > self._max_pending:
+                self._pause()
+            if not self._flush_scheduled and not self._writing:
+                # Deferred so that responses completing in the same loop
+                # iteration leave in one sendmsg.
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+        elif self._paused:
+            self._maybe_resume()
+        if self._eof:
+            self._maybe_finish()
+
+    # ------------------------------------------------------------------ writing
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.closed:
+            return
+        wq = self._wq
+        sock = self._sock
+        sent_total = 0
+        try:
+            while wq:
+                item = wq[0]
+                if item.__class__ is memoryview:
+                    if len(wq) > 1 and wq[1].__class__ is memoryview:
+                        bufs = []
+                        want = 0
+                        for it in wq:
+                            if it.__class__ is not memoryview or len(bufs) == MAX_IOV:
+                                break
+                            bufs.append(it)
+                            want += len(it)
+                        n = sock.sendmsg(bufs)
+                    else:
+                        want = len(item)
+                        n = sock.send(item)
+                    sent_total += n
+                    rest = n
+                    while rest:
+                        head = wq[0]
+                        ln = len(head)
+                        if rest >= ln:
+                            wq.popleft()
+                            rest -= ln
+                        else:
+                            wq[0] = head[rest:]
+                            rest = 0
+                    if n < want:
+                        break  # kernel buffer full: wait for writability
+                else:
+                    want = item.remaining if item.remaining < MAX_SENDFILE else MAX_SENDFILE
+                    n = os.sendfile(self._fd, item.file.fileno(), item.position, want)
+                    if n == 0:
+                        # The file is shorter than the region promised: the
+                        # response length is already on the wire, so the
+                        # stream cannot be repaired.
+                        self._log.error("closing connection %s: file region ended early "
+                                        "(%r at %d, %d bytes missing)", self.ctx.connection_id,
+                                        item.file, item.position, item.remaining)
+                        self.close(None)
+                        return
+                    sent_total += n
+                    item.position += n
+                    item.remaining -= n
+                    if not item.remaining:
+                        wq.popleft()
+                    if n < want:
+                        break
+        except (BlockingIOError, InterruptedError):
+            pass
+        except (OSError, ValueError) as e:  # reset, EPIPE, closed file
+            self._account_sent(sent_total)
+            self.close(f"send failed: {e}")
+            return
+        self._account_sent(sent_total)
+        if wq:
+            if not self._writing:
+                self._writing = True
+                self._loop.add_writer(self._fd, self._flush)
+            return
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._fd)
+        if self._paused:
+            self._maybe_resume()
+        if self._eof:
+            self._maybe_finish()
+
+    def _account_sent(self, n: int) -> None:
+        if n:
+            self._pending -= n
+            self._proc.bytes_out += n
+            self.last_active = self._loop.time()
+            if self._paused and self._pending <= self._resume_pending:
+                self._maybe_resume()
+
+    # ------------------------------------------------------------------ flow control
+
+    def _pause(self) -> None:
+        self._paused = True
+        self._stop_reading()
+
+    def _maybe_resume(self) -> None:
+        if (self.closed or self._pending > self._resume_pending
+                or self._inflight >= self._max_inflight
+                or self._inflight_bytes > self._max_inflight_bytes):
+            return
+        self._paused = False
+        self._parse()  # frames that arrived before the pause go first
+        if not (self._paused or self.closed or self._eof or self._reading):
+            self._reading = True
+            self._loop.add_reader(self._fd, self._on_readable)
+
+    def _maybe_finish(self) -> None:
+        """After peer EOF: close once every received request is answered."""
+        if not self.closed and not self._paused and not self._slots and not self._wq:
+            self.close(None)
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, reason: str | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if reason:
+            self._log.debug("closing connection %s: %s", self.ctx.connection_id, reason)
+        loop = self._loop
+        if self._reading:
+            self._reading = False
+            loop.remove_reader(self._fd)
+        if self._writing:
+            self._writing = False
+            loop.remove_writer(self._fd)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        self._wq.clear()
+        self._slots.clear()
+        self._pending = 0
+        self._proc.connection_closed(self)

@@ -1,0 +1,54 @@
+"""What a request handler knows about the connection a frame came in on.
+
+Kept separate from the connection machinery so handlers depend on a small,
+stable surface: who the peer is, which event loop they run on, and a dict for
+per-connection state (e.g. the negotiated SASL state or client software name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+class ConnectionContext:
+    """Per-connection facts handed to every handler call.
+
+    Attributes:
+        connection_id: Kafka-style id "localhost:port-peerhost:port-index",
+            unique for the life of the server.
+        peer: the peer address tuple as returned by accept() (host, port[, ...]).
+        peer_host / peer_port: convenience splits of ``peer``.
+        local: the local (listener side) address tuple.
+        loop: the processor event loop this connection (and its handlers) run on.
+        processor: index of the processor thread owning the connection.
+        state: free-form dict handlers may use for per-connection state.
+    """
+
+    __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
+                 "loop", "processor", "state", "_conn")
+
+    def __init__(self, connection_id: str, peer: tuple, local: tuple,
+                 loop: asyncio.AbstractEventLoop, processor: int, conn: Any) -> None:
+        self.connection_id = connection_id
+        self.peer = peer
+        self.peer_host = peer[0] if peer else ""
+        self.peer_port = peer[1] if peer and len(peer) > 1 else 0
+        self.local = local
+        self.loop = loop
+        self.processor = processor
+        self.state: dict = {}
+        self._conn = conn
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closed (responses would be dropped)."""
+        return self._conn.closed
+
+    def close(self) -> None:
+        """Close the connection now (must be called on ``loop``); queued
+        responses are discarded. For handlers that decide a peer is hopeless."""
+        self._conn.close("closed by handler")
+
+    def __repr__(self) -> str:
+        return f"ConnectionContext({self.connection_id!r})"

@@ -1,0 +1,117 @@
+"""The broker process: wire config, metadata, storage, handlers and network together."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+
+from protocol.messages import API_BY_KEY
+from storage import LogManager
+
+from .append_notifier import AppendNotifier
+from .dispatcher import Dispatcher
+from .handlers import HANDLERS
+from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore
+from .metrics import BrokerMetrics
+from .network import NetworkServer
+from .topics import TopicService
+
+log = logging.getLogger("broker")
+
+
+@dataclasses.dataclass
+class BrokerServices:
+    """Everything a handler may use; one instance per broker, shared by all threads."""
+    config: object
+    store: MetadataStore
+    logs: LogManager
+    topics: TopicService
+    notifier: AppendNotifier
+    node: BrokerEndpoint
+    advertised_apis: list
+    metrics: BrokerMetrics
+
+
+def advertised_apis() -> list:
+    """Every API that has a handler, at every version the codecs serve."""
+    return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
+
+
+def _endpoints(cfg):
+    name, host, port = cfg.listeners[0]
+    _, adv_host, adv_port = cfg.advertised_listeners[0]
+    return host, port, BrokerEndpoint(cfg.broker_id, adv_host, adv_port)
+
+
+class Broker:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.bind_host, self.bind_port, self.node = _endpoints(cfg)
+        self.services: BrokerServices | None = None
+        self.network: NetworkServer | None = None
+        self._stopped = asyncio.Event()
+
+    def _open(self) -> BrokerServices:
+        cfg = self.cfg
+        if cfg.zookeeper_connect:
+            raise SystemExit("samsa: zookeeper.connect is set, but the ZooKeeper metadata "
+                             "store is not available in this version; remove the key to run "
+                             "on the embedded store")
+        store = EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, self.node)
+        logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
+                          broker_id=cfg.broker_id, cluster_id=store.cluster_id,
+                          retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+        logs.startup()
+        notifier = AppendNotifier()
+        topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
+            lambda l: notifier.notify(l.topic, l.partition)))
+        topics.open_all()
+        metrics = BrokerMetrics()
+        metrics.add_source("partitions", lambda: len(logs.all_logs()))
+        return BrokerServices(cfg, store, logs, topics, notifier, self.node,
+                              advertised_apis(), metrics)
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        self.network = NetworkServer(
+            self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads,
+            Dispatcher(self.services),
+            max_frame_bytes=cfg.socket_request_max_bytes,
+            max_connections=cfg.max_connections,
+            max_connections_per_ip=cfg.max_connections_per_ip,
+            idle_timeout_ms=cfg.connections_max_idle_ms,
+            send_buffer_bytes=cfg.socket_send_buffer_bytes,
+            recv_buffer_bytes=cfg.socket_receive_buffer_bytes,
+        )
+        await self.network.start()
+        m = self.services.metrics
+        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out"):
+            if hasattr(self.network, attr):
+                m.add_source(attr, lambda a=attr: getattr(self.network, a))
+        if getattr(cfg, "metrics_port", 0):
+            m.serve(cfg.metrics_port)
+        log.info("samsa broker %d started: listening on %s:%d, advertised as %s:%d, "
+                 "cluster id %s, data in %s", cfg.broker_id, self.bind_host or "0.0.0.0",
+                 self.network.port, self.node.host, self.node.port,
+                 self.services.store.cluster_id, ",".join(cfg.log_dirs))
+
+    async def stop(self) -> None:
+        if self.network is not None:
+            await self.network.stop()
+        if self.services is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.services.logs.shutdown)
+            self.services.store.close()
+        log.info("samsa broker stopped cleanly")
+        self._stopped.set()
+
+    async def run_until_signalled(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutting down")
+        await self.stop()
