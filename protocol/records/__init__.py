@@ -9,3 +9,8 @@ from protocol.records.batch import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, V
                                     compute_crc, iter_batch_headers, peek_magic,
                                     read_batch_header, set_base_offset, set_log_append_time,
                                     set_partition_leader_epoch, validate_batches, write_crc)
+from protocol.records.codecs import (DEFAULT_MAX_OUTPUT, Codec, codec_for_name, compress,
+                                     decompress)
+from protocol.records.records import (CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch,
+                                      build_control_batch, decode_batch, iter_all_records,
+                                      iter_records, parse_control_record)
