@@ -1,0 +1,135 @@
+"""A processor: one thread running its own uvloop event loop.
+
+The acceptor hands accepted sockets over with ``call_soon_threadsafe``; from
+then on the socket, its Connection and every handler call for it live on this
+loop only, so connection state needs no locks. Counters here are written only
+by this thread (the server sums them for metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from typing import Any, Callable
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is a declared dependency
+    uvloop = None
+
+from broker.network.connection import Connection
+
+
+class Processor:
+    def __init__(self, index: int, server: Any, *, handler: Callable, logger: logging.Logger,
+                 max_frame_bytes: int, max_pending_response_bytes: int,
+                 max_inflight_requests: int, max_inflight_request_bytes: int,
+                 idle_timeout_ms: int, send_buffer_bytes: int, recv_buffer_bytes: int) -> None:
+        self.index = index
+        self.server = server
+        self.handler = handler
+        self.logger = logger
+        self.max_frame_bytes = max_frame_bytes
+        self.max_pending_response_bytes = max_pending_response_bytes
+        self.max_inflight_requests = max_inflight_requests
+        self.max_inflight_request_bytes = max_inflight_request_bytes
+        self.idle_timeout = idle_timeout_ms / 1000.0
+        self.send_buffer_bytes = send_buffer_bytes
+        self.recv_buffer_bytes = recv_buffer_bytes
+        self.loop: asyncio.AbstractEventLoop = (uvloop.new_event_loop() if uvloop
+                                                else asyncio.new_event_loop())
+        self.connections: dict[str, Connection] = {}
+        self.thread = threading.Thread(target=self._run, name=f"samsa-network-{index}",
+                                       daemon=True)
+        self._stopping = False
+        self._idle_handle: asyncio.TimerHandle | None = None
+        # metrics, written only on this thread
+        self.requests = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.connections_closed = 0
+
+    # -------------------------------------------------------------- thread
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        if self.idle_timeout > 0:
+            self._schedule_idle_check()
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    async def shutdown(self) -> None:
+        """Close every connection and cancel handler tasks (runs on this loop)."""
+        self._stopping = True
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+        for conn in list(self.connections.values()):
+            conn.close("server stopping")
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks(self.loop) if t is not me]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    # -------------------------------------------------------------- connections
+
+    def add_connection(self, sock: socket.socket, peer: tuple, connection_id: str) -> None:
+        """Called on this loop via call_soon_threadsafe by the acceptor."""
+        if self._stopping:
+            sock.close()
+            self.server._release_slot(peer)
+            return
+        try:
+            sock.setblocking(False)
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.recv_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.recv_buffer_bytes)
+            conn = Connection(self, sock, peer, connection_id)
+        except OSError as e:  # peer already gone
+            self.logger.debug("dropping new connection from %s: %s", peer, e)
+            sock.close()
+            self.server._release_slot(peer)
+            self.connections_closed += 1
+            return
+        self.connections[connection_id] = conn
+        conn.start()
+
+    def connection_closed(self, conn: Connection) -> None:
+        """Called by Connection.close exactly once."""
+        if self.connections.pop(conn.ctx.connection_id, None) is not None:
+            self.connections_closed += 1
+            self.server._release_slot(conn.ctx.peer)
+
+    # -------------------------------------------------------------- idle sweep
+
+    def _schedule_idle_check(self) -> None:
+        # A sweep every tenth of the timeout (bounded) keeps the overshoot
+        # small without a timer per connection or per request.
+        interval = min(max(self.idle_timeout / 10.0, 0.01), 5.0)
+        self._idle_handle = self.loop.call_later(interval, self._idle_check)
+
+    def _idle_check(self) -> None:
+        deadline = self.loop.time() - self.idle_timeout
+        for conn in list(self.connections.values()):
+            if conn.last_active < deadline and conn.idle:
+                self.logger.debug("closing idle connection %s", conn.ctx.connection_id)
+                conn.close(None)
+        if not self._stopping:
+            self._schedule_idle_check()

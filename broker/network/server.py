@@ -1,0 +1,219 @@
+"""NetworkServer: the listener, the acceptor task and the processor threads.
+
+The acceptor is one task on the loop that calls ``start()``; it accepts
+sockets, enforces ``max.connections`` / ``max.connections.per.ip`` (excess
+sockets are closed at once) and hands every accepted socket round-robin to
+one of ``num_threads`` processors (see processor.py) with
+``call_soon_threadsafe``. Everything after the hand-off happens on the
+processor's loop (see connection.py for framing, ordering, sendfile and
+backpressure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from typing import Any, Awaitable, Callable
+
+from broker.network.processor import Processor
+
+Handler = Callable[[Any, memoryview], Awaitable[Any]]
+
+_log = logging.getLogger("broker.network")
+
+
+class NetworkServer:
+    """Kafka-style network layer: size-prefixed frames in, ordered responses out.
+
+    ``handler(conn, frame)`` is awaited on the connection's processor loop for
+    each complete frame (``frame`` excludes the 4-byte size prefix, is a
+    writable memoryview, and stays valid as long as the handler keeps it).
+    It returns a list of parts (bytes-like, or region objects with ``file``,
+    ``position``, ``length`` that are written with sendfile; the first part
+    carries the 4-byte size prefix) or None for no response.
+
+    Metrics (read from any thread; processor-side ones are sums over threads):
+    ``connections_accepted``, ``connections_rejected``, ``connections_open``,
+    ``connections_closed``, ``requests``, ``bytes_in``, ``bytes_out``.
+    """
+
+    def __init__(self, host: str, port: int, num_threads: int, handler: Handler, *,
+                 max_frame_bytes: int = 104857600,
+                 max_connections: int = 2**31 - 1,
+                 max_connections_per_ip: int = 2**31 - 1,
+                 idle_timeout_ms: int = 600000,
+                 send_buffer_bytes: int = 102400,
+                 recv_buffer_bytes: int = 102400,
+                 max_pending_response_bytes: int = 16 * 1024 * 1024,
+                 max_inflight_requests: int = 1000,
+                 max_inflight_request_bytes: int | None = None,
+                 backlog: int = 512,
+                 logger: logging.Logger | None = None) -> None:
+        if num_threads < 1:
+            raise ValueError("num_threads must be >= 1")
+        self.host = host
+        self.port = port
+        self.num_threads = num_threads
+        self.handler = handler
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.backlog = backlog
+        self.logger = logger or _log
+        self._proc_kwargs = dict(
+            handler=handler, logger=self.logger, max_frame_bytes=max_frame_bytes,
+            max_pending_response_bytes=max_pending_response_bytes,
+            max_inflight_requests=max_inflight_requests,
+            # Frames held by running handlers are memory too; by default they
+            # get the same budget as queued responses (one frame always fits).
+            max_inflight_request_bytes=(max_inflight_request_bytes
+                                        if max_inflight_request_bytes is not None
+                                        else max(max_pending_response_bytes, 1)),
+            idle_timeout_ms=idle_timeout_ms, send_buffer_bytes=send_buffer_bytes,
+            recv_buffer_bytes=recv_buffer_bytes)
+        self.processors: list[Processor] = []
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task | None = None
+        self._lock = threading.Lock()       # guards _open and _per_ip
+        self._open = 0
+        self._per_ip: dict[str, int] = {}
+        self._next_proc = 0
+        self._next_id = 0
+        self.connections_accepted = 0
+        self.connections_rejected = 0
+
+    # ------------------------------------------------------------------ metrics
+
+    @property
+    def connections_open(self) -> int:
+        return self._open
+
+    @property
+    def connections_closed(self) -> int:
+        return sum(p.connections_closed for p in self.processors)
+
+    @property
+    def requests(self) -> int:
+        return sum(p.requests for p in self.processors)
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(p.bytes_in for p in self.processors)
+
+    @property
+    def bytes_out(self) -> int:
+        return sum(p.bytes_out for p in self.processors)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._listener = await self._bind(loop)
+        self.port = self._listener.getsockname()[1]
+        self.processors = [Processor(i, self, **self._proc_kwargs)
+                           for i in range(self.num_threads)]
+        for p in self.processors:
+            p.start()
+        self._acceptor = loop.create_task(self._accept_loop(self._listener))
+        self.logger.info("listening on %s:%d with %d network threads",
+                         self.host or "*", self.port, self.num_threads)
+
+    async def _bind(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
+        if not self.host:
+            if socket.has_dualstack_ipv6():
+                sock = socket.create_server(("", self.port), family=socket.AF_INET6,
+                                            backlog=self.backlog, dualstack_ipv6=True)
+            else:
+                sock = socket.create_server(("", self.port), backlog=self.backlog)
+        else:
+            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                           flags=socket.AI_PASSIVE)
+            family, _, _, _, addr = infos[0]
+            sock = socket.create_server(addr, family=family, backlog=self.backlog)
+        sock.setblocking(False)
+        return sock
+
+    async def stop(self) -> None:
+        """Stop accepting, close all connections, join the processor threads."""
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            try:
+                await self._acceptor
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._acceptor = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for p in self.processors:
+            if p.thread.is_alive():
+                fut = asyncio.run_coroutine_threadsafe(p.shutdown(), p.loop)
+                try:
+                    await asyncio.wrap_future(fut)
+                except Exception:
+                    self.logger.exception("error shutting down network processor %d", p.index)
+                p.stop_loop()
+        for p in self.processors:
+            await asyncio.to_thread(p.thread.join)
+
+    async def __aenter__(self) -> "NetworkServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ acceptor
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        local = listener.getsockname()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(listener)
+            except asyncio.CancelledError:
+                raise
+            except OSError as e:
+                # EMFILE/ENFILE/ECONNABORTED: log and keep accepting; a short
+                # pause avoids spinning while descriptors are exhausted.
+                self.logger.warning("accept failed: %s", e)
+                await asyncio.sleep(0.05)
+                continue
+            self._hand_off(sock, peer, local)
+
+    def _hand_off(self, sock: socket.socket, peer: Any, local: tuple) -> None:
+        if not isinstance(peer, tuple):  # AF_UNIX and friends
+            peer = (str(peer), 0)
+        ip = peer[0]
+        with self._lock:
+            if self._open >= self.max_connections:
+                reason = "max.connections"
+            elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+                reason = "max.connections.per.ip"
+            else:
+                reason = None
+                self._open += 1
+                self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        if reason is not None:
+            self.connections_rejected += 1
+            self.logger.info("rejecting connection from %s: %s reached", ip, reason)
+            sock.close()
+            return
+        self.connections_accepted += 1
+        self._next_id += 1
+        connection_id = f"{local[0]}:{local[1]}-{ip}:{peer[1]}-{self._next_id}"
+        proc = self.processors[self._next_proc]
+        self._next_proc = (self._next_proc + 1) % len(self.processors)
+        proc.loop.call_soon_threadsafe(proc.add_connection, sock, peer, connection_id)
+
+    def _release_slot(self, peer: tuple) -> None:
+        """A connection counted by the acceptor is gone (any thread)."""
+        ip = peer[0]
+        with self._lock:
+            self._open -= 1
+            left = self._per_ip.get(ip, 0) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
