@@ -1,0 +1,77 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Like kafka-console-producer: one record per stdin line (value = the line, no key
+ * unless --property parse.key=true), then flush and exit 0 at EOF; exit 1 if any
+ * record failed. Defaults match the real tool: acks=all and therefore idempotence
+ * on, which makes the broker answer InitProducerId before the first Produce.
+ *
+ *   --bootstrap-server H:P --topic T [--acks all|1|0]
+ *   [--compression-type none|gzip|snappy|lz4|zstd] [--producer-property k=v]...
+ *   [--property parse.key=true] [--property key.separator=SEP (default TAB)]
+ */
+public final class ConsoleProducer {
+    public static void main(String[] argv) { ToolArgs.main(ConsoleProducer::run, argv); }
+
+    static int run(String[] argv) throws Exception {
+        ToolArgs a = new ToolArgs(argv, Set.of(), Set.of("--bootstrap-server", "--topic", "--acks",
+                "--compression-type", "--producer-property", "--property"));
+        String topic = a.require("--topic");
+        String acks = a.get("--acks", "all");
+
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("--bootstrap-server"));
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "console-producer");
+        p.put(ProducerConfig.ACKS_CONFIG, acks);
+        // The client rejects idempotence with acks 0/1, so only ask for it with acks=all.
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(acks.equals("all") || acks.equals("-1")));
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.get("--compression-type", "none"));
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.putAll(a.keyValues("--producer-property"));
+
+        Map<String, String> fmt = a.keyValues("--property");
+        boolean parseKey = Boolean.parseBoolean(fmt.getOrDefault("parse.key", "false"));
+        String separator = fmt.getOrDefault("key.separator", "\t");
+
+        AtomicLong failed = new AtomicLong();
+        AtomicReference<Exception> firstError = new AtomicReference<>();
+        long sent = 0;
+        try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
+             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                byte[] key = null;
+                String value = line;
+                if (parseKey) {
+                    int at = line.indexOf(separator);
+                    if (at < 0) throw new ToolArgs.UsageException("no key separator on line: " + line);
+                    key = line.substring(0, at).getBytes(StandardCharsets.UTF_8);
+                    value = line.substring(at + separator.length());
+                }
+                producer.send(new ProducerRecord<>(topic, key, value.getBytes(StandardCharsets.UTF_8)), (md, e) -> {
+                    if (e != null && failed.getAndIncrement() == 0) firstError.set(e);
+                });
+                sent++;
+            }
+            producer.flush();
+        }
+        if (failed.get() > 0) {
+            System.err.println("ERROR: " + failed.get() + " of " + sent + " records failed, first: "
+                    + ToolArgs.describe(firstError.get()));
+            return 1;
+        }
+        return 0;
+    }
+}

@@ -1,0 +1,137 @@
+"""Run a broker-like server as a child process and know when it is ready.
+
+Shared by the samsa broker fixture and the Tansu peer: both are "start a process,
+wait until it answers ApiVersions on its port, stop it politely or kill it". Each
+child runs in its own session (process group), so stop/kill reach anything it
+forked, and nothing outside what we started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .kafka_wire import probe_api_versions
+
+
+class ProcessStartError(RuntimeError):
+    """The server died or never answered ApiVersions; the message carries its log tail."""
+
+
+class ManagedProcess:
+    """One server process whose stdout+stderr go to ``log_path`` (appended across restarts)."""
+
+    def __init__(self, name: str, argv: Sequence[str], host: str, port: int, log_path: Path,
+                 env: Mapping[str, str] | None = None, cwd: str | os.PathLike | None = None,
+                 startup_timeout: float = 30.0):
+        self.name = name
+        self.argv = list(argv)
+        self.host = host
+        self.port = port
+        self.log_path = Path(log_path)
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for --bootstrap-server / bootstrap_servers."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log file)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def start(self):
+        if self.is_running():
+            raise RuntimeError(f"{self.name} is already running (pid {self.proc.pid})")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n==== starting: {' '.join(self.argv)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                         start_new_session=True)
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Until the port answers ApiVersions v0; fails fast if the process exits."""
+        deadline = time.monotonic() + (timeout or self.startup_timeout)
+        last_error: Exception | None = None
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise ProcessStartError(
+                    f"{self.name} exited with code {rc} before becoming ready on {self.bootstrap}\n"
+                    f"command: {' '.join(self.argv)}\n--- log tail ({self.log_path}) ---\n{self.log_tail()}")
+            try:
+                probe_api_versions(self.host, self.port, timeout=1.0)
+                return
+            except OSError as e:
+                last_error = e
+            if time.monotonic() >= deadline:
+                raise ProcessStartError(
+                    f"{self.name} did not answer ApiVersions on {self.bootstrap} within "
+                    f"{timeout or self.startup_timeout:.0f}s (last error: {last_error!r})\n"
+                    f"command: {' '.join(self.argv)}\n--- log tail ({self.log_path}) ---\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def _signal(self, sig: int) -> None:
+        # Only while the child is not yet reaped: until then its pid (= its process
+        # group id, start_new_session=True) cannot have been reused by anyone else.
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL. Returns the exit code (None if never started)."""
+        if self.proc is None:
+            return None
+        self._signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> int | None:
+        """SIGKILL now (crash tests): no chance to flush or clean up."""
+        if self.proc is None:
+            return None
+        self._signal(signal.SIGKILL)
+        self.proc.wait()
+        return self.proc.returncode
+
+    def restart(self, timeout: float = 15.0):
+        """Stop (politely) and start again with the same command, port and data."""
+        self.stop(timeout)
+        return self.start()
+
+    def __enter__(self):
+        return self if self.is_running() else self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
