@@ -1,0 +1,131 @@
+"""`samsa topics`: create, list, describe, alter and delete topics over the wire."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from protocol.errors import ErrorCode
+from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
+                               DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
+
+from .client import ClientError, SimpleClient
+
+
+def _error(code: int, message: str | None = None) -> str:
+    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+    return f"{name}: {message}" if message else name
+
+
+def _parse_configs(items):
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"samsa topics: --config expects key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _metadata(client, topics=None):
+    req = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else [
+        MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+    return client.call(3, req)
+
+
+def _create(client, args) -> int:
+    req = CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
+        CreateTopicsRequest.CreatableTopic(
+            name=args.topic, num_partitions=args.partitions or -1,
+            replication_factor=args.replication_factor or -1,
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in _parse_configs(args.config).items()])])
+    result = client.call(19, req).topics[0]
+    if result.error_code:
+        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
+              file=sys.stderr)
+        return 1
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _list(client, args) -> int:
+    for t in sorted(_metadata(client).topics, key=lambda t: t.name):
+        print(t.name)
+    return 0
+
+
+def _describe(client, args) -> int:
+    resp = _metadata(client, [args.topic] if args.topic else None)
+    rc = 0
+    for t in sorted(resp.topics, key=lambda t: t.name or ""):
+        if t.error_code:
+            print(f"Error for topic {t.name}: {_error(t.error_code)}", file=sys.stderr)
+            rc = 1
+            continue
+        configs = client.call(32, DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=t.name,
+                                                           configuration_keys=None)]))
+        overrides = ",".join(f"{c.name}={c.value}" for c in configs.results[0].configs
+                             if c.config_source == 1)
+        print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+              f"ReplicationFactor: 1\tConfigs: {overrides}")
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            replicas = ",".join(map(str, p.replica_nodes))
+            isr = ",".join(map(str, p.isr_nodes))
+            print(f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
+                  f"Replicas: {replicas}\tIsr: {isr}")
+    return rc
+
+
+def _alter(client, args) -> int:
+    req = CreatePartitionsRequest(timeout_ms=30000, validate_only=False, topics=[
+        CreatePartitionsRequest.CreatePartitionsTopic(name=args.topic, count=args.partitions,
+                                                      assignments=None)])
+    result = client.call(37, req).results[0]
+    if result.error_code:
+        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _delete(client, args) -> int:
+    version = client.version_for(20)
+    if version >= 6:
+        req = DeleteTopicsRequest(timeout_ms=30000, topics=[
+            DeleteTopicsRequest.DeleteTopicState(name=args.topic)])
+    else:
+        req = DeleteTopicsRequest(timeout_ms=30000, topic_names=[args.topic])
+    result = client.call(20, req).responses[0]
+    if result.error_code:
+        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv) -> int:
+    p = argparse.ArgumentParser(prog="samsa topics")
+    p.add_argument("--bootstrap-server", default="localhost:9092")
+    action = p.add_mutually_exclusive_group(required=True)
+    for name in ("create", "list", "describe", "alter", "delete"):
+        action.add_argument(f"--{name}", action="store_true")
+    p.add_argument("--topic")
+    p.add_argument("--partitions", type=int)
+    p.add_argument("--replication-factor", type=int)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    if (args.create or args.alter or args.delete) and not args.topic:
+        p.error("--topic is required")
+    if args.alter and not args.partitions:
+        p.error("--alter needs --partitions")
+    try:
+        with SimpleClient(args.bootstrap_server) as client:
+            for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
+                             ("alter", _alter), ("delete", _delete)):
+                if getattr(args, name):
+                    return fn(client, args)
+    except (OSError, ClientError) as e:
+        print(f"samsa topics: {e}", file=sys.stderr)
+        return 1
+    return 2
