@@ -2,6 +2,9 @@
 
 storage/ reads these attributes; config/ fills them from broker defaults
 (`log.segment.bytes` ...) and per-topic overrides (`segment.bytes` ...).
+The key table (names, types, validators, broker synonyms) is in topic_keys.py;
+build instances with `BrokerConfig.topic_config(overrides)` rather than by hand
+so values are validated.
 """
 from __future__ import annotations
 
@@ -32,6 +35,17 @@ class TopicConfig:
     file_delete_delay_ms: int = 60000          # file.delete.delay.ms
     preallocate: bool = False                  # preallocate
     min_insync_replicas: int = 1               # min.insync.replicas
+    # Added by config/ (appended so existing positional order is unchanged):
+    message_timestamp_difference_max_ms: int = LONG_MAX  # message.timestamp.difference.max.ms
+    message_timestamp_before_max_ms: int = LONG_MAX      # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = LONG_MAX       # message.timestamp.after.max.ms
+    message_downconversion_enable: bool = True           # message.downconversion.enable
+    unclean_leader_election_enable: bool = False         # unclean.leader.election.enable
+    compression_gzip_level: int = -1                     # compression.gzip.level (-1: codec default)
+    compression_lz4_level: int = 9                       # compression.lz4.level
+    compression_zstd_level: int = 3                      # compression.zstd.level
+    leader_replication_throttled_replicas: str = ""      # accepted for tool compatibility; no effect
+    follower_replication_throttled_replicas: str = ""    # accepted for tool compatibility; no effect
 
     @property
     def compact(self) -> bool:

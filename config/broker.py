@@ -1,0 +1,635 @@
+"""BrokerConfig: the broker's typed configuration, with Kafka's key names and defaults.
+
+Each field of BrokerConfig is declared with the Kafka key it comes from (its
+type, default, validator and doc live in the field's metadata), so this class
+is the single table of broker keys.  A few fields are *resolved* from several
+keys the way Kafka resolves them (log.dirs over log.dir, log.roll.ms over
+log.roll.hours, log.retention.ms over .minutes over .hours, ...); those fields
+always hold the effective value, never None.
+
+Build one with `load_broker_config()` (file, environment, overrides) or
+`BrokerConfig.from_dict({...})`; plain `BrokerConfig()` is all defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import re
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from .errors import ConfigError
+from .properties import load_properties
+from .topic import TopicConfig
+from .topic_keys import (CLEANUP_POLICIES, COMPRESSION_TYPES, MIN_SEGMENT_BYTES,
+                         TIMESTAMP_TYPES, TOPIC_KEYS, to_attr_value)
+from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, SubsetOf,
+                     at_least, between)
+
+log = logging.getLogger("config")
+
+
+class Listener(NamedTuple):
+    """One listener: name (upper case, e.g. PLAINTEXT), host ("" = all interfaces), port."""
+    name: str
+    host: str
+    port: int
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_LISTENERS = "PLAINTEXT://:9092"
+DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+# Hosts a client cannot connect to: advertise "localhost" instead so local clients work.
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def _key(name, type_, default, validator=None, doc="", *, value=dataclasses.MISSING,
+         factory=None):
+    """Declare a field fed by Kafka key `name`.
+
+    `default` is the key's own default (what DescribeConfigs shows, may be None);
+    `value` / `factory` give the field's default when the field holds a resolved
+    or parsed form that differs from the key's default.
+    """
+    ck = ConfigKey(name, type_, default, validator, doc)
+    md = {"key": ck}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=md)
+    if value is dataclasses.MISSING:
+        value = default
+    if isinstance(value, list):
+        v = list(value)
+        return dataclasses.field(default_factory=lambda: list(v), metadata=md)
+    return dataclasses.field(default=value, metadata=md)
+
+
+def _default_listeners():
+    return [Listener("PLAINTEXT", "", 9092)]
+
+
+def _default_advertised():
+    return [Listener("PLAINTEXT", "localhost", 9092)]
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    # ------------------------------------------------------------ identity
+    broker_id: int = _key("broker.id", T.INT, 0, at_least(0),
+                          "This broker's id (node.id is accepted as a synonym).")
+    node_id: int | None = _key("node.id", T.INT, None, at_least(0),
+                               "KRaft-style synonym of broker.id; broker.id wins if both are set.")
+    broker_rack: str | None = _key("broker.rack", T.STRING, None, None, "Rack of this broker.")
+    cluster_id: str | None = _key(
+        "cluster.id", T.STRING, None, None,
+        "samsa: cluster id to use; None = keep/generate the one in meta.properties.")
+
+    # ------------------------------------------------------------ network
+    listeners: list = _key(
+        "listeners", T.STRING, DEFAULT_LISTENERS, None,
+        "Comma list of NAME://host:port to bind; empty host = all interfaces, port 0 = any.",
+        factory=_default_listeners)
+    advertised_listeners: list = _key(
+        "advertised.listeners", T.STRING, None, None,
+        "Listeners given to clients; default: listeners with a wildcard host as localhost.",
+        factory=_default_advertised)
+    listener_security_protocol_map: dict = _key(
+        "listener.security.protocol.map", T.STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None,
+        "Listener name -> security protocol.",
+        factory=lambda: _parse_protocol_map(DEFAULT_SECURITY_PROTOCOL_MAP))
+    inter_broker_listener_name: str | None = _key(
+        "inter.broker.listener.name", T.STRING, None, None, "Listener brokers use between them.")
+    num_network_threads: int = _key("num.network.threads", T.INT, 3, at_least(1),
+                                    "Network processor threads (event loops).")
+    num_io_threads: int = _key("num.io.threads", T.INT, 8, at_least(1),
+                               "Threads for request handling / disk work.")
+    background_threads: int = _key("background.threads", T.INT, 10, at_least(1),
+                                   "Threads for background tasks.")
+    queued_max_requests: int = _key("queued.max.requests", T.INT, 500, at_least(1),
+                                    "Requests queued before network threads stop reading.")
+    socket_request_max_bytes: int = _key("socket.request.max.bytes", T.INT, 104857600,
+                                         at_least(1), "Largest request frame accepted.")
+    socket_send_buffer_bytes: int = _key("socket.send.buffer.bytes", T.INT, 102400, at_least(-1),
+                                         "SO_SNDBUF of client sockets (-1: OS default).")
+    socket_receive_buffer_bytes: int = _key("socket.receive.buffer.bytes", T.INT, 102400,
+                                            at_least(-1),
+                                            "SO_RCVBUF of client sockets (-1: OS default).")
+    socket_listen_backlog_size: int = _key("socket.listen.backlog.size", T.INT, 50, at_least(1),
+                                           "listen() backlog.")
+    max_connections: int = _key("max.connections", T.INT, INT_MAX, at_least(0),
+                                "Most client connections at once.")
+    max_connections_per_ip: int = _key("max.connections.per.ip", T.INT, INT_MAX, at_least(0),
+                                       "Most connections from one address.")
+    max_connections_per_ip_overrides: str = _key(
+        "max.connections.per.ip.overrides", T.STRING, "", None, "host:count,... exceptions.")
+    connections_max_idle_ms: int = _key("connections.max.idle.ms", T.LONG, 600000, None,
+                                        "Idle connections are closed after this long.")
+    fetch_max_bytes: int = _key("fetch.max.bytes", T.INT, 57671680, at_least(1024),
+                                "Most bytes one fetch response returns.")
+
+    # ------------------------------------------------------------ log dirs
+    log_dirs: list = _key("log.dirs", T.STRING, None, None,
+                          "Comma list of data directories (wins over log.dir).",
+                          value=["/tmp/kafka-logs"])
+    log_dir: str = _key("log.dir", T.STRING, "/tmp/kafka-logs", None,
+                        "Data directory, used when log.dirs is not set.")
+    num_recovery_threads_per_data_dir: int = _key(
+        "num.recovery.threads.per.data.dir", T.INT, 1, at_least(1),
+        "Threads per data dir for recovery at startup and flush at shutdown.")
+
+    # ------------------------------------------------------------ topics
+    num_partitions: int = _key("num.partitions", T.INT, 1, at_least(1),
+                               "Partitions of an auto-created topic.")
+    default_replication_factor: int = _key("default.replication.factor", T.INT, 1, at_least(1),
+                                           "Replication factor of an auto-created topic.")
+    auto_create_topics_enable: bool = _key("auto.create.topics.enable", T.BOOLEAN, True, None,
+                                           "Create a topic when a client asks for an unknown one.")
+    delete_topic_enable: bool = _key("delete.topic.enable", T.BOOLEAN, True, None,
+                                     "Allow DeleteTopics.")
+    min_insync_replicas: int = _key("min.insync.replicas", T.INT, 1, at_least(1),
+                                    "Default min.insync.replicas of topics.")
+    unclean_leader_election_enable: bool = _key(
+        "unclean.leader.election.enable", T.BOOLEAN, False, None,
+        "Default unclean.leader.election.enable of topics.")
+    message_max_bytes: int = _key("message.max.bytes", T.INT, 1048588, at_least(0),
+                                  "Largest record batch accepted (topic: max.message.bytes).")
+    compression_type: str = _key("compression.type", T.STRING, "producer",
+                                 OneOf(COMPRESSION_TYPES), "Codec of stored batches.")
+    compression_gzip_level: int = _key("compression.gzip.level", T.INT, -1, between(-1, 9),
+                                       "gzip level when recompressing.")
+    compression_lz4_level: int = _key("compression.lz4.level", T.INT, 9, between(1, 17),
+                                      "lz4 level when recompressing.")
+    compression_zstd_level: int = _key("compression.zstd.level", T.INT, 3,
+                                       between(-131072, 22), "zstd level when recompressing.")
+
+    # ------------------------------------------------------------ segments
+    log_segment_bytes: int = _key("log.segment.bytes", T.INT, 1073741824,
+                                  at_least(MIN_SEGMENT_BYTES), "Size at which a segment rolls.")
+    log_roll_ms: int = _key("log.roll.ms", T.LONG, None, at_least(1),
+                            "Age at which a segment rolls (resolved: wins over log.roll.hours).",
+                            value=168 * 3_600_000)
+    log_roll_hours: int = _key("log.roll.hours", T.INT, 168, at_least(1),
+                               "Age at which a segment rolls, in hours.")
+    log_roll_jitter_ms: int = _key("log.roll.jitter.ms", T.LONG, None, at_least(0),
+                                   "Roll jitter (resolved: wins over log.roll.jitter.hours).",
+                                   value=0)
+    log_roll_jitter_hours: int = _key("log.roll.jitter.hours", T.INT, 0, at_least(0),
+                                      "Roll jitter in hours.")
+    log_index_interval_bytes: int = _key("log.index.interval.bytes", T.INT, 4096, at_least(0),
+                                         "Bytes between offset index entries.")
+    log_index_size_max_bytes: int = _key("log.index.size.max.bytes", T.INT, 10485760,
+                                         at_least(4), "Size of index files.")
+    log_preallocate: bool = _key("log.preallocate", T.BOOLEAN, False, None,
+                                 "Preallocate segment files.")
+    log_segment_delete_delay_ms: int = _key("log.segment.delete.delay.ms", T.LONG, 60000,
+                                            at_least(0), "Delay before deleted files go.")
+
+    # ------------------------------------------------------------ retention
+    log_retention_ms: int = _key(
+        "log.retention.ms", T.LONG, None, None,
+        "Retention time (resolved: ms > minutes > hours; any negative = -1 = forever).",
+        value=168 * 3_600_000)
+    log_retention_minutes: int | None = _key("log.retention.minutes", T.INT, None, None,
+                                             "Retention time in minutes.")
+    log_retention_hours: int = _key("log.retention.hours", T.INT, 168, None,
+                                    "Retention time in hours.")
+    log_retention_bytes: int = _key("log.retention.bytes", T.LONG, -1, None,
+                                    "Partition size limit (-1: none).")
+    log_retention_check_interval_ms: int = _key("log.retention.check.interval.ms", T.LONG,
+                                                300000, at_least(1),
+                                                "How often retention is enforced.")
+
+    # ------------------------------------------------------------ flush
+    log_flush_interval_messages: int = _key("log.flush.interval.messages", T.LONG, LONG_MAX,
+                                            at_least(1), "fsync after this many messages.")
+    log_flush_interval_ms: int = _key(
+        "log.flush.interval.ms", T.LONG, None, None,
+        "fsync after this long (resolved: falls back to log.flush.scheduler.interval.ms).",
+        value=LONG_MAX)
+    log_flush_scheduler_interval_ms: int = _key("log.flush.scheduler.interval.ms", T.LONG,
+                                                LONG_MAX, None, "How often flush is checked.")
+    log_flush_offset_checkpoint_interval_ms: int = _key(
+        "log.flush.offset.checkpoint.interval.ms", T.INT, 60000, at_least(0),
+        "How often recovery-point checkpoints are written.")
+    log_flush_start_offset_checkpoint_interval_ms: int = _key(
+        "log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000, at_least(0),
+        "How often log-start-offset checkpoints are written.")
+
+    # ------------------------------------------------------------ timestamps
+    log_message_timestamp_type: str = _key("log.message.timestamp.type", T.STRING, "CreateTime",
+                                           OneOf(TIMESTAMP_TYPES), "Timestamp kept in batches.")
+    log_message_timestamp_difference_max_ms: int = _key(
+        "log.message.timestamp.difference.max.ms", T.LONG, LONG_MAX, at_least(0),
+        "Deprecated: largest CreateTime skew accepted.")
+    log_message_timestamp_before_max_ms: int = _key(
+        "log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, at_least(0),
+        "How far in the past a CreateTime may be.")
+    log_message_timestamp_after_max_ms: int = _key(
+        "log.message.timestamp.after.max.ms", T.LONG, LONG_MAX, at_least(0),
+        "How far in the future a CreateTime may be.")
+    log_message_downconversion_enable: bool = _key(
+        "log.message.downconversion.enable", T.BOOLEAN, True, None,
+        "Down-convert batches for old fetchers.")
+
+    # ------------------------------------------------------------ cleaner
+    log_cleanup_policy: list = _key("log.cleanup.policy", T.LIST, ["delete"],
+                                    SubsetOf(CLEANUP_POLICIES), "delete and/or compact.")
+    log_cleaner_enable: bool = _key("log.cleaner.enable", T.BOOLEAN, True, None,
+                                    "Run the compaction cleaner.")
+    log_cleaner_threads: int = _key("log.cleaner.threads", T.INT, 1, at_least(0),
+                                    "Cleaner threads.")
+    log_cleaner_backoff_ms: int = _key("log.cleaner.backoff.ms", T.LONG, 15000, at_least(0),
+                                       "Cleaner sleep when there is nothing to clean.")
+    log_cleaner_dedupe_buffer_size: int = _key("log.cleaner.dedupe.buffer.size", T.LONG,
+                                               134217728, None, "Cleaner dedupe memory.")
+    log_cleaner_delete_retention_ms: int = _key("log.cleaner.delete.retention.ms", T.LONG,
+                                                86400000, at_least(0), "Tombstone retention.")
+    log_cleaner_min_cleanable_ratio: float = _key("log.cleaner.min.cleanable.ratio", T.DOUBLE,
+                                                  0.5, between(0, 1),
+                                                  "Dirty ratio that triggers cleaning.")
+    log_cleaner_min_compaction_lag_ms: int = _key("log.cleaner.min.compaction.lag.ms", T.LONG, 0,
+                                                  at_least(0), "Shortest uncompacted time.")
+    log_cleaner_max_compaction_lag_ms: int = _key("log.cleaner.max.compaction.lag.ms", T.LONG,
+                                                  LONG_MAX, at_least(1),
+                                                  "Longest uncompacted time.")
+
+    # ------------------------------------------------------------ metadata store
+    zookeeper_connect: str | None = _key(
+        "zookeeper.connect", T.STRING, None, None,
+        "host:port[,host:port][/chroot] of ZooKeeper; unset = embedded metadata store.")
+    zookeeper_session_timeout_ms: int = _key("zookeeper.session.timeout.ms", T.INT, 18000,
+                                             at_least(1), "ZooKeeper session timeout.")
+    zookeeper_connection_timeout_ms: int | None = _key(
+        "zookeeper.connection.timeout.ms", T.INT, None, at_least(1),
+        "ZooKeeper connect timeout (unset: session timeout).")
+    zookeeper_max_in_flight_requests: int = _key("zookeeper.max.in.flight.requests", T.INT, 10,
+                                                 at_least(1), "Pipelined ZooKeeper requests.")
+    zookeeper_set_acl: bool = _key("zookeeper.set.acl", T.BOOLEAN, False, None,
+                                   "Create znodes with secure ACLs.")
+
+    # ------------------------------------------------------------ groups / offsets
+    group_initial_rebalance_delay_ms: int = _key("group.initial.rebalance.delay.ms", T.INT, 3000,
+                                                 at_least(0),
+                                                 "Wait for more members before the first rebalance.")
+    group_min_session_timeout_ms: int = _key("group.min.session.timeout.ms", T.INT, 6000, None,
+                                             "Smallest session timeout a member may ask for.")
+    group_max_session_timeout_ms: int = _key("group.max.session.timeout.ms", T.INT, 1800000, None,
+                                             "Largest session timeout a member may ask for.")
+    group_max_size: int = _key("group.max.size", T.INT, INT_MAX, at_least(1),
+                               "Most members in one group.")
+    offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", T.INT, 50,
+                                             at_least(1), "Partitions of __consumer_offsets.")
+    offsets_topic_replication_factor: int = _key("offsets.topic.replication.factor", T.SHORT, 3,
+                                                 at_least(1), "Replicas of __consumer_offsets.")
+    offsets_topic_segment_bytes: int = _key("offsets.topic.segment.bytes", T.INT, 104857600,
+                                            at_least(1), "Segment size of __consumer_offsets.")
+    offsets_retention_minutes: int = _key("offsets.retention.minutes", T.INT, 10080, at_least(1),
+                                          "How long committed offsets of empty groups are kept.")
+    offsets_retention_check_interval_ms: int = _key("offsets.retention.check.interval.ms",
+                                                    T.LONG, 600000, at_least(1),
+                                                    "How often stale offsets are expired.")
+    offsets_commit_timeout_ms: int = _key("offsets.commit.timeout.ms", T.INT, 5000, at_least(1),
+                                          "Offset commit timeout.")
+    offsets_load_buffer_size: int = _key("offsets.load.buffer.size", T.INT, 5242880, at_least(1),
+                                         "Read size when loading offsets.")
+
+    # ------------------------------------------------------------ transactions / producers
+    transaction_state_log_num_partitions: int = _key(
+        "transaction.state.log.num.partitions", T.INT, 50, at_least(1),
+        "Partitions of __transaction_state.")
+    transaction_state_log_replication_factor: int = _key(
+        "transaction.state.log.replication.factor", T.SHORT, 3, at_least(1),
+        "Replicas of __transaction_state.")
+    transaction_state_log_min_isr: int = _key("transaction.state.log.min.isr", T.INT, 2,
+                                              at_least(1), "min ISR of __transaction_state.")
+    transaction_max_timeout_ms: int = _key("transaction.max.timeout.ms", T.INT, 900000,
+                                           at_least(1), "Largest transaction timeout allowed.")
+    transactional_id_expiration_ms: int = _key("transactional.id.expiration.ms", T.INT,
+                                               604800000, at_least(1),
+                                               "Idle transactional ids expire after this.")
+    producer_id_expiration_ms: int = _key("producer.id.expiration.ms", T.INT, 86400000,
+                                          at_least(1), "Idle producer ids expire after this.")
+
+    # ------------------------------------------------------------ misc
+    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, None,
+                                        "Follower lag before it leaves the ISR.")
+    metrics_port: int = _key(
+        "metrics.port", T.INT, 0, between(0, 65535),
+        "samsa: port of the Prometheus /metrics HTTP endpoint; 0 = disabled.")
+    metrics_host: str = _key(
+        "metrics.host", T.STRING, "", None,
+        "samsa: address the /metrics endpoint binds; empty = all interfaces.")
+
+    # ------------------------------------------------------------ provenance
+    # Everything given (file, then env, then overrides; later wins), unknown keys
+    # included, as strings; and where each given key came from.
+    raw: dict = dataclasses.field(default_factory=dict, compare=False)
+    origins: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    # ------------------------------------------------------------ API
+    @classmethod
+    def from_dict(cls, props: Mapping[str, Any], origins: Mapping[str, str] | None = None
+                  ) -> "BrokerConfig":
+        """Build from Kafka-named keys (string values, as in a .properties file)."""
+        return _build(dict(props), dict(origins or {k: "override" for k in props}))
+
+    @functools.cached_property
+    def default_topic_config(self) -> TopicConfig:
+        """The TopicConfig of a topic without overrides, from the log.* broker keys."""
+        values = {}
+        for tk in TOPIC_KEYS.values():
+            if not tk.synonyms:
+                continue
+            # The first synonym's field holds the resolved value of the whole
+            # synonym chain (e.g. log_retention_ms covers minutes and hours).
+            attr = BROKER_FIELDS[tk.synonyms[0].name]
+            values[tk.attr] = _to_topic_value(tk, getattr(self, attr))
+        return TopicConfig(**values)
+
+    def topic_config(self, overrides: Mapping[str, str | None] | None = None) -> TopicConfig:
+        """TopicConfig for a topic with these Kafka topic-key overrides.
+
+        Unknown key or bad value -> ConfigError (the handler answers INVALID_CONFIG).
+        A None value means "not overridden".
+        """
+        base = self.default_topic_config
+        changes = {tk.attr: to_attr_value(tk, v) for tk, v in parse_topic_overrides(overrides)}
+        cfg = base.replace(**changes) if changes else base
+        if cfg.min_compaction_lag_ms > cfg.max_compaction_lag_ms:
+            raise ConfigError(
+                "min.compaction.lag.ms", cfg.min_compaction_lag_ms,
+                f"a value <= max.compaction.lag.ms ({cfg.max_compaction_lag_ms})")
+        return cfg
+
+    def is_set(self, key: str) -> bool:
+        """Whether `key` was given explicitly (file, environment or override)."""
+        return key in self.raw
+
+    def listener(self, name: str) -> Listener | None:
+        name = name.upper()
+        return next((lst for lst in self.listeners if lst.name == name), None)
+
+    def with_bound_ports(self, ports: Mapping[str, int]) -> "BrokerConfig":
+        """Copy with port-0 listeners (and their advertised twins) set to the bound ports.
+
+        The network layer calls this after binding, so Metadata advertises real ports.
+        """
+        def fix(lsts):
+            return [lst._replace(port=ports[lst.name]) if lst.port == 0 and lst.name in ports
+                    else lst for lst in lsts]
+        return dataclasses.replace(self, listeners=fix(self.listeners),
+                                   advertised_listeners=fix(self.advertised_listeners))
+
+
+# Kafka key -> BrokerConfig field, and the reverse.
+BROKER_KEYS: dict[str, ConfigKey] = {}
+BROKER_FIELDS: dict[str, str] = {}
+for _f in dataclasses.fields(BrokerConfig):
+    if "key" in _f.metadata:
+        BROKER_KEYS[_f.metadata["key"].name] = _f.metadata["key"]
+        BROKER_FIELDS[_f.metadata["key"].name] = _f.name
+del _f
+
+# Keys whose values are ignored silently when derived from KAFKA_* environment
+# variables: they configure the JVM / scripts of Kafka's images, not the broker.
+_ENV_NOT_CONFIG = frozenset({
+    "KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_DEBUG",
+    "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
+    "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME", "KAFKA_JMX_PORT",
+    "KAFKA_VERSION", "KAFKA_HOME", "KAFKA_CLASSPATH", "KAFKA_JVM_OPTS", "KAFKA_JAVA_OPTS",
+})
+
+
+def env_key(var: str) -> str | None:
+    """KAFKA_LOG_DIRS -> log.dirs, as Kafka's container images map them.
+
+    Strip KAFKA_, lower-case, then `___` -> `-`, `__` -> `_`, `_` -> `.`.
+    Returns None for variables that are not broker config.
+    """
+    if not var.startswith("KAFKA_") or var in _ENV_NOT_CONFIG or len(var) == len("KAFKA_"):
+        return None
+    name = var[len("KAFKA_"):].lower()
+    return re.sub(r"___|__|_", lambda m: {3: "-", 2: "_", 1: "."}[len(m.group())], name)
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for var in sorted(environ):
+        key = env_key(var)
+        if key is not None:
+            out[key] = environ[var]
+    return out
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """'key=value' (value may be empty or contain '=') -> (key, value)."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError("override", text, "key=value",
+                          message=f"invalid override {text!r}: expected key=value")
+    return key, value
+
+
+def load_broker_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = (),
+                       environ: Mapping[str, str] = os.environ) -> BrokerConfig:
+    """Load the broker config: defaults < file < environment (KAFKA_*) < overrides.
+
+    Pass environ={} to ignore the environment (tests do).  Unknown keys are
+    logged as warnings on the "config" logger; bad values raise ConfigError.
+    """
+    if environ is None:
+        environ = {}
+    props: dict[str, str] = {}
+    origins: dict[str, str] = {}
+    if path is not None:
+        try:
+            file_props = load_properties(path)
+        except OSError as e:
+            raise ConfigError("config file", path, "a readable .properties file",
+                              message=f"cannot read config file {str(path)!r}: {e.strerror or e}"
+                              ) from e
+        props.update(file_props)
+        origins.update(dict.fromkeys(file_props, "file"))
+    env_props = env_properties(environ)
+    props.update(env_props)
+    origins.update(dict.fromkeys(env_props, "env"))
+    for text in overrides:
+        key, value = parse_override(text)
+        props[key] = value
+        origins[key] = "override"
+    return _build(props, origins)
+
+
+# ---------------------------------------------------------------- building
+
+def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
+    typed: dict[str, Any] = {}
+    for key, raw in props.items():
+        ck = BROKER_KEYS.get(key)
+        if ck is None:
+            log.warning("unknown config key %r (from %s) is ignored", key, origins.get(key, "?"))
+            continue
+        typed[key] = ck.parse(raw)
+
+    def get(key):
+        return typed[key] if key in typed else BROKER_KEYS[key].default
+
+    fields: dict[str, Any] = {}
+    for key, attr in BROKER_FIELDS.items():
+        fields[attr] = get(key)
+
+    # broker.id, with node.id as a synonym.
+    if "broker.id" not in typed and typed.get("node.id") is not None:
+        fields["broker_id"] = typed["node.id"]
+
+    # Listeners.
+    proto_map = _parse_protocol_map(get("listener.security.protocol.map"))
+    fields["listener_security_protocol_map"] = proto_map
+    listeners = _parse_listeners("listeners", get("listeners"), proto_map)
+    if not listeners:
+        raise ConfigError("listeners", get("listeners"), "at least one NAME://host:port")
+    fields["listeners"] = listeners
+    adv_raw = get("advertised.listeners")
+    if adv_raw is None:
+        adv = [lst._replace(host="localhost") if lst.host in _WILDCARD_HOSTS else lst
+               for lst in listeners]
+    else:
+        adv = _parse_listeners("advertised.listeners", adv_raw, proto_map)
+        names = {lst.name for lst in listeners}
+        for lst in adv:
+            if lst.host in ("0.0.0.0", "::"):
+                raise ConfigError("advertised.listeners", adv_raw,
+                                  "routable hosts (not the wildcard address " + lst.host + ")")
+            if lst.name not in names:
+                raise ConfigError("advertised.listeners", adv_raw,
+                                  "listener names defined in listeners (" +
+                                  ", ".join(sorted(names)) + ")")
+        adv = [lst._replace(host="localhost") if lst.host == "" else lst for lst in adv]
+    fields["advertised_listeners"] = adv
+    ibl = get("inter.broker.listener.name")
+    if ibl is not None:
+        ibl = ibl.strip().upper()
+        if ibl not in {lst.name for lst in listeners}:
+            raise ConfigError("inter.broker.listener.name", get("inter.broker.listener.name"),
+                              "a listener name from listeners")
+        fields["inter_broker_listener_name"] = ibl
+
+    # log.dirs wins over log.dir.
+    dirs_raw = get("log.dirs")
+    if dirs_raw is None:
+        dirs_raw = get("log.dir")
+        dirs_key = "log.dir"
+    else:
+        dirs_key = "log.dirs"
+    dirs = [d.strip() for d in dirs_raw.split(",") if d.strip()]
+    if not dirs:
+        raise ConfigError(dirs_key, dirs_raw, "a comma-separated list of at least one directory")
+    fields["log_dirs"] = dirs
+
+    # Time keys resolved as Kafka does: the finest unit given wins.
+    fields["log_roll_ms"] = _first(typed, [("log.roll.ms", 1), ("log.roll.hours", 3_600_000)])
+    fields["log_roll_jitter_ms"] = _first(
+        typed, [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)])
+    retention = _first(typed, [("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                               ("log.retention.hours", 3_600_000)])
+    fields["log_retention_ms"] = -1 if retention < 0 else retention
+    fields["log_flush_interval_ms"] = _first(
+        typed, [("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)])
+
+    if fields["group_min_session_timeout_ms"] > fields["group_max_session_timeout_ms"]:
+        raise ConfigError("group.min.session.timeout.ms", fields["group_min_session_timeout_ms"],
+                          f"a value <= group.max.session.timeout.ms "
+                          f"({fields['group_max_session_timeout_ms']})")
+    if fields["log_cleaner_min_compaction_lag_ms"] > fields["log_cleaner_max_compaction_lag_ms"]:
+        raise ConfigError("log.cleaner.min.compaction.lag.ms",
+                          fields["log_cleaner_min_compaction_lag_ms"],
+                          "a value <= log.cleaner.max.compaction.lag.ms")
+
+    fields["raw"] = {k: v for k, v in props.items()}
+    fields["origins"] = dict(origins)
+    return BrokerConfig(**fields)
+
+
+def _first(typed: dict, chain) -> int:
+    """Value of the first key of `chain` that was given, else of the first with a default."""
+    for key, scale in chain:
+        if typed.get(key) is not None:
+            return typed[key] * scale
+    for key, scale in chain:
+        default = BROKER_KEYS[key].default
+        if default is not None:
+            return default * scale
+    raise AssertionError(f"no default for {chain}")
+
+
+_LISTENER_RE = re.compile(r"([A-Za-z0-9_.\-]+)://(?:\[([0-9a-fA-F:.%A-Za-z\-]*)\]|([0-9A-Za-z\-%._]*)):([0-9]+)\Z")
+_LISTENER_ALLOWED = "a comma-separated list of NAME://host:port (port 0-65535, names unique)"
+
+
+def _parse_listeners(key: str, raw: str, proto_map: Mapping[str, str]) -> list[Listener]:
+    result: list[Listener] = []
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _LISTENER_RE.match(item)
+        if m is None:
+            raise ConfigError(key, raw, _LISTENER_ALLOWED)
+        name = m.group(1).upper()
+        host = m.group(2) if m.group(2) is not None else m.group(3)
+        port = int(m.group(4))
+        if port > 65535:
+            raise ConfigError(key, raw, _LISTENER_ALLOWED)
+        if any(lst.name == name for lst in result):
+            raise ConfigError(key, raw, _LISTENER_ALLOWED + f"; {name} appears twice")
+        if name not in proto_map:
+            raise ConfigError(key, raw, "listener names defined in listener.security.protocol.map ("
+                              + ", ".join(sorted(proto_map)) + ")")
+        result.append(Listener(name, host, port))
+    return result
+
+
+def _parse_protocol_map(raw: str) -> dict[str, str]:
+    allowed = ("a comma-separated list of NAME:PROTOCOL with PROTOCOL one of "
+               + ", ".join(SECURITY_PROTOCOLS))
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or not name.strip() or proto not in SECURITY_PROTOCOLS:
+            raise ConfigError("listener.security.protocol.map", raw, allowed)
+        out[name.strip().upper()] = proto
+    return out
+
+
+def parse_topic_overrides(overrides: Mapping[str, str | None] | None):
+    """Yield (TopicKey, typed value) for each given override; ConfigError if bad."""
+    for key, raw in (overrides or {}).items():
+        tk = TOPIC_KEYS.get(key)
+        if tk is None:
+            raise ConfigError(key, raw, "a topic config key (" + ", ".join(sorted(TOPIC_KEYS)) + ")",
+                              message=(f"unknown topic config {key!r} (value {raw!r}): expected "
+                                       f"one of {', '.join(sorted(TOPIC_KEYS))}"))
+        if raw is None:
+            continue
+        yield tk, tk.key.parse(raw)
+
+
+def _to_topic_value(tk, broker_value):
+    """Broker field value -> TopicConfig attribute value, clamped as Kafka does."""
+    if tk.name == "retention.ms" and broker_value < 0:
+        return -1
+    if tk.key.type is T.LIST and isinstance(broker_value, list):
+        return to_attr_value(tk, broker_value)
+    # A broker value outside the topic key's range (e.g. INT vs LONG) is kept:
+    # the broker key was validated by its own rules.
+    return broker_value
+
+
+__all__ = ["BrokerConfig", "Listener", "load_broker_config", "BROKER_KEYS", "BROKER_FIELDS",
+           "env_key", "env_properties", "parse_override", "parse_topic_overrides",
+           "SECURITY_PROTOCOLS"]
