@@ -14,3 +14,7 @@ from protocol.records.codecs import (DEFAULT_MAX_OUTPUT, Codec, codec_for_name, 
 from protocol.records.records import (CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch,
                                       build_control_batch, decode_batch, iter_all_records,
                                       iter_records, parse_control_record)
+from protocol.records.legacy import (LegacyMessage, build_message_set, expand_wrapper,
+                                     is_legacy, iter_message_set, parse_message_set,
+                                     validate_message_set)
+from protocol.records.convert import downconvert_batches, upconvert_message_set

@@ -1,0 +1,147 @@
+"""Conversion between legacy message sets (magic 0/1) and v2 record batches.
+
+Up-conversion serves old producers (Produce v0-2): the log only holds v2 batches.
+Down-conversion serves old fetchers (Fetch v0-3), who cannot read v2.
+
+Both keep keys, values and timestamps; headers do not exist before v2 and are
+dropped going down, as Kafka does. Codecs are preserved (one v2 batch per
+compressed wrapper, one wrapper per compressed batch); zstd cannot go below v2.
+"""
+from __future__ import annotations
+
+from protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, MIN_BATCH_LENGTH,
+                                    TIMESTAMP_TYPE_MASK, peek_magic, read_batch_header)
+from protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec
+from protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
+from protocol.records.legacy import build_message_set, expand_wrapper, iter_message_set
+from protocol.records.records import Record, build_batch, decode_batch
+
+_I32_MAX = (1 << 31) - 1
+
+
+def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = True,
+                          max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
+    """Turn a v0/v1 message set into v2 batches.
+
+    Each compressed wrapper becomes one batch with the same codec; each run of
+    consecutive uncompressed messages (same magic and timestamp type) becomes one
+    uncompressed batch. v0 messages get timestamp -1 (no timestamp); v1 keeps
+    CreateTime timestamps, and a LogAppendTime wrapper/message becomes a
+    LogAppendTime batch whose maxTimestamp is that time.
+
+    Offsets: by default (a produce payload, whose client-set offsets mean
+    nothing) batches get sequential offsets from 0, so the log only has to patch
+    each base offset. With ``keep_offsets`` the messages' absolute offsets are
+    kept (converting stored data). ``strict`` (default) rejects a truncated
+    trailing entry; pass False for fetched/stored data that may end mid-entry.
+    """
+    out: list[bytes] = []
+    run: list = []          # pending uncompressed messages
+    run_key = None          # (magic, timestamp_type) of the run
+    next_offset = 0
+
+    def emit(msgs, codec, ts_type):
+        nonlocal next_offset
+        if keep_offsets:
+            base = msgs[0].offset
+            deltas = [m.offset - base for m in msgs]
+            if any(d < 0 or d > _I32_MAX for d in deltas):
+                raise CorruptRecordError("message offsets go backwards or span too far to batch")
+        else:
+            base = next_offset
+            deltas = range(len(msgs))
+        recs = [Record(d, 0, m.key, m.value, (), None, m.timestamp)
+                for d, m in zip(deltas, msgs)]
+        max_ts = None
+        if ts_type == 1:
+            max_ts = max(m.timestamp for m in msgs)
+        out.append(build_batch(recs, base_offset=base, codec=codec, timestamp_type=ts_type,
+                               max_timestamp=max_ts,
+                               last_offset_delta=deltas[-1]))
+        next_offset = base + deltas[-1] + 1
+
+    def flush_run():
+        nonlocal run, run_key
+        if run:
+            emit(run, Codec.NONE, run_key[1] if run_key[1] >= 0 else 0)
+        run = []
+        run_key = None
+
+    for m in iter_message_set(buf, strict=strict, verify_crc=True):
+        if m.attributes & CODEC_MASK:
+            flush_run()
+            inner = expand_wrapper(m, max_output=max_output)
+            ts_type = m.timestamp_type if m.magic >= 1 else 0
+            emit(inner, m.attributes & CODEC_MASK, ts_type)
+        else:
+            key = (m.magic, m.timestamp_type)
+            if run_key is not None and key != run_key:
+                flush_run()
+            run_key = key
+            run.append(m)
+    flush_run()
+    return b"".join(out)
+
+
+def downconvert_batches(buf, magic: int, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
+    """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1 message set.
+
+    Absolute offsets are kept. An uncompressed batch becomes plain messages; a
+    compressed batch becomes one wrapper with the same codec (zstd raises
+    UnsupportedCompressionError: old clients cannot read it, Kafka answers
+    UNSUPPORTED_COMPRESSION_TYPE). Control batches and empty batches are
+    skipped. A partial trailing batch (a fetch cut at max_bytes) is ignored.
+    Legacy entries already in the input are kept as they are when their magic
+    is not above ``magic``, else rewritten.
+    """
+    if magic not in (0, 1):
+        raise ValueError(f"down-conversion target must be magic 0 or 1, not {magic}")
+    out: list[bytes] = []
+    mv = memoryview(buf)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    end = len(mv)
+    pos = 0
+    while end - pos >= 17:
+        entry_magic = peek_magic(mv, pos)
+        if entry_magic >= 2:
+            if end - pos < BATCH_OVERHEAD:
+                break  # incomplete trailing batch header
+            hdr = read_batch_header(mv, pos)
+            if hdr.batch_length < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"batch length {hdr.batch_length} too small", pos)
+            if pos + hdr.size > end:
+                break  # incomplete trailing batch
+            bpos = pos
+            pos += hdr.size
+            if hdr.magic != 2:
+                raise CorruptRecordError(f"unsupported magic {hdr.magic}", bpos)
+            if hdr.attributes & CONTROL_MASK or hdr.records_count == 0:
+                continue
+            codec = hdr.attributes & CODEC_MASK
+            if codec == Codec.ZSTD:
+                raise UnsupportedCompressionError(
+                    f"zstd-compressed batch at offset {hdr.base_offset} cannot be "
+                    f"down-converted to magic {magic}")
+            _, recs = decode_batch(mv, bpos, max_output=max_output, header=hdr)
+            ts_type = 1 if hdr.attributes & TIMESTAMP_TYPE_MASK else 0
+            out.append(build_message_set(
+                [(r.key, r.value, r.timestamp) for r in recs], magic, codec,
+                timestamp_type=ts_type if magic else 0,
+                offsets=[r.offset for r in recs],
+                log_append_time=hdr.max_timestamp if ts_type else None))
+        else:
+            entries = iter_message_set(mv[pos:], strict=False)
+            m = next(entries, None)
+            if m is None:
+                break
+            if m.magic <= magic:
+                out.append(bytes(mv[pos:pos + m.size]))
+            else:
+                inner = expand_wrapper(m, max_output=max_output)
+                codec = m.attributes & CODEC_MASK
+                out.append(build_message_set(
+                    [(i.key, i.value, i.timestamp) for i in inner], magic, codec,
+                    offsets=[i.offset for i in inner]))
+            pos += m.size
+    return b"".join(out)
