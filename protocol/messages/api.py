@@ -1,0 +1,209 @@
+"""Framing, headers, and the public entry points over the generated codecs.
+
+Request header v1 = api_key int16, api_version int16, correlation_id int32,
+client_id (nullable int16-length string, never compact); v2 adds a tag buffer
+and is used exactly when the request version is flexible.  Response header v0 =
+correlation_id; v1 adds a tag buffer when the response version is flexible --
+except ApiVersions, whose response header is always v0 so that a client can
+parse it before it knows which versions the broker speaks.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from protocol.errors import ProtocolError, UnsupportedVersionError
+from protocol.messages import overlay, wire
+from protocol.messages.codegen import get_decoder, get_encoder
+from protocol.messages.model import build_classes
+from protocol.messages.schema import MessageSpec, load_message
+
+API_VERSIONS_KEY = 18
+_HDR = struct.Struct(">hhi")
+_I32 = struct.Struct(">i")
+# Exceptions that malformed bytes can provoke inside generated decoders.
+_DECODE_ERRORS = (IndexError, struct.error, ValueError, OverflowError, TypeError)
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+
+
+class ApiSpec(NamedTuple):
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    request_cls: type
+    response_cls: type
+
+
+def _load_all():
+    classes: dict[str, type] = {}
+    by_key: dict[int, ApiSpec] = {}
+    for api_name, (key, lo, hi) in overlay.SERVED.items():
+        req_spec = load_message(api_name + "Request", api_name)
+        resp_spec = load_message(api_name + "Response", api_name)
+        assert req_spec.api_key == key == resp_spec.api_key, api_name
+        assert req_spec.valid[0] <= lo and hi <= req_spec.valid[1], api_name
+        assert resp_spec.valid[0] <= lo and hi <= resp_spec.valid[1], api_name
+        req_cls = build_classes(req_spec)
+        resp_cls = build_classes(resp_spec)
+        classes[req_spec.name] = req_cls
+        classes[resp_spec.name] = resp_cls
+        by_key[key] = ApiSpec(key, api_name, lo, hi, req_cls, resp_cls)
+    return classes, by_key
+
+
+MESSAGE_CLASSES, API_BY_KEY = _load_all()
+# Fast path lookup for decode_request: key -> (min, max, request MessageSpec).
+_SERVED = {k: (s.min_version, s.max_version, s.request_cls._message) for k, s in API_BY_KEY.items()}
+
+
+def _as_view(frame) -> memoryview:
+    mv = frame if isinstance(frame, memoryview) else memoryview(frame)
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+def _skip_tag_buffer(buf, pos):
+    n, pos = wire.read_uvarint(buf, pos)
+    if n:
+        pos = wire.skip_tags(buf, pos, n)
+    return pos
+
+
+def decode_request(frame):
+    """frame (without the 4-byte size) -> (RequestHeader, request object).
+
+    Raises UnsupportedVersionError when the header is fine but the key/version is
+    not served, ProtocolError for anything malformed (including trailing bytes)."""
+    buf = _as_view(frame)
+    if len(buf) < 8:
+        raise ProtocolError("request shorter than its header", len(buf))
+    key, ver, corr = _HDR.unpack_from(buf, 0)
+    served = _SERVED.get(key)
+    if served is None or not served[0] <= ver <= served[1]:
+        raise UnsupportedVersionError(key, ver, corr)
+    msg = served[2]
+    try:
+        client_id, pos = wire.read_nstring(buf, 8)
+        if msg.is_flexible(ver):
+            pos = _skip_tag_buffer(buf, pos)
+        obj, pos = get_decoder(msg, ver)(buf, pos)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed {msg.name} v{ver}: {e.__class__.__name__}: {e}") from None
+    if pos != len(buf):
+        raise ProtocolError(f"{len(buf) - pos} trailing bytes after {msg.name} v{ver}", pos)
+    return RequestHeader(key, ver, corr, client_id), obj
+
+
+def _response_header(key: int, version: int, msg: MessageSpec, corr: int) -> bytes:
+    if key != API_VERSIONS_KEY and msg.is_flexible(version):
+        return _I32.pack(corr) + b"\x00"
+    return _I32.pack(corr)
+
+
+def _check_version(msg: MessageSpec, version: int):
+    if not msg.valid[0] <= version <= msg.valid[1]:
+        raise ValueError(f"{msg.name} has no version {version}")
+
+
+def encode_response(hdr, resp, version: int | None = None) -> list:
+    """-> [bytes(size prefix + response header + body...), region, bytes, ...].
+
+    Records values that are regions (not bytes-like, with an int ``length``) become
+    their own parts so the caller can sendfile them; the size prefix counts them."""
+    msg = type(resp)._message
+    v = hdr.api_version if version is None else version
+    _check_version(msg, v)
+    out = wire.Out((b"", _response_header(hdr.api_key, v, msg, hdr.correlation_id)))
+    get_encoder(msg, v)(resp, out)
+    if not out.regions:
+        out[0] = _I32.pack(sum(map(len, out)))
+        return [b"".join(out)]
+    parts = []
+    total = 0
+    start = 0
+    for i in out.regions:
+        chunk = b"".join(out[start:i])
+        region = out[i]
+        parts.append(chunk)
+        parts.append(region)
+        total += len(chunk) + region.length
+        start = i + 1
+    if start < len(out):
+        tail = b"".join(out[start:])
+        if tail:
+            parts.append(tail)
+            total += len(tail)
+    parts[0] = _I32.pack(total) + parts[0]
+    return parts
+
+
+def encode_request(hdr: RequestHeader, req) -> bytes:
+    """Client side (tests, tools): size prefix + request header v1/v2 + body, as bytes.
+    Records values must be bytes-like here."""
+    msg = type(req)._message
+    v = hdr.api_version
+    _check_version(msg, v)
+    out = wire.Out((b"", _HDR.pack(hdr.api_key, v, hdr.correlation_id)))
+    wire.write_nstring(hdr.client_id, out)
+    if msg.is_flexible(v):
+        out.append(b"\x00")
+    get_encoder(msg, v)(req, out)
+    if out.regions:
+        raise ValueError("encode_request does not take region records")
+    out[0] = _I32.pack(sum(map(len, out)))
+    return b"".join(out)
+
+
+def decode_response(frame, api_key: int, api_version: int):
+    """Client side: response frame (without size) -> (correlation_id, response object)."""
+    spec = API_BY_KEY.get(api_key)
+    if spec is None:
+        raise UnsupportedVersionError(api_key, api_version, -1)
+    msg = spec.response_cls._message
+    if not msg.valid[0] <= api_version <= msg.valid[1]:
+        raise UnsupportedVersionError(api_key, api_version, -1)
+    buf = _as_view(frame)
+    try:
+        corr = _I32.unpack_from(buf, 0)[0]
+        pos = 4
+        if api_key != API_VERSIONS_KEY and msg.is_flexible(api_version):
+            pos = _skip_tag_buffer(buf, pos)
+        obj, pos = get_decoder(msg, api_version)(buf, pos)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed {msg.name} v{api_version}: {e.__class__.__name__}: {e}") from None
+    if pos != len(buf):
+        raise ProtocolError(f"{len(buf) - pos} trailing bytes after {msg.name} v{api_version}", pos)
+    return corr, obj
+
+
+def decode_body(cls, data, version: int):
+    """Decode just a message body (no header) of class ``cls`` at ``version``."""
+    msg = cls._message
+    _check_version(msg, version)
+    buf = _as_view(data)
+    try:
+        obj, pos = get_decoder(msg, version)(buf, 0)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed {msg.name} v{version}: {e}") from None
+    if pos != len(buf):
+        raise ProtocolError(f"{len(buf) - pos} trailing bytes after {msg.name} v{version}", pos)
+    return obj
+
+
+def encode_body(obj, version: int) -> bytes:
+    """Encode just a message body (no header, no size) of ``obj`` at ``version``."""
+    msg = type(obj)._message
+    _check_version(msg, version)
+    out = wire.Out()
+    get_encoder(msg, version)(obj, out)
+    if out.regions:
+        raise ValueError("encode_body does not take region records")
+    return b"".join(out)

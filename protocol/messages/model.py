@@ -1,0 +1,116 @@
+"""Version-independent message classes, generated from the schema specs.
+
+One class per message and per nested struct type.  Every class carries every
+field of every version (as a slot); what a given version puts on the wire is the
+codec's business (codegen.py), so handlers never look at versions to read fields.
+"""
+from __future__ import annotations
+
+from protocol.messages.schema import ZERO_UUID, MessageSpec, StructSpec
+
+_MISSING = object()
+
+
+class Message:
+    """Base of all generated classes: keyword-only constructor, __eq__, __repr__."""
+
+    __slots__ = ()
+    _spec: StructSpec = None
+    _attrs: tuple = ()
+
+    def __eq__(self, other):
+        if type(self) is not type(other):
+            return NotImplemented
+        for a in self._attrs:
+            if getattr(self, a) != getattr(other, a):
+                return False
+        return True
+
+    __hash__ = None
+
+    def __repr__(self):
+        inner = ", ".join(f"{a}={getattr(self, a)!r}" for a in self._attrs)
+        return f"{type(self).__qualname__}({inner})"
+
+    def to_dict(self) -> dict:
+        """Plain nested dicts/lists (handy in tests and logs)."""
+        def conv(v):
+            if isinstance(v, Message):
+                return v.to_dict()
+            if isinstance(v, list):
+                return [conv(x) for x in v]
+            return v
+        return {a: conv(getattr(self, a)) for a in self._attrs}
+
+
+def default_literal(field, ns: dict) -> str:
+    """Python source for a field's default value (fresh object for mutables)."""
+    d = field.default
+    if field.kind == "array":
+        return "None" if d is None else "[]"
+    if field.kind == "struct":
+        return "None" if d is None else f"{ns_name(ns, field.struct.cls)}()"
+    if field.kind == "uuid":
+        return ns_name(ns, ZERO_UUID) if d is not None else "None"
+    return repr(d)
+
+
+def ns_name(ns: dict, obj) -> str:
+    """Register ``obj`` in a generated-code namespace and return its name there."""
+    key = ("obj", id(obj))
+    name = ns.get(key)
+    if name is None:
+        name = f"_k{len(ns)}"
+        ns[name] = obj
+        ns[key] = name
+    return name
+
+
+def _make_init(cls, struct: StructSpec):
+    ns: dict = {"_MISSING": _MISSING}
+    params, body = [], []
+    for f in struct.fields:
+        mutable = (f.kind == "array" and f.default is not None) or \
+                  (f.kind == "struct" and f.default is not None)
+        if mutable:
+            params.append(f"{f.attr}=_MISSING")
+            body.append(f"    self.{f.attr} = {default_literal(f, ns)} "
+                        f"if {f.attr} is _MISSING else {f.attr}")
+        else:
+            params.append(f"{f.attr}={default_literal(f, ns)}")
+            body.append(f"    self.{f.attr} = {f.attr}")
+    sig = ", ".join(["self"] + (["*"] + params if params else []))
+    src = f"def __init__({sig}):\n" + ("\n".join(body) if body else "    pass") + "\n"
+    exec(compile(src, f"<samsa init {struct.name}>", "exec"), ns)
+    cls.__init__ = ns["__init__"]
+
+
+def build_classes(msg: MessageSpec) -> type:
+    """Create the top-level class and one class per nested struct; nested classes
+    become attributes of the top-level class under their schema struct names."""
+    top_name = msg.name
+    made = {}
+
+    def make(struct: StructSpec, qual: str):
+        if struct.cls is not None:
+            return struct.cls
+        attrs = tuple(f.attr for f in struct.fields)
+        cls = type(struct.name, (Message,), {"__slots__": attrs, "_attrs": attrs,
+                                              "_spec": struct, "__module__": "protocol.messages"})
+        cls.__qualname__ = qual
+        struct.cls = cls
+        made[struct.name] = cls
+        for f in struct.fields:
+            if f.struct is not None:
+                make(f.struct, f"{top_name}.{f.struct.name}")
+        return cls
+
+    top = make(msg.root, top_name)
+    for name, cls in made.items():
+        if cls is not top:
+            setattr(top, name, cls)
+    # __init__ last: defaults of struct fields refer to the nested classes.
+    for cls in made.values():
+        _make_init(cls, cls._spec)
+    top._message = msg
+    return top

@@ -1,0 +1,66 @@
+"""Data only: what samsa serves, and how it widens Kafka 4's schemas back to old versions.
+
+Why an overlay: kafka-python 3.0.12 ships Apache Kafka 4.x message schemas, and
+Kafka 4.0 (KIP-896) raised the minimum ``validVersions`` of several APIs.  samsa
+deliberately keeps serving the old versions (0.8-0.10 era clients).  Kafka only
+narrowed ``validVersions``; the per-field ``versions`` ranges of the old fields
+were left in the 4.x files (e.g. OffsetCommit ``CommitTimestamp`` "1", Fetch
+``MaxBytes`` "3+", ListOffsets ``MaxNumOffsets``/``OldStyleOffsets`` "0").  This was
+checked field by field against the 3.x schema files of apache/kafka and the old
+hand-written kafka-python/aiokafka protocol classes, so widening ``validVersions``
+alone reproduces the old wire layouts.
+
+``ADD_FIELDS`` is the hook for a field that existed only in a dropped version and
+was deleted from the 4.x file; none of the APIs we serve needs one today, but the
+compiler applies it so such a fix stays data, not code.
+"""
+
+# API name -> validVersions to use instead of the schema's (request and response alike).
+VALID_VERSIONS = {
+    "Produce": "0-13",               # 4.x: 3-13
+    "Fetch": "0-18",                 # 4.x: 4-18
+    "ListOffsets": "0-11",           # 4.x: 1-11
+    "OffsetCommit": "0-10",          # 4.x: 2-10
+    "OffsetFetch": "0-10",           # 4.x: 1-10
+    "CreateTopics": "0-7",           # 4.x: 2-7
+    "DeleteTopics": "0-6",           # 4.x: 1-6
+    "OffsetForLeaderEpoch": "0-4",   # 4.x: 2-4
+    "DescribeConfigs": "0-4",        # 4.x: 1-4
+}
+
+# Schema message name -> list of (path of struct field names from the top, field json,
+# insert-before field name or None to append).  Empty on purpose (see module docstring).
+ADD_FIELDS: dict[str, list[tuple[tuple[str, ...], dict, str | None]]] = {}
+
+# What the broker serves and advertises in ApiVersions: name -> (key, min, max).
+# The codecs accept every version of the (widened) schema; these ranges gate
+# decode_request, so anything else is answered with UNSUPPORTED_VERSION.
+SERVED = {
+    "ApiVersions": (18, 0, 4),
+    "Metadata": (3, 0, 13),
+    "Produce": (0, 0, 13),
+    "Fetch": (1, 0, 18),
+    "ListOffsets": (2, 0, 10),
+    "OffsetCommit": (8, 0, 9),
+    "OffsetFetch": (9, 0, 9),
+    "FindCoordinator": (10, 0, 6),
+    "JoinGroup": (11, 0, 9),
+    "Heartbeat": (12, 0, 4),
+    "LeaveGroup": (13, 0, 5),
+    "SyncGroup": (14, 0, 5),
+    "DescribeGroups": (15, 0, 6),
+    "ListGroups": (16, 0, 5),
+    "DeleteGroups": (42, 0, 2),
+    "OffsetDelete": (47, 0, 0),
+    "CreateTopics": (19, 0, 7),
+    "DeleteTopics": (20, 0, 6),
+    "CreatePartitions": (37, 0, 3),
+    "DeleteRecords": (21, 0, 2),
+    "InitProducerId": (22, 0, 5),
+    "OffsetForLeaderEpoch": (23, 0, 4),
+    "DescribeConfigs": (32, 0, 4),
+    "AlterConfigs": (33, 0, 2),
+    "IncrementalAlterConfigs": (44, 0, 1),
+    "DescribeCluster": (60, 0, 2),
+    "DescribeTopicPartitions": (75, 0, 0),
+}
