@@ -1,0 +1,138 @@
+"""DescribeConfigs answers: topic and broker configs as Kafka reports them.
+
+Sources and config-type numbers are Kafka's wire values, so the handler can copy
+them into DescribeConfigsResponse unchanged.  Values are rendered as Kafka
+renders them (ints in decimal, booleans lower case, lists comma-joined).
+Synonyms follow Kafka's order: the topic override, then the broker keys set
+statically (file/env/overrides), then the broker keys' defaults.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Mapping, NamedTuple
+
+from .broker import BROKER_KEYS, BrokerConfig, parse_topic_overrides
+from .topic_keys import TOPIC_KEYS, from_attr_value
+from .values import ConfigType, render
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigsResponse ConfigSource values."""
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1                    # Kafka's DYNAMIC_TOPIC_CONFIG
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+    DYNAMIC_TOPIC_CONFIG = 1            # alias under Kafka's Java name
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+    is_default: bool
+    read_only: bool
+    is_sensitive: bool
+    synonyms: list
+    config_type: int
+    documentation: str
+
+
+# Broker keys that feed one another (Kafka's DynamicBrokerConfig.brokerConfigSynonyms).
+_BROKER_SYNONYM_GROUPS = [
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    ("log.dirs", "log.dir"),
+    ("broker.id", "node.id"),
+]
+_GROUP_OF = {k: g for g in _BROKER_SYNONYM_GROUPS for k in g}
+
+
+def _broker_value(cfg: BrokerConfig, key: str) -> str | None:
+    """The broker key's own value as given (or its default), rendered."""
+    ck = BROKER_KEYS[key]
+    value = ck.parse(cfg.raw[key]) if key in cfg.raw else ck.default
+    return render(ck.type, value)
+
+
+def _broker_synonyms(cfg: BrokerConfig, names) -> list[ConfigSynonym]:
+    out = [ConfigSynonym(n, _broker_value(cfg, n), ConfigSource.STATIC_BROKER_CONFIG)
+           for n in names if n in cfg.raw]
+    out += [ConfigSynonym(n, render(BROKER_KEYS[n].type, BROKER_KEYS[n].default),
+                          ConfigSource.DEFAULT_CONFIG)
+            for n in names if BROKER_KEYS[n].default is not None]
+    return out
+
+
+def describe_topic_config(broker_cfg: BrokerConfig,
+                          overrides: Mapping[str, str | None] | None = None,
+                          keys=None) -> list[ConfigEntry]:
+    """Every topic config key (or just `keys`), sorted by name.
+
+    ConfigError if an override is unknown or bad (stored overrides were
+    validated when set, so this indicates a corrupted store).
+    """
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    parsed = {tk.name: value for tk, value in parse_topic_overrides(overrides)}
+    effective = broker_cfg.topic_config(overrides)
+    entries = []
+    for name in sorted(TOPIC_KEYS if keys is None else keys):
+        tk = TOPIC_KEYS.get(name)
+        if tk is None:
+            continue  # Kafka silently leaves out unknown names in a describe
+        ck = tk.key
+        synonyms: list[ConfigSynonym] = []
+        if name in parsed:
+            synonyms.append(ConfigSynonym(name, render(ck.type, parsed[name]),
+                                          ConfigSource.TOPIC_CONFIG))
+        synonyms += _broker_synonyms(broker_cfg, [s.name for s in tk.synonyms])
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        value = render(ck.type, from_attr_value(tk, getattr(effective, tk.attr)))
+        entries.append(ConfigEntry(
+            name=name, value=value, source=int(source),
+            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=False,
+            is_sensitive=ck.sensitive, synonyms=[ConfigSynonym(s.name, s.value, int(s.source))
+                                                 for s in synonyms],
+            config_type=int(ck.type), documentation=ck.doc))
+    return entries
+
+
+def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEntry]:
+    """Every broker key (or just `keys`), sorted by name.
+
+    STATIC_BROKER_CONFIG for keys given in the file/environment/overrides,
+    DEFAULT_CONFIG otherwise.  All read-only: samsa has no dynamic broker configs.
+    """
+    entries = []
+    for name in sorted(BROKER_KEYS if keys is None else keys):
+        ck = BROKER_KEYS.get(name)
+        if ck is None:
+            continue
+        group = _GROUP_OF.get(name, (name,))
+        synonyms = _broker_synonyms(broker_cfg, group)
+        # As Kafka does, drop the higher-precedence synonyms listed before this key.
+        while synonyms and synonyms[0].name != name:
+            synonyms.pop(0)
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(
+            name=name, value=_broker_value(broker_cfg, name), source=int(source),
+            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=True,
+            is_sensitive=ck.sensitive,
+            synonyms=[ConfigSynonym(s.name, s.value, int(s.source)) for s in synonyms],
+            config_type=int(ck.type), documentation=ck.doc))
+    return entries
+
+
+__all__ = ["ConfigSource", "ConfigEntry", "ConfigSynonym", "ConfigType",
+           "describe_topic_config", "describe_broker_config"]
