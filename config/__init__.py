@@ -8,7 +8,7 @@ from .broker import (BROKER_KEYS, BrokerConfig, Listener, env_key, load_broker_c
 from .describe import (ConfigEntry, ConfigSource, ConfigSynonym, describe_broker_config,
                        describe_topic_config)
 from .errors import ConfigError
-from .properties import load_properties, parse_properties
+from .properties import format_properties, load_properties, parse_properties
 from .topic import TopicConfig
 from .topic_keys import TOPIC_KEYS
 from .values import ConfigType
@@ -16,6 +16,6 @@ from .values import ConfigType
 __all__ = [
     "load_broker_config", "BrokerConfig", "ConfigError", "TopicConfig", "Listener",
     "ConfigType", "BROKER_KEYS", "TOPIC_KEYS", "env_key", "parse_override",
-    "load_properties", "parse_properties", "describe_topic_config", "describe_broker_config",
+    "load_properties", "parse_properties", "format_properties", "describe_topic_config", "describe_broker_config",
     "ConfigEntry", "ConfigSource", "ConfigSynonym",
 ]

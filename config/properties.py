@@ -77,7 +77,11 @@ def _unescape(s: str, key_for_errors: str, line_no: int) -> str:
             i += 4
         else:
             out.append(_ESCAPES.get(c, c))  # any other escaped char stands for itself
-    return "".join(out)
+    result = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in result):
+        # \uXXXX escapes are UTF-16 code units (Java strings): join surrogate pairs.
+        result = result.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+    return result
 
 
 def _split_key_value(line: str) -> tuple[str, str]:
@@ -129,3 +133,32 @@ def load_properties(path: str | os.PathLike) -> dict[str, str]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return parse_properties(text)
+
+
+def _escape(s: str, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(s):
+        if c == "\\":
+            out.append("\\\\")
+        elif c == "\t":
+            out.append("\\t")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\r":
+            out.append("\\r")
+        elif c == "\f":
+            out.append("\\f")
+        elif c in "=:#!" or (c == " " and (is_key or i == 0)):
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) > 0x7e:
+            b = c.encode("utf-16-be", "surrogatepass")  # astral chars: a surrogate pair, as Java
+            out.append("".join(f"\\u{int.from_bytes(b[j:j + 2], 'big'):04x}"
+                               for j in range(0, len(b), 2)))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """Render a dict as .properties text that parse_properties (and Java) read back exactly."""
+    return "".join(f"{_escape(k, True)}={_escape(v, False)}\n" for k, v in props.items())

@@ -51,3 +51,20 @@ def test_load_file_utf8_latin1_bom(tmp_path):
     assert load_properties(p) == {"x": "caf\u00e9"}
     p.write_bytes("x=caf\u00e9\n".encode("iso-8859-1"))
     assert load_properties(p) == {"x": "caf\u00e9"}
+
+
+def test_unicode_escape_surrogate_pair():
+    assert parse_properties("a=\\ud83d\\ude00") == {"a": "\U0001F600"}
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from config import format_properties  # noqa: E402
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_text.filter(bool), _text, max_size=6))
+def test_format_parse_round_trip(props):
+    assert parse_properties(format_properties(props)) == props
