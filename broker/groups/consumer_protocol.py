@@ -1,0 +1,57 @@
+"""The few bytes of the consumer embedded protocol the coordinator must read.
+
+A group with protocol_type "consumer" carries, per member, a
+ConsumerProtocolSubscription: int16 version, then topics (int32 count of
+int16-length strings), user_data, owned partitions (v1+), ... Only the topic
+list matters here: OffsetDelete must refuse (GROUP_SUBSCRIBED_TO_TOPIC) to
+delete offsets of topics the group actively consumes, and offset expiry keeps
+offsets of subscribed topics. The topics come first in every version, so a
+version newer than we know still parses. The format is not flexible.
+"""
+from __future__ import annotations
+
+import struct
+
+from protocol.errors import ProtocolError
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """Topics of a consumer subscription; ProtocolError when it is not one."""
+    buf = memoryview(metadata)
+    if len(buf) < 6:
+        raise ProtocolError("consumer subscription shorter than its header")
+    version, count = struct.unpack_from(">hi", buf, 0)
+    if version < 0:
+        raise ProtocolError(f"bad consumer subscription version {version}")
+    if count < 0 or count > len(buf):
+        raise ProtocolError(f"bad topic count {count}")
+    pos = 6
+    topics = []
+    for _ in range(count):
+        if pos + 2 > len(buf):
+            raise ProtocolError("truncated topic name", pos)
+        (n,) = struct.unpack_from(">h", buf, pos)
+        pos += 2
+        if n < 0 or pos + n > len(buf):
+            raise ProtocolError("bad topic name length", pos)
+        try:
+            topics.append(bytes(buf[pos:pos + n]).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ProtocolError("topic name is not UTF-8", pos) from None
+        pos += n
+    return topics
+
+
+def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
+    """A version-0 subscription (what old consumers send); for tests and tools."""
+    out = bytearray(struct.pack(">hi", 0, len(topics)))
+    for t in topics:
+        b = t.encode("utf-8")
+        out += struct.pack(">h", len(b)) + b
+    if user_data is None:
+        out += struct.pack(">i", -1)
+    else:
+        out += struct.pack(">i", len(user_data)) + user_data
+    return bytes(out)

@@ -1,0 +1,143 @@
+"""Where the coordinator persists committed offsets and group metadata.
+
+One interface, `OffsetStore`, so the coordinator does not care whether state
+goes to the `__consumer_offsets` log (the embedded default, `ConsumerOffsetsLog`)
+or, later, to ZooKeeper. Every method may return None or an awaitable: the
+coordinator awaits awaitables, so a store that does blocking network I/O can
+hand its work to a thread without blocking the coordinator's event loop.
+A store signals failure by raising; the coordinator answers the request with
+COORDINATOR_NOT_AVAILABLE and leaves its in-memory state as it was.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol
+
+from protocol.errors import ProtocolError
+
+from .log_format import (
+    GroupKey,
+    GroupRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+# group_id -> {(topic, partition): OffsetAndMetadata}
+OffsetsByGroup = dict[str, dict[TopicPartition, OffsetAndMetadata]]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
+
+
+class OffsetStore(Protocol):
+    def load(self) -> tuple[OffsetsByGroup, dict[str, GroupRecord]] | Awaitable:
+        """All committed offsets and all group records, as of the last write."""
+
+    def store_offsets(self, group_id: str,
+                      entries: Mapping[TopicPartition, OffsetAndMetadata]) -> None | Awaitable:
+        """Persist these offsets of the group (replacing earlier commits)."""
+
+    def store_group(self, record: GroupRecord) -> None | Awaitable:
+        """Persist the group's metadata (generation, leader, members, assignments)."""
+
+    def delete_offsets(self, group_id: str,
+                       partitions: Iterable[TopicPartition]) -> None | Awaitable:
+        """Forget these committed offsets of the group."""
+
+    def delete_group(self, group_id: str,
+                     partitions: Iterable[TopicPartition]) -> None | Awaitable:
+        """Forget the group's metadata and these (all its) committed offsets."""
+
+
+Entry = tuple[bytes, "bytes | None"]
+
+
+class ConsumerOffsetsLog:
+    """An OffsetStore on the `__consumer_offsets` topic, in Kafka's record formats.
+
+    append_fn(partition, [(key, value_or_None), ...]) appends one batch of records
+    to that partition of `__consumer_offsets` (atomically, like Kafka, so a
+    multi-partition commit is all-or-nothing); read_all_fn() yields every
+    (key, value_or_None) of the topic in log order (per partition order is what
+    matters: all records of one group live in one partition).
+
+    The broker integrator builds these from protocol.records (build_batch /
+    iter_records) and storage.Log; tests pass in-memory lists.
+    """
+
+    def __init__(self, append_fn: Callable[[int, list[Entry]], object],
+                 read_all_fn: Callable[[], Iterable[Entry]],
+                 num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS):
+        self._append = append_fn
+        self._read_all = read_all_fn
+        self.num_partitions = num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def load(self) -> tuple[OffsetsByGroup, dict[str, GroupRecord]]:
+        """Replay the log: the last value per key wins, a tombstone deletes.
+
+        A record that does not decode is logged and skipped: one bad record
+        must not keep the coordinator (and every group) from loading.
+        """
+        offsets: OffsetsByGroup = {}
+        groups: dict[str, GroupRecord] = {}
+        for key_bytes, value in self._read_all():
+            if key_bytes is None:
+                continue
+            try:
+                key = decode_key(key_bytes)
+                if isinstance(key, OffsetKey):
+                    tp = (key.topic, key.partition)
+                    if value is None:
+                        by_tp = offsets.get(key.group)
+                        if by_tp is not None:
+                            by_tp.pop(tp, None)
+                            if not by_tp:
+                                del offsets[key.group]
+                    else:
+                        offsets.setdefault(key.group, {})[tp] = decode_offset_value(value)
+                elif isinstance(key, GroupKey):
+                    if value is None:
+                        groups.pop(key.group, None)
+                    else:
+                        groups[key.group] = decode_group_value(key.group, value)
+            except ProtocolError as e:
+                log.warning("skipping undecodable %s record: %s", OFFSETS_TOPIC, e)
+        return offsets, groups
+
+    def store_offsets(self, group_id, entries):
+        recs = [(encode_offset_key(group_id, t, p), encode_offset_value(om))
+                for (t, p), om in entries.items()]
+        if recs:
+            return self._append(self.partition_for(group_id), recs)
+        return None
+
+    def store_group(self, record: GroupRecord):
+        return self._append(self.partition_for(record.group_id),
+                            [(encode_group_key(record.group_id), encode_group_value(record))])
+
+    def delete_offsets(self, group_id, partitions):
+        recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
+        if recs:
+            return self._append(self.partition_for(group_id), recs)
+        return None
+
+    def delete_group(self, group_id, partitions):
+        # offsets first, group tombstone last: the same order Kafka writes them
+        recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
+        recs.append((encode_group_key(group_id), None))
+        return self._append(self.partition_for(group_id), recs)
