@@ -1,0 +1,60 @@
+"""Exceptions raised by storage/, each carrying the Kafka error code a handler answers with.
+
+The produce/fetch handlers map a failure to a response with ``exc.error_code``
+instead of keeping their own table, so the two cannot drift apart.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+
+class StorageError(Exception):
+    """Base of every storage failure (disk trouble, bad layout, refused append)."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A fetch/delete offset below the log start offset or above the log end offset."""
+
+    error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class CorruptRecordError(StorageError):
+    """An appended batch failed size/magic/CRC checks; nothing was written."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(StorageError):
+    """An appended batch breaks Kafka's rules (counts, offsets going backwards...)."""
+
+    error_code = ErrorCode.INVALID_RECORD
+
+
+class OffsetsOutOfOrderError(InvalidRecordError):
+    """Appending with pre-assigned offsets that do not increase past the log end."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch bigger than max.message.bytes, or an append bigger than a segment."""
+
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OutOfOrderSequenceError(StorageError):
+    """Idempotent producer sequence gap (or a new epoch not starting at 0)."""
+
+    error_code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch from an older producer epoch than the one the log has seen (fenced)."""
+
+    error_code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(StorageError):
+    """Kept for the contract; current Kafka accepts unknown producers, so does samsa."""
+
+    error_code = ErrorCode.UNKNOWN_PRODUCER_ID

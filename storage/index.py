@@ -1,0 +1,227 @@
+"""Sparse segment indexes in Kafka's byte layout: ``.index`` and ``.timeindex``.
+
+``.index``     8-byte entries: relative offset u32, file position u32 (big-endian)
+``.timeindex`` 12-byte entries: timestamp i64, relative offset u32
+
+Kafka memory-maps these files; samsa keeps the entries in two in-memory arrays
+(absolute keys and values) and mirrors every new entry to the file with
+``os.pwrite``. Why not mmap: a rolled segment's index is trimmed (file shrunk)
+while reader threads may be searching it, and shrinking a mapping under a reader
+is exactly the kind of race this design avoids. Appends to an ``array`` are
+atomic under the GIL and readers only look at the first ``len()`` entries they
+saw, so lookups need no lock.
+
+The active segment's index files are preallocated to ``segment.index.bytes``
+(rounded down to whole entries) like Kafka's, and trimmed to their entries when
+the segment rolls or the log closes. After a crash the preallocated tail reads
+as zero entries; loading stops at the first entry that does not strictly
+increase (Kafka's dump tool does the same), and recovery rebuilds the index
+anyway.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+
+OFFSET_ENTRY = struct.Struct(">II")   # relative offset, position
+TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
+
+
+class IndexCorruptError(Exception):
+    """The index file cannot be trusted (odd length, entries below the base offset)."""
+
+
+class _SparseIndex:
+    """Shared machinery: in-memory sorted keys/values plus a file mirror."""
+
+    entry: struct.Struct
+
+    def __init__(self, path: str, base_offset: int, max_index_bytes: int, *,
+                 writable: bool, create: bool = False):
+        self.path = path
+        self.base_offset = base_offset
+        self.entry_size = self.entry.size
+        self.max_entries = max(1, max_index_bytes // self.entry_size)
+        self.keys = array("q")
+        self.values = array("q")
+        self._fd: int | None = None
+        self.corrupt = False
+        if create:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        else:
+            try:
+                fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+            except FileNotFoundError:
+                self.corrupt = True  # missing: the segment rebuilds it
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if writable else None
+            if fd is not None and not self.corrupt:
+                self._load(fd)
+        if writable:
+            self._fd = fd
+            self.preallocate()
+        elif fd is not None:
+            os.close(fd)
+
+    # -- loading -------------------------------------------------------------
+    def _load(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0) if size else b""
+        if size % self.entry_size:
+            # A torn/truncated index: keep whole entries, but flag it for rebuild.
+            self.corrupt = True
+        n = size // self.entry_size
+        self._decode(data, n)
+
+    def _decode(self, data: bytes, n: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- file management ---------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return len(self.keys)
+
+    def is_full(self) -> bool:
+        return len(self.keys) >= self.max_entries
+
+    def preallocate(self) -> None:
+        """Grow the file to its maximum size (what Kafka does for the active segment)."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, self.max_entries * self.entry_size)
+
+    def trim(self) -> None:
+        """Shrink the file to exactly its entries (on roll and on close)."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, len(self.keys) * self.entry_size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self, trim: bool = True) -> None:
+        if self._fd is not None:
+            if trim:
+                self.trim()
+            os.close(self._fd)
+            self._fd = None
+
+    def make_readonly(self) -> None:
+        """Trim and drop the file handle: a rolled segment's index never changes again."""
+        self.close(trim=True)
+
+    def reset(self) -> None:
+        """Forget every entry (before a rebuild)."""
+        del self.keys[:]
+        del self.values[:]
+        self.corrupt = False
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            self.preallocate()
+
+    def truncate_to_entries(self, n: int) -> None:
+        del self.keys[n:]
+        del self.values[n:]
+        if self._fd is not None:
+            # zero the dropped entries on disk so a later load cannot see them
+            os.ftruncate(self._fd, n * self.entry_size)
+            self.preallocate()
+
+    def _write_entry(self, packed: bytes) -> None:
+        if self._fd is not None:
+            os.pwrite(self._fd, packed, (len(self.keys) - 1) * self.entry_size)
+
+
+class OffsetIndex(_SparseIndex):
+    """Offset -> file position of the batch whose last offset is that offset."""
+
+    entry = OFFSET_ENTRY
+
+    def _decode(self, data: bytes, n: int) -> None:
+        base = self.base_offset
+        prev_off = -1
+        prev_pos = -1
+        keys, values = self.keys, self.values
+        for rel, pos in OFFSET_ENTRY.iter_unpack(data[:n * 8]):
+            if rel <= prev_off or pos <= prev_pos:
+                break  # zero-filled preallocated tail (or garbage): stop here
+            keys.append(base + rel)
+            values.append(pos)
+            prev_off, prev_pos = rel, pos
+
+    def append(self, offset: int, position: int) -> None:
+        if self.keys and (offset <= self.keys[-1] or position <= self.values[-1]):
+            return  # never break monotonicity (Kafka throws; a silent skip is safer here)
+        if len(self.keys) >= self.max_entries:
+            return
+        packed = OFFSET_ENTRY.pack(offset - self.base_offset, position)
+        # order matters for lock-free readers: value first, then key
+        self.values.append(position)
+        self.keys.append(offset)
+        self._write_entry(packed)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Largest entry with offset <= target: (offset, position), or (base, 0)."""
+        keys = self.keys
+        n = len(keys)
+        i = bisect.bisect_right(keys, offset, 0, n) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return keys[i], self.values[i]
+
+    def floor_position(self, position: int) -> int:
+        """Largest indexed position <= ``position`` (0 if none): a known batch start."""
+        values = self.values
+        n = min(len(values), len(self.keys))
+        i = bisect.bisect_right(values, position, 0, n) - 1
+        return values[i] if i >= 0 else 0
+
+    def last_entry(self) -> tuple[int, int]:
+        n = min(len(self.keys), len(self.values))
+        if n == 0:
+            return self.base_offset, 0
+        return self.keys[n - 1], self.values[n - 1]
+
+
+class TimeIndex(_SparseIndex):
+    """Max timestamp so far -> offset (the batch's last offset) where it was reached."""
+
+    entry = TIME_ENTRY
+
+    def _decode(self, data: bytes, n: int) -> None:
+        base = self.base_offset
+        keys, values = self.keys, self.values
+        prev_ts = None
+        prev_rel = -1
+        for i, (ts, rel) in enumerate(TIME_ENTRY.iter_unpack(data[:n * 12])):
+            if i > 0 and (rel == 0 or ts <= prev_ts or rel < prev_rel):
+                break  # preallocated zero tail
+            keys.append(ts)
+            values.append(base + rel)
+            prev_ts, prev_rel = ts, rel
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        if not skip_full_check and len(self.keys) >= self.max_entries:
+            return
+        if self.keys and (timestamp <= self.keys[-1] or offset < self.values[-1]):
+            return
+        if timestamp < 0:
+            return
+        packed = TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+        self.values.append(offset)
+        self.keys.append(timestamp)
+        self._write_entry(packed)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Largest entry with timestamp <= target: (timestamp, offset), or (-1, base)."""
+        keys = self.keys
+        i = bisect.bisect_right(keys, timestamp, 0, len(keys)) - 1
+        if i < 0:
+            return -1, self.base_offset
+        return keys[i], self.values[i]
+
+    def last_entry(self) -> tuple[int, int]:
+        n = min(len(self.keys), len(self.values))
+        if n == 0:
+            return -1, self.base_offset
+        return self.keys[n - 1], self.values[n - 1]

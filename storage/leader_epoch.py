@@ -1,0 +1,89 @@
+"""Leader epoch cache of one partition: (epoch, start offset) pairs, as Kafka keeps them.
+
+OffsetForLeaderEpoch answers from it, so a follower/consumer can tell where an
+epoch ended. Persisted to ``leader-epoch-checkpoint`` whenever it changes (rare:
+once per new leader epoch, or when the log is truncated at either end).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
+                                 write_leader_epoch_checkpoint)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, partition_dir: str):
+        self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
+        self._lock = threading.Lock()
+        self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(self.path)
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        e = self._entries
+        return e[-1][0] if e else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (no-op if not newer)."""
+        if epoch < 0:
+            return
+        with self._lock:
+            if self._entries and epoch <= self._entries[-1][0]:
+                return
+            # an epoch cannot start before the previous one did
+            self._entries = [(e, o) for e, o in self._entries if o < start_offset]
+            self._entries.append((epoch, start_offset))
+            self._flush()
+
+    def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's LeaderEpochFileCache.endOffsetFor: (epoch, end offset)."""
+        entries = self._entries
+        if requested == UNDEFINED_EPOCH or not entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested == entries[-1][0]:
+            return requested, log_end_offset
+        higher = next(((e, o) for e, o in entries if e > requested), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = None
+        for e, o in entries:
+            if e <= requested:
+                floor = (e, o)
+        if floor is None:
+            return requested, higher[1]
+        return floor[0], higher[1]
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (the log was cut there)."""
+        with self._lock:
+            kept = [(e, o) for e, o in self._entries if o < end_offset]
+            if kept != self._entries:
+                self._entries = kept
+                self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: clamp the epoch covering it."""
+        with self._lock:
+            entries = self._entries
+            keep_from = 0
+            for i, (_, o) in enumerate(entries):
+                if o <= start_offset:
+                    keep_from = i
+            new = entries[keep_from:]
+            if new and new[0][1] < start_offset:
+                new[0] = (new[0][0], start_offset)
+            if new != entries:
+                self._entries = new
+                self._flush()
+
+    def _flush(self) -> None:
+        if os.path.isdir(os.path.dirname(self.path)):
+            write_leader_epoch_checkpoint(self.path, self._entries)

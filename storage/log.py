@@ -1,0 +1,573 @@
+"""One partition's log: the directory ``<topic>-<partition>`` and its segments.
+
+Locking (appends and reads come from different event-loop threads):
+
+- ``Log._lock`` (one per partition) serialises everything that changes the
+  log: append (validation, producer-state checks, offset assignment, the file
+  write, index entries), roll, retention, delete_records_before, close. An
+  append holds it for the duration of one ``os.pwrite`` plus header patching;
+  listeners run after it is released.
+- Readers take no lock. Everything a reader needs is published by the appender
+  as immutable values replaced in one assignment (atomic under the GIL):
+  ``_segs`` (tuple of segments, tuple of base offsets) and ``_end``
+  (log end offset, active segment, its size in bytes). The appender writes the
+  bytes first and publishes ``_end`` afterwards, so a reader never sees an
+  offset whose bytes are not in the page cache, and it bounds its scan by the
+  published size, so it never returns a half-written batch. Index arrays are
+  appended value-before-key and read by length, so lookups are lock-free too.
+- Flushing (fsync) holds only ``_flush_lock``, never ``_lock``: fsync of a file
+  descriptor is safe while another thread writes to it, so a slow disk flush
+  never blocks an append or a read. The recovery point only advances to an
+  offset whose bytes were written before the fsync started.
+- Segments removed by retention/DeleteRecords are renamed ``*.deleted`` and
+  closed only after ``file.delete.delay.ms``, so a FileRegion handed to the
+  network layer just before stays valid while it is sent.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import threading
+import time
+from typing import Callable, NamedTuple
+
+from protocol.errors import ProtocolError
+from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
+                              set_base_offset, set_log_append_time, set_partition_leader_epoch,
+                              validate_batches)
+from storage.checkpoints import PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT
+from storage.entries import EntryScanner
+from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
+                            OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
+from storage.leader_epoch import LeaderEpochCache
+from storage.producer_state import ProducerStateManager
+from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, LOG_SUFFIX,
+                             TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
+_KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int      # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class ReadResult(NamedTuple):
+    regions: list
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+
+
+def _default_scheduler(fn: Callable[[], None], delay_ms: int) -> None:
+    if delay_ms <= 0:
+        fn()
+        return
+    t = threading.Timer(delay_ms / 1000.0, fn)
+    t.daemon = True
+    t.start()
+
+
+class Log:
+    """A partition log. Construct through ``Log.open`` (or LogManager)."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config, *,
+                 topic_id=None, recovery_point: int = 0, log_start_offset: int | None = None,
+                 clean_shutdown: bool = True,
+                 scheduler: Callable[[Callable[[], None], int], None] | None = None,
+                 flush_requester: Callable[["Log"], None] | None = None):
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.topic_id = topic_id
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._listeners: list[Callable[["Log"], None]] = []
+        self._schedule = scheduler or _default_scheduler
+        self._request_flush = flush_requester
+        self.closed = False
+        self.recovery_point = recovery_point
+        self.last_flush_ms = int(time.time() * 1000)
+        os.makedirs(directory, exist_ok=True)
+        self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
+        self._load(clean_shutdown, log_start_offset)
+
+    # ------------------------------------------------------------------ loading
+    def _scan_dir(self) -> list[int]:
+        bases = set()
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith(DELETED_SUFFIX):
+                # leftovers of an async delete interrupted by a stop: finish it
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                continue
+            m = _SEGMENT_FILE_RE.match(name)
+            if m:
+                if m.group(2) == LOG_SUFFIX:
+                    bases.add(int(m.group(1)))
+                continue
+            if name in _KNOWN_FILES or name.endswith(".tmp"):
+                continue
+            log.warning("ignoring unexpected file %s in partition directory", path)
+        for name in os.listdir(self.dir):
+            m = _SEGMENT_FILE_RE.match(name)
+            if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) \
+                    and int(m.group(1)) not in bases:
+                log.warning("ignoring index file %s without a segment",
+                            os.path.join(self.dir, name))
+        return sorted(bases)
+
+    def _load(self, clean: bool, checkpoint_lso: int | None) -> None:
+        bases = self._scan_dir()
+        cfg = self.config
+        segments = [LogSegment(self.dir, b, cfg) for b in bases]
+        if not segments:
+            start = checkpoint_lso or 0
+            segments = [LogSegment(self.dir, start, cfg, create=True)]
+            clean = True
+        elif not clean:
+            segments = self._recover(segments)
+        if clean and not segments[-1].active:
+            segments[-1].open_active()
+        active = segments[-1]
+        leo = active.read_next_offset()
+        if len(segments) > 1 and leo == active.base_offset and active.size == 0:
+            pass  # empty active segment after a roll: LEO is its base
+        lso = max(checkpoint_lso or 0, segments[0].base_offset)
+        lso = min(lso, leo)
+        self._segs = (tuple(segments), tuple(s.base_offset for s in segments))
+        self._end = (leo, active, active.size)
+        self.log_start_offset = lso
+        self.high_watermark = leo
+        self.recovery_point = min(self.recovery_point, leo)
+        self.leader_epochs.truncate_from_end(leo)
+        self.leader_epochs.truncate_from_start(lso)
+        self._load_producer_state(leo)
+
+    def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Unclean stop: check every segment from the recovery point on; cut at the
+        first invalid byte and drop every segment after it."""
+        rp = self.recovery_point
+        bases = [s.base_offset for s in segments]
+        first = max(0, bisect.bisect_right(bases, rp) - 1)
+        for i in range(first, len(segments)):
+            seg = segments[i]
+            if i == len(segments) - 1:
+                seg.open_active(load_indexes=False)
+            truncated, reason = seg.recover()
+            if truncated and i < len(segments) - 1:
+                log.warning("%s: dropping %d segment(s) after corruption in %s",
+                            self.dir, len(segments) - 1 - i, seg.log_path)
+                for later in segments[i + 1:]:
+                    later.delete_now()
+                segments = segments[:i + 1]
+                seg.open_active(load_indexes=False)
+                seg.recover()
+                break
+        if not segments[-1].active:
+            segments[-1].open_active()
+        return segments
+
+    def _load_producer_state(self, leo: int) -> None:
+        ps = self.producer_state
+        ps.delete_snapshots_after(leo)
+        snap = ps.load_latest_snapshot(leo)
+        start = snap if snap is not None else self.log_start_offset
+        if start < leo:
+            self._replay_producers(start, leo)
+        ps.truncate_head(self.log_start_offset)
+
+    def _replay_producers(self, start: int, end: int) -> None:
+        segs, bases = self._segs
+        i = max(0, bisect.bisect_right(bases, start) - 1)
+        for seg in segs[i:]:
+            _, pos = seg.offset_index.lookup(start)
+            for e in EntryScanner(seg.file.fileno(), pos, seg.size):
+                if e.header is not None and e.last_offset >= start and e.last_offset < end:
+                    self.producer_state.update(e.header, e.base_offset, e.last_offset)
+
+    @classmethod
+    def open(cls, directory: str, config, **kw) -> "Log":
+        topic, partition = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
+        return cls(directory, topic, partition, config, **kw)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def log_end_offset(self) -> int:
+        return self._end[0]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segs[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._end[1]
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segs[0])
+
+    def add_append_listener(self, callback: Callable[["Log"], None]) -> None:
+        self._listeners.append(callback)
+
+    def remove_append_listener(self, callback) -> None:
+        try:
+            self._listeners.remove(callback)
+        except ValueError:
+            pass
+
+    # ------------------------------------------------------------------ append
+    def append(self, payload, leader_epoch: int = 0, *, assign_offsets: bool = True) -> AppendResult:
+        """Validate, assign offsets, write. Nothing is written when anything fails.
+
+        ``assign_offsets=False`` keeps the batches' own offsets (they must lie at
+        or beyond the log end offset and increase), for replication/rewrite tools.
+        """
+        buf = bytearray(payload)
+        try:
+            batches = validate_batches(buf)
+        except _RecInvalid as exc:
+            raise InvalidRecordError(str(exc)) from exc
+        except (_RecCorrupt, ProtocolError) as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        if not batches:
+            raise InvalidRecordError("append of an empty record set")
+        cfg = self.config
+        max_msg = cfg.max_message_bytes
+        for b in batches:
+            if b.header.size > max_msg:
+                raise RecordTooLargeError(
+                    f"batch of {b.header.size} bytes exceeds max.message.bytes {max_msg}")
+        if len(buf) > cfg.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {len(buf)} bytes exceeds segment.bytes {cfg.segment_bytes}")
+        log_append = cfg.message_timestamp_type == "LogAppendTime"
+        with self._lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            headers = [b.header for b in batches]
+            updates, dup = self.producer_state.check(headers)
+            if dup is not None:
+                return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                    self.log_start_offset, True)
+            leo = self._end[0]
+            now_ms = int(time.time() * 1000)
+            infos = []
+            next_offset = leo
+            max_ts = -1
+            for b in batches:
+                h = b.header
+                pos = b.position
+                if assign_offsets:
+                    base = next_offset
+                    set_base_offset(buf, pos, base)
+                else:
+                    base = h.base_offset
+                    if base < next_offset:
+                        raise OffsetsOutOfOrderError(
+                            f"batch base offset {base} is below the next offset {next_offset}")
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                ts = h.max_timestamp
+                if log_append:
+                    set_log_append_time(buf, pos, now_ms)
+                    ts = now_ms
+                last = base + h.last_offset_delta
+                next_offset = last + 1
+                if ts > max_ts:
+                    max_ts = ts
+                infos.append((h.size, last, ts))
+            first_offset = leo if assign_offsets else batches[0].header.base_offset
+            last_offset = next_offset - 1
+            active = self._end[1]
+            reason = active.should_roll(cfg, len(buf), max_ts, last_offset, now_ms)
+            if reason is not None:
+                active = self._roll(reason, first_offset)
+            active.append(buf, infos)
+            for i in updates:
+                h = headers[i]
+                last = infos[i][1]
+                self.producer_state.update(h, last - h.last_offset_delta, last)
+            if leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(leader_epoch, first_offset)
+            self._end = (next_offset, active, active.size)
+            self.high_watermark = next_offset
+            lso = self.log_start_offset
+        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
+            self._request_flush(self)
+        for cb in self._listeners:
+            try:
+                cb(self)
+            except Exception:  # a listener must never fail an acknowledged append
+                log.exception("append listener failed")
+        return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
+
+    def _roll(self, reason: str, new_base: int) -> LogSegment:
+        """Close the active segment for writing and start one at ``new_base`` (lock held)."""
+        segs = list(self._segs[0])
+        old = segs[-1]
+        log.info("rolling %s-%d at offset %d (%s)", self.topic, self.partition, new_base, reason)
+        if old.size == 0:
+            # nothing in it: replace rather than leave an empty segment behind
+            old.delete_now()
+            segs.pop()
+        else:
+            old.on_become_inactive()
+        new = LogSegment(self.dir, new_base, self.config, create=True)
+        segs.append(new)
+        self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
+        self._end = (self._end[0], new, 0)
+        try:
+            self.producer_state.take_snapshot(new_base)
+        except OSError as exc:
+            log.warning("producer state snapshot at %d failed: %s", new_base, exc)
+        if self._request_flush is not None:
+            self._request_flush(self)
+        return new
+
+    def roll(self) -> None:
+        """Force a roll (tests, admin)."""
+        with self._lock:
+            if self._end[1].size:
+                self._roll("forced", self._end[0])
+
+    # ------------------------------------------------------------------ read
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
+        leo, active, active_size = self._end
+        segs, bases = self._segs
+        lso = self.log_start_offset
+        hw = leo
+        if fetch_offset < lso or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
+        if fetch_offset == leo:
+            return ReadResult([], hw, lso, hw)
+        i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        while i < len(segs):
+            seg = segs[i]
+            max_pos = active_size if seg is active else seg.size
+            region = seg.read(fetch_offset, max_bytes, max_pos, min_one_batch)
+            if region is not None:
+                return ReadResult([region] if region.length else [], hw, lso, hw)
+            if seg is active:
+                break
+            i += 1
+        return ReadResult([], hw, lso, hw)
+
+    # ------------------------------------------------------------------ timestamps
+    def offset_for_timestamp(self, timestamp: int):
+        """First (offset, timestamp) whose timestamp >= ``timestamp``; None if none.
+
+        -2 (earliest) -> (log start offset, -1); -1 (latest) -> (log end offset, -1);
+        -3 (max timestamp) -> max_timestamp_and_offset().
+        """
+        if timestamp == -2:
+            return self.log_start_offset, -1
+        if timestamp == -1:
+            return self.log_end_offset, -1
+        if timestamp == -3:
+            return self.max_timestamp_and_offset()
+        lso = self.log_start_offset
+        for seg in self._segs[0]:
+            if seg.base_offset < lso and seg is not self._segs[0][-1]:
+                nxt_idx = self._segs[0].index(seg) + 1
+                if self._segs[1][nxt_idx] <= lso:
+                    continue
+            if seg.size == 0 or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, max(lso, seg.base_offset))
+            if found is None:
+                continue
+            entry, data = found
+            return _record_at_timestamp(entry, data, timestamp, lso)
+        return None
+
+    def max_timestamp_and_offset(self):
+        """(offset, timestamp) of the record with the largest timestamp; None if empty."""
+        best = None
+        for seg in self._segs[0]:
+            if seg.size == 0:
+                continue
+            ts = seg.max_timestamp
+            if best is None or ts > best[1]:
+                best = (seg.offset_of_max_timestamp, ts)
+        if best is None or best[1] < 0:
+            return None if best is None else best
+        return best
+
+    # ------------------------------------------------------------------ deletion
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1: high watermark)."""
+        with self._lock:
+            hw = self.high_watermark
+            if offset == -1:
+                offset = hw
+            if offset < 0 or offset > hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: high watermark is {hw}")
+            if offset > self.log_start_offset:
+                self._advance_log_start(offset)
+                self._delete_prefix(self._count_below_log_start(), "log start offset")
+            return self.log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        self.leader_epochs.truncate_from_start(offset)
+        self.producer_state.truncate_head(offset)
+
+    def _count_below_log_start(self) -> int:
+        bases = self._segs[1]
+        n = 0
+        for i in range(len(bases) - 1):
+            if bases[i + 1] <= self.log_start_offset:
+                n = i + 1
+            else:
+                break
+        return n
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole non-active segments past retention.ms / retention.bytes or
+        entirely below the log start offset. Returns how many were deleted."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            if self.closed:
+                return 0
+            cfg = self.config
+            segs = self._segs[0]
+            candidates = segs[:-1]
+            n = self._count_below_log_start()
+            if cfg.delete and cfg.retention_ms >= 0:
+                k = 0
+                for s in candidates:
+                    if now_ms - s.largest_timestamp() > cfg.retention_ms:
+                        k += 1
+                    else:
+                        break
+                n = max(n, k)
+            if cfg.delete and cfg.retention_bytes >= 0:
+                diff = sum(s.size for s in segs) - cfg.retention_bytes
+                k = 0
+                for s in candidates:
+                    if diff - s.size >= 0:
+                        diff -= s.size
+                        k += 1
+                    else:
+                        break
+                n = max(n, k)
+            return self._delete_prefix(n, "retention")
+
+    def _delete_prefix(self, n: int, why: str) -> int:
+        if n <= 0:
+            return 0
+        segs = list(self._segs[0])
+        n = min(n, len(segs) - 1)
+        if n <= 0:
+            return 0
+        doomed, kept = segs[:n], segs[n:]
+        self._segs = (tuple(kept), tuple(s.base_offset for s in kept))
+        if kept[0].base_offset > self.log_start_offset:
+            self._advance_log_start(kept[0].base_offset)
+        delay = self.config.file_delete_delay_ms
+        for seg in doomed:
+            log.info("deleting segment %s (%s)", seg.log_path, why)
+            renamed = seg.rename_to_deleted()
+            self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+        return n
+
+    # ------------------------------------------------------------------ epochs
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------------ flush/close
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def flush(self) -> None:
+        """fsync everything up to the current end; advances the recovery point.
+        Never takes the append lock."""
+        with self._flush_lock:
+            leo, active, _ = self._end
+            segs, bases = self._segs
+            rp = self.recovery_point
+            if leo <= rp:
+                self.last_flush_ms = int(time.time() * 1000)
+                return
+            i = max(0, bisect.bisect_right(bases, rp) - 1)
+            for seg in segs[i:]:
+                if seg.deleted:
+                    continue
+                try:
+                    seg.flush()
+                except (OSError, ValueError) as exc:  # closed by a concurrent roll/delete
+                    log.debug("flush of %s skipped: %s", seg.log_path, exc)
+            self.recovery_point = max(self.recovery_point, leo)
+            self.last_flush_ms = int(time.time() * 1000)
+
+    def close(self) -> None:
+        """Clean close: flush, snapshot producer state, trim indexes, close files."""
+        with self._lock:
+            if self.closed:
+                return
+            self.flush()
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+            except OSError as exc:
+                log.warning("producer state snapshot failed for %s: %s", self.dir, exc)
+            for seg in self._segs[0]:
+                seg.close()
+            self.closed = True
+
+    def close_handles(self) -> None:
+        """Close files without flushing (topic deletion)."""
+        with self._lock:
+            self.closed = True
+            for seg in self._segs[0]:
+                try:
+                    seg.close()
+                except OSError:
+                    pass
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segs[0])})")
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` -> (topic, partition); ValueError otherwise."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory name: {name!r}")
+    return topic, int(part)
+
+
+def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
+    """Record-level answer inside the batch found by timestamp: (offset, timestamp)."""
+    h = entry.header
+    if h is None:
+        return entry.last_offset, entry.max_timestamp
+    first = max(h.base_offset, start_offset)
+    if h.timestamp_type == 1:   # LogAppendTime: every record carries maxTimestamp
+        return first, h.max_timestamp
+    try:
+        from protocol.records import iter_records  # decoded only here, off the hot path
+    except ImportError:
+        return first, h.max_timestamp
+    try:
+        for rec in iter_records(data):
+            if rec.offset >= start_offset and rec.timestamp >= timestamp:
+                return rec.offset, rec.timestamp
+    except ProtocolError:
+        pass
+    return first, h.max_timestamp

@@ -1,0 +1,472 @@
+"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``.
+
+File names are the segment's base offset zero-padded to 20 digits, as in Kafka.
+Index entries are added while appending, one per ``index.interval.bytes`` of
+data: when more than that many bytes were appended since the last entry, the
+next batch gets an entry (its last offset -> its position), exactly the rule of
+Kafka's LogSegment.append and LogSegment.recover, so a rebuilt index equals the
+one written while appending.
+
+Reads hand out ``FileRegion``s (file object, position, length) so the network
+layer can ``sendfile`` them; a region always starts at a batch boundary and
+ends at one.
+
+Segments of a log that was shut down cleanly are opened lazily: nothing but the
+file name is looked at until the first read, size query or retention check
+touches the segment. That keeps start-up with thousands of segments cheap.
+
+Concurrency: only the owning Log's appender mutates a segment (under the log's
+lock). Readers use the size the Log published for the active segment and the
+lock-free index arrays; the lazy open is guarded by a small per-segment lock.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+
+from storage.entries import EntryScanner
+from storage.index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = 0x7FFFFFFF
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class FileRegion:
+    """A byte range of an open segment file, for sendfile: ``file`` has ``fileno()``."""
+
+    __slots__ = ("file", "position", "length")
+
+    def __init__(self, file, position: int, length: int):
+        self.file = file
+        self.position = position
+        self.length = length
+
+    def read_bytes(self) -> bytes:
+        fd = self.file.fileno()
+        out = os.pread(fd, self.length, self.position)
+        if len(out) < self.length:  # pread may return short on huge ranges
+            parts = [out]
+            got = len(out)
+            while got < self.length:
+                chunk = os.pread(fd, self.length - got, self.position + got)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+            out = b"".join(parts)
+        return out
+
+    def __repr__(self) -> str:
+        return f"FileRegion({getattr(self.file, 'name', self.file)!r}, {self.position}, {self.length})"
+
+
+class LogSegment:
+    def __init__(self, directory: str, base_offset: int, config, *, create: bool = False):
+        self.dir = directory
+        self.base_offset = base_offset
+        name = segment_name(base_offset)
+        self.log_path = os.path.join(directory, name + LOG_SUFFIX)
+        self.index_path = os.path.join(directory, name + INDEX_SUFFIX)
+        self.time_index_path = os.path.join(directory, name + TIME_INDEX_SUFFIX)
+        self.max_index_bytes = config.segment_index_bytes
+        self.index_interval_bytes = config.index_interval_bytes
+        self.roll_jitter_ms = (random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+                               if config.segment_jitter_ms > 0 and config.segment_ms > 0 else 0)
+        self.created_ms = int(time.time() * 1000)
+        self.rolling_based_timestamp: int | None = None
+        self._open_lock = threading.Lock()
+        self._file = None
+        self._size: int | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._max_ts: int | None = None
+        self._offset_of_max_ts = base_offset
+        self._bytes_since_last_index = 0
+        self.active = False
+        self.deleted = False
+        if create:
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._file = os.fdopen(fd, "r+b", buffering=0)
+            self._size = 0
+            self._offset_index = OffsetIndex(self.index_path, base_offset, self.max_index_bytes,
+                                             writable=True, create=True)
+            self._time_index = TimeIndex(self.time_index_path, base_offset, self.max_index_bytes,
+                                         writable=True, create=True)
+            self._max_ts = -1
+            self.active = True
+
+    # -- lazy opening -------------------------------------------------------------
+    @property
+    def file(self):
+        f = self._file
+        if f is None:
+            with self._open_lock:
+                if self._file is None:
+                    self._file = open(self.log_path, "rb", buffering=0)
+                f = self._file
+        return f
+
+    @property
+    def size(self) -> int:
+        s = self._size
+        if s is None:
+            s = self._size = os.fstat(self.file.fileno()).st_size
+        return s
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        idx = self._offset_index
+        if idx is None:
+            with self._open_lock:
+                if self._offset_index is None:
+                    self._load_indexes_locked(writable=False)
+                idx = self._offset_index
+        return idx
+
+    @property
+    def time_index(self) -> TimeIndex:
+        idx = self._time_index
+        if idx is None:
+            with self._open_lock:
+                if self._time_index is None:
+                    self._load_indexes_locked(writable=False)
+                idx = self._time_index
+        return idx
+
+    def _load_indexes_locked(self, writable: bool) -> None:
+        oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, writable=writable)
+        ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes, writable=writable)
+        if oi.corrupt or ti.corrupt or not self._index_sane(oi, ti):
+            log.warning("rebuilding index of segment %s", self.log_path)
+            oi.close(trim=False)
+            ti.close(trim=False)
+            oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
+                             writable=True, create=True)
+            ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
+                           writable=True, create=True)
+            self._rebuild_into(oi, ti, os.fstat(self._file_locked().fileno()).st_size)
+            if not writable:
+                oi.make_readonly()
+                ti.make_readonly()
+        self._offset_index, self._time_index = oi, ti
+
+    def _file_locked(self):
+        if self._file is None:
+            self._file = open(self.log_path, "rb", buffering=0)
+        return self._file
+
+    def _index_sane(self, oi: OffsetIndex, ti: TimeIndex) -> bool:
+        size = self._size if self._size is not None else os.fstat(self._file_locked().fileno()).st_size
+        if oi.entries and oi.values[-1] >= size:
+            return False
+        if ti.entries and ti.values[-1] < self.base_offset:
+            return False
+        return True
+
+    def _rebuild_into(self, oi: OffsetIndex, ti: TimeIndex, end: int) -> int:
+        """Index the valid prefix of the file (no truncation); returns its end."""
+        scanner = EntryScanner(self._file_locked().fileno(), 0, end, check_crc=False)
+        last_index_pos = 0
+        max_ts, off_of_max = -1, self.base_offset
+        for e in scanner:
+            if e.max_timestamp > max_ts:
+                max_ts, off_of_max = e.max_timestamp, e.last_offset
+            if e.position - last_index_pos > self.index_interval_bytes:
+                oi.append(e.last_offset, e.position)
+                ti.maybe_append(max_ts, off_of_max)
+                last_index_pos = e.position
+        ti.maybe_append(max_ts, off_of_max, skip_full_check=True)
+        self._max_ts, self._offset_of_max_ts = max_ts, off_of_max
+        return scanner.valid_end
+
+    def open_active(self, load_indexes: bool = True) -> None:
+        """Reopen an existing segment for appending (the last one of a log).
+
+        ``load_indexes=False`` when recover() is about to rebuild them anyway.
+        """
+        with self._open_lock:
+            if self._file is not None:
+                self._file.close()
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._file = os.fdopen(fd, "r+b", buffering=0)
+            self._size = os.fstat(fd).st_size
+            if self._offset_index is not None:
+                self._offset_index.close(trim=False)
+                self._time_index.close(trim=False)
+            self._offset_index = self._time_index = None
+            self.active = True
+            if not load_indexes:
+                return
+            self._load_indexes_locked(writable=True)
+            # a rebuilt index was opened with create=True; make sure both are writable
+            for idx in (self._offset_index, self._time_index):
+                if idx._fd is None:
+                    idx._fd = os.open(idx.path, os.O_RDWR)
+                    idx.preallocate()
+            self.active = True
+
+    # -- timestamps ----------------------------------------------------------------
+    @property
+    def max_timestamp(self) -> int:
+        if self._max_ts is None:
+            ts, off = self.time_index.last_entry()
+            if self._max_ts is None:
+                self._max_ts, self._offset_of_max_ts = ts, off
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self.max_timestamp
+        return self._offset_of_max_ts
+
+    def largest_timestamp(self) -> int:
+        """For time retention: max timestamp, or the file's mtime when none is known."""
+        ts = self.max_timestamp
+        if ts > 0:
+            return ts
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return int(time.time() * 1000)
+
+    # -- appending (caller holds the log's lock) -------------------------------------
+    def should_roll(self, config, append_size: int, max_ts_in_append: int,
+                    last_offset: int, now_ms: int) -> str | None:
+        """Why this (active) segment must roll before the append, or None."""
+        size = self.size
+        if size > config.segment_bytes - append_size:
+            return "segment.bytes"
+        if size > 0:
+            if self.rolling_based_timestamp is None:
+                first = next(iter(EntryScanner(self.file.fileno(), 0, size)), None)
+                self.rolling_based_timestamp = first.max_timestamp if first else -1
+            if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
+                waited = max_ts_in_append - self.rolling_based_timestamp
+            else:
+                waited = now_ms - self.created_ms
+            if waited > config.segment_ms - self.roll_jitter_ms:
+                return "segment.ms"
+        if self.offset_index.is_full() or self.time_index.is_full():
+            return "index full"
+        if last_offset - self.base_offset > INT32_MAX or last_offset < self.base_offset:
+            return "relative offset overflow"
+        return None
+
+    def append(self, data, batches) -> int:
+        """Write ``data`` (whole batches) at the end; ``batches`` is a list of
+        (size, last_offset, max_timestamp) in order. Returns the new size.
+        """
+        fd = self._file.fileno()
+        pos = self._size
+        view = memoryview(data)
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.pwrite(fd, view[written:], pos + written)
+        oi, ti = self._offset_index, self._time_index
+        if self.rolling_based_timestamp is None and batches:
+            self.rolling_based_timestamp = batches[0][2]
+        max_ts = self._max_ts if self._max_ts is not None else self.max_timestamp
+        interval = self.index_interval_bytes
+        since = self._bytes_since_last_index
+        for size, last_offset, ts in batches:
+            if ts > max_ts:
+                max_ts = ts
+                self._offset_of_max_ts = last_offset
+                self._max_ts = ts
+            if since > interval:
+                oi.append(last_offset, pos)
+                ti.maybe_append(max_ts, self._offset_of_max_ts)
+                since = 0
+            pos += size
+            since += size
+        self._bytes_since_last_index = since
+        self._size = pos
+        return pos
+
+    def on_become_inactive(self) -> None:
+        """Roll: final time index entry, trim both indexes, stop writing to them."""
+        if self._max_ts is not None and self._max_ts >= 0:
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        self.offset_index.make_readonly()
+        self.time_index.make_readonly()
+        self.active = False
+
+    def flush(self) -> None:
+        f = self._file
+        if f is not None and not f.closed:
+            os.fsync(f.fileno())
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None and idx._fd is not None:
+                idx.flush()
+
+    def close(self) -> None:
+        with self._open_lock:
+            if self.active and self._max_ts is not None and self._max_ts >= 0 and self._time_index:
+                self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
+                                              skip_full_check=True)
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close(trim=True)
+            if self._file is not None:
+                self._file.close()
+            self.active = False
+
+    # -- reading ----------------------------------------------------------------------
+    def translate_offset(self, offset: int, max_position: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch whose last offset >= ``offset``."""
+        _, start = self.offset_index.lookup(offset)
+        if start >= max_position:
+            start = 0
+        for e in EntryScanner(self.file.fileno(), start, max_position):
+            if e.last_offset >= offset:
+                return e.position, e.size
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_batch: bool = True) -> FileRegion | None:
+        """Region from the batch holding ``start_offset``, ending on a batch boundary.
+
+        Up to ``max_bytes`` of whole batches; if the first batch alone is larger
+        it is returned whole when ``min_one_batch``, else nothing is.
+        """
+        if max_position is None:
+            max_position = self.size
+        found = self.translate_offset(start_offset, max_position)
+        if found is None:
+            return None
+        start, first_size = found
+        f = self.file
+        if first_size > max_bytes:
+            # nothing fits: an empty region (not None, so the log does not look further)
+            return FileRegion(f, start, first_size if min_one_batch else 0)
+        limit = start + max_bytes
+        if limit >= max_position:
+            return FileRegion(f, start, max_position - start)
+        scan_from = max(start, self.offset_index.floor_position(limit))
+        scanner = EntryScanner(f.fileno(), scan_from, limit)
+        for _ in scanner:
+            pass
+        end = max(scanner.valid_end, start + first_size)
+        return FileRegion(f, start, end - start)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int):
+        """First batch at/after ``start_offset`` whose max timestamp >= ``timestamp``:
+        returns its Entry (and raw bytes through the scanner) or None."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(indexed_offset, start_offset))
+        scanner = EntryScanner(self.file.fileno(), pos, self.size, keep_data=True)
+        for e in scanner:
+            if e.last_offset >= start_offset and e.max_timestamp >= timestamp:
+                return e, bytes(scanner.last_data)
+        return None
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (scans from the last index entry)."""
+        _, pos = self.offset_index.last_entry()
+        last = None
+        for e in EntryScanner(self.file.fileno(), pos, self.size):
+            last = e
+        return last.next_offset if last is not None else self.base_offset
+
+    # -- recovery -------------------------------------------------------------------
+    def recover(self, on_batch=None) -> tuple[int, str | None]:
+        """Check every entry (size, magic, CRC, offsets), rebuild both indexes and
+        truncate the file at the first invalid byte. Returns (bytes truncated, reason).
+        ``on_batch(entry)`` is called for each valid entry (producer state rebuild).
+        """
+        f = self._file if self._file is not None else self.file
+        size = os.fstat(f.fileno()).st_size
+        writable = self.active
+        with self._open_lock:
+            for idx in (self._offset_index, self._time_index):
+                if idx is not None:
+                    idx.close(trim=False)
+            oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
+                             writable=True, create=True)
+            ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
+                           writable=True, create=True)
+        scanner = EntryScanner(f.fileno(), 0, size, check_crc=True)
+        last_index_pos = 0
+        max_ts, off_of_max = -1, self.base_offset
+        prev_last = self.base_offset - 1
+        reason = None
+        valid_end = 0
+        first_ts = None
+        for e in scanner:
+            if (e.last_offset <= prev_last or e.last_offset - self.base_offset > INT32_MAX
+                    or (e.header is not None and e.base_offset <= prev_last)):
+                reason = f"offset {e.last_offset} out of order at position {e.position}"
+                break
+            prev_last = e.last_offset
+            if first_ts is None:
+                first_ts = e.max_timestamp
+            if e.max_timestamp > max_ts:
+                max_ts, off_of_max = e.max_timestamp, e.last_offset
+            if e.position - last_index_pos > self.index_interval_bytes:
+                oi.append(e.last_offset, e.position)
+                ti.maybe_append(max_ts, off_of_max)
+                last_index_pos = e.position
+            valid_end = e.position + e.size
+            if on_batch is not None:
+                on_batch(e)
+        else:
+            reason = scanner.error or ("incomplete entry at the end" if scanner.truncated else None)
+        truncated = size - valid_end
+        if truncated:
+            log.warning("segment %s: truncating %d invalid bytes at position %d (%s)",
+                        self.log_path, truncated, valid_end, reason)
+            os.truncate(self.log_path, valid_end)
+        self._size = valid_end
+        self._max_ts, self._offset_of_max_ts = max_ts, off_of_max
+        self.rolling_based_timestamp = first_ts
+        self._bytes_since_last_index = valid_end - last_index_pos if last_index_pos else valid_end
+        if not writable:
+            ti.maybe_append(max_ts, off_of_max, skip_full_check=True)
+            oi.make_readonly()
+            ti.make_readonly()
+        with self._open_lock:
+            self._offset_index, self._time_index = oi, ti
+        return truncated, (reason if truncated else None)
+
+    # -- deletion -------------------------------------------------------------------
+    def all_paths(self) -> list[str]:
+        base = os.path.join(self.dir, segment_name(self.base_offset))
+        return [base + s for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)]
+
+    def rename_to_deleted(self) -> list[str]:
+        """Kafka's async delete, step 1: ``X.log`` -> ``X.log.deleted`` (files stay open,
+        so regions already handed to readers remain valid until the delayed delete)."""
+        self.file  # open lazily-opened handles first: readers keep using them
+        self.offset_index
+        self.time_index
+        self.deleted = True
+        out = []
+        for p in self.all_paths():
+            try:
+                os.rename(p, p + DELETED_SUFFIX)
+                out.append(p + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        return out
+
+    def delete_now(self, renamed: list[str] | None = None) -> None:
+        self.close()
+        for p in renamed if renamed is not None else self.all_paths():
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
