@@ -18,3 +18,22 @@ from protocol.records.legacy import (LegacyMessage, build_message_set, expand_wr
                                      is_legacy, iter_message_set, parse_message_set,
                                      validate_message_set)
 from protocol.records.convert import downconvert_batches, upconvert_message_set
+
+__all__ = [
+    # errors
+    "CorruptRecordError", "InvalidRecordError", "UnsupportedCompressionError", "error_code_for",
+    # v2 batch headers (hot path)
+    "BATCH_OVERHEAD", "LOG_OVERHEAD", "BatchHeader", "ValidatedBatch", "read_batch_header",
+    "iter_batch_headers", "validate_batches", "compute_crc", "write_crc", "peek_magic",
+    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time",
+    # codecs
+    "Codec", "compress", "decompress", "codec_for_name", "DEFAULT_MAX_OUTPUT",
+    # v2 records
+    "Record", "build_batch", "decode_batch", "iter_records", "iter_all_records",
+    "build_control_batch", "parse_control_record", "CONTROL_ABORT", "CONTROL_COMMIT",
+    # legacy v0/v1
+    "LegacyMessage", "is_legacy", "iter_message_set", "expand_wrapper", "parse_message_set",
+    "build_message_set", "validate_message_set",
+    # conversion
+    "upconvert_message_set", "downconvert_batches",
+]

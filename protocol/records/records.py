@@ -26,7 +26,6 @@ from protocol.records.errors import CorruptRecordError
 from protocol.records.varint import (decode_varint, decode_varlong, encode_varint,
                                      encode_varlong)
 
-Header = tuple  # (str, bytes | None)
 
 
 class Record(NamedTuple):
