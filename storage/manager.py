@@ -1,0 +1,405 @@
+"""LogManager: every partition log under ``log.dirs``, and the background work on them.
+
+Start-up opens each ``<topic>-<partition>`` directory of each log dir. Without
+the ``.kafka_cleanshutdown`` marker (written last by a clean shutdown, removed
+as soon as start-up has read it) segments past each partition's recovery point
+are checked batch by batch and cut at the first invalid byte.
+
+Background threads (daemons, stopped by ``shutdown``):
+
+- scheduler: runs timed tasks - retention every ``retention_check_interval_ms``,
+  checkpoint files every ``checkpoint_interval_ms``, the ``flush.ms`` check,
+  and delayed deletions (segments renamed ``*.deleted``, topic directories
+  renamed ``<topic>-<p>.<uuid-hex>-delete``, both removed after
+  ``file.delete.delay.ms`` so in-flight reads of them stay valid);
+- flusher: fsyncs logs on request (``flush.messages`` reached, segment rolled,
+  ``flush.ms`` elapsed), so appends never wait for the disk.
+
+Per log dir it keeps Kafka's ``meta.properties``, ``recovery-point-offset-checkpoint``
+and ``log-start-offset-checkpoint``; per partition ``partition.metadata``.
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import resource
+import shutil
+import threading
+import time
+import uuid
+from typing import Callable
+
+from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
+                                 META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, atomic_write,
+                                 fsync_dir, read_offset_checkpoint, read_partition_metadata,
+                                 read_properties, write_meta_properties, write_offset_checkpoint,
+                                 write_partition_metadata)
+from storage.errors import StorageError
+from storage.log import Log, parse_partition_dir
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 9223372036854775807
+DELETE_DIR_SUFFIX = "-delete"
+_IGNORED_DIR_SUFFIXES = ("-future", "-stray")
+
+
+class _Scheduler(threading.Thread):
+    """A tiny timer wheel: run callables at given times on one daemon thread."""
+
+    def __init__(self):
+        super().__init__(name="samsa-log-scheduler", daemon=True)
+        self._cond = threading.Condition()
+        self._heap: list = []
+        self._seq = 0
+        self._stopped = False
+
+    def schedule(self, fn: Callable[[], None], delay_ms: float) -> None:
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (time.monotonic() + max(0, delay_ms) / 1000.0,
+                                        self._seq, fn))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    if self._heap:
+                        wait = self._heap[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                if self._stopped:
+                    return
+                _, _, fn = heapq.heappop(self._heap)
+            try:
+                fn()
+            except Exception:
+                log.exception("log scheduler task failed")
+
+
+class _Flusher(threading.Thread):
+    """fsyncs logs handed to it, one at a time, off the append path."""
+
+    def __init__(self):
+        super().__init__(name="samsa-log-flusher", daemon=True)
+        self._cond = threading.Condition()
+        self._pending: dict[int, Log] = {}
+        self._stopped = False
+        self._busy = False
+
+    def request(self, lg: Log) -> None:
+        with self._cond:
+            self._pending[id(lg)] = lg
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._pending or self._busy) and time.monotonic() < deadline:
+                self._cond.wait(0.01)
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                _, lg = self._pending.popitem()
+                self._busy = True
+            try:
+                if not lg.closed:
+                    lg.flush()
+            except Exception:
+                log.exception("flush of %r failed", lg)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+class LogManager:
+    def __init__(self, log_dirs, default_config, broker_id: int, cluster_id: str,
+                 retention_check_interval_ms: int = 300000, *,
+                 checkpoint_interval_ms: int = 60000, flush_check_interval_ms: int = 1000,
+                 topic_config_provider: Callable[[str], object] | None = None):
+        if isinstance(log_dirs, str):
+            log_dirs = [d for d in log_dirs.split(",") if d]
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise StorageError("no log directories configured")
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.flush_check_interval_ms = flush_check_interval_ms
+        self._topic_config_provider = topic_config_provider
+        self._topic_configs: dict[str, object] = {}
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], str] = {}
+        self._lock = threading.RLock()
+        self._scheduler = _Scheduler()
+        self._flusher = _Flusher()
+        self._started = False
+        self._shut_down = False
+
+    # ------------------------------------------------------------------ start-up
+    def startup(self) -> None:
+        _raise_fd_limit()
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._check_meta_properties(d)
+        for d in self.log_dirs:
+            self._load_dir(d)
+        for d in self.log_dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_MARKER)
+            if os.path.exists(marker):
+                os.unlink(marker)
+                fsync_dir(d)
+        self._scheduler.start()
+        self._flusher.start()
+        self._started = True
+        self._scheduler.schedule(self._retention_task, self.retention_check_interval_ms)
+        self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
+        self._scheduler.schedule(self._flush_ms_task, self.flush_check_interval_ms)
+
+    def _check_meta_properties(self, d: str) -> None:
+        props = read_properties(os.path.join(d, META_PROPERTIES))
+        if props is None:
+            write_meta_properties(d, self.broker_id, self.cluster_id)
+            return
+        bid = props.get("broker.id") or props.get("node.id")
+        if bid is not None and int(bid) != self.broker_id:
+            raise StorageError(f"{d}/{META_PROPERTIES} has broker.id={bid}, "
+                               f"but this broker is {self.broker_id}")
+        cid = props.get("cluster.id")
+        if cid and self.cluster_id and cid != self.cluster_id:
+            raise StorageError(f"{d}/{META_PROPERTIES} has cluster.id={cid}, "
+                               f"but this cluster is {self.cluster_id}")
+
+    def _load_dir(self, d: str) -> None:
+        clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
+        recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+        starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+        if not clean:
+            log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                # a topic deletion the last run did not finish
+                self._scheduler.schedule(lambda p=path: shutil.rmtree(p, ignore_errors=True), 0)
+                continue
+            if name.endswith(_IGNORED_DIR_SUFFIXES):
+                log.warning("ignoring directory %s (not a partition this broker serves)", path)
+                continue
+            try:
+                topic, partition = parse_partition_dir(name)
+            except ValueError:
+                log.warning("ignoring directory %s: not a partition directory", path)
+                continue
+            key = (topic, partition)
+            if key in self._logs:
+                log.warning("ignoring duplicate partition directory %s (already loaded from %s)",
+                            path, self._log_dir_of[key])
+                continue
+            lg = Log(path, topic, partition, self._config_for(topic),
+                     topic_id=read_partition_metadata(path),
+                     recovery_point=recovery.get(key, 0),
+                     log_start_offset=starts.get(key),
+                     clean_shutdown=clean,
+                     scheduler=self._schedule, flush_requester=self._request_flush)
+            self._logs[key] = lg
+            self._log_dir_of[key] = d
+
+    def _config_for(self, topic: str):
+        cfg = self._topic_configs.get(topic)
+        if cfg is None and self._topic_config_provider is not None:
+            cfg = self._topic_config_provider(topic)
+        return cfg or self.default_config
+
+    def _schedule(self, fn: Callable[[], None], delay_ms: int) -> None:
+        if self._started and not self._shut_down:
+            self._scheduler.schedule(fn, delay_ms)
+        else:
+            fn()
+
+    def _request_flush(self, lg: Log) -> None:
+        if self._started and not self._shut_down:
+            self._flusher.request(lg)
+
+    # ------------------------------------------------------------------ partitions
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    def create_log(self, topic: str, partition: int, config=None, topic_id: uuid.UUID | None = None) -> Log:
+        """Open or create ``<topic>-<partition>``; calling it again returns the same Log."""
+        key = (topic, partition)
+        with self._lock:
+            lg = self._logs.get(key)
+            if lg is not None:
+                if config is not None:
+                    lg.config = config
+                if topic_id is not None and lg.topic_id != topic_id:
+                    if lg.topic_id is not None:
+                        log.warning("%s-%d: topic id changes from %s to %s", topic, partition,
+                                    lg.topic_id, topic_id)
+                    lg.topic_id = topic_id
+                    write_partition_metadata(lg.dir, topic_id)
+                return lg
+            if config is not None:
+                self._topic_configs[topic] = config
+            counts = {d: 0 for d in self.log_dirs}
+            for k, d in self._log_dir_of.items():
+                counts[d] = counts.get(d, 0) + 1
+            d = min(self.log_dirs, key=lambda x: counts[x])
+            path = os.path.join(d, f"{topic}-{partition}")
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            fsync_dir(d)
+            lg = Log(path, topic, partition, config or self._config_for(topic),
+                     topic_id=topic_id or read_partition_metadata(path),
+                     scheduler=self._schedule, flush_requester=self._request_flush)
+            self._logs[key] = lg
+            self._log_dir_of[key] = d
+            return lg
+
+    def delete_topic(self, topic: str) -> int:
+        """Remove every partition of ``topic``: rename the directories now, delete later."""
+        with self._lock:
+            keys = [k for k in self._logs if k[0] == topic]
+            self._topic_configs.pop(topic, None)
+            for key in keys:
+                lg = self._logs.pop(key)
+                d = self._log_dir_of.pop(key)
+                with lg._lock:
+                    lg.closed = True
+                target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                try:
+                    os.rename(lg.dir, target)
+                    fsync_dir(d)
+                except OSError as exc:
+                    log.warning("could not rename %s for deletion: %s", lg.dir, exc)
+                    target = lg.dir
+
+                def remove(lg=lg, target=target):
+                    lg.close_handles()
+                    shutil.rmtree(target, ignore_errors=True)
+                self._schedule(remove, lg.config.file_delete_delay_ms)
+            return len(keys)
+
+    def update_topic_config(self, topic: str, config) -> None:
+        with self._lock:
+            self._topic_configs[topic] = config
+            for (t, _), lg in self._logs.items():
+                if t == topic:
+                    lg.config = config
+
+    # ------------------------------------------------------------------ background
+    def _retention_task(self) -> None:
+        try:
+            self.run_retention()
+        finally:
+            if not self._shut_down:
+                self._scheduler.schedule(self._retention_task, self.retention_check_interval_ms)
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        deleted = 0
+        for lg in list(self._logs.values()):
+            try:
+                deleted += lg.apply_retention(now_ms)
+            except Exception:
+                log.exception("retention failed for %r", lg)
+        return deleted
+
+    def _checkpoint_task(self) -> None:
+        try:
+            self.write_checkpoints()
+        finally:
+            if not self._shut_down:
+                self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
+
+    def write_checkpoints(self) -> None:
+        with self._lock:
+            by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
+            for key, lg in self._logs.items():
+                by_dir[self._log_dir_of[key]][key] = lg
+        for d, logs in by_dir.items():
+            try:
+                write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                                        {k: lg.recovery_point for k, lg in logs.items()})
+                write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                                        {k: lg.log_start_offset for k, lg in logs.items()})
+            except OSError as exc:
+                log.error("writing checkpoints in %s failed: %s", d, exc)
+
+    def _flush_ms_task(self) -> None:
+        try:
+            now = int(time.time() * 1000)
+            for lg in list(self._logs.values()):
+                fms = lg.config.flush_ms
+                if fms < LONG_MAX and lg.unflushed_messages() > 0 and now - lg.last_flush_ms >= fms:
+                    self._flusher.request(lg)
+        finally:
+            if not self._shut_down:
+                self._scheduler.schedule(self._flush_ms_task, self.flush_check_interval_ms)
+
+    def flush_all(self) -> None:
+        for lg in list(self._logs.values()):
+            lg.flush()
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        """Clean stop: flush and close every log, write checkpoints, then the marker."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        if self._started:
+            self._scheduler.stop()
+            self._flusher.stop()
+            self._scheduler.join(timeout=30)
+            self._flusher.join(timeout=30)
+        failed_dirs = set()
+        with self._lock:
+            for key, lg in self._logs.items():
+                try:
+                    lg.close()
+                except Exception:
+                    log.exception("closing %r failed", lg)
+                    failed_dirs.add(self._log_dir_of[key])
+        self.write_checkpoints()
+        for d in self.log_dirs:
+            # the marker promises every log in the dir is flushed and consistent
+            if d not in failed_dirs:
+                atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
+
+
+def _raise_fd_limit() -> None:
+    """Each segment holds a file open for sendfile: allow as many as the hard limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and hard != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
