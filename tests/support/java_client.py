@@ -29,6 +29,7 @@ import tempfile
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, NamedTuple
 
 JAVA_SOURCES = Path(__file__).resolve().parent.parent / "java"
 
@@ -176,9 +177,93 @@ def ensure_classes(root: Path | None = None) -> tuple[Path, list[Path]]:
 
 
 def java_command(program: str, root: Path | None = None) -> list[str]:
-    """``["java", <flags>, "-cp", <classpath>, program]``: append the tool's own arguments."""
+    """``["java", <flags>, "-cp", <classpath>, program]``: append the tool's own arguments.
+
+    Checks (and if needed builds) the cache on every call; for many runs use JavaTools.
+    """
     if program not in PROGRAMS:
         raise ValueError(f"unknown Java tool {program!r}; known: {', '.join(PROGRAMS)}")
     classes, jars = ensure_classes(root)
     classpath = os.pathsep.join([str(classes), *map(str, jars)])
     return ["java", *JVM_FLAGS, "-cp", classpath, program]
+
+
+class ToolResult(NamedTuple):
+    """What a tool run gave back; unpacks as ``rc, out, err``."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    command: tuple[str, ...] = ()
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.splitlines()
+
+    def check(self) -> "ToolResult":
+        """Raise AssertionError (with the command and both streams) unless rc == 0."""
+        if self.rc != 0:
+            raise AssertionError(f"{' '.join(self.command[-12:])!r} exited {self.rc}\n"
+                                 f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+        return self
+
+
+class ToolTimeout(AssertionError):
+    """A tool did not finish within the harness timeout (it was killed)."""
+
+
+class JavaTools:
+    """Runs the compiled tools (built once at construction) as ``java -cp ... Program args``.
+
+    Every ``run`` waits for the process to exit, with a timeout after which the tool is
+    killed and ToolTimeout is raised carrying whatever it printed.
+    """
+
+    def __init__(self, root: Path | None = None):
+        self.classes, self.jars = ensure_classes(root)
+        self.classpath = os.pathsep.join([str(self.classes), *map(str, self.jars)])
+
+    def command(self, program: str, *args: str) -> list[str]:
+        if program not in PROGRAMS:
+            raise ValueError(f"unknown Java tool {program!r}; known: {', '.join(PROGRAMS)}")
+        return ["java", *JVM_FLAGS, "-cp", self.classpath, program, *map(str, args)]
+
+    def run(self, program: str, *args: object, input: str | None = None, timeout: float = 60.0) -> ToolResult:
+        cmd = self.command(program, *map(str, args))
+        try:
+            proc = subprocess.run(cmd, input=input if input is not None else "", capture_output=True,
+                                  text=True, encoding="utf-8", timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            raise ToolTimeout(f"{program} {' '.join(map(str, args))} still running after {timeout}s (killed)\n"
+                              f"--- stdout ---\n{out[-4000:]}\n--- stderr ---\n{err[-4000:]}") from None
+        return ToolResult(proc.returncode, proc.stdout, proc.stderr, tuple(cmd))
+
+    def popen(self, program: str, *args: object, **popen_kwargs) -> subprocess.Popen:
+        """Start a tool in the background (e.g. a consumer waiting for records); caller reaps it."""
+        popen_kwargs.setdefault("stdout", subprocess.PIPE)
+        popen_kwargs.setdefault("stderr", subprocess.PIPE)
+        popen_kwargs.setdefault("text", True)
+        return subprocess.Popen(self.command(program, *map(str, args)), **popen_kwargs)
+
+    def produce(self, bootstrap: str, topic: str, lines: Iterable[str] | str, *args: object,
+                timeout: float = 60.0) -> ToolResult:
+        """ConsoleProducer: one record per line; ``args`` are extra flags (--acks 1, ...)."""
+        text = lines if isinstance(lines, str) else "".join(f"{line}\n" for line in lines)
+        return self.run("ConsoleProducer", "--bootstrap-server", bootstrap, "--topic", topic, *args,
+                        input=text, timeout=timeout)
+
+    def consume(self, bootstrap: str, topic: str, *args: object, timeout: float = 60.0) -> ToolResult:
+        """ConsoleConsumer; pass --timeout-ms and/or --max-messages in ``args`` so it ends."""
+        return self.run("ConsoleConsumer", "--bootstrap-server", bootstrap, "--topic", topic, *args,
+                        timeout=timeout)
+
+    def topics(self, bootstrap: str, *args: object, timeout: float = 60.0) -> ToolResult:
+        return self.run("Topics", "--bootstrap-server", bootstrap, *args, timeout=timeout)
+
+    def admin_info(self, bootstrap: str, *args: object, timeout: float = 60.0) -> ToolResult:
+        return self.run("AdminInfo", "--bootstrap-server", bootstrap, *args, timeout=timeout)
+
+    def consumer_groups(self, bootstrap: str, *args: object, timeout: float = 60.0) -> ToolResult:
+        return self.run("ConsumerGroups", "--bootstrap-server", bootstrap, *args, timeout=timeout)

@@ -8,6 +8,7 @@ forked, and nothing outside what we started.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -16,6 +17,17 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .kafka_wire import probe_api_versions
+
+
+# Children still running when the interpreter exits (a test run interrupted before its
+# fixtures tore down) are killed rather than left holding ports.
+_LIVE: set["ManagedProcess"] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for p in list(_LIVE):
+        p.kill()
 
 
 class ProcessStartError(RuntimeError):
@@ -67,6 +79,7 @@ class ManagedProcess:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
                                          start_new_session=True)
+        _LIVE.add(self)
         try:
             self.wait_ready()
         except BaseException:
@@ -115,6 +128,7 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             self._signal(signal.SIGKILL)
             self.proc.wait()
+        _LIVE.discard(self)
         return self.proc.returncode
 
     def kill(self) -> int | None:
@@ -123,6 +137,7 @@ class ManagedProcess:
             return None
         self._signal(signal.SIGKILL)
         self.proc.wait()
+        _LIVE.discard(self)
         return self.proc.returncode
 
     def restart(self, timeout: float = 15.0):

@@ -1,0 +1,100 @@
+"""Fixtures shared by all test packages: real broker processes and real Kafka clients.
+
+- ``broker``: a fresh samsa broker (own port, own data dir) for one test.
+- ``broker_factory(overrides=None, *, start=True, port=None, startup_timeout=30.0)``:
+  more brokers or extra settings; every one is stopped and its directory removed.
+- ``tansu``: a fresh Tansu peer broker (in-memory) for one test.
+- ``java_tools``: the Java tool look-alikes, built once per session.
+
+Everything here is lazy: unit tests that use none of it pay nothing (no JVM, no download).
+When a test fails, the teardown prints the tail of each broker's log (pytest shows it
+under "Captured stderr teardown").
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.java_client import JavaTools
+from tests.support.tansu import TansuProcess
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Remember each phase's report on the item so teardowns know whether the test failed.
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"_samsa_report_{report.when}", report)
+
+
+def _test_failed(request) -> bool:
+    return any(getattr(getattr(request.node, f"_samsa_report_{when}", None), "failed", False)
+               for when in ("setup", "call"))
+
+
+def _stop_all(request, processes) -> None:
+    failed = _test_failed(request)
+    for proc in processes:
+        try:
+            proc.stop()
+        finally:
+            if failed:
+                print(f"\n--- {proc.name} {proc.bootstrap} log tail ({proc.log_path}) ---\n{proc.log_tail(80)}",
+                      file=sys.stderr)
+
+
+@pytest.fixture(scope="session")
+def java_tools() -> JavaTools:
+    """Compiled ConsoleProducer/ConsoleConsumer/Topics/AdminInfo/ConsumerGroups (cache: $SAMSA_TEST_CACHE)."""
+    return JavaTools()
+
+
+@pytest.fixture
+def broker_factory(request):
+    """Start samsa brokers with extra ``key=value`` overrides (dict or list of "k=v")."""
+    brokers: list[BrokerProcess] = []
+    dirs: list[Path] = []
+
+    def start_broker(overrides=None, *, start: bool = True, port: int | None = None,
+                     startup_timeout: float = 30.0) -> BrokerProcess:
+        work_dir = Path(tempfile.mkdtemp(prefix="samsa-broker-"))
+        dirs.append(work_dir)
+        b = BrokerProcess(work_dir, port=port, overrides=overrides, startup_timeout=startup_timeout)
+        brokers.append(b)
+        return b.start() if start else b
+
+    try:
+        yield start_broker
+    finally:
+        try:
+            _stop_all(request, brokers)
+        finally:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:
+    """A running samsa broker with default settings and an empty data dir."""
+    return broker_factory()
+
+
+@pytest.fixture
+def tansu(request):
+    """A running Tansu 0.6 broker (in-memory storage) on a free port."""
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-tansu-"))
+    peer = TansuProcess(work_dir)
+    try:
+        peer.start()
+        yield peer
+    finally:
+        try:
+            _stop_all(request, [peer])
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
