@@ -158,10 +158,11 @@ def expand_wrapper(msg: LegacyMessage, *, max_output: int = DEFAULT_MAX_OUTPUT,
     codec = msg.attributes & CODEC_MASK
     if msg.value is None:
         raise CorruptRecordError("compressed message has a null value", msg.position)
-    if codec == Codec.ZSTD or codec > Codec.ZSTD:
-        # zstd was introduced with magic 2 (KIP-110); Kafka rejects it in v0/v1.
-        raise CorruptRecordError(f"codec {codec} is not valid in a magic {msg.magic} message",
-                                 msg.position)
+    if codec >= Codec.ZSTD:
+        # zstd came with magic 2 (KIP-110): Kafka answers UNSUPPORTED_COMPRESSION_TYPE
+        # for it in v0/v1, as for codec ids it does not know.
+        raise UnsupportedCompressionError(
+            f"codec {codec} is not valid in a magic {msg.magic} message", msg.position)
     data = decompress(codec, msg.value, max_output=max_output)
     inner = list(iter_message_set(data, strict=True, verify_crc=verify_crc))
     if not inner:

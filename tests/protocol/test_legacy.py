@@ -423,3 +423,9 @@ def test_up_then_down_conversion_round_trip(items, magic, codec, base):
     down = downconvert_batches(up, magic)
     assert [(m.offset, m.timestamp, m.key, m.value) for m in parse_message_set(down)] == \
         [(m.offset, m.timestamp, m.key, m.value) for m in parse_message_set(ms)]
+
+
+def test_zstd_wrapper_in_legacy_set_is_unsupported_compression():
+    for magic in (0, 1):
+        with pytest.raises(UnsupportedCompressionError):
+            parse_message_set(_wrap(magic, Codec.ZSTD, b"\x28\xb5\x2f\xfd"))
