@@ -136,10 +136,9 @@ class GroupCoordinator:
             for m in group.members.values():
                 self._resolve_join(m, JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
                 self._resolve_sync(m, SyncResult(int(E.NOT_COORDINATOR)))
-        for t in list(self._tasks):
-            t.cancel()
+        # let pending metadata writes (an emptied group's record) reach the store
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _group_from_record(self, rec: GroupRecord) -> Group:
         g = Group(rec.group_id)
