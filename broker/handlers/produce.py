@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
-from protocol.records import upconvert_message_set
+from protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
 from ..topics import name_error
 from .errors import error_code_for
 
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
+_FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
 
 
 def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
@@ -33,6 +34,10 @@ def _append(log, records, version, max_message_bytes):
     elif len(records) > _MAGIC_OFFSET and records[_MAGIC_OFFSET] != 2:
         return _partition_result(-1, ErrorCode.INVALID_RECORD,
                                  message="Produce v3+ requires record batches of magic 2")
+    elif version < _FIRST_ZSTD_VERSION and any(
+            h.codec == Codec.ZSTD for _, h in iter_batch_headers(records)):
+        return _partition_result(-1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                 message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later")
     res = log.append(records)
     return _partition_result(-1, ErrorCode.NONE, res.first_offset, res.log_append_time,
                              res.log_start_offset)
