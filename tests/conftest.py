@@ -25,6 +25,12 @@ from tests.support.java_client import JavaTools
 from tests.support.tansu import TansuProcess
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "harness_selftest: tests of the test harness itself (Java tools, process helpers), "
+                   "run against the Tansu peer broker, not samsa")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     # Remember each phase's report on the item so teardowns know whether the test failed.

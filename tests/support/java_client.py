@@ -170,6 +170,7 @@ def ensure_classes(root: Path | None = None) -> tuple[Path, list[Path]]:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
                 raise JavaToolsError(f"javac failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            os.chmod(tmp, 0o755)  # mkdtemp made it private; the cache is shared by the user's runs
             os.rename(tmp, target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
