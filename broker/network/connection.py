@@ -59,11 +59,15 @@ if TYPE_CHECKING:  # pragma: no cover
 _SIZE = struct.Struct(">i")
 _unpack_size = _SIZE.unpack_from
 
-# Receive window policy: a new buffer is CHUNK bytes (or the whole pending
-# frame if larger); we switch buffers when fewer than MIN_READ bytes of room
-# remain from the start of the unfinished frame.
+# Receive window policy: a new buffer is ``_chunk`` bytes (or the whole
+# pending frame if larger); ``_chunk`` starts at MIN_CHUNK and doubles up to
+# CHUNK each time a read fills the whole window, so idle or chatty-but-small
+# connections stay cheap while bulk producers get large reads. We switch
+# buffers when fewer than MIN_READ bytes of room remain from the start of the
+# unfinished frame.
+MIN_CHUNK = 16 * 1024
 CHUNK = 256 * 1024
-MIN_READ = 16 * 1024
+MIN_READ = 4 * 1024
 # Max buffers per sendmsg (Linux IOV_MAX is 1024).
 MAX_IOV = 512
 # os.sendfile count cap per call (Linux transfers at most 0x7ffff000 anyway).
@@ -99,7 +103,7 @@ class Connection:
         "_proc", "_loop", "_sock", "_fd", "_handler", "_log", "ctx",
         "_max_frame", "_max_pending", "_resume_pending", "_max_inflight",
         "_max_inflight_bytes",
-        "_rbuf", "_rpos", "_rend",
+        "_rbuf", "_rpos", "_rend", "_chunk",
         "_slots", "_wq", "_pending", "_inflight", "_inflight_bytes",
         "_reading", "_writing", "_paused", "_eof", "closed",
         "_flush_scheduled", "last_active",
@@ -123,7 +127,8 @@ class Connection:
         self._resume_pending = proc.max_pending_response_bytes // 2
         self._max_inflight = proc.max_inflight_requests
         self._max_inflight_bytes = proc.max_inflight_request_bytes
-        self._rbuf = memoryview(bytearray(CHUNK))
+        self._chunk = MIN_CHUNK
+        self._rbuf = memoryview(bytearray(MIN_CHUNK))
         self._rpos = 0   # start of the first unconsumed byte (a frame header)
         self._rend = 0   # end of received data
         self._slots: collections.deque[_Slot] = collections.deque()
@@ -177,6 +182,8 @@ class Connection:
             # socket is (nearly) drained, so yield to the loop.
             if n < want or not self._reading:
                 return
+            if self._chunk < CHUNK:
+                self._chunk *= 2
 
     def _parse(self) -> None:
         """Dispatch every complete frame in the buffer (unless paused), then
@@ -211,12 +218,21 @@ class Connection:
             # tail to a fresh buffer. Never compact in place: frames already
             # handed out are views of this one.
             tail = end - pos
-            nbuf = memoryview(bytearray(need if need > CHUNK else CHUNK))
+            chunk = self._chunk
+            nbuf = memoryview(bytearray(need if need > chunk else chunk))
             if tail:
                 nbuf[:tail] = buf[pos:end]
             self._rbuf = nbuf
             self._rpos = 0
             self._rend = tail
+
+    def shrink(self) -> None:
+        """Called by the idle sweep on quiet connections: drop a big receive
+        buffer (if nothing is half-received) so idle connections cost little."""
+        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK:
+            self._chunk = MIN_CHUNK
+            self._rbuf = memoryview(bytearray(MIN_CHUNK))
+            self._rpos = self._rend = 0
 
     def _on_eof(self) -> None:
         self._eof = True
@@ -258,7 +274,12 @@ class Connection:
         slot.parts = parts
         slot.done = True
         if self._slots[0] is slot:
-            self._release()
+            try:
+                self._release()
+            except Exception as e:  # parts that are neither bytes-like nor regions
+                self._log.error("closing connection %s: bad response parts from handler: %s: %s",
+                                self.ctx.connection_id, type(e).__name__, e)
+                self.close(None)
         elif self._paused:
             self._maybe_resume()
 

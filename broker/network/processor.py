@@ -58,8 +58,7 @@ class Processor:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        if self.idle_timeout > 0:
-            self._schedule_idle_check()
+        self._schedule_idle_check()
         try:
             self.loop.run_forever()
         finally:
@@ -122,14 +121,19 @@ class Processor:
     def _schedule_idle_check(self) -> None:
         # A sweep every tenth of the timeout (bounded) keeps the overshoot
         # small without a timer per connection or per request.
-        interval = min(max(self.idle_timeout / 10.0, 0.01), 5.0)
+        interval = min(max(self.idle_timeout / 10.0, 0.01), 5.0) if self.idle_timeout > 0 else 5.0
         self._idle_handle = self.loop.call_later(interval, self._idle_check)
 
     def _idle_check(self) -> None:
-        deadline = self.loop.time() - self.idle_timeout
+        now = self.loop.time()
+        deadline = now - self.idle_timeout
+        quiet = now - 1.0
         for conn in list(self.connections.values()):
-            if conn.last_active < deadline and conn.idle:
-                self.logger.debug("closing idle connection %s", conn.ctx.connection_id)
-                conn.close(None)
+            if conn.idle:
+                if self.idle_timeout > 0 and conn.last_active < deadline:
+                    self.logger.debug("closing idle connection %s", conn.ctx.connection_id)
+                    conn.close(None)
+                elif conn.last_active < quiet:
+                    conn.shrink()
         if not self._stopping:
             self._schedule_idle_check()
