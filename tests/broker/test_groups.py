@@ -22,8 +22,12 @@ from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
 
-SESSION = 200
-REBALANCE = 300
+# expiry tests use the short values; the rest use long ones so a slow
+# machine cannot expire members the test still needs
+SHORT_SESSION = 200
+SHORT_REBALANCE = 300
+SESSION = 5000
+REBALANCE = 5000
 
 
 class MemoryLog:
@@ -229,33 +233,35 @@ async def test_last_member_leaving_empties_the_group(coord):
 
 
 async def test_session_timeout_evicts_silent_member(coord):
-    (a, b), _ = await stable_group(coord, "g")
+    (a, b), _ = await stable_group(coord, "g", session=SHORT_SESSION)
 
     async def a_told_to_rejoin():
         return await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
 
-    await wait_for(a_told_to_rejoin, interval=SESSION / 4000)
+    await wait_for(a_told_to_rejoin, interval=SHORT_SESSION / 4000)
     r = await asyncio.wait_for(join(coord, "g", a.member_id, client="c0",
-                                    protocols=[("range", b"meta-0")]), 5)
+                                    protocols=[("range", b"meta-0")],
+                                    session=SHORT_SESSION), 5)
     assert r.generation_id == 2 and [m[0] for m in r.members] == [a.member_id]
     assert await coord.heartbeat("g", 2, b.member_id) == E.UNKNOWN_MEMBER_ID
 
 
 async def test_members_that_do_not_rejoin_are_removed_after_rebalance_timeout(coord):
-    (a, b), _ = await stable_group(coord, "g", session=5000)
+    (a, b), _ = await stable_group(coord, "g", rebalance=SHORT_REBALANCE)
     leader, follower = (a, b) if a.leader == a.member_id else (b, a)
     idx = [a, b].index(leader)
     # the leader rejoins (asks for a new assignment); the follower stays away
     r = await asyncio.wait_for(join(coord, "g", leader.member_id, client=f"c{idx}",
-                                    protocols=[("range", b"changed")], session=5000), 5)
+                                    protocols=[("range", b"changed")],
+                                    rebalance=SHORT_REBALANCE), 5)
     assert r.error_code == E.NONE and r.generation_id == 2
     assert [m[0] for m in r.members] == [leader.member_id]
     assert await coord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
 
 
 async def test_unsynced_member_is_dropped_after_rebalance_timeout(coord):
-    results = await asyncio.gather(join_fully(coord, "g", client="a", session=5000),
-                                   join_fully(coord, "g", client="b", session=5000))
+    results = await asyncio.gather(join_fully(coord, "g", client="a", rebalance=SHORT_REBALANCE),
+                                   join_fully(coord, "g", client="b", rebalance=SHORT_REBALANCE))
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
     await coord.sync_group("g", 1, leader.member_id, None, None, None, [])
@@ -268,7 +274,7 @@ async def test_unsynced_member_is_dropped_after_rebalance_timeout(coord):
 
 
 async def test_pending_member_id_expires(coord):
-    r = await join(coord, "g")
+    r = await join(coord, "g", session=SHORT_SESSION)
     assert r.error_code == E.MEMBER_ID_REQUIRED
 
     async def gone():
@@ -558,7 +564,7 @@ async def test_reloaded_coordinator_sees_offsets_and_groups(mlog):
 async def test_loaded_members_that_stay_silent_expire(mlog):
     c1 = GroupCoordinator(mlog.store(), make_config())
     await c1.start()
-    (a,), _ = await stable_group(c1, "g", n=1)
+    (a,), _ = await stable_group(c1, "g", n=1, session=SHORT_SESSION)
     await c1.shutdown()
     c2 = GroupCoordinator(mlog.store(), make_config())
     await c2.start()
