@@ -529,13 +529,14 @@ class Log:
                 seg.close()
             self.closed = True
 
-    def close_handles(self) -> None:
-        """Close files without flushing (topic deletion)."""
+    def close_handles(self, trim: bool = True) -> None:
+        """Close files without flushing or snapshots (topic deletion; ``trim=False``
+        leaves the files exactly as a crash would)."""
         with self._lock:
             self.closed = True
             for seg in self._segs[0]:
                 try:
-                    seg.close()
+                    seg.close(trim=trim)
                 except OSError:
                     pass
 

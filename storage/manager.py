@@ -370,8 +370,12 @@ class LogManager:
             lg.flush()
 
     # ------------------------------------------------------------------ shutdown
-    def shutdown(self) -> None:
-        """Clean stop: flush and close every log, write checkpoints, then the marker."""
+    def shutdown(self, clean: bool = True) -> None:
+        """Clean stop: flush and close every log, write checkpoints, then the marker.
+
+        ``clean=False`` only stops the threads and closes file handles, leaving
+        the directory as a crash would (tests of recovery use it).
+        """
         if self._shut_down:
             return
         self._shut_down = True
@@ -380,6 +384,11 @@ class LogManager:
             self._flusher.stop()
             self._scheduler.join(timeout=30)
             self._flusher.join(timeout=30)
+        if not clean:
+            with self._lock:
+                for lg in self._logs.values():
+                    lg.close_handles(trim=False)
+            return
         failed_dirs = set()
         with self._lock:
             for key, lg in self._logs.items():

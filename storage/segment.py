@@ -313,14 +313,15 @@ class LogSegment:
             if idx is not None and idx._fd is not None:
                 idx.flush()
 
-    def close(self) -> None:
+    def close(self, trim: bool = True) -> None:
         with self._open_lock:
-            if self.active and self._max_ts is not None and self._max_ts >= 0 and self._time_index:
+            if (trim and self.active and self._max_ts is not None and self._max_ts >= 0
+                    and self._time_index):
                 self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
                                               skip_full_check=True)
             for idx in (self._offset_index, self._time_index):
                 if idx is not None:
-                    idx.close(trim=True)
+                    idx.close(trim=trim)
             if self._file is not None:
                 self._file.close()
             self.active = False
