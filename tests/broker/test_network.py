@@ -522,3 +522,38 @@ async def test_stop_with_open_connections_and_pending_handlers(make_server):
         assert await c.closed_by_server()
         await c.close()
     assert server.connections_open == 0
+
+
+async def test_connection_context_and_state(make_server):
+    seen = []
+
+    async def handler(conn, f):
+        conn.state["n"] = conn.state.get("n", 0) + 1
+        seen.append((conn.connection_id, conn.peer_host, conn.peer_port, conn.loop,
+                     conn.state["n"]))
+        assert asyncio.get_running_loop() is conn.loop
+        return [frame(str(conn.state["n"]).encode())]
+
+    server = await make_server(handler, num_threads=2)
+    a = await Client.connect(server)
+    b = await Client.connect(server)
+    assert [await a.request(b"x") for _ in range(3)] == [b"1", b"2", b"3"]
+    assert await b.request(b"x") == b"1"
+    ids = {s[0] for s in seen}
+    assert len(ids) == 2
+    a_port = a.writer.get_extra_info("sockname")[1]
+    assert all(s[1] == HOST for s in seen) and seen[0][2] == a_port
+    assert seen[0][3] is not seen[3][3]  # round robin onto different processor loops
+    await a.close()
+    await b.close()
+
+
+async def test_bind_all_interfaces():
+    server = NetworkServer("", 0, 1, echo)
+    await server.start()
+    try:
+        c = await Client.connect(server)
+        assert await c.request(b"any") == b"any"
+        await c.close()
+    finally:
+        await server.stop()
