@@ -812,6 +812,8 @@ class GroupCoordinator:
             if generation_id >= 0:
                 # a member of a generation we never had (or a group we deleted)
                 return all_(int(E.ILLEGAL_GENERATION))
+            if member_id or group_instance_id is not None:
+                return all_(int(E.UNKNOWN_MEMBER_ID))
             group = self.groups[group_id] = Group(group_id)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err:

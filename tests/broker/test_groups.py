@@ -677,3 +677,95 @@ async def test_bridge_calls_from_another_thread(coord):
     assert out["c"][0].error_code == E.NONE
     # and from the coordinator's own loop
     assert (await bridge.heartbeat("g", 1, out["r"].member_id)) == E.NONE
+
+
+# ------------------------------------------------------------------ client loops
+
+
+class SimConsumer:
+    """What a classic consumer does: join, sync (assigning when leader), heartbeat,
+    rejoin when told to, leave on close. The leader assigns each member the
+    sorted list of member ids so followers can check they agree."""
+
+    def __init__(self, c, group, name):
+        self.c, self.group, self.name = c, group, name
+        self.member_id = ""
+        self.generation = -1
+        self.assignment = b""
+        self.stop = asyncio.Event()
+        self.task = asyncio.ensure_future(self.run())
+
+    async def run(self):
+        while not self.stop.is_set():
+            r = await join(self.c, self.group, self.member_id, client=self.name,
+                           protocols=[("range", self.name.encode())])
+            if r.error_code == E.MEMBER_ID_REQUIRED:
+                self.member_id = r.member_id
+                continue
+            if r.error_code == E.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+                continue
+            assert r.error_code == E.NONE, r
+            self.member_id = r.member_id
+            plan = []
+            if r.leader == r.member_id:
+                ids = ",".join(sorted(m for m, _, _ in r.members)).encode()
+                plan = [(m, ids) for m, _, _ in r.members]
+            s = await self.c.sync_group(self.group, r.generation_id, r.member_id, None,
+                                        "consumer", "range", plan)
+            if s.error_code != E.NONE:
+                continue
+            self.generation, self.assignment = r.generation_id, s.assignment
+            while not self.stop.is_set():
+                code = await self.c.heartbeat(self.group, self.generation, self.member_id)
+                if code != E.NONE:
+                    break
+                try:
+                    await asyncio.wait_for(self.stop.wait(), 0.02)
+                except asyncio.TimeoutError:
+                    pass
+        await self.c.leave_group(self.group, [(self.member_id, None, "closing")])
+
+    async def close(self):
+        self.stop.set()
+        await asyncio.wait_for(self.task, 10)
+
+
+async def converged(c, group, consumers):
+    [d] = await c.describe_groups([group])
+    ids = sorted(x.member_id for x in consumers)
+    return (d.state == "Stable" and sorted(m.member_id for m in d.members) == ids
+            and all(x.assignment == ",".join(ids).encode() for x in consumers)
+            and len({x.generation for x in consumers}) == 1)
+
+
+async def test_consumers_coming_and_going_converge(coord):
+    a = SimConsumer(coord, "g", "a")
+    await wait_for(lambda: converged(coord, "g", [a]))
+    b = SimConsumer(coord, "g", "b")
+    c = SimConsumer(coord, "g", "c")
+    await wait_for(lambda: converged(coord, "g", [a, b, c]))
+    gen = a.generation
+    await a.close()
+    await wait_for(lambda: converged(coord, "g", [b, c]))
+    assert b.generation > gen
+    await b.close()
+    await c.close()
+    [d] = await coord.describe_groups(["g"])
+    assert d.state == "Empty"
+
+
+async def test_initial_delay_gathers_members_arriving_during_it(mlog):
+    # a long initial delay: members arriving during it share the first generation
+    c = GroupCoordinator(mlog.store(), make_config(group_initial_rebalance_delay_ms=400))
+    await c.start()
+    try:
+        first = asyncio.ensure_future(join(c, "g", client="a", require=False))
+        await asyncio.sleep(0.01)
+        second = asyncio.ensure_future(join(c, "g", client="b", require=False))
+        ra, rb = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        assert ra.generation_id == rb.generation_id == 1
+        leader = ra if ra.leader == ra.member_id else rb
+        assert len(leader.members) == 2
+    finally:
+        await c.shutdown()
