@@ -1,0 +1,59 @@
+"""The two functions ConsumerOffsetsLog needs, over storage.Log partitions.
+
+Kept apart from store.py so the store stays testable with plain lists, while
+the broker gets a ready-made bridge to its partition logs: each append is ONE
+v2 record batch (a multi-partition commit is all-or-nothing, as in Kafka), and
+the replay reads every partition from its log start, record by record.
+
+Who creates the `__consumer_offsets` partitions (with cleanup.policy=compact and
+a topic id the metadata layer knows) is the broker's business: pass `get_log`,
+which returns the partition's Log or None when it does not exist.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from protocol.records import build_batch, iter_all_records
+
+READ_CHUNK = 1 << 20
+
+
+def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
+                          time_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+    """(append_fn, read_all_fn) for ConsumerOffsetsLog over storage.Log partitions."""
+
+    def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
+        log = get_log(partition)
+        if log is None:
+            raise RuntimeError(f"__consumer_offsets-{partition} does not exist")
+        now = time_ms()
+        log.append(build_batch([(k, v, [], now) for k, v in entries]))
+
+    def read_all_fn() -> Iterator[tuple[bytes, bytes | None]]:
+        for p in range(num_partitions):
+            log = get_log(p)
+            if log is not None:
+                yield from _read_partition(log)
+
+    return append_fn, read_all_fn
+
+
+def _read_partition(log) -> Iterator[tuple[bytes, bytes | None]]:
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        rr = log.read(offset, READ_CHUNK, min_one_batch=True)
+        data = b"".join(r.read_bytes() for r in rr.regions)
+        if not data:
+            return
+        next_offset = offset
+        for hdr, rec in iter_all_records(data):
+            next_offset = max(next_offset, hdr.last_offset + 1)
+            if hdr.is_control or rec.key is None:
+                continue
+            if rec.offset is not None and rec.offset < offset:
+                continue  # a batch that began before the read position
+            yield rec.key, rec.value
+        if next_offset <= offset:
+            return  # nothing decodable past here; do not spin
+        offset = next_offset
