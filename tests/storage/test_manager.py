@@ -1,0 +1,176 @@
+"""LogManager: directories, checkpoint files, background retention/flush, topic deletion."""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+from config.topic import TopicConfig
+from storage.checkpoints import topic_id_to_str
+from storage.errors import StorageError
+from storage.manager import LogManager
+from tests.storage.helpers import batch_of
+
+CFG = TopicConfig(segment_bytes=1000, file_delete_delay_ms=0)
+
+
+def wait_for(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+@pytest.fixture
+def managers():
+    made = []
+
+    def factory(dirs, **kw):
+        kw.setdefault("broker_id", 0)
+        kw.setdefault("cluster_id", "cid")
+        lm = LogManager(dirs, kw.pop("default_config", CFG), **kw)
+        made.append(lm)
+        return lm
+
+    yield factory
+    for lm in made:
+        lm.shutdown(clean=False) if not lm._shut_down else None
+
+
+def test_files_written_like_kafka(tmp_path, managers):
+    d = str(tmp_path / "d1")
+    lm = managers([d])
+    lm.startup()
+    tid = uuid.uuid4()
+    lg = lm.create_log("orders", 3, CFG, tid)
+    assert lm.create_log("orders", 3, CFG, tid) is lg   # idempotent
+    for _ in range(5):
+        lg.append(batch_of(2))
+    lg.delete_records_before(4)
+    lm.shutdown()
+    props = open(os.path.join(d, "meta.properties")).read().splitlines()
+    assert "version=0" in props and "broker.id=0" in props and "cluster.id=cid" in props
+    assert open(os.path.join(d, "recovery-point-offset-checkpoint")).read() == "0\n1\norders 3 10\n"
+    assert open(os.path.join(d, "log-start-offset-checkpoint")).read() == "0\n1\norders 3 4\n"
+    pm = open(os.path.join(d, "orders-3", "partition.metadata")).read()
+    assert pm == f"version: 0\ntopic_id: {topic_id_to_str(tid)}"
+    assert len(topic_id_to_str(tid)) == 22
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    lm2 = managers([d])
+    lm2.startup()
+    lg2 = lm2.get_log("orders", 3)
+    assert lg2.topic_id == tid and lg2.log_start_offset == 4 and lg2.log_end_offset == 10
+    assert (lg2.topic, lg2.partition) == ("orders", 3)
+
+
+def test_foreign_files_and_dirs_are_ignored_not_deleted(tmp_path, managers, caplog):
+    d = tmp_path / "d"
+    lm = managers([str(d)])
+    lm.startup()
+    lm.create_log("t", 0, CFG).append(batch_of(1))
+    lm.shutdown()
+    (d / "t-0" / "notes.txt").write_text("keep me")
+    (d / "not_a_partition").mkdir()
+    (d / "not_a_partition" / "x").write_text("keep")
+    (d / "weird-dir-x").mkdir()
+    lm2 = managers([str(d)])
+    lm2.startup()
+    assert set(lm2.all_logs()) == {("t", 0)}
+    assert (d / "t-0" / "notes.txt").read_text() == "keep me"
+    assert (d / "not_a_partition" / "x").exists() and (d / "weird-dir-x").exists()
+    assert any("notes.txt" in r.getMessage() for r in caplog.records)
+    assert any("not_a_partition" in r.getMessage() for r in caplog.records)
+
+
+def test_broker_id_mismatch_refuses(tmp_path, managers):
+    d = str(tmp_path / "d")
+    lm = managers([d])
+    lm.startup()
+    lm.shutdown()
+    with pytest.raises(StorageError):
+        managers([d], broker_id=7).startup()
+
+
+def test_partitions_spread_over_log_dirs(tmp_path, managers):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    lm = managers(dirs)
+    lm.startup()
+    for p in range(4):
+        lm.create_log("t", p, CFG)
+    where = [os.path.dirname(lg.dir) for lg in lm.all_logs().values()]
+    assert where.count(dirs[0]) == 2 and where.count(dirs[1]) == 2
+    lm.shutdown()
+    lm2 = managers(dirs)
+    lm2.startup()
+    assert set(lm2.all_logs()) == {("t", p) for p in range(4)}
+
+
+def test_delete_topic_renames_then_removes(tmp_path, managers):
+    d = tmp_path / "d"
+    lm = managers([str(d)])
+    lm.startup()
+    for p in range(2):
+        lm.create_log("gone", p, CFG.replace(file_delete_delay_ms=100)).append(batch_of(1))
+    lm.create_log("stay", 0, CFG).append(batch_of(1))
+    lm.delete_topic("gone")
+    assert lm.get_log("gone", 0) is None
+    names = os.listdir(d)
+    marked = [n for n in names if n.startswith("gone-") and n.endswith("-delete")]
+    assert len(marked) == 2
+    assert all(len(n.split(".")[1]) == len("-delete") + 32 for n in marked)
+    assert wait_for(lambda: not any(n.endswith("-delete") for n in os.listdir(d)))
+    assert (d / "stay-0").exists()
+
+
+def test_background_retention(tmp_path, managers):
+    cfg = CFG.replace(retention_bytes=1500)
+    lm = managers([str(tmp_path / "d")], default_config=cfg, retention_check_interval_ms=30)
+    lm.startup()
+    lg = lm.create_log("t", 0, cfg)
+    for _ in range(40):
+        lg.append(batch_of(2, size=60))
+    assert wait_for(lambda: lg.log_start_offset > 0)
+    assert wait_for(lambda: lg.size_in_bytes() - lg.segments[0].size < 1500)
+
+
+def test_flush_messages_advances_recovery_point_in_background(tmp_path, managers):
+    cfg = CFG.replace(flush_messages=5)
+    lm = managers([str(tmp_path / "d")], default_config=cfg)
+    lm.startup()
+    lg = lm.create_log("t", 0, cfg)
+    for _ in range(5):
+        lg.append(batch_of(2))
+    assert wait_for(lambda: lg.recovery_point >= 10)
+
+
+def test_flush_ms(tmp_path, managers):
+    cfg = CFG.replace(flush_ms=20)
+    lm = managers([str(tmp_path / "d")], default_config=cfg, flush_check_interval_ms=10)
+    lm.startup()
+    lg = lm.create_log("t", 0, cfg)
+    lg.append(batch_of(3))
+    assert wait_for(lambda: lg.recovery_point == 3)
+
+
+def test_update_topic_config(tmp_path, managers):
+    lm = managers([str(tmp_path / "d")])
+    lm.startup()
+    lg = lm.create_log("t", 0, CFG)
+    new = CFG.replace(max_message_bytes=50)
+    lm.update_topic_config("t", new)
+    assert lg.config is new
+
+
+def test_reads_do_not_wait_for_flush(tmp_path, managers):
+    """A flush in progress (held flush lock) blocks neither appends nor reads."""
+    lm = managers([str(tmp_path / "d")])
+    lm.startup()
+    lg = lm.create_log("t", 0, CFG)
+    lg.append(batch_of(1))
+    with lg._flush_lock:
+        lg.append(batch_of(1))
+        assert lg.read(0, 1000).regions
