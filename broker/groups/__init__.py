@@ -1,10 +1,42 @@
 """Consumer groups: the classic-protocol coordinator and the offset store.
 
-Entry points for the broker:
-    GroupCoordinator(store, GroupCoordinatorConfig(...))   # coordinator.py
-    ConsumerOffsetsLog(append_fn, read_all_fn, num_partitions)  # store.py
-    CoordinatorBridge(coordinator)   # call it from other loops/threads
-    partition_for(group_id, num_partitions)   # FindCoordinator key -> partition
+Wiring (broker integrator):
+
+    from broker.groups import (GroupCoordinator, GroupCoordinatorConfig,
+                               ConsumerOffsetsLog, CoordinatorBridge, OFFSETS_TOPIC)
+    from broker.groups.log_adapter import offsets_log_functions
+    # create OFFSETS_TOPIC partitions 0..N-1 (N = offsets.topic.num.partitions,
+    # cleanup.policy=compact) in the metadata layer + LogManager, then:
+    append, read_all = offsets_log_functions(lambda p: lm.get_log(OFFSETS_TOPIC, p), N)
+    coord = GroupCoordinator(ConsumerOffsetsLog(append, read_all, N),
+                             GroupCoordinatorConfig.from_broker_config(cfg))
+    await coord.start()              # on the main loop, before serving
+    groups = CoordinatorBridge(coord)  # handlers on processor loops: await groups.<method>(...)
+    # periodically (offsets.retention.check.interval.ms): await groups.expire_offsets()
+    # on stop: await coord.shutdown()
+
+API -> method (all async; results in results.py):
+    JoinGroup(11)      join_group(group_id, member_id, group_instance_id, client_id,
+                       client_host, session_timeout_ms, rebalance_timeout_ms (v0: session),
+                       protocol_type, [(name, metadata)], require_known_member_id=(v>=4),
+                       reason) -> JoinResult  (protocol_name None -> "" before v7)
+    SyncGroup(14)      sync_group(group_id, generation_id, member_id, group_instance_id,
+                       protocol_type|None, protocol_name|None, [(member_id, bytes)]) -> SyncResult
+    Heartbeat(12)      heartbeat(group_id, generation_id, member_id, group_instance_id) -> int
+    LeaveGroup(13)     leave_group(group_id, [(member_id, group_instance_id, reason)]) -> LeaveResult
+                       (v0-v2: one member; answer members[0].error_code)
+    DescribeGroups(15) describe_groups(ids, unknown_is_error=(v>=6)) -> [GroupDescription]
+    ListGroups(16)     list_groups(states_filter, types_filter) -> (error, [ListedGroup])
+    DeleteGroups(42)   delete_groups(ids) -> [(group_id, error)]
+    OffsetCommit(8)    commit_offsets(group_id, generation_id, member_id, group_instance_id,
+                       [(topic, partition, offset, leader_epoch, metadata)],
+                       retention_ms (v2-v4, -1 = default)) -> [PartitionError]
+                       (the handler answers UNKNOWN_TOPIC_OR_PARTITION for unknown partitions itself)
+    OffsetFetch(9)     fetch_offsets(group_id, [(topic, partition)] | None) -> OffsetFetchResult
+                       (v8+: one call per group in the request)
+    OffsetDelete(47)   delete_offsets(group_id, [(topic, partition)]) -> OffsetDeleteResult
+    FindCoordinator(10) this broker is always the coordinator; partition_for(group, N) gives
+                       the __consumer_offsets partition if a handler needs it.
 """
 from .bridge import CoordinatorBridge
 from .coordinator import GroupCoordinator, GroupCoordinatorConfig
