@@ -132,8 +132,8 @@ async def handle_describe_topic_partitions(ctx, req):
                 break
             parts.append(R.DescribeTopicPartitionsResponsePartition(
                 error_code=0, partition_index=p, leader_id=node_id, leader_epoch=0,
-                replica_nodes=[node_id], isr_nodes=[node_id], eligible_leader_replicas=None,
-                last_known_elr=None, offline_replicas=[]))
+                replica_nodes=[node_id], isr_nodes=[node_id], eligible_leader_replicas=[],
+                last_known_elr=[], offline_replicas=[]))
             limit -= 1
         out.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,
