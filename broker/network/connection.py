@@ -160,7 +160,7 @@ class Connection:
 
     def _on_readable(self) -> None:
         sock = self._sock
-        while True:
+        for _ in range(4):  # bounded, so one fast sender cannot starve the loop
             buf = self._rbuf
             end = self._rend
             want = len(buf) - end

@@ -44,6 +44,7 @@ class Processor:
         self.thread = threading.Thread(target=self._run, name=f"samsa-network-{index}",
                                        daemon=True)
         self._stopping = False
+        self.on_exit: Callable[[], None] | None = None  # called last, on this thread
         self._idle_handle: asyncio.TimerHandle | None = None
         # metrics, written only on this thread
         self.requests = 0
@@ -64,8 +65,12 @@ class Processor:
         finally:
             try:
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                # handlers may have used run_in_executor on this loop
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
             finally:
                 self.loop.close()
+                if self.on_exit is not None:
+                    self.on_exit()
 
     async def shutdown(self) -> None:
         """Close every connection and cancel handler tasks (runs on this loop)."""

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import socket
 import threading
+from functools import partial
 from typing import Any, Awaitable, Callable
 
 from broker.network.processor import Processor
@@ -22,6 +23,11 @@ from broker.network.processor import Processor
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
 
 _log = logging.getLogger("broker.network")
+
+
+def _set_done(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class NetworkServer:
@@ -73,6 +79,7 @@ class NetworkServer:
             idle_timeout_ms=idle_timeout_ms, send_buffer_bytes=send_buffer_bytes,
             recv_buffer_bytes=recv_buffer_bytes)
         self.processors: list[Processor] = []
+        self._exited: list[asyncio.Future] = []
         self._listener: socket.socket | None = None
         self._acceptor: asyncio.Task | None = None
         self._lock = threading.Lock()       # guards _open and _per_ip
@@ -113,7 +120,12 @@ class NetworkServer:
         self.port = self._listener.getsockname()[1]
         self.processors = [Processor(i, self, **self._proc_kwargs)
                            for i in range(self.num_threads)]
+        self._exited = []
         for p in self.processors:
+            # Lets stop() await thread exit without borrowing an executor thread.
+            exited = loop.create_future()
+            p.on_exit = partial(loop.call_soon_threadsafe, _set_done, exited)
+            self._exited.append(exited)
             p.start()
         self._acceptor = loop.create_task(self._accept_loop(self._listener))
         self.logger.info("listening on %s:%d with %d network threads",
@@ -127,8 +139,10 @@ class NetworkServer:
             else:
                 sock = socket.create_server(("", self.port), backlog=self.backlog)
         else:
-            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
-                                           flags=socket.AI_PASSIVE)
+            # Resolved inline (once, at startup): loop.getaddrinfo would start
+            # an executor thread on the caller's loop just for this.
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
             family, _, _, _, addr = infos[0]
             sock = socket.create_server(addr, family=family, backlog=self.backlog)
         sock.setblocking(False)
@@ -154,8 +168,10 @@ class NetworkServer:
                 except Exception:
                     self.logger.exception("error shutting down network processor %d", p.index)
                 p.stop_loop()
-        for p in self.processors:
-            await asyncio.to_thread(p.thread.join)
+        for p, exited in zip(self.processors, self._exited):
+            if p.thread.is_alive():
+                await exited
+            p.thread.join()
 
     async def __aenter__(self) -> "NetworkServer":
         await self.start()

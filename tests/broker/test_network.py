@@ -557,3 +557,18 @@ async def test_bind_all_interfaces():
         await c.close()
     finally:
         await server.stop()
+
+
+async def test_handlers_may_use_executor_and_stop_joins_everything(make_server):
+    async def handler(conn, f):
+        data = await conn.loop.run_in_executor(None, bytes, f)
+        return [frame(data)]
+
+    before = threading.active_count()
+    server = NetworkServer(HOST, 0, 2, handler)
+    await server.start()
+    c = await Client.connect(server)
+    assert await c.request(b"via executor") == b"via executor"
+    await c.close()
+    await server.stop()
+    assert threading.active_count() <= before, threading.enumerate()
