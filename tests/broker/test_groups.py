@@ -769,3 +769,26 @@ async def test_initial_delay_gathers_members_arriving_during_it(mlog):
         assert len(leader.members) == 2
     finally:
         await c.shutdown()
+
+
+def test_config_from_broker_config():
+    from config import load_broker_config
+    cfg = load_broker_config(None, overrides=["group.initial.rebalance.delay.ms=10",
+                                              "group.min.session.timeout.ms=100",
+                                              "offsets.retention.minutes=2"], environ={})
+    gc = GroupCoordinatorConfig.from_broker_config(cfg)
+    assert gc.group_initial_rebalance_delay_ms == 10
+    assert gc.group_min_session_timeout_ms == 100
+    assert gc.offsets_retention_ms == 120_000
+    assert gc.group_max_session_timeout_ms == 1_800_000
+
+
+async def test_group_max_size(mlog):
+    c = GroupCoordinator(mlog.store(), make_config(group_max_size=1))
+    await c.start()
+    try:
+        r = await join(c, "g", require=False)
+        assert r.error_code == E.NONE
+        assert (await join(c, "g", require=False)).error_code == E.GROUP_MAX_SIZE_REACHED
+    finally:
+        await c.shutdown()
