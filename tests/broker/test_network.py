@@ -572,3 +572,22 @@ async def test_handlers_may_use_executor_and_stop_joins_everything(make_server):
     await c.close()
     await server.stop()
     assert threading.active_count() <= before, threading.enumerate()
+
+
+async def test_bad_response_parts_close_only_that_connection(make_server):
+    import array
+
+    async def handler(conn, f):
+        if bytes(f) == b"bad":
+            return [b"\0\0\0\1", 12345]  # not bytes-like, not a region
+        ints = array.array("i", [1, 2])  # non-byte memoryview format is sent as raw bytes
+        return [struct.pack(">i", ints.itemsize * 2), memoryview(ints)]
+
+    server = await make_server(handler)
+    a = await Client.connect(server)
+    b = await Client.connect(server)
+    await a.send(frame(b"bad"))
+    assert await a.closed_by_server()
+    assert await b.request(b"ok") == array.array("i", [1, 2]).tobytes()
+    await a.close()
+    await b.close()
