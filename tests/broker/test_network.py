@@ -120,8 +120,9 @@ async def test_echo_many_clients(make_server, num_threads):
     assert server.bytes_in == server.bytes_out  # echo
 
 
-async def test_framing_across_arbitrary_splits(make_server):
-    server = await make_server()
+@pytest.mark.parametrize("num_threads", [1, 4])
+async def test_framing_across_arbitrary_splits(make_server, num_threads):
+    server = await make_server(num_threads=num_threads)
     rng = random.Random(1234)
     # Small, empty, and frames larger than the receive chunk (buffer switches).
     payloads = [rng.randbytes(rng.choice([0, 1, 3, 4, 5, 100, 5000, 70000, 300000, 700000]))
@@ -164,7 +165,8 @@ async def test_frames_stay_valid_after_handler_returns(make_server):
 # ---------------------------------------------------------------- ordering
 
 
-async def test_pipelined_out_of_order_completion_answered_in_order(make_server):
+@pytest.mark.parametrize("num_threads", [1, 4])
+async def test_pipelined_out_of_order_completion_answered_in_order(make_server, num_threads):
     n = 20
     finished: list[int] = []
 
@@ -181,7 +183,7 @@ async def test_pipelined_out_of_order_completion_answered_in_order(make_server):
         prev.set_result(None)
         return [frame(f"resp-{i}".encode())]
 
-    server = await make_server(reverse)
+    server = await make_server(reverse, num_threads=num_threads)
     c = await Client.connect(server)
     await c.send(b"".join(frame(str(i).encode()) for i in range(n)))
     got = [await c.response() for _ in range(n)]
