@@ -218,3 +218,42 @@ def test_subscription_topics():
     for bad in (b"", b"\x00\x00\x00\x00\x00\x05", b"\x00\x00\x00\x00\x00\x01\x00\x09ab"):
         with pytest.raises(ProtocolError):
             subscription_topics(bad)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_decoders_reject_garbage_only_with_protocol_error(data):
+    # a corrupt record must be skippable on load, never crash the coordinator
+    for fn in (decode_key, decode_offset_value, lambda d: decode_group_value("g", d),
+               subscription_topics):
+        try:
+            fn(data)
+        except ProtocolError:
+            pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=20), st.text(min_size=1, max_size=20), st.integers(0, 2**31 - 1),
+       st.integers(-1, 2**63 - 1), st.integers(-1, 2**31 - 1), st.text(max_size=30))
+def test_offset_records_round_trip(group, topic, partition, offset, epoch, metadata):
+    assert decode_key(encode_offset_key(group, topic, partition)) == OffsetKey(group, topic, partition)
+    om = OffsetAndMetadata(offset, epoch, metadata, TS)
+    assert decode_offset_value(encode_offset_value(om)) == om
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([GROUP_V3, encode_group_value(GROUP, version=4),
+                        encode_offset_value(OffsetAndMetadata(1, 2, "m", TS))]),
+       st.integers(0, 200), st.integers(0, 255), st.integers(0, 200))
+def test_mutated_records_fail_cleanly(data, pos, byte, cut):
+    buf = bytearray(data)
+    buf[pos % len(buf)] = byte
+    buf = bytes(buf[:len(buf) - cut % len(buf)])
+    for fn in (decode_offset_value, lambda d: decode_group_value("g", d)):
+        try:
+            fn(buf)
+        except ProtocolError:
+            pass
