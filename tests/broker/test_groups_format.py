@@ -257,3 +257,10 @@ def test_mutated_records_fail_cleanly(data, pos, byte, cut):
             fn(buf)
         except ProtocolError:
             pass
+
+
+def test_subscription_as_a_real_client_encodes_it():
+    proto = pytest.importorskip("aiokafka.coordinator.protocol")
+    sent = proto.ConsumerProtocolMemberMetadata(0, ["orders", "payments"], b"user").encode()
+    assert subscription_topics(sent) == ["orders", "payments"]
+    assert encode_subscription(["orders", "payments"], b"user") == sent
