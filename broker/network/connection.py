@@ -46,12 +46,14 @@ finish after the close are dropped.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
 from broker.network.context import ConnectionContext
+from protocol.errors import ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
     from broker.network.processor import Processor
@@ -263,8 +265,13 @@ class Connection:
             self._inflight -= 1
             self._inflight_bytes -= size
             if not self.closed:
-                self._log.error("closing connection %s: request handler raised %s: %s",
-                                self.ctx.connection_id, type(e).__name__, e, exc_info=e)
+                # Malformed input is the client's fault: one line. Anything
+                # else is our bug: keep the traceback.
+                bad_input = isinstance(e, ProtocolError)
+                self._log.log(logging.WARNING if bad_input else logging.ERROR,
+                              "closing connection %s: request handler raised %s: %s",
+                              self.ctx.connection_id, type(e).__name__, e,
+                              exc_info=None if bad_input else e)
                 self.close(None)
             return
         self._inflight -= 1

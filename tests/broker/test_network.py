@@ -18,6 +18,7 @@ import threading
 import pytest
 
 from broker.network import ConnectionContext, NetworkServer
+from protocol.errors import ProtocolError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -324,10 +325,10 @@ async def test_oversized_frame_closes_before_body_and_server_survives(make_serve
     await c.close()
 
 
-async def test_random_garbage_never_hurts_the_server(make_server):
+async def test_random_garbage_never_hurts_the_server(make_server, caplog):
     async def strict(conn, f):
         if bytes(f[:4]) != b"GOOD":
-            raise ValueError("malformed request")
+            raise ProtocolError("malformed request")
         return [frame(bytes(f))]
 
     server = await make_server(strict, num_threads=2, max_frame_bytes=4096)
@@ -349,6 +350,9 @@ async def test_random_garbage_never_hurts_the_server(make_server):
     assert await good.request(b"GOOD morning") == b"GOOD morning"
     await good.close()
     await until(lambda: server.connections_open == 0)
+    # malformed input is logged as one line, without a traceback
+    bad = [r for r in caplog.records if "malformed request" in r.getMessage()]
+    assert bad and all(r.exc_info is None for r in bad)
 
 
 async def test_handler_exception_closes_only_that_connection(make_server, caplog):
