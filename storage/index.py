@@ -47,6 +47,12 @@ class _SparseIndex:
         self.keys = array("q")
         self.values = array("q")
         self._fd: int | None = None
+        # New entries are buffered and written in blocks (or on roll/close): one
+        # pwrite per entry would cost the produce path a syscall per batch. Only
+        # the appender (under the log lock) touches the buffer. After a crash the
+        # unwritten tail is rebuilt by recovery, like Kafka's unflushed mmap pages.
+        self._pending = bytearray()
+        self._pending_at = 0
         self.corrupt = False
         if create:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -58,6 +64,7 @@ class _SparseIndex:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if writable else None
             if fd is not None and not self.corrupt:
                 self._load(fd)
+        self._pending_at = len(self.keys) * self.entry_size
         if writable:
             self._fd = fd
             self.preallocate()
@@ -85,6 +92,12 @@ class _SparseIndex:
     def is_full(self) -> bool:
         return len(self.keys) >= self.max_entries
 
+    def write_pending(self) -> None:
+        if self._pending and self._fd is not None:
+            os.pwrite(self._fd, self._pending, self._pending_at)
+        self._pending_at += len(self._pending)
+        del self._pending[:]
+
     def preallocate(self) -> None:
         """Grow the file to its maximum size (what Kafka does for the active segment)."""
         if self._fd is not None:
@@ -93,9 +106,11 @@ class _SparseIndex:
     def trim(self) -> None:
         """Shrink the file to exactly its entries (on roll and on close)."""
         if self._fd is not None:
+            self.write_pending()
             os.ftruncate(self._fd, len(self.keys) * self.entry_size)
 
     def flush(self) -> None:
+        """fsync what was written; may run concurrently with appends (no buffer access)."""
         if self._fd is not None:
             os.fsync(self._fd)
 
@@ -103,6 +118,8 @@ class _SparseIndex:
         if self._fd is not None:
             if trim:
                 self.trim()
+            else:
+                self.write_pending()
             os.close(self._fd)
             self._fd = None
 
@@ -114,12 +131,16 @@ class _SparseIndex:
         """Forget every entry (before a rebuild)."""
         del self.keys[:]
         del self.values[:]
+        del self._pending[:]
+        self._pending_at = 0
         self.corrupt = False
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             self.preallocate()
 
     def truncate_to_entries(self, n: int) -> None:
+        self.write_pending()
+        self._pending_at = n * self.entry_size
         del self.keys[n:]
         del self.values[n:]
         if self._fd is not None:
@@ -129,7 +150,12 @@ class _SparseIndex:
 
     def _write_entry(self, packed: bytes) -> None:
         if self._fd is not None:
-            os.pwrite(self._fd, packed, (len(self.keys) - 1) * self.entry_size)
+            pending = self._pending
+            pending += packed
+            if len(pending) >= 4096:
+                self.write_pending()
+        else:
+            self._pending_at += len(packed)
 
 
 class OffsetIndex(_SparseIndex):

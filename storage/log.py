@@ -235,6 +235,7 @@ class Log:
 
         ``assign_offsets=False`` keeps the batches' own offsets (they must lie at
         or beyond the log end offset and increase), for replication/rewrite tools.
+        This is the produce hot path: keep per-call work minimal.
         """
         buf = bytearray(payload)
         try:
@@ -247,29 +248,35 @@ class Log:
             raise InvalidRecordError("append of an empty record set")
         cfg = self.config
         max_msg = cfg.max_message_bytes
+        headers = []
+        has_pid = False
         for b in batches:
-            if b.header.size > max_msg:
+            h = b.header
+            if h.batch_length + 12 > max_msg:
                 raise RecordTooLargeError(
-                    f"batch of {b.header.size} bytes exceeds max.message.bytes {max_msg}")
-        if len(buf) > cfg.segment_bytes:
+                    f"batch of {h.size} bytes exceeds max.message.bytes {max_msg}")
+            if h.producer_id >= 0:
+                has_pid = True
+            headers.append(h)
+        total = len(buf)
+        if total > cfg.segment_bytes:
             raise RecordTooLargeError(
-                f"append of {len(buf)} bytes exceeds segment.bytes {cfg.segment_bytes}")
+                f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == "LogAppendTime"
+        now_ms = int(time.time() * 1000)
         with self._lock:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            headers = [b.header for b in batches]
-            updates, dup = self.producer_state.check(headers)
-            if dup is not None:
-                return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                    self.log_start_offset, True)
-            leo = self._end[0]
-            now_ms = int(time.time() * 1000)
+            if has_pid:
+                updates, dup = self.producer_state.check(headers)
+                if dup is not None:
+                    return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                        self.log_start_offset, True)
+            leo, active, _ = self._end
             infos = []
             next_offset = leo
             max_ts = -1
-            for b in batches:
-                h = b.header
+            for b, h in zip(batches, headers):
                 pos = b.position
                 if assign_offsets:
                     base = next_offset
@@ -279,39 +286,41 @@ class Log:
                     if base < next_offset:
                         raise OffsetsOutOfOrderError(
                             f"batch base offset {base} is below the next offset {next_offset}")
-                set_partition_leader_epoch(buf, pos, leader_epoch)
+                if h.partition_leader_epoch != leader_epoch:
+                    set_partition_leader_epoch(buf, pos, leader_epoch)
                 ts = h.max_timestamp
                 if log_append:
                     set_log_append_time(buf, pos, now_ms)
                     ts = now_ms
-                last = base + h.last_offset_delta
-                next_offset = last + 1
+                next_offset = base + h.last_offset_delta + 1
                 if ts > max_ts:
                     max_ts = ts
-                infos.append((h.size, last, ts))
-            first_offset = leo if assign_offsets else batches[0].header.base_offset
+                infos.append((h.batch_length + 12, next_offset - 1, ts))
+            first_offset = leo if assign_offsets else headers[0].base_offset
             last_offset = next_offset - 1
-            active = self._end[1]
-            reason = active.should_roll(cfg, len(buf), max_ts, last_offset, now_ms)
+            reason = active.should_roll(cfg, total, max_ts, last_offset, now_ms)
             if reason is not None:
                 active = self._roll(reason, first_offset)
-            active.append(buf, infos)
-            for i in updates:
-                h = headers[i]
-                last = infos[i][1]
-                self.producer_state.update(h, last - h.last_offset_delta, last)
+            size = active.append(buf, infos)
+            if has_pid:
+                ps = self.producer_state
+                for i in updates:
+                    h = headers[i]
+                    last = infos[i][1]
+                    ps.update(h, last - h.last_offset_delta, last)
             if leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(leader_epoch, first_offset)
-            self._end = (next_offset, active, active.size)
+            self._end = (next_offset, active, size)
             self.high_watermark = next_offset
             lso = self.log_start_offset
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
-        for cb in self._listeners:
-            try:
-                cb(self)
-            except Exception:  # a listener must never fail an acknowledged append
-                log.exception("append listener failed")
+        if self._listeners:
+            for cb in self._listeners:
+                try:
+                    cb(self)
+                except Exception:  # a listener must never fail an acknowledged append
+                    log.exception("append listener failed")
         return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
 
     def _roll(self, reason: str, new_base: int) -> LogSegment:

@@ -246,7 +246,7 @@ class LogSegment:
     def should_roll(self, config, append_size: int, max_ts_in_append: int,
                     last_offset: int, now_ms: int) -> str | None:
         """Why this (active) segment must roll before the append, or None."""
-        size = self.size
+        size = self._size if self._size is not None else self.size
         if size > config.segment_bytes - append_size:
             return "segment.bytes"
         if size > 0:
@@ -259,7 +259,9 @@ class LogSegment:
                 waited = now_ms - self.created_ms
             if waited > config.segment_ms - self.roll_jitter_ms:
                 return "segment.ms"
-        if self.offset_index.is_full() or self.time_index.is_full():
+        oi = self._offset_index or self.offset_index
+        ti = self._time_index or self.time_index
+        if len(oi.keys) >= oi.max_entries or len(ti.keys) >= ti.max_entries:
             return "index full"
         if last_offset - self.base_offset > INT32_MAX or last_offset < self.base_offset:
             return "relative offset overflow"

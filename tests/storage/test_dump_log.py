@@ -70,8 +70,12 @@ def test_index_and_timeindex(make_log, capsys):
     lg = make_log(TopicConfig(index_interval_bytes=10))
     for i in range(4):
         lg.append(build_batch([(None, b"v" * 30, (), 5000 + i)]))
-    # active segment: the index is still preallocated (zero tail must not print)
+    lg.close()
     seg = os.path.join(lg.dir, "00000000000000000000")
+    # as if preallocated and never trimmed (a crash): the zero tail must not print
+    for suffix in (".index", ".timeindex"):
+        with open(seg + suffix, "ab") as f:
+            f.write(b"\x00" * 1200)
     out = run(capsys, "--files", f"{seg}.index,{seg}.timeindex")
     pos = [i * lg.segments[0].size // 4 for i in range(4)]
     assert out == [f"Dumping {seg}.index",
