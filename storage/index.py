@@ -27,6 +27,7 @@ from array import array
 
 OFFSET_ENTRY = struct.Struct(">II")   # relative offset, position
 TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
+_pack_offset = OFFSET_ENTRY.pack
 
 
 class IndexCorruptError(Exception):
@@ -176,15 +177,23 @@ class OffsetIndex(_SparseIndex):
             prev_off, prev_pos = rel, pos
 
     def append(self, offset: int, position: int) -> None:
-        if self.keys and (offset <= self.keys[-1] or position <= self.values[-1]):
-            return  # never break monotonicity (Kafka throws; a silent skip is safer here)
-        if len(self.keys) >= self.max_entries:
-            return
-        packed = OFFSET_ENTRY.pack(offset - self.base_offset, position)
+        keys = self.keys
+        n = len(keys)
+        if n:
+            if offset <= keys[n - 1] or position <= self.values[n - 1]:
+                return  # never break monotonicity (Kafka throws; a silent skip is safer here)
+            if n >= self.max_entries:
+                return
         # order matters for lock-free readers: value first, then key
         self.values.append(position)
-        self.keys.append(offset)
-        self._write_entry(packed)
+        keys.append(offset)
+        if self._fd is not None:
+            pending = self._pending
+            pending += _pack_offset(offset - self.base_offset, position)
+            if len(pending) >= 4096:
+                self.write_pending()
+        else:
+            self._pending_at += 8
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """Largest entry with offset <= target: (offset, position), or (base, 0)."""
@@ -227,16 +236,18 @@ class TimeIndex(_SparseIndex):
             prev_ts, prev_rel = ts, rel
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        if not skip_full_check and len(self.keys) >= self.max_entries:
-            return
-        if self.keys and (timestamp <= self.keys[-1] or offset < self.values[-1]):
-            return
+        keys = self.keys
+        n = len(keys)
+        if n:
+            if timestamp <= keys[n - 1] or offset < self.values[n - 1]:
+                return
+            if n >= self.max_entries and not skip_full_check:
+                return
         if timestamp < 0:
             return
-        packed = TIME_ENTRY.pack(timestamp, offset - self.base_offset)
         self.values.append(offset)
-        self.keys.append(timestamp)
-        self._write_entry(packed)
+        keys.append(timestamp)
+        self._write_entry(TIME_ENTRY.pack(timestamp, offset - self.base_offset))
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target: (timestamp, offset), or (-1, base)."""

@@ -38,6 +38,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = 0x7FFFFFFF
+_pwrite = os.pwrite
+_pwritev = os.pwritev
 
 
 def segment_name(base_offset: int) -> str:
@@ -89,6 +91,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._open_lock = threading.Lock()
         self._file = None
+        self._fd: int | None = None      # write descriptor of the active segment
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -100,6 +103,7 @@ class LogSegment:
         if create:
             fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             self._file = os.fdopen(fd, "r+b", buffering=0)
+            self._fd = fd
             self._size = 0
             self._offset_index = OffsetIndex(self.index_path, base_offset, self.max_index_bytes,
                                              writable=True, create=True)
@@ -202,6 +206,7 @@ class LogSegment:
                 self._file.close()
             fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
             self._file = os.fdopen(fd, "r+b", buffering=0)
+            self._fd = fd
             self._size = os.fstat(fd).st_size
             if self._offset_index is not None:
                 self._offset_index.close(trim=False)
@@ -267,31 +272,32 @@ class LogSegment:
             return "relative offset overflow"
         return None
 
-    def append(self, data, batches) -> int:
-        """Write ``data`` (whole batches) at the end; ``batches`` is a list of
-        (size, last_offset, max_timestamp) in order. Returns the new size.
+    def append(self, parts, total: int, batches) -> int:
+        """Write ``parts`` (buffers holding whole batches, ``total`` bytes) at the
+        end with one pwritev; ``batches`` is a list of (size, last_offset,
+        max_timestamp) in order. Returns the new size.
         """
-        fd = self._file.fileno()
         pos = self._size
-        view = memoryview(data)
-        written = 0
-        total = len(view)
-        while written < total:
-            written += os.pwrite(fd, view[written:], pos + written)
-        oi, ti = self._offset_index, self._time_index
-        if self.rolling_based_timestamp is None and batches:
+        written = _pwritev(self._fd, parts, pos)
+        if written < total:  # rare: regular files take a whole write at once
+            rest = b"".join(bytes(p) for p in parts)
+            view = memoryview(rest)
+            while written < total:
+                written += _pwrite(self._fd, view[written:], pos + written)
+        if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = batches[0][2]
-        max_ts = self._max_ts if self._max_ts is not None else self.max_timestamp
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self.max_timestamp
         interval = self.index_interval_bytes
         since = self._bytes_since_last_index
         for size, last_offset, ts in batches:
             if ts > max_ts:
-                max_ts = ts
+                max_ts = self._max_ts = ts
                 self._offset_of_max_ts = last_offset
-                self._max_ts = ts
             if since > interval:
-                oi.append(last_offset, pos)
-                ti.maybe_append(max_ts, self._offset_of_max_ts)
+                self._offset_index.append(last_offset, pos)
+                self._time_index.maybe_append(max_ts, self._offset_of_max_ts)
                 since = 0
             pos += size
             since += size
