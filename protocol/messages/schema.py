@@ -108,11 +108,15 @@ class MessageSpec:
 
 
 def _default_value(f: dict, kind: str, elem: str | None):
-    """The Python default of a field, following Kafka's generator: explicit "default"
-    wins; "null" means None; otherwise 0 / False / "" / b"" / [] / zero UUID / None
-    for records (Kafka's records default is null)."""
+    """The Python default of a field: explicit "default" wins ("null" means None);
+    a nullable string/bytes/array/struct without one is None; otherwise
+    0 / False / "" / b"" / [] / zero UUID, and None for records."""
     d = f.get("default")
     if d is not None and isinstance(d, str) and d == "null":
+        return None
+    if d is None and f.get("nullableVersions") and kind in ("string", "bytes", "array", "struct"):
+        # contracts.md: nullable fields without an explicit default start as None
+        # (e.g. error messages stay null, so clients use the error code's text).
         return None
     if kind == "array":
         return []

@@ -109,7 +109,6 @@ def test_api_versions_response_header_is_v0_even_when_flexible(v):
 
 
 def test_flexible_response_header_has_tag_buffer():
-    resp = MetadataRequest  # noqa: F841 (only to show the import is used elsewhere)
     out = encode_response(RequestHeader(0, 9, 5, None), ProduceResponse())[0]
     assert out[4:9] == struct.pack(">i", 5) + b"\x00"
     out = encode_response(RequestHeader(0, 8, 5, None), ProduceResponse())[0]
@@ -180,10 +179,10 @@ def test_records_decode_to_memoryview_slices_of_the_frame():
 def test_defaults_and_names():
     r = FetchResponse.PartitionData()
     assert r.last_stable_offset == -1 and r.log_start_offset == -1 and r.records is None
-    assert r.preferred_read_replica == -1 and r.aborted_transactions == []
+    assert r.preferred_read_replica == -1 and r.aborted_transactions is None
     assert r.current_leader == FetchResponse.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
     m = MetadataRequest()
-    assert m.topics == [] and m.allow_auto_topic_creation is True
+    assert m.topics is None and m.allow_auto_topic_creation is True  # nullable: None
     assert ProduceRequest().transactional_id is None
     assert ProduceResponse.PartitionProduceResponse().log_append_time_ms == -1
     with pytest.raises(TypeError):
