@@ -91,7 +91,7 @@ class Log:
         self.partition = partition
         self.config = config
         self.topic_id = topic_id
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._listeners: list[Callable[["Log"], None]] = []
         self._schedule = scheduler or _default_scheduler
@@ -407,11 +407,9 @@ class Log:
         if timestamp == -3:
             return self.max_timestamp_and_offset()
         lso = self.log_start_offset
-        for seg in self._segs[0]:
-            if seg.base_offset < lso and seg is not self._segs[0][-1]:
-                nxt_idx = self._segs[0].index(seg) + 1
-                if self._segs[1][nxt_idx] <= lso:
-                    continue
+        segs, bases = self._segs
+        first = max(0, bisect.bisect_right(bases, lso) - 1)
+        for seg in segs[first:]:
             if seg.size == 0 or seg.max_timestamp < timestamp:
                 continue
             found = seg.find_offset_by_timestamp(timestamp, max(lso, seg.base_offset))
@@ -422,17 +420,33 @@ class Log:
         return None
 
     def max_timestamp_and_offset(self):
-        """(offset, timestamp) of the record with the largest timestamp; None if empty."""
+        """(offset, timestamp) of the first record carrying the largest timestamp
+        (ListOffsets -3, KIP-734); None if the log holds no timestamps."""
         best = None
+        lso = self.log_start_offset
         for seg in self._segs[0]:
             if seg.size == 0:
                 continue
             ts = seg.max_timestamp
-            if best is None or ts > best[1]:
-                best = (seg.offset_of_max_timestamp, ts)
-        if best is None or best[1] < 0:
-            return None if best is None else best
-        return best
+            if ts >= 0 and (best is None or ts > best[1]) and seg.offset_of_max_timestamp >= lso:
+                best = (seg, ts)
+        if best is None:
+            return None
+        seg, ts = best
+        shallow = seg.offset_of_max_timestamp
+        found = seg.translate_offset(shallow, seg.size)
+        if found is None:
+            return shallow, ts
+        pos, size = found
+        data = os.pread(seg.file.fileno(), size, pos)
+        try:
+            from protocol.records import iter_records
+            for rec in iter_records(data):
+                if rec.timestamp == ts and rec.offset >= lso:
+                    return rec.offset, ts
+        except (ImportError, ProtocolError):
+            pass
+        return shallow, ts
 
     # ------------------------------------------------------------------ deletion
     def delete_records_before(self, offset: int) -> int:
