@@ -121,13 +121,10 @@ def _dump_log(path, print_contents, deep, skip_meta, max_bytes, non_consecutive,
 def _batch_line(e, data, valid: bool) -> str:
     if e.magic == 2:
         h = e.header
-        last_seq = -1 if h.base_sequence < 0 else (
-            h.base_sequence + h.last_offset_delta if h.base_sequence <= INT32_MAX - h.last_offset_delta
-            else h.last_offset_delta - (INT32_MAX - h.base_sequence) - 1)
         horizon = (f"OptionalLong[{h.base_timestamp}]" if h.attributes & 0x40
                    else "OptionalLong.empty")
         head = (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
-                f"baseSequence: {h.base_sequence} lastSequence: {last_seq} "
+                f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
                 f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
                 f"partitionLeaderEpoch: {h.partition_leader_epoch} "
                 f"isTransactional: {_b(h.is_transactional)} isControl: {_b(h.is_control)} "

@@ -15,12 +15,9 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
-from crc32c import crc32c
+from protocol.records import (BATCH_OVERHEAD as V2_HEADER, LOG_OVERHEAD, BatchHeader,
+                              compute_crc, read_batch_header)
 
-from protocol.records import BatchHeader, read_batch_header
-
-LOG_OVERHEAD = 12            # offset/baseOffset i64 + size/batchLength i32
-V2_HEADER = 61               # full v2 batch header
 V2_MIN_LENGTH = 49           # smallest batchLength of a v2 batch
 LEGACY_MIN_SIZE = {0: 14, 1: 22}   # crc+magic+attrs(+ts)+key len+value len
 PEEK = 17                    # bytes needed to know size and magic of any entry
@@ -86,10 +83,11 @@ def entry_is_valid(buf, pos: int, entry: Entry) -> bool:
     end = pos + entry.size
     if len(buf) < end:
         return False
+    if entry.magic == 2:
+        return compute_crc(buf, pos, entry.size) == entry.header.crc
+    # v0/v1: CRC-32 (not C) over magic..value, stored right after offset and size
+    (stored,) = _U32.unpack_from(buf, pos + 12)
     with memoryview(buf) as mv:
-        if entry.magic == 2:
-            return crc32c(mv[pos + 21:end]) == entry.header.crc
-        (stored,) = _U32.unpack_from(buf, pos + 12)
         return (zlib.crc32(mv[pos + 16:end]) & 0xFFFFFFFF) == stored
 
 
