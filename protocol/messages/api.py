@@ -77,11 +77,17 @@ def _skip_tag_buffer(buf, pos):
     return pos
 
 
-def decode_request(frame):
+def decode_request(frame, *, strict: bool = False):
     """frame (without the 4-byte size) -> (RequestHeader, request object).
 
     Raises UnsupportedVersionError when the header is fine but the key/version is
-    not served, ProtocolError for anything malformed (including trailing bytes)."""
+    not served, ProtocolError for anything malformed.
+
+    Trailing bytes after the body are ignored unless ``strict``: Apache Kafka's
+    broker does not check that a request was consumed completely, and real
+    clients rely on it -- librdkafka 2.16 sends its all-topics Metadata v13
+    request with a 4-byte int32 topic count (00 00 00 00) where the flexible
+    encoding has a 1-byte varint, leaving 3 bytes over that Kafka ignores."""
     buf = _as_view(frame)
     if len(buf) < 8:
         raise ProtocolError("request shorter than its header", len(buf))
@@ -97,7 +103,7 @@ def decode_request(frame):
         obj, pos = get_decoder(msg, ver)(buf, pos)
     except _DECODE_ERRORS as e:
         raise ProtocolError(f"malformed {msg.name} v{ver}: {e.__class__.__name__}: {e}") from None
-    if pos != len(buf):
+    if strict and pos != len(buf):
         raise ProtocolError(f"{len(buf) - pos} trailing bytes after {msg.name} v{ver}", pos)
     return RequestHeader(key, ver, corr, client_id), obj
 

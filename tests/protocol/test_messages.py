@@ -57,7 +57,7 @@ def test_request_roundtrip(case):
     def check(req, corr, client_id):
         frame = encode_request(RequestHeader(key, v, corr, client_id), req)
         assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
-        hdr, got = decode_request(memoryview(frame)[4:])
+        hdr, got = decode_request(memoryview(frame)[4:], strict=True)
         assert hdr == RequestHeader(key, v, corr, client_id)
         assert got == req
 
@@ -238,10 +238,21 @@ def test_truncated_frames_raise_protocol_error():
                 decode_request(frame[:cut])
 
 
-def test_trailing_bytes_raise_protocol_error():
+def test_trailing_bytes_ignored_like_kafka_unless_strict():
     for frame in _valid_frames():
+        assert decode_request(frame + b"\x01\x00\x00") == decode_request(frame)
         with pytest.raises(ProtocolError):
-            decode_request(frame + b"\x00")
+            decode_request(frame + b"\x00", strict=True)
+
+
+def test_librdkafka_all_topics_metadata_v13():
+    # Captured from confluent-kafka 2.16.1 / librdkafka 2.16.0 (AdminClient.list_topics):
+    # the topic count is written as int32 0 in a flexible request; Kafka reads the
+    # first byte as a null compact array (all topics) and ignores the rest.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    hdr, req = decode_request(frame)
+    assert hdr == RequestHeader(3, 13, 3, "rdkafka")
+    assert req.topics is None and req.allow_auto_topic_creation is False
 
 
 def test_huge_array_count_fails_fast():

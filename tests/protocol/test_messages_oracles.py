@@ -219,7 +219,7 @@ def test_kafka_python_encoded_requests_decode(case):
         kobj = to_kafka(req, mspec.root, kcls, v)
         kobj.with_header(correlation_id=corr, client_id="oracle")
         frame = bytes(kobj.encode(version=v, header=True))
-        hdr, got = decode_request(frame)
+        hdr, got = decode_request(frame, strict=True)
         assert hdr == RequestHeader(key, v, corr, "oracle")
         assert ours_norm(got, mspec.root, v, flex) == ours_norm(req, mspec.root, v, flex)
 
