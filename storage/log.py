@@ -372,6 +372,20 @@ class Log:
 
     # ------------------------------------------------------------------ read
     def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``
+        (at least one batch when ``min_one_batch``), as file regions. Lock-free."""
+        for _ in range(3):
+            try:
+                return self._read(fetch_offset, max_bytes, min_one_batch)
+            except (ValueError, OSError) as exc:
+                # a segment was closed under us: deleted with file.delete.delay.ms=0,
+                # or the log closed. Retry on a fresh snapshot (range is re-checked).
+                if self.closed:
+                    raise StorageError(f"log {self.topic}-{self.partition} is closed") from exc
+                last = exc
+        raise StorageError(f"read of {self.topic}-{self.partition} failed: {last}") from last
+
+    def _read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
         leo, active, active_size = self._end
         segs, bases = self._segs
         lso = self.log_start_offset
