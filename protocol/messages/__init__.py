@@ -10,12 +10,15 @@ and one class per message (ProduceRequest, FetchResponse, ...) with nested struc
 classes as attributes (ProduceResponse.PartitionProduceResponse, ...).
 """
 from protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, RequestHeader,
-                                   decode_body, decode_request, decode_response, encode_body,
-                                   encode_request, encode_response)
+                                   decode_body, decode_request, decode_request_header,
+                                   decode_response, encode_body, encode_request,
+                                   encode_request_header, encode_response,
+                                   request_header_version, response_header_version)
 from protocol.messages.model import Message
 
 globals().update(MESSAGE_CLASSES)
 
 __all__ = ["API_BY_KEY", "ApiSpec", "RequestHeader", "Message", "decode_request",
            "encode_response", "encode_request", "decode_response", "decode_body",
-           "encode_body", "MESSAGE_CLASSES", *sorted(MESSAGE_CLASSES)]
+           "encode_body", "MESSAGE_CLASSES", "decode_request_header", "encode_request_header",
+           "request_header_version", "response_header_version", *sorted(MESSAGE_CLASSES)]

@@ -70,6 +70,51 @@ def _as_view(frame) -> memoryview:
     return mv
 
 
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible request versions, else 1 (v0, without client_id, is only
+    ControlledShutdown v0, which samsa does not serve)."""
+    spec = API_BY_KEY.get(api_key)
+    if spec is not None and spec.request_cls._message.is_flexible(api_version):
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible response versions, else 0; always 0 for ApiVersions."""
+    spec = API_BY_KEY.get(api_key)
+    if api_key != API_VERSIONS_KEY and spec is not None \
+            and spec.response_cls._message.is_flexible(api_version):
+        return 1
+    return 0
+
+
+def decode_request_header(frame, header_version: int) -> tuple[RequestHeader, int]:
+    """Parse a request header of the given version -> (RequestHeader, body offset).
+    v0: key, version, correlation id; v1 adds the nullable int16 client_id (never
+    compact); v2 adds a tag buffer."""
+    buf = _as_view(frame)
+    try:
+        key, ver, corr = _HDR.unpack_from(buf, 0)
+        pos = 8
+        client_id = None
+        if header_version >= 1:
+            client_id, pos = wire.read_nstring(buf, pos)
+        if header_version >= 2:
+            pos = _skip_tag_buffer(buf, pos)
+    except _DECODE_ERRORS as e:
+        raise ProtocolError(f"malformed request header: {e}") from None
+    return RequestHeader(key, ver, corr, client_id), pos
+
+
+def encode_request_header(hdr: RequestHeader, header_version: int) -> bytes:
+    out = wire.Out((_HDR.pack(hdr.api_key, hdr.api_version, hdr.correlation_id),))
+    if header_version >= 1:
+        wire.write_nstring(hdr.client_id, out)
+    if header_version >= 2:
+        out.append(b"\x00")
+    return b"".join(out)
+
+
 def _skip_tag_buffer(buf, pos):
     n, pos = wire.read_uvarint(buf, pos)
     if n:

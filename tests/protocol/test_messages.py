@@ -136,6 +136,23 @@ def test_unknown_key_and_version_raise_unsupported():
             decode_request(struct.pack(">hhi", key, ver, 1) + b"\xff\xff")
 
 
+def test_header_versions_and_codecs():
+    from protocol.messages import (decode_request_header, encode_request_header,
+                                   request_header_version, response_header_version)
+    assert [request_header_version(0, v) for v in (0, 8, 9, 13)] == [1, 1, 2, 2]
+    assert [response_header_version(1, v) for v in (0, 11, 12)] == [0, 0, 1]
+    assert [response_header_version(18, v) for v in (0, 3, 4)] == [0, 0, 0]
+    assert request_header_version(60, 0) == 2 and response_header_version(60, 0) == 1
+    hdr = RequestHeader(3, 12, 99, "cid")
+    for hv, size in [(0, 8), (1, 13), (2, 14)]:
+        raw = encode_request_header(hdr, hv)
+        assert len(raw) == size
+        got, pos = decode_request_header(raw + b"body", hv)
+        assert pos == size and got == (hdr if hv else hdr._replace(client_id=None))
+    with pytest.raises(ProtocolError):
+        decode_request_header(b"\x00\x03\x00", 1)
+
+
 # ---------------- regions ----------------
 
 class FakeRegion:
