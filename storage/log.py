@@ -38,7 +38,7 @@ from protocol.errors import ProtocolError
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
-from storage.checkpoints import PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT
+from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
 from storage.entries import EntryScanner
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
@@ -50,6 +50,9 @@ from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFI
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
+_SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
 _PREFIX = struct.Struct(">qii")   # baseOffset, batchLength, partitionLeaderEpoch
 
@@ -105,9 +108,41 @@ class Log:
         self._load(clean_shutdown, log_start_offset)
 
     # ------------------------------------------------------------------ loading
+    def _finish_swaps(self) -> None:
+        """Complete or discard a compaction swap interrupted by a stop (Kafka's rules):
+        ``*.cleaned`` output never got swapped in and is dropped; a ``<base>.log.swap``
+        had replaced segments, so the segments it covers go and it becomes the segment."""
+        names = os.listdir(self.dir)
+        for name in names:
+            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX)
+                                                 and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
+                os.unlink(os.path.join(self.dir, name))   # indexes are rebuilt anyway
+        for name in names:
+            m = _SWAP_RE.match(name)
+            if not m:
+                continue
+            base = int(m.group(1))
+            swap = os.path.join(self.dir, name)
+            with open(swap, "rb") as f:
+                last = None
+                for last in EntryScanner(f.fileno(), 0, os.fstat(f.fileno()).st_size):
+                    pass
+            end = last.next_offset if last is not None else base
+            for other in os.listdir(self.dir):
+                m2 = _SEGMENT_FILE_RE.match(other)
+                if m2 and m2.group(2) != ".snapshot" and base <= int(m2.group(1)) < max(end, base + 1):
+                    os.unlink(os.path.join(self.dir, other))
+            log.warning("completing interrupted segment swap %s", swap)
+            os.rename(swap, os.path.join(self.dir, name[:-len(SWAP_SUFFIX)]))
+        fsync_dir(self.dir)
+
     def _scan_dir(self) -> list[int]:
+        names = os.listdir(self.dir)
+        if any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in names):
+            self._finish_swaps()
+            names = os.listdir(self.dir)
         bases = set()
-        for name in os.listdir(self.dir):
+        for name in names:
             path = os.path.join(self.dir, name)
             if name.endswith(DELETED_SUFFIX):
                 # leftovers of an async delete interrupted by a stop: finish it
@@ -363,6 +398,39 @@ class Log:
         if self._request_flush is not None:
             self._request_flush(self)
         return new
+
+    def replace_segments(self, old: list[LogSegment], cleaned_path: str) -> LogSegment:
+        """Swap a compacted copy in for ``old`` (contiguous, not the active segment).
+
+        ``cleaned_path`` is the cleaner's output, ``<old[0] base>.log.cleaned`` in this
+        directory: whole batches with their original offsets, all within the old
+        segments' range. Kafka's protocol, so a stop at any point recovers: rename
+        to ``.log.swap`` (from here on start-up completes the swap), retire the old
+        segments (``*.deleted``, removed after file.delete.delay.ms so in-flight
+        reads finish), rename the swap file to the segment name, index it.
+        """
+        with self._lock:
+            segs = list(self._segs[0])
+            if not old:
+                raise ValueError("no segments to replace")
+            i = next((k for k, s in enumerate(segs) if s is old[0]), None)
+            if i is None or segs[i:i + len(old)] != list(old) or i + len(old) >= len(segs):
+                raise ValueError("segments to replace must be contiguous and not include the active one")
+            base = old[0].base_offset
+            swap = os.path.join(self.dir, f"{base:020d}{LOG_SUFFIX}{SWAP_SUFFIX}")
+            os.rename(cleaned_path, swap)
+            fsync_dir(self.dir)
+            retired = [(seg, seg.rename_to_deleted()) for seg in old]
+            os.rename(swap, old[0].log_path)
+            fsync_dir(self.dir)
+            new = LogSegment(self.dir, base, self.config)
+            new.build_indexes()
+            segs[i:i + len(old)] = [new]
+            self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
+            delay = self.config.file_delete_delay_ms
+            for seg, renamed in retired:
+                self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+            return new
 
     def roll(self) -> None:
         """Force a roll (tests, admin)."""

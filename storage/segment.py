@@ -167,6 +167,18 @@ class LogSegment:
                 ti.make_readonly()
         self._offset_index, self._time_index = oi, ti
 
+    def build_indexes(self) -> None:
+        """Index a segment whose index files do not exist yet (a swapped-in segment)."""
+        with self._open_lock:
+            oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
+                             writable=True, create=True)
+            ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
+                           writable=True, create=True)
+            self._rebuild_into(oi, ti, os.fstat(self._file_locked().fileno()).st_size)
+            oi.make_readonly()
+            ti.make_readonly()
+            self._offset_index, self._time_index = oi, ti
+
     def _file_locked(self):
         if self._file is None:
             self._file = open(self.log_path, "rb", buffering=0)
