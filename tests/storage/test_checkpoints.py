@@ -1,0 +1,55 @@
+"""Kafka's small metadata files: exact text, and tolerance of damaged ones."""
+from __future__ import annotations
+
+import os
+import uuid
+
+from storage.checkpoints import (read_leader_epoch_checkpoint, read_offset_checkpoint,
+                                 read_partition_metadata, topic_id_from_str, topic_id_to_str,
+                                 write_leader_epoch_checkpoint, write_offset_checkpoint,
+                                 write_partition_metadata)
+from storage.leader_epoch import LeaderEpochCache
+
+
+def test_offset_checkpoint_roundtrip_and_damage(tmp_path):
+    p = str(tmp_path / "recovery-point-offset-checkpoint")
+    write_offset_checkpoint(p, {("b", 1): 7, ("a.x-y", 0): 3})
+    assert open(p).read() == "0\n2\na.x-y 0 3\nb 1 7\n"
+    assert read_offset_checkpoint(p) == {("b", 1): 7, ("a.x-y", 0): 3}
+    assert not os.path.exists(p + ".tmp")
+    for bad in ("1\n0\n", "0\n3\na 0 1\n", "0\nx\n", "garbage"):
+        open(p, "w").write(bad)
+        assert read_offset_checkpoint(p) == {}
+    assert read_offset_checkpoint(str(tmp_path / "missing")) == {}
+
+
+def test_leader_epoch_checkpoint_and_cache(tmp_path):
+    p = str(tmp_path / "leader-epoch-checkpoint")
+    write_leader_epoch_checkpoint(p, [(0, 0), (3, 17)])
+    assert open(p).read() == "0\n2\n0 0\n3 17\n"
+    assert read_leader_epoch_checkpoint(p) == [(0, 0), (3, 17)]
+    c = LeaderEpochCache(str(tmp_path))
+    assert c.latest_epoch == 3
+    c.assign(5, 30)
+    c.assign(4, 31)          # older epoch: ignored
+    assert c.entries == [(0, 0), (3, 17), (5, 30)]
+    assert c.end_offset_for(3, 40) == (3, 30)
+    assert c.end_offset_for(5, 40) == (5, 40)
+    assert c.end_offset_for(-1, 40) == (-1, -1)
+    c.truncate_from_start(20)
+    assert c.entries == [(3, 20), (5, 30)]
+    c.truncate_from_end(30)
+    assert c.entries == [(3, 20)]
+    assert LeaderEpochCache(str(tmp_path)).entries == [(3, 20)]
+
+
+def test_topic_id_kafka_form(tmp_path):
+    tid = uuid.UUID("a1b2c3d4-e5f6-4711-8899-aabbccddeeff")
+    s = topic_id_to_str(tid)
+    assert len(s) == 22 and "=" not in s and "+" not in s and "/" not in s
+    assert topic_id_from_str(s) == tid
+    assert topic_id_from_str(str(tid)) == tid
+    write_partition_metadata(str(tmp_path), tid)
+    assert read_partition_metadata(str(tmp_path)) == tid
+    (tmp_path / "partition.metadata").write_text("version: 9\ntopic_id: x")
+    assert read_partition_metadata(str(tmp_path)) is None
