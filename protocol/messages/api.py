@@ -23,6 +23,7 @@ _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
 # Exceptions that malformed bytes can provoke inside generated decoders.
 _DECODE_ERRORS = (IndexError, struct.error, ValueError, OverflowError, TypeError)
+_ENCODE_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, UnicodeError)
 
 
 class RequestHeader(NamedTuple):
@@ -173,7 +174,12 @@ def encode_response(hdr, resp, version: int | None = None) -> list:
     v = hdr.api_version if version is None else version
     _check_version(msg, v)
     out = wire.Out((b"", _response_header(hdr.api_key, v, msg, hdr.correlation_id)))
-    get_encoder(msg, v)(resp, out)
+    try:
+        get_encoder(msg, v)(resp, out)
+    except _ENCODE_ERRORS as e:
+        # A handler put a wrong-typed value (None in an int field, an int too large...):
+        # say which message and version, so the broker's log line is actionable.
+        raise ValueError(f"cannot encode {msg.name} v{v}: {e.__class__.__name__}: {e}") from e
     if not out.regions:
         out[0] = _I32.pack(sum(map(len, out)))
         return [b"".join(out)]

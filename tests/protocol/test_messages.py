@@ -211,6 +211,22 @@ def test_defaults_and_names():
     assert b.topic_data == []  # no shared mutable defaults
 
 
+def test_every_message_class_is_importable_by_name():
+    import protocol.messages as pm
+    for spec in API_BY_KEY.values():
+        for cls in (spec.request_cls, spec.response_cls):
+            assert getattr(pm, cls.__name__) is cls and cls.__name__ in pm.__all__
+    assert pm.OffsetDeleteResponse.OffsetDeleteResponseTopic.__qualname__ == \
+        "OffsetDeleteResponse.OffsetDeleteResponseTopic"
+
+
+def test_bad_values_give_a_clear_encode_error():
+    bad = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(
+        name="t", partition_responses=[ProduceResponse.PartitionProduceResponse(base_offset=None)])])
+    with pytest.raises(ValueError, match="ProduceResponse v9"):
+        encode_response(RequestHeader(0, 9, 1, None), bad)
+
+
 def test_metadata_null_topics_means_all():
     frame = encode_request(RequestHeader(3, 4, 1, None), MetadataRequest(topics=None))
     _, got = decode_request(frame[4:])
