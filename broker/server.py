@@ -6,16 +6,20 @@ import dataclasses
 import logging
 import signal
 
+from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
 from storage import LogManager
 
 from .append_notifier import AppendNotifier
 from .dispatcher import Dispatcher
+from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
+                     GroupCoordinatorConfig)
+from .groups.log_adapter import offsets_log_functions
 from .handlers import HANDLERS
 from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore
 from .metrics import BrokerMetrics
 from .network import NetworkServer
-from .topics import TopicService
+from .topics import TopicError, TopicService
 
 log = logging.getLogger("broker")
 
@@ -31,6 +35,7 @@ class BrokerServices:
     node: BrokerEndpoint
     advertised_apis: list
     metrics: BrokerMetrics
+    groups: object = None  # CoordinatorBridge, set once the coordinator has loaded
 
 
 def advertised_apis() -> list:
@@ -51,6 +56,8 @@ class Broker:
         self.services: BrokerServices | None = None
         self.network: NetworkServer | None = None
         self._stopped = asyncio.Event()
+        self.coordinator: GroupCoordinator | None = None
+        self._expiry_task: asyncio.Task | None = None
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
@@ -67,14 +74,54 @@ class Broker:
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
             lambda l: notifier.notify(l.topic, l.partition)))
         topics.open_all()
+        self._ensure_offsets_topic(topics)
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
         return BrokerServices(cfg, store, logs, topics, notifier, self.node,
                               advertised_apis(), metrics)
 
+    def _ensure_offsets_topic(self, topics: TopicService) -> None:
+        """Create __consumer_offsets (compacted: only the last commit per key matters)
+        on first start; an existing one keeps its partition count, since group ->
+        partition placement depends on it."""
+        if topics.get(OFFSETS_TOPIC) is not None:
+            return
+        try:
+            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, -1, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.cfg.offsets_topic_segment_bytes),
+            })
+        except TopicError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    async def _start_groups(self) -> None:
+        """Load committed offsets and groups before any client can ask for them."""
+        services = self.services
+        num = services.topics.get(OFFSETS_TOPIC).num_partitions
+        logs = services.logs
+        append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num)
+        self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num),
+                                            GroupCoordinatorConfig.from_broker_config(self.cfg))
+        await self.coordinator.start()
+        services.groups = CoordinatorBridge(self.coordinator)
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+
+    async def _expire_offsets_loop(self) -> None:
+        interval = self.cfg.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                removed = await self.coordinator.expire_offsets()
+                if removed:
+                    log.info("expired %d committed offset(s)", removed)
+            except Exception:  # noqa: BLE001 - keep expiring on the next round
+                log.exception("expiring committed offsets failed")
+
     async def start(self) -> None:
         cfg = self.cfg
         self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        await self._start_groups()
         self.network = NetworkServer(
             self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads,
             Dispatcher(self.services),
@@ -98,6 +145,12 @@ class Broker:
                  self.services.store.cluster_id, ",".join(cfg.log_dirs))
 
     async def stop(self) -> None:
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+        if self.coordinator is not None:
+            # answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR) while the
+            # network can still deliver it, and lets pending group writes finish
+            await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop()
         if self.services is not None:

@@ -9,6 +9,10 @@ from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
 from .fetch import handle_fetch
+from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
+                     handle_heartbeat, handle_join_group, handle_leave_group,
+                     handle_list_groups, handle_offset_commit, handle_offset_delete,
+                     handle_offset_fetch, handle_sync_group)
 from .metadata import (handle_describe_cluster, handle_describe_topic_partitions,
                        handle_metadata)
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
@@ -20,6 +24,15 @@ HANDLERS = {
     1: handle_fetch,
     2: handle_list_offsets,
     3: handle_metadata,
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
+    10: handle_find_coordinator,
+    11: handle_join_group,
+    12: handle_heartbeat,
+    13: handle_leave_group,
+    14: handle_sync_group,
+    15: handle_describe_groups,
+    16: handle_list_groups,
     18: handle_api_versions,
     19: handle_create_topics,
     20: handle_delete_topics,
@@ -29,7 +42,9 @@ HANDLERS = {
     32: handle_describe_configs,
     33: handle_alter_configs,
     37: handle_create_partitions,
+    42: handle_delete_groups,
     44: handle_incremental_alter_configs,
+    47: handle_offset_delete,
     60: handle_describe_cluster,
     75: handle_describe_topic_partitions,
 }

@@ -1,0 +1,289 @@
+"""Group APIs: FindCoordinator, membership (Join/Sync/Heartbeat/Leave), group admin
+(Describe/List/Delete) and committed offsets (OffsetCommit/OffsetFetch/OffsetDelete).
+
+Each handler only translates between the wire message of the version the client
+spoke and the coordinator's plain-Python API (broker.groups, reached through
+`ctx.broker.groups`, a CoordinatorBridge: these handlers run on the network
+processor loops, the coordinator on the main loop). Version differences that are
+pure wire shape (v0-v2 LeaveGroup's single member, OffsetFetch v8's many groups,
+FindCoordinator v4's batched keys) are folded here so the coordinator never sees them.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
+                               FindCoordinatorResponse, HeartbeatResponse,
+                               JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
+                               OffsetCommitResponse, OffsetDeleteResponse,
+                               OffsetFetchResponse, SyncGroupResponse)
+
+from ..groups import FetchedOffset
+
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+# DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
+NO_AUTHORIZED_OPERATIONS = -2**31
+# Every classic-group operation a describing client could ask about, as Kafka's
+# AclOperation bit set (READ=3, DESCRIBE=8, DELETE=6): we have no authorizer, so all.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def _client_host(ctx) -> str:
+    # Kafka reports the peer as InetAddress.toString() of an unresolved address: "/1.2.3.4"
+    return "/" + (ctx.conn.peer_host or "") if ctx.conn is not None else ""
+
+
+def _client_id(ctx) -> str:
+    return ctx.header.client_id or ""
+
+
+# ------------------------------------------------------------------ FindCoordinator
+
+def _coordinator_error(key_type: int, key: str | None):
+    """(error_code, message) for one key; NONE means: this broker is the coordinator."""
+    if key_type == KEY_TYPE_TRANSACTION:
+        # no transaction coordinator in samsa (yet): clients treat this as retriable
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    if key_type != KEY_TYPE_GROUP:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}"
+    if key is None:
+        return ErrorCode.INVALID_REQUEST, "Group id is null"
+    return ErrorCode.NONE, None
+
+
+async def handle_find_coordinator(ctx, req):
+    node = ctx.broker.node
+    R = FindCoordinatorResponse
+    if ctx.version >= 4:
+        coordinators = []
+        for key in req.coordinator_keys:
+            code, msg = _coordinator_error(req.key_type, key)
+            ok = code == ErrorCode.NONE
+            coordinators.append(R.Coordinator(
+                key=key, node_id=node.node_id if ok else -1, host=node.host if ok else "",
+                port=node.port if ok else -1, error_code=code, error_message=msg))
+        return R(throttle_time_ms=0, coordinators=coordinators)
+    code, msg = _coordinator_error(req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP, req.key)
+    ok = code == ErrorCode.NONE
+    return R(throttle_time_ms=0, error_code=code, error_message=msg,
+             node_id=node.node_id if ok else -1, host=node.host if ok else "",
+             port=node.port if ok else -1)
+
+
+# ------------------------------------------------------------------ membership
+
+async def handle_join_group(ctx, req):
+    v = ctx.version
+    session = req.session_timeout_ms
+    # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout for both
+    rebalance = req.rebalance_timeout_ms if v >= 1 else session
+    res = await ctx.broker.groups.join_group(
+        req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
+        _client_id(ctx), _client_host(ctx), session, rebalance, req.protocol_type,
+        [(p.name, p.metadata) for p in req.protocols], require_known_member_id=v >= 4,
+        reason=req.reason if v >= 8 else None)
+    R = JoinGroupResponse
+    protocol_name = res.protocol_name
+    if protocol_name is None and v < 7:
+        protocol_name = ""  # non-nullable before v7
+    return R(throttle_time_ms=0, error_code=res.error_code, generation_id=res.generation_id,
+             protocol_type=res.protocol_type, protocol_name=protocol_name, leader=res.leader,
+             skip_assignment=res.skip_assignment, member_id=res.member_id,
+             members=[R.JoinGroupResponseMember(member_id=mid, group_instance_id=iid,
+                                                metadata=meta)
+                      for mid, iid, meta in res.members])
+
+
+async def handle_sync_group(ctx, req):
+    v = ctx.version
+    res = await ctx.broker.groups.sync_group(
+        req.group_id, req.generation_id, req.member_id,
+        req.group_instance_id if v >= 3 else None,
+        req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
+        [(a.member_id, a.assignment) for a in req.assignments])
+    return SyncGroupResponse(throttle_time_ms=0, error_code=res.error_code,
+                             protocol_type=res.protocol_type, protocol_name=res.protocol_name,
+                             assignment=res.assignment or b"")
+
+
+async def handle_heartbeat(ctx, req):
+    code = await ctx.broker.groups.heartbeat(
+        req.group_id, req.generation_id, req.member_id,
+        req.group_instance_id if ctx.version >= 3 else None)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+async def handle_leave_group(ctx, req):
+    v = ctx.version
+    R = LeaveGroupResponse
+    if v <= 2:
+        res = await ctx.broker.groups.leave_group(req.group_id, [(req.member_id, None, None)])
+        code = res.error_code
+        if code == ErrorCode.NONE and res.members:
+            code = res.members[0].error_code
+        return R(throttle_time_ms=0, error_code=code)
+    res = await ctx.broker.groups.leave_group(
+        req.group_id, [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None)
+                       for m in req.members])
+    return R(throttle_time_ms=0, error_code=res.error_code,
+             members=[R.MemberResponse(member_id=m.member_id,
+                                       group_instance_id=m.group_instance_id,
+                                       error_code=m.error_code) for m in res.members])
+
+
+# ------------------------------------------------------------------ group admin
+
+async def handle_describe_groups(ctx, req):
+    v = ctx.version
+    R = DescribeGroupsResponse
+    described = await ctx.broker.groups.describe_groups(list(req.groups),
+                                                        unknown_is_error=v >= 6)
+    ops = (GROUP_AUTHORIZED_OPERATIONS if v >= 3 and req.include_authorized_operations
+           else NO_AUTHORIZED_OPERATIONS)
+    groups = []
+    for d in described:
+        msg = None
+        if v >= 6 and d.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            msg = f"Group {d.group_id} not found."
+        groups.append(R.DescribedGroup(
+            error_code=d.error_code, error_message=msg, group_id=d.group_id,
+            group_state=d.state, protocol_type=d.protocol_type, protocol_data=d.protocol,
+            members=[R.DescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, client_host=m.client_host,
+                member_metadata=m.metadata or b"", member_assignment=m.assignment or b"")
+                for m in d.members],
+            authorized_operations=ops))
+    return R(throttle_time_ms=0, groups=groups)
+
+
+async def handle_list_groups(ctx, req):
+    v = ctx.version
+    code, listed = await ctx.broker.groups.list_groups(
+        list(req.states_filter or ()) if v >= 4 else None,
+        list(req.types_filter or ()) if v >= 5 else None)
+    R = ListGroupsResponse
+    return R(throttle_time_ms=0, error_code=code,
+             groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type,
+                                   group_state=g.state, group_type=g.group_type)
+                     for g in listed])
+
+
+async def handle_delete_groups(ctx, req):
+    R = DeleteGroupsResponse
+    results = await ctx.broker.groups.delete_groups(list(req.groups_names))
+    return R(throttle_time_ms=0,
+             results=[R.DeletableGroupResult(group_id=gid, error_code=code)
+                      for gid, code in results])
+
+
+# ------------------------------------------------------------------ committed offsets
+
+def _partition_exists(broker, topic: str, partition: int) -> bool:
+    meta = broker.topics.get(topic)
+    return meta is not None and 0 <= partition < meta.num_partitions
+
+
+async def handle_offset_commit(ctx, req):
+    v = ctx.version
+    broker = ctx.broker
+    R = OffsetCommitResponse
+    codes: dict[tuple[str, int], int] = {}
+    wanted = []
+    for t in req.topics:
+        for p in t.partitions:
+            if not _partition_exists(broker, t.name, p.partition_index):
+                codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted.append((t.name, p.partition_index, p.committed_offset,
+                           p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+    if wanted:
+        # v0 has no generation/member: a commit from outside group management
+        # (Kafka stored those in ZooKeeper; here they share the offset store)
+        generation = req.generation_id_or_member_epoch if v >= 1 else -1
+        member = req.member_id if v >= 1 else ""
+        retention = req.retention_time_ms if 2 <= v <= 4 else -1
+        results = await broker.groups.commit_offsets(
+            req.group_id, generation, member, req.group_instance_id if v >= 7 else None,
+            wanted, retention_ms=retention if retention >= 0 else None)
+        for r in results:
+            codes[(r.topic, r.partition)] = r.error_code
+    return R(throttle_time_ms=0, topics=[
+        R.OffsetCommitResponseTopic(name=t.name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                            error_code=codes[(t.name, p.partition_index)])
+            for p in t.partitions])
+        for t in req.topics])
+
+
+def _by_topic(fetched):
+    """[FetchedOffset] -> {topic: [FetchedOffset]} keeping first-seen topic order."""
+    out: dict[str, list] = {}
+    for f in fetched:
+        out.setdefault(f.topic, []).append(f)
+    return out
+
+
+async def _fetch_group(broker, group_id, topics):
+    """One group's OffsetFetch: topics None = everything committed."""
+    partitions = None
+    if topics is not None:
+        partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
+    return await broker.groups.fetch_offsets(group_id, partitions)
+
+
+async def handle_offset_fetch(ctx, req):
+    v = ctx.version
+    broker = ctx.broker
+    R = OffsetFetchResponse
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            res = await _fetch_group(broker, g.group_id, g.topics)
+            groups.append(R.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=res.error_code,
+                topics=[R.OffsetFetchResponseTopics(name=topic, partitions=[
+                    R.OffsetFetchResponsePartitions(
+                        partition_index=f.partition, committed_offset=f.offset,
+                        committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
+                        error_code=f.error_code) for f in fs])
+                    for topic, fs in _by_topic(res.partitions).items()]))
+        return R(throttle_time_ms=0, groups=groups)
+    # v0-v1 cannot ask for "all" (topics is not nullable there)
+    topics = req.topics if v >= 2 else (req.topics or [])
+    res = await _fetch_group(broker, req.group_id, topics)
+    fetched = res.partitions
+    if res.error_code != ErrorCode.NONE and v < 2 and topics:
+        # no top-level error field before v2: report it on every partition asked for
+        fetched = [FetchedOffset(t.name, p, -1, -1, "", res.error_code)
+                   for t in topics for p in t.partition_indexes]
+    return R(throttle_time_ms=0, error_code=res.error_code, topics=[
+        R.OffsetFetchResponseTopic(name=topic, partitions=[
+            R.OffsetFetchResponsePartition(
+                partition_index=f.partition, committed_offset=f.offset,
+                committed_leader_epoch=f.leader_epoch, metadata=f.metadata,
+                error_code=f.error_code) for f in fs])
+        for topic, fs in _by_topic(fetched).items()])
+
+
+async def handle_offset_delete(ctx, req):
+    R = OffsetDeleteResponse
+    broker = ctx.broker
+    codes = {}
+    wanted = []
+    for t in req.topics:
+        for p in t.partitions:
+            if _partition_exists(broker, t.name, p.partition_index):
+                wanted.append((t.name, p.partition_index))
+            else:
+                codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    res = await broker.groups.delete_offsets(req.group_id, wanted)
+    codes.update({(r.topic, r.partition): r.error_code for r in res.partitions})
+    if res.error_code != ErrorCode.NONE:
+        return R(error_code=res.error_code, throttle_time_ms=0, topics=[])
+    return R(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
+        R.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            R.OffsetDeleteResponsePartition(
+                partition_index=p.partition_index,
+                error_code=codes.get((t.name, p.partition_index), ErrorCode.NONE))
+            for p in t.partitions])
+        for t in req.topics])
