@@ -1,5 +1,8 @@
 import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
 import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.Properties;
@@ -20,12 +23,18 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   --bootstrap-server H:P --topic T [--acks all|1|0]
  *   [--compression-type none|gzip|snappy|lz4|zstd] [--producer-property k=v]...
  *   [--property parse.key=true] [--property key.separator=SEP (default TAB)]
+ *   [--print-acks]
+ *
+ * --print-acks (not in the real tool): for every record the broker acknowledged, print
+ * "PARTITION<TAB>OFFSET<TAB>VALUE" on stdout from the send callback, flushed at once, so a
+ * crash test knows exactly which records were acknowledged before the broker died.
+ * Without it nothing is printed on stdout.
  */
 public final class ConsoleProducer {
     public static void main(String[] argv) { ToolArgs.main(ConsoleProducer::run, argv); }
 
     static int run(String[] argv) throws Exception {
-        ToolArgs a = new ToolArgs(argv, Set.of(), Set.of("--bootstrap-server", "--topic", "--acks",
+        ToolArgs a = new ToolArgs(argv, Set.of("--print-acks"), Set.of("--bootstrap-server", "--topic", "--acks",
                 "--compression-type", "--producer-property", "--property"));
         String topic = a.require("--topic");
         String acks = a.get("--acks", "all");
@@ -43,6 +52,10 @@ public final class ConsoleProducer {
         Map<String, String> fmt = a.keyValues("--property");
         boolean parseKey = Boolean.parseBoolean(fmt.getOrDefault("parse.key", "false"));
         String separator = fmt.getOrDefault("key.separator", "\t");
+        boolean printAcks = a.has("--print-acks");
+        // Callbacks run on the producer's I/O thread; println+flush under the stream's
+        // lock, so every line is whole and written out before the next ack is handled.
+        PrintStream ackOut = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
 
         AtomicLong failed = new AtomicLong();
         AtomicReference<Exception> firstError = new AtomicReference<>();
@@ -60,8 +73,16 @@ public final class ConsoleProducer {
                     key = line.substring(0, at).getBytes(StandardCharsets.UTF_8);
                     value = line.substring(at + separator.length());
                 }
+                String shown = value;
                 producer.send(new ProducerRecord<>(topic, key, value.getBytes(StandardCharsets.UTF_8)), (md, e) -> {
-                    if (e != null && failed.getAndIncrement() == 0) firstError.set(e);
+                    if (e != null) {
+                        if (failed.getAndIncrement() == 0) firstError.set(e);
+                    } else if (printAcks) {
+                        synchronized (ackOut) {
+                            ackOut.println(md.partition() + "\t" + md.offset() + "\t" + shown);
+                            ackOut.flush();
+                        }
+                    }
                 });
                 sent++;
             }
