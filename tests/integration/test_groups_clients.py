@@ -1,0 +1,295 @@
+"""Consumer groups with real Python-side clients: confluent-kafka (librdkafka, eager and
+cooperative-sticky), kafka-python and aiokafka.
+
+The churn tests consume a 100,000-record topic while members join and leave and check
+the at-least-once contract the group protocol exists for, in its strict form: every
+member commits synchronously after each processed batch (before polling again), so a
+record may be processed a second time only if the commit that would have covered it
+failed. A record delivered again below an offset that was successfully committed for
+its partition is a coordinator bug (lost commit, stale OffsetFetch, two owners of one
+partition in one generation).
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RECORDS = 100_000
+PARTITIONS = 6
+BATCH = 2000
+BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
+DEADLINE_S = 90  # harness safety net only: a hung test fails instead of hanging
+
+
+@pytest.fixture
+def gbroker(broker_factory):
+    return broker_factory(BROKER_OVERRIDES)
+
+
+def _name(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _create_topic(bootstrap, topic, partitions=PARTITIONS):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+
+
+def _produce(bootstrap, topic, count, partitions=PARTITIONS):
+    """`count` records spread round-robin over the partitions (value = record number)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                  "queue.buffering.max.messages": 200000, "compression.type": "lz4"})
+    for i in range(count):
+        p.produce(topic, b"%d" % i, partition=i % partitions)
+        if i % 50000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+class Tracker:
+    """What every member processed and committed, checked as it happens."""
+
+    def __init__(self, total):
+        self.total = total
+        self.lock = threading.Lock()
+        self.seen: dict[tuple[int, int], int] = {}
+        self.committed: dict[int, int] = {}  # partition -> highest committed next offset
+        self.violations: list[str] = []
+        self.redeliveries = 0  # of records whose covering commit had failed
+        self.commit_failures: list[str] = []
+        self.by_member: dict[str, int] = {}
+        self.done = threading.Event()
+
+    def processed(self, member, records):
+        with self.lock:
+            for p, off in records:
+                if off < self.committed.get(p, 0):
+                    self.violations.append(f"{member} got partition {p} offset {off} "
+                                           f"below its committed offset {self.committed[p]}")
+                if (p, off) in self.seen:
+                    self.redeliveries += 1
+                self.seen[(p, off)] = self.seen.get((p, off), 0) + 1
+            self.by_member[member] = self.by_member.get(member, 0) + len(records)
+            if len(self.seen) >= self.total:
+                self.done.set()
+
+    def commit_ok(self, offsets: dict[int, int]):
+        with self.lock:
+            for p, nxt in offsets.items():
+                self.committed[p] = max(self.committed.get(p, 0), nxt)
+
+    def commit_failed(self, member, exc):
+        with self.lock:
+            self.commit_failures.append(f"{member}: {exc!r}")
+
+    @property
+    def count(self):
+        with self.lock:
+            return len(self.seen)
+
+    def check(self, end_offsets):
+        assert not self.violations, self.violations[:10]
+        assert len(self.seen) == self.total, f"processed {len(self.seen)} of {self.total}"
+        # redelivery is only legitimate for records whose commit failed
+        if not self.commit_failures:
+            assert self.redeliveries == 0
+        assert self.committed == end_offsets
+
+
+def _next_offsets(records):
+    out = {}
+    for p, off in records:
+        out[p] = max(out.get(p, 0), off + 1)
+    return out
+
+
+# ------------------------------------------------------------------ member loops
+# Each member runs in its own thread until `stop` is set (then closes, which leaves
+# the group) or the tracker has seen everything. While `slow` is set, members pause a
+# little after each batch so that joins and leaves land in the middle of the stream.
+
+def _confluent_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+            "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 4 << 20, **extra}
+    c = Consumer(conf)
+    c.subscribe([topic])
+    try:
+        while not stop.is_set() and not tracker.done.is_set():
+            msgs = c.consume(BATCH, 0.2)
+            recs = []
+            for m in msgs:
+                if m.error():
+                    raise KafkaException(m.error())
+                recs.append((m.partition(), m.offset()))
+            if not recs:
+                continue
+            tracker.processed(name, recs)
+            offsets = _next_offsets(recs)
+            try:
+                c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                         asynchronous=False)
+                tracker.commit_ok(offsets)
+            except KafkaException as e:
+                tracker.commit_failed(name, e)
+            if slow.is_set():
+                time.sleep(0.05)
+    finally:
+        c.close()
+
+
+def _kafka_python_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka import TopicPartition as KTP
+    from kafka.errors import CommitFailedError, KafkaError
+
+    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      session_timeout_ms=6000, heartbeat_interval_ms=500,
+                      fetch_max_bytes=8 << 20, max_partition_fetch_bytes=4 << 20,
+                      max_poll_records=BATCH, **extra)
+    try:
+        while not stop.is_set() and not tracker.done.is_set():
+            polled = c.poll(timeout_ms=200)
+            recs = [(tp.partition, r.offset) for tp, rs in polled.items() for r in rs]
+            if not recs:
+                continue
+            tracker.processed(name, recs)
+            offsets = _next_offsets(recs)
+            try:
+                c.commit({KTP(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+                tracker.commit_ok(offsets)
+            except (CommitFailedError, KafkaError) as e:
+                tracker.commit_failed(name, e)
+            if slow.is_set():
+                time.sleep(0.05)
+    finally:
+        c.close()
+
+
+def _aiokafka_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+    from aiokafka.errors import CommitFailedError, KafkaError
+
+    async def run():
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500,
+                             fetch_max_bytes=8 << 20, max_partition_fetch_bytes=4 << 20, **extra)
+        await c.start()
+        try:
+            while not stop.is_set() and not tracker.done.is_set():
+                polled = await c.getmany(timeout_ms=200, max_records=BATCH)
+                recs = [(tp.partition, r.offset) for tp, rs in polled.items() for r in rs]
+                if not recs:
+                    continue
+                tracker.processed(name, recs)
+                offsets = _next_offsets(recs)
+                try:
+                    await c.commit({ATP(topic, p): o for p, o in offsets.items()})
+                    tracker.commit_ok(offsets)
+                except (CommitFailedError, KafkaError) as e:
+                    tracker.commit_failed(name, e)
+                if slow.is_set():
+                    await asyncio.sleep(0.05)
+        finally:
+            await c.stop()
+
+    asyncio.run(run())
+
+
+class Member:
+    def __init__(self, loop_fn, bootstrap, group, topic, name, tracker, slow, extra):
+        self.name = name
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True, args=(
+            loop_fn, bootstrap, group, topic, name, tracker, self.stop, slow, extra))
+        self.thread.start()
+
+    def _run(self, loop_fn, *args):
+        try:
+            loop_fn(*args)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def leave(self, timeout=30):
+        self.stop.set()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"{self.name} did not close"
+        assert self.error is None, f"{self.name}: {self.error!r}"
+
+
+def _wait(cond, what, timeout=DEADLINE_S):
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _churn(bootstrap, loop_fn, extra=None):
+    """A alone; B joins; A leaves; C joins; B and C finish the topic."""
+    extra = extra or {}
+    topic, group = _name("churn"), _name("g")
+    _create_topic(bootstrap, topic)
+    _produce(bootstrap, topic, RECORDS)
+    tracker = Tracker(RECORDS)
+    slow = threading.Event()
+    slow.set()
+    members = []
+
+    def start(name):
+        m = Member(loop_fn, bootstrap, group, topic, name, tracker, slow, extra)
+        members.append(m)
+        return m
+
+    try:
+        a = start("a")
+        _wait(lambda: tracker.count >= 10_000, "a's first records")
+        b = start("b")
+        _wait(lambda: tracker.by_member.get("b", 0) > 0, "b to get partitions")
+        a.leave()
+        c = start("c")
+        _wait(lambda: tracker.by_member.get("c", 0) > 0 or tracker.done.is_set(),
+              "c to get partitions")
+        slow.clear()
+        _wait(tracker.done.is_set, "all records")
+        for m in (b, c):
+            m.leave()
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.thread.join(30)
+    for m in members:
+        assert m.error is None, f"{m.name}: {m.error!r}"
+    tracker.check({p: len(range(p, RECORDS, PARTITIONS)) for p in range(PARTITIONS)})
+    assert tracker.by_member.get("a", 0) > 0 and tracker.by_member.get("b", 0) > 0
+    print("members", tracker.by_member, "redelivered", tracker.redeliveries, "commit failures", tracker.commit_failures[:3])
+    return tracker
+
+
+def test_confluent_eager_churn(gbroker):
+    _churn(gbroker.bootstrap, _confluent_member)
+
+
+def test_confluent_cooperative_sticky_churn(gbroker):
+    _churn(gbroker.bootstrap, _confluent_member,
+           {"partition.assignment.strategy": "cooperative-sticky"})
+
+
+def test_kafka_python_churn(gbroker):
+    _churn(gbroker.bootstrap, _kafka_python_member)
+
+
+def test_aiokafka_churn(gbroker):
+    _churn(gbroker.bootstrap, _aiokafka_member)
