@@ -1,0 +1,265 @@
+"""The load generator: librdkafka (confluent-kafka) clients, each in its own process.
+
+Why processes: the broker under test and the clients share a 2-core machine; a
+client in the benchmark's own interpreter would compete for one GIL with the
+bookkeeping, and several clients in one process would compete with each other.
+Every worker is started with the "spawn" method (no librdkafka state inherited
+through fork) and reports one dict on a queue.
+
+Timestamps are time.monotonic(): CLOCK_MONOTONIC on Linux is one clock for the
+whole machine, so start/end times from different processes can be compared and
+the latency consumer can subtract a producer's send time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import struct
+import time
+from typing import Any, Callable
+
+CTX = mp.get_context("spawn")
+
+
+class LoadError(RuntimeError):
+    """A worker failed or did not report in time (the message carries its error)."""
+
+
+def run_workers(target: Callable | None, args_list: list[tuple], timeout: float) -> list[dict]:
+    """Start one process per args tuple; all wait on a shared barrier, then run.
+
+    ``target(barrier, queue, *args)`` must put exactly one dict on ``queue``. With
+    ``target=None`` each args tuple is ``(target, *args)`` (different kinds of worker
+    in one run, e.g. a latency producer and its consumer); results come in arrival order.
+    """
+    jobs = [(target, *a) if target is not None else a for a in args_list]
+    name = "+".join(sorted({j[0].__name__ for j in jobs}))
+    queue = CTX.Queue()
+    barrier = CTX.Barrier(len(jobs))
+    procs = [CTX.Process(target=_guard, args=(j[0], barrier, queue, *j[1:]), daemon=True) for j in jobs]
+    for p in procs:
+        p.start()
+    results: list[dict] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(results) < len(procs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LoadError(f"{name}: {len(results)}/{len(procs)} workers reported within {timeout:.0f}s")
+            try:
+                results.append(queue.get(timeout=min(left, 1.0)))
+            except Exception:  # queue.Empty
+                if not any(p.is_alive() for p in procs) and queue.empty():
+                    raise LoadError(f"{name}: workers exited, {len(results)}/{len(procs)} reported")
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    errors = [r["error"] for r in results if r.get("error")]
+    if errors:
+        raise LoadError(f"{name}: {errors[0]}")
+    return results
+
+
+def _guard(target, barrier, queue, *args):
+    try:
+        target(barrier, queue, *args)
+    except BaseException as e:  # report instead of dying silently
+        try:
+            barrier.abort()
+        except Exception:
+            pass
+        queue.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def _producer_conf(bootstrap: str, acks: str, linger_ms: int) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": linger_ms,
+        # Idempotence off in every case, so acks is the only difference between
+        # the acks=1 and acks=all runs (and the peer need not do producer ids).
+        "enable.idempotence": False,
+        "compression.type": "none",
+        "queue.buffering.max.kbytes": 256 * 1024,
+        "delivery.report.only.error": True,
+    }
+
+
+# -- produce throughput ---------------------------------------------------------------
+
+def produce_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, acks: str,
+                   seconds: float, linger_ms: int = 5, max_records: int = 0):
+    """Produce ``value_size``-byte values as fast as the client allows for ``seconds``
+    (or ``max_records``), then flush. Reports acked records over [first send, flush done]."""
+    from confluent_kafka import Producer
+
+    failed = [0, ""]
+
+    def on_delivery(err, msg):
+        if err is not None:
+            failed[0] += 1
+            failed[1] = failed[1] or str(err)
+
+    p = Producer({**_producer_conf(bootstrap, acks, linger_ms), "on_delivery": on_delivery})
+    value = os.urandom(value_size)
+    # Warm-up: metadata and connections to the leader(s) before the clock starts.
+    for _ in range(10):
+        p.produce(topic, value)
+    if p.flush(30) != 0:
+        raise LoadError("warm-up records not delivered within 30s")
+    failed[0] = 0
+    barrier.wait(60)
+    produce, poll = p.produce, p.poll
+    sent = 0
+    t0 = time.monotonic()
+    end = t0 + seconds
+    limit = max_records or (1 << 62)
+    while sent < limit:
+        try:
+            produce(topic, value)
+        except BufferError:
+            poll(0.001)
+            continue
+        sent += 1
+        if not sent & 1023:
+            poll(0)
+            if time.monotonic() >= end:
+                break
+    left = p.flush(120)
+    t1 = time.monotonic()
+    queue.put({"records": sent - left - failed[0], "bytes": (sent - left - failed[0]) * value_size,
+               "t0": t0, "t1": t1, "failed": failed[0] + left, "first_error": failed[1]})
+
+
+# -- fetch throughput ------------------------------------------------------------------
+
+def consume_worker(barrier, queue, bootstrap: str, topic: str, partitions: list[int], expected: int,
+                   timeout: float = 120.0):
+    """Read ``expected`` records from the beginning of ``partitions`` (no group: assign())."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{os.getpid()}-{time.time_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                  "queued.max.messages.kbytes": 256 * 1024})
+    c.list_topics(topic, timeout=30)  # connection + metadata before the clock starts
+    barrier.wait(60)
+    t0 = time.monotonic()
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got = nbytes = 0
+    deadline = t0 + timeout
+    while got < expected:
+        if time.monotonic() > deadline:
+            raise LoadError(f"consumer read {got}/{expected} records in {timeout:.0f}s")
+        for m in c.consume(num_messages=10000, timeout=1.0):
+            if m.error():
+                continue
+            got += 1
+            nbytes += len(m.value())
+    t1 = time.monotonic()
+    c.close()
+    queue.put({"records": got, "bytes": nbytes, "t0": t0, "t1": t1})
+
+
+def fill_topic(bootstrap: str, topic: str, value_size: int, records: int) -> None:
+    """Write ``records`` values (untimed) so fetch scenarios read data already there."""
+    run_workers(produce_worker, [(bootstrap, topic, value_size, "1", 3600.0, 5, records)], timeout=600)
+
+
+# -- end-to-end latency ------------------------------------------------------------------
+
+def latency_producer(barrier, queue, bootstrap: str, topic: str, value_size: int, rate: int,
+                     seconds: float):
+    """Send ``rate`` records/s for ``seconds``; each value starts with its send time (ns)."""
+    from confluent_kafka import Producer
+
+    p = Producer(_producer_conf(bootstrap, "1", 0))
+    p.produce(topic, struct.pack(">q", 0).ljust(value_size, b"x"))  # warm-up, timestamp 0 = ignored
+    p.flush(30)
+    barrier.wait(60)
+    time.sleep(1.0)  # the consumer is assigned and polling before the first timed record
+    pad = b"x" * (value_size - 8)
+    total = int(rate * seconds)
+    t0 = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - t0) * rate) + 1)
+        while sent < due:
+            p.produce(topic, struct.pack(">q", time.monotonic_ns()) + pad)
+            sent += 1
+        p.poll(0)
+        time.sleep(0.0005)
+    p.flush(60)
+    queue.put({"sent": sent, "seconds": time.monotonic() - t0})
+
+
+def latency_consumer(barrier, queue, bootstrap: str, topic: str, expected: int, timeout: float):
+    """Record receive time minus send time for every timed record."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-lat-{os.getpid()}",
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    barrier.wait(60)
+    lat: list[int] = []
+    deadline = time.monotonic() + timeout
+    while len(lat) < expected and time.monotonic() < deadline:
+        for m in c.consume(num_messages=1000, timeout=0.2):
+            now = time.monotonic_ns()
+            if m.error():
+                continue
+            (ts,) = struct.unpack_from(">q", m.value(), 0)
+            if ts:
+                lat.append(now - ts)
+    c.close()
+    queue.put({"latencies_ns": lat, "expected": expected})
+
+
+# -- many connections ------------------------------------------------------------------
+
+def hold_connections(host: str, port: int, count: int, ready, stop, out):
+    """Open ``count`` connections, each answering ApiVersions; every second each one sends
+    another ApiVersions, so they are live clients, not just open sockets. Runs until ``stop``."""
+    from tests.support.kafka_wire import _recv_exactly, api_versions_v0_request
+
+    socks = []
+    try:
+        for i in range(count):
+            s = socket.create_connection((host, port), timeout=30)
+            s.sendall(api_versions_v0_request(i))
+            (n,) = struct.unpack(">i", _recv_exactly(s, 4))
+            _recv_exactly(s, n)
+            socks.append(s)
+        ready.set()
+        rounds = 0
+        while not stop.wait(1.0):
+            for i, s in enumerate(socks):
+                s.sendall(api_versions_v0_request(i))
+            for s in socks:
+                (n,) = struct.unpack(">i", _recv_exactly(s, 4))
+                _recv_exactly(s, n)
+            rounds += 1
+        out.put({"open": len(socks), "rounds": rounds})
+    except BaseException as e:
+        out.put({"open": len(socks), "error": f"{type(e).__name__}: {e}"})
+        ready.set()
+    finally:
+        for s in socks:
+            s.close()
+
+
+def aggregate(results: list[dict[str, Any]]) -> dict:
+    """Total records/bytes over the union of the workers' intervals."""
+    t0 = min(r["t0"] for r in results)
+    t1 = max(r["t1"] for r in results)
+    records = sum(r["records"] for r in results)
+    nbytes = sum(r["bytes"] for r in results)
+    secs = max(t1 - t0, 1e-9)
+    return {"records": records, "bytes": nbytes, "seconds": secs, "mb_s": nbytes / secs / 1e6,
+            "rec_s": records / secs, "failed": sum(r.get("failed", 0) for r in results),
+            "first_error": next((r.get("first_error") for r in results if r.get("first_error")), "")}

@@ -1,0 +1,17 @@
+"""The benchmark scenarios, in the order ``python -m bench`` runs them.
+
+Each module has ``run(ctx) -> list[Row]`` and measures samsa and the peer with
+the same load generator (bench/load.py) in the same run.
+"""
+
+from . import fetch, java, latency, produce, scale
+
+SCENARIOS = {
+    "produce": produce.run,
+    "fetch": fetch.run,
+    "latency": latency.run,
+    "partitions": scale.run_partitions,
+    "connections": scale.run_connections,
+    "threads": scale.run_threads,
+    "java": java.run,
+}

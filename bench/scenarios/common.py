@@ -1,0 +1,77 @@
+"""What every scenario shares: the run context, one result row, "run this on both brokers"."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..brokers import BROKERS, peak_rss_bytes, running
+
+
+@dataclass
+class Row:
+    """One figure for samsa and the peer. ``limit`` names a machine limit (same unit)
+    the samsa figure is divided by; ``better`` says which direction is good."""
+
+    name: str
+    unit: str
+    samsa: float | None
+    tansu: float | None = None
+    limit: str | None = None
+    better: str = "higher"
+    detail: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Ctx:
+    quick: bool
+    work_root: Path
+    scale: float = 1.0           # multiplies durations and record counts (the smoke test shrinks them)
+    max_cases: int = 0           # >0: only the first N cases of each scenario
+    limits: dict = field(default_factory=dict)
+    peak_rss: dict = field(default_factory=dict)   # broker kind -> max VmHWM bytes seen
+    errors: list = field(default_factory=list)
+    log: Callable[[str], None] = print
+
+    def seconds(self, full: float, quick: float) -> float:
+        return max(0.3, (quick if self.quick else full) * self.scale)
+
+    def count(self, full: int, quick: int) -> int:
+        return max(100, int((quick if self.quick else full) * self.scale))
+
+    def pick(self, full: list, quick: list) -> list:
+        cases = quick if self.quick else full
+        return cases[: self.max_cases] if self.max_cases else cases
+
+
+def on_both(ctx: Ctx, label: str, fn: Callable, samsa_overrides: dict | None = None,
+            brokers=BROKERS) -> dict:
+    """``fn(broker)`` on a fresh samsa and a fresh peer; a failure becomes None plus an
+    error line (one broker lacking a feature must not sink the whole run)."""
+    out = {}
+    for kind in brokers:
+        try:
+            with running(kind, ctx.work_root, samsa_overrides if kind == "samsa" else None) as b:
+                try:
+                    out[kind] = fn(b)
+                finally:
+                    rss = peak_rss_bytes(b.pid)
+                    if rss:
+                        ctx.peak_rss[kind] = max(ctx.peak_rss.get(kind, 0), rss)
+        except Exception as e:
+            out[kind] = None
+            ctx.errors.append(f"{label} [{kind}]: {type(e).__name__}: {str(e)[:500]}")
+            ctx.log(f"  ! {label} [{kind}] failed: {type(e).__name__}: {str(e)[:300]}")
+            if ctx.log is print:
+                traceback.print_exc(limit=3)
+    return out
+
+
+def get(res: dict, kind: str, key: str):
+    r = res.get(kind)
+    return None if r is None else r.get(key)

@@ -1,0 +1,45 @@
+"""Produce throughput: librdkafka producers (linger.ms=5), 100 B and 1 KiB values,
+acks=1 and acks=all, one and four producer processes, one partition."""
+
+from __future__ import annotations
+
+from ..brokers import create_topic
+from ..load import aggregate, produce_worker, run_workers
+from .common import Ctx, Row, on_both
+
+# The summary's case comes first so --max-cases 1 (the smoke test) still measures it.
+FULL = [(1024, "1", 1), (1024, "1", 4), (1024, "all", 1), (1024, "all", 4),
+        (100, "1", 1), (100, "1", 4), (100, "all", 1), (100, "all", 4)]
+QUICK = [(1024, "1", 1), (1024, "1", 4), (1024, "all", 1), (100, "1", 1)]
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1024}KiB" if size % 1024 == 0 else f"{size}B"
+
+
+def case_name(size: int, acks: str, producers: int) -> str:
+    return f"produce {size_label(size)} acks={acks} producers={producers}"
+
+
+def measure(bootstrap: str, size: int, acks: str, producers: int, seconds: float, partitions: int = 1,
+            topic: str = "produce") -> dict:
+    create_topic(bootstrap, topic, partitions)
+    return aggregate(run_workers(produce_worker, [(bootstrap, topic, size, acks, seconds)] * producers,
+                                 timeout=seconds + 180))
+
+
+def row(name: str, res: dict, limit: str | None = "tcp_loopback_1MiB") -> Row:
+    s, t = res.get("samsa"), res.get("tansu")
+    return Row(name, "MB/s", s and s["mb_s"], t and t["mb_s"], limit=limit,
+               detail={"samsa": s, "tansu": t})
+
+
+def run(ctx: Ctx) -> list[Row]:
+    secs = ctx.seconds(4.0, 1.0)
+    rows = []
+    for size, acks, n in ctx.pick(FULL, QUICK):
+        name = case_name(size, acks, n)
+        ctx.log(f"- {name}")
+        res = on_both(ctx, name, lambda b: measure(b.bootstrap, size, acks, n, secs))
+        rows.append(row(name, res))
+    return rows
