@@ -293,3 +293,88 @@ def test_kafka_python_churn(gbroker):
 
 def test_aiokafka_churn(gbroker):
     _churn(gbroker.bootstrap, _aiokafka_member)
+
+
+# ------------------------------------------------------------------ static membership
+
+def test_static_member_restart_causes_no_rebalance(gbroker):
+    """KIP-345: a static member that comes back (new member id, same group.instance.id)
+    within its session timeout takes over its old assignment; the other member sees no
+    revoke/assign (a rebalance, eager or not, would revoke b's partitions first)."""
+    bootstrap = gbroker.bootstrap
+    topic, group = _name("static"), _name("g")
+    _create_topic(bootstrap, topic)
+    events = {"a": [], "b": []}
+
+    def consumer(name):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                      "group.instance.id": f"instance-{name}", "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 300, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic], on_assign=lambda _c, ps: events[name].append(
+            ("assign", sorted(p.partition for p in ps))),
+            on_revoke=lambda _c, ps: events[name].append(
+                ("revoke", sorted(p.partition for p in ps))))
+        return c
+
+    def assigned(c):
+        return sorted(p.partition for p in c.assignment())
+
+    def poll_until(consumers, cond, what):
+        end = time.monotonic() + DEADLINE_S
+        while not cond():
+            if time.monotonic() > end:
+                raise AssertionError(f"timed out waiting for {what}: {events}")
+            for c in consumers:
+                c.poll(0.05)
+
+    a, b = consumer("a"), consumer("b")
+    try:
+        poll_until([a, b], lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3,
+                   "a 3/3 split")
+        b_events, a_parts = list(events["b"]), assigned(a)
+        a.close()  # a static member does not send LeaveGroup on close
+        a = consumer("a")
+        poll_until([a, b], lambda: assigned(a) == a_parts, "a's old partitions back")
+        # give b a few heartbeats: a rebalance would reach it through them
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            b.poll(0.1)
+            a.poll(0.0)
+        assert events["b"] == b_events
+    finally:
+        a.close()
+        b.close()
+
+
+
+# ------------------------------------------------------------------ 0.8.2-era clients
+
+@pytest.mark.parametrize("api_version", [(0, 8, 1), (0, 8, 2)])
+def test_kafka_python_08_commit_and_fetch(gbroker, api_version):
+    """api_version=(0, 8, 2): GroupCoordinator v0 plus OffsetCommit/OffsetFetch v1 (the
+    Kafka-stored offsets of 0.8.2); (0, 8, 1): OffsetCommit/OffsetFetch v0 (ZooKeeper's
+    offsets in Kafka; the same offset store here)."""
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka import TopicPartition as KTP
+
+    bootstrap = gbroker.bootstrap
+    topic, group = _name("old"), _name("g")
+    _create_topic(bootstrap, topic, partitions=2)
+    _produce(bootstrap, topic, 10, partitions=2)
+    for round_ in range(2):
+        c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, api_version=api_version,
+                          enable_auto_commit=False, auto_offset_reset="earliest")
+        try:
+            tps = [KTP(topic, 0), KTP(topic, 1)]
+            c.assign(tps)
+            if round_ == 0:
+                assert c.committed(tps[0]) is None
+                c.commit({tps[0]: OffsetAndMetadata(3, "m0", -1),
+                          tps[1]: OffsetAndMetadata(5, "", -1)})
+            assert c.committed(tps[0]) == 3
+            assert c.committed(tps[1]) == 5
+            # the committed offset is where a fresh assignment resumes
+            assert c.position(tps[1]) == 5
+        finally:
+            c.close()
