@@ -208,14 +208,19 @@ def latency_consumer(barrier, queue, bootstrap: str, topic: str, expected: int, 
     barrier.wait(60)
     lat: list[int] = []
     deadline = time.monotonic() + timeout
+    # poll() hands over each record as soon as it arrives; consume(num_messages=N,
+    # timeout=T) would wait for N records or T, adding up to T to every latency.
+    poll, now_ns, unpack = c.poll, time.monotonic_ns, struct.unpack_from
     while len(lat) < expected and time.monotonic() < deadline:
-        for m in c.consume(num_messages=1000, timeout=0.2):
-            now = time.monotonic_ns()
-            if m.error():
-                continue
-            (ts,) = struct.unpack_from(">q", m.value(), 0)
-            if ts:
-                lat.append(now - ts)
+        m = poll(0.2)
+        if m is None:
+            continue
+        now = now_ns()
+        if m.error():
+            continue
+        (ts,) = unpack(">q", m.value(), 0)
+        if ts:
+            lat.append(now - ts)
     c.close()
     queue.put({"latencies_ns": lat, "expected": expected})
 
