@@ -8,8 +8,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from protocol.messages import (API_BY_KEY, ApiVersionsRequest, decode_response,
-                               encode_request)
+from protocol.messages import (API_BY_KEY, ApiVersionsRequest, RequestHeader,
+                               decode_response, encode_request)
 
 
 class ClientError(Exception):
@@ -47,10 +47,13 @@ class SimpleClient:
 
     def _call(self, api_key: int, version: int, request):
         self._correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self._correlation, self.client_id,
-                                         request))
+        header = RequestHeader(api_key, version, self._correlation, self.client_id)
+        self.sock.sendall(encode_request(header, request))
         (size,) = struct.unpack(">i", self._recv_exact(4))
-        return decode_response(api_key, version, self._recv_exact(size))
+        correlation_id, response = decode_response(self._recv_exact(size), api_key, version)
+        if correlation_id != self._correlation:
+            raise ClientError(f"answer for request {correlation_id}, expected {self._correlation}")
+        return response
 
     def version_for(self, api_key: int) -> int:
         if api_key not in self.versions:

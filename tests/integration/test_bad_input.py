@@ -17,7 +17,7 @@ from kafka.record import MemoryRecordsBuilder
 
 from protocol.errors import ErrorCode
 from protocol.messages import (CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
-                               ProduceRequest, decode_response, encode_request)
+                               ProduceRequest, RequestHeader, decode_response, encode_request)
 
 
 def _connect(broker):
@@ -50,8 +50,11 @@ def _closed_by_peer(sock) -> bool:
 
 def _roundtrip(broker, api_key, version, request, correlation_id=1):
     with _connect(broker) as s:
-        s.sendall(encode_request(api_key, version, correlation_id, "bad-input-test", request))
-        return decode_response(api_key, version, _recv_frame(s))
+        header = RequestHeader(api_key, version, correlation_id, "bad-input-test")
+        s.sendall(encode_request(header, request))
+        corr, response = decode_response(_recv_frame(s), api_key, version)
+        assert corr == correlation_id
+        return response
 
 
 def _still_serves(broker):
@@ -91,7 +94,7 @@ def test_unknown_api_key_closes_connection(broker):
 
 
 def test_truncated_request_closes_connection(broker):
-    frame = encode_request(3, 1, 5, "t", MetadataRequest(topics=[
+    frame = encode_request(RequestHeader(3, 1, 5, "t"), MetadataRequest(topics=[
         MetadataRequest.MetadataRequestTopic(name="some-topic")]))
     body = frame[4:-6]  # cut the body short, with a size prefix that matches the cut
     with _connect(broker) as s:
@@ -166,5 +169,5 @@ def test_unsupported_api_versions_version_answers_v0_with_error(broker):
         frame = _recv_frame(s)
     corr, err = struct.unpack_from(">ih", frame)
     assert corr == 11 and err == ErrorCode.UNSUPPORTED_VERSION
-    resp = decode_response(18, 0, frame)
+    _, resp = decode_response(frame, 18, 0)
     assert any(k.api_key == 0 for k in resp.api_keys)
