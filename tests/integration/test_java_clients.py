@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,20 +34,27 @@ STATIC_RETENTION_MS = "7200000"
 
 
 @pytest.fixture(scope="module")
-def module_broker(request):
-    """One samsa broker for the module; its log tail is printed if any test here failed."""
+def module_broker():
+    """One samsa broker for the module, stopped and its directory removed at the end."""
     work_dir = Path(tempfile.mkdtemp(prefix="samsa-java-clients-"))
     b = BrokerProcess(work_dir, overrides={"log.retention.ms": STATIC_RETENTION_MS})
-    failed_before = request.session.testsfailed
     try:
         yield b.start()
     finally:
         try:
             b.stop()
-            if request.session.testsfailed > failed_before:
-                print(f"\n--- samsa broker {b.bootstrap} log tail ({b.log_path}) ---\n{b.log_tail(80)}")
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _log_tail_on_failure(request, module_broker):
+    """Like the shared fixtures: a failed test shows the broker's last log lines."""
+    yield
+    reports = (getattr(request.node, f"_samsa_report_{when}", None) for when in ("setup", "call"))
+    if any(getattr(r, "failed", False) for r in reports):
+        print(f"\n--- samsa broker {module_broker.bootstrap} log tail ({module_broker.log_path}) ---\n"
+              f"{module_broker.log_tail(80)}", file=sys.stderr)
 
 
 def _lines_for(codec: str) -> list[str]:
