@@ -18,7 +18,14 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as ATP
+from aiokafka.errors import CommitFailedError as AioCommitFailedError
+from aiokafka.errors import KafkaError as AioKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, OffsetAndMetadata
+from kafka import TopicPartition as KTP
+from kafka.errors import CommitFailedError, KafkaError
 
 RECORDS = 100_000
 PARTITIONS = 6
@@ -127,7 +134,9 @@ def _confluent_member(bootstrap, group, topic, name, tracker, stop, slow, extra)
             recs = []
             for m in msgs:
                 if m.error():
-                    raise KafkaException(m.error())
+                    if m.error().fatal():
+                        raise KafkaException(m.error())
+                    continue  # e.g. the broker is restarting: librdkafka retries
                 recs.append((m.partition(), m.offset()))
             if not recs:
                 continue
@@ -146,10 +155,6 @@ def _confluent_member(bootstrap, group, topic, name, tracker, stop, slow, extra)
 
 
 def _kafka_python_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
-    from kafka import KafkaConsumer, OffsetAndMetadata
-    from kafka import TopicPartition as KTP
-    from kafka.errors import CommitFailedError, KafkaError
-
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
                       auto_offset_reset="earliest", enable_auto_commit=False,
                       session_timeout_ms=6000, heartbeat_interval_ms=500,
@@ -175,10 +180,6 @@ def _kafka_python_member(bootstrap, group, topic, name, tracker, stop, slow, ext
 
 
 def _aiokafka_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as ATP
-    from aiokafka.errors import CommitFailedError, KafkaError
-
     async def run():
         c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=name,
                              auto_offset_reset="earliest", enable_auto_commit=False,
@@ -196,7 +197,7 @@ def _aiokafka_member(bootstrap, group, topic, name, tracker, stop, slow, extra):
                 try:
                     await c.commit({ATP(topic, p): o for p, o in offsets.items()})
                     tracker.commit_ok(offsets)
-                except (CommitFailedError, KafkaError) as e:
+                except (AioCommitFailedError, AioKafkaError) as e:
                     tracker.commit_failed(name, e)
                 if slow.is_set():
                     await asyncio.sleep(0.05)
@@ -295,6 +296,39 @@ def test_aiokafka_churn(gbroker):
     _churn(gbroker.bootstrap, _aiokafka_member)
 
 
+def test_members_carry_on_across_a_broker_restart(gbroker):
+    """The coordinator reloads groups (members, generation, assignment) and offsets from
+    __consumer_offsets: members that keep heartbeating resume, and nothing committed
+    before the restart is processed again."""
+    bootstrap = gbroker.bootstrap
+    topic, group = _name("restart"), _name("g")
+    total = 30_000
+    _create_topic(bootstrap, topic)
+    _produce(bootstrap, topic, total)
+    tracker = Tracker(total)
+    slow = threading.Event()
+    slow.set()
+    members = [Member(_confluent_member, bootstrap, group, topic, n, tracker, slow, {})
+               for n in ("a", "b")]
+    try:
+        _wait(lambda: len(tracker.by_member) == 2, "both members consuming")
+        gbroker.restart()
+        before = tracker.count
+        _wait(lambda: tracker.count > before, "consumption after the restart")
+        slow.clear()
+        _wait(tracker.done.is_set, "all records")
+        for m in members:
+            m.leave()
+    finally:
+        for m in members:
+            m.stop.set()
+            m.thread.join(30)
+    assert tracker.by_member.keys() == {"a", "b"}
+    assert not tracker.violations, tracker.violations[:10]
+    assert len(tracker.seen) == total
+    assert tracker.committed == {p: total // PARTITIONS for p in range(PARTITIONS)}
+
+
 # ------------------------------------------------------------------ static membership
 
 def test_static_member_restart_causes_no_rebalance(gbroker):
@@ -355,9 +389,6 @@ def test_kafka_python_08_commit_and_fetch(gbroker, api_version):
     """api_version=(0, 8, 2): GroupCoordinator v0 plus OffsetCommit/OffsetFetch v1 (the
     Kafka-stored offsets of 0.8.2); (0, 8, 1): OffsetCommit/OffsetFetch v0 (ZooKeeper's
     offsets in Kafka; the same offset store here)."""
-    from kafka import KafkaConsumer, OffsetAndMetadata
-    from kafka import TopicPartition as KTP
-
     bootstrap = gbroker.bootstrap
     topic, group = _name("old"), _name("g")
     _create_topic(bootstrap, topic, partitions=2)
