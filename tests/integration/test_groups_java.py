@@ -197,3 +197,36 @@ def test_consumer_groups_tool_list_describe_reset_delete(broker_factory, java_to
 
     java_tools.consumer_groups(b, "--delete", "--group", group).check()
     assert group not in java_tools.consumer_groups(b, "--list").check().lines
+
+
+def test_crashed_console_consumer_is_expired_after_its_session_timeout(broker_factory,
+                                                                        java_tools):
+    """A member that dies without LeaveGroup (SIGKILL) is evicted when its session
+    timeout passes; the survivor then owns every partition and reads all of them."""
+    broker = broker_factory(OVERRIDES)
+    b = broker.bootstrap
+    topic, group = _name("crash"), _name("console")
+    _create_topic(b, topic, 6)
+
+    def consumer(max_messages):
+        return java_tools.popen("ConsoleConsumer", "--bootstrap-server", b, "--topic", topic,
+                                "--group", group, "--from-beginning", "--property",
+                                "print.partition=true", "--max-messages", max_messages, *SESSION)
+
+    survivor, victim = consumer(60), consumer(60)
+    try:
+        _wait_assignment(b, group, lambda a: len(a) == 2 and all(
+            len(ps) == 3 for ps in a.values()), "a 3/3 split")
+        victim.kill()
+        victim.communicate()
+        _wait_assignment(b, group, lambda a: len(a) == 1 and list(a.values())[0] == set(range(6)),
+                         "the survivor to own all 6 partitions")
+        records = _phase("after", 6, 10)
+        _produce(b, topic, records)
+        got = _parse(_finish(survivor, "surviving consumer"))
+        assert sorted(v for _, v in got) == sorted(v for vs in records.values() for v in vs)
+    finally:
+        for p in (survivor, victim):
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
