@@ -9,6 +9,7 @@ from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
 
 from .client import ClientError, SimpleClient
+from .metadata import kafka_id
 
 
 def _error(code: int, message: str | None = None) -> str:
@@ -67,7 +68,7 @@ def _describe(client, args) -> int:
                                                            configuration_keys=None)]))
         overrides = ",".join(f"{c.name}={c.value}" for c in configs.results[0].configs
                              if c.config_source == 1)
-        print(f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+        print(f"Topic: {t.name}\tTopicId: {kafka_id(t.topic_id)}\tPartitionCount: {len(t.partitions)}\t"
               f"ReplicationFactor: 1\tConfigs: {overrides}")
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
             replicas = ",".join(map(str, p.replica_nodes))

@@ -1,6 +1,6 @@
 from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
-                    UnknownTopicError, new_cluster_id)
+                    UnknownTopicError, kafka_id, new_cluster_id)
 from .embedded import EmbeddedMetadataStore
 
 __all__ = ["BrokerEndpoint", "MetadataStore", "TopicExistsError", "TopicMeta",
-           "UnknownTopicError", "new_cluster_id", "EmbeddedMetadataStore"]
+           "UnknownTopicError", "kafka_id", "new_cluster_id", "EmbeddedMetadataStore"]

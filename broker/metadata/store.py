@@ -37,9 +37,13 @@ class UnknownTopicError(Exception):
     pass
 
 
+def kafka_id(value: uuid.UUID) -> str:
+    """How Kafka prints cluster and topic ids: 22-char unpadded base64url."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 def new_cluster_id() -> str:
-    """Kafka's cluster ids are a random UUID in 22-char unpadded base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return kafka_id(uuid.uuid4())
 
 
 class MetadataStore(abc.ABC):
