@@ -8,6 +8,7 @@ should not carry one scenario's segments into the next.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -33,6 +34,19 @@ def peak_rss_bytes(pid: int | None) -> int | None:
     except OSError:
         return None
     return None
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User+system CPU time of a live process, all its threads (/proc/<pid>/stat)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # after "pid (comm)": state is field 3, utime/stime are fields 14/15 (1-based)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager

@@ -58,19 +58,32 @@ def _ratio(a, b):
     return a / b
 
 
+def _cpu(r: Row) -> str:
+    """Broker CPU during the timed window, samsa/tansu, in % of one core."""
+    vals = []
+    for kind in ("samsa", "tansu"):
+        d = r.detail.get(kind) if isinstance(r.detail, dict) else None
+        v = d.get("broker_cpu_pct") if isinstance(d, dict) else None
+        vals.append("-" if v is None else f"{v:.0f}")
+    return "" if vals == ["-", "-"] else "/".join(vals)
+
+
 def render(rows: list[Row], limits: dict) -> str:
     lines = ["machine limits (MB/s, measured in this run):"]
     for k, v in limits.items():
         lines.append(f"  {LIMIT_LABELS.get(k, k):<42} {_fmt(v):>10}")
-    head = ("figure", "unit", "samsa", "tansu", "samsa/tansu", "limit", "samsa/limit")
+    head = ("figure", "unit", "samsa", "tansu", "samsa/tansu", "limit", "samsa/limit", "cpu% s/t")
     table = [head]
     for r in rows:
         lim = limits.get(r.limit) if r.limit else None
         table.append((r.name + ("  (lower is better)" if r.better == "lower" else ""), r.unit,
                       _fmt(r.samsa), _fmt(r.tansu), _fmt(_ratio(r.samsa, r.tansu), 2),
-                      f"{_fmt(lim)} ({r.limit})" if lim else "-", _fmt(_ratio(r.samsa, lim), 3)))
+                      f"{_fmt(lim)} ({r.limit})" if lim else "-", _fmt(_ratio(r.samsa, lim), 3),
+                      _cpu(r)))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     lines.append("")
+    lines.append("cpu% s/t: CPU of the broker process while the load ran, samsa/tansu, 100 = one core "
+                 "(far below 100 per busy thread: the load generator was the bottleneck)")
     for n, row in enumerate(table):
         lines.append("  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]) for i, c in enumerate(row)))
         if n == 0:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..brokers import BROKERS, peak_rss_bytes, running
+from ..brokers import BROKERS, cpu_seconds, peak_rss_bytes, running
 
 
 @dataclass
@@ -70,6 +70,20 @@ def on_both(ctx: Ctx, label: str, fn: Callable, samsa_overrides: dict | None = N
             if ctx.log is print:
                 traceback.print_exc(limit=3)
     return out
+
+
+def with_cpu(broker, fn: Callable[[], dict]) -> dict:
+    """``fn()`` (a dict with the timed window's ``seconds``) plus the broker's CPU use:
+    ``broker_cpu_pct`` = CPU seconds of the broker process over the call / timed seconds
+    (100 = one core busy). It tells whether the broker or the load generator was the
+    bottleneck: a broker far below 100% per busy thread was waiting for its clients."""
+    c0 = cpu_seconds(broker.pid)
+    r = fn()
+    c1 = cpu_seconds(broker.pid)
+    if c0 is not None and c1 is not None and r.get("seconds"):
+        r["broker_cpu_s"] = c1 - c0
+        r["broker_cpu_pct"] = 100.0 * (c1 - c0) / r["seconds"]
+    return r
 
 
 def get(res: dict, kind: str, key: str):

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..load import aggregate, consume_worker, fill_topic, run_workers
-from .common import Ctx, Row, on_both
+from .common import Ctx, Row, on_both, with_cpu
 
 SIZE = 1024
 
 
-def measure(bootstrap: str, records: int, consumers_list: list[int]) -> dict:
+def measure(broker, records: int, consumers_list: list[int]) -> dict:
+    bootstrap = broker.bootstrap
     create_topic(bootstrap, "fetch", 1)
     fill_topic(bootstrap, "fetch", SIZE, records)
     out = {}
     for n in consumers_list:
-        out[n] = aggregate(run_workers(consume_worker, [(bootstrap, "fetch", [0], records)] * n, timeout=600))
+        out[n] = with_cpu(broker, lambda: aggregate(run_workers(
+            consume_worker, [(bootstrap, "fetch", [0], records)] * n, timeout=600)))
     return out
 
 
@@ -24,7 +26,7 @@ def run(ctx: Ctx) -> list[Row]:
     records = ctx.count(200_000, 20_000)
     consumers_list = ctx.pick([1, 4], [1, 4])
     ctx.log(f"- fetch {records} x 1KiB, consumers {consumers_list}")
-    res = on_both(ctx, "fetch", lambda b: measure(b.bootstrap, records, consumers_list))
+    res = on_both(ctx, "fetch", lambda b: measure(b, records, consumers_list))
     rows = []
     for n in consumers_list:
         s = res.get("samsa") and res["samsa"][n]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..java_perf import java_produce
-from .common import Ctx, Row, on_both
+from .common import Ctx, Row, on_both, with_cpu
 from .produce import row
 
 
@@ -16,5 +16,5 @@ def run(ctx: Ctx) -> list[Row]:
 
     def fn(b):
         create_topic(b.bootstrap, "java", 1)
-        return java_produce(b.bootstrap, "java", 1024, "1", secs)
+        return with_cpu(b, lambda: java_produce(b.bootstrap, "java", 1024, "1", secs))
     return [row(name, on_both(ctx, name, fn))]

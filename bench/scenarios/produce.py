@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..load import aggregate, produce_worker, run_workers
-from .common import Ctx, Row, on_both
+from .common import Ctx, Row, on_both, with_cpu
 
 # The summary's case comes first so --max-cases 1 (the smoke test) still measures it.
 FULL = [(1024, "1", 1), (1024, "1", 4), (1024, "all", 1), (1024, "all", 4),
@@ -21,11 +21,12 @@ def case_name(size: int, acks: str, producers: int) -> str:
     return f"produce {size_label(size)} acks={acks} producers={producers}"
 
 
-def measure(bootstrap: str, size: int, acks: str, producers: int, seconds: float, partitions: int = 1,
+def measure(broker, size: int, acks: str, producers: int, seconds: float, partitions: int = 1,
             topic: str = "produce") -> dict:
+    bootstrap = broker.bootstrap
     create_topic(bootstrap, topic, partitions)
-    return aggregate(run_workers(produce_worker, [(bootstrap, topic, size, acks, seconds)] * producers,
-                                 timeout=seconds + 180))
+    return with_cpu(broker, lambda: aggregate(run_workers(
+        produce_worker, [(bootstrap, topic, size, acks, seconds)] * producers, timeout=seconds + 180)))
 
 
 def row(name: str, res: dict, limit: str | None = "tcp_loopback_1MiB") -> Row:
@@ -40,6 +41,6 @@ def run(ctx: Ctx) -> list[Row]:
     for size, acks, n in ctx.pick(FULL, QUICK):
         name = case_name(size, acks, n)
         ctx.log(f"- {name}")
-        res = on_both(ctx, name, lambda b: measure(b.bootstrap, size, acks, n, secs))
+        res = on_both(ctx, name, lambda b: measure(b, size, acks, n, secs))
         rows.append(row(name, res))
     return rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..load import CTX, aggregate, hold_connections, produce_worker, run_workers
-from .common import Ctx, Row, on_both
+from .common import Ctx, Row, on_both, with_cpu
 from .produce import measure, row
 
 SIZE = 1024
@@ -24,13 +24,14 @@ def run_partitions(ctx: Ctx) -> list[Row]:
     for parts in ctx.pick([1, 100, 1000], [1, 100]):
         name = f"produce 1KiB acks=1 partitions={parts}"
         ctx.log(f"- {name}")
-        res = on_both(ctx, name, lambda b: measure(b.bootstrap, SIZE, "1", 1, secs, partitions=parts,
+        res = on_both(ctx, name, lambda b: measure(b, SIZE, "1", 1, secs, partitions=parts,
                                                    topic="parts"))
         rows.append(row(name, res))
     return rows
 
 
-def _with_connections(bootstrap: str, host: str, port: int, count: int, secs: float) -> dict:
+def _with_connections(broker, count: int, secs: float) -> dict:
+    bootstrap, host, port = broker.bootstrap, broker.host, broker.port
     ready, stop, out = CTX.Event(), CTX.Event(), CTX.Queue()
     holder = CTX.Process(target=hold_connections, args=(host, port, count, ready, stop, out), daemon=True)
     holder.start()
@@ -38,7 +39,8 @@ def _with_connections(bootstrap: str, host: str, port: int, count: int, secs: fl
         if not ready.wait(120):
             raise RuntimeError(f"{count} connections not open within 120s")
         create_topic(bootstrap, "conns", 1)
-        res = aggregate(run_workers(produce_worker, [(bootstrap, "conns", SIZE, "1", secs)], timeout=secs + 180))
+        res = with_cpu(broker, lambda: aggregate(run_workers(
+            produce_worker, [(bootstrap, "conns", SIZE, "1", secs)], timeout=secs + 180)))
     finally:
         stop.set()
         holder.join(30)
@@ -59,7 +61,7 @@ def run_connections(ctx: Ctx) -> list[Row]:
     for count in ctx.pick([10, 1000], [10, 1000]):
         name = f"produce 1KiB acks=1 with {count} other connections"
         ctx.log(f"- {name}")
-        res = on_both(ctx, name, lambda b: _with_connections(b.bootstrap, b.host, b.port, count, secs))
+        res = on_both(ctx, name, lambda b: _with_connections(b, count, secs))
         rows.append(row(name, res))
     return rows
 
@@ -70,7 +72,7 @@ def run_threads(ctx: Ctx) -> list[Row]:
     for threads in ctx.pick([1, 2, 4], [1, 2, 4]):
         name = f"samsa produce 1KiB acks=1 producers=4 num.network.threads={threads}"
         ctx.log(f"- {name}")
-        res = on_both(ctx, name, lambda b: measure(b.bootstrap, SIZE, "1", 4, secs),
+        res = on_both(ctx, name, lambda b: measure(b, SIZE, "1", 4, secs),
                       samsa_overrides={"num.network.threads": threads}, brokers=("samsa",))
         rows.append(row(name, res))
     return rows
