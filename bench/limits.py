@@ -119,13 +119,17 @@ def write_fsync(work_dir: Path, total_mib: int, fsync_every_mib: int = 0) -> flo
 
 def measure_all(work_dir: Path, quick: bool) -> dict[str, float]:
     """Every limit, named like the result keys the report uses (MB/s)."""
-    secs = 0.7 if quick else 2.0
+    # A limit is what the machine *can* do, so the best of a few tries (the VM's
+    # neighbours and the page cache's writeback make single tries noisy).
+    secs = 0.7 if quick else 1.5
+    tries = 1 if quick else 3
     out = {}
     for chunk, name in ((100, "100B"), (1024, "1KiB"), (MiB, "1MiB")):
-        out[f"tcp_loopback_{name}"] = tcp_loopback(chunk, secs)
-    out["sendfile_loopback"] = sendfile_loopback(work_dir, secs, 64 if quick else 256)
-    out["write_fsync_end"] = write_fsync(work_dir, 64 if quick else 512)
-    out["write_fsync_per_mib"] = write_fsync(work_dir, 32 if quick else 128, fsync_every_mib=1)
+        out[f"tcp_loopback_{name}"] = max(tcp_loopback(chunk, secs) for _ in range(tries))
+    out["sendfile_loopback"] = max(sendfile_loopback(work_dir, secs, 64 if quick else 256) for _ in range(tries))
+    out["write_fsync_end"] = max(write_fsync(work_dir, 64 if quick else 256) for _ in range(tries))
+    out["write_fsync_per_mib"] = max(write_fsync(work_dir, 32 if quick else 128, fsync_every_mib=1)
+                                     for _ in range(tries))
     return out
 
 
