@@ -327,3 +327,34 @@ def test_describe_unknown_group(wbroker, version):
     g = resp.groups[0]
     assert g.group_state == "Dead"
     assert g.error_code == (E.GROUP_ID_NOT_FOUND if version >= 6 else 0)
+
+
+def test_offsets_topic_is_compacted_and_keeps_its_partition_count(broker_factory):
+    """__consumer_offsets is created at start-up (compacted, offsets.topic.num.partitions);
+    a restart with another partition count keeps the existing topic, because a group's
+    partition is hash(group) % count: changing it would lose every commit."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    b = broker_factory({"offsets.topic.num.partitions": "4"})
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    meta = admin.list_topics(timeout=30)
+    assert len(meta.topics["__consumer_offsets"].partitions) == 4
+    res = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+    configs = admin.describe_configs([res])[res].result(timeout=30)
+    assert configs["cleanup.policy"].value == "compact"
+
+    groups = [_gid() for _ in range(8)]  # spread over the partitions
+    with Client(b) as c:
+        for i, g in enumerate(groups):
+            c.call(8, 2, _commit_request(2, g, [("__consumer_offsets", 0, 100 + i)]))
+    b.stop()
+    b.argv = ["offsets.topic.num.partitions=7" if a == "offsets.topic.num.partitions=4" else a
+              for a in b.argv]
+    assert "offsets.topic.num.partitions=7" in b.argv
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    assert len(admin.list_topics(timeout=30).topics["__consumer_offsets"].partitions) == 4
+    with Client(b) as c:
+        for i, g in enumerate(groups):
+            got = _fetched(c.call(9, 2, _fetch_request(2, g, None)), 2)
+            assert got == {("__consumer_offsets", 0): (100 + i, f"m{100 + i}", 0)}
