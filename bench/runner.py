@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [{**r.as_dict(), "samsa_vs_peer": _ratio(r.samsa, r.tansu),
                   "samsa_vs_limit": _ratio(r.samsa, ctx.limits.get(r.limit)) if r.limit else None}
                  for r in rows],
+        "peak_rss_bytes_by_case": ctx.rss_by_case,
         "errors": ctx.errors,
     }
     out.write_text(json.dumps(doc, indent=1, default=str))

@@ -35,6 +35,7 @@ class Ctx:
     max_cases: int = 0           # >0: only the first N cases of each scenario
     limits: dict = field(default_factory=dict)
     peak_rss: dict = field(default_factory=dict)   # broker kind -> max VmHWM bytes seen
+    rss_by_case: dict = field(default_factory=dict)  # case label -> {kind: VmHWM bytes}
     errors: list = field(default_factory=list)
     log: Callable[[str], None] = print
 
@@ -63,6 +64,7 @@ def on_both(ctx: Ctx, label: str, fn: Callable, samsa_overrides: dict | None = N
                     rss = peak_rss_bytes(b.pid)
                     if rss:
                         ctx.peak_rss[kind] = max(ctx.peak_rss.get(kind, 0), rss)
+                        ctx.rss_by_case.setdefault(label, {})[kind] = rss
         except Exception as e:
             out[kind] = None
             ctx.errors.append(f"{label} [{kind}]: {type(e).__name__}: {str(e)[:500]}")
