@@ -30,10 +30,6 @@ TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
 _pack_offset = OFFSET_ENTRY.pack
 
 
-class IndexCorruptError(Exception):
-    """The index file cannot be trusted (odd length, entries below the base offset)."""
-
-
 class _SparseIndex:
     """Shared machinery: in-memory sorted keys/values plus a file mirror."""
 
@@ -127,27 +123,6 @@ class _SparseIndex:
     def make_readonly(self) -> None:
         """Trim and drop the file handle: a rolled segment's index never changes again."""
         self.close(trim=True)
-
-    def reset(self) -> None:
-        """Forget every entry (before a rebuild)."""
-        del self.keys[:]
-        del self.values[:]
-        del self._pending[:]
-        self._pending_at = 0
-        self.corrupt = False
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            self.preallocate()
-
-    def truncate_to_entries(self, n: int) -> None:
-        self.write_pending()
-        self._pending_at = n * self.entry_size
-        del self.keys[n:]
-        del self.values[n:]
-        if self._fd is not None:
-            # zero the dropped entries on disk so a later load cannot see them
-            os.ftruncate(self._fd, n * self.entry_size)
-            self.preallocate()
 
     def _write_entry(self, packed: bytes) -> None:
         if self._fd is not None:

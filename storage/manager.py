@@ -220,12 +220,18 @@ class LogManager:
                 log.warning("ignoring duplicate partition directory %s (already loaded from %s)",
                             path, self._log_dir_of[key])
                 continue
-            lg = Log(path, topic, partition, self._config_for(topic),
-                     topic_id=read_partition_metadata(path),
-                     recovery_point=recovery.get(key, 0),
-                     log_start_offset=starts.get(key),
-                     clean_shutdown=clean,
-                     scheduler=self._schedule, flush_requester=self._request_flush)
+            try:
+                lg = Log(path, topic, partition, self._config_for(topic),
+                         topic_id=read_partition_metadata(path),
+                         recovery_point=recovery.get(key, 0),
+                         log_start_offset=starts.get(key),
+                         clean_shutdown=clean,
+                         scheduler=self._schedule, flush_requester=self._request_flush)
+            except (OSError, StorageError) as exc:
+                # one unreadable partition must not keep the others offline; its
+                # files stay untouched for an operator to look at
+                log.error("cannot open partition directory %s, leaving it offline: %s", path, exc)
+                continue
             self._logs[key] = lg
             self._log_dir_of[key] = d
 
