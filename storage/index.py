@@ -4,8 +4,8 @@
 ``.timeindex`` 12-byte entries: timestamp i64, relative offset u32
 
 Kafka memory-maps these files; samsa keeps the entries in two in-memory arrays
-(absolute keys and values) and mirrors every new entry to the file with
-``os.pwrite``. Why not mmap: a rolled segment's index is trimmed (file shrunk)
+(absolute keys and values) and mirrors new entries to the file with
+``os.pwrite`` in 4 KiB blocks and on roll/close. Why not mmap: a rolled segment's index is trimmed (file shrunk)
 while reader threads may be searching it, and shrinking a mapping under a reader
 is exactly the kind of race this design avoids. Appends to an ``array`` are
 atomic under the GIL and readers only look at the first ``len()`` entries they
