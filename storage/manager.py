@@ -197,7 +197,8 @@ class LogManager:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
         recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
         starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
-        if not clean:
+        if not clean and any(e.is_dir() for e in os.scandir(d)):
+            # (A brand-new dir has nothing to recover: say nothing about it.)
             log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
