@@ -11,6 +11,14 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 LEADER_EPOCH = 0  # a single broker leads every partition for the partition's whole life
 
 
+def _epoch_error(current_leader_epoch: int) -> ErrorCode:
+    """Kafka's check of the leader epoch a client believes in (-1: it does not say)."""
+    if current_leader_epoch in (-1, LEADER_EPOCH):
+        return ErrorCode.NONE
+    return (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH
+            else ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
 def _lookup(broker, topic, partition):
     meta = broker.topics.get(topic)
     return broker.topics.log(topic, partition) if meta is not None else None
@@ -46,15 +54,9 @@ async def handle_list_offsets(ctx, req):
         parts = []
         for p in t.partitions:
             log = _lookup(broker, t.name, p.partition_index)
-            if log is None:
-                parts.append(R.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, old_style_offsets=[],
-                    timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            if p.current_leader_epoch not in (-1, LEADER_EPOCH):
-                code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < LEADER_EPOCH
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None
+                    else _epoch_error(p.current_leader_epoch))
+            if code:
                 parts.append(R.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, old_style_offsets=[],
                     timestamp=-1, offset=-1, leader_epoch=-1))
@@ -83,14 +85,9 @@ async def handle_offset_for_leader_epoch(ctx, req):
         parts = []
         for p in t.partitions:
             log = _lookup(broker, t.topic, p.partition)
-            if log is None:
-                parts.append(R.EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                              partition=p.partition, leader_epoch=-1,
-                                              end_offset=-1))
-                continue
-            if p.current_leader_epoch not in (-1, LEADER_EPOCH):
-                code = (ErrorCode.FENCED_LEADER_EPOCH if p.current_leader_epoch < LEADER_EPOCH
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None
+                    else _epoch_error(p.current_leader_epoch))
+            if code:
                 parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
                                               leader_epoch=-1, end_offset=-1))
                 continue
