@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..load import aggregate, consume_worker, fill_topic, run_workers
-from .common import Ctx, Row, on_both, with_cpu
+from .common import Ctx, Row, on_both_median, with_cpu
 
 SIZE = 1024
 
@@ -23,10 +23,12 @@ def measure(broker, records: int, consumers_list: list[int]) -> dict:
 
 
 def run(ctx: Ctx) -> list[Row]:
-    records = ctx.count(200_000, 20_000)
+    records = ctx.count(150_000, 20_000)
     consumers_list = ctx.pick([1, 4], [1, 4])
-    ctx.log(f"- fetch {records} x 1KiB, consumers {consumers_list}")
-    res = on_both(ctx, "fetch", lambda b: measure(b, records, consumers_list))
+    reps = ctx.repeats
+    ctx.log(f"- fetch {records} x 1KiB, consumers {consumers_list}" + (f" (median of {reps})" if reps > 1 else ""))
+    res = on_both_median(ctx, "fetch", lambda b: measure(b, records, consumers_list),
+                         key=lambda r: r[consumers_list[0]]["mb_s"], repeats=reps)
     rows = []
     for n in consumers_list:
         s = res.get("samsa") and res["samsa"][n]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..brokers import create_topic
 from ..load import aggregate, produce_worker, run_workers
-from .common import Ctx, Row, on_both, with_cpu
+from .common import Ctx, Row, on_both_median, with_cpu
 
 # The summary's case comes first so --max-cases 1 (the smoke test) still measures it.
 FULL = [(1024, "1", 1), (1024, "1", 4), (1024, "all", 1), (1024, "all", 4),
@@ -38,9 +38,12 @@ def row(name: str, res: dict, limit: str | None = "tcp_loopback_1MiB") -> Row:
 def run(ctx: Ctx) -> list[Row]:
     secs = ctx.seconds(4.0, 1.0)
     rows = []
-    for size, acks, n in ctx.pick(FULL, QUICK):
+    for i, (size, acks, n) in enumerate(ctx.pick(FULL, QUICK)):
         name = case_name(size, acks, n)
-        ctx.log(f"- {name}")
-        res = on_both(ctx, name, lambda b: measure(b, size, acks, n, secs))
+        # The first case is the summary's: median of several alternating runs.
+        reps = ctx.repeats if i == 0 else 1
+        ctx.log(f"- {name}" + (f" (median of {reps})" if reps > 1 else ""))
+        res = on_both_median(ctx, name, lambda b: measure(b, size, acks, n, secs),
+                             key=lambda r: r["mb_s"], repeats=reps)
         rows.append(row(name, res))
     return rows
