@@ -36,8 +36,7 @@ def _list_offset(log, timestamp):
         found = log.max_timestamp_and_offset()
         if found is None:
             return -1, -1
-        ts, off = found
-        return off, ts
+        return found  # (offset, timestamp)
     found = log.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
@@ -91,7 +90,13 @@ async def handle_offset_for_leader_epoch(ctx, req):
                 parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
                                               leader_epoch=-1, end_offset=-1))
                 continue
-            epoch, end = log.end_offset_for_epoch(p.leader_epoch)
+            if p.leader_epoch == LEADER_EPOCH:
+                # The current epoch began at this broker's first day as leader and
+                # has not ended: it ends at the log end offset, as in Kafka, even
+                # while the log is empty.
+                epoch, end = LEADER_EPOCH, log.log_end_offset
+            else:
+                epoch, end = log.end_offset_for_epoch(p.leader_epoch)
             parts.append(R.EpochEndOffset(error_code=0, partition=p.partition,
                                           leader_epoch=epoch, end_offset=end))
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
