@@ -105,6 +105,7 @@ class Broker:
                                             GroupCoordinatorConfig.from_broker_config(self.cfg))
         await self.coordinator.start()
         services.groups = CoordinatorBridge(self.coordinator)
+        services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
 
     async def _expire_offsets_loop(self) -> None:
