@@ -36,6 +36,7 @@ from typing import Callable, NamedTuple
 
 from protocol.errors import ProtocolError
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
+                              decode_batch,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
@@ -283,6 +284,8 @@ class Log:
         if not batches:
             raise InvalidRecordError("append of an empty record set")
         cfg = self.config
+        if cfg.compact:
+            _check_keys(payload, batches)
         max_msg = cfg.max_message_bytes
         headers = []
         has_pid = False
@@ -410,6 +413,8 @@ class Log:
         reads finish), rename the swap file to the segment name, index it.
         """
         with self._lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
             segs = list(self._segs[0])
             if not old:
                 raise ValueError("no segments to replace")
@@ -666,6 +671,22 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
+
+
+def _check_keys(payload, batches) -> None:
+    """Compacted topics keep the latest record per key, so a record without one
+    has no place there: Kafka's LogValidator rejects it (INVALID_RECORD). Needs the
+    records decoded (decompressed), which only compacted topics pay for."""
+    for b in batches:
+        if b.header.is_control:
+            continue
+        try:
+            records = decode_batch(payload, b.position, header=b.header)[1]
+        except ProtocolError as exc:
+            raise CorruptRecordError(str(exc)) from exc
+        for r in records:
+            if r.key is None:
+                raise InvalidRecordError("Compacted topic cannot accept message without key")
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:

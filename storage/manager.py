@@ -13,10 +13,13 @@ Background threads (daemons, stopped by ``shutdown``):
   renamed ``<topic>-<p>.<uuid-hex>-delete``, both removed after
   ``file.delete.delay.ms`` so in-flight reads of them stay valid);
 - flusher: fsyncs logs on request (``flush.messages`` reached, segment rolled,
-  ``flush.ms`` elapsed), so appends never wait for the disk.
+  ``flush.ms`` elapsed), so appends never wait for the disk;
+- log cleaner (storage/cleaner.py): compacts ``cleanup.policy=compact`` logs
+  every ``log_cleaner_backoff_ms`` (log.cleaner.backoff.ms); its own thread,
+  because a pass can take long and must not delay the scheduler's tasks.
 
-Per log dir it keeps Kafka's ``meta.properties``, ``recovery-point-offset-checkpoint``
-and ``log-start-offset-checkpoint``; per partition ``partition.metadata``.
+Per log dir it keeps Kafka's ``meta.properties``, ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` and ``cleaner-offset-checkpoint``; per partition ``partition.metadata``.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPO
                                  fsync_dir, read_offset_checkpoint, read_partition_metadata,
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
+from storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
 from storage.errors import StorageError
 from storage.log import Log, parse_partition_dir
 
@@ -137,7 +141,9 @@ class LogManager:
     def __init__(self, log_dirs, default_config, broker_id: int, cluster_id: str,
                  retention_check_interval_ms: int = 300000, *,
                  checkpoint_interval_ms: int = 60000, flush_check_interval_ms: int = 1000,
-                 topic_config_provider: Callable[[str], object] | None = None):
+                 topic_config_provider: Callable[[str], object] | None = None,
+                 log_cleaner_enable: bool = True, log_cleaner_backoff_ms: int = 15000,
+                 log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES):
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -158,6 +164,10 @@ class LogManager:
         self._flusher = _Flusher()
         self._started = False
         self._shut_down = False
+        self.log_cleaner_enable = log_cleaner_enable
+        self.log_cleaner_backoff_ms = log_cleaner_backoff_ms
+        self.log_cleaner_max_map_entries = log_cleaner_max_map_entries
+        self.cleaner: LogCleaner | None = None
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -172,8 +182,13 @@ class LogManager:
             if os.path.exists(marker):
                 os.unlink(marker)
                 fsync_dir(d)
+        self.cleaner = LogCleaner(self.log_dirs, self._logs_with_dirs,
+                                  backoff_ms=self.log_cleaner_backoff_ms,
+                                  max_map_entries=self.log_cleaner_max_map_entries)
         self._scheduler.start()
         self._flusher.start()
+        if self.log_cleaner_enable:
+            self.cleaner.start()
         self._started = True
         self._scheduler.schedule(self._retention_task, self.retention_check_interval_ms)
         self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
@@ -340,6 +355,17 @@ class LogManager:
                 log.exception("retention failed for %r", lg)
         return deleted
 
+    def _logs_with_dirs(self) -> dict:
+        with self._lock:
+            return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()}
+
+    def run_cleaner(self, now_ms: int | None = None, *, force: bool = False) -> dict:
+        """One compaction pass over every compacted log that is due (``force``:
+        whatever the dirty ratio); {(topic, partition): CleanerStats} of those cleaned."""
+        if self.cleaner is None:
+            raise StorageError("run_cleaner before startup")
+        return self.cleaner.run_once(now_ms, force=force)
+
     def _checkpoint_task(self) -> None:
         try:
             self.write_checkpoints()
@@ -391,6 +417,8 @@ class LogManager:
             self._flusher.stop()
             self._scheduler.join(timeout=30)
             self._flusher.join(timeout=30)
+        if self.cleaner is not None:
+            self.cleaner.stop()   # aborts a pass between segment groups
         if not clean:
             with self._lock:
                 for lg in self._logs.values():

@@ -1,0 +1,449 @@
+"""Log compaction: Kafka's log cleaner for topics with ``cleanup.policy=compact``.
+
+One pass over a log (``clean_log``), the way Kafka's LogCleaner does it:
+
+1. Where to clean. The *first dirty offset* comes from the per-log-dir
+   ``cleaner-offset-checkpoint`` (where the last pass stopped), bounded to
+   [log start offset, log end offset]. The *first uncleanable offset* is the
+   active segment's base (the active segment is never touched), or earlier:
+   the base of the first dirty segment holding a record younger than
+   ``min.compaction.lag.ms``.
+2. Whether to clean. dirty bytes (whole segments from the first dirty offset
+   to the first uncleanable one) / (those + clean bytes before them) must be
+   above ``min.cleanable.dirty.ratio``; ``max.compaction.lag.ms`` forces a pass
+   when the oldest dirty record is older than that, whatever the ratio.
+3. Offset map. The dirty segments are read once: key -> offset of its latest
+   record. At most ``max_map_entries`` keys, stopping at a segment boundary
+   (Kafka's dedupe buffer); where the map stops is where this pass ends.
+4. Copy. Every segment from the log start up to that end is rewritten, in
+   groups whose sizes add up to at most ``segment.bytes`` (one cleaned segment
+   per group, named after the group's first base offset, like Kafka). A record
+   stays when it is the latest for its key (offset >= the map's). Batches
+   whose records all stay are copied byte for byte; others are rebuilt with
+   the same base offset, lastOffsetDelta (so the producer's last sequence and
+   the offset range survive), producer id/epoch/sequence, leader epoch,
+   timestamp type and codec (recompressed with it). Batches left empty are
+   dropped. The result goes to ``<base>.log.cleaned`` and ``Log.replace_segments``
+   swaps it in (``.cleaned -> .swap -> .log``, start-up finishes or rolls back).
+5. The checkpoint moves to the end of the pass.
+
+Tombstones (null value) use Kafka 2.8+'s delete horizon (KIP-534): the first
+pass that keeps a tombstone rewrites its batch with attribute bit 6 set and
+``baseTimestamp = now + delete.retention.ms`` (record timestamp deltas are
+rebased, so absolute timestamps do not change). A later pass drops the
+tombstones of a batch whose horizon has passed. So a tombstone lives at least
+``delete.retention.ms`` after it was first cleaned, giving consumers that time
+to see it, and the horizon is in the file itself (no reliance on mtimes).
+
+Records without a key are dropped (Kafka counts them as invalid; produce
+rejects them for compacted topics, see ``Log.append``). Not compacted, copied
+as they are: legacy v0/v1 entries and control (transaction marker) batches;
+transactional data is compacted like any other (aborted data is not
+recognised as such).
+
+Threading: a pass reads only non-active segments, which no appender changes,
+without the log's lock; ``replace_segments`` takes the lock and refuses (we
+then drop our output) if retention or DeleteRecords removed a segment in the
+meantime.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+from typing import Callable, Iterable, NamedTuple
+
+from protocol.errors import ProtocolError
+from protocol.records import Record, build_batch, decode_batch, write_crc
+from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from storage.entries import EntryScanner
+from storage.errors import StorageError
+from storage.segment import INT32_MAX, LOG_SUFFIX
+
+log = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"
+DELETE_HORIZON_MASK = 0x40
+TIMESTAMP_TYPE_MASK = 0x08
+_ATTRIBUTES_OFFSET = 21
+_I16 = struct.Struct(">h")
+LONG_MAX = 9223372036854775807
+DEFAULT_MAX_MAP_ENTRIES = 1_000_000
+
+
+class CleanerStats(NamedTuple):
+    first_dirty_offset: int
+    end_offset: int           # the next pass's first dirty offset
+    segments_in: int
+    segments_out: int
+    bytes_in: int
+    bytes_out: int
+    records_in: int
+    records_out: int
+    delete_horizon: int | None   # earliest horizon of tombstones still in the cleaned part
+
+
+class CleanableRange(NamedTuple):
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    dirty_bytes: int
+    must_clean: bool          # max.compaction.lag.ms passed for the oldest dirty record
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+class CleanAborted(Exception):
+    """The log changed under the pass (closed, segments removed): try again later."""
+
+
+def _map_key(key: bytes):
+    # short keys as they are; long ones by a 16-byte digest (Kafka hashes all keys
+    # into its dedupe buffer). The tuple wrapper keeps the two spaces apart.
+    return key if len(key) <= 32 else (hashlib.blake2b(key, digest_size=16).digest(),)
+
+
+def _entries(seg):
+    """(Entry, bytes) of every entry of a non-active segment."""
+    scanner = EntryScanner(seg.file.fileno(), 0, seg.size, keep_data=True)
+    for e in scanner:
+        yield e, scanner.last_data
+
+
+def _first_timestamp(seg) -> int:
+    for e in EntryScanner(seg.file.fileno(), 0, seg.size):
+        return e.max_timestamp
+    return -1
+
+
+def cleanable_range(lg, checkpoint: int | None, now_ms: int) -> CleanableRange:
+    """Step 1 and the numbers for step 2 (see the module docstring)."""
+    cfg = lg.config
+    segs, bases = lg._segs
+    lso, leo = lg.log_start_offset, lg.log_end_offset
+    first_dirty = checkpoint if checkpoint is not None and lso <= checkpoint <= leo else lso
+    uncleanable = segs[-1].base_offset
+    ends = list(bases[1:]) + [leo]
+    dirty_idx = [i for i in range(len(segs) - 1) if ends[i] > first_dirty]
+    if cfg.min_compaction_lag_ms > 0:
+        for i in dirty_idx:
+            if segs[i].largest_timestamp() > now_ms - cfg.min_compaction_lag_ms:
+                uncleanable = min(uncleanable, bases[i])
+                break
+    clean_bytes = sum(segs[i].size for i in range(len(segs) - 1) if ends[i] <= first_dirty)
+    dirty = [i for i in dirty_idx if ends[i] <= uncleanable]
+    dirty_bytes = sum(segs[i].size for i in dirty)
+    must = False
+    if dirty and cfg.max_compaction_lag_ms < LONG_MAX:
+        ts = _first_timestamp(segs[dirty[0]])
+        must = ts >= 0 and now_ms - ts > cfg.max_compaction_lag_ms
+    return CleanableRange(first_dirty, uncleanable, clean_bytes, dirty_bytes, must)
+
+
+def _build_offset_map(segs, bases, ends, first_dirty: int, uncleanable: int,
+                      max_entries: int, should_stop) -> tuple[dict, int, int]:
+    """Step 3: key -> latest offset over the dirty segments; (map, end offset, records)."""
+    key_map: dict = {}
+    end = first_dirty
+    n = 0
+    for i in range(len(segs) - 1):
+        if ends[i] <= first_dirty:
+            continue
+        if ends[i] > uncleanable:
+            break
+        if should_stop():
+            raise CleanAborted("stopping")
+        seg_map: dict = {}
+        for e, data in _entries(segs[i]):
+            h = e.header
+            if h is None or h.is_control or e.last_offset < first_dirty:
+                continue
+            for r in decode_batch(data, 0, header=h)[1]:
+                if r.key is not None and r.offset >= first_dirty:
+                    seg_map[_map_key(r.key)] = r.offset
+                    n += 1
+        if key_map and len(key_map) + len(seg_map) > max_entries:
+            break   # full: this pass ends at the previous segment boundary
+        key_map.update(seg_map)
+        end = ends[i]
+    return key_map, end, n
+
+
+def _group_segments(segs, ends, cfg) -> list[list]:
+    """Consecutive segments whose sizes add up to at most segment.bytes (and whose
+    offsets fit one segment's relative offsets and index), one cleaned segment each."""
+    groups: list[list] = []
+    max_index_entries = max(1, cfg.segment_index_bytes // 8)
+    cur: list = []
+    size = 0
+    for seg, end in zip(segs, ends):
+        s = seg.size
+        if cur and (size + s > cfg.segment_bytes
+                    or end - 1 - cur[0].base_offset > INT32_MAX
+                    or (size + s) // max(1, cfg.index_interval_bytes) >= max_index_entries):
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(seg)
+        size += s
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int):
+    """Step 4 for one entry: the bytes to keep (``data`` itself when nothing changes),
+    or None to drop it; plus (records in, records out, delete horizon of the
+    tombstones it keeps or None)."""
+    h = e.header
+    if h is None or h.is_control:
+        return data, 0, 0, None
+    _, records = decode_batch(data, 0, header=h)
+    horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
+    kept = []
+    tombstones = False
+    for r in records:
+        if r.key is None:
+            continue
+        latest = key_map.get(_map_key(r.key))
+        if latest is not None and r.offset < latest:
+            continue
+        if r.value is None:
+            if horizon is not None and now_ms >= horizon:
+                continue
+            tombstones = True
+        kept.append(r)
+    if len(kept) == len(records) and (horizon is not None or not tombstones):
+        return data, len(records), len(kept), horizon if tombstones else None
+    if not kept:
+        return None, len(records), 0, None
+    if horizon is None and tombstones:
+        horizon = now_ms + delete_retention_ms
+    append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    # absolute timestamps as stored (a LogAppendTime batch's records decode as its
+    # maxTimestamp; keep their original deltas instead)
+    recs = [Record(r.offset_delta, 0, r.key, r.value, r.headers, None,
+                   h.base_timestamp + r.timestamp_delta) for r in kept]
+    out = build_batch(recs, base_offset=h.base_offset, codec=h.codec,
+                      timestamp_type=1 if append_time else 0, producer_id=h.producer_id,
+                      producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                      partition_leader_epoch=h.partition_leader_epoch,
+                      is_transactional=h.is_transactional,
+                      base_timestamp=horizon,
+                      max_timestamp=h.max_timestamp if append_time else None,
+                      last_offset_delta=h.last_offset_delta)
+    if horizon is not None:
+        buf = bytearray(out)
+        (attrs,) = _I16.unpack_from(buf, _ATTRIBUTES_OFFSET)
+        _I16.pack_into(buf, _ATTRIBUTES_OFFSET, attrs | DELETE_HORIZON_MASK)
+        write_crc(buf, 0)
+        out = bytes(buf)
+    return out, len(records), len(kept), horizon if tombstones else None
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def pending_delete_horizon(lg) -> int | None:
+    """Earliest delete horizon among batches of the non-active segments that carry
+    one (headers only; for a log the cleaner has not tracked yet, e.g. after a restart)."""
+    best = None
+    for seg in lg.segments[:-1]:
+        for e in EntryScanner(seg.file.fileno(), 0, seg.size):
+            h = e.header
+            if h is not None and h.attributes & DELETE_HORIZON_MASK and not h.is_control:
+                if best is None or h.base_timestamp < best:
+                    best = h.base_timestamp
+    return best
+
+
+def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
+              max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES, force: bool = False,
+              should_stop: Callable[[], bool] = lambda: False) -> CleanerStats | None:
+    """One cleaning pass over ``lg`` if it is due; None when nothing was done.
+
+    ``force`` cleans whatever the dirty ratio (also with nothing dirty: the clean
+    part is rewritten, which drops tombstones whose delete horizon has passed;
+    LogCleaner forces a pass for that). Raises CleanAborted if the log changed
+    under it (retention, close): nothing is changed then.
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    cfg = lg.config
+    if not cfg.compact or lg.closed:
+        return None
+    rng = cleanable_range(lg, checkpoint, now_ms)
+    if not (force or (rng.dirty_bytes > 0 and (
+            rng.must_clean or rng.dirty_ratio > cfg.min_cleanable_dirty_ratio))):
+        return None
+    segs, bases = lg._segs
+    ends = list(bases[1:]) + [lg.log_end_offset]
+    if rng.dirty_bytes > 0:
+        key_map, end, _ = _build_offset_map(segs, bases, ends, rng.first_dirty_offset,
+                                            rng.first_uncleanable_offset, max_map_entries,
+                                            should_stop)
+    else:
+        key_map, end = {}, rng.first_dirty_offset
+    to_clean = [(sg, e) for sg, e in zip(segs[:-1], ends) if e <= end]
+    if not to_clean:
+        return None
+    groups = _group_segments([sg for sg, _ in to_clean], [e for _, e in to_clean], cfg)
+    seg_in = seg_out = b_in = b_out = r_in = r_out = 0
+    min_horizon = None
+    for group in groups:
+        if should_stop() or lg.closed:
+            raise CleanAborted("stopping")
+        path = os.path.join(lg.dir, f"{group[0].base_offset:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            try:
+                pending: list = []
+                pending_size = 0
+                for seg in group:
+                    b_in += seg.size
+                    for e, data in _entries(seg):
+                        out, n_in, n_out, horizon = _filter_batch(
+                            e, data, key_map, now_ms, cfg.delete_retention_ms)
+                        r_in += n_in
+                        r_out += n_out
+                        if horizon is not None and (min_horizon is None or horizon < min_horizon):
+                            min_horizon = horizon
+                        if out is None:
+                            continue
+                        pending.append(out)
+                        pending_size += len(out)
+                        if pending_size >= 1 << 20:
+                            _write_all(fd, b"".join(pending))
+                            b_out += pending_size
+                            pending, pending_size = [], 0
+                if pending:
+                    _write_all(fd, b"".join(pending))
+                    b_out += pending_size
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            lg.replace_segments(group, path)
+        except (ValueError, OSError, StorageError, ProtocolError) as exc:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            if isinstance(exc, ProtocolError):
+                raise
+            raise CleanAborted(f"{lg.topic}-{lg.partition}: {exc}") from exc
+        seg_in += len(group)
+        seg_out += 1
+    return CleanerStats(rng.first_dirty_offset, max(end, rng.first_dirty_offset), seg_in,
+                        seg_out, b_in, b_out, r_in, r_out, min_horizon)
+
+
+class LogCleaner:
+    """Cleans every compacted log of a set of log dirs and keeps, per log dir,
+    Kafka's ``cleaner-offset-checkpoint`` (each log's first dirty offset).
+
+    ``logs`` returns {(topic, partition): (Log, log dir)} (LogManager's view).
+    ``run_once`` is one pass over all logs; ``start`` runs it every
+    ``backoff_ms`` (log.cleaner.backoff.ms) on a daemon thread.
+    """
+
+    def __init__(self, log_dirs: Iterable[str], logs: Callable[[], dict], *,
+                 backoff_ms: int = 15000, max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+                 clock: Callable[[], int] | None = None):
+        self.log_dirs = list(log_dirs)
+        self._logs = logs
+        self.backoff_ms = backoff_ms
+        self.max_map_entries = max_map_entries
+        self._clock = clock or (lambda: int(time.time() * 1000))
+        self._lock = threading.Lock()       # one pass at a time
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+        # earliest pending tombstone delete horizon per log (None: none pending);
+        # a log absent here has not been looked at since start-up
+        self.delete_horizons: dict[tuple[str, int], int | None] = {}
+        for d in self.log_dirs:
+            self.checkpoints[d] = read_offset_checkpoint(os.path.join(d, CLEANER_OFFSET_CHECKPOINT))
+
+    def first_dirty_offset(self, topic: str, partition: int) -> int | None:
+        for cps in self.checkpoints.values():
+            if (topic, partition) in cps:
+                return cps[(topic, partition)]
+        return None
+
+    def run_once(self, now_ms: int | None = None, *, force: bool = False) -> dict:
+        """Clean every compacted log that is due; {(topic, partition): CleanerStats}."""
+        done = {}
+        with self._lock:
+            now = self._clock() if now_ms is None else now_ms
+            changed = set()
+            for key, (lg, d) in sorted(self._logs().items()):
+                if self._stop.is_set():
+                    break
+                if not lg.config.compact or lg.closed:
+                    continue
+                cps = self.checkpoints.setdefault(d, {})
+                try:
+                    if key not in self.delete_horizons:
+                        self.delete_horizons[key] = pending_delete_horizon(lg)
+                    horizon = self.delete_horizons[key]
+                    # tombstones past their horizon are removed even with nothing dirty
+                    # (Kafka 3's cleaner also picks logs for that)
+                    due = force or (horizon is not None and now >= horizon)
+                    stats = clean_log(lg, cps.get(key), now, max_map_entries=self.max_map_entries,
+                                      force=due, should_stop=self._stop.is_set)
+                except CleanAborted as exc:
+                    log.info("cleaning of %s-%d aborted: %s", key[0], key[1], exc)
+                    continue
+                except Exception:
+                    log.exception("cleaning of %s-%d failed", key[0], key[1])
+                    continue
+                if stats is None:
+                    continue
+                log.info("cleaned %s-%d [%d, %d): %d segments -> %d, %d -> %d bytes, "
+                         "%d -> %d records", key[0], key[1], stats.first_dirty_offset,
+                         stats.end_offset, stats.segments_in, stats.segments_out,
+                         stats.bytes_in, stats.bytes_out, stats.records_in, stats.records_out)
+                cps[key] = stats.end_offset
+                self.delete_horizons[key] = stats.delete_horizon
+                changed.add(d)
+                done[key] = stats
+            for d in changed:
+                self.write_checkpoint(d)
+        return done
+
+    def write_checkpoint(self, d: str) -> None:
+        present = {k for k, (_, dd) in self._logs().items() if dd == d}
+        cps = {k: v for k, v in self.checkpoints.get(d, {}).items() if k in present}
+        self.checkpoints[d] = cps
+        try:
+            write_offset_checkpoint(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), cps)
+        except OSError as exc:
+            log.error("writing %s in %s failed: %s", CLEANER_OFFSET_CHECKPOINT, d, exc)
+
+    # -- background thread ----------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="samsa-log-cleaner", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.backoff_ms / 1000.0):
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("log cleaner pass failed")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
