@@ -16,6 +16,7 @@ from .errors import error_code_for
 
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
 _FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
+_ADMIN_CLIENT_ID = "__admin_client"  # the one client Kafka lets write internal topics
 
 
 def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
@@ -62,6 +63,11 @@ async def handle_produce(ctx, req):
                 result = _partition_result(part.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif meta is None:
                 result = _partition_result(part.index, missing_code)
+            elif meta.is_internal and ctx.header.client_id != _ADMIN_CLIENT_ID:
+                # __consumer_offsets belongs to the group coordinator: a client record
+                # there would surface as commits only after a restart (Kafka refuses too)
+                result = _partition_result(part.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                           message=f"Cannot append to internal topic {meta.name}")
             else:
                 log = broker.topics.log(meta.name, part.index)
                 if log is None:

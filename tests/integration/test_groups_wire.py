@@ -358,3 +358,15 @@ def test_offsets_topic_is_compacted_and_keeps_its_partition_count(broker_factory
         for i, g in enumerate(groups):
             got = _fetched(c.call(9, 2, _fetch_request(2, g, None)), 2)
             assert got == {("__consumer_offsets", 0): (100 + i, f"m{100 + i}", 0)}
+
+
+def test_clients_cannot_produce_to_the_offsets_topic(wbroker):
+    from confluent_kafka import KafkaError, Producer
+
+    errors = []
+    p = Producer({"bootstrap.servers": wbroker.bootstrap, "acks": 1, "retries": 0,
+                  "enable.idempotence": False})
+    p.produce("__consumer_offsets", b"not a commit", partition=0,
+              on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
