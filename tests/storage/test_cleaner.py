@@ -336,3 +336,89 @@ def test_log_manager_cleans_in_background(tmp_path):
         assert read_all(lg) == recs
     finally:
         lm2.shutdown()
+
+
+def test_segments_emptied_by_cleaning_stay_readable(tmp_path):
+    lg = open_log(tmp_path)
+    for i in range(600):
+        lg.append(keyed_batch([(b"a", b"%05d" % i + b"." * 100)]))
+    lg.roll()
+    lg.append(keyed_batch([(b"b", b"1")]))
+    n = len(lg.segments)
+    clean_log(lg, None, T0)
+    assert len(lg.segments) == n and sum(s.size == 0 for s in lg.segments) == n - 2
+    expect = [(599, b"a", b"00599" + b"." * 100), (600, b"b", b"1")]
+    assert read_all(lg) == expect
+    assert read_all(lg, start=5) == expect     # a removed offset reads as the next one kept
+    lg.close()
+    for clean in (True, False):
+        lg2 = open_log(tmp_path, clean_shutdown=clean)
+        assert read_all(lg2) == expect and lg2.log_end_offset == expect[-1][0] + 1
+        lg2.append(keyed_batch([(b"c", b"2")]))
+        lg2.close()
+        expect = expect + [(expect[-1][0] + 1, b"c", b"2")]
+
+
+def test_log_append_time_batches_keep_their_timestamps(tmp_path):
+    lg = open_log(tmp_path, COMPACT.replace(message_timestamp_type="LogAppendTime"))
+    lg.append(keyed_batch([(b"a", b"1"), (b"b", b"1")], codec="gzip"))
+    lg.append(keyed_batch([(b"a", b"2")]))
+    lg.roll()
+    lg.append(keyed_batch([(b"z", b"0")]))
+    data0 = open(lg.segments[0].log_path, "rb").read()
+    h0 = next(iter_batch_headers(data0))[1]
+    clean_log(lg, None, T0, force=True)
+    data = open(lg.segments[0].log_path, "rb").read()
+    h = next(iter_batch_headers(data))[1]
+    assert h.timestamp_type == 1 and h.max_timestamp == h0.max_timestamp
+    assert h.records_count == 1 and h.last_offset_delta == 1
+    mr = MemoryRecords(data)
+    batch = mr.next_batch()
+    assert batch.validate_crc()
+    assert [(r.offset, r.key, r.timestamp) for r in batch] == [(1, b"b", h0.max_timestamp)]
+    lg.close()
+
+
+def test_expired_tombstones_removed_by_background_passes(tmp_path):
+    d = str(tmp_path / "data")
+    clock = [T0]
+    lm = LogManager([d], TopicConfig(), 0, "cluster", log_cleaner_enable=False)
+    lm.startup()
+    lm.cleaner._clock = lambda: clock[0]
+    try:
+        lg = lm.create_log("t", 0, config=COMPACT)
+        lg.append(keyed_batch([(b"k%d" % i, b"v") for i in range(5)]))
+        lg.append(keyed_batch([(b"k%d" % i, None) for i in range(3)]))
+        lg.roll()
+        lg.append(keyed_batch([(b"x", b"y")]))
+        assert ("t", 0) in lm.run_cleaner()
+        assert sum(v is None for _, _, v in read_all(lg)) == 3
+        assert lm.run_cleaner() == {}               # nothing dirty, horizon not reached
+        clock[0] = T0 + COMPACT.delete_retention_ms
+        assert ("t", 0) in lm.run_cleaner()         # horizon passed: a pass is due
+        assert [k for _, k, v in read_all(lg)] == [b"k3", b"k4", b"x"]
+        assert lm.run_cleaner() == {}
+    finally:
+        lm.shutdown()
+    # after a restart the pending horizon is found again from the batch headers
+    lm = LogManager([d], TopicConfig(), 0, "cluster", log_cleaner_enable=False)
+    lm.startup()
+    try:
+        lg = lm.create_log("t", 0, config=COMPACT)
+        lg.append(keyed_batch([(b"k3", None)]))
+        lg.roll()
+        lg.append(keyed_batch([(b"w", b"1")]))
+        lm.cleaner._clock = lambda: T0
+        lm.run_cleaner(force=True)
+        assert lm.cleaner.delete_horizons[("t", 0)] == T0 + COMPACT.delete_retention_ms
+    finally:
+        lm.shutdown()
+    lm = LogManager([d], TopicConfig(), 0, "cluster", log_cleaner_enable=False)
+    lm.startup()
+    try:
+        lg = lm.create_log("t", 0, config=COMPACT)
+        lm.cleaner._clock = lambda: T0 + COMPACT.delete_retention_ms
+        assert ("t", 0) in lm.run_cleaner()
+        assert [k for _, k, v in read_all(lg)] == [b"k4", b"x", b"w"]
+    finally:
+        lm.shutdown()
