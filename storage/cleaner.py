@@ -288,9 +288,14 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     segs, bases = lg._segs
     ends = list(bases[1:]) + [lg.log_end_offset]
     if rng.dirty_bytes > 0:
-        key_map, end, _ = _build_offset_map(segs, bases, ends, rng.first_dirty_offset,
-                                            rng.first_uncleanable_offset, max_map_entries,
-                                            should_stop)
+        try:
+            key_map, end, _ = _build_offset_map(segs, bases, ends, rng.first_dirty_offset,
+                                                rng.first_uncleanable_offset, max_map_entries,
+                                                should_stop)
+        except (ValueError, OSError) as exc:   # a segment deleted and closed under us
+            if lg.closed or any(sg.deleted for sg in segs):
+                raise CleanAborted(f"{lg.topic}-{lg.partition}: {exc}") from exc
+            raise
     else:
         key_map, end = {}, rng.first_dirty_offset
     to_clean = [(sg, e) for sg, e in zip(segs[:-1], ends) if e <= end]
@@ -406,7 +411,7 @@ class LogCleaner:
                 except Exception:
                     log.exception("cleaning of %s-%d failed", key[0], key[1])
                     continue
-                if stats is None:
+                if stats is None or lg.closed:
                     continue
                 log.info("cleaned %s-%d [%d, %d): %d segments -> %d, %d -> %d bytes, "
                          "%d -> %d records", key[0], key[1], stats.first_dirty_offset,
@@ -419,6 +424,13 @@ class LogCleaner:
             for d in changed:
                 self.write_checkpoint(d)
         return done
+
+    def forget(self, topic: str, partition: int) -> None:
+        """A deleted partition: a later one of the same name starts from scratch."""
+        key = (topic, partition)
+        for cps in self.checkpoints.values():
+            cps.pop(key, None)
+        self.delete_horizons.pop(key, None)
 
     def write_checkpoint(self, d: str) -> None:
         present = {k for k, (_, dd) in self._logs().items() if dd == d}

@@ -315,6 +315,8 @@ class LogManager:
             for key in keys:
                 lg = self._logs.pop(key)
                 d = self._log_dir_of.pop(key)
+                if self.cleaner is not None:
+                    self.cleaner.forget(*key)
                 with lg._lock:
                     lg.closed = True
                 target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")

@@ -422,3 +422,26 @@ def test_expired_tombstones_removed_by_background_passes(tmp_path):
         assert [k for _, k, v in read_all(lg)] == [b"k4", b"x", b"w"]
     finally:
         lm.shutdown()
+
+
+def test_recreated_topic_does_not_inherit_cleaner_state(tmp_path):
+    lm = LogManager([str(tmp_path / "data")], TopicConfig(), 0, "cluster",
+                    log_cleaner_enable=False)
+    lm.startup()
+    try:
+        lg = lm.create_log("t", 0, config=COMPACT)
+        fill(lg, 2000, 10, per_batch=50)
+        lg.roll()
+        lm.run_cleaner()
+        assert lm.cleaner.first_dirty_offset("t", 0) == 2000
+        lm.delete_topic("t")
+        assert lm.cleaner.first_dirty_offset("t", 0) is None
+        lg = lm.create_log("t", 0, config=COMPACT)
+        written = fill(lg, 3000, 10, per_batch=50)
+        lg.roll()
+        lm.run_cleaner()
+        recs = read_all(lg)
+        check_offsets_kept(recs, written)
+        assert len(recs) == 10
+    finally:
+        lm.shutdown()
