@@ -68,7 +68,9 @@ class Broker:
         store = EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, self.node)
         logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
                           broker_id=cfg.broker_id, cluster_id=store.cluster_id,
-                          retention_check_interval_ms=cfg.log_retention_check_interval_ms)
+                          retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+                          log_cleaner_enable=cfg.log_cleaner_enable,
+                          log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms)
         logs.startup()
         notifier = AppendNotifier()
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(

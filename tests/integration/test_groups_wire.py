@@ -9,6 +9,7 @@ import shutil
 import socket
 import struct
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -33,17 +34,20 @@ def wbroker():
                                        "num.partitions": "2"})
     try:
         b.start()
-        with Client(b) as c:
-            from protocol.messages import CreateTopicsRequest
-            R = CreateTopicsRequest
-            resp = c.call(19, 4, R(topics=[R.CreatableTopic(name=TOPIC, num_partitions=2,
-                                                             replication_factor=1)],
-                                   timeout_ms=10000))
-            assert resp.topics[0].error_code == 0
+        _create_topic(b, TOPIC)
         yield b
     finally:
         b.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _create_topic(broker, name, partitions=2):
+    from protocol.messages import CreateTopicsRequest as R
+    with Client(broker) as c:
+        resp = c.call(19, 4, R(topics=[R.CreatableTopic(name=name, num_partitions=partitions,
+                                                         replication_factor=1)],
+                               timeout_ms=10000))
+    assert resp.topics[0].error_code == 0
 
 
 class Client:
@@ -370,3 +374,45 @@ def test_clients_cannot_produce_to_the_offsets_topic(wbroker):
               on_delivery=lambda err, msg: errors.append(err))
     p.flush(30)
     assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
+
+
+def test_commits_survive_compaction_of_the_offsets_topic(broker_factory):
+    """Many commits roll small __consumer_offsets segments; once the cleaner has
+    compacted them, a restarted coordinator still loads the latest commit per key."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    b = broker_factory({"offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "2048",
+                        "log.cleaner.backoff.ms": "50"})
+    group, commits = _gid(), 400
+    _create_topic(b, TOPIC)
+    with Client(b) as c:
+        for i in range(commits):
+            c.call(8, 2, _commit_request(2, group, [(TOPIC, 0, i),
+                                                    (TOPIC, 1, 2 * i)]))
+
+    def records_in_offsets_topic():
+        consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused",
+                             "enable.auto.commit": False, "enable.partition.eof": True})
+        try:
+            consumer.assign([CTP("__consumer_offsets", 0, 0)])
+            n = 0
+            while True:
+                m = consumer.poll(10)
+                assert m is not None, "no end of partition"
+                if m.error():
+                    return n
+                n += 1
+        finally:
+            consumer.close()
+
+    end = time.monotonic() + 60
+    while records_in_offsets_topic() > commits:  # 2 records per commit before cleaning
+        assert time.monotonic() < end, "the cleaner never compacted __consumer_offsets"
+        time.sleep(0.2)
+    b.restart()
+    with Client(b) as c:
+        got = _fetched(c.call(9, 2, _fetch_request(2, group, None)), 2)
+    last = commits - 1
+    assert got == {(TOPIC, 0): (last, f"m{last}", 0),
+                   (TOPIC, 1): (2 * last, f"m{2 * last}", 0)}
