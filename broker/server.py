@@ -141,7 +141,7 @@ class Broker:
             if hasattr(self.network, attr):
                 m.add_source(attr, lambda a=attr: getattr(self.network, a))
         if getattr(cfg, "metrics_port", 0):
-            m.serve(cfg.metrics_port)
+            m.serve(cfg.metrics_port, cfg.metrics_host or "0.0.0.0")
         log.info("samsa broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster id %s, data in %s", cfg.broker_id, self.bind_host or "0.0.0.0",
                  self.network.port, self.node.host, self.node.port,

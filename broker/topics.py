@@ -154,6 +154,10 @@ class TopicService:
         if not self.config.delete_topic_enable:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED,
                              "Topic deletion is disabled.")
+        if name in INTERNAL_TOPICS:
+            # The group coordinator's commits live there: deleting it would lose them.
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic {name} is an internal topic and cannot be deleted.")
         with self._lock:
             try:
                 meta = self.store.delete_topic(name)

@@ -292,3 +292,15 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker):
                 topic_name=resp.next_cursor.topic_name,
                 partition_index=resp.next_cursor.partition_index)
     assert seen == [0, 1, 2, 3, 4]
+
+
+def test_internal_offsets_topic_cannot_be_deleted(broker):
+    from protocol.messages import DeleteTopicsRequest
+    with SimpleClient(broker.bootstrap) as c:
+        resp = c.call(20, DeleteTopicsRequest(timeout_ms=5000, topics=[
+            DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets")],
+            topic_names=["__consumer_offsets"]))
+        assert resp.responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        meta = c.call(METADATA, MetadataRequest(allow_auto_topic_creation=False, topics=[
+            MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")]))
+        assert meta.topics[0].error_code == 0 and meta.topics[0].is_internal
