@@ -445,3 +445,59 @@ def test_recreated_topic_does_not_inherit_cleaner_state(tmp_path):
         assert len(recs) == 10
     finally:
         lm.shutdown()
+
+
+def test_cleaning_while_appending_reading_and_retention(tmp_path):
+    """The cleaner thread, an appender, a reader and retention (compact,delete) at
+    once: every read sees valid batches, and the end result is the latest per key."""
+    import threading
+    # file.delete.delay.ms > 0: regions handed out stay valid while being read
+    cfg = COMPACT.replace(cleanup_policy="compact,delete", retention_bytes=30_000,
+                          min_cleanable_dirty_ratio=0.01, file_delete_delay_ms=2000)
+    lm = LogManager([str(tmp_path / "data")], TopicConfig(), 0, "cluster",
+                    log_cleaner_backoff_ms=1)
+    lm.startup()
+    errors = []
+    stop = threading.Event()
+    try:
+        lg = lm.create_log("t", 0, config=cfg)
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    check_offsets_kept(read_all(lg), written)
+                except Exception as exc:   # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+                time.sleep(0.005)
+
+        written = {}
+        rnd = random.Random(3)
+        th = threading.Thread(target=reader)
+        th.start()
+        for start in range(0, 20_000, 100):
+            items = [(b"key-%03d" % rnd.randrange(200), b"v%06d" % (start + i))
+                     for i in range(100)]
+            res = lg.append(keyed_batch(items))
+            written.update({res.first_offset + i: kv for i, kv in enumerate(items)})
+            if start % 2000 == 0:
+                lm.run_retention()
+        stop.set()
+        th.join()
+        assert not errors, errors[0]
+        assert lm.cleaner.first_dirty_offset("t", 0) is not None   # cleaned in the background
+        assert lg.log_start_offset > 0                             # and retention deleted
+        lg.roll()
+        lm.run_cleaner(force=True)
+        recs = read_all(lg)
+        check_offsets_kept(recs, written)
+        assert len({k for _, k, _ in recs}) == len(recs)
+        last = {}
+        for o, (k, v) in sorted(written.items()):
+            last[k] = (o, v)
+        # retention may have taken a key's latest record; compaction never does
+        expected = {k: v for k, (o, v) in last.items() if o >= lg.log_start_offset}
+        assert latest_view(recs) == expected
+    finally:
+        stop.set()
+        lm.shutdown()
