@@ -34,5 +34,8 @@ def run(ctx: Ctx) -> list[Row]:
         s = res.get("samsa") and res["samsa"][n]
         t = res.get("tansu") and res["tansu"][n]
         rows.append(Row(f"fetch 1KiB consumers={n}", "MB/s", s and s["mb_s"], t and t["mb_s"],
-                        limit="sendfile_loopback", detail={"samsa": s, "tansu": t, "records": records}))
+                        limit="sendfile_loopback",
+                        detail={"samsa": s, "tansu": t, "records": records,
+                                # consumers=1 MB/s of every try, samsa and peer (median run reported)
+                                "runs": {k: (res.get(k) or {}).get("runs") for k in ("samsa", "tansu")}}))
     return rows
