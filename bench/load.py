@@ -166,6 +166,50 @@ def consume_worker(barrier, queue, bootstrap: str, topic: str, partitions: list[
     queue.put({"records": got, "bytes": nbytes, "t0": t0, "t1": t1})
 
 
+def consume_bulk_worker(barrier, queue, bootstrap: str, topic: str, partitions: list[int],
+                        expected: int, timeout: float = 300.0):
+    """Like ``consume_worker`` but tuned so the client costs as little as it can per
+    byte, for the large-value fetch cases that measure the broker: big fetches (32 MiB
+    per partition, 64 MiB per request), a deep prefetch queue, large consume() batches,
+    and the payload is never looked at beyond its length (``len(m)``, no ``m.value()``
+    object kept)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    fetch_max = 64 * 1024 * 1024
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{os.getpid()}-{time.time_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "fetch.max.bytes": fetch_max, "max.partition.fetch.bytes": 32 * 1024 * 1024,
+                  "receive.message.max.bytes": fetch_max + 1024 * 1024,
+                  "queued.max.messages.kbytes": 1024 * 1024, "queued.min.messages": 10_000_000,
+                  "fetch.wait.max.ms": 100, "check.crcs": False})
+    c.list_topics(topic, timeout=30)  # connection + metadata before the clock starts
+    barrier.wait(60)
+    t0 = time.monotonic()
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    got = nbytes = 0
+    deadline = t0 + timeout
+    consume = c.consume
+    # consume(n, timeout) waits until it has n records or the timeout passes, so ask
+    # for about 32 MiB at a time (sized from the first record) and never for more
+    # than are left: the last call must not sit out its timeout on the clock.
+    per_call = 1
+    while got < expected:
+        if time.monotonic() > deadline:
+            raise LoadError(f"consumer read {got}/{expected} records in {timeout:.0f}s")
+        batch = consume(num_messages=min(per_call, expected - got), timeout=1.0)
+        if batch and per_call == 1:
+            per_call = max(1, min(100_000, (32 << 20) // max(1, len(batch[0]))))
+        got += len(batch)
+        for m in batch:
+            if m.error():
+                got -= 1
+                continue
+            nbytes += len(m)
+    t1 = time.monotonic()
+    c.close()
+    queue.put({"records": got, "bytes": nbytes, "t0": t0, "t1": t1})
+
+
 def fill_topic(bootstrap: str, topic: str, value_size: int, records: int) -> None:
     """Write ``records`` values (untimed) so fetch scenarios read data already there."""
     run_workers(produce_worker, [(bootstrap, topic, value_size, "1", 3600.0, 5, records)], timeout=600)
