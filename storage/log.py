@@ -39,6 +39,7 @@ from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordEr
                               decode_batch,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
+from protocol.records.batch import validate_single_batch
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
 from storage.entries import EntryScanner
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
@@ -56,6 +57,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
 _PREFIX = struct.Struct(">qii")   # baseOffset, batchLength, partitionLeaderEpoch
+_tuple_new = tuple.__new__        # NamedTuple without the generated __new__'s Python frame
 
 
 class AppendResult(NamedTuple):
@@ -244,6 +246,18 @@ class Log:
 
     # ------------------------------------------------------------------ properties
     @property
+    def config(self):
+        return self._config_fast[0]
+
+    @config.setter
+    def config(self, config) -> None:
+        # Published together with the flag append's fast path reads (one assignment,
+        # so an append never pairs a new config with an old flag): one batch may take
+        # that path when nothing config-dependent needs the records or a rewrite.
+        self._config_fast = (config, not config.compact
+                             and config.message_timestamp_type != "LogAppendTime")
+
+    @property
     def log_end_offset(self) -> int:
         return self._end[0]
 
@@ -275,6 +289,19 @@ class Log:
         or beyond the log end offset and increase), for replication/rewrite tools.
         This is the produce hot path: keep per-call work minimal.
         """
+        cfg, fast = self._config_fast
+        if fast and assign_offsets:
+            # One batch (what clients send per partition): the same checks and the
+            # same bytes on disk as the general path below, with less bookkeeping.
+            # Anything unusual (several batches, a bad one, an odd buffer) goes on
+            # to the general path, which then gives the verdict.
+            t = type(payload)
+            if t is bytes or t is bytearray or (
+                    t is memoryview and payload.ndim == 1 and payload.itemsize == 1
+                    and payload.c_contiguous):
+                h = validate_single_batch(payload)
+                if h is not None:
+                    return self._append_one(payload, h, leader_epoch, cfg)
         try:
             batches = validate_batches(payload)
         except _RecInvalid as exc:
@@ -283,7 +310,6 @@ class Log:
             raise CorruptRecordError(str(exc)) from exc
         if not batches:
             raise InvalidRecordError("append of an empty record set")
-        cfg = self.config
         if cfg.compact:
             _check_keys(payload, batches)
         max_msg = cfg.max_message_bytes
@@ -378,6 +404,55 @@ class Log:
                 except Exception:  # a listener must never fail an acknowledged append
                     log.exception("append listener failed")
         return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
+
+    def _append_one(self, payload, h, leader_epoch: int, cfg) -> AppendResult:
+        """``append`` of a payload that is exactly one valid batch ``h`` (header),
+        CreateTime, offsets assigned, topic not compacted."""
+        total = h.batch_length + 12
+        if total > cfg.max_message_bytes:
+            raise RecordTooLargeError(
+                f"batch of {total} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+        if total > cfg.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
+        now_ms = int(time.time() * 1000)
+        has_pid = h.producer_id >= 0
+        with self._lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            if has_pid:
+                updates, dup = self.producer_state.check((h,))
+                if dup is not None:
+                    return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                        self.log_start_offset, True)
+            leo, active, _ = self._end
+            last_offset = leo + h.last_offset_delta
+            ts = h.max_timestamp
+            reason = active.should_roll(cfg, total, ts, last_offset, now_ms)
+            if reason is not None:
+                active = self._roll(reason, leo)
+            # vectored write, as in the general path: fresh 16-byte prefix + the
+            # caller's bytes from the magic byte on, no copy of the payload
+            mv = payload if type(payload) is memoryview else memoryview(payload)
+            size = active.append_one((_PREFIX.pack(leo, h.batch_length, leader_epoch), mv[16:]),
+                                     total, last_offset, ts)
+            if has_pid and updates:
+                self.producer_state.update(h, leo, last_offset)
+            if leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(leader_epoch, leo)
+            next_offset = last_offset + 1
+            self._end = (next_offset, active, size)
+            self.high_watermark = next_offset
+            lso = self.log_start_offset
+        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
+            self._request_flush(self)
+        if self._listeners:
+            for cb in self._listeners:
+                try:
+                    cb(self)
+                except Exception:  # a listener must never fail an acknowledged append
+                    log.exception("append listener failed")
+        return _tuple_new(AppendResult, (leo, last_offset, -1, lso, False))
 
     def _roll(self, reason: str, new_base: int) -> LogSegment:
         """Close the active segment for writing and start one at ``new_base`` (lock held)."""

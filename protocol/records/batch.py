@@ -74,6 +74,9 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 _unpack_from = HEADER_STRUCT.unpack_from
+# BatchHeader from the 13 unpacked fields without _make's extra call and length check
+# (the struct always yields exactly 13).
+_tuple_new = tuple.__new__
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -159,7 +162,7 @@ def read_batch_header(buf, pos: int = 0) -> BatchHeader:
         raise ProtocolError(
             f"record batch header needs {BATCH_OVERHEAD} bytes, "
             f"{max(0, len(buf) - pos)} available", pos)
-    return BatchHeader._make(_unpack_from(buf, pos))
+    return _tuple_new(BatchHeader, _unpack_from(buf, pos))
 
 
 def iter_batch_headers(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
@@ -170,9 +173,8 @@ def iter_batch_headers(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     skipped reliably); callers that must tell it apart use ``validate_batches``.
     """
     end = len(buf)
-    make = BatchHeader._make
     while end - pos >= BATCH_OVERHEAD:
-        hdr = make(_unpack_from(buf, pos))
+        hdr = _tuple_new(BatchHeader, _unpack_from(buf, pos))
         size = hdr.batch_length + LOG_OVERHEAD
         if hdr.batch_length < MIN_BATCH_LENGTH or pos + size > end:
             return
@@ -187,6 +189,34 @@ def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
         size = length + LOG_OVERHEAD
     with memoryview(buf) as mv:
         return _crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + size])
+
+
+def validate_single_batch(buf) -> BatchHeader | None:
+    """Fast path of ``validate_batches(buf)`` for the common produce payload of
+    exactly one batch: its header when it passes every check validate_batches
+    makes (length, magic, CRC-32C, counts), else None, and the caller runs
+    ``validate_batches`` for the verdict (another batch count, or the error to
+    raise). Saves the per-call list, ValidatedBatch and memoryview context of the
+    general walk, and decodes the header once. ``buf`` must be bytes, bytearray
+    or a contiguous one-dimensional byte memoryview.
+    """
+    end = len(buf)
+    if end < BATCH_OVERHEAD:
+        return None
+    f = _unpack_from(buf, 0)
+    length = f[1]
+    # f: base_offset, batch_length, epoch, magic, crc, attributes, last_offset_delta,
+    #    base_ts, max_ts, producer_id, producer_epoch, base_sequence, records_count
+    if length + LOG_OVERHEAD != end or length < MIN_BATCH_LENGTH or f[3] != 2:
+        return None
+    if _crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != f[4]:
+        return None
+    count = f[12]
+    if count <= 0 or f[6] != count - 1:
+        return None
+    if not (f[5] & CODEC_MASK) and count * 7 > length - MIN_BATCH_LENGTH:
+        return None
+    return _tuple_new(BatchHeader, f)
 
 
 def validate_batches(buf, *, check_counts: bool = True,
@@ -207,7 +237,6 @@ def validate_batches(buf, *, check_counts: bool = True,
     out: list[ValidatedBatch] = []
     end = len(buf)
     pos = 0
-    make = BatchHeader._make
     with memoryview(buf) as mv:
         if mv.ndim != 1 or mv.itemsize != 1:
             mv = mv.cast("B")
@@ -217,7 +246,7 @@ def validate_batches(buf, *, check_counts: bool = True,
                     break
                 raise CorruptRecordError(
                     f"trailing {end - pos} bytes are shorter than a batch header", pos)
-            hdr = make(_unpack_from(mv, pos))
+            hdr = _tuple_new(BatchHeader, _unpack_from(mv, pos))
             length = hdr.batch_length
             if length < MIN_BATCH_LENGTH:
                 raise CorruptRecordError(
