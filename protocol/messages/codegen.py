@@ -361,27 +361,24 @@ class _Gen:
         return fn
 
 
-def get_decoder(msg: MessageSpec, v: int):
-    key = (msg.name, v, "d")
+def _compiled(msg: MessageSpec, v: int, kind: str):
+    """The codec function for one message, version and direction ("d" or "e"),
+    generated and compiled on first use, then cached (thread-safe)."""
+    key = (msg.name, v, kind)
     fn = _cache.get(key)
     if fn is None:
         with _lock:
             fn = _cache.get(key)
             if fn is None:
                 g = _Gen(msg, v)
-                entry = g.decoder(msg.root)
+                entry = g.decoder(msg.root) if kind == "d" else g.encoder(msg.root)
                 fn = _cache[key] = g.compile(entry)
     return fn
+
+
+def get_decoder(msg: MessageSpec, v: int):
+    return _compiled(msg, v, "d")
 
 
 def get_encoder(msg: MessageSpec, v: int):
-    key = (msg.name, v, "e")
-    fn = _cache.get(key)
-    if fn is None:
-        with _lock:
-            fn = _cache.get(key)
-            if fn is None:
-                g = _Gen(msg, v)
-                entry = g.encoder(msg.root)
-                fn = _cache[key] = g.compile(entry)
-    return fn
+    return _compiled(msg, v, "e")
