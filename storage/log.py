@@ -292,16 +292,58 @@ class Log:
         cfg, fast = self._config_fast
         if fast and assign_offsets:
             # One batch (what clients send per partition): the same checks and the
-            # same bytes on disk as the general path below, with less bookkeeping.
-            # Anything unusual (several batches, a bad one, an odd buffer) goes on
-            # to the general path, which then gives the verdict.
+            # same bytes on disk as the general path below, with less bookkeeping
+            # (inline, no per-batch lists). Anything unusual (several batches, a
+            # bad one, an odd buffer) goes on to the general path, which then
+            # gives the verdict.
             t = type(payload)
             if t is bytes or t is bytearray or (
                     t is memoryview and payload.ndim == 1 and payload.itemsize == 1
                     and payload.c_contiguous):
                 h = validate_single_batch(payload)
                 if h is not None:
-                    return self._append_one(payload, h, leader_epoch, cfg)
+                    total = h.batch_length + 12
+                    if total > cfg.max_message_bytes:
+                        raise RecordTooLargeError(f"batch of {total} bytes exceeds "
+                                                  f"max.message.bytes {cfg.max_message_bytes}")
+                    if total > cfg.segment_bytes:
+                        raise RecordTooLargeError(f"append of {total} bytes exceeds "
+                                                  f"segment.bytes {cfg.segment_bytes}")
+                    has_pid = h.producer_id >= 0
+                    with self._lock:
+                        if self.closed:
+                            raise StorageError(f"log {self.topic}-{self.partition} is closed")
+                        if has_pid:
+                            updates, dup = self.producer_state.check((h,))
+                            if dup is not None:
+                                return AppendResult(dup.first_offset, dup.last_offset, -1,
+                                                    self.log_start_offset, True)
+                        leo, active, _ = self._end
+                        last_offset = leo + h.last_offset_delta
+                        ts = h.max_timestamp
+                        reason = active.should_roll(cfg, total, ts, last_offset)
+                        if reason is not None:
+                            active = self._roll(reason, leo)
+                        # vectored write as below: fresh 16-byte prefix + the caller's
+                        # bytes from the magic byte on, no copy of the payload
+                        size = active.append_one(
+                            (_PREFIX.pack(leo, total - 12, leader_epoch),
+                             (payload if t is memoryview else memoryview(payload))[16:]),
+                            total, last_offset, ts)
+                        if has_pid and updates:
+                            self.producer_state.update(h, leo, last_offset)
+                        if leader_epoch > self.leader_epochs.latest_epoch:
+                            self.leader_epochs.assign(leader_epoch, leo)
+                        next_offset = last_offset + 1
+                        self._end = (next_offset, active, size)
+                        self.high_watermark = next_offset
+                        lso = self.log_start_offset
+                    if (self._request_flush is not None
+                            and next_offset - self.recovery_point >= cfg.flush_messages):
+                        self._request_flush(self)
+                    if self._listeners:
+                        self._notify()
+                    return _tuple_new(AppendResult, (leo, last_offset, -1, lso, False))
         try:
             batches = validate_batches(payload)
         except _RecInvalid as exc:
@@ -398,61 +440,15 @@ class Log:
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
         if self._listeners:
-            for cb in self._listeners:
-                try:
-                    cb(self)
-                except Exception:  # a listener must never fail an acknowledged append
-                    log.exception("append listener failed")
+            self._notify()
         return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
 
-    def _append_one(self, payload, h, leader_epoch: int, cfg) -> AppendResult:
-        """``append`` of a payload that is exactly one valid batch ``h`` (header),
-        CreateTime, offsets assigned, topic not compacted."""
-        total = h.batch_length + 12
-        if total > cfg.max_message_bytes:
-            raise RecordTooLargeError(
-                f"batch of {total} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-        if total > cfg.segment_bytes:
-            raise RecordTooLargeError(
-                f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
-        now_ms = int(time.time() * 1000)
-        has_pid = h.producer_id >= 0
-        with self._lock:
-            if self.closed:
-                raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            if has_pid:
-                updates, dup = self.producer_state.check((h,))
-                if dup is not None:
-                    return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                        self.log_start_offset, True)
-            leo, active, _ = self._end
-            last_offset = leo + h.last_offset_delta
-            ts = h.max_timestamp
-            reason = active.should_roll(cfg, total, ts, last_offset, now_ms)
-            if reason is not None:
-                active = self._roll(reason, leo)
-            # vectored write, as in the general path: fresh 16-byte prefix + the
-            # caller's bytes from the magic byte on, no copy of the payload
-            mv = payload if type(payload) is memoryview else memoryview(payload)
-            size = active.append_one((_PREFIX.pack(leo, h.batch_length, leader_epoch), mv[16:]),
-                                     total, last_offset, ts)
-            if has_pid and updates:
-                self.producer_state.update(h, leo, last_offset)
-            if leader_epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(leader_epoch, leo)
-            next_offset = last_offset + 1
-            self._end = (next_offset, active, size)
-            self.high_watermark = next_offset
-            lso = self.log_start_offset
-        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
-            self._request_flush(self)
-        if self._listeners:
-            for cb in self._listeners:
-                try:
-                    cb(self)
-                except Exception:  # a listener must never fail an acknowledged append
-                    log.exception("append listener failed")
-        return _tuple_new(AppendResult, (leo, last_offset, -1, lso, False))
+    def _notify(self) -> None:
+        for cb in self._listeners:
+            try:
+                cb(self)
+            except Exception:  # a listener must never fail an acknowledged append
+                log.exception("append listener failed")
 
     def _roll(self, reason: str, new_base: int) -> LogSegment:
         """Close the active segment for writing and start one at ``new_base`` (lock held)."""

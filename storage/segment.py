@@ -261,8 +261,10 @@ class LogSegment:
 
     # -- appending (caller holds the log's lock) -------------------------------------
     def should_roll(self, config, append_size: int, max_ts_in_append: int,
-                    last_offset: int, now_ms: int) -> str | None:
-        """Why this (active) segment must roll before the append, or None."""
+                    last_offset: int, now_ms: int | None = None) -> str | None:
+        """Why this (active) segment must roll before the append, or None.
+        ``now_ms`` (read from the clock when None) matters only for a segment
+        whose batches carry no timestamps."""
         size = self._size if self._size is not None else self.size
         if size > config.segment_bytes - append_size:
             return "segment.bytes"
@@ -273,6 +275,8 @@ class LogSegment:
             if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
                 waited = max_ts_in_append - self.rolling_based_timestamp
             else:
+                if now_ms is None:
+                    now_ms = int(time.time() * 1000)
                 waited = now_ms - self.created_ms
             if waited > config.segment_ms - self.roll_jitter_ms:
                 return "segment.ms"
