@@ -43,6 +43,13 @@ def advertised_apis() -> list:
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
 
+def _stored_topic_config(cfg, store, topic):
+    """A topic's config from its stored overrides, so that recovery at start-up
+    already treats e.g. a compacted topic as compacted."""
+    meta = store.topic(topic)
+    return cfg.topic_config(meta.configs) if meta is not None else None
+
+
 def _endpoints(cfg):
     name, host, port = cfg.listeners[0]
     _, adv_host, adv_port = cfg.advertised_listeners[0]
@@ -70,7 +77,9 @@ class Broker:
                           broker_id=cfg.broker_id, cluster_id=store.cluster_id,
                           retention_check_interval_ms=cfg.log_retention_check_interval_ms,
                           log_cleaner_enable=cfg.log_cleaner_enable,
-                          log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms)
+                          log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
+                          topic_config_provider=lambda topic: _stored_topic_config(cfg, store,
+                                                                                   topic))
         logs.startup()
         notifier = AppendNotifier()
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
