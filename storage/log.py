@@ -297,10 +297,13 @@ class Log:
             # bad one, an odd buffer) goes on to the general path, which then
             # gives the verdict.
             t = type(payload)
-            if t is bytes or t is bytearray or (
-                    t is memoryview and payload.ndim == 1 and payload.itemsize == 1
-                    and payload.c_contiguous):
-                h = validate_single_batch(payload)
+            if t is memoryview:
+                mv = payload if (payload.ndim == 1 and payload.itemsize == 1
+                                 and payload.c_contiguous) else None
+            else:
+                mv = memoryview(payload) if (t is bytes or t is bytearray) else None
+            if mv is not None:
+                h = validate_single_batch(mv)
                 if h is not None:
                     total = h.batch_length + 12
                     if total > cfg.max_message_bytes:
@@ -321,14 +324,15 @@ class Log:
                         leo, active, _ = self._end
                         last_offset = leo + h.last_offset_delta
                         ts = h.max_timestamp
-                        reason = active.should_roll(cfg, total, ts, last_offset)
+                        # the general path's max over the append starts at -1
+                        reason = active.should_roll(cfg, total, ts if ts > -1 else -1,
+                                                    last_offset)
                         if reason is not None:
                             active = self._roll(reason, leo)
                         # vectored write as below: fresh 16-byte prefix + the caller's
                         # bytes from the magic byte on, no copy of the payload
                         size = active.append_one(
-                            (_PREFIX.pack(leo, total - 12, leader_epoch),
-                             (payload if t is memoryview else memoryview(payload))[16:]),
+                            (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
                             total, last_offset, ts)
                         if has_pid and updates:
                             self.producer_state.update(h, leo, last_offset)

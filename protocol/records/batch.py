@@ -209,7 +209,7 @@ def validate_single_batch(buf) -> BatchHeader | None:
     #    base_ts, max_ts, producer_id, producer_epoch, base_sequence, records_count
     if length + LOG_OVERHEAD != end or length < MIN_BATCH_LENGTH or f[3] != 2:
         return None
-    if _crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]) != f[4]:
+    if _crc32c((buf if type(buf) is memoryview else memoryview(buf))[ATTRIBUTES_OFFSET:]) != f[4]:
         return None
     count = f[12]
     if count <= 0 or f[6] != count - 1:
