@@ -62,7 +62,6 @@ class Broker:
         self.bind_host, self.bind_port, self.node = _endpoints(cfg)
         self.services: BrokerServices | None = None
         self.network: NetworkServer | None = None
-        self._stopped = asyncio.Event()
         self.coordinator: GroupCoordinator | None = None
         self._expiry_task: asyncio.Task | None = None
 
@@ -169,7 +168,6 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(None, self.services.logs.shutdown)
             self.services.store.close()
         log.info("samsa broker stopped cleanly")
-        self._stopped.set()
 
     async def run_until_signalled(self) -> None:
         await self.start()

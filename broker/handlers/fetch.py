@@ -101,7 +101,7 @@ def _read_all(targets, max_bytes, version):
     return answers, gathered
 
 
-def _response(answers, version):
+def _response(answers):
     topics = []
     by_topic = {}
     for t, pdata in answers:
@@ -137,9 +137,9 @@ async def handle_fetch(ctx, req):
         if gathered >= req.min_bytes or any_error or timeout <= 0 or waiter is None:
             if waiter is not None:
                 waiter.cancel()
-            return _response(answers, version)
+            return _response(answers)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version)
-            return _response(answers, version)
+            return _response(answers)

@@ -27,7 +27,7 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
         record_errors=[], error_message=message)
 
 
-def _append(log, records, version, max_message_bytes):
+def _append(log, records, version):
     if records is None or len(records) == 0:
         return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set")
     if version <= 2:
@@ -74,7 +74,7 @@ async def handle_produce(ctx, req):
                     result = _partition_result(part.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     try:
-                        result = _append(log, part.records, version, None)
+                        result = _append(log, part.records, version)
                     except Exception as e:  # noqa: BLE001 - every failure is an error code
                         result = _partition_result(part.index, error_code_for(e),
                                                    message=str(e)[:200])
