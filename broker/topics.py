@@ -21,6 +21,9 @@ log = logging.getLogger("broker.topics")
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Each partition is a directory with open files: a request for millions of them is
+# a mistake or an attack, answered with INVALID_PARTITIONS rather than obeyed.
+MAX_PARTITIONS_PER_TOPIC = 10000
 
 
 class TopicError(Exception):
@@ -107,6 +110,10 @@ class TopicService:
         if num_partitions < 1:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "Number of partitions must be larger than 0.")
+        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions {num_partitions} exceeds samsa's limit "
+                             f"of {MAX_PARTITIONS_PER_TOPIC} per topic.")
         if replication_factor not in (-1, 1):
             nodes = len(self.store.brokers())
             if replication_factor < 1 or replication_factor > nodes:
@@ -180,6 +187,10 @@ class TopicService:
                                  f"which is higher than the requested {count}."
                                  if count < meta.num_partitions else
                                  f"Topic already has {count} partitions.")
+            if count > MAX_PARTITIONS_PER_TOPIC:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 f"Number of partitions {count} exceeds samsa's limit "
+                                 f"of {MAX_PARTITIONS_PER_TOPIC} per topic.")
             if validate_only:
                 return
             old = meta.num_partitions
