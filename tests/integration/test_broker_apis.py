@@ -304,3 +304,20 @@ def test_internal_offsets_topic_cannot_be_deleted(broker):
         meta = c.call(METADATA, MetadataRequest(allow_auto_topic_creation=False, topics=[
             MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")]))
         assert meta.topics[0].error_code == 0 and meta.topics[0].is_internal
+
+
+def test_absurd_partition_counts_are_refused(broker):
+    topic = _topic("huge")
+    with SimpleClient(broker.bootstrap) as c:
+        resp = c.call(19, CreateTopicsRequest(timeout_ms=5000, topics=[
+            CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=2**31 - 1,
+                                               replication_factor=1)]))
+        assert resp.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
+        _create(c, topic)
+        from protocol.messages import CreatePartitionsRequest
+        grow = c.call(37, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=2**31 - 1,
+                                                          assignments=None)]))
+        assert grow.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+        assert len(c.call(METADATA, MetadataRequest(allow_auto_topic_creation=False, topics=[
+            MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].partitions) == 1
