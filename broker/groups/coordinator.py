@@ -112,6 +112,11 @@ class GroupCoordinator:
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        # group id -> futures of offset commits accepted but still being stored.
+        # OffsetFetch waits for them: a rebalance can complete while a commit that
+        # was valid for the previous generation is being written, and the new owner
+        # of a partition must see that commit when it asks where to start.
+        self._storing_commits: dict[str, set[asyncio.Future]] = {}
 
     # ================================================================ lifecycle
 
@@ -838,6 +843,8 @@ class GroupCoordinator:
                                                     metadata, now, expire)
                 codes[(t, p)] = NONE
         if entries:
+            storing = asyncio.get_running_loop().create_future()
+            self._storing_commits.setdefault(group_id, set()).add(storing)
             try:
                 await _maybe_await(self.store.store_offsets(group_id, entries))
             except Exception:
@@ -848,6 +855,13 @@ class GroupCoordinator:
                 live = self.groups.get(group_id)
                 if live is not None:
                     live.offsets.update(entries)
+            finally:
+                pending = self._storing_commits.get(group_id)
+                if pending is not None:
+                    pending.discard(storing)
+                    if not pending:
+                        del self._storing_commits[group_id]
+                storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
     @staticmethod
@@ -876,6 +890,9 @@ class GroupCoordinator:
         err = self._check(group_id, allow_empty=True)
         if err:
             return OffsetFetchResult(err, [])
+        pending = self._storing_commits.get(group_id)
+        if pending:
+            await asyncio.wait(list(pending))
         group = self.groups.get(group_id)
         committed = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
