@@ -300,12 +300,6 @@ def _churn(bootstrap, loop_fn, extra=None):
     return tracker
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known open bug, about 1 run in 6: after an eager (range) rebalance a member has "
-    "started a partition at offset 0 although the previous owner had committed its end "
-    "(seen for the partition the first member had fully consumed); not reproduced with "
-    "librdkafka debug logging on; cooperative-sticky, kafka-python and aiokafka churn "
-    "pass. Remove this mark with the fix."))
 def test_confluent_eager_churn(gbroker):
     _churn(gbroker.bootstrap, _confluent_member)
 
