@@ -75,26 +75,8 @@ def _decode_records(data, pos: int, end: int, count: int, base_offset: int,
         pos += 1  # attributes: unused by the format so far
         ts_delta, pos = decode_varlong(data, pos, rend)
         off_delta, pos = decode_varint(data, pos, rend)
-        klen, pos = decode_varint(data, pos, rend)
-        if klen < 0:
-            if klen != -1:
-                raise CorruptRecordError(f"invalid key length {klen}", pos)
-            key = None
-        else:
-            if klen > rend - pos:
-                raise CorruptRecordError(f"key length {klen} past the end of the record", pos)
-            key = bytes(data[pos:pos + klen])
-            pos += klen
-        vlen, pos = decode_varint(data, pos, rend)
-        if vlen < 0:
-            if vlen != -1:
-                raise CorruptRecordError(f"invalid value length {vlen}", pos)
-            value = None
-        else:
-            if vlen > rend - pos:
-                raise CorruptRecordError(f"value length {vlen} past the end of the record", pos)
-            value = bytes(data[pos:pos + vlen])
-            pos += vlen
+        key, pos = _nullable_bytes(data, pos, rend, "key")
+        value, pos = _nullable_bytes(data, pos, rend, "value")
         hcount, pos = decode_varint(data, pos, rend)
         headers = []
         if hcount:
@@ -161,6 +143,18 @@ def decode_batch(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
 def iter_records(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
     """Records of the v2 batch at ``pos`` with absolute offsets and timestamps."""
     return iter(decode_batch(buf, pos, max_output=max_output)[1])
+
+
+def _nullable_bytes(data, pos: int, rend: int, what: str):
+    """A record's varint-length-prefixed key or value (-1 = null), bounded by the record."""
+    n, pos = decode_varint(data, pos, rend)
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"invalid {what} length {n}", pos)
+        return None, pos
+    if n > rend - pos:
+        raise CorruptRecordError(f"{what} length {n} past the end of the record", pos)
+    return bytes(data[pos:pos + n]), pos + n
 
 
 def iter_all_records(buf, *, max_output: int = DEFAULT_MAX_OUTPUT
