@@ -134,21 +134,23 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         idx = self._offset_index
         if idx is None:
-            with self._open_lock:
-                if self._offset_index is None:
-                    self._load_indexes_locked(writable=False)
-                idx = self._offset_index
+            self._ensure_indexes()
+            idx = self._offset_index
         return idx
 
     @property
     def time_index(self) -> TimeIndex:
         idx = self._time_index
         if idx is None:
-            with self._open_lock:
-                if self._time_index is None:
-                    self._load_indexes_locked(writable=False)
-                idx = self._time_index
+            self._ensure_indexes()
+            idx = self._time_index
         return idx
+
+    def _ensure_indexes(self) -> None:
+        """Open both indexes on first use (read-only); they are loaded together."""
+        with self._open_lock:
+            if self._offset_index is None or self._time_index is None:
+                self._load_indexes_locked(writable=False)
 
     def _load_indexes_locked(self, writable: bool) -> None:
         oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, writable=writable)
