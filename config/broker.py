@@ -107,6 +107,11 @@ class BrokerConfig:
                                    "Threads for background tasks.")
     queued_max_requests: int = _key("queued.max.requests", T.INT, 500, at_least(1),
                                     "Requests queued before network threads stop reading.")
+    queued_max_request_bytes: int = _key(
+        "queued.max.request.bytes", T.LONG, -1, at_least(-1),
+        "Memory for requests being received, summed over all connections; a connection "
+        "waits when it is used up. -1: socket.request.max.bytes times two plus 64 MiB, "
+        "so partly received frames can never hold the broker's memory hostage.")
     socket_request_max_bytes: int = _key("socket.request.max.bytes", T.INT, 104857600,
                                          at_least(1), "Largest request frame accepted.")
     socket_send_buffer_bytes: int = _key("socket.send.buffer.bytes", T.INT, 102400, at_least(-1),
