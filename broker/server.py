@@ -137,6 +137,7 @@ class Broker:
             self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads,
             Dispatcher(self.services),
             max_frame_bytes=cfg.socket_request_max_bytes,
+            queued_max_request_bytes=cfg.queued_max_request_bytes,
             max_connections=cfg.max_connections,
             max_connections_per_ip=cfg.max_connections_per_ip,
             idle_timeout_ms=cfg.connections_max_idle_ms,
@@ -145,7 +146,8 @@ class Broker:
         )
         await self.network.start()
         m = self.services.metrics
-        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out"):
+        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out",
+                     "request_memory_used", "request_memory_waiting"):
             if hasattr(self.network, attr):
                 m.add_source(attr, lambda a=attr: getattr(self.network, a))
         if getattr(cfg, "metrics_port", 0):

@@ -12,10 +12,22 @@ unchanged for as long as the handler keeps it: we only ever write *past* the
 last byte received, and when the buffer runs out of room we switch to another
 bytearray (copying just the unfinished tail) instead of compacting in place.
 A frame for which the buffer is too small gets a buffer of its own size, so
-large frames are received in place. The view is writable (handlers may patch
+frames are received in place. The view is writable (handlers may patch
 e.g. a record batch's baseOffset in place). A size prefix that is negative or
 above ``max_frame_bytes`` closes the connection as soon as the 4 bytes are
 seen, before any of the body is read.
+
+Large frames and memory. A size prefix is only a claim: a client that
+declares 100 MB and sends four bytes must not cost 100 MB. A frame larger
+than the working chunk (``CHUNK``) first takes a reservation of its declared
+size from the broker-wide ``RequestMemoryPool`` (``queued.max.request.bytes``;
+see memory.py): while none is to be had the connection stops reading and
+waits in line, and frames up to ``CHUNK`` on other connections are served
+as usual. With the reservation, the buffer still grows only as bytes
+arrive: first to ``FIRST_LARGE_BUFFER`` (so a 1 MiB produce request lands in
+one buffer with no copy), then doubling, so a frame costs at most about
+twice what was actually received. The reservation moves with the frame to
+its handler and is returned when the handler is done, or at close.
 
 Buffer reuse. A fresh ``bytearray(n)`` is zero-filled (a profile put that at
 3-6% of produce time, one 256 KiB or ~1 MB buffer per switch). So a buffer
@@ -68,6 +80,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from broker.network.context import ConnectionContext
+from broker.network.memory import RequestMemoryPool
 from protocol.errors import ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +98,10 @@ _unpack_size = _SIZE.unpack_from
 MIN_CHUNK = 16 * 1024
 CHUNK = 256 * 1024
 MIN_READ = 4 * 1024
+# A frame larger than CHUNK needs a reservation from the memory pool; its
+# buffer starts at FIRST_LARGE_BUFFER (or the frame's size, if smaller) and
+# doubles from there as bytes arrive.
+FIRST_LARGE_BUFFER = 1024 * 1024 + 64 * 1024
 # Receive buffers kept for reuse per connection, and the largest size pooled
 # (bigger ones serve rare huge frames; keeping them would pin the memory).
 POOL_BUFFERS = 2
@@ -105,6 +122,11 @@ def _pooled_refs(pool: list, i: int) -> int:
 # (measured rather than assumed, so the interpreter's own accounting of
 # temporaries does not matter). Any frame view alive adds at least one.
 _FREE_REFS = _pooled_refs([bytearray(1)], 0)
+
+
+# A closed connection's receive buffer: the real one is dropped at close, not
+# when the cycle collector gets to the connection object.
+_NO_BUFFER = memoryview(bytearray(0))
 
 
 class _Slot:
@@ -140,6 +162,7 @@ class Connection:
         "_slots", "_wq", "_pending", "_inflight", "_inflight_bytes",
         "_reading", "_writing", "_paused", "_eof", "closed",
         "_flush_scheduled", "last_active",
+        "_memory", "_reserved", "_memory_waiter", "_rate_log",
     )
 
     def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
@@ -177,6 +200,10 @@ class Connection:
         self.closed = False
         self._flush_scheduled = False
         self.last_active = self._loop.time()
+        self._memory: RequestMemoryPool = proc.memory_pool
+        self._reserved = 0           # bytes reserved for the large frame being received
+        self._memory_waiter: Any = None  # set while queued for a reservation
+        self._rate_log = proc.rate_log
 
     # ------------------------------------------------------------------ start
 
@@ -233,32 +260,77 @@ class Connection:
                 break
             size = _unpack_size(buf, pos)[0]
             if size < 0 or size > self._max_frame:
-                self._log.warning(
+                self._rate_log.warning(
+                    "frame-size",
                     "closing connection %s: frame size %d outside 0..%d (socket.request.max.bytes)",
                     self.ctx.connection_id, size, self._max_frame)
                 self.close(None)
                 return
+            if size + 4 > CHUNK and not self._reserved and not self._reserve(size + 4):
+                self._rpos = pos
+                return  # reading stopped until the memory pool grants it
             if avail - 4 < size:
                 need = 4 + size
                 break
             start = pos + 4
             pos = start + size
-            self._dispatch(buf[start:pos], size)
+            reserved = self._reserved
+            self._reserved = 0
+            self._dispatch(buf[start:pos], size, reserved)
             if self.closed:
                 return
         self._rpos = pos
-        if len(buf) - pos < (need if need > MIN_READ else MIN_READ):
-            # Not enough room from the start of the unfinished frame: move the
-            # tail to another buffer. Never compact in place: frames already
-            # handed out may be views of this one.
-            tail = end - pos
-            chunk = self._chunk
-            nbuf = memoryview(self._switch_buffer(need if need > chunk else chunk))
-            if tail:
-                nbuf[:tail] = buf[pos:end]
-            self._rbuf = nbuf
-            self._rpos = 0
-            self._rend = tail
+        room = len(buf) - pos
+        tail = end - pos
+        if need > CHUNK:
+            # A large frame (reserved above): receive in place while the
+            # buffer has room, then grow it by doubling what has arrived.
+            if room >= need or len(buf) - end >= MIN_READ:
+                return
+            size = min(need, max(FIRST_LARGE_BUFFER, 2 * tail))
+        elif room < (need if need > MIN_READ else MIN_READ):
+            size = need if need > self._chunk else self._chunk
+        else:
+            return
+        # Move the unfinished tail to another buffer. Never compact in place:
+        # frames already handed out may be views of this one.
+        try:
+            nbuf = memoryview(self._switch_buffer(size))
+        except MemoryError:
+            self._rate_log.warning(
+                "no-memory", "closing connection %s: no memory for a %d-byte receive buffer",
+                self.ctx.connection_id, size)
+            self.close(None)
+            return
+        if tail:
+            nbuf[:tail] = buf[pos:end]
+        self._rbuf = nbuf
+        self._rpos = 0
+        self._rend = tail
+
+    # ------------------------------------------------------------------ memory
+
+    def _reserve(self, size: int) -> bool:
+        """Reserve ``size`` bytes for the large frame whose header was just
+        seen; when the pool has none, stop reading and queue for them."""
+        if self._memory_waiter is not None:
+            return False  # already queued; the grant is on its way
+        if self._memory.try_reserve(size):
+            self._reserved = size
+            return True
+        if self._memory_waiter is None:
+            self._stop_reading()
+            self._memory_waiter = self._memory.wait(self._loop, size, self._memory_granted)
+        return False
+
+    def _memory_granted(self, size: int) -> None:
+        """The pool reserved ``size`` bytes for us (on this loop)."""
+        self._memory_waiter = None
+        if self.closed:
+            self._memory.release(size)
+            return
+        self._reserved = size
+        self._maybe_resume()
 
     def _switch_buffer(self, size: int) -> bytearray:
         """A buffer of at least ``size`` bytes to receive into next: a pooled
@@ -280,7 +352,7 @@ class Connection:
     def shrink(self) -> None:
         """Called by the idle sweep on quiet connections: drop a big receive
         buffer (if nothing is half-received) so idle connections cost little."""
-        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK:
+        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK and not self.closed:
             self._chunk = MIN_CHUNK
             self._pool.clear()
             self._rbuf = memoryview(bytearray(MIN_CHUNK))
@@ -298,17 +370,17 @@ class Connection:
 
     # ------------------------------------------------------------------ handlers
 
-    def _dispatch(self, frame: memoryview, size: int) -> None:
+    def _dispatch(self, frame: memoryview, size: int, reserved: int) -> None:
         slot = _Slot()
         self._slots.append(slot)
         self._inflight += 1
         self._inflight_bytes += size
         self._proc.requests += 1
-        slot.task = self._loop.create_task(self._run(slot, frame, size))
+        slot.task = self._loop.create_task(self._run(slot, frame, size, reserved))
         if self._inflight >= self._max_inflight or self._inflight_bytes > self._max_inflight_bytes:
             self._pause()
 
-    async def _run(self, slot: _Slot, frame: memoryview, size: int) -> None:
+    async def _run(self, slot: _Slot, frame: memoryview, size: int, reserved: int) -> None:
         try:
             parts = await self._handler(self.ctx, frame)
         except Exception as e:  # a bad handler must never take the processor down
@@ -318,12 +390,17 @@ class Connection:
                 # Malformed input is the client's fault: one line. Anything
                 # else is our bug: keep the traceback.
                 bad_input = isinstance(e, ProtocolError)
-                self._log.log(logging.WARNING if bad_input else logging.ERROR,
-                              "closing connection %s: request handler raised %s: %s",
-                              self.ctx.connection_id, type(e).__name__, e,
-                              exc_info=None if bad_input else e)
+                self._rate_log.log("bad-request" if bad_input else "handler-error",
+                                   logging.WARNING if bad_input else logging.ERROR,
+                                   "closing connection %s: request handler raised %s: %s",
+                                   self.ctx.connection_id, type(e).__name__, e,
+                                   exc_info=None if bad_input else e)
                 self.close(None)
             return
+        finally:
+            # The frame's large-request reservation, however the handler ended
+            # (also when cancelled at shutdown).
+            self._memory.release(reserved)
         self._inflight -= 1
         self._inflight_bytes -= size
         if self.closed:
@@ -470,13 +547,15 @@ class Connection:
         self._stop_reading()
 
     def _maybe_resume(self) -> None:
-        if (self.closed or self._pending > self._resume_pending
+        if (self.closed or self._memory_waiter is not None
+                or self._pending > self._resume_pending
                 or self._inflight >= self._max_inflight
                 or self._inflight_bytes > self._max_inflight_bytes):
             return
         self._paused = False
         self._parse()  # frames that arrived before the pause go first
-        if not (self._paused or self.closed or self._eof or self._reading):
+        if not (self._paused or self.closed or self._eof or self._reading
+                or self._memory_waiter is not None):
             self._reading = True
             self._loop.add_reader(self._fd, self._on_readable)
 
@@ -507,4 +586,15 @@ class Connection:
         self._wq.clear()
         self._slots.clear()
         self._pending = 0
+        # Memory goes back now, not when the cycle collector finds this object
+        # (the context refers back to it). Frames handed to handlers still
+        # running keep their own buffers alive until they finish.
+        if self._memory_waiter is not None:
+            self._memory.cancel(self._memory_waiter)  # a grant in flight is released on arrival
+            self._memory_waiter = None
+        self._memory.release(self._reserved)
+        self._reserved = 0
+        self._rbuf = _NO_BUFFER
+        self._rpos = self._rend = 0
+        self._pool.clear()
         self._proc.connection_closed(self)

@@ -20,10 +20,13 @@ except ImportError:  # pragma: no cover - uvloop is a declared dependency
     uvloop = None
 
 from broker.network.connection import Connection
+from broker.network.log_limit import RateLimitedLog
+from broker.network.memory import RequestMemoryPool
 
 
 class Processor:
     def __init__(self, index: int, server: Any, *, handler: Callable, logger: logging.Logger,
+                 memory_pool: RequestMemoryPool, rate_log: RateLimitedLog,
                  max_frame_bytes: int, max_pending_response_bytes: int,
                  max_inflight_requests: int, max_inflight_request_bytes: int,
                  idle_timeout_ms: int, send_buffer_bytes: int, recv_buffer_bytes: int) -> None:
@@ -31,6 +34,8 @@ class Processor:
         self.server = server
         self.handler = handler
         self.logger = logger
+        self.memory_pool = memory_pool  # shared by all processors (queued.max.request.bytes)
+        self.rate_log = rate_log        # shared: one budget of log lines per kind of event
         self.max_frame_bytes = max_frame_bytes
         self.max_pending_response_bytes = max_pending_response_bytes
         self.max_inflight_requests = max_inflight_requests

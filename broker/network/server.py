@@ -18,6 +18,8 @@ import threading
 from functools import partial
 from typing import Any, Awaitable, Callable
 
+from broker.network.log_limit import RateLimitedLog
+from broker.network.memory import RequestMemoryPool
 from broker.network.processor import Processor
 
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
@@ -55,6 +57,7 @@ class NetworkServer:
                  max_pending_response_bytes: int = 16 * 1024 * 1024,
                  max_inflight_requests: int = 1000,
                  max_inflight_request_bytes: int | None = None,
+                 queued_max_request_bytes: int = -1,
                  backlog: int = 512,
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
@@ -67,8 +70,16 @@ class NetworkServer:
         self.max_connections_per_ip = max_connections_per_ip
         self.backlog = backlog
         self.logger = logger or _log
+        # -1 (Kafka's "unbounded") still gets a bound here: room for two of the
+        # largest frames plus working space, so declared-but-unsent frames can
+        # never hold the broker's memory hostage.
+        self.memory_pool = RequestMemoryPool(
+            queued_max_request_bytes if queued_max_request_bytes > 0
+            else 2 * max_frame_bytes + 64 * 1024 * 1024)
+        self.rate_log = RateLimitedLog(self.logger)
         self._proc_kwargs = dict(
-            handler=handler, logger=self.logger, max_frame_bytes=max_frame_bytes,
+            handler=handler, logger=self.logger, memory_pool=self.memory_pool,
+            rate_log=self.rate_log, max_frame_bytes=max_frame_bytes,
             max_pending_response_bytes=max_pending_response_bytes,
             max_inflight_requests=max_inflight_requests,
             # Frames held by running handlers are memory too; by default they
@@ -111,6 +122,16 @@ class NetworkServer:
     @property
     def bytes_out(self) -> int:
         return sum(p.bytes_out for p in self.processors)
+
+    @property
+    def request_memory_used(self) -> int:
+        """Bytes reserved by large requests being received or handled."""
+        return self.memory_pool.used
+
+    @property
+    def request_memory_waiting(self) -> int:
+        """Connections waiting for request memory."""
+        return self.memory_pool.waiting
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,7 +214,7 @@ class NetworkServer:
             except OSError as e:
                 # EMFILE/ENFILE/ECONNABORTED: log and keep accepting; a short
                 # pause avoids spinning while descriptors are exhausted.
-                self.logger.warning("accept failed: %s", e)
+                self.rate_log.warning("accept", "accept failed: %s", e)
                 await asyncio.sleep(0.05)
                 continue
             self._hand_off(sock, peer, local)
@@ -213,7 +234,7 @@ class NetworkServer:
                 self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         if reason is not None:
             self.connections_rejected += 1
-            self.logger.info("rejecting connection from %s: %s reached", ip, reason)
+            self.rate_log.info("reject", "rejecting connection from %s: %s reached", ip, reason)
             sock.close()
             return
         self.connections_accepted += 1

@@ -1,0 +1,166 @@
+"""A size prefix is a claim, not an allocation (issue 15, item 1).
+
+Hundreds of connections each declare a 100 MB frame and send a few bytes of
+it. The broker must not allocate what they declare: its resident memory
+stays bounded while they hang on, real clients keep being served, and once
+they close, a large request (which needs the shared request-memory budget
+that the attackers' reservations held) goes through again.
+
+The broker runs under an address-space limit, so a broker that did allocate
+declared sizes fails this test with a MemoryError rather than taking the
+machine's memory with it.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ATTACKERS = 400
+DECLARED = 100 * 1000 * 1000
+# What the attack may add to the broker's resident memory: about 40 KiB per
+# connection (socket, state, a 16 KiB receive buffer) plus slack for the
+# clients served meanwhile. Allocating the declared sizes would be 40 GB.
+RSS_GROWTH_LIMIT = 64 * 1024 * 1024
+ADDRESS_SPACE_LIMIT = 6 * 1024 ** 3
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _until(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _round_trip(bootstrap: str, values: list[bytes]) -> list[bytes]:
+    """Produce ``values`` to a new topic and read them back with real clients."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2_000_000,
+                         "message.timeout.ms": 30000})
+    errors = []
+    for v in values:
+        producer.produce(topic, v, on_delivery=lambda err, msg: err and errors.append(err))
+    assert producer.flush(30) == 0 and not errors, errors
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "fetch.max.bytes": 4_000_000,
+                         "max.partition.fetch.bytes": 4_000_000})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
+    broker = broker_factory({"message.max.bytes": 2_000_000})
+    pid = broker.pid
+    resource.prlimit(pid, resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    # Warm up: the clients' first round trip loads code and caches.
+    assert _round_trip(broker.bootstrap, [b"warm-up"]) == [b"warm-up"]
+    rss_before = _rss(pid)
+
+    attackers = []
+    try:
+        for _ in range(ATTACKERS):
+            s = socket.create_connection((broker.host, broker.port), timeout=10)
+            # The size prefix, then a request header's first bytes: never the rest.
+            s.sendall(struct.pack(">i", DECLARED) + b"\x00\x00\x00\x0c\x00\x00\x00\x01")
+            attackers.append(s)
+        # Every attacker is accepted and its bytes read by the broker.
+        _until(lambda: broker.is_running and _count_connections(pid) >= ATTACKERS,
+               what="the broker to hold every attacking connection")
+
+        small = [f"small-{i}".encode() for i in range(50)]
+        assert _round_trip(broker.bootstrap, small) == small
+        rss_during = _rss(pid)
+        print(f"\nbroker RSS before the attack {rss_before / 2**20:.1f} MiB, with {ATTACKERS} "
+              f"connections declaring {DECLARED // 10**6} MB each {rss_during / 2**20:.1f} MiB")
+        assert broker.is_running
+        assert rss_during - rss_before < RSS_GROWTH_LIMIT
+    finally:
+        for s in attackers:
+            s.close()
+
+    _until(lambda: _count_connections(pid) < 10, what="the attacking connections to close")
+    # The attackers' reservations are back: a large request (over the receive
+    # chunk, so it needs the shared budget) is received and answered.
+    big = [b"x" * 1_500_000]
+    assert _round_trip(broker.bootstrap, big) == big
+    rss_after = _rss(pid)
+    print(f"broker RSS after they closed and a 1.5 MB request {rss_after / 2**20:.1f} MiB")
+    assert rss_after - rss_before < RSS_GROWTH_LIMIT
+
+
+def test_large_request_waits_for_memory_instead_of_failing(broker_factory):
+    """With the budget held by a half-sent large frame, another large request
+    waits (it is not refused or dropped) and goes through once the budget
+    frees; small requests are served meanwhile."""
+    broker = broker_factory({"message.max.bytes": 2_000_000,
+                             "queued.max.request.bytes": 1_000_000})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
+    hog = socket.create_connection((broker.host, broker.port), timeout=10)
+    hog.sendall(struct.pack(">i", 50_000_000) + b"\x00" * 100)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 2_000_000,
+                         "message.timeout.ms": 60000, "linger.ms": 0})
+    delivered = []
+    producer.produce("t", b"y" * 1_200_000, on_delivery=lambda err, msg: delivered.append(err))
+    try:
+        # Small requests (metadata, a small produce) are answered meanwhile...
+        assert _round_trip(broker.bootstrap, [b"small"]) == [b"small"]
+        # ...while the large one is still waiting for memory.
+        producer.poll(1.0)
+        assert delivered == []
+    finally:
+        hog.close()
+    assert producer.flush(30) == 0
+    assert delivered == [None]
+
+
+def _count_connections(pid: int) -> int:
+    """Established TCP sockets of the broker process (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    established = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if parts[3] == "01" and parts[9] in inodes:
+                        established += 1
+        except FileNotFoundError:
+            pass
+    return established
