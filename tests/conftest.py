@@ -104,3 +104,23 @@ def tansu(request):
             _stop_all(request, [peer])
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def zookeeper(request):
+    """A running ZooKeeper server (Debian's package) on a free port, fresh data."""
+    from tests.support.zookeeper import ZooKeeperProcess, zookeeper_installed
+    if not zookeeper_installed():
+        # The test setup (scripts/setup.sh --test) installs it: missing is a setup failure.
+        pytest.fail("ZooKeeper is not installed (Debian package 'zookeeper'; "
+                    "scripts/setup.sh --test installs it)")
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-zk-"))
+    server = ZooKeeperProcess(work_dir)
+    try:
+        server.start()
+        yield server
+    finally:
+        try:
+            _stop_all(request, [server])
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)

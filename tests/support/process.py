@@ -88,7 +88,7 @@ class ManagedProcess:
         return self
 
     def wait_ready(self, timeout: float | None = None) -> None:
-        """Until the port answers ApiVersions v0; fails fast if the process exits."""
+        """Until ``probe`` passes; fails fast if the process exits."""
         deadline = time.monotonic() + (timeout or self.startup_timeout)
         last_error: Exception | None = None
         while True:
@@ -98,7 +98,7 @@ class ManagedProcess:
                     f"{self.name} exited with code {rc} before becoming ready on {self.bootstrap}\n"
                     f"command: {' '.join(self.argv)}\n--- log tail ({self.log_path}) ---\n{self.log_tail()}")
             try:
-                probe_api_versions(self.host, self.port, timeout=1.0)
+                self.probe()
                 return
             except OSError as e:
                 last_error = e
@@ -108,6 +108,10 @@ class ManagedProcess:
                     f"{timeout or self.startup_timeout:.0f}s (last error: {last_error!r})\n"
                     f"command: {' '.join(self.argv)}\n--- log tail ({self.log_path}) ---\n{self.log_tail()}")
             time.sleep(0.05)
+
+    def probe(self) -> None:
+        """Raises OSError until the server serves (Kafka servers: ApiVersions v0)."""
+        probe_api_versions(self.host, self.port, timeout=1.0)
 
     def _signal(self, sig: int) -> None:
         # Only while the child is not yet reaped: until then its pid (= its process
