@@ -24,6 +24,8 @@ if [ "$want_test" = 1 ]; then
     need=()
     command -v kcat >/dev/null 2>&1 || need+=(kcat)
     command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+    # A real ZooKeeper server for the cluster tests (started from its jars by the tests)
+    [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
     if [ "${#need[@]}" -gt 0 ]; then
         SUDO=""
         [ "$(id -u)" = 0 ] || SUDO="sudo"

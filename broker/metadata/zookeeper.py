@@ -1,0 +1,419 @@
+"""The ZooKeeper metadata store: Kafka's own znode layout, through kazoo.
+
+Several brokers share one ZooKeeper ensemble, and so does any tool written
+against Kafka's ZooKeeper layout (see zk_layout.py for the znodes and JSON).
+This store is the broker's view of that shared state:
+
+- at start it connects (``zookeeper.connect`` with an optional chroot, which
+  is created when missing), creates Kafka's persistent paths, reads or
+  creates ``/cluster/id`` and registers the broker under the ephemeral
+  ``/brokers/ids/<id>``; an id already registered by a live broker refuses
+  to start, naming the id;
+- it keeps an immutable snapshot of the brokers and topics, replaced (never
+  mutated) from ZooKeeper watches, so readers on any thread need no lock and
+  a topic created by another broker or written by a tool shows up by itself;
+- writes go straight to ZooKeeper in the order Kafka's admin client writes
+  them (topic config before the topic, then a change notice), with
+  conditional updates on znode versions where two writers could race
+  (partition counts, producer-id blocks);
+- when its session expires it re-registers the broker and re-reads
+  everything, since watches and ephemeral nodes died with the session.
+
+What the controller does in Kafka (partition state, leader election, topic
+deletion once replicas are gone) is not done here: until the controller
+exists, deleting a topic removes its znodes directly.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+import uuid
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
+                              NodeExistsError, NotEmptyError)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from . import zk_layout as z
+from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
+                    UnknownTopicError, kafka_id, new_cluster_id)
+
+log = logging.getLogger("broker.metadata.zookeeper")
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class ZooKeeperStoreError(Exception):
+    """The store cannot do what was asked (unreachable, refused, malformed)."""
+
+
+class BrokerIdInUseError(ZooKeeperStoreError):
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(f"broker.id {broker_id} is already registered in ZooKeeper by a "
+                         f"running broker ({z.broker_path(broker_id)}); give every broker "
+                         f"its own broker.id")
+        self.broker_id = broker_id
+
+
+def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
+    """Kafka's 22-character base64url topic id -> UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_topic_id + "=="))
+
+
+class ZooKeeperMetadataStore(MetadataStore):
+    def __init__(self, connect: str, broker_id: int, endpoint: BrokerEndpoint, *,
+                 session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        hosts, chroot = z.parse_connect(connect)
+        self.broker_id = broker_id
+        self._endpoint = endpoint
+        self._clock = clock
+        self._lock = threading.Lock()          # serializes our own writes
+        self._snapshot_lock = threading.Lock()  # one replacement of _topics at a time
+        self._brokers: list[BrokerEndpoint] = []
+        self._topics: dict[str, TopicMeta] = {}
+        self._watched_topics: set[str] = set()
+        self._controller_id = -1
+        self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
+        self._closed = False
+        self._session_lost = False
+        timeout = (connection_timeout_ms if connection_timeout_ms is not None
+                   else session_timeout_ms) / 1000
+        if chroot:
+            self._ensure_chroot(hosts, chroot, timeout)
+        self.zk = KazooClient(hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000)
+        try:
+            self.zk.start(timeout=timeout)
+        except KazooTimeoutError:
+            self.zk.close()
+            raise ZooKeeperStoreError(
+                f"could not connect to ZooKeeper at {connect} within {timeout:g} s "
+                f"(zookeeper.connect, zookeeper.connection.timeout.ms)") from None
+        try:
+            for path in z.PERSISTENT_PATHS:
+                self.zk.ensure_path(path)
+            self.cluster_id = self._read_or_create_cluster_id()
+            self._register()
+            self.zk.add_listener(self._on_state)
+            self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
+            self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
+            self.zk.DataWatch(z.CONTROLLER, self._on_controller)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ start-up
+
+    @staticmethod
+    def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
+        # Kafka creates a missing chroot before using it.
+        client = KazooClient(hosts=hosts, timeout=timeout)
+        try:
+            client.start(timeout=timeout)
+            client.ensure_path(chroot)
+        except KazooTimeoutError:
+            raise ZooKeeperStoreError(f"could not connect to ZooKeeper at {hosts} within "
+                                      f"{timeout:g} s (zookeeper.connect)") from None
+        finally:
+            client.stop()
+            client.close()
+
+    def _read_or_create_cluster_id(self) -> str:
+        try:
+            return z.decode_cluster_id(self.zk.get(z.CLUSTER_ID)[0])
+        except NoNodeError:
+            pass
+        try:
+            cluster_id = new_cluster_id()
+            self.zk.create(z.CLUSTER_ID, z.encode_cluster_id(cluster_id), makepath=True)
+            return cluster_id
+        except NodeExistsError:  # another broker won the race
+            return z.decode_cluster_id(self.zk.get(z.CLUSTER_ID)[0])
+
+    def _registration(self) -> bytes:
+        e = self._endpoint
+        return z.encode_broker(z.BrokerRegistration(
+            self.broker_id, (("PLAINTEXT", e.host, e.port),), {"PLAINTEXT": "PLAINTEXT"},
+            e.rack, int(self._clock() * 1000)))
+
+    def _register(self) -> None:
+        path = z.broker_path(self.broker_id)
+        try:
+            self.zk.create(path, self._registration(), ephemeral=True)
+        except NodeExistsError:
+            # Ours from a session that has just expired is fine: it goes away
+            # with that session. Anyone else's is a live broker with our id.
+            _, stat = self.zk.get(path)
+            if stat.ephemeralOwner == self.zk.client_id[0]:
+                return
+            raise BrokerIdInUseError(self.broker_id) from None
+
+    # ------------------------------------------------------------ watches
+
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's connection thread: no blocking calls here.
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
+            self._session_lost = False
+            self.zk.handler.spawn(self._recover_session)
+
+    def _recover_session(self) -> None:
+        """A new session: the registration and every watch are gone."""
+        log.warning("ZooKeeper session expired; registering broker %d again", self.broker_id)
+        for _ in range(30):
+            try:
+                self._register()
+                break
+            except BrokerIdInUseError:
+                # The old session's node may outlive it for a moment.
+                time.sleep(0.5)
+            except KazooException as e:
+                log.warning("re-registering broker %d failed: %s", self.broker_id, e)
+                time.sleep(0.5)
+        self._watched_topics = set()
+        self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
+        self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
+        self.zk.DataWatch(z.CONTROLLER, self._on_controller)
+
+    def _on_broker_ids(self, children: list[str]) -> bool:
+        brokers = []
+        for child in sorted(children, key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0)):
+            if not child.isdigit():
+                continue
+            try:
+                reg = z.decode_broker(int(child), self.zk.get(z.broker_path(int(child)))[0])
+            except NoNodeError:
+                continue  # gone between the listing and the read
+            except z.ZNodeFormatError as e:
+                log.warning("ignoring broker registration: %s", e)
+                continue
+            plain = [(h, p) for name, h, p in reg.endpoints
+                     if reg.security_protocols.get(name, name) == "PLAINTEXT"] or [
+                (h, p) for _, h, p in reg.endpoints]
+            if plain:
+                brokers.append(BrokerEndpoint(reg.broker_id, plain[0][0], plain[0][1], reg.rack))
+        self._brokers = brokers
+        return not self._closed
+
+    def _on_controller(self, data: bytes | None, _stat: object) -> bool:
+        try:
+            self._controller_id = z.decode_controller(data) if data else -1
+        except z.ZNodeFormatError as e:
+            log.warning("%s", e)
+            self._controller_id = -1
+        return not self._closed
+
+    def _on_topic_names(self, children: list[str]) -> bool:
+        names = set(children)
+        current = self._topics
+        if any(n not in names for n in current):
+            with self._snapshot_lock:
+                self._topics = {n: m for n, m in self._topics.items() if n in names}
+        for name in names - self._watched_topics:
+            self._watched_topics.add(name)
+            self._watch_topic(name)
+        self._watched_topics &= names
+        return not self._closed
+
+    def _watch_topic(self, name: str) -> None:
+        def on_topic(data: bytes | None, _stat: object) -> bool:
+            if data is None:
+                self._drop(name)
+                return False  # deleted: a re-created topic gets a new watch
+            self._reload_topic(name)
+            return not self._closed
+
+        def on_config(_data: bytes | None, _stat: object) -> bool:
+            if name in self._topics:
+                self._reload_topic(name)
+            return not self._closed and name in self._watched_topics
+
+        self.zk.DataWatch(z.topic_path(name), on_topic)
+        self.zk.DataWatch(z.topic_config_path(name), on_config)
+
+    def _drop(self, name: str) -> None:
+        with self._snapshot_lock:
+            if name in self._topics:
+                self._topics = {n: m for n, m in self._topics.items() if n != name}
+        self._watched_topics.discard(name)
+
+    def _reload_topic(self, name: str) -> TopicMeta | None:
+        """Read one topic's znodes into the snapshot (also used after our writes,
+        so a caller reads its own write without waiting for the watch)."""
+        try:
+            data, stat = self.zk.get(z.topic_path(name))
+        except NoNodeError:
+            self._drop(name)
+            return None
+        try:
+            assignment = z.decode_topic(name, data)
+        except z.ZNodeFormatError as e:
+            log.warning("ignoring topic: %s", e)
+            return None
+        if assignment.topic_id is None:
+            # Written by a tool that predates topic ids: give it one, as
+            # Kafka's controller does, conditionally on what we read.
+            assignment = z.TopicAssignment(assignment.partitions, kafka_id(uuid.uuid4()),
+                                           assignment.adding_replicas,
+                                           assignment.removing_replicas)
+            try:
+                self.zk.set(z.topic_path(name), z.encode_topic(assignment), version=stat.version)
+            except (BadVersionError, NoNodeError):
+                return self._reload_topic(name)
+        try:
+            configs = z.decode_config(z.topic_config_path(name),
+                                      self.zk.get(z.topic_config_path(name))[0])
+        except NoNodeError:
+            configs = {}
+        except z.ZNodeFormatError as e:
+            log.warning("ignoring topic config: %s", e)
+            configs = {}
+        meta = TopicMeta(name, topic_uuid(assignment.topic_id), len(assignment.partitions),
+                         configs, name in INTERNAL_TOPICS)
+        with self._snapshot_lock:
+            self._topics = {**self._topics, name: meta}
+        return meta
+
+    # ------------------------------------------------------------ reads
+
+    @property
+    def controller_id(self) -> int:
+        return self._controller_id
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        return self._brokers
+
+    def topics(self) -> dict[str, TopicMeta]:
+        return self._topics
+
+    # ------------------------------------------------------------ writes
+
+    def _assign(self, first_partition: int, count: int) -> dict[int, list[int]]:
+        """One replica per partition, round-robin over live brokers from a
+        random start (Kafka's placement without racks, at replication factor 1
+        until replication exists)."""
+        ids = sorted(b.node_id for b in self._brokers) or [self.broker_id]
+        start = uuid.uuid4().int % len(ids)
+        return {p: [ids[(start + p) % len(ids)]] for p in range(first_partition,
+                                                                first_partition + count)}
+
+    def create_topic(self, name, num_partitions, configs, is_internal=False) -> TopicMeta:
+        with self._lock:
+            if self.zk.exists(z.topic_path(name)):
+                raise TopicExistsError(name)
+            topic_id = uuid.uuid4()
+            # Config first, then the topic: whoever sees the topic sees its config.
+            self.zk.ensure_path(z.CONFIG_TOPICS)
+            try:
+                self.zk.create(z.topic_config_path(name), z.encode_config(configs))
+            except NodeExistsError:
+                self.zk.set(z.topic_config_path(name), z.encode_config(configs))
+            assignment = z.TopicAssignment(self._assign(0, num_partitions), kafka_id(topic_id))
+            try:
+                self.zk.create(z.topic_path(name), z.encode_topic(assignment))
+            except NodeExistsError:
+                raise TopicExistsError(name) from None
+            return self._reload_topic(name) or TopicMeta(
+                name, topic_id, num_partitions, dict(configs), is_internal)
+
+    def delete_topic(self, name) -> TopicMeta:
+        with self._lock:
+            meta = self._reload_topic(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            # Until the controller exists the deletion is carried out here;
+            # the marker is written first so tools see it as Kafka shows it.
+            try:
+                self.zk.create(z.delete_topic_path(name), makepath=True)
+            except NodeExistsError:
+                pass
+            self._delete_recursive(z.topic_path(name))
+            self._delete_recursive(z.topic_config_path(name))
+            self._delete_recursive(z.delete_topic_path(name))
+            self._drop(name)
+            return meta
+
+    def _delete_recursive(self, path: str) -> None:
+        for _ in range(5):
+            try:
+                self.zk.delete(path, recursive=True)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:  # a child appeared meanwhile
+                continue
+
+    def set_partition_count(self, name, count) -> TopicMeta:
+        with self._lock:
+            while True:
+                try:
+                    data, stat = self.zk.get(z.topic_path(name))
+                except NoNodeError:
+                    raise UnknownTopicError(name) from None
+                current = z.decode_topic(name, data)
+                have = len(current.partitions)
+                partitions = dict(current.partitions)
+                partitions.update(self._assign(have, count - have))
+                updated = z.TopicAssignment(partitions, current.topic_id,
+                                            current.adding_replicas, current.removing_replicas)
+                try:
+                    self.zk.set(z.topic_path(name), z.encode_topic(updated), version=stat.version)
+                    break
+                except BadVersionError:
+                    continue  # someone else changed it: decide again on what is there now
+            return self._reload_topic(name)
+
+    def set_topic_configs(self, name, configs) -> TopicMeta:
+        with self._lock:
+            if not self.zk.exists(z.topic_path(name)):
+                raise UnknownTopicError(name)
+            try:
+                self.zk.set(z.topic_config_path(name), z.encode_config(configs))
+            except NoNodeError:
+                self.zk.create(z.topic_config_path(name), z.encode_config(configs))
+            self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(f"topics/{name}"),
+                           sequence=True)
+            return self._reload_topic(name)
+
+    def allocate_producer_id(self) -> int:
+        with self._lock:
+            next_id, last = self._producer_ids
+            if next_id > last:
+                block = self._claim_producer_id_block()
+                next_id, last = block.start, block.end
+            self._producer_ids = (next_id + 1, last)
+            return next_id
+
+    def _claim_producer_id_block(self) -> z.ProducerIdBlock:
+        """The next block of 1,000 ids, claimed with a conditional write so two
+        brokers never get the same block."""
+        while True:
+            try:
+                data, stat = self.zk.get(z.LATEST_PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                block = z.next_producer_id_block(None, self.broker_id)
+                try:
+                    self.zk.create(z.LATEST_PRODUCER_ID_BLOCK, z.encode_producer_id_block(block))
+                    return block
+                except NodeExistsError:
+                    continue
+            block = z.next_producer_id_block(z.decode_producer_id_block(data), self.broker_id)
+            try:
+                self.zk.set(z.LATEST_PRODUCER_ID_BLOCK, z.encode_producer_id_block(block),
+                            version=stat.version)
+                return block
+            except BadVersionError:
+                continue
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.zk.stop()  # ends the session: the ephemeral registration goes now
+        finally:
+            self.zk.close()

@@ -1,0 +1,245 @@
+"""One contract, two metadata stores: the embedded store (files in the log
+dir) and the ZooKeeper store (a real ZooKeeper server, Kafka's layout).
+Then what only the ZooKeeper store promises: Kafka's znodes readable by any
+ZooKeeper client, several brokers on one ensemble, a duplicate broker id
+refused, a chroot created, topics written by a tool picked up."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
+                             UnknownTopicError, kafka_id)
+from broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
+
+
+def _until(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class _Stores:
+    """Opens stores of one kind; ``reopen`` is a broker restart."""
+
+    def __init__(self, kind, tmp_path: Path, request):
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.opened = []
+        self.connect = None
+        if kind == "zookeeper":
+            self.connect = request.getfixturevalue("zookeeper").connect + "/samsa-test"
+
+    def open(self, broker_id=0, port=9092):
+        endpoint = BrokerEndpoint(broker_id, "127.0.0.1", port)
+        if self.kind == "embedded":
+            store = EmbeddedMetadataStore(str(self.tmp_path / f"data-{broker_id}"), broker_id,
+                                          endpoint)
+        else:
+            store = ZooKeeperMetadataStore(self.connect, broker_id, endpoint,
+                                           session_timeout_ms=6000)
+        self.opened.append(store)
+        return store
+
+    def reopen(self, store):
+        store.close()
+        return self.open(store.broker_id)
+
+    def close_all(self):
+        for s in self.opened:
+            s.close()
+
+
+@pytest.fixture(params=["embedded", "zookeeper"])
+def stores(request, tmp_path):
+    s = _Stores(request.param, tmp_path, request)
+    try:
+        yield s
+    finally:
+        s.close_all()
+
+
+def test_topics_are_created_read_and_kept(stores):
+    store = stores.open()
+    meta = store.create_topic("orders", 3, {"retention.ms": "1000"})
+    assert (meta.name, meta.num_partitions, meta.configs) == ("orders", 3, {"retention.ms": "1000"})
+    assert store.topic("orders") == meta
+    assert store.topic_by_id(meta.topic_id) == meta
+    with pytest.raises(TopicExistsError):
+        store.create_topic("orders", 1, {})
+    again = stores.reopen(store)
+    assert again.topic("orders") == meta
+    assert again.cluster_id == store.cluster_id
+
+
+def test_partition_counts_and_configs_change(stores):
+    store = stores.open()
+    meta = store.create_topic("t", 1, {})
+    grown = store.set_partition_count("t", 4)
+    assert grown.num_partitions == 4 and grown.topic_id == meta.topic_id
+    changed = store.set_topic_configs("t", {"cleanup.policy": "compact"})
+    assert changed.configs == {"cleanup.policy": "compact"}
+    assert store.topic("t").configs == {"cleanup.policy": "compact"}
+    with pytest.raises(UnknownTopicError):
+        store.set_partition_count("nope", 2)
+    with pytest.raises(UnknownTopicError):
+        store.set_topic_configs("nope", {})
+    again = stores.reopen(store)
+    assert again.topic("t").num_partitions == 4
+    assert again.topic("t").configs == {"cleanup.policy": "compact"}
+
+
+def test_deleted_topics_are_gone(stores):
+    store = stores.open()
+    meta = store.create_topic("gone", 2, {})
+    assert store.delete_topic("gone") == meta
+    assert store.topic("gone") is None
+    with pytest.raises(UnknownTopicError):
+        store.delete_topic("gone")
+    # A re-created topic is a new topic.
+    assert store.create_topic("gone", 1, {}).topic_id != meta.topic_id
+    assert stores.reopen(store).topic("gone").num_partitions == 1
+
+
+def test_internal_topics_are_marked(stores):
+    store = stores.open()
+    assert store.create_topic("__consumer_offsets", 2, {}, is_internal=True).is_internal
+    assert stores.reopen(store).topic("__consumer_offsets").is_internal
+
+
+def test_producer_ids_are_never_handed_out_twice(stores):
+    store = stores.open()
+    first = [store.allocate_producer_id() for _ in range(1500)]
+    assert len(set(first)) == 1500
+    again = stores.reopen(store)
+    later = [again.allocate_producer_id() for _ in range(10)]
+    assert min(later) > max(first)
+
+
+def test_the_broker_itself_is_listed(stores):
+    store = stores.open(broker_id=3, port=9555)
+    _until(lambda: [(b.node_id, b.host, b.port) for b in store.brokers()] == [
+        (3, "127.0.0.1", 9555)], what="the broker's own registration")
+
+
+# ----------------------------------------------------------------- ZooKeeper only
+
+@pytest.fixture
+def zk_stores(request, tmp_path):
+    s = _Stores("zookeeper", tmp_path, request)
+    try:
+        yield s
+    finally:
+        s.close_all()
+
+
+@pytest.fixture
+def kazoo(zookeeper):
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=20)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _json(kazoo, path):
+    return json.loads(kazoo.get(path)[0])
+
+
+def test_znodes_are_kafkas(zk_stores, kazoo):
+    store = zk_stores.open(broker_id=1, port=9093)
+    meta = store.create_topic("events", 2, {"retention.ms": "5000"})
+    root = "/samsa-test"  # the chroot, created by the store
+    cluster = _json(kazoo, f"{root}/cluster/id")
+    assert cluster == {"version": "1", "id": store.cluster_id} and len(cluster["id"]) == 22
+    reg = _json(kazoo, f"{root}/brokers/ids/1")
+    assert reg["version"] == 5 and reg["host"] == "127.0.0.1" and reg["port"] == 9093
+    assert reg["endpoints"] == ["PLAINTEXT://127.0.0.1:9093"]
+    assert reg["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+    assert reg["jmx_port"] == -1 and reg["features"] == {} and reg["timestamp"].isdigit()
+    assert kazoo.get(f"{root}/brokers/ids/1")[1].ephemeralOwner != 0
+    topic = _json(kazoo, f"{root}/brokers/topics/events")
+    assert topic == {"version": 3, "partitions": {"0": [1], "1": [1]}, "adding_replicas": {},
+                     "removing_replicas": {}, "topic_id": kafka_id(meta.topic_id)}
+    assert _json(kazoo, f"{root}/config/topics/events") == {
+        "version": 1, "config": {"retention.ms": "5000"}}
+    store.set_topic_configs("events", {"retention.ms": "6000"})
+    notices = sorted(kazoo.get_children(f"{root}/config/changes"))
+    assert notices and notices[-1].startswith("config_change_")
+    assert _json(kazoo, f"{root}/config/changes/{notices[-1]}") == {
+        "version": 2, "entity_path": "topics/events"}
+    store.allocate_producer_id()
+    assert _json(kazoo, f"{root}/latest_producer_id_block") == {
+        "version": 1, "broker": 1, "block_start": "0", "block_end": "999"}
+    for path in ("/brokers/seqid", "/admin/delete_topics", "/isr_change_notification",
+                 "/config/brokers", "/consumers"):
+        assert kazoo.exists(root + path), path
+
+
+def test_brokers_see_each_other_and_each_others_topics(zk_stores):
+    a = zk_stores.open(broker_id=0, port=9092)
+    b = zk_stores.open(broker_id=1, port=9093)
+    assert a.cluster_id == b.cluster_id
+    for store in (a, b):
+        _until(lambda s=store: [x.node_id for x in s.brokers()] == [0, 1], what="both brokers")
+    meta = a.create_topic("shared", 6, {})
+    assert _until(lambda: b.topic("shared"), what="the topic on the other broker") == meta
+    # Partitions are spread over both brokers.
+    b.set_topic_configs("shared", {"retention.ms": "1"})
+    _until(lambda: a.topic("shared").configs == {"retention.ms": "1"}, what="the config change")
+    b.delete_topic("shared")
+    _until(lambda: a.topic("shared") is None, what="the deletion")
+    b.close()
+    _until(lambda: [x.node_id for x in a.brokers()] == [0], what="the departure")
+    # Producer-id blocks never overlap between brokers.
+    c = zk_stores.open(broker_id=2, port=9094)
+    ids = {a.allocate_producer_id() for _ in range(5)} | {c.allocate_producer_id()
+                                                        for _ in range(5)}
+    assert len(ids) == 10
+
+
+def test_a_duplicate_broker_id_refuses_to_start(zk_stores):
+    zk_stores.open(broker_id=5)
+    with pytest.raises(BrokerIdInUseError, match="broker.id 5 is already registered"):
+        zk_stores.open(broker_id=5, port=9999)
+
+
+def test_topics_written_by_a_tool_are_picked_up(zk_stores, kazoo):
+    store = zk_stores.open()
+    # What a ZooKeeper-era kafka-topics.sh wrote: no topic id, no config.
+    kazoo.create("/samsa-test/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[0],"1":[0]}}')
+    meta = _until(lambda: store.topic("legacy"), what="the tool's topic")
+    assert meta.num_partitions == 2 and meta.configs == {}
+    # It was given a topic id, written back in Kafka's format.
+    assert _json(kazoo, "/samsa-test/brokers/topics/legacy")["topic_id"] == kafka_id(meta.topic_id)
+    kazoo.delete("/samsa-test/brokers/topics/legacy")
+    _until(lambda: store.topic("legacy") is None, what="the tool's deletion")
+
+
+def test_an_expired_session_registers_again(zk_stores, kazoo):
+    store = zk_stores.open(broker_id=7)
+    old_session = store.zk.client_id
+    # Expire the broker's session the way ZooKeeper does: a second client with
+    # the same session id and password connects and closes it.
+    twin = KazooClient(hosts=zk_stores.connect.split("/")[0], client_id=old_session)
+    twin.start(timeout=20)
+    twin.stop()
+    twin.close()
+    _until(lambda: store.zk.client_id != old_session and kazoo.exists("/samsa-test/brokers/ids/7")
+           and kazoo.get("/samsa-test/brokers/ids/7")[1].ephemeralOwner == store.zk.client_id[0],
+           timeout=30, what="the re-registration under a new session")
+    # Watches work again: a topic created elsewhere shows up.
+    other = zk_stores.open(broker_id=8)
+    other.create_topic(f"after-{uuid.uuid4().hex[:6]}", 1, {})
+    _until(lambda: len(store.topics()) == 1, what="watches after the new session")
