@@ -1,0 +1,382 @@
+"""The controller (ZooKeeper mode): one broker of the cluster, elected
+through the ephemeral ``/controller`` znode, decides every partition's
+leader and ISR and writes them to the partition state znodes.
+
+Every broker runs a ``Controller``; the one that creates ``/controller``
+first is active, the others watch the znode and stand for election when it
+disappears (its session ended). On taking office the new controller bumps
+``/controller_epoch`` with a conditional write, and every write it makes
+afterwards is one ZooKeeper transaction that also checks the epoch znode's
+version: a controller that has been replaced without noticing (a long GC
+pause, a partition from ZooKeeper) cannot overwrite its successor's
+decisions. Partition state writes are conditional on the version read too,
+so a concurrent ISR change by a leader makes the controller re-read and
+decide again rather than overwrite.
+
+Work is serialized on one thread (``_events``), like Kafka's controller
+event queue: watches only enqueue, and decisions come from
+``elections.py`` on a consistent snapshot, so two events never interleave.
+
+What it reacts to: brokers coming and going (``/brokers/ids``), topics
+created or grown (``/brokers/topics``, also when a tool writes them), and
+preferred replica elections asked through
+``/admin/preferred_replica_election``.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
+                              NodeExistsError)
+from kazoo.protocol.states import ZnodeStat
+
+from broker.metadata import zk_layout as z
+
+from .elections import (LeaderAndIsr, elect_offline, elect_preferred, initial_state,
+                        remove_from_isr)
+
+log = logging.getLogger("broker.cluster.controller")
+
+Partition = tuple[str, int]
+
+
+class NotControllerError(Exception):
+    """This broker's term as controller has ended (a newer epoch exists)."""
+
+
+class Controller:
+    def __init__(self, zk: KazooClient, broker_id: int, *,
+                 unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self._unclean = unclean_leader_election
+        self._clock = clock
+        self._events: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
+                                        daemon=True)
+        self._stopped = False
+        # Set while active:
+        self.active = False
+        self.epoch = 0
+        self._epoch_version = -1
+        self._live: set[int] = set()
+        self._assignments: dict[str, dict[int, list[int]]] = {}
+        self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self._thread.start()
+        self.zk.DataWatch(z.CONTROLLER, self._on_controller_znode)
+
+    def stop(self) -> None:
+        """Resign (if active) and stop the event thread."""
+        self._stopped = True
+        self._events.put(("stop",))
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+    def _on_controller_znode(self, data: bytes | None, _stat: object) -> bool:
+        if data is None:
+            self._events.put(("elect",))
+        elif self.active:
+            try:
+                if z.decode_controller(data) != self.broker_id:
+                    self._events.put(("resign",))
+            except z.ZNodeFormatError:
+                pass
+        return not self._stopped
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            kind = event[0]
+            if kind == "stop":
+                self._resign(delete_znode=True)
+                return
+            try:
+                if kind == "elect":
+                    self._try_elect()
+                elif not self.active:
+                    continue
+                elif kind == "resign":
+                    self._resign(delete_znode=False)
+                elif kind == "brokers":
+                    self._on_brokers(event[1])
+                elif kind == "topics":
+                    self._on_topics(event[1])
+                elif kind == "topic":
+                    self._on_topic(event[1])
+                elif kind == "preferred":
+                    self._on_preferred_election()
+            except NotControllerError:
+                log.warning("controller %d: a newer controller took over; resigning",
+                            self.broker_id)
+                self._resign(delete_znode=False)
+            except KazooException as e:
+                # ZooKeeper unreachable or the session gone: decisions cannot be
+                # written; the next controller (maybe us again) starts over.
+                log.warning("controller %d: ZooKeeper error handling %s: %s", self.broker_id,
+                            kind, e)
+                self._resign(delete_znode=False)
+            except Exception:  # noqa: BLE001 - a bug must not end the controller thread
+                log.exception("controller %d: handling %s failed", self.broker_id, kind)
+
+    # ---------------------------------------------------------------- election
+
+    def _try_elect(self) -> None:
+        if self.active or self._stopped:
+            return
+        try:
+            self.zk.create(z.CONTROLLER, z.encode_controller(self.broker_id,
+                                                             int(self._clock() * 1000)),
+                           ephemeral=True)
+        except NodeExistsError:
+            return  # someone else won; the watch tells us when it goes
+        self.epoch, self._epoch_version = self._bump_epoch()
+        self.active = True
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        self._load()
+
+    def _bump_epoch(self) -> tuple[int, int]:
+        while True:
+            try:
+                data, stat = self.zk.get(z.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.zk.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(1))
+                    return 1, 0
+                except NodeExistsError:
+                    continue
+            epoch = z.decode_controller_epoch(data) + 1
+            try:
+                stat = self.zk.set(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch),
+                                   version=stat.version)
+                return epoch, stat.version
+            except BadVersionError:
+                continue
+
+    def _resign(self, delete_znode: bool) -> None:
+        if not self.active:
+            return
+        self.active = False
+        self._states.clear()
+        self._assignments.clear()
+        if delete_znode:
+            try:
+                data, stat = self.zk.get(z.CONTROLLER)
+                if z.decode_controller(data) == self.broker_id:
+                    self.zk.delete(z.CONTROLLER, version=stat.version)
+            except (KazooException, z.ZNodeFormatError):
+                pass
+        log.info("broker %d is no longer the controller", self.broker_id)
+
+    # ---------------------------------------------------------------- taking office
+
+    def _load(self) -> None:
+        """Read the whole cluster, then bring every partition online that can be,
+        then follow changes through watches (which enqueue events)."""
+        self._live = self._read_live_brokers()
+        for topic in self.zk.get_children(z.BROKER_TOPICS):
+            self._read_topic(topic)
+            self._watch_topic(topic)
+        self._bring_online(list(self._states) + self._partitions_without_state())
+        epoch = self.epoch
+        # The watches stay for the session; events from an older term are
+        # ignored because they are handled only while active with this epoch.
+        self.zk.ChildrenWatch(z.BROKER_IDS, lambda ids: self._watch_event(epoch, "brokers", ids))
+        self.zk.ChildrenWatch(z.BROKER_TOPICS,
+                              lambda names: self._watch_event(epoch, "topics", names))
+        self.zk.DataWatch(z.PREFERRED_REPLICA_ELECTION,
+                          lambda data, _s: self._watch_event(epoch, "preferred", data))
+
+    def _watch_topic(self, topic: str) -> None:
+        epoch = self.epoch
+
+        def on_change(data: bytes | None, _stat: object) -> bool:
+            if data is None:
+                return False  # deleted; the topics watch forgets it
+            return self._watch_event(epoch, "topic", topic)
+        self.zk.DataWatch(z.topic_path(topic), on_change)
+
+    def _watch_event(self, epoch: int, kind: str, payload: object) -> bool:
+        if self._stopped or not self.active or self.epoch != epoch:
+            return False  # this term is over: drop the watch
+        self._events.put((kind, payload))
+        return True
+
+    def _read_live_brokers(self) -> set[int]:
+        return {int(c) for c in self.zk.get_children(z.BROKER_IDS) if c.isdigit()}
+
+    def _read_topic(self, topic: str) -> None:
+        try:
+            assignment = z.decode_topic(topic, self.zk.get(z.topic_path(topic))[0])
+        except NoNodeError:
+            self._forget_topic(topic)
+            return
+        except z.ZNodeFormatError as e:
+            log.warning("controller: ignoring %s", e)
+            return
+        self._assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+        for p in assignment.partitions:
+            self._read_state((topic, p))
+
+    def _read_state(self, tp: Partition) -> None:
+        try:
+            data, stat = self.zk.get(z.partition_state_path(*tp))
+        except NoNodeError:
+            self._states.pop(tp, None)
+            return
+        s = z.decode_partition_state(tp[0], tp[1], data)
+        self._states[tp] = (LeaderAndIsr(s.leader, s.leader_epoch, s.isr), stat.version)
+
+    def _forget_topic(self, topic: str) -> None:
+        self._assignments.pop(topic, None)
+        for tp in [tp for tp in self._states if tp[0] == topic]:
+            del self._states[tp]
+
+    def _partitions_without_state(self) -> list[Partition]:
+        return [(t, p) for t, parts in self._assignments.items() for p in parts
+                if (t, p) not in self._states]
+
+    # ---------------------------------------------------------------- events
+
+    def _on_brokers(self, ids: list[str]) -> None:
+        live = {int(c) for c in ids if c.isdigit()}
+        dead, born = self._live - live, live - self._live
+        self._live = live
+        if dead:
+            log.info("controller: broker(s) %s went away", sorted(dead))
+            for tp, (state, _) in list(self._states.items()):
+                for replica in sorted(dead):
+                    if replica == state.leader or replica in state.isr:
+                        self._decide(tp, lambda s, r=replica: self._offline_step(tp, s, r))
+        if born:
+            log.info("controller: broker(s) %s joined", sorted(born))
+        # Partitions without a leader (or never started) may have one now.
+        self._bring_online(list(self._states) + self._partitions_without_state())
+
+    def _offline_step(self, tp: Partition, state: LeaderAndIsr,
+                      replica: int) -> LeaderAndIsr | None:
+        # First a new leader from the ISR (Kafka's partition state machine),
+        # then the dead replica leaves the ISR (its replica state machine).
+        elected = elect_offline(self._assignments[tp[0]][tp[1]], state, self._live,
+                                self._unclean(tp[0])) if state.leader == replica else None
+        base = elected or state
+        shrunk = remove_from_isr(base, replica) if replica in base.isr else None
+        if shrunk is not None and elected is not None:
+            # One decision, one epoch bump.
+            shrunk = LeaderAndIsr(shrunk.leader, elected.leader_epoch, shrunk.isr)
+        return shrunk or elected
+
+    def _on_topics(self, names: list[str]) -> None:
+        known = set(self._assignments)
+        for topic in set(names) - known:
+            self._read_topic(topic)
+            self._watch_topic(topic)
+        for topic in known - set(names):
+            self._forget_topic(topic)
+        self._bring_online(self._partitions_without_state())
+
+    def _on_topic(self, topic: str) -> None:
+        """A topic's assignment changed (partitions added)."""
+        self._read_topic(topic)
+        self._bring_online(self._partitions_without_state())
+
+    def _on_preferred_election(self) -> None:
+        try:
+            data = self.zk.get(z.PREFERRED_REPLICA_ELECTION)[0]
+        except NoNodeError:
+            return
+        try:
+            wanted = z.decode_partition_list(z.PREFERRED_REPLICA_ELECTION, data)
+        except z.ZNodeFormatError as e:
+            log.warning("controller: %s", e)
+            wanted = []
+        for tp in wanted:
+            # Leaders change ISRs without us (and tell us later through
+            # notifications): decide on what is written now.
+            self._read_state(tp)
+            if tp in self._states and tp[1] in self._assignments.get(tp[0], {}):
+                self._decide(tp, lambda s, tp=tp: elect_preferred(
+                    self._assignments[tp[0]][tp[1]], s, self._live))
+        try:
+            self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
+        except NoNodeError:
+            pass
+
+    # ---------------------------------------------------------------- writing
+
+    def _bring_online(self, partitions: list[Partition]) -> None:
+        for tp in sorted(set(partitions)):
+            replicas = self._assignments.get(tp[0], {}).get(tp[1])
+            if replicas is None:
+                continue
+            if tp not in self._states:
+                first = initial_state(replicas, self._live)
+                if first is not None:
+                    self._write_new(tp, first)
+            else:
+                self._decide(tp, lambda s, r=replicas, tp=tp: elect_offline(
+                    r, s, self._live, self._unclean(tp[0])))
+
+    def _decide(self, tp: Partition, decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> None:
+        """Apply a decision to the partition's current state and write it,
+        re-reading and deciding again if someone else wrote in between."""
+        for _ in range(10):
+            state, version = self._states[tp]
+            new = decide(state)
+            if new is None:
+                return
+            try:
+                self._write(tp, new, version)
+                return
+            except (BadVersionError, NoNodeError):
+                self._read_state(tp)
+                if tp not in self._states:
+                    return  # the partition is gone
+        log.warning("controller: gave up deciding %s-%d after repeated conflicts", *tp)
+
+    def _state_bytes(self, state: LeaderAndIsr) -> bytes:
+        return z.encode_partition_state(z.PartitionState(state.leader, state.leader_epoch,
+                                                         state.isr, self.epoch))
+
+    def _commit(self, txn) -> list:
+        results = txn.commit()
+        # The first operation checks our epoch: failing it means we were replaced.
+        if results and isinstance(results[0], BadVersionError):
+            raise NotControllerError()
+        for r in results[1:]:
+            if isinstance(r, Exception):
+                raise r
+        return results
+
+    def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:
+        self.zk.ensure_path(z.partition_path(*tp))
+        txn = self.zk.transaction()
+        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
+        txn.create(z.partition_state_path(*tp), self._state_bytes(state))
+        try:
+            self._commit(txn)
+        except NodeExistsError:
+            self._read_state(tp)  # created meanwhile (an older controller's write)
+            return
+        self._states[tp] = (state, 0)
+        log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1], state.leader,
+                 list(state.isr))
+
+    def _write(self, tp: Partition, state: LeaderAndIsr, version: int) -> None:
+        txn = self.zk.transaction()
+        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
+        txn.set_data(z.partition_state_path(*tp), self._state_bytes(state), version)
+        results = self._commit(txn)
+        stat = results[1]
+        self._states[tp] = (state, stat.version if isinstance(stat, ZnodeStat) else version + 1)
+        log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1], state.leader,
+                 state.leader_epoch, list(state.isr))

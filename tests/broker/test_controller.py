@@ -1,0 +1,189 @@
+"""The controller against a real ZooKeeper server: election, epochs,
+partitions brought online, leaders moved when brokers go and come back,
+preferred elections, and a replaced controller fenced off.
+
+Each "broker" here is what a broker process runs in ZooKeeper mode: a
+ZooKeeper metadata store (its session and registration) and a controller.
+Closing the store ends the session, as a broker's death does."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.cluster.controller import Controller
+from broker.metadata import BrokerEndpoint
+from broker.metadata.zookeeper import ZooKeeperMetadataStore
+
+ROOT = "/cluster-test"
+
+
+def _until(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Node:
+    def __init__(self, connect: str, broker_id: int):
+        self.broker_id = broker_id
+        self.store = ZooKeeperMetadataStore(connect + ROOT, broker_id,
+                                            BrokerEndpoint(broker_id, "127.0.0.1", 9000 + broker_id),
+                                            session_timeout_ms=4000)
+        self.controller = Controller(self.store.zk, broker_id)
+        self.controller.start()
+
+    def stop(self):
+        self.controller.stop()
+        self.store.close()
+
+
+@pytest.fixture
+def cluster(zookeeper):
+    nodes: dict[int, Node] = {}
+
+    def start(broker_id: int) -> Node:
+        nodes[broker_id] = Node(zookeeper.connect, broker_id)
+        return nodes[broker_id]
+
+    try:
+        yield start
+    finally:
+        for n in nodes.values():
+            try:
+                n.stop()
+            except Exception:  # noqa: BLE001 - already stopped by the test
+                pass
+
+
+@pytest.fixture
+def kazoo(zookeeper):
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=20)
+    client.ensure_path(ROOT)
+    client.chroot = ROOT
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _state(kazoo, topic, partition):
+    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+    if not kazoo.exists(path):
+        return None
+    return json.loads(kazoo.get(path)[0])
+
+
+def _controller(kazoo):
+    if not kazoo.exists("/controller"):
+        return None
+    return json.loads(kazoo.get("/controller")[0])["brokerid"]
+
+
+def _epoch(kazoo):
+    return int(kazoo.get("/controller_epoch")[0])
+
+
+def _write_topic(kazoo, topic, partitions):
+    kazoo.create(f"/brokers/topics/{topic}", json.dumps(
+        {"version": 1, "partitions": {str(p): r for p, r in partitions.items()}}).encode())
+
+
+def test_one_controller_brings_new_partitions_online(cluster, kazoo):
+    nodes = [cluster(i) for i in range(3)]
+    active = _until(lambda: [n for n in nodes if n.controller.active], what="a controller")
+    assert len(active) == 1 and _controller(kazoo) == active[0].broker_id
+    assert _epoch(kazoo) == 1
+    nodes[0].store.create_topic("rf1", 6, {})
+    assignment = json.loads(kazoo.get("/brokers/topics/rf1")[0])["partitions"]
+    for p in range(6):
+        state = _until(lambda p=p: _state(kazoo, "rf1", p), what=f"rf1-{p} online")
+        replica = assignment[str(p)][0]
+        assert state == {"version": 1, "leader": replica, "leader_epoch": 0,
+                         "controller_epoch": 1, "isr": [replica]}
+    # A topic written straight into ZooKeeper by a tool, with three replicas each.
+    _write_topic(kazoo, "rf3", {0: [1, 2, 0], 1: [2, 0, 1]})
+    assert _until(lambda: _state(kazoo, "rf3", 0), what="rf3-0")["isr"] == [1, 2, 0]
+    assert _until(lambda: _state(kazoo, "rf3", 1), what="rf3-1")["leader"] == 2
+
+
+def test_leaders_move_when_a_broker_dies_and_return_when_it_comes_back(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(3)}
+    active = _until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    victim = next(i for i in nodes if i != active[0].broker_id)
+    _write_topic(kazoo, "rf3", {0: [victim, 0 if victim else 1, 2]})
+    _write_topic(kazoo, "rf1", {0: [victim]})
+    _until(lambda: _state(kazoo, "rf3", 0) and _state(kazoo, "rf1", 0), what="online")
+
+    nodes[victim].stop()  # its session ends: as a crash does, after the timeout
+    moved = _until(lambda: (s := _state(kazoo, "rf3", 0)) and s["leader"] != victim and s,
+                   what="leadership to move")
+    assert moved["leader_epoch"] == 1 and victim not in moved["isr"]
+    offline = _until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == -1 and s,
+                     what="the single-replica partition offline")
+    # The ISR keeps its last member, so the partition returns with it.
+    assert offline["isr"] == [victim] and offline["leader_epoch"] == 1
+
+    cluster(victim)
+    back = _until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == victim and s,
+                  what="the partition back with its broker")
+    assert back["leader_epoch"] == 2 and back["isr"] == [victim]
+
+
+def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(3)}
+    first = _until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
+                   what="a controller")[0]
+    _write_topic(kazoo, "t", {0: [first]})
+    _until(lambda: _state(kazoo, "t", 0), what="online")
+    nodes[first].stop()
+    second = _until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
+                    what="another controller")[0]
+    assert nodes[second].controller.active and _epoch(kazoo) == 2
+    # The new controller acts: the old controller's partition goes offline.
+    state = _until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
+    assert state["controller_epoch"] == 2
+
+
+def test_preferred_replica_election(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(2)}
+    _until(lambda: _controller(kazoo) is not None)
+    # Leadership away from the preferred replica (0), with 0 in sync.
+    _write_topic(kazoo, "t", {0: [0, 1]})
+    _until(lambda: _state(kazoo, "t", 0), what="online")
+    data, stat = kazoo.get("/brokers/topics/t/partitions/0/state")
+    state = json.loads(data)
+    state.update(leader=1, leader_epoch=state["leader_epoch"] + 1)
+    kazoo.set("/brokers/topics/t/partitions/0/state", json.dumps(state).encode(),
+              version=stat.version)
+    kazoo.create("/admin/preferred_replica_election",
+                 b'{"version":1,"partitions":[{"topic":"t","partition":0}]}')
+    back = _until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == 0 and s)
+    assert back["leader_epoch"] == state["leader_epoch"] + 1
+    _until(lambda: not kazoo.exists("/admin/preferred_replica_election"),
+           what="the request to be cleared")
+
+
+def test_a_replaced_controller_cannot_write(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(2)}
+    active_id = _until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
+                       what="a controller")[0]
+    other = 1 - active_id
+    _write_topic(kazoo, "t", {0: [0, 1]})
+    _until(lambda: _state(kazoo, "t", 0), what="online")
+    before = _state(kazoo, "t", 0)
+    # Another controller took office without the old one noticing (its
+    # /controller znode is still there): the epoch moved on.
+    data, stat = kazoo.get("/controller_epoch")
+    kazoo.set("/controller_epoch", str(int(data) + 1).encode(), version=stat.version)
+    nodes[other].stop()  # gives the stale controller something to decide
+    _until(lambda: not nodes[active_id].controller.active, what="the stale controller to resign")
+    assert _state(kazoo, "t", 0) == before
