@@ -84,6 +84,8 @@ class Controller:
 
     def _on_controller_znode(self, data: bytes | None, _stat: object) -> bool:
         if data is None:
+            if self.active:  # our znode went with our session: that term is over
+                self._events.put(("resign",))
             self._events.put(("elect",))
         elif self.active:
             try:

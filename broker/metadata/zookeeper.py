@@ -76,6 +76,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._brokers: list[BrokerEndpoint] = []
         self._topics: dict[str, TopicMeta] = {}
         self._watched_topics: set[str] = set()
+        # Leader, epoch and ISR per partition, from the state znodes the
+        # controller (and, for ISR changes, leaders) write; replaced, not mutated.
+        self._states: dict[tuple[str, int], z.PartitionState] = {}
+        self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
         self._closed = False
@@ -162,7 +166,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.zk.handler.spawn(self._recover_session)
 
     def _recover_session(self) -> None:
-        """A new session: the registration and every watch are gone."""
+        """A new session: the ephemeral registration is gone. (kazoo's watch
+        recipes re-read and re-arm themselves on reconnection.)"""
         log.warning("ZooKeeper session expired; registering broker %d again", self.broker_id)
         for _ in range(30):
             try:
@@ -174,10 +179,6 @@ class ZooKeeperMetadataStore(MetadataStore):
             except KazooException as e:
                 log.warning("re-registering broker %d failed: %s", self.broker_id, e)
                 time.sleep(0.5)
-        self._watched_topics = set()
-        self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
-        self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
-        self.zk.DataWatch(z.CONTROLLER, self._on_controller)
 
     def _on_broker_ids(self, children: list[str]) -> bool:
         brokers = []
@@ -234,11 +235,71 @@ class ZooKeeperMetadataStore(MetadataStore):
 
         self.zk.DataWatch(z.topic_path(name), on_topic)
         self.zk.DataWatch(z.topic_config_path(name), on_config)
+        self._watch_partition_states(name)
+
+    def _watch_partition_states(self, topic: str) -> None:
+        watched: set[int] = set()
+
+        def on_partitions(children: list[str]) -> bool:
+            if topic not in self._watched_topics:
+                return False
+            for child in children:
+                if child.isdigit() and int(child) not in watched:
+                    watched.add(int(child))
+                    self._watch_state(topic, int(child))
+            return not self._closed
+
+        # The controller creates .../partitions with the first state: watch
+        # for it to exist (a children watch on a missing node just stops).
+        def on_parent(_data: bytes | None, stat: object) -> bool:
+            if stat is None:
+                return topic in self._watched_topics and not self._closed
+            self.zk.ChildrenWatch(z.partitions_path(topic), on_partitions)
+            return False
+        self.zk.DataWatch(z.partitions_path(topic), on_parent)
+
+    def _watch_state(self, topic: str, partition: int) -> None:
+        tp = (topic, partition)
+
+        def on_state(data: bytes | None, _stat: object) -> bool:
+            state = None
+            if data is not None:
+                try:
+                    state = z.decode_partition_state(topic, partition, data)
+                except z.ZNodeFormatError as e:
+                    log.warning("ignoring partition state: %s", e)
+                    return not self._closed
+            with self._snapshot_lock:
+                states = dict(self._states)
+                if state is None:
+                    states.pop(tp, None)
+                else:
+                    states[tp] = state
+                self._states = states
+            for listener in list(self._state_listeners):
+                try:
+                    listener(topic, partition, state)
+                except Exception:  # noqa: BLE001 - one listener must not starve the others
+                    log.exception("partition state listener failed")
+            return state is not None and not self._closed
+        self.zk.DataWatch(z.partition_state_path(topic, partition), on_state)
+
+    def partition_states(self) -> dict[tuple[str, int], z.PartitionState]:
+        """Every partition's leader, leader epoch and ISR as last written."""
+        return self._states
+
+    def on_partition_state(self, listener: Callable[[str, int, z.PartitionState | None],
+                                                    None]) -> None:
+        """``listener(topic, partition, state)`` on every change (None: gone),
+        called on ZooKeeper's event thread: keep it short."""
+        self._state_listeners.append(listener)
 
     def _drop(self, name: str) -> None:
         with self._snapshot_lock:
             if name in self._topics:
                 self._topics = {n: m for n, m in self._topics.items() if n != name}
+            if any(t == name for t, _ in self._states):
+                self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
         self._watched_topics.discard(name)
 
     def _reload_topic(self, name: str) -> TopicMeta | None:

@@ -187,3 +187,27 @@ def test_a_replaced_controller_cannot_write(cluster, kazoo):
     nodes[other].stop()  # gives the stale controller something to decide
     _until(lambda: not nodes[active_id].controller.active, what="the stale controller to resign")
     assert _state(kazoo, "t", 0) == before
+
+
+def test_every_broker_learns_leadership_changes_through_watches(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(3)}
+    _until(lambda: _controller(kazoo) is not None, what="a controller")
+    _write_topic(kazoo, "t", {0: [0, 1, 2], 1: [1, 2, 0]})
+    for n in nodes.values():
+        _until(lambda n=n: set(n.store.partition_states()) >= {("t", 0), ("t", 1)},
+               what=f"broker {n.broker_id} to see the partitions")
+    seen = []
+    nodes[2].store.on_partition_state(lambda t, p, s: seen.append((t, p, s and s.leader)))
+    # A leader change written now reaches the other brokers' stores.
+    data, stat = kazoo.get("/brokers/topics/t/partitions/0/state")
+    state = json.loads(data)
+    state.update(leader=2, leader_epoch=state["leader_epoch"] + 1)
+    written = time.monotonic()
+    kazoo.set("/brokers/topics/t/partitions/0/state", json.dumps(state).encode(),
+              version=stat.version)
+    _until(lambda: nodes[2].store.partition_states()[("t", 0)].leader == 2, what="propagation")
+    print(f"\nleader change seen by another broker after {(time.monotonic() - written) * 1000:.1f} ms")
+    assert ("t", 0, 2) in seen
+    after = nodes[1].store.partition_states()[("t", 0)]
+    _until(lambda: nodes[1].store.partition_states()[("t", 0)].leader_epoch == state["leader_epoch"])
+    assert after.isr == (0, 1, 2)
