@@ -7,19 +7,17 @@ changes are serialized by one lock; reads go to the store's immutable snapshot.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import weakref
 
 from config import ConfigError
 from protocol.errors import ErrorCode
+from protocol.topic_name import collision_key, topic_name_error
 
 from .metadata import MetadataStore, TopicExistsError, TopicMeta, UnknownTopicError
 
 log = logging.getLogger("broker.topics")
 
-MAX_NAME_LENGTH = 249
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # Each partition is a directory with open files: a request for millions of them is
 # a mistake or an attack, answered with INVALID_PARTITIONS rather than obeyed.
@@ -37,21 +35,7 @@ class TopicError(Exception):
 
 def name_error(name: str | None) -> str | None:
     """Kafka's topic-name rules; None when the name is legal."""
-    if not name:
-        return "Topic name is empty"
-    if name in (".", ".."):
-        return f"Topic name cannot be '{name}'"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"Topic name is longer than {MAX_NAME_LENGTH} characters"
-    if not _LEGAL_NAME.match(name):
-        return (f"Topic name '{name}' is illegal: it contains a character other than "
-                "ASCII alphanumerics, '.', '_' and '-'")
-    return None
-
-
-def _collision_key(name: str) -> str:
-    # Kafka refuses names that differ only by '.' vs '_': metric names would collide.
-    return name.replace(".", "_")
+    return topic_name_error(name)
 
 
 class TopicService:
@@ -102,9 +86,9 @@ class TopicService:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
         if name in self.store.topics():
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        key = _collision_key(name)
+        key = collision_key(name)
         for other in self.store.topics():
-            if _collision_key(other) == key:
+            if collision_key(other) == key:
                 raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  f"Topic '{name}' collides with existing topic: {other}")
         if num_partitions < 1:

@@ -35,6 +35,7 @@ import time
 from typing import Callable, NamedTuple
 
 from protocol.errors import ProtocolError
+from protocol.topic_name import topic_name_error
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
                               decode_batch,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
@@ -767,7 +768,7 @@ def _check_keys(payload, batches) -> None:
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """``<topic>-<partition>`` -> (topic, partition); ValueError otherwise."""
     topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
+    if not sep or not part.isascii() or not part.isdigit() or topic_name_error(topic):
         raise ValueError(f"not a partition directory name: {name!r}")
     return topic, int(part)
 

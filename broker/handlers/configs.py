@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
 
-from ..topics import TopicError
+from ..topics import TopicError, name_error
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -20,6 +20,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def _entries(broker, resource_type, name):
     """(error code, message, config entries) for one resource."""
     if resource_type == TOPIC:
+        if name_error(name):
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error(name), []
         meta = broker.topics.get(name)
         if meta is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist", []
@@ -65,6 +67,8 @@ def _alter(broker, resource, new_configs_fn, validate_only):
                 "samsa's broker configs are static: change server.properties and restart")
     if resource.resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
+    if name_error(resource.resource_name):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error(resource.resource_name)
     meta = broker.topics.get(resource.resource_name)
     if meta is None:
         return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
