@@ -14,6 +14,7 @@ from config import ConfigError
 from protocol.errors import ErrorCode
 from protocol.topic_name import collision_key, topic_name_error
 
+from .cluster.assignment import AssignmentError, check_assignment
 from .metadata import MetadataStore, TopicExistsError, TopicMeta, UnknownTopicError
 
 log = logging.getLogger("broker.topics")
@@ -110,9 +111,24 @@ class TopicService:
         except ConfigError as e:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
+    def _check_assignment(self, assignment: dict[int, list[int]], first_partition: int) -> None:
+        """An explicit replica assignment must name live brokers, consistently."""
+        try:
+            check_assignment(assignment, [b.node_id for b in self.store.brokers()],
+                             first_partition)
+        except AssignmentError as e:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
+
     def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-               configs: dict | None = None, validate_only: bool = False) -> TopicMeta | None:
+               configs: dict | None = None, validate_only: bool = False,
+               assignment: dict[int, list[int]] | None = None) -> TopicMeta | None:
+        """``assignment`` (partition -> replica broker ids) replaces the
+        partition count and replication factor when given."""
         configs = dict(configs or {})
+        if assignment is not None:
+            self._check_assignment(assignment, 0)
+            num_partitions = len(assignment)
+            replication_factor = len(assignment[0])
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
         with self._lock:
@@ -159,12 +175,29 @@ class TopicService:
             log.info("deleted topic %s", name)
             return meta
 
-    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def add_partitions(self, name: str, count: int, validate_only: bool = False,
+                       assignment: list[list[int]] | None = None) -> None:
+        """``assignment`` gives the replicas of the new partitions only."""
         with self._lock:
             meta = self.store.topic(name)
             if meta is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"The topic '{name}' does not exist.")
+            if assignment is not None and count > meta.num_partitions:
+                added = count - meta.num_partitions
+                if len(assignment) != added:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"Increasing the number of partitions by {added} but "
+                                     f"{len(assignment)} assignments provided.")
+                self._check_assignment(dict(enumerate(assignment, meta.num_partitions)),
+                                       meta.num_partitions)
+                # Every partition of a topic has one replica here until replica
+                # lists are kept per partition (the cluster work).
+                if any(len(r) != 1 for r in assignment):
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "Inconsistent replication factor between partitions, "
+                                     "partition 0 has 1 while the new partitions have "
+                                     f"{len(assignment[0])}.")
             if count <= meta.num_partitions:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {meta.num_partitions} partitions, "

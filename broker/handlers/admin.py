@@ -23,14 +23,24 @@ async def handle_create_topics(ctx, req):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Create topics request contains duplicate topic {t.name}")
             seen.add(t.name)
+            assignment = None
             if t.assignments:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Manual replica assignment is not supported by samsa.")
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise TopicError(ErrorCode.INVALID_REQUEST,
+                                     "Both numPartitions or replicationFactor and "
+                                     "replicasAssignments were set. Both cannot be used at "
+                                     "the same time.")
+                assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             meta = topics.create(t.name, t.num_partitions, t.replication_factor, configs,
-                                 validate_only=req.validate_only)
-            count = t.num_partitions if t.num_partitions != -1 else topics.config.num_partitions
+                                 validate_only=req.validate_only, assignment=assignment)
+            if assignment is not None:
+                count, factor = len(assignment), len(next(iter(assignment.values())))
+            else:
+                count = (t.num_partitions if t.num_partitions != -1
+                         else topics.config.num_partitions)
+                factor = 1
             result.num_partitions = count
-            result.replication_factor = 1
+            result.replication_factor = factor
             if meta is not None:
                 result.topic_id = meta.topic_id
             result.configs = [
@@ -76,10 +86,10 @@ async def handle_create_partitions(ctx, req):
     results = []
     for t in req.topics:
         try:
-            if t.assignments:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Manual replica assignment is not supported by samsa.")
-            topics.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            assignment = ([list(a.broker_ids) for a in t.assignments]
+                          if t.assignments is not None else None)
+            topics.add_partitions(t.name, t.count, validate_only=req.validate_only,
+                                  assignment=assignment)
             results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=0,
                                                          error_message=None))
         except TopicError as e:
