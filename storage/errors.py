@@ -5,6 +5,8 @@ instead of keeping their own table, so the two cannot drift apart.
 """
 from __future__ import annotations
 
+from typing import NamedTuple, Sequence
+
 from protocol.errors import ErrorCode
 
 
@@ -26,10 +28,29 @@ class CorruptRecordError(StorageError):
     error_code = ErrorCode.CORRUPT_MESSAGE
 
 
+class RecordError(NamedTuple):
+    """One rejected record: its index among the request's records (KIP-467)."""
+
+    batch_index: int
+    message: str
+
+
 class InvalidRecordError(StorageError):
-    """An appended batch breaks Kafka's rules (counts, offsets going backwards...)."""
+    """An appended batch breaks Kafka's rules (counts, offsets going backwards,
+    keyless records on a compacted topic...). ``record_errors`` names the
+    records at fault when the rule is about single records."""
 
     error_code = ErrorCode.INVALID_RECORD
+
+    def __init__(self, message: str = "", record_errors: Sequence[RecordError] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A CreateTime timestamp outside the topic's allowed window."""
+
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class OffsetsOutOfOrderError(InvalidRecordError):

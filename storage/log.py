@@ -37,7 +37,6 @@ from typing import Callable, NamedTuple
 from protocol.errors import ProtocolError
 from protocol.topic_name import topic_name_error
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
-                              decode_batch,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from protocol.records.batch import validate_single_batch
@@ -46,6 +45,7 @@ from storage.entries import EntryScanner
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
 from storage.leader_epoch import LeaderEpochCache
+from storage.validation import check_records, rules_for
 from storage.producer_state import ProducerStateManager
 from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, LOG_SUFFIX,
                              TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -255,8 +255,10 @@ class Log:
         # Published together with the flag append's fast path reads (one assignment,
         # so an append never pairs a new config with an old flag): one batch may take
         # that path when nothing config-dependent needs the records or a rewrite.
-        self._config_fast = (config, not config.compact
-                             and config.message_timestamp_type != "LogAppendTime")
+        # The record rules ride in the same tuple, for the same reason.
+        rules = rules_for(config)
+        self._config_fast = (config, not rules.any
+                             and config.message_timestamp_type != "LogAppendTime", rules)
 
     @property
     def log_end_offset(self) -> int:
@@ -290,7 +292,7 @@ class Log:
         or beyond the log end offset and increase), for replication/rewrite tools.
         This is the produce hot path: keep per-call work minimal.
         """
-        cfg, fast = self._config_fast
+        cfg, fast, rules = self._config_fast
         if fast and assign_offsets:
             # One batch (what clients send per partition): the same checks and the
             # same bytes on disk as the general path below, with less bookkeeping
@@ -357,8 +359,9 @@ class Log:
             raise CorruptRecordError(str(exc)) from exc
         if not batches:
             raise InvalidRecordError("append of an empty record set")
-        if cfg.compact:
-            _check_keys(payload, batches)
+        if rules.any:
+            check_records(payload, batches, rules, int(time.time() * 1000),
+                          f"{self.topic}-{self.partition}")
         max_msg = cfg.max_message_bytes
         headers = []
         has_pid = False
@@ -747,22 +750,6 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
-
-
-def _check_keys(payload, batches) -> None:
-    """Compacted topics keep the latest record per key, so a record without one
-    has no place there: Kafka's LogValidator rejects it (INVALID_RECORD). Needs the
-    records decoded (decompressed), which only compacted topics pay for."""
-    for b in batches:
-        if b.header.is_control:
-            continue
-        try:
-            records = decode_batch(payload, b.position, header=b.header)[1]
-        except ProtocolError as exc:
-            raise CorruptRecordError(str(exc)) from exc
-        for r in records:
-            if r.key is None:
-                raise InvalidRecordError("Compacted topic cannot accept message without key")
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:

@@ -20,11 +20,13 @@ _ADMIN_CLIENT_ID = "__admin_client"  # the one client Kafka lets write internal 
 
 
 def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
-                      message=None):
+                      message=None, record_errors=()):
     return ProduceResponse.PartitionProduceResponse(
         index=index, error_code=code, base_offset=base_offset,
         log_append_time_ms=log_append_time, log_start_offset=log_start_offset,
-        record_errors=[], error_message=message)
+        record_errors=[ProduceResponse.BatchIndexAndErrorMessage(
+            batch_index=e.batch_index, batch_index_error_message=e.message)
+            for e in record_errors], error_message=message)
 
 
 def _append(log, records, version):
@@ -76,8 +78,10 @@ async def handle_produce(ctx, req):
                     try:
                         result = _append(log, part.records, version)
                     except Exception as e:  # noqa: BLE001 - every failure is an error code
+                        # KIP-467: the records at fault, so clients fail only those
                         result = _partition_result(part.index, error_code_for(e),
-                                                   message=str(e)[:200])
+                                                   message=str(e)[:1000],
+                                                   record_errors=getattr(e, "record_errors", ()))
                     result.index = part.index
             parts_out.append(result)
         topics_out.append(ProduceResponse.TopicProduceResponse(

@@ -1,0 +1,113 @@
+"""Per-record errors in Produce responses (KIP-467; issue 15, item 3).
+
+When records of a batch break a rule (no key on a compacted topic, a
+timestamp outside the topic's window), the whole request is refused and
+nothing is appended, but the response names each record at fault by its
+index, so clients fail exactly those."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.record import MemoryRecordsBuilder
+
+from broker.client import SimpleClient
+from protocol.errors import ErrorCode
+from protocol.messages import ListOffsetsRequest, ProduceRequest
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def _batch(records):
+    """records: (key, value, timestamp or None)"""
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+    for key, value, ts in records:
+        builder.append(timestamp=ts, key=key, value=value, headers=[])
+    builder.close()
+    return bytes(builder.buffer())
+
+
+def _produce(client, topic, payload, version=9):
+    resp = client._call(0, version, ProduceRequest(acks=-1, timeout_ms=5000, transactional_id=None,
+                                                   topic_data=[ProduceRequest.TopicProduceData(
+                                                       name=topic, partition_data=[
+                                                           ProduceRequest.PartitionProduceData(
+                                                               index=0, records=payload)])]))
+    return resp.responses[0].partition_responses[0]
+
+
+def _log_end(client, topic):
+    resp = client._call(2, 5, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                    timestamp=-1)])]))
+    return resp.topics[0].partitions[0].offset
+
+
+@pytest.fixture
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _topic(admin, name, **config):
+    admin.create_topics([NewTopic(name, 1, 1, config={k.replace("_", "."): str(v)
+                                                       for k, v in config.items()})])[
+        name].result(30)
+
+
+def test_keyless_records_on_a_compacted_topic_are_named(broker, admin):
+    _topic(admin, "compacted", cleanup_policy="compact")
+    with SimpleClient(broker.bootstrap) as client:
+        part = _produce(client, "compacted", _batch([(None, b"a", None), (b"k", b"b", None),
+                                                     (None, b"c", None)]))
+        assert part.error_code == ErrorCode.INVALID_RECORD
+        assert [e.batch_index for e in part.record_errors] == [0, 2]
+        assert all("without key" in e.batch_index_error_message for e in part.record_errors)
+        assert "2 record errors" in part.error_message
+        assert _log_end(client, "compacted") == 0  # nothing of the request appended
+        # Before KIP-467 (v7) the error code alone.
+        old = _produce(client, "compacted", _batch([(None, b"a", None)]), version=7)
+        assert old.error_code == ErrorCode.INVALID_RECORD and old.record_errors == []
+        ok = _produce(client, "compacted", _batch([(b"k", b"v", None)]))
+        assert ok.error_code == ErrorCode.NONE and _log_end(client, "compacted") == 1
+
+
+def test_timestamps_outside_the_window_are_named(broker, admin):
+    _topic(admin, "recent", message_timestamp_before_max_ms=DAY_MS,
+           message_timestamp_after_max_ms=DAY_MS)
+    now = int(time.time() * 1000)
+    with SimpleClient(broker.bootstrap) as client:
+        part = _produce(client, "recent", _batch([(b"1", b"ok", now), (b"2", b"old", now - 3 * DAY_MS),
+                                                  (b"3", b"ok", now), (b"4", b"future", now + 2 * DAY_MS)]))
+        assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [e.batch_index for e in part.record_errors] == [1, 3]
+        assert "out of range" in part.record_errors[0].batch_index_error_message
+        assert _log_end(client, "recent") == 0
+        assert _produce(client, "recent", _batch([(b"1", b"ok", now)])).error_code == ErrorCode.NONE
+
+
+def test_the_older_difference_key_bounds_both_sides(broker, admin):
+    _topic(admin, "diff", message_timestamp_difference_max_ms=DAY_MS)
+    now = int(time.time() * 1000)
+    with SimpleClient(broker.bootstrap) as client:
+        part = _produce(client, "diff", _batch([(b"1", b"old", now - 2 * DAY_MS)]))
+        assert part.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [e.batch_index for e in part.record_errors] == [0]
+
+
+def test_librdkafka_reports_the_refusal_to_the_application(broker, admin):
+    _topic(admin, "compacted2", cleanup_policy="compact")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50,
+                         "message.timeout.ms": 20000})
+    reports = []
+    producer.produce("compacted2", key=b"k1", value=b"kept?", on_delivery=lambda e, m: reports.append(e))
+    producer.produce("compacted2", value=b"keyless", on_delivery=lambda e, m: reports.append(e))
+    producer.flush(30)
+    # Both records travelled in one batch that the broker refused: librdkafka
+    # fails the batch with INVALID_RECORD and the broker's reason.
+    assert len(reports) == 2 and all(e is not None for e in reports)
+    assert all(e.code() == KafkaError.INVALID_RECORD for e in reports)
+    with SimpleClient(broker.bootstrap) as client:
+        assert _log_end(client, "compacted2") == 0
