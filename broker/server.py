@@ -12,6 +12,7 @@ from storage import LogManager
 
 from .append_notifier import AppendNotifier
 from .dispatcher import Dispatcher
+from .dynamic_config import DynamicBrokerConfig
 from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
                      GroupCoordinatorConfig)
 from .groups.log_adapter import offsets_log_functions
@@ -35,6 +36,7 @@ class BrokerServices:
     node: BrokerEndpoint
     advertised_apis: list
     metrics: BrokerMetrics
+    dynamic_config: DynamicBrokerConfig
     groups: object = None  # CoordinatorBridge, set once the coordinator has loaded
 
 
@@ -72,13 +74,15 @@ class Broker:
                              "store is not available in this version; remove the key to run "
                              "on the embedded store")
         store = EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, self.node)
+        dynamic = DynamicBrokerConfig(cfg, store, on_change=self._apply_config)
+        self.cfg = cfg = dynamic.current
         logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
                           broker_id=cfg.broker_id, cluster_id=store.cluster_id,
                           retention_check_interval_ms=cfg.log_retention_check_interval_ms,
                           log_cleaner_enable=cfg.log_cleaner_enable,
                           log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
-                          topic_config_provider=lambda topic: _stored_topic_config(cfg, store,
-                                                                                   topic))
+                          topic_config_provider=lambda topic: _stored_topic_config(
+                              self.cfg, store, topic))
         logs.startup()
         notifier = AppendNotifier()
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
@@ -88,7 +92,21 @@ class Broker:
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
         return BrokerServices(cfg, store, logs, topics, notifier, self.node,
-                              advertised_apis(), metrics)
+                              advertised_apis(), metrics, dynamic)
+
+    def _apply_config(self, cfg) -> None:
+        """A dynamic broker config changed: every holder of the config switches
+        (topic defaults of every log without its own override, connection limits)."""
+        self.cfg = cfg
+        services = self.services
+        services.config = cfg
+        services.topics.config = cfg
+        services.logs.default_config = cfg.default_topic_config
+        services.logs.update_topic_configs({name: cfg.topic_config(meta.configs)
+                                            for name, meta in services.topics.topics().items()})
+        if self.network is not None:
+            self.network.max_connections = cfg.max_connections
+            self.network.max_connections_per_ip = cfg.max_connections_per_ip
 
     def _ensure_offsets_topic(self, topics: TopicService) -> None:
         """Create __consumer_offsets (compacted: only the last commit per key matters)

@@ -11,6 +11,7 @@ import threading
 import weakref
 
 from config import ConfigError
+from config.topic_keys import drop_removed_keys
 from protocol.errors import ErrorCode
 from protocol.topic_name import collision_key, topic_name_error
 
@@ -124,7 +125,7 @@ class TopicService:
                assignment: dict[int, list[int]] | None = None) -> TopicMeta | None:
         """``assignment`` (partition -> replica broker ids) replaces the
         partition count and replication factor when given."""
-        configs = dict(configs or {})
+        configs = drop_removed_keys(configs or {})
         if assignment is not None:
             self._check_assignment(assignment, 0)
             num_partitions = len(assignment)
@@ -215,6 +216,7 @@ class TopicService:
             self._open_logs(meta, range(old, count))
 
     def set_configs(self, name: str, configs: dict, validate_only: bool = False) -> None:
+        configs = drop_removed_keys(configs)
         with self._lock:
             meta = self.store.topic(name)
             if meta is None:

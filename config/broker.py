@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .properties import load_properties
 from .topic import TopicConfig
 from .topic_keys import (CLEANUP_POLICIES, COMPRESSION_TYPES, MIN_SEGMENT_BYTES,
-                         TIMESTAMP_TYPES, TOPIC_KEYS, to_attr_value)
+                         TIMESTAMP_TYPES, TOPIC_KEYS, drop_removed_keys, to_attr_value)
 from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, SubsetOf,
                      at_least, between)
 
@@ -238,7 +238,8 @@ class BrokerConfig:
 
     # ------------------------------------------------------------ cleaner
     log_cleanup_policy: list = _key("log.cleanup.policy", T.LIST, ["delete"],
-                                    SubsetOf(CLEANUP_POLICIES), "delete and/or compact.")
+                                    SubsetOf(CLEANUP_POLICIES, allow_empty=True),
+                                    "delete and/or compact; empty keeps everything.")
     log_cleaner_enable: bool = _key("log.cleaner.enable", T.BOOLEAN, True, None,
                                     "Run the compaction cleaner.")
     log_cleaner_threads: int = _key("log.cleaner.threads", T.INT, 1, at_least(0),
@@ -330,6 +331,12 @@ class BrokerConfig:
     # included, as strings; and where each given key came from.
     raw: dict = dataclasses.field(default_factory=dict, compare=False)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
+    # The layers ``raw`` was merged from (see config/dynamic.py): the static
+    # keys (file, env, overrides), the cluster-wide dynamic defaults and this
+    # broker's dynamic keys, for DescribeConfigs' sources and synonyms.
+    static_raw: dict = dataclasses.field(default_factory=dict, compare=False)
+    dynamic_default: dict = dataclasses.field(default_factory=dict, compare=False)
+    dynamic_broker: dict = dataclasses.field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------ API
     @classmethod
@@ -553,6 +560,7 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
 
     fields["raw"] = {k: v for k, v in props.items()}
     fields["origins"] = dict(origins)
+    fields["static_raw"] = dict(fields["raw"])
     return BrokerConfig(**fields)
 
 
@@ -613,7 +621,7 @@ def _parse_protocol_map(raw: str) -> dict[str, str]:
 
 def parse_topic_overrides(overrides: Mapping[str, str | None] | None):
     """Yield (TopicKey, typed value) for each given override; ConfigError if bad."""
-    for key, raw in (overrides or {}).items():
+    for key, raw in drop_removed_keys(overrides or {}).items():
         tk = TOPIC_KEYS.get(key)
         if tk is None:
             raise ConfigError(key, raw, "a topic config key (" + ", ".join(sorted(TOPIC_KEYS)) + ")",

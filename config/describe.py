@@ -12,6 +12,7 @@ import enum
 from typing import Mapping, NamedTuple
 
 from .broker import BROKER_KEYS, BrokerConfig, parse_topic_overrides
+from .dynamic import LIVE_KEYS
 from .topic_keys import TOPIC_KEYS, from_attr_value
 from .values import ConfigType, render
 
@@ -66,9 +67,21 @@ def _broker_value(cfg: BrokerConfig, key: str) -> str | None:
     return render(ck.type, value)
 
 
+def _layer_value(key: str, raw: Mapping[str, str]) -> str | None:
+    ck = BROKER_KEYS[key]
+    return render(ck.type, ck.parse(raw[key]))
+
+
 def _broker_synonyms(cfg: BrokerConfig, names) -> list[ConfigSynonym]:
-    out = [ConfigSynonym(n, _broker_value(cfg, n), ConfigSource.STATIC_BROKER_CONFIG)
-           for n in names if n in cfg.raw]
+    """Every layer that sets one of ``names``, highest precedence first: this
+    broker's dynamic keys, the cluster's dynamic defaults, the static config,
+    then the built-in defaults (as Kafka lists them)."""
+    static = cfg.static_raw or cfg.raw
+    out = []
+    for layer, source in ((cfg.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                          (cfg.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                          (static, ConfigSource.STATIC_BROKER_CONFIG)):
+        out += [ConfigSynonym(n, _layer_value(n, layer), source) for n in names if n in layer]
     out += [ConfigSynonym(n, render(BROKER_KEYS[n].type, BROKER_KEYS[n].default),
                           ConfigSource.DEFAULT_CONFIG)
             for n in names if BROKER_KEYS[n].default is not None]
@@ -111,8 +124,9 @@ def describe_topic_config(broker_cfg: BrokerConfig,
 def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEntry]:
     """Every broker key (or just `keys`), sorted by name.
 
-    STATIC_BROKER_CONFIG for keys given in the file/environment/overrides,
-    DEFAULT_CONFIG otherwise.  All read-only: samsa has no dynamic broker configs.
+    The source is the highest layer that sets the key (DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, else DEFAULT_CONFIG);
+    keys samsa changes at run time are not read-only.
     """
     entries = []
     for name in sorted(BROKER_KEYS if keys is None else keys):
@@ -127,12 +141,30 @@ def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEn
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
             name=name, value=_broker_value(broker_cfg, name), source=int(source),
-            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=True,
+            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=name not in LIVE_KEYS,
             is_sensitive=ck.sensitive,
             synonyms=[ConfigSynonym(s.name, s.value, int(s.source)) for s in synonyms],
             config_type=int(ck.type), documentation=ck.doc))
     return entries
 
 
-__all__ = ["ConfigSource", "ConfigEntry", "ConfigSynonym", "ConfigType",
+def describe_broker_defaults(broker_cfg: BrokerConfig) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (BROKER resource ""), as Kafka
+    describes them: only the keys set at that level."""
+    entries = []
+    for name in sorted(broker_cfg.dynamic_default):
+        ck = BROKER_KEYS.get(name)
+        if ck is None:
+            continue
+        value = _layer_value(name, broker_cfg.dynamic_default)
+        source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        entries.append(ConfigEntry(
+            name=name, value=value, source=source, is_default=False,
+            read_only=name not in LIVE_KEYS, is_sensitive=ck.sensitive,
+            synonyms=[ConfigSynonym(name, value, source)], config_type=int(ck.type),
+            documentation=ck.doc))
+    return entries
+
+
+__all__ = ["describe_broker_defaults", "ConfigSource", "ConfigEntry", "ConfigSynonym", "ConfigType",
            "describe_topic_config", "describe_broker_config"]

@@ -9,9 +9,13 @@ Kafka would refuse with INVALID_CONFIG is refused here too.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Mapping
 
 from .topic import TopicConfig
+
+log = logging.getLogger("config")
 from .values import (ConfigKey, ConfigType as T, INT_MAX, LONG_MAX, OneOf, SubsetOf,
                      at_least, between)
 
@@ -58,8 +62,10 @@ def _k(name, type_, validator, doc, synonyms=None, attr=None):
 
 
 TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
-    _k("cleanup.policy", T.LIST, SubsetOf(CLEANUP_POLICIES),
-       "delete: drop old segments by time/size; compact: keep the latest record per key.",
+    # Empty is allowed (Kafka 4.2+): neither deleted nor compacted, kept forever.
+    _k("cleanup.policy", T.LIST, SubsetOf(CLEANUP_POLICIES, allow_empty=True),
+       "delete: drop old segments by time/size; compact: keep the latest record per key; "
+       "empty: keep everything.",
        "log.cleanup.policy"),
     _k("compression.type", T.STRING, OneOf(COMPRESSION_TYPES),
        "Codec for stored batches; 'producer' keeps the producer's codec.", "compression.type"),
@@ -136,6 +142,31 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        "unclean.leader.election.enable"),
 ]}
 
+# Topic keys of Kafka 3.x that Kafka 4.0 removed. samsa serves the tools and
+# clients of both generations, so these are accepted and ignored (with one
+# warning per key) rather than refused as unknown: a 3.x tool copying a
+# topic's configs must not fail on them.
+REMOVED_TOPIC_KEYS: dict[str, str] = {
+    "message.format.version": "the message format follows the client's Produce version",
+    "message.downconversion.enable": "old fetchers are always down-converted",
+}
+_warned_removed: set[str] = set()
+
+
+def drop_removed_keys(configs: Mapping[str, str | None]) -> dict[str, str | None]:
+    """``configs`` without the keys Kafka 4 removed, warning once per key."""
+    kept = {}
+    for key, value in configs.items():
+        if key in REMOVED_TOPIC_KEYS:
+            if key not in _warned_removed:
+                _warned_removed.add(key)
+                log.warning("ignoring topic config %s=%s: removed in Kafka 4.0 (%s)", key,
+                            value, REMOVED_TOPIC_KEYS[key])
+            continue
+        kept[key] = value
+    return kept
+
+
 # Broker key -> topic key it feeds (used to say "log.segment.bytes is a synonym of ...").
 BROKER_TO_TOPIC: dict[str, str] = {
     s.name: tk.name for tk in TOPIC_KEYS.values() for s in tk.synonyms}
@@ -158,5 +189,5 @@ def from_attr_value(tk: TopicKey, value):
     return value
 
 
-__all__ = ["TOPIC_KEYS", "TopicKey", "Synonym", "BROKER_TO_TOPIC", "TIMESTAMP_TYPES",
+__all__ = ["REMOVED_TOPIC_KEYS", "drop_removed_keys", "TOPIC_KEYS", "TopicKey", "Synonym", "BROKER_TO_TOPIC", "TIMESTAMP_TYPES",
            "COMPRESSION_TYPES", "CLEANUP_POLICIES", "MIN_SEGMENT_BYTES", "INT_MAX", "LONG_MAX"]

@@ -334,10 +334,15 @@ class LogManager:
             return len(keys)
 
     def update_topic_config(self, topic: str, config) -> None:
+        self.update_topic_configs({topic: config})
+
+    def update_topic_configs(self, configs: dict) -> None:
+        """New configs for several topics at once (one pass over the logs)."""
         with self._lock:
-            self._topic_configs[topic] = config
+            self._topic_configs.update(configs)
             for (t, _), lg in self._logs.items():
-                if t == topic:
+                config = configs.get(t)
+                if config is not None:
                     lg.config = config
 
     # ------------------------------------------------------------------ background

@@ -7,6 +7,8 @@ restarts; broker configs are static (server.properties, environment,
 from __future__ import annotations
 
 from config import describe_broker_config, describe_topic_config
+from config.describe import describe_broker_defaults
+from config.dynamic import DynamicConfigError
 from protocol.errors import ErrorCode
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
@@ -29,6 +31,8 @@ def _entries(broker, resource_type, name):
     if resource_type == BROKER:
         if name not in ("", str(broker.config.broker_id)):
             return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.config.broker_id}", []
+        if name == "":
+            return ErrorCode.NONE, None, describe_broker_defaults(broker.config)
         return ErrorCode.NONE, None, describe_broker_config(broker.config)
     if resource_type == BROKER_LOGGER:
         return ErrorCode.NONE, None, []
@@ -63,8 +67,18 @@ async def handle_describe_configs(ctx, req):
 def _alter(broker, resource, new_configs_fn, validate_only):
     """Apply one resource's change; returns (code, message)."""
     if resource.resource_type == BROKER:
-        return (ErrorCode.INVALID_REQUEST,
-                "samsa's broker configs are static: change server.properties and restart")
+        dynamic = broker.dynamic_config
+        entity = dynamic.owns(resource.resource_name)
+        if entity is False:
+            return (ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
+                    f"{broker.config.broker_id} or the empty string (cluster default)")
+        try:
+            dynamic.alter(entity, new_configs_fn(dynamic.entity_configs(entity)), validate_only)
+        except DynamicConfigError as e:
+            return ErrorCode.INVALID_REQUEST, str(e)
+        except TopicError as e:  # an unknown incremental operation
+            return e.code, e.message
+        return ErrorCode.NONE, None
     if resource.resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
     if name_error(resource.resource_name):

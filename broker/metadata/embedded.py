@@ -17,6 +17,11 @@ from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
                     UnknownTopicError, new_cluster_id)
 
 FILE_NAME = "samsa-metadata.json"
+DEFAULT_BROKER_ENTITY = "<default>"  # the cluster-wide defaults, named as in ZooKeeper
+
+
+def _entity(broker: int | None) -> str:
+    return DEFAULT_BROKER_ENTITY if broker is None else str(broker)
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -35,6 +40,8 @@ class EmbeddedMetadataStore(MetadataStore):
             for name, t in state.get("topics", {}).items()
         }
         # Resume past the persisted block end: ids below it may have been used.
+        self._broker_configs: dict[str, dict[str, str]] = {
+            k: dict(v) for k, v in state.get("broker_configs", {}).items()}
         self._next_producer_id = int(state.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
         self._write()
@@ -56,6 +63,7 @@ class EmbeddedMetadataStore(MetadataStore):
                 for m in self._topics.values()
             },
             "producer_id_block_end": self._producer_id_block_end,
+            "broker_configs": self._broker_configs,
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -112,6 +120,14 @@ class EmbeddedMetadataStore(MetadataStore):
 
     def set_topic_configs(self, name, configs) -> TopicMeta:
         return self._update(name, configs=dict(configs))
+
+    def broker_configs(self, broker: int | None) -> dict[str, str]:
+        return dict(self._broker_configs.get(_entity(broker), {}))
+
+    def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
+        with self._lock:
+            self._broker_configs = {**self._broker_configs, _entity(broker): dict(configs)}
+            self._write()
 
     def allocate_producer_id(self) -> int:
         with self._lock:

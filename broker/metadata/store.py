@@ -86,6 +86,14 @@ class MetadataStore(abc.ABC):
     def set_topic_configs(self, name: str, configs: dict) -> TopicMeta: ...
 
     @abc.abstractmethod
+    def broker_configs(self, broker: int | None) -> dict[str, str]:
+        """Dynamic broker configs of ``broker``; None: the cluster-wide defaults."""
+
+    @abc.abstractmethod
+    def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of ``broker`` (None: the cluster defaults)."""
+
+    @abc.abstractmethod
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before, also across restarts."""
 

@@ -440,6 +440,24 @@ class ZooKeeperMetadataStore(MetadataStore):
                            sequence=True)
             return self._reload_topic(name)
 
+    def broker_configs(self, broker: int | None) -> dict[str, str]:
+        path = z.broker_config_path(broker)
+        try:
+            return z.decode_config(path, self.zk.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
+        path = z.broker_config_path(broker)
+        with self._lock:
+            try:
+                self.zk.set(path, z.encode_config(configs))
+            except NoNodeError:
+                self.zk.create(path, z.encode_config(configs), makepath=True)
+            entity = z.DEFAULT_BROKER_CONFIG if broker is None else str(broker)
+            self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(f"brokers/{entity}"),
+                           sequence=True)
+
     def allocate_producer_id(self) -> int:
         with self._lock:
             next_id, last = self._producer_ids

@@ -243,3 +243,28 @@ def test_an_expired_session_registers_again(zk_stores, kazoo):
     other = zk_stores.open(broker_id=8)
     other.create_topic(f"after-{uuid.uuid4().hex[:6]}", 1, {})
     _until(lambda: len(store.topics()) == 1, what="watches after the new session")
+
+
+def test_dynamic_broker_configs_are_kept(stores):
+    store = stores.open(broker_id=2)
+    assert store.broker_configs(None) == {} and store.broker_configs(2) == {}
+    store.set_broker_configs(None, {"log.retention.ms": "1000"})
+    store.set_broker_configs(2, {"log.segment.bytes": "2000000"})
+    again = stores.reopen(store)
+    assert again.broker_configs(None) == {"log.retention.ms": "1000"}
+    assert again.broker_configs(2) == {"log.segment.bytes": "2000000"}
+    again.set_broker_configs(2, {})
+    assert again.broker_configs(2) == {}
+
+
+def test_dynamic_broker_configs_in_kafkas_znodes(zk_stores, kazoo):
+    store = zk_stores.open(broker_id=1)
+    store.set_broker_configs(None, {"log.retention.ms": "1000"})
+    store.set_broker_configs(1, {"message.max.bytes": "2000"})
+    assert _json(kazoo, "/samsa-test/config/brokers/<default>") == {
+        "version": 1, "config": {"log.retention.ms": "1000"}}
+    assert _json(kazoo, "/samsa-test/config/brokers/1") == {
+        "version": 1, "config": {"message.max.bytes": "2000"}}
+    notices = sorted(kazoo.get_children("/samsa-test/config/changes"))
+    entities = [_json(kazoo, f"/samsa-test/config/changes/{n}")["entity_path"] for n in notices]
+    assert entities[-2:] == ["brokers/<default>", "brokers/1"]

@@ -170,7 +170,6 @@ def test_error_message_format():
     ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
     ("compression.type", "brotli", "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ("log.cleanup.policy", "compact,shred", "compact, delete"),
-    ("log.cleanup.policy", "", "compact, delete"),
     ("log.cleaner.min.cleanable.ratio", "1.5", "in [0, 1]"),
     ("log.cleaner.min.cleanable.ratio", "half", "in [0, 1]"),
     ("log.cleaner.min.cleanable.ratio", "NaN", "in [0, 1]"),

@@ -1,0 +1,118 @@
+"""Configs as Kafka takes them (issue 15, item 5), through librdkafka's admin
+client: an emptied list config, keys Kafka 4 removed, dynamic broker configs
+changed, applied and kept without a restart, and the cluster's authorized
+operations."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from broker.client import SimpleClient
+from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from confluent_kafka.admin import (AclOperation, AdminClient, AlterConfigOpType, ConfigEntry,
+                                   ConfigResource, ConfigSource, NewTopic, ResourceType)
+
+
+@pytest.fixture
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _describe(admin, rtype, name):
+    return admin.describe_configs([ConfigResource(rtype, name)])[
+        ConfigResource(rtype, name)].result(30)
+
+
+def _incremental(admin, rtype, name, *entries):
+    res = ConfigResource(rtype, name, incremental_configs=list(entries))
+    return admin.incremental_alter_configs([res])[res].result(30)
+
+
+def _set(key, value):
+    return ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def _segments(broker, topic):
+    return sorted(f for f in os.listdir(broker.data_dir / f"{topic}-0") if f.endswith(".log"))
+
+
+def test_removing_the_last_cleanup_policy_is_accepted(admin):
+    admin.create_topics([NewTopic("t", 1, 1, config={"cleanup.policy": "delete"})])["t"].result(30)
+    _incremental(admin, ResourceType.TOPIC, "t", ConfigEntry(
+        "cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT))
+    assert _describe(admin, ResourceType.TOPIC, "t")["cleanup.policy"].value == ""
+
+
+def test_topic_keys_removed_in_kafka_4_are_accepted_and_ignored(broker, admin):
+    admin.create_topics([NewTopic("legacy", 1, 1, config={
+        "message.format.version": "2.8", "message.downconversion.enable": "true",
+        "retention.ms": "60000"})])["legacy"].result(30)
+    described = _describe(admin, ResourceType.TOPIC, "legacy")
+    assert described["retention.ms"].value == "60000"
+    assert "message.format.version" not in described
+    _incremental(admin, ResourceType.TOPIC, "legacy", _set("message.format.version", "3.0"))
+    log_text = broker.log_path.read_text()
+    assert log_text.count("ignoring topic config message.format.version") == 1
+
+
+def test_dynamic_broker_config_applies_without_restart_and_is_kept(broker, admin):
+    admin.create_topics([NewTopic("rolling", 1, 1)])["rolling"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for _ in range(5):
+        producer.produce("rolling", b"x" * 10_000)
+    producer.flush(30)
+    assert len(_segments(broker, "rolling")) == 1
+    # A smaller segment size for every topic without its own, on this broker.
+    _incremental(admin, ResourceType.BROKER, "0", _set("log.segment.bytes", "20000"))
+    entry = _describe(admin, ResourceType.BROKER, "0")["log.segment.bytes"]
+    assert entry.value == "20000" and entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert not entry.is_read_only
+    topic_entry = _describe(admin, ResourceType.TOPIC, "rolling")["segment.bytes"]
+    assert topic_entry.value == "20000"
+    for _ in range(10):
+        producer.produce("rolling", b"y" * 10_000)
+        producer.flush(30)
+    assert len(_segments(broker, "rolling")) >= 4  # rolled at the new size, no restart
+    # The cluster-wide default (resource name "", which librdkafka cannot
+    # address: sent as kafka-configs --entity-default sends it), described on
+    # its own resource and felt by every topic.
+    with SimpleClient(broker.bootstrap) as client:
+        R = IncrementalAlterConfigsRequest
+        altered = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[R.AlterableConfig(
+                name="log.retention.ms", config_operation=0, value="3600000")])]))
+        assert altered.responses[0].error_code == 0
+        D = DescribeConfigsRequest
+        defaults = client.call(32, D(include_synonyms=True, include_documentation=False,
+                                     resources=[D.DescribeConfigsResource(
+                                         resource_type=4, resource_name="",
+                                         configuration_keys=None)])).results[0].configs
+        assert [(c.name, c.value, c.config_source) for c in defaults] == [
+            ("log.retention.ms", "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)]
+    retention = _describe(admin, ResourceType.TOPIC, "rolling")["retention.ms"]
+    assert retention.value == "3600000"
+    broker.restart()
+    admin2 = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert _describe(admin2, ResourceType.BROKER, "0")["log.segment.bytes"].value == "20000"
+    assert _describe(admin2, ResourceType.TOPIC, "rolling")["retention.ms"].value == "3600000"
+
+
+def test_keys_that_cannot_change_at_run_time_are_refused(admin):
+    for key, value, says in [("broker.id", "7", "Cannot update these configs dynamically"),
+                             ("log.dirs", "/elsewhere", "Cannot update these configs dynamically"),
+                             ("num.network.threads", "5", "cannot change these configs at run time")]:
+        with pytest.raises(KafkaException) as info:
+            _incremental(admin, ResourceType.BROKER, "0", _set(key, value))
+        assert info.value.args[0].code() == 42 or "INVALID_REQUEST" in info.value.args[0].name()
+        assert says in info.value.args[0].str()
+    with pytest.raises(KafkaException, match="log.segment.bytes"):
+        _incremental(admin, ResourceType.BROKER, "0", _set("log.segment.bytes", "-1"))
+
+
+def test_cluster_authorized_operations_are_the_cluster_resources(admin):
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE,
+        AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE}
