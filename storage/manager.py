@@ -362,6 +362,14 @@ class LogManager:
                 log.exception("retention failed for %r", lg)
         return deleted
 
+    def logs_by_dir(self) -> dict[str, list[Log]]:
+        """Every configured log dir (absolute) with the logs it holds."""
+        out: dict[str, list[Log]] = {d: [] for d in self.log_dirs}
+        with self._lock:
+            for key, lg in self._logs.items():
+                out.setdefault(self._log_dir_of[key], []).append(lg)
+        return out
+
     def _logs_with_dirs(self) -> dict:
         with self._lock:
             return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()}

@@ -9,6 +9,7 @@ from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
 from .fetch import handle_fetch
+from .log_dirs import handle_describe_log_dirs
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
                      handle_heartbeat, handle_join_group, handle_leave_group,
                      handle_list_groups, handle_offset_commit, handle_offset_delete,
@@ -41,6 +42,7 @@ HANDLERS = {
     23: handle_offset_for_leader_epoch,
     32: handle_describe_configs,
     33: handle_alter_configs,
+    35: handle_describe_log_dirs,
     37: handle_create_partitions,
     42: handle_delete_groups,
     44: handle_incremental_alter_configs,

@@ -26,6 +26,7 @@ VALID_VERSIONS = {
     "DeleteTopics": "0-6",           # 4.x: 1-6
     "OffsetForLeaderEpoch": "0-4",   # 4.x: 2-4
     "DescribeConfigs": "0-4",        # 4.x: 1-4
+    "DescribeLogDirs": "0-5",        # 4.x: 1-5
 }
 
 # Schema message name -> list of (path of struct field names from the top, field json,
@@ -62,5 +63,6 @@ SERVED = {
     "AlterConfigs": (33, 0, 2),
     "IncrementalAlterConfigs": (44, 0, 1),
     "DescribeCluster": (60, 0, 2),
+    "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
 }
