@@ -11,6 +11,11 @@ is exactly the kind of race this design avoids. Appends to an ``array`` are
 atomic under the GIL and readers only look at the first ``len()`` entries they
 saw, so lookups need no lock.
 
+No descriptor is held: the in-memory arrays serve every lookup, and the
+rare writes (a 4 KiB block of entries, a trim, an fsync) open the file for
+the moment they need it. A broker with 10,000 partitions would otherwise
+hold 20,000 index descriptors for files it almost never touches.
+
 The active segment's index files are preallocated to ``segment.index.bytes``
 (rounded down to whole entries) like Kafka's, and trimmed to their entries when
 the segment rolls or the log closes. After a crash the preallocated tail reads
@@ -43,7 +48,7 @@ class _SparseIndex:
         self.max_entries = max(1, max_index_bytes // self.entry_size)
         self.keys = array("q")
         self.values = array("q")
-        self._fd: int | None = None
+        self.writable = False  # the active segment's indexes take new entries
         # New entries are buffered and written in blocks (or on roll/close): one
         # pwrite per entry would cost the produce path a syscall per batch. Only
         # the appender (under the log lock) touches the buffer. After a crash the
@@ -62,11 +67,11 @@ class _SparseIndex:
             if fd is not None and not self.corrupt:
                 self._load(fd)
         self._pending_at = len(self.keys) * self.entry_size
-        if writable:
-            self._fd = fd
-            self.preallocate()
-        elif fd is not None:
+        if fd is not None:
             os.close(fd)
+        if writable:
+            self.writable = True
+            self.preallocate()
 
     # -- loading -------------------------------------------------------------
     def _load(self, fd: int) -> None:
@@ -90,42 +95,49 @@ class _SparseIndex:
         return len(self.keys) >= self.max_entries
 
     def write_pending(self) -> None:
-        if self._pending and self._fd is not None:
-            os.pwrite(self._fd, self._pending, self._pending_at)
+        if self._pending and self.writable:
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, self._pending, self._pending_at)
+            finally:
+                os.close(fd)
         self._pending_at += len(self._pending)
         del self._pending[:]
 
     def preallocate(self) -> None:
         """Grow the file to its maximum size (what Kafka does for the active segment)."""
-        if self._fd is not None:
-            os.ftruncate(self._fd, self.max_entries * self.entry_size)
+        if self.writable:
+            os.truncate(self.path, self.max_entries * self.entry_size)
 
     def trim(self) -> None:
         """Shrink the file to exactly its entries (on roll and on close)."""
-        if self._fd is not None:
+        if self.writable:
             self.write_pending()
-            os.ftruncate(self._fd, len(self.keys) * self.entry_size)
+            os.truncate(self.path, len(self.keys) * self.entry_size)
 
     def flush(self) -> None:
         """fsync what was written; may run concurrently with appends (no buffer access)."""
-        if self._fd is not None:
-            os.fsync(self._fd)
+        if self.writable:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self, trim: bool = True) -> None:
-        if self._fd is not None:
+        if self.writable:
             if trim:
                 self.trim()
             else:
                 self.write_pending()
-            os.close(self._fd)
-            self._fd = None
+            self.writable = False
 
     def make_readonly(self) -> None:
         """Trim and drop the file handle: a rolled segment's index never changes again."""
         self.close(trim=True)
 
     def _write_entry(self, packed: bytes) -> None:
-        if self._fd is not None:
+        if self.writable:
             pending = self._pending
             pending += packed
             if len(pending) >= 4096:
@@ -162,7 +174,7 @@ class OffsetIndex(_SparseIndex):
         # order matters for lock-free readers: value first, then key
         self.values.append(position)
         keys.append(offset)
-        if self._fd is not None:
+        if self.writable:
             pending = self._pending
             pending += _pack_offset(offset - self.base_offset, position)
             if len(pending) >= 4096:

@@ -236,9 +236,10 @@ class Log:
         i = max(0, bisect.bisect_right(bases, start) - 1)
         for seg in segs[i:]:
             _, pos = seg.offset_index.lookup(start)
-            for e in EntryScanner(seg.file.fileno(), pos, seg.size):
-                if e.header is not None and e.last_offset >= start and e.last_offset < end:
-                    self.producer_state.update(e.header, e.base_offset, e.last_offset)
+            with seg.borrowed_fd() as fd:
+                for e in EntryScanner(fd, pos, seg.size):
+                    if e.header is not None and e.last_offset >= start and e.last_offset < end:
+                        self.producer_state.update(e.header, e.base_offset, e.last_offset)
 
     @classmethod
     def open(cls, directory: str, config, **kw) -> "Log":

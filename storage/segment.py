@@ -15,12 +15,19 @@ Segments of a log that was shut down cleanly are opened lazily: nothing but the
 file name is looked at until the first read, size query or retention check
 touches the segment. That keeps start-up with thousands of segments cheap.
 
+Descriptors: a segment holds one, for its ``.log``, and only from its first
+read or append on (the active segment too: a new or reopened one is not
+opened until written or read); size queries use stat(), and the index files
+hold none (index.py). So a broker with 10,000 idle partitions starts with
+almost no descriptors, and each partition in use costs one.
+
 Concurrency: only the owning Log's appender mutates a segment (under the log's
 lock). Readers use the size the Log published for the active segment and the
 lock-free index arrays; the lazy open is guarded by a small per-segment lock.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -101,9 +108,7 @@ class LogSegment:
         self.active = False
         self.deleted = False
         if create:
-            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            self._file = os.fdopen(fd, "r+b", buffering=0)
-            self._fd = fd
+            os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
             self._size = 0
             self._offset_index = OffsetIndex(self.index_path, base_offset, self.max_index_bytes,
                                              writable=True, create=True)
@@ -118,16 +123,38 @@ class LogSegment:
         f = self._file
         if f is None:
             with self._open_lock:
-                if self._file is None:
-                    self._file = open(self.log_path, "rb", buffering=0)
-                f = self._file
+                f = self._file_locked()
         return f
+
+    def _write_fd(self) -> int:
+        """The active segment's descriptor for appends, opened on the first one."""
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = self.file.fileno()
+        return fd
+
+    @contextlib.contextmanager
+    def borrowed_fd(self):
+        """A descriptor to read the .log with for a moment (start-up scans):
+        the segment's own if open, else one closed again afterwards, so that
+        loading a log leaves no descriptor behind."""
+        f = self._file
+        if f is not None:
+            yield f.fileno()
+            return
+        fd = os.open(self.log_path, os.O_RDONLY)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @property
     def size(self) -> int:
         s = self._size
         if s is None:
-            s = self._size = os.fstat(self.file.fileno()).st_size
+            f = self._file
+            s = self._size = (os.fstat(f.fileno()) if f is not None
+                              else os.stat(self.log_path)).st_size
         return s
 
     @property
@@ -183,11 +210,12 @@ class LogSegment:
 
     def _file_locked(self):
         if self._file is None:
-            self._file = open(self.log_path, "rb", buffering=0)
+            # The active segment's one descriptor serves appends and reads.
+            self._file = open(self.log_path, "r+b" if self.active else "rb", buffering=0)
         return self._file
 
     def _index_sane(self, oi: OffsetIndex, ti: TimeIndex) -> bool:
-        size = self._size if self._size is not None else os.fstat(self._file_locked().fileno()).st_size
+        size = self.size
         if oi.entries and oi.values[-1] >= size:
             return False
         if ti.entries and ti.values[-1] < self.base_offset:
@@ -218,10 +246,11 @@ class LogSegment:
         with self._open_lock:
             if self._file is not None:
                 self._file.close()
-            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._file = os.fdopen(fd, "r+b", buffering=0)
-            self._fd = fd
-            self._size = os.fstat(fd).st_size
+            self._file = None
+            self._fd = None
+            if not os.path.exists(self.log_path):
+                os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
+            self._size = os.stat(self.log_path).st_size
             if self._offset_index is not None:
                 self._offset_index.close(trim=False)
                 self._time_index.close(trim=False)
@@ -232,8 +261,8 @@ class LogSegment:
             self._load_indexes_locked(writable=True)
             # a rebuilt index was opened with create=True; make sure both are writable
             for idx in (self._offset_index, self._time_index):
-                if idx._fd is None:
-                    idx._fd = os.open(idx.path, os.O_RDWR)
+                if not idx.writable:
+                    idx.writable = True
                     idx.preallocate()
             self.active = True
 
@@ -296,12 +325,13 @@ class LogSegment:
         max_timestamp) in order. Returns the new size.
         """
         pos = self._size
-        written = _pwritev(self._fd, parts, pos)
+        fd = self._fd if self._fd is not None else self._write_fd()
+        written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
             view = memoryview(rest)
             while written < total:
-                written += _pwrite(self._fd, view[written:], pos + written)
+                written += _pwrite(fd, view[written:], pos + written)
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = batches[0][2]
         max_ts = self._max_ts
@@ -327,12 +357,13 @@ class LogSegment:
         """``append`` of exactly one batch of ``total`` bytes (the produce fast
         path): same write, same index rule, no per-batch list."""
         pos = self._size
-        written = _pwritev(self._fd, parts, pos)
+        fd = self._fd if self._fd is not None else self._write_fd()
+        written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
             view = memoryview(rest)
             while written < total:
-                written += _pwrite(self._fd, view[written:], pos + written)
+                written += _pwrite(fd, view[written:], pos + written)
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = ts
         max_ts = self._max_ts
@@ -364,7 +395,7 @@ class LogSegment:
         if f is not None and not f.closed:
             os.fsync(f.fileno())
         for idx in (self._offset_index, self._time_index):
-            if idx is not None and idx._fd is not None:
+            if idx is not None and idx.writable:
                 idx.flush()
 
     def close(self, trim: bool = True) -> None:
@@ -433,8 +464,9 @@ class LogSegment:
         """Offset after the last batch (scans from the last index entry)."""
         _, pos = self.offset_index.last_entry()
         last = None
-        for e in EntryScanner(self.file.fileno(), pos, self.size):
-            last = e
+        with self.borrowed_fd() as fd:
+            for e in EntryScanner(fd, pos, self.size):
+                last = e
         return last.next_offset if last is not None else self.base_offset
 
     # -- recovery -------------------------------------------------------------------
@@ -443,7 +475,22 @@ class LogSegment:
         truncate the file at the first invalid byte. Returns (bytes truncated, reason).
         ``on_batch(entry)`` is called for each valid entry (producer state rebuild).
         """
-        f = self._file if self._file is not None else self.file
+        # A segment opened just to be checked is closed again afterwards: after a
+        # crash every partition's last segment is recovered, and holding them
+        # all open would cost a descriptor per partition before any client came.
+        opened_here = self._file is None
+        f = self.file
+        try:
+            return self._recover(f, on_batch)
+        finally:
+            if opened_here:
+                with self._open_lock:
+                    if self._file is f:
+                        f.close()
+                        self._file = None
+                        self._fd = None
+
+    def _recover(self, f, on_batch) -> tuple[int, str | None]:
         size = os.fstat(f.fileno()).st_size
         writable = self.active
         with self._open_lock:

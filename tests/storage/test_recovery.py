@@ -175,12 +175,15 @@ def test_clean_marker_skips_recovery(tmp_path):
     lm3 = LogManager([d], CFG, 0, "c1")
     lm3.startup()
     lg3 = lm3.get_log("t", 0)
-    # unclean: segments from the one holding the checkpointed recovery point on were checked
+    # unclean: segments from the one holding the checkpointed recovery point on were
+    # checked (recovery rebuilt their indexes), the older ones not even opened; no
+    # segment keeps a descriptor from recovery
     for s, nxt in zip(lg3.segments, lg3.segments[1:] + (None,)):
+        assert s._file is None
         if nxt is not None and nxt.base_offset <= rp:
-            assert s._file is None
+            assert s._offset_index is None
         else:
-            assert s._file is not None
+            assert s._offset_index is not None
     assert lg3.log_end_offset == leo
     lm3.shutdown()
 

@@ -1,0 +1,84 @@
+"""Many partitions: descriptors held and start-up time of a real broker process.
+
+Creates ``--topics`` x ``--per-topic`` partitions (default 10 x 1,000), writes
+one record to every ``--touch``-th partition, then measures:
+  - descriptors the broker holds (from /proc/<pid>/fd), idle and after the writes;
+  - start-up time after a clean stop (SIGTERM) and after kill -9: from process
+    start to the port answering ApiVersions;
+  - descriptors right after each start.
+The limit a user needs is the descriptor count, against RLIMIT_NOFILE.
+
+Usage: ``python bench/bench_partitions.py [--topics 10] [--per-topic 1000]``
+(not part of the test run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.support.broker_process import BrokerProcess  # noqa: E402
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def timed_start(broker: BrokerProcess) -> float:
+    t0 = time.monotonic()
+    broker.start()
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topics", type=int, default=10)
+    ap.add_argument("--per-topic", type=int, default=1000)
+    ap.add_argument("--touch", type=int, default=10, help="write to every Nth partition")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="samsa-bench-partitions-"))
+    broker = BrokerProcess(work, startup_timeout=600)
+    out: dict = {"partitions": args.topics * args.per_topic}
+    try:
+        out["first_start_s"] = round(timed_start(broker), 2)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        t0 = time.monotonic()
+        names = [f"bench-{i}" for i in range(args.topics)]
+        for name, fut in admin.create_topics([NewTopic(n, args.per_topic, 1) for n in names],
+                                             operation_timeout=600).items():
+            fut.result(900)
+        out["create_s"] = round(time.monotonic() - t0, 1)
+        out["fds_idle"] = fds(broker.pid)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+        touched = 0
+        for name in names:
+            for p in range(0, args.per_topic, args.touch):
+                producer.produce(name, b"x", partition=p)
+                touched += 1
+        producer.flush(300)
+        out["partitions_written"] = touched
+        out["fds_after_writes"] = fds(broker.pid)
+        broker.stop(timeout=300)
+        out["start_after_clean_stop_s"] = round(timed_start(broker), 2)
+        out["fds_after_clean_start"] = fds(broker.pid)
+        broker.kill()
+        out["start_after_kill9_s"] = round(timed_start(broker), 2)
+        out["fds_after_kill9_start"] = fds(broker.pid)
+    finally:
+        broker.stop(timeout=300)
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
