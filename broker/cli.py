@@ -25,14 +25,17 @@ def _server(args) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
+    from storage.errors import StorageError
+
     try:
-        runner(Broker(cfg).run_until_signalled())
+        clean = runner(Broker(cfg).run_until_signalled())
     except KeyboardInterrupt:
-        pass
-    except OSError as e:
-        print(f"samsa: {e}", file=sys.stderr)
+        return 0
+    except (OSError, StorageError) as e:
+        # A full disk, an unwritable log dir, a port in use: one line naming it.
+        print(f"samsa: cannot run the broker: {e}", file=sys.stderr)
         return 1
-    return 0
+    return 0 if clean else 1
 
 
 def _dump_log(argv) -> int:

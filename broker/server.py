@@ -175,7 +175,9 @@ class Broker:
                  self.network.port, self.node.host, self.node.port,
                  self.services.store.cluster_id, ",".join(cfg.log_dirs))
 
-    async def stop(self) -> None:
+    async def stop(self) -> bool:
+        """Stop everything; False when writes failed on the way (the log says which)."""
+        failures: list[str] = []
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         if self.coordinator is not None:
@@ -185,11 +187,17 @@ class Broker:
         if self.network is not None:
             await self.network.stop()
         if self.services is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.services.logs.shutdown)
+            failures = await asyncio.get_running_loop().run_in_executor(
+                None, self.services.logs.shutdown)
             self.services.store.close()
+        if failures:
+            log.error("samsa broker stopped, but %d write(s) failed (the next start "
+                      "recovers from what was flushed): %s", len(failures), "; ".join(failures))
+            return False
         log.info("samsa broker stopped cleanly")
+        return True
 
-    async def run_until_signalled(self) -> None:
+    async def run_until_signalled(self) -> bool:
         await self.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -197,4 +205,4 @@ class Broker:
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutting down")
-        await self.stop()
+        return await self.stop()

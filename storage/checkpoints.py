@@ -25,17 +25,27 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
 def atomic_write(path: str, data: str) -> None:
+    """Write ``path`` whole or not at all (temporary file, fsync, rename).
+    A failure (a full disk above all) raises OSError naming ``path``: write()
+    and fsync() errors carry no file name of their own."""
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data.encode("utf-8"))
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data.encode("utf-8"))
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OSError(e.errno, e.strerror, path) from None
     fsync_dir(os.path.dirname(path) or ".")
 
 

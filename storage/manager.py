@@ -388,7 +388,9 @@ class LogManager:
             if not self._shut_down:
                 self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
 
-    def write_checkpoints(self) -> None:
+    def write_checkpoints(self) -> list[str]:
+        """Write every dir's checkpoints; returns what failed (each naming the file)."""
+        failures = []
         with self._lock:
             by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
             for key, lg in self._logs.items():
@@ -401,6 +403,8 @@ class LogManager:
                                         {k: lg.log_start_offset for k, lg in logs.items()})
             except OSError as exc:
                 log.error("writing checkpoints in %s failed: %s", d, exc)
+                failures.append(f"writing checkpoints: {exc}")
+        return failures
 
     def _flush_ms_task(self) -> None:
         try:
@@ -418,14 +422,16 @@ class LogManager:
             lg.flush()
 
     # ------------------------------------------------------------------ shutdown
-    def shutdown(self, clean: bool = True) -> None:
+    def shutdown(self, clean: bool = True) -> list[str]:
         """Clean stop: flush and close every log, write checkpoints, then the marker.
+        Returns the writes that failed (empty: a clean stop); a dir with a failure
+        gets no clean-shutdown marker, so the next start recovers it.
 
         ``clean=False`` only stops the threads and closes file handles, leaving
         the directory as a crash would (tests of recovery use it).
         """
         if self._shut_down:
-            return
+            return []
         self._shut_down = True
         if self._started:
             self._scheduler.stop()
@@ -438,20 +444,30 @@ class LogManager:
             with self._lock:
                 for lg in self._logs.values():
                     lg.close_handles(trim=False)
-            return
+            return []
+        failures: list[str] = []
         failed_dirs = set()
         with self._lock:
             for key, lg in self._logs.items():
                 try:
                     lg.close()
-                except Exception:
-                    log.exception("closing %r failed", lg)
+                except OSError as exc:
+                    log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
                     failed_dirs.add(self._log_dir_of[key])
-        self.write_checkpoints()
+                except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
+                    log.exception("closing %r failed", lg)
+                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
+                    failed_dirs.add(self._log_dir_of[key])
+        failures += self.write_checkpoints()
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent
-            if d not in failed_dirs:
-                atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
+            if d not in failed_dirs and not failures:
+                try:
+                    atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
+                except OSError as exc:
+                    failures.append(f"writing the clean-shutdown marker: {exc}")
+        return failures
 
 
 def _raise_fd_limit() -> None:

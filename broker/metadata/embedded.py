@@ -66,11 +66,14 @@ class EmbeddedMetadataStore(MetadataStore):
             "broker_configs": self._broker_configs,
         }
         tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(state, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(state, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as e:  # a full disk: say which file (write() errors name none)
+            raise OSError(e.errno, e.strerror, self.path) from None
         dir_fd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
         try:
             os.fsync(dir_fd)
