@@ -48,7 +48,28 @@ def _topics(argv) -> int:
     return topics_main(argv)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("samsa")
+    except PackageNotFoundError:  # run from a source tree without installing
+        return "unknown (not installed)"
+
+
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Output piped into head & co.: the reader has gone, as Kafka's tools
+        # treat it, quietly. Point stdout at /dev/null so the interpreter's
+        # final flush does not complain either.
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
@@ -57,9 +78,13 @@ def main(argv=None) -> int:
     if argv and argv[0] == "topics":
         return _topics(argv[1:])
     parser = argparse.ArgumentParser(prog="samsa", description="A Kafka-compatible broker.")
+    parser.add_argument("--version", action="version", version=f"samsa {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     srv = sub.add_parser("server", help="run a broker")
-    srv.add_argument("config", nargs="?", default=None, help="server.properties file")
+    # Required, as kafka-server-start requires it: a broker started without one
+    # would silently listen on every interface with data under /tmp.
+    srv.add_argument("config", help="server.properties file (the repository's is a "
+                                    "single-node default: localhost:9092, data in ./data)")
     srv.add_argument("--override", action="append", metavar="KEY=VALUE",
                      help="override one config key (repeatable)")
     sub.add_parser("dump-log", help="print segment files like kafka-dump-log", add_help=False)

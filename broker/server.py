@@ -4,11 +4,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import signal
 
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
 from storage import LogManager
+from storage.errors import StorageError
 
 from .append_notifier import AppendNotifier
 from .dispatcher import Dispatcher
@@ -50,6 +52,18 @@ def _stored_topic_config(cfg, store, topic):
     already treats e.g. a compacted topic as compacted."""
     meta = store.topic(topic)
     return cfg.topic_config(meta.configs) if meta is not None else None
+
+
+def _check_log_dirs(dirs) -> None:
+    """Each of log.dirs must be (or become) a writable directory; the error
+    names the key, since the path alone does not say where it came from."""
+    for d in dirs:
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"log.dirs: cannot create {d}: {e.strerror}") from None
+        if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
+            raise StorageError(f"log.dirs: {d} is not a writable directory")
 
 
 def _endpoints(cfg):
@@ -149,11 +163,8 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.cfg
-        self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
-        await self._start_groups()
         self.network = NetworkServer(
-            self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads,
-            Dispatcher(self.services),
+            self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads, None,
             max_frame_bytes=cfg.socket_request_max_bytes,
             queued_max_request_bytes=cfg.queued_max_request_bytes,
             max_connections=cfg.max_connections,
@@ -162,6 +173,16 @@ class Broker:
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             recv_buffer_bytes=cfg.socket_receive_buffer_bytes,
         )
+        # The port first: a broker that cannot listen fails before it touches
+        # (or creates) its log dirs.
+        await self.network.bind()
+        _check_log_dirs(cfg.log_dirs)
+        self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        cfg = self.cfg  # now with the stored dynamic configs
+        await self._start_groups()
+        self.network.max_connections = cfg.max_connections
+        self.network.max_connections_per_ip = cfg.max_connections_per_ip
+        self.network.set_handler(Dispatcher(self.services))
         await self.network.start()
         m = self.services.metrics
         for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out",
@@ -169,7 +190,9 @@ class Broker:
             if hasattr(self.network, attr):
                 m.add_source(attr, lambda a=attr: getattr(self.network, a))
         if getattr(cfg, "metrics_port", 0):
-            m.serve(cfg.metrics_port, cfg.metrics_host or "0.0.0.0")
+            # By default where the listener is: a broker on localhost does not
+            # publish its metrics to the whole network.
+            m.serve(cfg.metrics_port, cfg.metrics_host or self.bind_host or "0.0.0.0")
         log.info("samsa broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster id %s, data in %s", cfg.broker_id, self.bind_host or "0.0.0.0",
                  self.network.port, self.node.host, self.node.port,

@@ -121,11 +121,19 @@ def main(argv) -> int:
     if args.alter and not args.partitions:
         p.error("--alter needs --partitions")
     try:
-        with SimpleClient(args.bootstrap_server) as client:
+        client = SimpleClient(args.bootstrap_server)
+    except OSError as e:
+        print(f"samsa topics: cannot reach the broker at {args.bootstrap_server}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return 1
+    try:
+        with client:
             for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
                              ("alter", _alter), ("delete", _delete)):
                 if getattr(args, name):
                     return fn(client, args)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the command line ends quietly
     except (OSError, ClientError) as e:
         print(f"samsa topics: {e}", file=sys.stderr)
         return 1

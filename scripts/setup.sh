@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
 # Creates ./.venv and installs samsa into it (editable). With --test also the test
 # dependencies: Python packages and the Debian packages the integration tests run
-# against (kcat). Idempotent: a second run only checks.
+# against (kcat, a JDK for the Java clients, ZooKeeper). Idempotent: a second run
+# only checks (pip runs again only when pyproject.toml changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
+extras=""
+[ "$want_test" = 1 ] && extras="[test]"
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
+    if ! "$PY" -m venv .venv >/dev/null; then
+        echo "setup: could not create .venv with $PY; on Debian: apt-get install python3-venv" >&2
+        exit 1
+    fi
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-if [ "$want_test" = 1 ]; then
-    .venv/bin/python -m pip install --quiet -e '.[test]'
-else
-    .venv/bin/python -m pip install --quiet -e .
+
+# What was installed, and from which pyproject.toml: nothing to do when both match.
+stamp=".venv/.samsa-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${extras:-[base]}"
+have="$(cat "$stamp" 2>/dev/null || true)"
+if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then
+    .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+    # (the build backend's warnings about editable installs are not for users)
+    PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"
+    echo "$want" > "$stamp"
 fi
 
 if [ "$want_test" = 1 ]; then

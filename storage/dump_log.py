@@ -40,7 +40,11 @@ def _ts_type_name(magic: int, attributes: int) -> str:
 
 
 def _start_offset(path: str) -> int:
-    return int(os.path.basename(path).split(".")[0])
+    stem = os.path.basename(path).split(".")[0]
+    if not stem.isdigit():
+        raise ValueError(f"{path}: not a segment file (its name must be its base offset, "
+                         f"e.g. 00000000000000000000.log)")
+    return int(stem)
 
 
 def main(argv=None) -> int:
@@ -66,6 +70,7 @@ def main(argv=None) -> int:
     out = sys.stdout
     deep = args.deep_iteration or args.print_data_log
     non_consecutive: dict[str, list[tuple[int, int]]] = {}
+    failed = False
     for name in [f for f in args.files.split(",") if f]:
         print(f"Dumping {name}", file=out)
         base = os.path.basename(name)
@@ -82,14 +87,20 @@ def main(argv=None) -> int:
                 _dump_snapshot(name, out)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
+        except BrokenPipeError:
+            raise  # the reader went away (| head): the command line ends quietly
         except OSError as exc:
-            print(f"Could not read {name}: {exc}", file=sys.stderr)
+            print(f"Could not read {name}: {exc.strerror or exc}", file=sys.stderr)
+            failed = True
+        except ValueError as exc:
+            print(f"Could not dump {exc}", file=sys.stderr)
+            failed = True
     for fname, pairs in non_consecutive.items():
         print(f"Non-consecutive offsets in {fname}", file=sys.stderr)
         for a, b in pairs:
             print(f"  {a} is followed by {b}", file=sys.stderr)
     out.flush()
-    return 0
+    return 1 if failed else 0
 
 
 # ----------------------------------------------------------------------------- .log

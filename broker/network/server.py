@@ -47,7 +47,7 @@ class NetworkServer:
     ``connections_closed``, ``requests``, ``bytes_in``, ``bytes_out``.
     """
 
-    def __init__(self, host: str, port: int, num_threads: int, handler: Handler, *,
+    def __init__(self, host: str, port: int, num_threads: int, handler: Handler | None, *,
                  max_frame_bytes: int = 104857600,
                  max_connections: int = 2**31 - 1,
                  max_connections_per_ip: int = 2**31 - 1,
@@ -135,10 +135,30 @@ class NetworkServer:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def set_handler(self, handler: Handler) -> None:
+        """The request handler, when it is not known at construction (the broker
+        binds its port before it opens storage)."""
+        self.handler = handler
+        self._proc_kwargs["handler"] = handler
+
+    async def bind(self) -> None:
+        """Take the listening port now (accepting starts with ``start``): a port
+        in use fails here, naming it, before anything else is touched."""
+        if self._listener is not None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            self._listener = await self._bind(loop)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot listen on {self.host or '*'}:{self.port} "
+                                   f"(listeners): {e.strerror}") from None
+        self.port = self._listener.getsockname()[1]
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._listener = await self._bind(loop)
-        self.port = self._listener.getsockname()[1]
+        await self.bind()
+        if self.handler is None:
+            raise RuntimeError("NetworkServer.start: no request handler set")
         self.processors = [Processor(i, self, **self._proc_kwargs)
                            for i in range(self.num_threads)]
         self._exited = []

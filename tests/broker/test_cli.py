@@ -5,6 +5,8 @@ import subprocess
 import sys
 import uuid
 
+from tests.support.broker_process import REPO_ROOT
+
 
 def _samsa(*args, timeout=60):
     return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
@@ -12,7 +14,7 @@ def _samsa(*args, timeout=60):
 
 
 def test_bad_config_value_refuses_to_start_naming_the_key(tmp_path):
-    p = _samsa("server", "--override", f"log.dirs={tmp_path}",
+    p = _samsa("server", str(REPO_ROOT / "server.properties"), "--override", f"log.dirs={tmp_path}",
                "--override", "log.segment.bytes=lots")
     assert p.returncode == 2
     assert "log.segment.bytes" in p.stderr and "lots" in p.stderr

@@ -1,0 +1,142 @@
+"""A new user's first hour with the command line (issue 15): every mistake
+gets one clear line and the right exit code, never a traceback."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from config.topic import TopicConfig
+from storage.log import Log
+from tests.storage.helpers import batch_of
+from tests.support.broker_process import REPO_ROOT, BrokerProcess
+from tests.support.kafka_wire import free_port
+
+
+def _samsa(*args, stdout=subprocess.PIPE, cwd=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "broker", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout,
+                          cwd=cwd or REPO_ROOT)
+
+
+def _into_closed_pipe(*args):
+    """Run with stdout a pipe whose reader has already gone (``| head`` that
+    finished): every write fails with EPIPE."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return _samsa(*args, stdout=w)
+    finally:
+        os.close(w)
+
+
+def test_server_needs_its_config_file():
+    p = _samsa("server")
+    assert p.returncode == 2
+    assert "required: config" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_version():
+    p = _samsa("--version")
+    assert p.returncode == 0
+    assert re.fullmatch(r"samsa \d+\.\d+\.\d+\n", p.stdout)
+
+
+def test_dump_log_mistakes_get_one_line(tmp_path):
+    odd = tmp_path / "notes.log"
+    odd.write_bytes(b"")
+    p = _samsa("dump-log", "--files", str(odd))
+    assert p.returncode == 1 and "not a segment file" in p.stderr
+    assert "Traceback" not in p.stderr
+    missing = tmp_path / "00000000000000000000.log"
+    p = _samsa("dump-log", "--files", str(missing))
+    assert p.returncode == 1 and "No such file" in p.stderr
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path, broker):
+    lg = Log.open(str(tmp_path / "t-0"), TopicConfig())
+    for _ in range(200):
+        lg.append(batch_of(20))
+    lg.close()
+    p = _into_closed_pipe("dump-log", "--files", str(tmp_path / "t-0" / "00000000000000000000.log"),
+                          "--print-data-log")
+    assert p.returncode == 0 and p.stderr == ""
+    p = _into_closed_pipe("topics", "--bootstrap-server", broker.bootstrap, "--describe")
+    assert p.returncode == 0 and p.stderr == ""
+
+
+def test_topics_names_the_address_it_could_not_reach():
+    port = free_port()
+    p = _samsa("topics", "--bootstrap-server", f"127.0.0.1:{port}", "--list")
+    assert p.returncode == 1
+    assert f"cannot reach the broker at 127.0.0.1:{port}" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_a_port_in_use_fails_before_the_log_dirs_are_touched(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    data = tmp_path / "never-created"
+    try:
+        p = _samsa("server", str(REPO_ROOT / "server.properties"),
+                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                   "--override", f"log.dirs={data}")
+    finally:
+        taken.close()
+    assert p.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in p.stderr and "Traceback" not in p.stderr
+    assert not data.exists()
+
+
+@pytest.mark.parametrize("make_bad", ["a file", "under a file"])
+def test_log_dirs_errors_name_the_key(tmp_path, make_bad):
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("x")
+    bad = a_file if make_bad == "a file" else a_file / "data"
+    p = _samsa("server", str(REPO_ROOT / "server.properties"),
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+               "--override", f"log.dirs={bad}")
+    assert p.returncode == 1
+    assert "log.dirs" in p.stderr and str(bad) in p.stderr and "Traceback" not in p.stderr
+
+
+def test_metrics_bind_where_the_listener_is(tmp_path):
+    metrics_port = free_port()
+    broker = BrokerProcess(tmp_path, overrides={"metrics.port": metrics_port})
+    try:
+        broker.start()  # listener on 127.0.0.1
+        with socket.create_connection(("127.0.0.1", metrics_port), timeout=5):
+            pass
+        # Another loopback address reaches a socket bound to all interfaces,
+        # not one bound to 127.0.0.1.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.2", metrics_port), timeout=5)
+    finally:
+        broker.stop()
+
+
+def test_license_matches_pyproject():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    license_field = project["license"]
+    spdx = license_field if isinstance(license_field, str) else license_field.get("text")
+    assert spdx == "Apache-2.0"
+    text = (REPO_ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
+def test_readme_links_only_to_files_in_the_repository():
+    readme = (REPO_ROOT / "README.md").read_text()
+    for target in re.findall(r"\]\(([^)#]+)", readme) + re.findall(r"`(\.\./[^`]+)`", readme):
+        if "://" in target:
+            continue
+        path = (REPO_ROOT / target).resolve()
+        assert REPO_ROOT in path.parents or path == REPO_ROOT, target
+        assert path.exists(), target
