@@ -45,16 +45,23 @@ def assign_replicas(brokers: Sequence[int], num_partitions: int, replication_fac
                            first_partition, start, shift, rng)
     ordered = sorted(brokers)
     n = len(ordered)
+    return {p: [ordered[first]] + [ordered[_follower(first, shift, j, n)]
+                                   for j in range(replication_factor - 1)]
+            for p, first, shift in _leader_positions(n, first_partition, num_partitions,
+                                                     start, shift, rng)}
+
+
+def _leader_positions(n: int, first_partition: int, num_partitions: int, start: int | None,
+                      shift: int | None, rng: random.Random):
+    """(partition, index of its first replica, follower shift) for each new
+    partition: leaders round-robin from ``start``, the shift growing by one
+    every ``n`` partitions so follower orders differ."""
     start = rng.randrange(n) if start is None else start
     shift = rng.randrange(n) if shift is None else shift
-    result: dict[int, list[int]] = {}
     for p in range(first_partition, first_partition + num_partitions):
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start) % n
-        result[p] = [ordered[first]] + [ordered[_follower(first, shift, j, n)]
-                                        for j in range(replication_factor - 1)]
-    return result
+        yield p, (p + start) % n, shift
 
 
 def _follower(first: int, shift: int, j: int, n: int) -> int:
@@ -81,13 +88,9 @@ def _rack_aware(brokers, rack_of, num_partitions, replication_factor, first_part
     arranged = _interleave_racks(brokers, rack_of)
     n = len(arranged)
     num_racks = len({rack_of[b] for b in brokers})
-    start = rng.randrange(n) if start is None else start
-    shift = rng.randrange(n) if shift is None else shift
     result: dict[int, list[int]] = {}
-    for p in range(first_partition, first_partition + num_partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _leader_positions(n, first_partition, num_partitions, start, shift,
+                                             rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}

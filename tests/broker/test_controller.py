@@ -16,18 +16,9 @@ from kazoo.client import KazooClient
 from broker.cluster.controller import Controller
 from broker.metadata import BrokerEndpoint
 from broker.metadata.zookeeper import ZooKeeperMetadataStore
+from tests.support.waiting import wait_until
 
 ROOT = "/cluster-test"
-
-
-def _until(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Node:
@@ -99,66 +90,66 @@ def _write_topic(kazoo, topic, partitions):
 
 def test_one_controller_brings_new_partitions_online(cluster, kazoo):
     nodes = [cluster(i) for i in range(3)]
-    active = _until(lambda: [n for n in nodes if n.controller.active], what="a controller")
+    active = wait_until(lambda: [n for n in nodes if n.controller.active], what="a controller")
     assert len(active) == 1 and _controller(kazoo) == active[0].broker_id
     assert _epoch(kazoo) == 1
     nodes[0].store.create_topic("rf1", 6, {})
     assignment = json.loads(kazoo.get("/brokers/topics/rf1")[0])["partitions"]
     for p in range(6):
-        state = _until(lambda p=p: _state(kazoo, "rf1", p), what=f"rf1-{p} online")
+        state = wait_until(lambda p=p: _state(kazoo, "rf1", p), what=f"rf1-{p} online")
         replica = assignment[str(p)][0]
         assert state == {"version": 1, "leader": replica, "leader_epoch": 0,
                          "controller_epoch": 1, "isr": [replica]}
     # A topic written straight into ZooKeeper by a tool, with three replicas each.
     _write_topic(kazoo, "rf3", {0: [1, 2, 0], 1: [2, 0, 1]})
-    assert _until(lambda: _state(kazoo, "rf3", 0), what="rf3-0")["isr"] == [1, 2, 0]
-    assert _until(lambda: _state(kazoo, "rf3", 1), what="rf3-1")["leader"] == 2
+    assert wait_until(lambda: _state(kazoo, "rf3", 0), what="rf3-0")["isr"] == [1, 2, 0]
+    assert wait_until(lambda: _state(kazoo, "rf3", 1), what="rf3-1")["leader"] == 2
 
 
 def test_leaders_move_when_a_broker_dies_and_return_when_it_comes_back(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(3)}
-    active = _until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
     victim = next(i for i in nodes if i != active[0].broker_id)
     _write_topic(kazoo, "rf3", {0: [victim, 0 if victim else 1, 2]})
     _write_topic(kazoo, "rf1", {0: [victim]})
-    _until(lambda: _state(kazoo, "rf3", 0) and _state(kazoo, "rf1", 0), what="online")
+    wait_until(lambda: _state(kazoo, "rf3", 0) and _state(kazoo, "rf1", 0), what="online")
 
     nodes[victim].stop()  # its session ends: as a crash does, after the timeout
-    moved = _until(lambda: (s := _state(kazoo, "rf3", 0)) and s["leader"] != victim and s,
+    moved = wait_until(lambda: (s := _state(kazoo, "rf3", 0)) and s["leader"] != victim and s,
                    what="leadership to move")
     assert moved["leader_epoch"] == 1 and victim not in moved["isr"]
-    offline = _until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == -1 and s,
+    offline = wait_until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == -1 and s,
                      what="the single-replica partition offline")
     # The ISR keeps its last member, so the partition returns with it.
     assert offline["isr"] == [victim] and offline["leader_epoch"] == 1
 
     cluster(victim)
-    back = _until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == victim and s,
+    back = wait_until(lambda: (s := _state(kazoo, "rf1", 0)) and s["leader"] == victim and s,
                   what="the partition back with its broker")
     assert back["leader_epoch"] == 2 and back["isr"] == [victim]
 
 
 def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(3)}
-    first = _until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
+    first = wait_until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
                    what="a controller")[0]
     _write_topic(kazoo, "t", {0: [first]})
-    _until(lambda: _state(kazoo, "t", 0), what="online")
+    wait_until(lambda: _state(kazoo, "t", 0), what="online")
     nodes[first].stop()
-    second = _until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
+    second = wait_until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
                     what="another controller")[0]
     assert nodes[second].controller.active and _epoch(kazoo) == 2
     # The new controller acts: the old controller's partition goes offline.
-    state = _until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
+    state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
     assert state["controller_epoch"] == 2
 
 
 def test_preferred_replica_election(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(2)}
-    _until(lambda: _controller(kazoo) is not None)
+    wait_until(lambda: _controller(kazoo) is not None)
     # Leadership away from the preferred replica (0), with 0 in sync.
     _write_topic(kazoo, "t", {0: [0, 1]})
-    _until(lambda: _state(kazoo, "t", 0), what="online")
+    wait_until(lambda: _state(kazoo, "t", 0), what="online")
     data, stat = kazoo.get("/brokers/topics/t/partitions/0/state")
     state = json.loads(data)
     state.update(leader=1, leader_epoch=state["leader_epoch"] + 1)
@@ -166,35 +157,35 @@ def test_preferred_replica_election(cluster, kazoo):
               version=stat.version)
     kazoo.create("/admin/preferred_replica_election",
                  b'{"version":1,"partitions":[{"topic":"t","partition":0}]}')
-    back = _until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == 0 and s)
+    back = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == 0 and s)
     assert back["leader_epoch"] == state["leader_epoch"] + 1
-    _until(lambda: not kazoo.exists("/admin/preferred_replica_election"),
+    wait_until(lambda: not kazoo.exists("/admin/preferred_replica_election"),
            what="the request to be cleared")
 
 
 def test_a_replaced_controller_cannot_write(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(2)}
-    active_id = _until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
+    active_id = wait_until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
                        what="a controller")[0]
     other = 1 - active_id
     _write_topic(kazoo, "t", {0: [0, 1]})
-    _until(lambda: _state(kazoo, "t", 0), what="online")
+    wait_until(lambda: _state(kazoo, "t", 0), what="online")
     before = _state(kazoo, "t", 0)
     # Another controller took office without the old one noticing (its
     # /controller znode is still there): the epoch moved on.
     data, stat = kazoo.get("/controller_epoch")
     kazoo.set("/controller_epoch", str(int(data) + 1).encode(), version=stat.version)
     nodes[other].stop()  # gives the stale controller something to decide
-    _until(lambda: not nodes[active_id].controller.active, what="the stale controller to resign")
+    wait_until(lambda: not nodes[active_id].controller.active, what="the stale controller to resign")
     assert _state(kazoo, "t", 0) == before
 
 
 def test_every_broker_learns_leadership_changes_through_watches(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(3)}
-    _until(lambda: _controller(kazoo) is not None, what="a controller")
+    wait_until(lambda: _controller(kazoo) is not None, what="a controller")
     _write_topic(kazoo, "t", {0: [0, 1, 2], 1: [1, 2, 0]})
     for n in nodes.values():
-        _until(lambda n=n: set(n.store.partition_states()) >= {("t", 0), ("t", 1)},
+        wait_until(lambda n=n: set(n.store.partition_states()) >= {("t", 0), ("t", 1)},
                what=f"broker {n.broker_id} to see the partitions")
     seen = []
     nodes[2].store.on_partition_state(lambda t, p, s: seen.append((t, p, s and s.leader)))
@@ -205,9 +196,9 @@ def test_every_broker_learns_leadership_changes_through_watches(cluster, kazoo):
     written = time.monotonic()
     kazoo.set("/brokers/topics/t/partitions/0/state", json.dumps(state).encode(),
               version=stat.version)
-    _until(lambda: nodes[2].store.partition_states()[("t", 0)].leader == 2, what="propagation")
+    wait_until(lambda: nodes[2].store.partition_states()[("t", 0)].leader == 2, what="propagation")
     print(f"\nleader change seen by another broker after {(time.monotonic() - written) * 1000:.1f} ms")
     assert ("t", 0, 2) in seen
     after = nodes[1].store.partition_states()[("t", 0)]
-    _until(lambda: nodes[1].store.partition_states()[("t", 0)].leader_epoch == state["leader_epoch"])
+    wait_until(lambda: nodes[1].store.partition_states()[("t", 0)].leader_epoch == state["leader_epoch"])
     assert after.isr == (0, 1, 2)

@@ -6,7 +6,6 @@ refused, a chroot created, topics written by a tool picked up."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -16,16 +15,7 @@ from kazoo.client import KazooClient
 from broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
                              UnknownTopicError, kafka_id)
 from broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
-
-
-def _until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.support.waiting import wait_until
 
 
 class _Stores:
@@ -127,7 +117,7 @@ def test_producer_ids_are_never_handed_out_twice(stores):
 
 def test_the_broker_itself_is_listed(stores):
     store = stores.open(broker_id=3, port=9555)
-    _until(lambda: [(b.node_id, b.host, b.port) for b in store.brokers()] == [
+    wait_until(lambda: [(b.node_id, b.host, b.port) for b in store.brokers()] == [
         (3, "127.0.0.1", 9555)], what="the broker's own registration")
 
 
@@ -192,16 +182,16 @@ def test_brokers_see_each_other_and_each_others_topics(zk_stores):
     b = zk_stores.open(broker_id=1, port=9093)
     assert a.cluster_id == b.cluster_id
     for store in (a, b):
-        _until(lambda s=store: [x.node_id for x in s.brokers()] == [0, 1], what="both brokers")
+        wait_until(lambda s=store: [x.node_id for x in s.brokers()] == [0, 1], what="both brokers")
     meta = a.create_topic("shared", 6, {})
-    assert _until(lambda: b.topic("shared"), what="the topic on the other broker") == meta
+    assert wait_until(lambda: b.topic("shared"), what="the topic on the other broker") == meta
     # Partitions are spread over both brokers.
     b.set_topic_configs("shared", {"retention.ms": "1"})
-    _until(lambda: a.topic("shared").configs == {"retention.ms": "1"}, what="the config change")
+    wait_until(lambda: a.topic("shared").configs == {"retention.ms": "1"}, what="the config change")
     b.delete_topic("shared")
-    _until(lambda: a.topic("shared") is None, what="the deletion")
+    wait_until(lambda: a.topic("shared") is None, what="the deletion")
     b.close()
-    _until(lambda: [x.node_id for x in a.brokers()] == [0], what="the departure")
+    wait_until(lambda: [x.node_id for x in a.brokers()] == [0], what="the departure")
     # Producer-id blocks never overlap between brokers.
     c = zk_stores.open(broker_id=2, port=9094)
     ids = {a.allocate_producer_id() for _ in range(5)} | {c.allocate_producer_id()
@@ -219,12 +209,12 @@ def test_topics_written_by_a_tool_are_picked_up(zk_stores, kazoo):
     store = zk_stores.open()
     # What a ZooKeeper-era kafka-topics.sh wrote: no topic id, no config.
     kazoo.create("/samsa-test/brokers/topics/legacy", b'{"version":1,"partitions":{"0":[0],"1":[0]}}')
-    meta = _until(lambda: store.topic("legacy"), what="the tool's topic")
+    meta = wait_until(lambda: store.topic("legacy"), what="the tool's topic")
     assert meta.num_partitions == 2 and meta.configs == {}
     # It was given a topic id, written back in Kafka's format.
     assert _json(kazoo, "/samsa-test/brokers/topics/legacy")["topic_id"] == kafka_id(meta.topic_id)
     kazoo.delete("/samsa-test/brokers/topics/legacy")
-    _until(lambda: store.topic("legacy") is None, what="the tool's deletion")
+    wait_until(lambda: store.topic("legacy") is None, what="the tool's deletion")
 
 
 def test_an_expired_session_registers_again(zk_stores, kazoo):
@@ -236,13 +226,13 @@ def test_an_expired_session_registers_again(zk_stores, kazoo):
     twin.start(timeout=20)
     twin.stop()
     twin.close()
-    _until(lambda: store.zk.client_id != old_session and kazoo.exists("/samsa-test/brokers/ids/7")
+    wait_until(lambda: store.zk.client_id != old_session and kazoo.exists("/samsa-test/brokers/ids/7")
            and kazoo.get("/samsa-test/brokers/ids/7")[1].ephemeralOwner == store.zk.client_id[0],
            timeout=30, what="the re-registration under a new session")
     # Watches work again: a topic created elsewhere shows up.
     other = zk_stores.open(broker_id=8)
     other.create_topic(f"after-{uuid.uuid4().hex[:6]}", 1, {})
-    _until(lambda: len(store.topics()) == 1, what="watches after the new session")
+    wait_until(lambda: len(store.topics()) == 1, what="watches after the new session")
 
 
 def test_dynamic_broker_configs_are_kept(stores):

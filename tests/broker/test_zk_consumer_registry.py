@@ -4,22 +4,12 @@ and owners published by the coordinator's session."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from kazoo.client import KazooClient
 
 from broker.groups.zk_registry import ConsumerRegistry
-
-
-def _until(predicate, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -91,7 +81,7 @@ def test_members_and_owners_are_ephemeral_in_the_coordinators_session(clients):
     # The coordinator dies: its session's nodes go with it...
     registry.close()
     coordinator.stop()
-    _until(lambda: not tool.get_children("/consumers/g/ids"), what="ephemeral members to vanish")
+    wait_until(lambda: not tool.get_children("/consumers/g/ids"), what="ephemeral members to vanish")
     assert tool.get_children("/consumers/g/owners/t") == []
     # ...and the next coordinator publishes the group again.
     successor = ConsumerRegistry(clients())

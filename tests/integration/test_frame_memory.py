@@ -22,6 +22,8 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.waiting import wait_until
+
 ATTACKERS = 400
 DECLARED = 100 * 1000 * 1000
 # What the attack may add to the broker's resident memory: about 40 KiB per
@@ -37,16 +39,6 @@ def _rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-def _until(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _round_trip(bootstrap: str, values: list[bytes]) -> list[bytes]:
@@ -92,7 +84,7 @@ def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
             s.sendall(struct.pack(">i", DECLARED) + b"\x00\x00\x00\x0c\x00\x00\x00\x01")
             attackers.append(s)
         # Every attacker is accepted and its bytes read by the broker.
-        _until(lambda: broker.is_running and _count_connections(pid) >= ATTACKERS,
+        wait_until(lambda: broker.is_running and _count_connections(pid) >= ATTACKERS,
                what="the broker to hold every attacking connection")
 
         small = [f"small-{i}".encode() for i in range(50)]
@@ -106,7 +98,7 @@ def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
         for s in attackers:
             s.close()
 
-    _until(lambda: _count_connections(pid) < 10, what="the attacking connections to close")
+    wait_until(lambda: _count_connections(pid) < 10, what="the attacking connections to close")
     # The attackers' reservations are back: a large request (over the receive
     # chunk, so it needs the shared budget) is received and answered.
     big = [b"x" * 1_500_000]

@@ -24,6 +24,7 @@ EXPECTED_RANGES = {
     "CreatePartitions": (37, 0, 3), "DeleteRecords": (21, 0, 2), "InitProducerId": (22, 0, 5),
     "OffsetForLeaderEpoch": (23, 0, 4), "DescribeConfigs": (32, 0, 4), "AlterConfigs": (33, 0, 2),
     "IncrementalAlterConfigs": (44, 0, 1), "DescribeCluster": (60, 0, 2),
+    "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
 }
 
