@@ -281,7 +281,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                     listener(topic, partition, state)
                 except Exception:  # noqa: BLE001 - one listener must not starve the others
                     log.exception("partition state listener failed")
-            return state is not None and not self._closed
+            # A state not written yet (or deleted with a re-created topic) is
+            # still watched: the controller writes it after the partition node.
+            return not self._closed and topic in self._watched_topics
         self.zk.DataWatch(z.partition_state_path(topic, partition), on_state)
 
     def partition_states(self) -> dict[tuple[str, int], z.PartitionState]:

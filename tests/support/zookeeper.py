@@ -4,7 +4,7 @@ Started without Debian's service scripts, from the package's jars, with a
 config of our own: a free port, a data dir in the test's temp dir, a short
 tick so tests can use short session timeouts (a session may last 2 to 20
 ticks), the admin server off, and the ``ruok`` command allowed for the
-readiness probe.
+readiness probe (srvr).
 
     zk = ZooKeeperProcess(tmp_dir).start()
     zk.connect        # "127.0.0.1:PORT" for zookeeper.connect / kazoo
@@ -55,7 +55,13 @@ class ZooKeeperProcess(ManagedProcess):
         return f"{self.host}:{self.port}"
 
     def probe(self) -> None:
+        # Not "ruok": it answers imok as soon as the port is open, before the
+        # database is loaded, and a client connecting then has its session
+        # closed ("ZooKeeperServer not running"). "srvr" says whether it serves.
         with socket.create_connection((self.host, self.port), timeout=1.0) as s:
-            s.sendall(b"ruok")
-            if s.recv(4) != b"imok":
-                raise ConnectionError("zookeeper not serving yet")
+            s.sendall(b"srvr")
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        if b"Zookeeper version" not in answer or b"not currently serving" in answer:
+            raise ConnectionError("zookeeper not serving yet")
