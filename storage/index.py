@@ -94,31 +94,50 @@ class _SparseIndex:
     def is_full(self) -> bool:
         return len(self.keys) >= self.max_entries
 
+    def _gone(self) -> None:
+        # The file went away under us: its directory was renamed for a topic
+        # deletion (the data is being discarded) or someone removed it (the
+        # next start rebuilds the index from the log). Nothing left to write.
+        self.writable = False
+
     def write_pending(self) -> None:
         if self._pending and self.writable:
-            fd = os.open(self.path, os.O_WRONLY)
             try:
-                os.pwrite(fd, self._pending, self._pending_at)
-            finally:
-                os.close(fd)
+                fd = os.open(self.path, os.O_WRONLY)
+            except FileNotFoundError:
+                self._gone()
+            else:
+                try:
+                    os.pwrite(fd, self._pending, self._pending_at)
+                finally:
+                    os.close(fd)
         self._pending_at += len(self._pending)
         del self._pending[:]
 
     def preallocate(self) -> None:
         """Grow the file to its maximum size (what Kafka does for the active segment)."""
         if self.writable:
-            os.truncate(self.path, self.max_entries * self.entry_size)
+            try:
+                os.truncate(self.path, self.max_entries * self.entry_size)
+            except FileNotFoundError:
+                self._gone()
 
     def trim(self) -> None:
         """Shrink the file to exactly its entries (on roll and on close)."""
         if self.writable:
             self.write_pending()
-            os.truncate(self.path, len(self.keys) * self.entry_size)
+            try:
+                os.truncate(self.path, len(self.keys) * self.entry_size)
+            except FileNotFoundError:
+                self._gone()
 
     def flush(self) -> None:
         """fsync what was written; may run concurrently with appends (no buffer access)."""
         if self.writable:
-            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # gone with its directory (a topic deletion): nothing to sync
             try:
                 os.fsync(fd)
             finally:

@@ -400,16 +400,20 @@ class LogSegment:
 
     def close(self, trim: bool = True) -> None:
         with self._open_lock:
-            if (trim and self.active and self._max_ts is not None and self._max_ts >= 0
-                    and self._time_index):
-                self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
-                                              skip_full_check=True)
-            for idx in (self._offset_index, self._time_index):
-                if idx is not None:
-                    idx.close(trim=trim)
-            if self._file is not None:
-                self._file.close()
-            self.active = False
+            try:
+                if (trim and self.active and self._max_ts is not None and self._max_ts >= 0
+                        and self._time_index):
+                    self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
+                                                  skip_full_check=True)
+                for idx in (self._offset_index, self._time_index):
+                    if idx is not None:
+                        idx.close(trim=trim)
+            finally:
+                # The descriptor goes even when an index write failed (a full disk).
+                if self._file is not None:
+                    self._file.close()
+                self._fd = None
+                self.active = False
 
     # -- reading ----------------------------------------------------------------------
     def translate_offset(self, offset: int, max_position: int) -> tuple[int, int] | None:
