@@ -74,9 +74,11 @@ class DynamicBrokerConfig:
                 return
             self.store.set_broker_configs(entity, configs)
             self.current = effective
-        log.info("dynamic broker config of %s now %s", "the cluster" if entity is None
-                 else f"broker {entity}", configs or "empty")
-        self._on_change(effective)
+            log.info("dynamic broker config of %s now %s", "the cluster" if entity is None
+                     else f"broker {entity}", configs or "empty")
+            # Under the lock: two changes racing on two network threads are
+            # applied in the order they were stored.
+            self._on_change(effective)
 
 
 __all__ = ["DynamicBrokerConfig", "DynamicConfigError"]
