@@ -70,7 +70,8 @@ class RequestMemoryPool:
     @property
     def waiting(self) -> int:
         """Connections waiting for a reservation."""
-        return sum(1 for w in self._waiters if not w.cancelled)
+        with self._lock:  # read from the metrics thread while processors change it
+            return sum(1 for w in self._waiters if not w.cancelled)
 
     def try_reserve(self, size: int) -> bool:
         with self._lock:
