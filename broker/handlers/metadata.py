@@ -1,8 +1,10 @@
 """Metadata, DescribeCluster and DescribeTopicPartitions: who leads what.
 
-samsa is a single broker (or, with ZooKeeper, owns what the store says), so
-every partition's leader, replica set and ISR is the owning node; the leader
-epoch is 0 for the whole life of a partition.
+Every partition's replicas, leader, leader epoch and ISR come from the
+metadata store (``MetadataStore.partitions``): on the embedded store one
+broker leads everything at epoch 0; on ZooKeeper they are what the
+controller decided. A partition without a leader answers
+LEADER_NOT_AVAILABLE, as Kafka's does.
 """
 from __future__ import annotations
 
@@ -22,16 +24,20 @@ _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 _NOT_REQUESTED = -2147483648
 
 
-def _partitions(cls, node_id, count):
-    return [cls(error_code=0, partition_index=p, leader_id=node_id, leader_epoch=0,
-                replica_nodes=[node_id], isr_nodes=[node_id], offline_replicas=[])
-            for p in range(count)]
+def _partition_error(p) -> ErrorCode:
+    return ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def _partitions(cls, store, topic):
+    return [cls(error_code=_partition_error(p), partition_index=index, leader_id=p.leader,
+                leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr), offline_replicas=list(p.offline_replicas))
+            for index, p in sorted(store.partitions(topic).items())]
 
 
 async def handle_metadata(ctx, req):
     broker = ctx.broker
     version = ctx.version
-    node = broker.node
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
     topic_ops = _TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False) \
         else _NOT_REQUESTED
@@ -73,7 +79,7 @@ async def handle_metadata(ctx, req):
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=_partitions(R.MetadataResponsePartition, node.node_id, meta.num_partitions),
+            partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name),
             topic_authorized_operations=topic_ops))
 
     return R(
@@ -106,7 +112,6 @@ async def handle_describe_topic_partitions(ctx, req):
     """Topics in name order, at most `response_partition_limit` partitions per
     answer, continued from `cursor` and pointing on with `next_cursor`."""
     broker = ctx.broker
-    node_id = broker.node.node_id
     R = DescribeTopicPartitionsResponse
     all_topics = broker.topics.topics()
     if req.topics:
@@ -128,14 +133,19 @@ async def handle_describe_topic_partitions(ctx, req):
             continue
         first = start_partition if name == start_topic else 0
         parts = []
+        known = broker.store.partitions(name)
         for p in range(first, meta.num_partitions):
             if limit == 0:
                 next_cursor = R.Cursor(topic_name=name, partition_index=p)
                 break
+            pm = known.get(p)
+            if pm is None:
+                continue
             parts.append(R.DescribeTopicPartitionsResponsePartition(
-                error_code=0, partition_index=p, leader_id=node_id, leader_epoch=0,
-                replica_nodes=[node_id], isr_nodes=[node_id], eligible_leader_replicas=[],
-                last_known_elr=[], offline_replicas=[]))
+                error_code=_partition_error(pm), partition_index=p, leader_id=pm.leader,
+                leader_epoch=pm.leader_epoch, replica_nodes=list(pm.replicas),
+                isr_nodes=list(pm.isr), eligible_leader_replicas=[], last_known_elr=[],
+                offline_replicas=list(pm.offline_replicas)))
             limit -= 1
         out.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,

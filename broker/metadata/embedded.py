@@ -13,8 +13,8 @@ import os
 import threading
 import uuid
 
-from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
-                    UnknownTopicError, new_cluster_id)
+from .store import (BrokerEndpoint, MetadataStore, PartitionMeta, TopicExistsError,
+                    TopicMeta, UnknownTopicError, new_cluster_id)
 
 FILE_NAME = "samsa-metadata.json"
 DEFAULT_BROKER_ENTITY = "<default>"  # the cluster-wide defaults, named as in ZooKeeper
@@ -89,6 +89,15 @@ class EmbeddedMetadataStore(MetadataStore):
 
     def topics(self) -> dict[str, TopicMeta]:
         return self._topics  # replaced, never mutated in place: safe to read unlocked
+
+    def partitions(self, topic: str) -> dict[int, PartitionMeta]:
+        """One broker leads every partition it has, at epoch 0."""
+        meta = self._topics.get(topic)
+        if meta is None:
+            return {}
+        me = (self.broker_id,)
+        one = PartitionMeta(me, self.broker_id, 0, me)
+        return dict.fromkeys(range(meta.num_partitions), one)
 
     def create_topic(self, name, num_partitions, configs, is_internal=False) -> TopicMeta:
         with self._lock:

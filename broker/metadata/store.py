@@ -29,6 +29,19 @@ class TopicMeta:
     is_internal: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class PartitionMeta:
+    """Who holds a partition: its replicas (the first is the preferred
+    leader), the current leader (-1: none, the partition is offline), the
+    leader epoch, the in-sync replicas, and the replicas on brokers that are
+    not alive."""
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
 class TopicExistsError(Exception):
     pass
 
@@ -71,6 +84,11 @@ class MetadataStore(abc.ABC):
             if meta.topic_id == topic_id:
                 return meta
         return None
+
+    @abc.abstractmethod
+    def partitions(self, topic: str) -> dict[int, PartitionMeta]:
+        """Replicas, leader, epoch and ISR of each partition of ``topic``
+        ({} for an unknown topic)."""
 
     @abc.abstractmethod
     def create_topic(self, name: str, num_partitions: int, configs: dict,

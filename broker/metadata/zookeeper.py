@@ -38,8 +38,8 @@ from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
 from kazoo.handlers.threading import KazooTimeoutError
 
 from . import zk_layout as z
-from .store import (BrokerEndpoint, MetadataStore, TopicExistsError, TopicMeta,
-                    UnknownTopicError, kafka_id, new_cluster_id)
+from .store import (BrokerEndpoint, MetadataStore, PartitionMeta, TopicExistsError,
+                    TopicMeta, UnknownTopicError, kafka_id, new_cluster_id)
 
 log = logging.getLogger("broker.metadata.zookeeper")
 
@@ -79,6 +79,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         # Leader, epoch and ISR per partition, from the state znodes the
         # controller (and, for ISR changes, leaders) write; replaced, not mutated.
         self._states: dict[tuple[str, int], z.PartitionState] = {}
+        self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
@@ -286,6 +287,20 @@ class ZooKeeperMetadataStore(MetadataStore):
             return not self._closed and topic in self._watched_topics
         self.zk.DataWatch(z.partition_state_path(topic, partition), on_state)
 
+    def partitions(self, topic: str) -> dict[int, PartitionMeta]:
+        replicas = self._assignments.get(topic, {})
+        states = self._states
+        live = {b.node_id for b in self._brokers}
+        out = {}
+        for p, reps in replicas.items():
+            state = states.get((topic, p))
+            offline = tuple(r for r in reps if r not in live)
+            if state is None:  # the controller has not brought it online (yet)
+                out[p] = PartitionMeta(reps, -1, -1, (), offline)
+            else:
+                out[p] = PartitionMeta(reps, state.leader, state.leader_epoch, state.isr, offline)
+        return out
+
     def partition_states(self) -> dict[tuple[str, int], z.PartitionState]:
         """Every partition's leader, leader epoch and ISR as last written."""
         return self._states
@@ -300,6 +315,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         with self._snapshot_lock:
             if name in self._topics:
                 self._topics = {n: m for n, m in self._topics.items() if n != name}
+            if name in self._assignments:
+                self._assignments = {n: a for n, a in self._assignments.items() if n != name}
             if any(t == name for t, _ in self._states):
                 self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
         self._watched_topics.discard(name)
@@ -337,8 +354,10 @@ class ZooKeeperMetadataStore(MetadataStore):
             configs = {}
         meta = TopicMeta(name, topic_uuid(assignment.topic_id), len(assignment.partitions),
                          configs, name in INTERNAL_TOPICS)
+        replicas = {p: tuple(r) for p, r in assignment.partitions.items()}
         with self._snapshot_lock:
             self._topics = {**self._topics, name: meta}
+            self._assignments = {**self._assignments, name: replicas}
         return meta
 
     # ------------------------------------------------------------ reads

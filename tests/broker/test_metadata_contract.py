@@ -258,3 +258,26 @@ def test_dynamic_broker_configs_in_kafkas_znodes(zk_stores, kazoo):
     notices = sorted(kazoo.get_children("/samsa-test/config/changes"))
     entities = [_json(kazoo, f"/samsa-test/config/changes/{n}")["entity_path"] for n in notices]
     assert entities[-2:] == ["brokers/<default>", "brokers/1"]
+
+
+def test_partitions_name_replicas_leader_epoch_and_isr(stores):
+    store = stores.open(broker_id=4)
+    store.create_topic("p", 3, {})
+    assert store.partitions("nope") == {}
+    if stores.kind == "embedded":
+        parts = store.partitions("p")
+    else:
+        # Online once a controller wrote their state; until then: no leader.
+        assert all(p.leader == -1 for p in store.partitions("p").values())
+        from broker.cluster.controller import Controller
+        controller = Controller(store.zk, 4)
+        controller.start()
+        try:
+            parts = wait_until(lambda: (ps := store.partitions("p")) and all(
+                p.leader >= 0 for p in ps.values()) and ps, what="the controller's states")
+        finally:
+            controller.stop()
+    assert sorted(parts) == [0, 1, 2]
+    for p in parts.values():
+        assert (p.replicas, p.leader, p.leader_epoch, p.isr, p.offline_replicas) == (
+            (4,), 4, 0, (4,), ())
