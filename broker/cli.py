@@ -48,6 +48,21 @@ def _topics(argv) -> int:
     return topics_main(argv)
 
 
+def _configs(argv) -> int:
+    from .configs_cli import main as configs_main
+    return configs_main(argv)
+
+
+def _get_offsets(argv) -> int:
+    from .offsets_cli import main as offsets_main
+    return offsets_main(argv)
+
+
+# Tools with Kafka's names and flags, each parsing its own arguments.
+_TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
+          "get-offsets": _get_offsets}
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
@@ -73,10 +88,8 @@ def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-    if argv and argv[0] == "dump-log":
-        return _dump_log(argv[1:])
-    if argv and argv[0] == "topics":
-        return _topics(argv[1:])
+    if argv and argv[0] in _TOOLS:
+        return _TOOLS[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(prog="samsa", description="A Kafka-compatible broker.")
     parser.add_argument("--version", action="version", version=f"samsa {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +102,10 @@ def _main(argv=None) -> int:
                      help="override one config key (repeatable)")
     sub.add_parser("dump-log", help="print segment files like kafka-dump-log", add_help=False)
     sub.add_parser("topics", help="create/list/describe/delete topics", add_help=False)
+    sub.add_parser("configs", help="describe/alter topic and broker configs (kafka-configs)",
+                   add_help=False)
+    sub.add_parser("get-offsets", help="offsets at a point in time (kafka-get-offsets)",
+                   add_help=False)
     args = parser.parse_args(argv)
     if args.command == "server":
         return _server(args)

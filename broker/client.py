@@ -7,9 +7,11 @@ broker advertises in ApiVersions, capped at what protocol/ can encode.
 from __future__ import annotations
 
 import socket
+import sys
+from typing import Callable
 
 from protocol.client import ClientCore, NoCommonVersionError
-from protocol.errors import ProtocolError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import ApiVersionsRequest
 
 
@@ -59,3 +61,28 @@ class SimpleClient:
 
     def call(self, api_key: int, request):
         return self._call(api_key, self.version_for(api_key), request)
+
+
+def error_text(code: int, message: str | None = None) -> str:
+    """Kafka's name for an error code, with the broker's message if any."""
+    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+    return f"{name}: {message}" if message else name
+
+
+def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -> int:
+    """Connect to ``bootstrap`` and run ``action``; an unreachable broker or a
+    broken connection is one line naming the address, never a traceback."""
+    try:
+        client = SimpleClient(bootstrap)
+    except OSError as e:
+        print(f"{prog}: cannot reach the broker at {bootstrap}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
+    try:
+        with client:
+            return action(client)
+    except BrokenPipeError:
+        raise  # the reader went away (| head): the command line ends quietly
+    except (OSError, ClientError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1

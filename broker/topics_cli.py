@@ -4,17 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.errors import ErrorCode
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
 
-from .client import ClientError, SimpleClient
+from .client import error_text as _error, run_tool
 from .metadata import kafka_id
-
-
-def _error(code: int, message: str | None = None) -> str:
-    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-    return f"{name}: {message}" if message else name
 
 
 def _parse_configs(items):
@@ -120,21 +114,9 @@ def main(argv) -> int:
         p.error("--topic is required")
     if args.alter and not args.partitions:
         p.error("--alter needs --partitions")
-    try:
-        client = SimpleClient(args.bootstrap_server)
-    except OSError as e:
-        print(f"samsa topics: cannot reach the broker at {args.bootstrap_server}: "
-              f"{e.strerror or e}", file=sys.stderr)
-        return 1
-    try:
-        with client:
-            for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
-                             ("alter", _alter), ("delete", _delete)):
-                if getattr(args, name):
-                    return fn(client, args)
-    except BrokenPipeError:
-        raise  # the reader went away (| head): the command line ends quietly
-    except (OSError, ClientError) as e:
-        print(f"samsa topics: {e}", file=sys.stderr)
-        return 1
+    for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
+                     ("alter", _alter), ("delete", _delete)):
+        if getattr(args, name):
+            return run_tool("samsa topics", args.bootstrap_server,
+                            lambda client, fn=fn: fn(client, args))
     return 2

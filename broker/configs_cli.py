@@ -1,0 +1,150 @@
+"""`samsa configs`: kafka-configs over the wire, with its flags and its output.
+
+    samsa configs --bootstrap-server H:P --entity-type topics --entity-name T --describe [--all]
+    samsa configs --bootstrap-server H:P --entity-type brokers --entity-name 0 \\
+        --alter --add-config log.retention.ms=1000,cleanup.policy=[compact,delete]
+    samsa configs --bootstrap-server H:P --entity-type brokers --entity-default \\
+        --alter --delete-config log.retention.ms
+
+Changes go through IncrementalAlterConfigs (SET for --add-config, DELETE for
+--delete-config), so other keys of the entity stay as they are.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from config.describe import ConfigSource
+from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+from .client import SimpleClient, error_text, run_tool
+
+TOPIC, BROKER = 2, 4
+SET, DELETE = 0, 1
+_SOURCE_NAMES = {
+    ConfigSource.TOPIC_CONFIG: "DYNAMIC_TOPIC_CONFIG",
+    ConfigSource.DYNAMIC_BROKER_CONFIG: "DYNAMIC_BROKER_CONFIG",
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    ConfigSource.STATIC_BROKER_CONFIG: "STATIC_BROKER_CONFIG",
+    ConfigSource.DEFAULT_CONFIG: "DEFAULT_CONFIG",
+    ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+# Sources that count as "dynamic" in kafka-configs' describe (without --all).
+_DYNAMIC = {ConfigSource.TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
+            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+
+
+def parse_config_list(text: str) -> dict[str, str]:
+    """kafka-configs' ``k1=v1,k2=[a,b]`` (brackets keep commas inside a value)."""
+    out: dict[str, str] = {}
+    depth = 0
+    item = ""
+    for ch in text + ",":
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            if item.strip():
+                key, sep, value = item.partition("=")
+                if not sep or not key.strip():
+                    raise ValueError(f"expected key=value, got {item.strip()!r}")
+                value = value.strip()
+                if value.startswith("[") and value.endswith("]"):
+                    value = value[1:-1]
+                out[key.strip()] = value
+            item = ""
+        else:
+            item += ch
+    if depth != 0:
+        raise ValueError(f"unbalanced brackets in {text!r}")
+    return out
+
+
+def _resource(args) -> tuple[int, str, str]:
+    """(resource type, resource name, how kafka-configs names it)."""
+    if args.entity_type == "topics":
+        return TOPIC, args.entity_name, f"topic {args.entity_name}"
+    if args.entity_default:
+        return BROKER, "", "brokers in the cluster"
+    return BROKER, args.entity_name, f"broker {args.entity_name}"
+
+
+def _describe(client: SimpleClient, args) -> int:
+    rtype, name, label = _resource(args)
+    resp = client.call(32, DescribeConfigsRequest(
+        include_synonyms=True, include_documentation=False,
+        resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=rtype, resource_name=name, configuration_keys=None)]))
+    result = resp.results[0]
+    if result.error_code:
+        print(f"Error while describing configs for {label}: "
+              f"{error_text(result.error_code, result.error_message)}", file=sys.stderr)
+        return 1
+    if args.all:
+        heading = f"All configs for {label} are:"
+    elif name == "" and rtype == BROKER:
+        heading = "Default configs for brokers in the cluster are:"
+    else:
+        heading = f"Dynamic configs for {label} are:"
+    print(heading)
+    for c in sorted(result.configs, key=lambda c: c.name):
+        if not args.all and c.config_source not in _DYNAMIC:
+            continue
+        value = "null" if c.is_sensitive else c.value
+        synonyms = ", ".join(f"{_SOURCE_NAMES.get(s.source, s.source)}:{s.name}={s.value}"
+                             for s in c.synonyms)
+        print(f"  {c.name}={value} sensitive={str(c.is_sensitive).lower()} "
+              f"synonyms={{{synonyms}}}")
+    return 0
+
+
+def _alter(client: SimpleClient, args) -> int:
+    rtype, name, label = _resource(args)
+    try:
+        adds = parse_config_list(args.add_config or "")
+    except ValueError as e:
+        print(f"samsa configs: --add-config: {e}", file=sys.stderr)
+        return 2
+    deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    if not adds and not deletes:
+        print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
+        return 2
+    R = IncrementalAlterConfigsRequest
+    ops = ([R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in adds.items()]
+           + [R.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deletes])
+    resp = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+        resource_type=rtype, resource_name=name, configs=ops)]))
+    result = resp.responses[0]
+    if result.error_code:
+        print(f"Error while executing config command: "
+              f"{error_text(result.error_code, result.error_message)}", file=sys.stderr)
+        return 1
+    what = "default config for brokers in the cluster" if label.startswith("brokers in") \
+        else f"config for {label}"
+    print(f"Completed updating {what}.")
+    return 0
+
+
+def main(argv) -> int:
+    p = argparse.ArgumentParser(prog="samsa configs",
+                                description="Describe or change topic and broker configs.")
+    p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--entity-name")
+    who.add_argument("--entity-default", action="store_true",
+                     help="the cluster-wide broker defaults (brokers only)")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true")
+    p.add_argument("--all", action="store_true", help="describe every config, not only overrides")
+    p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
+    p.add_argument("--delete-config", metavar="K1,K2")
+    args = p.parse_args(argv)
+    if args.entity_type == "topics" and (args.entity_default or not args.entity_name):
+        p.error("--entity-type topics needs --entity-name")
+    if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
+        p.error("--entity-type brokers needs --entity-name or --entity-default")
+    fn = _describe if args.describe else _alter
+    return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args))
