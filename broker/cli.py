@@ -53,6 +53,11 @@ def _configs(argv) -> int:
     return configs_main(argv)
 
 
+def _consumer_groups(argv) -> int:
+    from .groups_cli import main as groups_main
+    return groups_main(argv)
+
+
 def _get_offsets(argv) -> int:
     from .offsets_cli import main as offsets_main
     return offsets_main(argv)
@@ -60,7 +65,7 @@ def _get_offsets(argv) -> int:
 
 # Tools with Kafka's names and flags, each parsing its own arguments.
 _TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
-          "get-offsets": _get_offsets}
+          "get-offsets": _get_offsets, "consumer-groups": _consumer_groups}
 
 
 def _version() -> str:
@@ -104,6 +109,8 @@ def _main(argv=None) -> int:
     sub.add_parser("topics", help="create/list/describe/delete topics", add_help=False)
     sub.add_parser("configs", help="describe/alter topic and broker configs (kafka-configs)",
                    add_help=False)
+    sub.add_parser("consumer-groups", help="list groups, describe offsets and lag "
+                   "(kafka-consumer-groups)", add_help=False)
     sub.add_parser("get-offsets", help="offsets at a point in time (kafka-get-offsets)",
                    add_help=False)
     args = parser.parse_args(argv)

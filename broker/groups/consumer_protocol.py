@@ -44,6 +44,39 @@ def subscription_topics(metadata: bytes) -> list[str]:
     return topics
 
 
+def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
+    """Topic -> partitions of a ConsumerProtocolAssignment (int16 version, then
+    topics: int16-length name and an int32 array of partitions, in every
+    version); ProtocolError when it is not one. Empty bytes: no assignment."""
+    buf = memoryview(assignment)
+    if len(buf) == 0:
+        return {}
+    if len(buf) < 6:
+        raise ProtocolError("consumer assignment shorter than its header")
+    version, count = struct.unpack_from(">hi", buf, 0)
+    if version < 0 or count < 0 or count > len(buf):
+        raise ProtocolError(f"bad consumer assignment (version {version}, {count} topics)")
+    pos = 6
+    out: dict[str, list[int]] = {}
+    try:
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", buf, pos)
+            pos += 2
+            if n < 0 or pos + n > len(buf):
+                raise ProtocolError("bad topic name length", pos)
+            topic = bytes(buf[pos:pos + n]).decode("utf-8")
+            pos += n
+            (k,) = struct.unpack_from(">i", buf, pos)
+            pos += 4
+            if k < 0 or pos + 4 * k > len(buf):
+                raise ProtocolError("bad partition count", pos)
+            out[topic] = list(struct.unpack_from(f">{k}i", buf, pos))
+            pos += 4 * k
+    except (struct.error, UnicodeDecodeError) as e:
+        raise ProtocolError(f"truncated consumer assignment: {e}", pos) from None
+    return out
+
+
 def encode_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
     """A version-0 subscription (what old consumers send); for tests and tools."""
     out = bytearray(struct.pack(">hi", 0, len(topics)))

@@ -99,3 +99,46 @@ def test_get_offsets_latest_earliest_and_by_time(broker):
     p = _samsa("get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", "o",
                "--partitions", "7")
     assert p.returncode == 1 and "no partition(s) 7" in p.stderr
+
+
+def test_consumer_groups_list_and_describe_with_lag(broker):
+    from confluent_kafka import Consumer
+
+    _topic(broker, "g-topic", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("g-topic", b"v", partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers",
+                         "client.id": "reader-1", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["g-topic"])
+    try:
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen += 1
+                if seen == 6:
+                    consumer.commit(asynchronous=False)
+        assert seen == 6
+        p = _samsa("consumer-groups", "--bootstrap-server", broker.bootstrap, "--list")
+        assert p.returncode == 0 and "readers" in p.stdout.split()
+        p = _samsa("consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe",
+                   "--group", "readers")
+        assert p.returncode == 0, p.stderr
+        lines = [line.split() for line in p.stdout.strip().splitlines()]
+        assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                            "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        rows = {int(r[2]): r for r in lines[1:]}
+        assert sorted(rows) == [0, 1]
+        assert sum(int(r[3]) for r in rows.values()) == 6       # committed
+        assert all(r[4] == "5" for r in rows.values())          # log end
+        assert sum(int(r[5]) for r in rows.values()) == 4       # lag
+        assert all(r[8] == "reader-1" and r[6] != "-" for r in rows.values())
+    finally:
+        consumer.close()
+    p = _samsa("consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe",
+               "--group", "nobody")
+    assert p.returncode == 1 and "Consumer group 'nobody' does not exist." in p.stderr
