@@ -27,11 +27,13 @@ def _server(args) -> int:
         runner = asyncio.run
     from storage.errors import StorageError
 
+    from .metadata.zookeeper import ZooKeeperStoreError
+
     try:
         clean = runner(Broker(cfg).run_until_signalled())
     except KeyboardInterrupt:
         return 0
-    except (OSError, StorageError) as e:
+    except (OSError, StorageError, ZooKeeperStoreError) as e:
         # A full disk, an unwritable log dir, a port in use: one line naming it.
         print(f"samsa: cannot run the broker: {e}", file=sys.stderr)
         return 1

@@ -80,5 +80,21 @@ class DynamicBrokerConfig:
             # applied in the order they were stored.
             self._on_change(effective)
 
+    def reload(self) -> None:
+        """Another broker changed the stored configs (cluster defaults, or ours):
+        apply what is stored now, if it differs from what is in effect."""
+        with self._lock:
+            try:
+                effective = with_dynamic(self.static, self.store.broker_configs(None),
+                                         self.store.broker_configs(self.broker_id))
+            except Exception as e:  # noqa: BLE001 - keep what is in effect
+                log.error("ignoring the stored dynamic broker configs: %s", e)
+                return
+            if effective == self.current:
+                return
+            self.current = effective
+            log.info("dynamic broker configs changed through another broker: applied")
+            self._on_change(effective)
+
 
 __all__ = ["DynamicBrokerConfig", "DynamicConfigError"]

@@ -19,9 +19,15 @@ from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, Group
                      GroupCoordinatorConfig)
 from .groups.log_adapter import offsets_log_functions
 from .handlers import HANDLERS
+from .cluster.controller import Controller
+from .cluster.local_replicas import LocalReplicaSync
+from .groups.locator import CoordinatorLocator
+from .groups.zk_registry import ConsumerRegistry
 from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore
+from .metadata.zookeeper import ZooKeeperMetadataStore
 from .metrics import BrokerMetrics
 from .network import NetworkServer
+from .partitions import PartitionLayer
 from .topics import TopicError, TopicService
 
 log = logging.getLogger("broker")
@@ -34,17 +40,25 @@ class BrokerServices:
     store: MetadataStore
     logs: LogManager
     topics: TopicService
+    partitions: PartitionLayer
+    coordinators: CoordinatorLocator
     notifier: AppendNotifier
     node: BrokerEndpoint
     advertised_apis: list
     metrics: BrokerMetrics
     dynamic_config: DynamicBrokerConfig
-    groups: object = None  # CoordinatorBridge, set once the coordinator has loaded
+    groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
+    zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
 
 
 def advertised_apis() -> list:
     """Every API that has a handler, at every version the codecs serve."""
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
+
+
+def _partition_count(store: MetadataStore, topic: str) -> int | None:
+    meta = store.topic(topic)
+    return meta.num_partitions if meta is not None else None
 
 
 def _stored_topic_config(cfg, store, topic):
@@ -69,7 +83,17 @@ def _check_log_dirs(dirs) -> None:
 def _endpoints(cfg):
     name, host, port = cfg.listeners[0]
     _, adv_host, adv_port = cfg.advertised_listeners[0]
-    return host, port, BrokerEndpoint(cfg.broker_id, adv_host, adv_port)
+    return host, port, BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg.broker_rack)
+
+
+def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
+    """The embedded store (one broker), or the cluster's ZooKeeper."""
+    if not cfg.zookeeper_connect:
+        return EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, node)
+    return ZooKeeperMetadataStore(
+        cfg.zookeeper_connect, cfg.broker_id, node,
+        session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+        connection_timeout_ms=cfg.zookeeper_connection_timeout_ms)
 
 
 class Broker:
@@ -80,14 +104,15 @@ class Broker:
         self.network: NetworkServer | None = None
         self.coordinator: GroupCoordinator | None = None
         self._expiry_task: asyncio.Task | None = None
+        # ZooKeeper mode only:
+        self.controller: Controller | None = None
+        self.replica_sync: LocalReplicaSync | None = None
+        self.registry: ConsumerRegistry | None = None
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
-        if cfg.zookeeper_connect:
-            raise SystemExit("samsa: zookeeper.connect is set, but the ZooKeeper metadata "
-                             "store is not available in this version; remove the key to run "
-                             "on the embedded store")
-        store = EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, self.node)
+        store = _open_store(cfg, self.node)
+        self._store = store
         dynamic = DynamicBrokerConfig(cfg, store, on_change=self._apply_config)
         self.cfg = cfg = dynamic.current
         logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
@@ -102,11 +127,47 @@ class Broker:
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
             lambda l: notifier.notify(l.topic, l.partition)))
         topics.open_all()
-        self._ensure_offsets_topic(topics)
+        partitions = PartitionLayer(store, topics, cfg.broker_id)
+        coordinators = CoordinatorLocator(
+            partitions, lambda: _partition_count(store, OFFSETS_TOPIC),
+            lambda: self._ensure_offsets_topic(topics), cfg.offsets_topic_num_partitions)
+        if isinstance(store, ZooKeeperMetadataStore):
+            self._join_cluster(store, topics)
+        else:
+            # One broker: nothing to wait for, and the coordinator loads it at start.
+            self._ensure_offsets_topic(topics)
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
-        return BrokerServices(cfg, store, logs, topics, notifier, self.node,
-                              advertised_apis(), metrics, dynamic)
+        return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
+                              self.node, advertised_apis(), metrics, dynamic,
+                              zk_registry=self.registry)
+
+    def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
+        """Follow the metadata other brokers and the controller write (logs for
+        partitions placed here, deleted topics' logs removed), and stand for
+        controller."""
+        self.replica_sync = LocalReplicaSync(topics.sync_local_replicas)
+        store.on_partition_state(self.replica_sync.changed)
+        store.on_topic_change(self.replica_sync.changed)  # configs, deletions
+        store.on_broker_config_change(self._dynamic_configs_changed)
+        self.replica_sync.start()
+        self.replica_sync.changed()  # what changed while this broker was down
+        self.controller = Controller(
+            store.zk, self.cfg.broker_id,
+            unclean_leader_election=lambda topic: self._unclean_election(store, topic))
+        self.controller.start()
+        self.registry = ConsumerRegistry(
+            store.zk, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
+
+    def _dynamic_configs_changed(self) -> None:
+        # On ZooKeeper's event thread: the reload reads two znodes, then applies.
+        if self.services is not None:
+            self.services.dynamic_config.reload()
+
+    def _unclean_election(self, store: MetadataStore, topic: str) -> bool:
+        meta = store.topic(topic)
+        cfg = self.cfg.topic_config(meta.configs if meta is not None else {})
+        return bool(getattr(cfg, "unclean_leader_election_enable", False))
 
     def _apply_config(self, cfg) -> None:
         """A dynamic broker config changed: every holder of the config switches
@@ -140,11 +201,14 @@ class Broker:
     async def _start_groups(self) -> None:
         """Load committed offsets and groups before any client can ask for them."""
         services = self.services
-        num = services.topics.get(OFFSETS_TOPIC).num_partitions
+        num = services.coordinators.partition_count()
         logs = services.logs
         append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num)
         self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num),
-                                            GroupCoordinatorConfig.from_broker_config(self.cfg))
+                                            GroupCoordinatorConfig.from_broker_config(self.cfg),
+                                            owns=services.coordinators.owns,
+                                            on_membership=(self.registry.membership_changed
+                                                           if self.registry else None))
         await self.coordinator.start()
         services.groups = CoordinatorBridge(self.coordinator)
         services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
@@ -209,6 +273,12 @@ class Broker:
             await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop()
+        if self.controller is not None:
+            self.controller.stop()  # resigns: another broker takes over at once
+        if self.replica_sync is not None:
+            self.replica_sync.stop()
+        if self.registry is not None:
+            self.registry.close()  # the last mirrored commits reach ZooKeeper
         if self.services is not None:
             failures = await asyncio.get_running_loop().run_in_executor(
                 None, self.services.logs.shutdown)

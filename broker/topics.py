@@ -6,6 +6,7 @@ changes are serialized by one lock; reads go to the store's immutable snapshot.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -16,7 +17,8 @@ from protocol.errors import ErrorCode
 from protocol.topic_name import collision_key, topic_name_error
 
 from .cluster.assignment import AssignmentError, check_assignment
-from .metadata import MetadataStore, TopicExistsError, TopicMeta, UnknownTopicError
+from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
+                       UnknownTopicError)
 
 log = logging.getLogger("broker.topics")
 
@@ -40,6 +42,19 @@ def name_error(name: str | None) -> str | None:
     return topic_name_error(name)
 
 
+@contextlib.contextmanager
+def _metadata_write():
+    """A metadata store that cannot be written now (ZooKeeper unreachable)
+    answers with a retriable error; a placement the store cannot make is an
+    invalid replication factor, as Kafka says."""
+    try:
+        yield
+    except MetadataUnavailableError as e:
+        raise TopicError(ErrorCode.REQUEST_TIMED_OUT, str(e)) from None
+    except AssignmentError as e:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+
+
 class TopicService:
     def __init__(self, store: MetadataStore, log_manager, broker_config, on_log_opened=None):
         self.store = store
@@ -49,6 +64,11 @@ class TopicService:
         # Called once per Log object (e.g. to hook fetch wake-ups onto its appends).
         self._on_log_opened = on_log_opened
         self._seen_logs = weakref.WeakSet()
+        # sync_local_replicas: the topics seen last time (a topic that leaves this
+        # set was deleted), and the unknown local topics already warned about.
+        self._known_before: set[str] = set(store.topics())
+        self._deleted_seen: set[str] = set()
+        self._warned_unknown: set[str] = set()
 
     # -- reading ---------------------------------------------------------
     def topics(self) -> dict[str, TopicMeta]:
@@ -68,13 +88,55 @@ class TopicService:
 
     # -- start-up --------------------------------------------------------
     def open_all(self) -> None:
-        """Make sure every partition the store knows has an open log."""
+        """Make sure every partition of which this broker holds a replica has an open log."""
         for meta in self.store.topics().values():
             self._open_logs(meta, range(meta.num_partitions))
 
+    def _local(self, meta: TopicMeta, partitions) -> list[int]:
+        """The partitions of ``meta`` whose replica list names this broker (all of
+        them on the embedded store; in a cluster, the ones placed here)."""
+        me = self.store.broker_id
+        placed = self.store.partitions(meta.name)
+        return [p for p in partitions if p in placed and me in placed[p].replicas]
+
+    def sync_local_replicas(self) -> None:
+        """Bring the logs on this broker in line with the cluster's metadata:
+        open a log for every partition placed here (a topic created, or grown,
+        through another broker), and delete the logs of a topic that was deleted
+        or re-created under the same name (its topic id changed).
+
+        A local topic the metadata does not know at all is kept, with a warning:
+        it may be a topic deleted while this broker was down, or metadata that
+        is incomplete; deleting data on a guess is not worth the risk."""
+        with self._lock:
+            known = self.store.topics()
+            local_topics = {t for t, _ in self.logs.all_logs()}
+            for name, meta in known.items():
+                stale = [lg for (t, _), lg in self.logs.all_logs().items()
+                         if t == name and lg.topic_id is not None and lg.topic_id != meta.topic_id]
+                if stale:
+                    log.info("topic %s was re-created (new topic id): deleting its old logs", name)
+                    self.logs.delete_topic(name)
+                self._open_logs(meta, range(meta.num_partitions))
+            # a config altered through another broker applies here too
+            self.logs.update_topic_configs({name: self.topic_config(meta)
+                                            for name, meta in known.items()})
+            for name in local_topics - set(known) - self._warned_unknown:
+                if name in self._deleted_seen:
+                    continue
+                self._warned_unknown.add(name)
+                log.warning("topic %s has logs here but is not in the cluster's metadata: "
+                            "keeping them", name)
+            for name in self._known_before - set(known):
+                if name in local_topics:
+                    log.info("topic %s was deleted: deleting its logs", name)
+                    self.logs.delete_topic(name)
+                self._deleted_seen.add(name)
+            self._known_before = set(known)
+
     def _open_logs(self, meta: TopicMeta, partitions) -> None:
         cfg = self.topic_config(meta)
-        for p in partitions:
+        for p in self._local(meta, partitions):
             log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
             if self._on_log_opened is not None and log_ not in self._seen_logs:
                 self._seen_logs.add(log_)
@@ -107,6 +169,10 @@ class TopicService:
                                  f"Replication factor: {replication_factor} larger than "
                                  f"available brokers: {nodes}." if replication_factor > nodes
                                  else "Replication factor must be larger than 0.")
+            if not self.store.replicates:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {replication_factor}: samsa does not "
+                                 "replicate partitions yet; use replication factor 1.")
         try:
             self.config.topic_config(configs)
         except ConfigError as e:
@@ -137,8 +203,10 @@ class TopicService:
             if validate_only:
                 return None
             try:
-                meta = self.store.create_topic(name, num_partitions, configs,
-                                               is_internal=name in INTERNAL_TOPICS)
+                with _metadata_write():
+                    meta = self.store.create_topic(name, num_partitions, configs,
+                                                   is_internal=name in INTERNAL_TOPICS,
+                                                   assignment=assignment)
             except TopicExistsError:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                  f"Topic '{name}' already exists.") from None
@@ -168,7 +236,8 @@ class TopicService:
                              f"Topic {name} is an internal topic and cannot be deleted.")
         with self._lock:
             try:
-                meta = self.store.delete_topic(name)
+                with _metadata_write():
+                    meta = self.store.delete_topic(name)
             except UnknownTopicError:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic-partition.") from None
@@ -212,7 +281,10 @@ class TopicService:
             if validate_only:
                 return
             old = meta.num_partitions
-            meta = self.store.set_partition_count(name, count)
+            with _metadata_write():
+                meta = self.store.set_partition_count(
+                    name, count,
+                    dict(enumerate(assignment, old)) if assignment is not None else None)
             self._open_logs(meta, range(old, count))
 
     def set_configs(self, name: str, configs: dict, validate_only: bool = False) -> None:
@@ -228,5 +300,6 @@ class TopicService:
                 raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from None
             if validate_only:
                 return
-            self.store.set_topic_configs(name, configs)
+            with _metadata_write():
+                self.store.set_topic_configs(name, configs)
             self.logs.update_topic_config(name, cfg)

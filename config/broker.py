@@ -272,6 +272,11 @@ class BrokerConfig:
                                                  at_least(1), "Pipelined ZooKeeper requests.")
     zookeeper_set_acl: bool = _key("zookeeper.set.acl", T.BOOLEAN, False, None,
                                    "Create znodes with secure ACLs.")
+    # samsa's own key (Kafka 0.8.2 had the same copy as the consumer's dual.commit.enabled)
+    zookeeper_consumer_offsets_mirror_enable: bool = _key(
+        "zookeeper.consumer.offsets.mirror.enable", T.BOOLEAN, True, None,
+        "ZooKeeper mode: copy v1+ committed offsets to /consumers/<group>/offsets "
+        "for tools that read the ZooKeeper-era registry.")
 
     # ------------------------------------------------------------ groups / offsets
     group_initial_rebalance_delay_ms: int = _key("group.initial.rebalance.delay.ms", T.INT, 3000,

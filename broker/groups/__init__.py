@@ -35,8 +35,8 @@ API -> method (all async; results in results.py):
     OffsetFetch(9)     fetch_offsets(group_id, [(topic, partition)] | None) -> OffsetFetchResult
                        (v8+: one call per group in the request)
     OffsetDelete(47)   delete_offsets(group_id, [(topic, partition)]) -> OffsetDeleteResult
-    FindCoordinator(10) this broker is always the coordinator; partition_for(group, N) gives
-                       the __consumer_offsets partition if a handler needs it.
+    FindCoordinator(10) answered by CoordinatorLocator (locator.py): the leader of the group's
+                       __consumer_offsets partition (partition_for(group, N)).
 """
 from .bridge import CoordinatorBridge
 from .coordinator import GroupCoordinator, GroupCoordinatorConfig

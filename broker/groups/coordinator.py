@@ -27,11 +27,12 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 
+from .consumer_protocol import assignment_partitions, subscription_topics
 from .group import Group, GroupState, Member
 from .log_format import GroupRecord, MemberRecord, OffsetAndMetadata
 from .results import (
@@ -91,6 +92,14 @@ async def _maybe_await(value):
     return value
 
 
+@dataclass(frozen=True)
+class GroupMembership:
+    """A consumer group's members now: member id -> (subscribed topics,
+    {topic: [partitions assigned]}); empty when the group has none."""
+    group_id: str
+    members: dict[str, tuple[tuple[str, ...], dict[str, list[int]]]]
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -104,8 +113,16 @@ class GroupCoordinator:
     """
 
     def __init__(self, store: OffsetStore, config: GroupCoordinatorConfig | None = None,
-                 *, time_ms=_wall_ms):
+                 *, time_ms=_wall_ms, owns: Callable[[str], bool] = lambda group_id: True,
+                 on_membership: Callable[[GroupMembership], None] | None = None):
+        """owns(group_id): whether this broker coordinates the group now (in a
+        cluster, whether it leads the group's __consumer_offsets partition).
+        on_membership: told each consumer group's members and assignment when
+        a rebalance completes, and that it has none when it empties or goes
+        (ZooKeeper mode publishes them in the ZooKeeper-era registry)."""
         self.store = store
+        self._owns = owns
+        self._on_membership = on_membership
         self.config = config or GroupCoordinatorConfig()
         self._time_ms = time_ms
         self.groups: dict[str, Group] = {}
@@ -172,7 +189,27 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         if group_id is None or (not group_id and not allow_empty):
             return int(E.INVALID_GROUP_ID)
+        if not self._owns(group_id):
+            return int(E.NOT_COORDINATOR)
         return NONE
+
+    def _tell_membership(self, group: Group) -> None:
+        if self._on_membership is None or not group.is_consumer_group():
+            return
+        members = {}
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE) \
+                and group.protocol_name is not None:
+            for m in group.members.values():
+                try:
+                    members[m.member_id] = (
+                        tuple(subscription_topics(m.metadata(group.protocol_name))),
+                        assignment_partitions(m.assignment) if m.assignment else {})
+                except ProtocolError:
+                    continue  # a client's own encoding we cannot read: leave it out
+        try:
+            self._on_membership(GroupMembership(group.group_id, members))
+        except Exception:  # noqa: BLE001 - an observer must not break a rebalance
+            log.exception("group %s: membership observer failed", group.group_id)
 
     def _spawn(self, coro) -> None:
         task = self._loop.create_task(coro)
@@ -353,6 +390,7 @@ class GroupCoordinator:
                  group.generation_id, len(group.members), group.protocol_name)
         if group.is_(GroupState.EMPTY):
             self._spawn(self._store_group_quietly(group, self._group_record(group)))
+            self._tell_membership(group)
             return
         leader_view = self._join_response(group, "", for_leader=True).members
         for m in group.members.values():
@@ -643,6 +681,7 @@ class GroupCoordinator:
                     for m in group.members.values():
                         m.assignment = assignment.get(m.member_id, b"")
                     self._propagate_assignment(group, NONE)
+                    self._tell_membership(group)
                     group.transition_to(GroupState.STABLE, self._time_ms())
         return await asyncio.shield(fut)
 
@@ -758,7 +797,7 @@ class GroupCoordinator:
             return NONE, []
         return NONE, [ListedGroup(g.group_id, g.protocol_type or "", str(g.state))
                       for g in self.groups.values()
-                      if not g.is_(GroupState.DEAD)
+                      if not g.is_(GroupState.DEAD) and self._owns(g.group_id)
                       and (not states or str(g.state).lower() in states)]
 
     async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, int]]:
@@ -783,6 +822,7 @@ class GroupCoordinator:
         self._cancel_group_timers(group)
         group.transition_to(GroupState.DEAD, self._time_ms())
         del self.groups[group.group_id]
+        self._tell_membership(group)
         try:
             await _maybe_await(self.store.delete_group(group.group_id, partitions))
         except Exception:

@@ -24,12 +24,16 @@ import json
 import logging
 import threading
 import time
-from typing import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from broker.metadata import zk_layout as z
+
+if TYPE_CHECKING:
+    from .coordinator import GroupMembership
 
 log = logging.getLogger("broker.groups.zk_registry")
 
@@ -50,6 +54,8 @@ class ConsumerRegistry:
         self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
                                          name="samsa-zk-offsets-mirror")
         self._flusher.start()
+        self._publisher = ThreadPoolExecutor(max_workers=1,
+                                             thread_name_prefix="samsa-zk-consumer-registry")
 
     # ------------------------------------------------------------ offsets v0
 
@@ -118,6 +124,26 @@ class ConsumerRegistry:
 
     # ------------------------------------------------------------ members, owners
 
+    def membership_changed(self, membership: "GroupMembership") -> None:
+        """The coordinator's word on a group's members (called on its event
+        loop): published in order on one worker thread, off that loop."""
+        if self._stop.is_set():
+            return
+        self._publisher.submit(self._publish_membership, membership)
+
+    def _publish_membership(self, membership: "GroupMembership") -> None:
+        try:
+            if not membership.members:
+                self.unpublish(membership.group_id)
+                return
+            owners = {(t, p): member
+                      for member, (_, assigned) in membership.members.items()
+                      for t, ps in assigned.items() for p in ps}
+            self.publish(membership.group_id,
+                         {m: topics for m, (topics, _) in membership.members.items()}, owners)
+        except KazooException as e:
+            log.warning("publishing group %s in ZooKeeper failed: %s", membership.group_id, e)
+
     def publish(self, group: str, subscriptions: Mapping[str, Iterable[str]],
                 owners: Mapping[TopicPartition, str]) -> None:
         """The group's current members (member id -> subscribed topics) and
@@ -167,6 +193,7 @@ class ConsumerRegistry:
 
     def close(self) -> None:
         self._stop.set()
+        self._publisher.shutdown(wait=True)
         self._flusher.join(timeout=5)
         try:
             self.flush()

@@ -16,6 +16,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 from protocol.records import downconvert_batches
 
+from ..partitions import LeaderLookup
 from .errors import error_code_for
 
 R = FetchResponse
@@ -24,12 +25,14 @@ _INT32_MAX = 0x7FFFFFFF
 
 class _Target:
     """One requested partition, resolved to its log (or the error to answer)."""
-    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "log", "error")
+    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "log", "error",
+                 "lookup")
 
-    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, log, error):
+    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, log, error, lookup):
         self.topic, self.topic_id, self.partition = topic, topic_id, partition
         self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
         self.log, self.error = log, error
+        self.lookup: LeaderLookup = lookup
 
 
 def _resolve(broker, req, version):
@@ -42,11 +45,14 @@ def _resolve(broker, req, version):
             meta = broker.topics.get(t.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t.partitions:
-            log = broker.topics.log(meta.name, p.partition) if meta is not None else None
-            error = ErrorCode.NONE if log is not None else (
-                missing if meta is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if meta is None:
+                found = LeaderLookup(missing)
+            else:
+                found = broker.partitions.leader_log(
+                    meta.name, p.partition, p.current_leader_epoch if version >= 9 else -1)
             targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
-                                   p.fetch_offset, p.partition_max_bytes, log, error))
+                                   p.fetch_offset, p.partition_max_bytes, found.log,
+                                   found.error, found))
     return targets
 
 
@@ -72,10 +78,13 @@ def _read_all(targets, max_bytes, version):
     gathered = 0
     for t in targets:
         if t.error:
+            leader = t.lookup.leader
             answers.append((t, R.PartitionData(
                 partition_index=t.partition, error_code=t.error, high_watermark=-1,
                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                preferred_read_replica=-1, records=b"")))
+                preferred_read_replica=-1, records=b"", current_leader=R.LeaderIdAndEpoch(
+                    leader_id=leader.node_id if leader else -1,
+                    leader_epoch=t.lookup.leader_epoch if leader else -1))))
             continue
         log = t.log
         limit = max(0, min(t.max_bytes, remaining))
@@ -104,6 +113,9 @@ def _read_all(targets, max_bytes, version):
 def _response(answers):
     topics = []
     by_topic = {}
+    # KIP-951: where the partitions this broker does not lead are led now
+    leaders = {t.lookup.leader.node_id: t.lookup.leader for t, _ in answers
+               if t.lookup.leader is not None}
     for t, pdata in answers:
         key = (t.topic, t.topic_id)
         entry = by_topic.get(key)
@@ -112,7 +124,9 @@ def _response(answers):
             by_topic[key] = entry
             topics.append(entry)
         entry.partitions.append(pdata)
-    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
+             node_endpoints=[R.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
+                                            rack=b.rack) for b in leaders.values()])
 
 
 async def handle_fetch(ctx, req):

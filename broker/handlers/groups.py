@@ -10,6 +10,11 @@ FindCoordinator v4's batched keys) are folded here so the coordinator never sees
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+
+from kazoo.exceptions import KazooException
+
 from protocol.errors import ErrorCode
 from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                FindCoordinatorResponse, HeartbeatResponse,
@@ -17,7 +22,9 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                OffsetCommitResponse, OffsetDeleteResponse,
                                OffsetFetchResponse, SyncGroupResponse)
 
-from ..groups import FetchedOffset
+from ..groups import FetchedOffset, OffsetFetchResult
+
+log = logging.getLogger("broker.handlers.groups")
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
@@ -38,35 +45,36 @@ def _client_id(ctx) -> str:
 
 # ------------------------------------------------------------------ FindCoordinator
 
-def _coordinator_error(key_type: int, key: str | None):
-    """(error_code, message) for one key; NONE means: this broker is the coordinator."""
+def _coordinator(broker, key_type: int, key: str | None):
+    """(error_code, message, node) for one key: the broker that coordinates it."""
     if key_type == KEY_TYPE_TRANSACTION:
         # no transaction coordinator in samsa (yet): clients treat this as retriable
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
     if key_type != KEY_TYPE_GROUP:
-        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}"
+        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
     if key is None:
-        return ErrorCode.INVALID_REQUEST, "Group id is null"
-    return ErrorCode.NONE, None
+        return ErrorCode.INVALID_REQUEST, "Group id is null", None
+    answer = broker.coordinators.locate(key)
+    if answer.error:
+        return answer.error, "The coordinator is not available.", None
+    return ErrorCode.NONE, None, answer.node
 
 
 async def handle_find_coordinator(ctx, req):
-    node = ctx.broker.node
     R = FindCoordinatorResponse
     if ctx.version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            code, msg = _coordinator_error(req.key_type, key)
-            ok = code == ErrorCode.NONE
+            code, msg, node = _coordinator(ctx.broker, req.key_type, key)
             coordinators.append(R.Coordinator(
-                key=key, node_id=node.node_id if ok else -1, host=node.host if ok else "",
-                port=node.port if ok else -1, error_code=code, error_message=msg))
+                key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
+                port=node.port if node else -1, error_code=code, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    code, msg = _coordinator_error(req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP, req.key)
-    ok = code == ErrorCode.NONE
+    code, msg, node = _coordinator(ctx.broker, req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP,
+                                   req.key)
     return R(throttle_time_ms=0, error_code=code, error_message=msg,
-             node_id=node.node_id if ok else -1, host=node.host if ok else "",
-             port=node.port if ok else -1)
+             node_id=node.node_id if node else -1, host=node.host if node else "",
+             port=node.port if node else -1)
 
 
 # ------------------------------------------------------------------ membership
@@ -196,9 +204,19 @@ async def handle_offset_commit(ctx, req):
                 continue
             wanted.append((t.name, p.partition_index, p.committed_offset,
                            p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+    registry = broker.zk_registry
+    if wanted and v == 0 and registry is not None:
+        # Kafka's v0 commits are ZooKeeper's (/consumers/<group>/offsets), written
+        # by whichever broker receives them; a 0.8-era consumer reads them back
+        # with OffsetFetch v0 from any broker, across restarts and coordinator moves.
+        code = await _zookeeper_call(registry.commit, req.group_id,
+                                     {(t, p): off for t, p, off, _, _ in wanted})
+        for t, p, *_ in wanted:
+            codes[(t, p)] = code
+        wanted = []
     if wanted:
         # v0 has no generation/member: a commit from outside group management
-        # (Kafka stored those in ZooKeeper; here they share the offset store)
+        # (in ZooKeeper mode those went to ZooKeeper above)
         generation = req.generation_id_or_member_epoch if v >= 1 else -1
         member = req.member_id if v >= 1 else ""
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
@@ -207,6 +225,10 @@ async def handle_offset_commit(ctx, req):
             wanted, retention_ms=retention if retention >= 0 else None)
         for r in results:
             codes[(r.topic, r.partition)] = r.error_code
+        if registry is not None:
+            # the dual commit of Kafka 0.8.2: a copy for ZooKeeper-era tools (batched)
+            committed = {(t, p): off for t, p, off, _, _ in wanted if codes[(t, p)] == 0}
+            registry.mirror(req.group_id, committed)
     return R(throttle_time_ms=0, topics=[
         R.OffsetCommitResponseTopic(name=t.name, partitions=[
             R.OffsetCommitResponsePartition(partition_index=p.partition_index,
@@ -223,12 +245,35 @@ def _by_topic(fetched):
     return out
 
 
+async def _zookeeper_call(fn, *args):
+    """A blocking ZooKeeper call off the network loop; a ZooKeeper that cannot
+    be reached is a retriable COORDINATOR_NOT_AVAILABLE."""
+    try:
+        result = await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    except KazooException as e:
+        log.warning("ZooKeeper consumer registry: %s", e)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return result if result is not None else ErrorCode.NONE
+
+
 async def _fetch_group(broker, group_id, topics):
     """One group's OffsetFetch: topics None = everything committed."""
     partitions = None
     if topics is not None:
         partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
     return await broker.groups.fetch_offsets(group_id, partitions)
+
+
+async def _fetch_group_from_zookeeper(registry, group_id, topics) -> OffsetFetchResult:
+    """OffsetFetch v0 in ZooKeeper mode: the offsets v0 commits wrote there."""
+    wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    found = await _zookeeper_call(registry.fetch, group_id, wanted)
+    if isinstance(found, ErrorCode):
+        return OffsetFetchResult(found, [FetchedOffset(t, p, -1, -1, "", found)
+                                         for t, p in wanted])
+    return OffsetFetchResult(ErrorCode.NONE, [FetchedOffset(t, p, found[(t, p)], -1, "",
+                                                            ErrorCode.NONE)
+                                              for t, p in wanted])
 
 
 async def handle_offset_fetch(ctx, req):
@@ -250,7 +295,10 @@ async def handle_offset_fetch(ctx, req):
         return R(throttle_time_ms=0, groups=groups)
     # v0-v1 cannot ask for "all" (topics is not nullable there)
     topics = req.topics if v >= 2 else (req.topics or [])
-    res = await _fetch_group(broker, req.group_id, topics)
+    if v == 0 and broker.zk_registry is not None:
+        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics)
+    else:
+        res = await _fetch_group(broker, req.group_id, topics)
     fetched = res.partitions
     if res.error_code != ErrorCode.NONE and v < 2 and topics:
         # no top-level error field before v2: report it on every partition asked for

@@ -8,20 +8,6 @@ from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
 from .errors import error_code_for
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-LEADER_EPOCH = 0  # a single broker leads every partition for the partition's whole life
-
-
-def _epoch_error(current_leader_epoch: int) -> ErrorCode:
-    """Kafka's check of the leader epoch a client believes in (-1: it does not say)."""
-    if current_leader_epoch in (-1, LEADER_EPOCH):
-        return ErrorCode.NONE
-    return (ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < LEADER_EPOCH
-            else ErrorCode.UNKNOWN_LEADER_EPOCH)
-
-
-def _lookup(broker, topic, partition):
-    meta = broker.topics.get(topic)
-    return broker.topics.log(topic, partition) if meta is not None else None
 
 
 def _list_offset(log, timestamp):
@@ -52,9 +38,9 @@ async def handle_list_offsets(ctx, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            log = _lookup(broker, t.name, p.partition_index)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None
-                    else _epoch_error(p.current_leader_epoch))
+            found = broker.partitions.leader_log(t.name, p.partition_index,
+                                                 p.current_leader_epoch)
+            log, code = found.log, found.error
             if code:
                 parts.append(R.ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=code, old_style_offsets=[],
@@ -71,7 +57,7 @@ async def handle_list_offsets(ctx, req):
                 old_style = [offset] if offset >= 0 else []
             parts.append(R.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=code, old_style_offsets=old_style,
-                timestamp=ts, offset=offset, leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+                timestamp=ts, offset=offset, leader_epoch=found.leader_epoch if offset >= 0 else -1))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 
@@ -83,18 +69,16 @@ async def handle_offset_for_leader_epoch(ctx, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            log = _lookup(broker, t.topic, p.partition)
-            code = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None
-                    else _epoch_error(p.current_leader_epoch))
+            found = broker.partitions.leader_log(t.topic, p.partition, p.current_leader_epoch)
+            log, code = found.log, found.error
             if code:
                 parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
                                               leader_epoch=-1, end_offset=-1))
                 continue
-            if p.leader_epoch == LEADER_EPOCH:
-                # The current epoch began at this broker's first day as leader and
-                # has not ended: it ends at the log end offset, as in Kafka, even
-                # while the log is empty.
-                epoch, end = LEADER_EPOCH, log.log_end_offset
+            if p.leader_epoch == found.leader_epoch:
+                # The current epoch has not ended: it ends at the log end offset,
+                # as in Kafka, even while the log is empty.
+                epoch, end = found.leader_epoch, log.log_end_offset
             else:
                 epoch, end = log.end_offset_for_epoch(p.leader_epoch)
             parts.append(R.EpochEndOffset(error_code=0, partition=p.partition,
@@ -110,11 +94,12 @@ async def handle_delete_records(ctx, req):
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            log = _lookup(broker, t.name, p.partition_index)
-            if log is None:
+            found = broker.partitions.leader_log(t.name, p.partition_index)
+            log = found.log
+            if not found.ok:
                 parts.append(R.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=-1,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    error_code=found.error))
                 continue
             offset = log.high_watermark if p.offset == -1 else p.offset
             if offset < 0 or offset > log.high_watermark:

@@ -11,6 +11,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
 from protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
+from ..metadata import BrokerEndpoint
+from ..partitions import LeaderLookup
 from ..topics import name_error
 from .errors import error_code_for
 
@@ -20,16 +22,18 @@ _ADMIN_CLIENT_ID = "__admin_client"  # the one client Kafka lets write internal 
 
 
 def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
-                      message=None, record_errors=()):
-    return ProduceResponse.PartitionProduceResponse(
+                      message=None, record_errors=(), current_leader=None):
+    R = ProduceResponse
+    return R.PartitionProduceResponse(
         index=index, error_code=code, base_offset=base_offset,
         log_append_time_ms=log_append_time, log_start_offset=log_start_offset,
-        record_errors=[ProduceResponse.BatchIndexAndErrorMessage(
+        record_errors=[R.BatchIndexAndErrorMessage(
             batch_index=e.batch_index, batch_index_error_message=e.message)
-            for e in record_errors], error_message=message)
+            for e in record_errors], error_message=message,
+        current_leader=current_leader or R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
 
 
-def _append(log, records, version):
+def _append(log, records, version, leader_epoch):
     if records is None or len(records) == 0:
         return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set")
     if version <= 2:
@@ -41,9 +45,20 @@ def _append(log, records, version):
             h.codec == Codec.ZSTD for _, h in iter_batch_headers(records)):
         return _partition_result(-1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                  message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later")
-    res = log.append(records)
+    res = log.append(records, leader_epoch)
     return _partition_result(-1, ErrorCode.NONE, res.first_offset, res.log_append_time,
                              res.log_start_offset)
+
+
+def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoint]):
+    """An error for a partition this broker does not lead (or cannot write),
+    with the current leader when another broker has it (KIP-951)."""
+    current = None
+    if found.leader is not None:
+        leaders[found.leader.node_id] = found.leader
+        current = ProduceResponse.LeaderIdAndEpoch(leader_id=found.leader.node_id,
+                                                   leader_epoch=found.leader_epoch)
+    return _partition_result(index, found.error, current_leader=current)
 
 
 async def handle_produce(ctx, req):
@@ -51,6 +66,7 @@ async def handle_produce(ctx, req):
     version = ctx.version
     topics_out = []
     acks_ok = req.acks in (-1, 0, 1)
+    leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
     for topic in req.topic_data:
         if version >= 13:
             meta = broker.topics.by_id(topic.topic_id)
@@ -71,12 +87,12 @@ async def handle_produce(ctx, req):
                 result = _partition_result(part.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                                            message=f"Cannot append to internal topic {meta.name}")
             else:
-                log = broker.topics.log(meta.name, part.index)
-                if log is None:
-                    result = _partition_result(part.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                found = broker.partitions.leader_log(meta.name, part.index)
+                if not found.ok:
+                    result = _not_leader(part.index, found, leaders)
                 else:
                     try:
-                        result = _append(log, part.records, version)
+                        result = _append(found.log, part.records, version, found.leader_epoch)
                     except Exception as e:  # noqa: BLE001 - every failure is an error code
                         # KIP-467: the records at fault, so clients fail only those
                         result = _partition_result(part.index, error_code_for(e),
@@ -88,4 +104,6 @@ async def handle_produce(ctx, req):
             name=topic.name, topic_id=topic.topic_id, partition_responses=parts_out))
     if req.acks == 0:
         return None
-    return ProduceResponse(responses=topics_out, throttle_time_ms=0)
+    return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=[
+        ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in leaders.values()])

@@ -1,6 +1,6 @@
-from .store import (BrokerEndpoint, MetadataStore, PartitionMeta, TopicExistsError, TopicMeta,
-                    UnknownTopicError, kafka_id, new_cluster_id)
+from .store import (BrokerEndpoint, MetadataStore, MetadataUnavailableError, PartitionMeta,
+                    TopicExistsError, TopicMeta, UnknownTopicError, kafka_id, new_cluster_id)
 from .embedded import EmbeddedMetadataStore
 
-__all__ = ["BrokerEndpoint", "MetadataStore", "PartitionMeta", "TopicExistsError", "TopicMeta",
+__all__ = ["BrokerEndpoint", "MetadataStore", "MetadataUnavailableError", "PartitionMeta", "TopicExistsError", "TopicMeta",
            "UnknownTopicError", "kafka_id", "new_cluster_id", "EmbeddedMetadataStore"]

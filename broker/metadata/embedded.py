@@ -30,6 +30,8 @@ class EmbeddedMetadataStore(MetadataStore):
         self.path = os.path.join(log_dir, FILE_NAME)
         self.broker_id = broker_id
         self._endpoint = endpoint
+        me = (broker_id,)
+        self._self_led = PartitionMeta(me, broker_id, 0, me)
         self._lock = threading.Lock()
         os.makedirs(log_dir, exist_ok=True)
         state = self._read()
@@ -95,11 +97,17 @@ class EmbeddedMetadataStore(MetadataStore):
         meta = self._topics.get(topic)
         if meta is None:
             return {}
-        me = (self.broker_id,)
-        one = PartitionMeta(me, self.broker_id, 0, me)
-        return dict.fromkeys(range(meta.num_partitions), one)
+        return dict.fromkeys(range(meta.num_partitions), self._self_led)
 
-    def create_topic(self, name, num_partitions, configs, is_internal=False) -> TopicMeta:
+    def partition(self, topic: str, partition: int) -> PartitionMeta | None:
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= partition < meta.num_partitions:
+            return None
+        return self._self_led
+
+    def create_topic(self, name, num_partitions, configs, is_internal=False,
+                     assignment=None) -> TopicMeta:
+        # one broker: an explicit assignment can only name it (checked by the caller)
         with self._lock:
             if name in self._topics:
                 raise TopicExistsError(name)
@@ -127,7 +135,7 @@ class EmbeddedMetadataStore(MetadataStore):
             self._write()
             return meta
 
-    def set_partition_count(self, name, count) -> TopicMeta:
+    def set_partition_count(self, name, count, assignment=None) -> TopicMeta:
         return self._update(name, num_partitions=count)
 
     def set_topic_configs(self, name, configs) -> TopicMeta:

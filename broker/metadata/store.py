@@ -46,6 +46,11 @@ class TopicExistsError(Exception):
     pass
 
 
+class MetadataUnavailableError(Exception):
+    """The store cannot be written now (ZooKeeper unreachable): a retriable
+    condition, not a refusal."""
+
+
 class UnknownTopicError(Exception):
     pass
 
@@ -65,6 +70,9 @@ class MetadataStore(abc.ABC):
 
     cluster_id: str
     broker_id: int
+    # Whether partitions may have more than one replica (needs replica fetchers,
+    # which do not exist yet: until then every partition has one replica).
+    replicates: bool = False
 
     @property
     @abc.abstractmethod
@@ -90,15 +98,25 @@ class MetadataStore(abc.ABC):
         """Replicas, leader, epoch and ISR of each partition of ``topic``
         ({} for an unknown topic)."""
 
+    def partition(self, topic: str, partition: int) -> PartitionMeta | None:
+        """One partition's replicas, leader, epoch and ISR (None: no such
+        partition). Stores override it: it is on every request's path."""
+        return self.partitions(topic).get(partition)
+
     @abc.abstractmethod
     def create_topic(self, name: str, num_partitions: int, configs: dict,
-                     is_internal: bool = False) -> TopicMeta: ...
+                     is_internal: bool = False,
+                     assignment: dict[int, list[int]] | None = None) -> TopicMeta:
+        """``assignment`` (partition -> replica broker ids, already checked)
+        places the partitions; without it the store places them."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> TopicMeta: ...
 
     @abc.abstractmethod
-    def set_partition_count(self, name: str, count: int) -> TopicMeta: ...
+    def set_partition_count(self, name: str, count: int,
+                            assignment: dict[int, list[int]] | None = None) -> TopicMeta:
+        """``assignment`` places the new partitions only."""
 
     @abc.abstractmethod
     def set_topic_configs(self, name: str, configs: dict) -> TopicMeta: ...

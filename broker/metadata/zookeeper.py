@@ -26,6 +26,7 @@ exists, deleting a topic removes its znodes directly.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import threading
 import time
@@ -37,8 +38,10 @@ from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
                               NodeExistsError, NotEmptyError)
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ..cluster.assignment import assign_replicas
 from . import zk_layout as z
-from .store import (BrokerEndpoint, MetadataStore, PartitionMeta, TopicExistsError,
+from .store import (BrokerEndpoint, MetadataStore, MetadataUnavailableError, PartitionMeta,
+                    TopicExistsError,
                     TopicMeta, UnknownTopicError, kafka_id, new_cluster_id)
 
 log = logging.getLogger("broker.metadata.zookeeper")
@@ -56,6 +59,19 @@ class BrokerIdInUseError(ZooKeeperStoreError):
                          f"running broker ({z.broker_path(broker_id)}); give every broker "
                          f"its own broker.id")
         self.broker_id = broker_id
+
+
+def _retriable_on_zookeeper_errors(method):
+    """A write that ZooKeeper could not take (connection lost, session gone)
+    is a retriable condition for the caller, not a bug."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (KazooException, KazooTimeoutError) as e:
+            raise MetadataUnavailableError(
+                f"ZooKeeper is not reachable ({type(e).__name__}); try again") from e
+    return wrapper
 
 
 def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
@@ -81,6 +97,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._states: dict[tuple[str, int], z.PartitionState] = {}
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
+        self._topic_listeners: list[Callable[[str], None]] = []
+        self._broker_config_listeners: list[Callable[[], None]] = []
+        self._seen_config_changes: set[str] = set()
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
         self._closed = False
@@ -89,6 +108,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                    else session_timeout_ms) / 1000
         if chroot:
             self._ensure_chroot(hosts, chroot, timeout)
+        self._session_timeout = session_timeout_ms / 1000
         self.zk = KazooClient(hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000)
         try:
             self.zk.start(timeout=timeout)
@@ -101,11 +121,13 @@ class ZooKeeperMetadataStore(MetadataStore):
             for path in z.PERSISTENT_PATHS:
                 self.zk.ensure_path(path)
             self.cluster_id = self._read_or_create_cluster_id()
-            self._register()
+            self._register_at_start()
             self.zk.add_listener(self._on_state)
             self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
             self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
             self.zk.DataWatch(z.CONTROLLER, self._on_controller)
+            self._seen_config_changes = set(self.zk.get_children(z.CONFIG_CHANGES))
+            self.zk.ChildrenWatch(z.CONFIG_CHANGES, self._on_config_changes)
         except BaseException:
             self.close()
             raise
@@ -143,6 +165,26 @@ class ZooKeeperMetadataStore(MetadataStore):
         return z.encode_broker(z.BrokerRegistration(
             self.broker_id, (("PLAINTEXT", e.host, e.port),), {"PLAINTEXT": "PLAINTEXT"},
             e.rack, int(self._clock() * 1000)))
+
+    def _register_at_start(self) -> None:
+        """Register, waiting out a registration left by this broker's previous
+        run (killed: its session lives until ZooKeeper expires it). One that
+        outlives a session timeout belongs to a live broker with our id."""
+        deadline = time.monotonic() + self._session_timeout * 1.5 + 1
+        waited = False
+        while True:
+            try:
+                self._register()
+                return
+            except BrokerIdInUseError:
+                if time.monotonic() > deadline:
+                    raise
+                if not waited:
+                    log.warning("broker.id %d is registered by another ZooKeeper session; "
+                                "waiting up to %.0f s for it to expire (a previous run of "
+                                "this broker)", self.broker_id, deadline - time.monotonic())
+                    waited = True
+                time.sleep(0.2)
 
     def _register(self) -> None:
         path = z.broker_path(self.broker_id)
@@ -301,6 +343,17 @@ class ZooKeeperMetadataStore(MetadataStore):
                 out[p] = PartitionMeta(reps, state.leader, state.leader_epoch, state.isr, offline)
         return out
 
+    def partition(self, topic: str, partition: int) -> PartitionMeta | None:
+        replicas = self._assignments.get(topic, {}).get(partition)
+        if replicas is None:
+            return None
+        state = self._states.get((topic, partition))
+        live = {b.node_id for b in self._brokers}
+        offline = tuple(r for r in replicas if r not in live)
+        if state is None:
+            return PartitionMeta(replicas, -1, -1, (), offline)
+        return PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr, offline)
+
     def partition_states(self) -> dict[tuple[str, int], z.PartitionState]:
         """Every partition's leader, leader epoch and ISR as last written."""
         return self._states
@@ -311,6 +364,45 @@ class ZooKeeperMetadataStore(MetadataStore):
         called on ZooKeeper's event thread: keep it short."""
         self._state_listeners.append(listener)
 
+    def on_broker_config_change(self, listener: Callable[[], None]) -> None:
+        """``listener()`` when a broker's or the cluster's dynamic configs were
+        changed (a change notice under /config/changes, as Kafka's brokers follow)."""
+        self._broker_config_listeners.append(listener)
+
+    def _on_config_changes(self, children: list[str]) -> bool:
+        new = [c for c in sorted(children) if c not in self._seen_config_changes]
+        self._seen_config_changes = set(children)
+        brokers_changed = False
+        for child in new:
+            path = f"{z.CONFIG_CHANGES}/{child}"
+            try:
+                entity = z.decode_config_change(path, self.zk.get(path)[0])
+            except (NoNodeError, z.ZNodeFormatError):
+                continue
+            if entity.startswith("brokers/"):
+                brokers_changed = True
+            elif entity.startswith("topics/") and entity[7:] in self._topics:
+                self._reload_topic(entity[7:])
+        if brokers_changed:
+            for listener in list(self._broker_config_listeners):
+                try:
+                    listener()
+                except Exception:  # noqa: BLE001 - one listener must not starve the others
+                    log.exception("broker config listener failed")
+        return not self._closed
+
+    def on_topic_change(self, listener: Callable[[str], None]) -> None:
+        """``listener(topic)`` after a topic's assignment or config changed, or
+        it was deleted; called on ZooKeeper's event thread: keep it short."""
+        self._topic_listeners.append(listener)
+
+    def _topic_changed(self, name: str) -> None:
+        for listener in list(self._topic_listeners):
+            try:
+                listener(name)
+            except Exception:  # noqa: BLE001 - one listener must not starve the others
+                log.exception("topic listener failed")
+
     def _drop(self, name: str) -> None:
         with self._snapshot_lock:
             if name in self._topics:
@@ -320,6 +412,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             if any(t == name for t, _ in self._states):
                 self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
         self._watched_topics.discard(name)
+        self._topic_changed(name)
 
     def _reload_topic(self, name: str) -> TopicMeta | None:
         """Read one topic's znodes into the snapshot (also used after our writes,
@@ -358,6 +451,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         with self._snapshot_lock:
             self._topics = {**self._topics, name: meta}
             self._assignments = {**self._assignments, name: replicas}
+        self._topic_changed(name)
         return meta
 
     # ------------------------------------------------------------ reads
@@ -375,15 +469,16 @@ class ZooKeeperMetadataStore(MetadataStore):
     # ------------------------------------------------------------ writes
 
     def _assign(self, first_partition: int, count: int) -> dict[int, list[int]]:
-        """One replica per partition, round-robin over live brokers from a
-        random start (Kafka's placement without racks, at replication factor 1
-        until replication exists)."""
-        ids = sorted(b.node_id for b in self._brokers) or [self.broker_id]
-        start = uuid.uuid4().int % len(ids)
-        return {p: [ids[(start + p) % len(ids)]] for p in range(first_partition,
-                                                                first_partition + count)}
+        """Kafka's placement over the live brokers (rack-aware when they all have
+        a rack), one replica per partition until replication exists."""
+        brokers = self._brokers
+        ids = [b.node_id for b in brokers] or [self.broker_id]
+        return assign_replicas(ids, count, 1, racks={b.node_id: b.rack for b in brokers},
+                               first_partition=first_partition)
 
-    def create_topic(self, name, num_partitions, configs, is_internal=False) -> TopicMeta:
+    @_retriable_on_zookeeper_errors
+    def create_topic(self, name, num_partitions, configs, is_internal=False,
+                     assignment=None) -> TopicMeta:
         with self._lock:
             if self.zk.exists(z.topic_path(name)):
                 raise TopicExistsError(name)
@@ -394,14 +489,16 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self.zk.create(z.topic_config_path(name), z.encode_config(configs))
             except NodeExistsError:
                 self.zk.set(z.topic_config_path(name), z.encode_config(configs))
-            assignment = z.TopicAssignment(self._assign(0, num_partitions), kafka_id(topic_id))
+            placed = z.TopicAssignment(assignment or self._assign(0, num_partitions),
+                                       kafka_id(topic_id))
             try:
-                self.zk.create(z.topic_path(name), z.encode_topic(assignment))
+                self.zk.create(z.topic_path(name), z.encode_topic(placed))
             except NodeExistsError:
                 raise TopicExistsError(name) from None
             return self._reload_topic(name) or TopicMeta(
                 name, topic_id, num_partitions, dict(configs), is_internal)
 
+    @_retriable_on_zookeeper_errors
     def delete_topic(self, name) -> TopicMeta:
         with self._lock:
             meta = self._reload_topic(name)
@@ -429,7 +526,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             except NotEmptyError:  # a child appeared meanwhile
                 continue
 
-    def set_partition_count(self, name, count) -> TopicMeta:
+    @_retriable_on_zookeeper_errors
+    def set_partition_count(self, name, count, assignment=None) -> TopicMeta:
         with self._lock:
             while True:
                 try:
@@ -439,7 +537,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 current = z.decode_topic(name, data)
                 have = len(current.partitions)
                 partitions = dict(current.partitions)
-                partitions.update(self._assign(have, count - have))
+                partitions.update(assignment or self._assign(have, count - have))
                 updated = z.TopicAssignment(partitions, current.topic_id,
                                             current.adding_replicas, current.removing_replicas)
                 try:
@@ -449,6 +547,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                     continue  # someone else changed it: decide again on what is there now
             return self._reload_topic(name)
 
+    @_retriable_on_zookeeper_errors
     def set_topic_configs(self, name, configs) -> TopicMeta:
         with self._lock:
             if not self.zk.exists(z.topic_path(name)):
@@ -468,6 +567,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         except NoNodeError:
             return {}
 
+    @_retriable_on_zookeeper_errors
     def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
         path = z.broker_config_path(broker)
         with self._lock:
@@ -479,6 +579,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(f"brokers/{entity}"),
                            sequence=True)
 
+    @_retriable_on_zookeeper_errors
     def allocate_producer_id(self) -> int:
         with self._lock:
             next_id, last = self._producer_ids

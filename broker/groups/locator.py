@@ -1,0 +1,69 @@
+"""Which broker coordinates a group: the leader of the group's partition of
+``__consumer_offsets`` (Kafka's rule, so a group's commits and its
+coordinator live together, and the coordinator moves with that leadership).
+
+On the embedded store this broker leads every partition, so it coordinates
+every group. In a cluster the topic is created on first need (Kafka creates
+it when the first FindCoordinator arrives, once brokers have registered, so
+its partitions spread over them rather than landing on the first broker up);
+until its partitions have leaders the answer is COORDINATOR_NOT_AVAILABLE,
+which clients retry.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Callable
+
+from protocol.errors import ErrorCode
+
+from ..metadata import BrokerEndpoint
+from ..partitions import PartitionLayer
+from .log_format import partition_for
+from .store import OFFSETS_TOPIC
+
+log = logging.getLogger("broker.groups.locator")
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatorAnswer:
+    error: ErrorCode
+    node: BrokerEndpoint | None = None
+
+
+class CoordinatorLocator:
+    def __init__(self, partitions: PartitionLayer, offsets_partitions: Callable[[], int | None],
+                 create_offsets_topic: Callable[[], None], default_partitions: int) -> None:
+        """offsets_partitions(): the partition count of __consumer_offsets, None
+        while it does not exist; create_offsets_topic(): create it (idempotent)."""
+        self._partitions = partitions
+        self._count = offsets_partitions
+        self._create = create_offsets_topic
+        self._default = default_partitions
+
+    def partition_count(self) -> int:
+        """How many partitions group ids are spread over: the topic's, or the
+        configured count it will be created with."""
+        return self._count() or self._default
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count())
+
+    def owns(self, group_id: str) -> bool:
+        """Whether this broker is the group's coordinator now."""
+        return self._partitions.is_leader(OFFSETS_TOPIC, self.partition_of(group_id))
+
+    def locate(self, group_id: str) -> CoordinatorAnswer:
+        if self._count() is None:
+            try:
+                self._create()
+            except Exception as e:  # noqa: BLE001 - the client retries FindCoordinator
+                log.warning("could not create %s: %s", OFFSETS_TOPIC, e)
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        meta = self._partitions.partition(OFFSETS_TOPIC, self.partition_of(group_id))
+        if meta is None or meta.leader < 0:
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        node = self._partitions.endpoint(meta.leader)
+        if node is None:
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return CoordinatorAnswer(ErrorCode.NONE, node)
