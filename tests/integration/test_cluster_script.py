@@ -1,0 +1,81 @@
+"""scripts/cluster.sh: the README's one command for a cluster on this machine
+(ZooKeeper from Debian's package and three brokers on loopback), and the one
+that stops it."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.support.broker_process import REPO_ROOT
+from tests.support.kafka_wire import free_port
+
+SCRIPT = REPO_ROOT / "scripts" / "cluster.sh"
+
+
+def _consecutive_free_ports(n: int) -> int:
+    """A base port with n free ports after it (tried until one fits)."""
+    for _ in range(50):
+        base = free_port()
+        if base + n >= 65536:
+            continue
+        ok = True
+        for port in range(base, base + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise AssertionError("no run of free ports")
+
+
+def _run(*args, env):
+    return subprocess.run([str(SCRIPT), *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_cluster_script_starts_three_brokers_and_stops_them(tmp_path: Path):
+    base = _consecutive_free_ports(3)
+    env = {**os.environ, "ZK_PORT": str(free_port()), "PORT_BASE": str(base)}
+    where = tmp_path / "cluster"
+    started = _run("start", str(where), env=env)
+    try:
+        assert started.returncode == 0, started.stderr
+        bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+        assert bootstrap in started.stdout
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{base}"}).list_topics(timeout=30)
+        assert sorted(md.brokers) == [0, 1, 2]
+        # a round trip through the cluster, bootstrapped from one broker
+        topic = f"t-{uuid.uuid4().hex[:8]}"
+        p = Producer({"bootstrap.servers": f"127.0.0.1:{base + 1}"})
+        for i in range(30):
+            p.produce(topic, b"%d" % i)
+        assert p.flush(30) == 0
+        c = Consumer({"bootstrap.servers": f"127.0.0.1:{base + 2}", "group.id": "g",
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got = []
+        for _ in range(200):
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m.value())
+            if len(got) == 30:
+                break
+        c.close()
+        assert sorted(got) == sorted(b"%d" % i for i in range(30))
+    finally:
+        stopped = _run("stop", str(where), env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    pids = [int(f.read_text()) for f in where.glob("*/pid")]
+    assert pids == []  # pid files go with their processes
+    for i in range(3):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", base + i)) != 0, f"broker {i} still listening"
