@@ -281,3 +281,30 @@ def test_partitions_name_replicas_leader_epoch_and_isr(stores):
     for p in parts.values():
         assert (p.replicas, p.leader, p.leader_epoch, p.isr, p.offline_replicas) == (
             (4,), 4, 0, (4,), ())
+    # One partition at a time (the request path's lookup) says the same.
+    for i, p in parts.items():
+        assert store.partition("p", i) == p
+    assert store.partition("p", 3) is None and store.partition("nope", 0) is None
+
+
+def test_explicit_assignments_are_kept(stores):
+    store = stores.open(broker_id=3)
+    meta = store.create_topic("placed", 2, {}, assignment={0: [3], 1: [3]})
+    assert meta.num_partitions == 2
+    store.set_partition_count("placed", 3, {2: [3]})
+    assert {i: p.replicas for i, p in store.partitions("placed").items()} == {
+        0: (3,), 1: (3,), 2: (3,)}
+
+
+def test_a_broker_hears_of_config_changes_made_through_another(zk_stores):
+    a, b = zk_stores.open(broker_id=1), zk_stores.open(broker_id=2, port=9093)
+    heard, changed_topics = [], []
+    b.on_broker_config_change(lambda: heard.append(b.broker_configs(None)))
+    b.on_topic_change(changed_topics.append)
+    a.set_broker_configs(None, {"log.retention.ms": "5000"})
+    wait_until(lambda: {"log.retention.ms": "5000"} in heard, what="b told of a's change")
+    a.create_topic("cfg", 1, {})
+    a.set_topic_configs("cfg", {"retention.ms": "100"})
+    wait_until(lambda: b.topic("cfg") is not None and b.topic("cfg").configs == {
+        "retention.ms": "100"}, what="b sees the topic's new config")
+    assert "cfg" in changed_topics
