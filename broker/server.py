@@ -203,7 +203,13 @@ class Broker:
         services = self.services
         num = services.coordinators.partition_count()
         logs = services.logs
-        append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num)
+        partitions = services.partitions
+
+        def leader_epoch(p: int) -> int:
+            meta = partitions.partition(OFFSETS_TOPIC, p)
+            return max(meta.leader_epoch, 0) if meta is not None else 0
+        append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num,
+                                                 leader_epoch=leader_epoch)
         self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num),
                                             GroupCoordinatorConfig.from_broker_config(self.cfg),
                                             owns=services.coordinators.owns,

@@ -20,15 +20,18 @@ READ_CHUNK = 1 << 20
 
 
 def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
-                          time_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
-    """(append_fn, read_all_fn) for ConsumerOffsetsLog over storage.Log partitions."""
+                          time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+                          leader_epoch: Callable[[int], int] = lambda partition: 0):
+    """(append_fn, read_all_fn) for ConsumerOffsetsLog over storage.Log partitions.
+    leader_epoch(partition): the epoch the coordinator's appends are stamped with
+    (the partition's current leader epoch, as for any leader's append)."""
 
     def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
         log = get_log(partition)
         if log is None:
             raise RuntimeError(f"__consumer_offsets-{partition} does not exist")
         now = time_ms()
-        log.append(build_batch([(k, v, [], now) for k, v in entries]))
+        log.append(build_batch([(k, v, [], now) for k, v in entries]), leader_epoch(partition))
 
     def read_all_fn() -> Iterator[tuple[bytes, bytes | None]]:
         for p in range(num_partitions):
