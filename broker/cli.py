@@ -1,4 +1,4 @@
-"""The `samsa` command line: server, topics, dump-log."""
+"""The `samsa` command line: the server and the tools named after Kafka's."""
 from __future__ import annotations
 
 import argparse
@@ -65,9 +65,20 @@ def _get_offsets(argv) -> int:
     return offsets_main(argv)
 
 
+def _console_producer(argv) -> int:
+    from .console_producer_cli import main as producer_main
+    return producer_main(argv)
+
+
+def _console_consumer(argv) -> int:
+    from .console_consumer_cli import main as consumer_main
+    return consumer_main(argv)
+
+
 # Tools with Kafka's names and flags, each parsing its own arguments.
 _TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
-          "get-offsets": _get_offsets, "consumer-groups": _consumer_groups}
+          "get-offsets": _get_offsets, "consumer-groups": _consumer_groups,
+          "console-producer": _console_producer, "console-consumer": _console_consumer}
 
 
 def _version() -> str:
@@ -111,10 +122,14 @@ def _main(argv=None) -> int:
     sub.add_parser("topics", help="create/list/describe/delete topics", add_help=False)
     sub.add_parser("configs", help="describe/alter topic and broker configs (kafka-configs)",
                    add_help=False)
-    sub.add_parser("consumer-groups", help="list groups, describe offsets and lag "
-                   "(kafka-consumer-groups)", add_help=False)
+    sub.add_parser("consumer-groups", help="list, describe, reset offsets of and delete "
+                   "consumer groups (kafka-consumer-groups)", add_help=False)
     sub.add_parser("get-offsets", help="offsets at a point in time (kafka-get-offsets)",
                    add_help=False)
+    sub.add_parser("console-producer", help="send lines of stdin as records "
+                   "(kafka-console-producer)", add_help=False)
+    sub.add_parser("console-consumer", help="print a topic's records "
+                   "(kafka-console-consumer)", add_help=False)
     args = parser.parse_args(argv)
     if args.command == "server":
         return _server(args)

@@ -3,16 +3,22 @@
 One connection, one request at a time, over the same sans-IO core as the
 asyncio client (``protocol.client``): versions are picked from what the
 broker advertises in ApiVersions, capped at what protocol/ can encode.
+
+``Cluster`` adds what a tool needs once a cluster has more than one broker:
+connections to each partition leader and group coordinator, opened at the
+address Metadata (or FindCoordinator) advertises for it.
 """
 from __future__ import annotations
 
 import socket
 import sys
+import time
 from typing import Callable
 
 from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import ApiVersionsRequest
+from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
+                               MetadataRequest)
 
 
 class ClientError(Exception):
@@ -22,6 +28,9 @@ class ClientError(Exception):
 class SimpleClient:
     def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0):
         host, _, port = bootstrap.rpartition(":")
+        if not port.isdigit():
+            raise ValueError(f"expected host:port, got {bootstrap!r}")
+        self.address = bootstrap
         self.sock = socket.create_connection((host or "localhost", int(port)), timeout=timeout)
         self.core = ClientCore(client_id)
         self._call(18, 0, ApiVersionsRequest())
@@ -40,18 +49,30 @@ class SimpleClient:
         self.close()
 
     def _call(self, api_key: int, version: int, request):
-        _, data = self.core.request(request, api_key=api_key, version=version)
+        correlation_id, data = self.core.request(request, api_key=api_key, version=version)
+        try:
+            return self._exchange(correlation_id, data)
+        except OSError as e:
+            # a ClientError, so that an EPIPE here is not mistaken for the
+            # tool's stdout reader going away (which ends a tool quietly)
+            raise ClientError(f"connection to {self.address} broke: "
+                              f"{e.strerror or e}") from None
+
+    def _exchange(self, correlation_id: int, data: bytes):
         self.sock.sendall(data)
         while True:
             chunk = self.sock.recv(256 * 1024)
             if not chunk:
-                raise ClientError("the broker closed the connection")
+                raise ClientError(f"the broker at {self.address} closed the connection")
             try:
                 done = self.core.receive(chunk)
             except ProtocolError as e:
                 raise ClientError(f"bad response from the broker: {e}") from None
-            if done:
-                return done[0][1]
+            for answered, response in done:
+                # Earlier answers belong to calls that were interrupted (Ctrl-C
+                # in a long poll, then a final commit on the same connection).
+                if answered == correlation_id:
+                    return response
 
     def version_for(self, api_key: int) -> int:
         try:
@@ -59,8 +80,174 @@ class SimpleClient:
         except NoCommonVersionError as e:
             raise ClientError(str(e)) from None
 
-    def call(self, api_key: int, request):
-        return self._call(api_key, self.version_for(api_key), request)
+    def call(self, api_key: int, request, highest: int | None = None):
+        """Send ``request`` at the highest common version (at most ``highest``)."""
+        try:
+            version = self.core.version_for(api_key, highest)
+        except NoCommonVersionError as e:
+            raise ClientError(str(e)) from None
+        return self._call(api_key, version, request)
+
+    def send(self, api_key: int, request, highest: int | None = None) -> None:
+        """Send a request that gets no response (Produce with acks=0)."""
+        try:
+            version = self.core.version_for(api_key, highest)
+        except NoCommonVersionError as e:
+            raise ClientError(str(e)) from None
+        _, data = self.core.request(request, api_key=api_key, version=version,
+                                    expects_response=False)
+        try:
+            self.sock.sendall(data)
+        except OSError as e:
+            raise ClientError(f"connection to {self.address} broke: {e.strerror or e}") from None
+
+
+# Errors after which fresh metadata (a new leader, a loaded coordinator) may help.
+RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
+                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_COORDINATOR,
+                       ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.REQUEST_TIMED_OUT,
+                       ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NETWORK_EXCEPTION})
+
+
+class Cluster:
+    """The brokers of one cluster as a tool sees them: the bootstrap connection
+    for cluster-wide requests, and one connection per other broker, opened when
+    first needed at the host and port Metadata advertised for it."""
+
+    def __init__(self, bootstrap: SimpleClient) -> None:
+        self.bootstrap = bootstrap
+        self.addresses: dict[int, str] = {}
+        self._conns: dict[int, SimpleClient] = {}
+
+    def metadata(self, topics: list[str] | None, *, auto_create: bool = False):
+        """A Metadata response for ``topics`` (None: all); learns broker addresses."""
+        req = MetadataRequest(allow_auto_topic_creation=auto_create, topics=None if topics is None
+                              else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+        resp = self.bootstrap.call(3, req)
+        for b in resp.brokers:
+            self._learn(b.node_id, f"{b.host}:{b.port}")
+        return resp
+
+    def _learn(self, node_id: int, address: str) -> None:
+        if self.addresses.get(node_id, address) != address:
+            self._drop(node_id)  # the broker moved: reconnect on next use
+        self.addresses[node_id] = address
+
+    def leaders(self, topic: str, *, auto_create: bool = False,
+                attempts: int = 10) -> dict[int, int]:
+        """{partition: leader node id (-1: none)} of ``topic``. A topic being
+        created (or a metadata store catching up) is waited for, briefly."""
+        for attempt in range(attempts):
+            t = self.metadata([topic], auto_create=auto_create).topics[0]
+            if t.error_code == 0 and t.partitions:
+                return {p.partition_index: p.leader_id for p in t.partitions}
+            code = t.error_code or ErrorCode.LEADER_NOT_AVAILABLE
+            # an unknown topic is final unless we asked for it to be created
+            final = code not in RETRIABLE or (code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                                              and not auto_create)
+            if final or attempt == attempts - 1:
+                raise ClientError(f"topic {topic}: {error_text(code)}")
+            time.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def list_offsets(self, wanted: dict[tuple[str, int], int],
+                     attempts: int = 5) -> dict[tuple[str, int], int]:
+        """ListOffsets at each partition's leader: {(topic, partition): timestamp}
+        (-1 latest, -2 earliest, or epoch ms) -> {(topic, partition): offset}
+        (-1 for a timestamp after the last record)."""
+        out: dict[tuple[str, int], int] = {}
+        todo = dict(wanted)
+        L = ListOffsetsRequest
+        for attempt in range(attempts):
+            by_leader: dict[int, dict[str, list[int]]] = {}
+            for topic in sorted({t for t, _ in todo}):
+                leaders = self.leaders(topic)
+                for (t, p) in todo:
+                    if t == topic:
+                        if p not in leaders:
+                            raise ClientError(f"topic {t} has no partition {p}")
+                        by_leader.setdefault(leaders[p], {}).setdefault(t, []).append(p)
+            retry: dict[tuple[str, int], int] = {}
+            last_error = ErrorCode.LEADER_NOT_AVAILABLE
+            for leader, topics in by_leader.items():
+                if leader < 0:
+                    retry.update({(t, p): todo[(t, p)] for t, ps in topics.items() for p in ps})
+                    continue
+                resp = self.broker(leader).call(2, L(replica_id=-1, isolation_level=0, topics=[
+                    L.ListOffsetsTopic(name=t, partitions=[
+                        L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                               timestamp=todo[(t, p)], max_num_offsets=1)
+                        for p in sorted(ps)]) for t, ps in sorted(topics.items())]))
+                for rt in resp.topics:
+                    for rp in rt.partitions:
+                        tp = (rt.name, rp.partition_index)
+                        if rp.error_code == 0:
+                            out[tp] = rp.offset
+                        elif rp.error_code in RETRIABLE and attempt < attempts - 1:
+                            retry[tp] = todo[tp]
+                            last_error = rp.error_code
+                        else:
+                            raise ClientError(f"{tp[0]}:{tp[1]}: {error_text(rp.error_code)}")
+            if not retry:
+                return out
+            todo = retry
+            time.sleep(0.1 * (attempt + 1))
+        raise ClientError(f"no leader for {', '.join(f'{t}:{p}' for t, p in sorted(todo))}: "
+                          f"{error_text(last_error)}")
+
+    def broker(self, node_id: int) -> SimpleClient:
+        """The connection to broker ``node_id`` (opened on first use)."""
+        conn = self._conns.get(node_id)
+        if conn is not None:
+            return conn
+        address = self.addresses.get(node_id)
+        if address is None:
+            raise ClientError(f"broker {node_id} is not in the cluster's metadata")
+        try:
+            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id)
+        except OSError as e:
+            raise ClientError(f"cannot reach broker {node_id} at {address}: "
+                              f"{e.strerror or e}") from None
+        self._conns[node_id] = conn
+        return conn
+
+    def forget(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (after it broke or stopped leading)."""
+        self._drop(node_id)
+
+    def coordinator(self, group_id: str, attempts: int = 10) -> SimpleClient:
+        """The connection to ``group_id``'s coordinator, asked with FindCoordinator;
+        a coordinator still loading is waited for, briefly."""
+        for attempt in range(attempts):
+            node, host, port, code, message = self._find_coordinator(group_id)
+            if code == 0:
+                self._learn(node, f"{host}:{port}")
+                return self.broker(node)
+            if code not in RETRIABLE or attempt == attempts - 1:
+                raise ClientError(f"cannot find the coordinator of group {group_id}: "
+                                  f"{error_text(code, message)}")
+            time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _find_coordinator(self, group_id: str) -> tuple[int, str, int, int, str | None]:
+        if self.bootstrap.version_for(10) >= 4:  # v4+ batches keys
+            resp = self.bootstrap.call(10, FindCoordinatorRequest(key_type=0,
+                                                                  coordinator_keys=[group_id]))
+            c = resp.coordinators[0]
+            return c.node_id, c.host, c.port, c.error_code, c.error_message
+        resp = self.bootstrap.call(10, FindCoordinatorRequest(key=group_id, key_type=0))
+        return resp.node_id, resp.host, resp.port, resp.error_code, resp.error_message
+
+    def _drop(self, node_id: int) -> None:
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for node_id in list(self._conns):
+            self._drop(node_id)
 
 
 def error_text(code: int, message: str | None = None) -> str:
@@ -70,13 +257,19 @@ def error_text(code: int, message: str | None = None) -> str:
 
 
 def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -> int:
-    """Connect to ``bootstrap`` and run ``action``; an unreachable broker or a
-    broken connection is one line naming the address, never a traceback."""
-    try:
-        client = SimpleClient(bootstrap)
-    except OSError as e:
-        print(f"{prog}: cannot reach the broker at {bootstrap}: {e.strerror or e}",
-              file=sys.stderr)
+    """Connect to ``bootstrap`` (one ``host:port`` or a comma-separated list,
+    tried in order, as Kafka's --bootstrap-server takes) and run ``action``; an
+    unreachable broker or a broken connection is one line naming the address,
+    never a traceback."""
+    client = None
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]:
+        try:
+            client = SimpleClient(address)
+            break
+        except (OSError, ValueError) as e:  # ValueError: a port that is not a number
+            error = getattr(e, "strerror", None) or e
+    if client is None:
+        print(f"{prog}: cannot reach the broker at {bootstrap}: {error}", file=sys.stderr)
         return 1
     try:
         with client:
@@ -86,3 +279,15 @@ def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -
     except (OSError, ClientError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
+
+
+def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]) -> int:
+    """``run_tool`` for tools that talk to leaders and coordinators, not only
+    to the bootstrap broker."""
+    def with_cluster(client: SimpleClient) -> int:
+        cluster = Cluster(client)
+        try:
+            return action(cluster)
+        finally:
+            cluster.close()
+    return run_tool(prog, bootstrap, with_cluster)

@@ -1,60 +1,102 @@
-"""`samsa consumer-groups`: kafka-consumer-groups' --list and --describe
-(offsets and lag per partition, with the member that owns it), over the wire.
+"""`samsa consumer-groups`: kafka-consumer-groups over the wire: --list,
+--describe (offsets and lag per partition, with the member that owns it),
+--reset-offsets and --delete. Group requests go to the group's coordinator
+(FindCoordinator), offset look-ups to each partition's leader.
 
     samsa consumer-groups --bootstrap-server H:P --list
     samsa consumer-groups --bootstrap-server H:P --describe --group G
+    samsa consumer-groups --bootstrap-server H:P --group G --reset-offsets --to-earliest \\
+        (--topic T[:p,p] | --all-topics) [--dry-run | --execute]
+    samsa consumer-groups --bootstrap-server H:P --delete --group G
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import (DescribeGroupsRequest, ListGroupsRequest, ListOffsetsRequest,
-                               OffsetFetchRequest)
+from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
+                               OffsetCommitRequest, OffsetFetchRequest)
 
-from .client import SimpleClient, error_text, run_tool
+from .client import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
 from .groups.consumer_protocol import assignment_partitions
 
+PROG = "samsa consumer-groups"
 _LAST_GROUP_ID_OFFSET_FETCH = 7  # v8+ nests several groups per request
+LATEST, EARLIEST = -1, -2
+# States in which nobody consumes, so offsets may be rewritten under the group.
+_INACTIVE = ("Empty", "Dead")
+
+TopicPartition = tuple[str, int]
 
 
-def _list(client: SimpleClient, args) -> int:
-    resp = client.call(16, ListGroupsRequest(states_filter=[], types_filter=[]))
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    """Kafka's tables: a blank line, then columns as wide as their widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print()
+    for r in rows:
+        print(" ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+def _describe_group(cluster: Cluster, group_id: str):
+    conn = cluster.coordinator(group_id)
+    return conn.call(15, DescribeGroupsRequest(groups=[group_id],
+                                               include_authorized_operations=False)).groups[0]
+
+
+def _committed(cluster: Cluster, group_id: str) -> dict[TopicPartition, int]:
+    resp = cluster.coordinator(group_id).call(
+        9, OffsetFetchRequest(group_id=group_id, topics=None, require_stable=False),
+        highest=_LAST_GROUP_ID_OFFSET_FETCH)
     if resp.error_code:
-        print(f"samsa consumer-groups: {error_text(resp.error_code)}", file=sys.stderr)
+        raise ClientError(f"group {group_id}: {error_text(resp.error_code)}")
+    return {(t.name, p.partition_index): p.committed_offset
+            for t in resp.topics for p in t.partitions
+            if p.error_code == 0 and p.committed_offset >= 0}
+
+
+def _offsets(cluster: Cluster, partitions, timestamp: int) -> dict[TopicPartition, int]:
+    return cluster.list_offsets({tp: timestamp for tp in partitions})
+
+
+# ------------------------------------------------------------------ --list
+
+def _list(cluster: Cluster, args) -> int:
+    resp = cluster.bootstrap.call(16, ListGroupsRequest(states_filter=[], types_filter=[]))
+    if resp.error_code:
+        print(f"{PROG}: {error_text(resp.error_code)}", file=sys.stderr)
         return 1
     for g in sorted(resp.groups, key=lambda g: g.group_id):
         print(g.group_id)
     return 0
 
 
-def _log_ends(client: SimpleClient, partitions: set[tuple[str, int]]) -> dict:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in partitions:
-        by_topic.setdefault(t, []).append(p)
-    L = ListOffsetsRequest
-    resp = client.call(2, L(replica_id=-1, isolation_level=0, topics=[
-        L.ListOffsetsTopic(name=t, partitions=[
-            L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1,
-                                   max_num_offsets=1) for p in sorted(ps)])
-        for t, ps in sorted(by_topic.items())]))
-    return {(t.name, p.partition_index): p.offset for t in resp.topics for p in t.partitions
-            if p.error_code == 0}
+# ------------------------------------------------------------------ --describe
+
+def _log_ends(cluster: Cluster, partitions: set[TopicPartition]) -> dict[TopicPartition, int]:
+    """Log ends per partition; a topic that cannot be asked (deleted since the
+    commit) shows as "-" rather than failing the whole table."""
+    ends: dict[TopicPartition, int] = {}
+    for topic in sorted({t for t, _ in partitions}):
+        try:
+            ends.update(_offsets(cluster, [tp for tp in partitions if tp[0] == topic], LATEST))
+        except ClientError:
+            pass
+    return ends
 
 
-def _describe(client: SimpleClient, args) -> int:
-    described = client.call(15, DescribeGroupsRequest(groups=[args.group],
-                                                      include_authorized_operations=False))
-    group = described.groups[0]
+def _describe_one(cluster: Cluster, group_id: str) -> int:
+    group = _describe_group(cluster, group_id)
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
             group.error_code == 0 and group.group_state == "Dead"):
-        print(f"Error: Consumer group '{args.group}' does not exist.", file=sys.stderr)
+        print(f"Error: Consumer group '{group_id}' does not exist.", file=sys.stderr)
         return 1
     if group.error_code:
         print(f"Error: {error_text(group.error_code, group.error_message)}", file=sys.stderr)
         return 1
-    owners: dict[tuple[str, int], tuple[str, str, str]] = {}
+    owners: dict[TopicPartition, tuple[str, str, str]] = {}
     for m in group.members:
         try:
             assigned = assignment_partitions(bytes(m.member_assignment or b""))
@@ -63,17 +105,12 @@ def _describe(client: SimpleClient, args) -> int:
         for topic, parts in assigned.items():
             for p in parts:
                 owners[(topic, p)] = (m.member_id, m.client_host, m.client_id)
-    version = min(client.version_for(9), _LAST_GROUP_ID_OFFSET_FETCH)
-    fetched = client._call(9, version, OffsetFetchRequest(group_id=args.group, topics=None,
-                                                           require_stable=False))
-    committed = {(t.name, p.partition_index): p.committed_offset
-                 for t in fetched.topics for p in t.partitions
-                 if p.error_code == 0 and p.committed_offset >= 0}
+    committed = _committed(cluster, group_id)
     partitions = set(committed) | set(owners)
     if not partitions:
-        print(f"\nConsumer group '{args.group}' has no active members.")
+        print(f"\nConsumer group '{group_id}' has no active members.")
         return 0
-    ends = _log_ends(client, partitions)
+    ends = _log_ends(cluster, partitions)
     rows = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
              "CONSUMER-ID", "HOST", "CLIENT-ID")]
     for tp in sorted(partitions):
@@ -81,26 +118,228 @@ def _describe(client: SimpleClient, args) -> int:
         end = ends.get(tp)
         lag = end - current if current is not None and end is not None else None
         member, host, client_id = owners.get(tp, ("-", "-", "-"))
-        rows.append((args.group, tp[0], str(tp[1]), "-" if current is None else str(current),
+        rows.append((group_id, tp[0], str(tp[1]), "-" if current is None else str(current),
                      "-" if end is None else str(end), "-" if lag is None else str(lag),
                      member, host, client_id))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print()
-    for r in rows:
-        print(" ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    _print_table(rows)
     return 0
 
 
-def main(argv) -> int:
-    p = argparse.ArgumentParser(prog="samsa consumer-groups",
-                                description="List consumer groups, or describe one's offsets and lag.")
+def _describe(cluster: Cluster, args) -> int:
+    return max(_describe_one(cluster, g) for g in args.groups)
+
+
+# ------------------------------------------------------------------ --delete
+
+def _delete(cluster: Cluster, args) -> int:
+    # one DeleteGroups per coordinator, naming the groups it coordinates
+    by_coordinator: dict[int, tuple[SimpleClient, list[str]]] = {}
+    for g in dict.fromkeys(args.groups):
+        conn = cluster.coordinator(g)
+        by_coordinator.setdefault(id(conn), (conn, []))[1].append(g)
+    results: dict[str, int] = {}
+    for conn, groups in by_coordinator.values():
+        resp = conn.call(42, DeleteGroupsRequest(groups_names=groups))
+        results.update({r.group_id: r.error_code for r in resp.results})
+    failed = {g: code for g, code in results.items() if code}
+    done = [g for g in results if not results[g]]
+    if not failed:
+        names = ", ".join(f"'{g}'" for g in done)
+        print(f"Deletion of requested consumer groups ({names}) was successful.")
+        return 0
+    lines = ["Deletion of some consumer groups failed:"]
+    lines += [f"* Group '{g}' could not be deleted due to: {error_text(code)}"
+              for g, code in failed.items()]
+    if done:
+        lines.append("These consumer groups were deleted successfully: "
+                     + ", ".join(f"'{g}'" for g in done))
+    print("\n".join(lines), file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------ --reset-offsets
+
+class ResetPlan(NamedTuple):
+    """Where --reset-offsets moves a group's partitions."""
+
+    group: str
+    offsets: dict[TopicPartition, int]
+
+
+def _scope(cluster: Cluster, args, committed: dict[TopicPartition, int]) -> list[TopicPartition]:
+    if args.all_topics:
+        return sorted(committed)
+    out: list[TopicPartition] = []
+    for topic, parts in args.topic:
+        leaders = cluster.leaders(topic)
+        missing = sorted(set(parts or ()) - set(leaders))
+        if missing:
+            raise ClientError(f"topic {topic} has no partition(s) "
+                              f"{','.join(map(str, missing))}")
+        out += [(topic, p) for p in (parts or sorted(leaders))]
+    return sorted(set(out))
+
+
+def _clamp(wanted: dict[TopicPartition, int], cluster: Cluster) -> dict[TopicPartition, int]:
+    """Offsets outside [log start, log end] move to the nearer end, as Kafka's tool does."""
+    starts = _offsets(cluster, wanted, EARLIEST)
+    ends = _offsets(cluster, wanted, LATEST)
+    out = {}
+    for tp, offset in wanted.items():
+        if offset < starts[tp]:
+            print(f"WARN: New offset ({offset}) is lower than earliest offset for topic "
+                  f"partition {tp[0]}-{tp[1]}. Value will be set to {starts[tp]}",
+                  file=sys.stderr)
+            offset = starts[tp]
+        elif offset > ends[tp]:
+            print(f"WARN: New offset ({offset}) is higher than latest offset for topic "
+                  f"partition {tp[0]}-{tp[1]}. Value will be set to {ends[tp]}",
+                  file=sys.stderr)
+            offset = ends[tp]
+        out[tp] = offset
+    return out
+
+
+def _new_offsets(cluster: Cluster, args, partitions: list[TopicPartition],
+                 committed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    if args.to_earliest:
+        return _offsets(cluster, partitions, EARLIEST)
+    if args.to_latest:
+        return _offsets(cluster, partitions, LATEST)
+    if args.to_offset is not None:
+        return _clamp({tp: args.to_offset for tp in partitions}, cluster)
+    if args.shift_by is not None:
+        missing = [tp for tp in partitions if tp not in committed]
+        if missing:
+            raise ClientError(f"cannot shift the offset of {missing[0][0]}-{missing[0][1]}: "
+                              "the group has no committed offset for it")
+        return _clamp({tp: committed[tp] + args.shift_by for tp in partitions}, cluster)
+    if args.to_datetime is not None:
+        found = _offsets(cluster, partitions, args.to_datetime)
+        after = [tp for tp, o in found.items() if o < 0]  # no record that late: the log end
+        return {**found, **(_offsets(cluster, after, LATEST) if after else {})}
+    # --to-current: where the group is; the log end where it has not committed
+    fresh = [tp for tp in partitions if tp not in committed]
+    return {**{tp: committed[tp] for tp in partitions if tp in committed},
+            **(_offsets(cluster, fresh, LATEST) if fresh else {})}
+
+
+def _commit(cluster: Cluster, plan: ResetPlan) -> None:
+    """A commit from outside the group (generation -1, no member id), which
+    the coordinator accepts while the group has no members."""
+    C = OffsetCommitRequest
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (t, p), o in sorted(plan.offsets.items()):
+        by_topic.setdefault(t, []).append((p, o))
+    resp = cluster.coordinator(plan.group).call(8, C(
+        group_id=plan.group, generation_id_or_member_epoch=-1, member_id="",
+        group_instance_id=None, retention_time_ms=-1, topics=[
+            C.OffsetCommitRequestTopic(name=t, partitions=[
+                C.OffsetCommitRequestPartition(partition_index=p, committed_offset=o,
+                                               committed_leader_epoch=-1, committed_metadata="")
+                for p, o in parts]) for t, parts in by_topic.items()]))
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise ClientError(f"committing {t.name}-{p.partition_index} for group "
+                                  f"{plan.group}: {error_text(p.error_code)}")
+
+
+def _reset_one(cluster: Cluster, args, group_id: str) -> int:
+    group = _describe_group(cluster, group_id)
+    if group.error_code and group.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+        print(f"Error: {error_text(group.error_code, group.error_message)}", file=sys.stderr)
+        return 1
+    if not group.error_code and group.group_state not in _INACTIVE:
+        print(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, "
+              f"but the current state is {group.group_state}.", file=sys.stderr)
+        return 1
+    committed = _committed(cluster, group_id)
+    partitions = _scope(cluster, args, committed)
+    plan = ResetPlan(group_id, _new_offsets(cluster, args, partitions, committed))
+    if args.execute:
+        _commit(cluster, plan)
+    rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(group_id, t, str(p), str(o)) for (t, p), o in sorted(plan.offsets.items())]
+    _print_table(rows)
+    return 0
+
+
+def _reset(cluster: Cluster, args) -> int:
+    if not args.dry_run and not args.execute:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "Add --dry-run to keep this behaviour explicitly, or --execute to reset.",
+              file=sys.stderr)
+    return max(_reset_one(cluster, args, g) for g in args.groups)
+
+
+# ------------------------------------------------------------------ arguments
+
+def _topic_spec(text: str) -> tuple[str, list[int] | None]:
+    """``T`` (every partition) or ``T:0,1``."""
+    topic, sep, parts = text.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,P, got {text!r}")
+    if not sep:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TOPIC:0,1,..., got {text!r}") from None
+
+
+def _datetime_ms(text: str) -> int:
+    """YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +01:00); local time without."""
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a date like 2024-01-31T12:00:00.000 (optionally with Z or +hh:mm), "
+            f"got {text!r}") from None
+
+
+_RESET_TO = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime", "to_current")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="List, describe, reset offsets of "
+                                                       "and delete consumer groups.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
-    p.add_argument("--group")
+    action.add_argument("--delete", action="store_true")
+    action.add_argument("--reset-offsets", action="store_true")
+    p.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,P]")
+    scope.add_argument("--all-topics", action="store_true")
+    to = p.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-current", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    to.add_argument("--shift-by", type=int, metavar="N")
+    to.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true")
+    run.add_argument("--execute", action="store_true")
+    return p
+
+
+def main(argv) -> int:
+    p = _parser()
     args = p.parse_args(argv)
-    if args.describe and not args.group:
-        p.error("--describe needs --group")
-    fn = _list if args.list else _describe
-    return run_tool("samsa consumer-groups", args.bootstrap_server, lambda c: fn(c, args))
+    if (args.describe or args.delete or args.reset_offsets) and not args.groups:
+        action = "describe" if args.describe else "delete" if args.delete else "reset-offsets"
+        p.error(f"--{action} needs --group")
+    if args.reset_offsets:
+        if not any(getattr(args, k) not in (None, False) for k in _RESET_TO):
+            p.error("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, "
+                    "--to-offset, --shift-by, --to-datetime")
+        if not args.topic and not args.all_topics:
+            p.error("--reset-offsets needs --topic or --all-topics")
+    fn = {"list": _list, "describe": _describe, "delete": _delete,
+          "reset_offsets": _reset}[next(k for k in ("list", "describe", "delete",
+                                                     "reset_offsets") if getattr(args, k))]
+    return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args))

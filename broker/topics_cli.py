@@ -49,27 +49,48 @@ def _list(client, args) -> int:
     return 0
 
 
+def _partition_filter(args):
+    """kafka-topics' partition filters: with one, only the partitions it
+    selects are printed, without the topic lines."""
+    if args.under_replicated_partitions:
+        return lambda p: len(p.isr_nodes) < len(p.replica_nodes)
+    if args.unavailable_partitions:
+        return lambda p: p.leader_id < 0
+    return None
+
+
 def _describe(client, args) -> int:
     resp = _metadata(client, [args.topic] if args.topic else None)
+    selected = _partition_filter(args)
     rc = 0
     for t in sorted(resp.topics, key=lambda t: t.name or ""):
         if t.error_code:
             print(f"Error for topic {t.name}: {_error(t.error_code)}", file=sys.stderr)
             rc = 1
             continue
+        if selected is not None:
+            _print_partitions(t, [p for p in t.partitions if selected(p)])
+            continue
         configs = client.call(32, DescribeConfigsRequest(resources=[
             DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=t.name,
                                                            configuration_keys=None)]))
         overrides = ",".join(f"{c.name}={c.value}" for c in configs.results[0].configs
                              if c.config_source == 1)
+        factor = len(t.partitions[0].replica_nodes) if t.partitions else 0
         print(f"Topic: {t.name}\tTopicId: {kafka_id(t.topic_id)}\tPartitionCount: {len(t.partitions)}\t"
-              f"ReplicationFactor: 1\tConfigs: {overrides}")
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            replicas = ",".join(map(str, p.replica_nodes))
-            isr = ",".join(map(str, p.isr_nodes))
-            print(f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
-                  f"Replicas: {replicas}\tIsr: {isr}")
+              f"ReplicationFactor: {factor}\tConfigs: {overrides}")
+        _print_partitions(t, t.partitions)
     return rc
+
+
+def _print_partitions(topic, partitions) -> None:
+    for p in sorted(partitions, key=lambda p: p.partition_index):
+        replicas = ",".join(map(str, p.replica_nodes))
+        isr = ",".join(map(str, p.isr_nodes))
+        # kafka-topics prints "none" where a partition has no leader
+        leader = p.leader_id if p.leader_id >= 0 else "none"
+        print(f"\tTopic: {topic.name}\tPartition: {p.partition_index}\tLeader: {leader}\t"
+              f"Replicas: {replicas}\tIsr: {isr}")
 
 
 def _alter(client, args) -> int:
@@ -109,7 +130,14 @@ def main(argv) -> int:
     p.add_argument("--partitions", type=int)
     p.add_argument("--replication-factor", type=int)
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--under-replicated-partitions", action="store_true",
+                      help="with --describe: only partitions whose ISR lacks a replica")
+    only.add_argument("--unavailable-partitions", action="store_true",
+                      help="with --describe: only partitions without a leader")
     args = p.parse_args(argv)
+    if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
+        p.error("--under-replicated-partitions and --unavailable-partitions go with --describe")
     if (args.create or args.alter or args.delete) and not args.topic:
         p.error("--topic is required")
     if args.alter and not args.partitions:
