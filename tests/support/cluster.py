@@ -1,0 +1,234 @@
+"""A real samsa cluster for tests: one ZooKeeper server and N samsa brokers, each
+its own process, joined through ``zookeeper.connect=<zk>/<chroot>``.
+
+    cluster = Cluster(tmp_dir, size=3).start()
+    cluster.bootstrap            # "127.0.0.1:P0,127.0.0.1:P1,127.0.0.1:P2"
+    cluster.broker(1).bootstrap  # one broker
+    cluster.kill(1); cluster.restart(1)   # SIGKILL, then start again (same port and data)
+    zk = cluster.zk_client()     # kazoo on the chroot, for reading znodes
+    cluster.controller_id()      # from /controller
+    cluster.stop()
+
+Broker ids are the indexes 0..N-1. Nothing here looks inside a broker: what a
+test learns comes from ZooKeeper (kazoo), the Kafka protocol, or the log files.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from .broker_process import BrokerProcess
+from .waiting import wait_until
+from .zookeeper import ZooKeeperProcess
+
+CHROOT = "/samsa"
+
+
+class Cluster:
+    def __init__(self, work_dir: Path, size: int = 3, *, session_timeout_ms: int = 2000,
+                 offsets_partitions: int = 6, overrides: Mapping[str, object] | None = None,
+                 chroot: str = CHROOT):
+        self.work_dir = Path(work_dir)
+        self.size = size
+        self.chroot = chroot
+        self.session_timeout_ms = session_timeout_ms
+        self.zk = ZooKeeperProcess(self.work_dir / "zk")
+        self.overrides = {
+            "zookeeper.session.timeout.ms": str(session_timeout_ms),
+            "offsets.topic.num.partitions": str(offsets_partitions),
+            **(overrides or {}),
+        }
+        self.brokers: list[BrokerProcess] = []
+        self._clients: list[KazooClient] = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """``zookeeper.connect`` as the brokers have it (host:port/chroot)."""
+        return self.zk.connect + self.chroot
+
+    def broker_process(self, broker_id: int, work_dir: Path | None = None) -> BrokerProcess:
+        """A (not started) broker process configured for this cluster."""
+        return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", broker_id=broker_id,
+                             overrides={"zookeeper.connect": self.zookeeper_connect,
+                                        **self.overrides})
+
+    def start(self) -> "Cluster":
+        try:
+            self.zk.start()
+            for i in range(self.size):
+                self.brokers.append(self.broker_process(i).start())
+            self.wait_until_registered(range(self.size))
+            self.wait_for_controller()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker (SIGTERM), then ZooKeeper; close our kazoo clients."""
+        for client in self._clients:
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # noqa: BLE001 - teardown goes on
+                pass
+        self._clients.clear()
+        try:
+            for b in self.brokers:
+                b.stop()
+        finally:
+            self.zk.stop()
+
+    @property
+    def processes(self):
+        return [*self.brokers, self.zk]
+
+    def log_tails(self, lines: int = 80) -> str:
+        parts = []
+        for i, b in enumerate(self.brokers):
+            parts.append(f"--- samsa broker {i} {b.bootstrap} "
+                         f"({'running' if b.is_running() else 'not running'}) "
+                         f"log tail ({b.log_path}) ---\n{b.log_tail(lines)}")
+        parts.append(f"--- zookeeper {self.zk.bootstrap} log tail ({self.zk.log_path}) ---\n"
+                     f"{self.zk.log_tail(15)}")
+        return "\n".join(parts)
+
+    def print_log_tails(self, lines: int = 80) -> None:
+        print("\n" + self.log_tails(lines), file=sys.stderr)
+
+    # ------------------------------------------------------------ brokers
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker, comma-separated, for bootstrap.servers."""
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL: no resignation, no session close; ZooKeeper notices only
+        when the session times out."""
+        self.brokers[broker_id].kill()
+
+    def terminate(self, broker_id: int) -> int | None:
+        """SIGTERM and wait for the exit (a clean shutdown); returns the exit code."""
+        return self.brokers[broker_id].stop()
+
+    def restart(self, broker_id: int) -> BrokerProcess:
+        """Start a stopped or killed broker again (same id, port and data);
+        returns once it answers ApiVersions and is registered in ZooKeeper."""
+        b = self.brokers[broker_id]
+        if b.is_running():
+            b.stop()
+        b.start()
+        self.wait_until_registered([broker_id])
+        return b
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP the broker (it holds its sockets but answers nothing)."""
+        self.brokers[broker_id]._signal(signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        self.brokers[broker_id]._signal(signal.SIGCONT)
+
+    def log_marks(self) -> dict[int, int]:
+        """{broker id: current size of its log}, for wait_for_log(since=...)."""
+        return {i: (b.log_path.stat().st_size if b.log_path.exists() else 0)
+                for i, b in enumerate(self.brokers)}
+
+    def wait_for_log(self, broker_id: int, text: str, since: int = 0, timeout: float = 30.0) -> None:
+        """Until broker ``broker_id``'s log has ``text`` after byte offset ``since``."""
+        path = self.brokers[broker_id].log_path
+
+        def logged():
+            with open(path, "rb") as f:
+                f.seek(since)
+                return text.encode() in f.read()
+        wait_until(logged, timeout, f"{text!r} in broker {broker_id}'s log")
+
+    # ------------------------------------------------------------ ZooKeeper
+
+    def zk_client(self, new: bool = False, timeout: float = 30.0) -> KazooClient:
+        """A started kazoo client rooted at the cluster's chroot, for reading znodes:
+        the cluster's shared one, or (``new``) one of your own. stop() closes them."""
+        if self._clients and not new:
+            return self._clients[0]
+        client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout)
+        client.start(timeout=30)
+        self._clients.append(client)
+        return client
+
+    def _client(self) -> KazooClient:
+        return self.zk_client()
+
+    def registered_ids(self) -> set[int]:
+        return {int(c) for c in self._client().get_children("/brokers/ids") if c.isdigit()}
+
+    def wait_until_registered(self, ids: Iterable[int], timeout: float = 30.0) -> None:
+        """Until every id in ``ids`` has its /brokers/ids/<id> znode."""
+        wanted = set(ids)
+        wait_until(lambda: wanted <= self.registered_ids(), timeout,
+                   f"brokers {sorted(wanted)} registered in {self.chroot}/brokers/ids")
+
+    def controller_id(self) -> int:
+        """The broker id in /controller, or -1 when there is none."""
+        try:
+            data, _ = self._client().get("/controller")
+        except NoNodeError:
+            return -1
+        return int(json.loads(data)["brokerid"])
+
+    def controller_epoch(self) -> int:
+        try:
+            return int(self._client().get("/controller_epoch")[0])
+        except NoNodeError:
+            return 0
+
+    def wait_for_controller(self, among: Iterable[int] | None = None, timeout: float = 30.0) -> int:
+        """The id of the controller once one of ``among`` (default: any) holds /controller."""
+        allowed = set(range(self.size) if among is None else among)
+
+        def elected():
+            c = self.controller_id()
+            return c if c in allowed else None
+        # wait_until needs a truthy value and broker 0 is a fine controller.
+        return wait_until(lambda: (elected(),) if elected() is not None else None, timeout,
+                          f"a controller among {sorted(allowed)}")[0]
+
+    def partition_state(self, topic: str, partition: int) -> dict | None:
+        try:
+            data, _ = self._client().get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        except NoNodeError:
+            return None
+        return json.loads(data)
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """{partition: leader} from the state znodes the controller wrote (-1: none)."""
+        client = self._client()
+        try:
+            assignment = json.loads(client.get(f"/brokers/topics/{topic}")[0])
+        except NoNodeError:
+            return {}
+        out = {}
+        for p in assignment["partitions"]:
+            state = self.partition_state(topic, int(p))
+            out[int(p)] = -1 if state is None else state["leader"]
+        return out
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30.0) -> dict[int, int]:
+        """Until every partition of ``topic`` has a leader in ZooKeeper."""
+        def ready():
+            leaders = self.leaders(topic)
+            if len(leaders) == partitions and all(l >= 0 for l in leaders.values()):
+                return leaders
+            return None
+        return wait_until(ready, timeout, f"a leader for each of {partitions} partitions of {topic}")
