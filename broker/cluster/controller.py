@@ -18,9 +18,10 @@ event queue: watches only enqueue, and decisions come from
 ``elections.py`` on a consistent snapshot, so two events never interleave.
 
 What it reacts to: brokers coming and going (``/brokers/ids``), topics
-created or grown (``/brokers/topics``, also when a tool writes them), and
+created or grown (``/brokers/topics``, also when a tool writes them),
 preferred replica elections asked through
-``/admin/preferred_replica_election``.
+``/admin/preferred_replica_election``, and topic deletions marked under
+``/admin/delete_topics``.
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ from .elections import (LeaderAndIsr, elect_offline, elect_preferred, initial_st
 log = logging.getLogger("broker.cluster.controller")
 
 Partition = tuple[str, int]
+# Their records are the coordinators' state: never deleted on a marker's say-so.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class NotControllerError(Exception):
@@ -117,6 +120,8 @@ class Controller:
                     self._on_topic(event[1])
                 elif kind == "preferred":
                     self._on_preferred_election()
+                elif kind == "delete":
+                    self._on_delete_topics(event[1])
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -197,6 +202,8 @@ class Controller:
                               lambda names: self._watch_event(epoch, "topics", names))
         self.zk.DataWatch(z.PREFERRED_REPLICA_ELECTION,
                           lambda data, _s: self._watch_event(epoch, "preferred", data))
+        self.zk.ChildrenWatch(z.DELETE_TOPICS,
+                              lambda names: self._watch_event(epoch, "delete", names))
 
     def _watch_topic(self, topic: str) -> None:
         epoch = self.epoch
@@ -312,6 +319,27 @@ class Controller:
             self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
         except NoNodeError:
             pass
+
+    def _on_delete_topics(self, names: list[str]) -> None:
+        """Topics marked for deletion under /admin/delete_topics (by a broker
+        handling DeleteTopics, or by a ZooKeeper-era kafka-topics): their znodes
+        go, brokers delete their logs when they see the topic gone, and the
+        marker goes last, as Kafka signals that a deletion is complete."""
+        for topic in names:
+            if topic in INTERNAL_TOPICS:
+                log.warning("controller: refusing to delete internal topic %s", topic)
+            else:
+                for path in (z.topic_path(topic), z.topic_config_path(topic)):
+                    try:
+                        self.zk.delete(path, recursive=True)
+                    except NoNodeError:
+                        pass
+                self._forget_topic(topic)
+                log.info("controller: deleted topic %s", topic)
+            try:
+                self.zk.delete(z.delete_topic_path(topic))
+            except NoNodeError:
+                pass
 
     # ---------------------------------------------------------------- writing
 

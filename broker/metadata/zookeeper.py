@@ -19,9 +19,10 @@ This store is the broker's view of that shared state:
 - when its session expires it re-registers the broker and re-reads
   everything, since watches and ephemeral nodes died with the session.
 
-What the controller does in Kafka (partition state, leader election, topic
-deletion once replicas are gone) is not done here: until the controller
-exists, deleting a topic removes its znodes directly.
+Partition state and leader election are the controller's
+(broker/cluster/controller.py). DeleteTopics through a broker writes Kafka's
+marker and removes the topic's znodes itself, so it answers once the topic is
+gone; a marker written by a ZooKeeper-era tool is carried out by the controller.
 """
 from __future__ import annotations
 
@@ -504,7 +505,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             meta = self._reload_topic(name)
             if meta is None:
                 raise UnknownTopicError(name)
-            # Until the controller exists the deletion is carried out here;
+            # Carried out here (the controller would do the same on the marker);
             # the marker is written first so tools see it as Kafka shows it.
             try:
                 self.zk.create(z.delete_topic_path(name), makepath=True)

@@ -864,3 +864,28 @@ def test_committed_offsets_survive_a_coordinator_crash(cluster_factory):
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
     assert {tp.partition: tp.offset for tp in result.topic_partitions} == dict(ends)
     assert consume(0) == []  # the group resumes where it committed
+
+
+def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
+    """What a ZooKeeper-era kafka-topics --delete writes: the marker under
+    /admin/delete_topics. The controller deletes the topic, every broker deletes its
+    logs, and the marker goes when the deletion is done."""
+    topic = _name("marked")
+    _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
+    zk_cluster.wait_for_leaders(topic, 3)
+    dirs = [d for i in range(3) for d in zk_cluster.broker(i).data_dir.glob(f"{topic}-*")]
+    assert len(dirs) == 3  # one replica per partition, spread over the brokers
+    zk = zk_cluster.zk_client()
+    zk.create(f"/admin/delete_topics/{topic}", b"")
+    wait_until(lambda: not zk.exists(f"/admin/delete_topics/{topic}"), what="the marker removed")
+    assert not zk.exists(f"/brokers/topics/{topic}") and not zk.exists(f"/config/topics/{topic}")
+    wait_until(lambda: all(topic not in {t.name for t in _metadata(
+        zk_cluster.broker(i).bootstrap, None).topics} for i in range(3)),
+        what="the topic gone from every broker's Metadata")
+    wait_until(lambda: not any(d.exists() for d in dirs), what="every broker's logs deleted")
+    # internal topics are not deleted on a marker's say-so
+    _offsets_topic_leaders(zk_cluster)
+    zk.create("/admin/delete_topics/__consumer_offsets", b"")
+    wait_until(lambda: not zk.exists("/admin/delete_topics/__consumer_offsets"),
+               what="the internal topic's marker dropped")
+    assert zk.exists("/brokers/topics/__consumer_offsets")
