@@ -18,8 +18,7 @@ state znodes), so this is the one place that decides "am I the leader".
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode
 
@@ -36,13 +35,14 @@ class PartitionLog(Protocol):
 
 
 class LocalLogs(Protocol):
-    def log(self, topic: str, partition: int) -> PartitionLog | None: ...
+    """The logs this broker holds (storage.LogManager)."""
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None: ...
 
 
-@dataclasses.dataclass(frozen=True)
-class LeaderLookup:
+class LeaderLookup(NamedTuple):
     """A partition resolved for a read or write: its log when this broker leads
-    it, else the error to answer and who leads it now (if anyone)."""
+    it, else the error to answer and who leads it now (if anyone). A tuple:
+    one is made per partition of every Produce and Fetch."""
     error: ErrorCode
     log: PartitionLog | None = None
     leader_epoch: int = NO_EPOCH
@@ -83,17 +83,18 @@ class PartitionLayer:
                    current_leader_epoch: int = NO_EPOCH) -> LeaderLookup:
         """The partition's local log, if this broker leads it at the epoch the
         client believes in."""
-        meta = self.partition(topic, partition)
+        meta = self._store.partition(topic, partition)
         if meta is None:
             return LeaderLookup(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if meta.leader != self.broker_id:
             leader = self.endpoint(meta.leader) if meta.leader >= 0 else None
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch,
                                 leader=leader)
-        code = epoch_error(current_leader_epoch, meta.leader_epoch)
-        if code:
-            return LeaderLookup(code, leader_epoch=meta.leader_epoch)
-        log = self._logs.log(topic, partition)
+        if current_leader_epoch != NO_EPOCH:
+            code = epoch_error(current_leader_epoch, meta.leader_epoch)
+            if code:
+                return LeaderLookup(code, leader_epoch=meta.leader_epoch)
+        log = self._logs.get_log(topic, partition)
         if log is None:
             return LeaderLookup(ErrorCode.KAFKA_STORAGE_ERROR, leader_epoch=meta.leader_epoch)
         return LeaderLookup(ErrorCode.NONE, log, meta.leader_epoch)

@@ -127,7 +127,7 @@ class Broker:
         topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
             lambda l: notifier.notify(l.topic, l.partition)))
         topics.open_all()
-        partitions = PartitionLayer(store, topics, cfg.broker_id)
+        partitions = PartitionLayer(store, logs, cfg.broker_id)
         coordinators = CoordinatorLocator(
             partitions, lambda: _partition_count(store, OFFSETS_TOPIC),
             lambda: self._ensure_offsets_topic(topics), cfg.offsets_topic_num_partitions)
