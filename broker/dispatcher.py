@@ -23,6 +23,7 @@ class Dispatcher:
     def __init__(self, services):
         self.services = services
         self.handlers = {spec.key: HANDLERS[spec.key] for spec in services.advertised_apis}
+        self.names = {spec.key: spec.name for spec in services.advertised_apis}
 
     async def __call__(self, conn, frame):
         try:
@@ -39,8 +40,13 @@ class Dispatcher:
         if handler is None:
             raise UnsupportedVersionError(header.api_key, header.api_version,
                                           header.correlation_id)
-        self.services.metrics.request(header.api_key)
-        response = await handler(RequestContext(header, conn, self.services), request)
+        metrics = self.services.metrics
+        name = self.names[header.api_key]
+        started = metrics.request(header.api_key, name)
+        try:
+            response = await handler(RequestContext(header, conn, self.services), request)
+        finally:
+            metrics.request_done(name, started)
         if response is None:
             return None
         return encode_response(header, response)

@@ -23,7 +23,7 @@ from .cluster.controller import Controller
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
-from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore
+from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore, PartitionMeta
 from .metadata.zookeeper import ZooKeeperMetadataStore
 from .metrics import BrokerMetrics
 from .network import NetworkServer
@@ -138,6 +138,7 @@ class Broker:
             self._ensure_offsets_topic(topics)
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
+        self._kafka_gauges(metrics, store, logs, partitions)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               zk_registry=self.registry)
@@ -158,6 +159,47 @@ class Broker:
         self.controller.start()
         self.registry = ConsumerRegistry(
             store.zk, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
+
+    def _kafka_gauges(self, metrics: BrokerMetrics, store: MetadataStore, logs: LogManager,
+                      partitions: PartitionLayer) -> None:
+        """What Kafka's dashboards read, computed when scraped."""
+        me = self.cfg.broker_id
+
+        def led() -> list[PartitionMeta]:
+            out = []
+            for topic, p in logs.all_logs():
+                meta = partitions.partition(topic, p)
+                if meta is not None and meta.leader == me:
+                    out.append(meta)
+            return out
+
+        def offline() -> int:
+            # Kafka reports it on the active controller only
+            if self.controller is not None and not self.controller.active:
+                return 0
+            return sum(1 for t in store.topics() for m in store.partitions(t).values()
+                       if m.leader < 0)
+
+        def active_controller() -> int:
+            return 1 if self.controller is None or self.controller.active else 0
+
+        rm, ctl = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
+        metrics.add_kafka_gauge(rm + "partitioncount", "Partitions with a replica here",
+                                lambda: [({}, len(logs.all_logs()))])
+        metrics.add_kafka_gauge(rm + "leadercount", "Partitions led here",
+                                lambda: [({}, len(led()))])
+        metrics.add_kafka_gauge(rm + "underreplicatedpartitions",
+                                "Partitions led here with fewer in-sync replicas than replicas",
+                                lambda: [({}, sum(1 for m in led()
+                                                  if len(m.isr) < len(m.replicas)))])
+        metrics.add_kafka_gauge(ctl + "activecontrollercount",
+                                "1 on the broker that is the controller",
+                                lambda: [({}, active_controller())])
+        metrics.add_kafka_gauge(ctl + "offlinepartitionscount", "Partitions without a leader",
+                                lambda: [({}, offline())])
+        metrics.add_kafka_gauge("kafka_log_log_size", "Bytes of each partition's log here",
+                                lambda: [({"topic": t, "partition": str(p)}, lg.size_in_bytes())
+                                         for (t, p), lg in logs.all_logs().items()])
 
     def _dynamic_configs_changed(self) -> None:
         # On ZooKeeper's event thread: the reload reads two znodes, then applies.
@@ -218,6 +260,10 @@ class Broker:
         await self.coordinator.start()
         services.groups = CoordinatorBridge(self.coordinator)
         services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
+        services.metrics.add_kafka_gauge(
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Consumer groups this broker coordinates",
+            lambda: [({}, len(self.coordinator.groups))])
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
 
     async def _expire_offsets_loop(self) -> None:

@@ -129,6 +129,14 @@ def _response(answers):
                                             rack=b.rack) for b in leaders.values()])
 
 
+def _count_out(metrics, answers) -> None:
+    for t, pdata in answers:
+        size = len(pdata.records) if isinstance(pdata.records, (bytes, bytearray)) \
+            else pdata.records.length
+        if size:
+            metrics.fetched(t.topic, size)
+
+
 async def handle_fetch(ctx, req):
     broker = ctx.broker
     version = ctx.version
@@ -151,9 +159,11 @@ async def handle_fetch(ctx, req):
         if gathered >= req.min_bytes or any_error or timeout <= 0 or waiter is None:
             if waiter is not None:
                 waiter.cancel()
+            _count_out(broker.metrics, answers)
             return _response(answers)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version)
+            _count_out(broker.metrics, answers)
             return _response(answers)

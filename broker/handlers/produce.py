@@ -33,7 +33,7 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
         current_leader=current_leader or R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
 
 
-def _append(log, records, version, leader_epoch):
+def _append(log, records, version, leader_epoch, metrics):
     if records is None or len(records) == 0:
         return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set")
     if version <= 2:
@@ -46,6 +46,8 @@ def _append(log, records, version, leader_epoch):
         return _partition_result(-1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                  message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later")
     res = log.append(records, leader_epoch)
+    if not res.duplicate:
+        metrics.produced(log.topic, res.last_offset - res.first_offset + 1, len(records))
     return _partition_result(-1, ErrorCode.NONE, res.first_offset, res.log_append_time,
                              res.log_start_offset)
 
@@ -92,7 +94,8 @@ async def handle_produce(ctx, req):
                     result = _not_leader(part.index, found, leaders)
                 else:
                     try:
-                        result = _append(found.log, part.records, version, found.leader_epoch)
+                        result = _append(found.log, part.records, version, found.leader_epoch,
+                                         broker.metrics)
                     except Exception as e:  # noqa: BLE001 - every failure is an error code
                         # KIP-467: the records at fault, so clients fail only those
                         result = _partition_result(part.index, error_code_for(e),

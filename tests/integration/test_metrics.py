@@ -33,3 +33,48 @@ def test_metrics_count_requests_and_partitions(broker_factory):
     assert _value(text, "samsa_requests_total", '{api_key="3"}') >= 1  # Metadata
     assert _value(text, "samsa_partitions") >= 1
     assert _value(text, "samsa_connections_accepted") >= 1
+
+
+def test_metrics_under_kafkas_names(broker_factory):
+    """The names Kafka's JMX exporter publishes, so Kafka dashboards work: requests and
+    request times per API, messages and bytes in and out per topic and in total, the
+    replica manager's and controller's gauges, consumer groups, log size per partition."""
+    from confluent_kafka import Consumer, Producer
+
+    port = free_port()
+    broker = broker_factory({"metrics.port": str(port), "metrics.host": "127.0.0.1"})
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        p.produce("kafka-named", b"v%d" % i, partition=0)
+        p.flush(30)  # one record per batch: five appends
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "metered",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["kafka-named"])
+    got = 0
+    for _ in range(100):
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got += 1
+        if got == 5:
+            break
+    c.close()
+    assert got == 5
+    text = _scrape(port)
+    t = '{topic="kafka-named"}'
+    assert _value(text, "kafka_server_brokertopicmetrics_messagesin_total", t) == 5
+    assert _value(text, "kafka_server_brokertopicmetrics_messagesin_total", '{topic=""}') >= 5
+    bytes_in = _value(text, "kafka_server_brokertopicmetrics_bytesin_total", t)
+    bytes_out = _value(text, "kafka_server_brokertopicmetrics_bytesout_total", t)
+    assert bytes_in > 5 * 2 and bytes_out >= bytes_in  # batches, whole, both ways
+    assert _value(text, "kafka_network_requestmetrics_requests_total", '{request="Produce"}') >= 5
+    assert _value(text, "kafka_network_requestmetrics_requests_total", '{request="Fetch"}') >= 1
+    assert _value(text, "kafka_network_requestmetrics_totaltimems_count",
+                  '{request="Produce"}') >= 5
+    assert _value(text, "kafka_server_replicamanager_partitioncount") >= 2  # + __consumer_offsets
+    assert _value(text, "kafka_server_replicamanager_leadercount") == \
+        _value(text, "kafka_server_replicamanager_partitioncount")
+    assert _value(text, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert _value(text, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert _value(text, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert _value(text, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+    assert _value(text, "kafka_log_log_size", '{partition="0",topic="kafka-named"}') >= bytes_in
