@@ -1,0 +1,23 @@
+"""The Spark side of samsa: a PySpark data source named ``samsa`` (see pipeline/README.md).
+
+``pipeline.options``, ``pipeline.ranges`` and ``pipeline.client`` import without PySpark;
+``SamsaDataSource`` (``pipeline.source``) needs it and is imported on first use:
+
+    from pipeline import SamsaDataSource
+    spark.dataSource.register(SamsaDataSource)
+"""
+
+__all__ = ["SamsaDataSource", "register"]
+
+
+def __getattr__(name):
+    if name == "SamsaDataSource":
+        from .source import SamsaDataSource
+        return SamsaDataSource
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+
+
+def register(spark) -> None:
+    """Make ``format("samsa")`` available in this Spark session."""
+    from .source import SamsaDataSource
+    spark.dataSource.register(SamsaDataSource)

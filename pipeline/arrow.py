@@ -1,0 +1,89 @@
+"""The source's schema, as Spark's Kafka source has it, and Arrow batches of it.
+
+PySpark 4.x takes ``pyarrow.RecordBatch`` objects from ``DataSourceReader.read`` as they are
+(it checks the column names and count) instead of converting Python tuples row by row; the
+batches here carry exactly the Arrow types PySpark's ``to_arrow_schema(schema, "UTC")`` gives
+for the Spark schema, so nothing is cast on the way into the JVM.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .options import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
+
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
+              "timestamp timestamp, timestampType int")
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+]
+HEADERS_FIELD = pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE)))
+ARROW_SCHEMA = pa.schema(_FIELDS)
+ARROW_SCHEMA_WITH_HEADERS = pa.schema(_FIELDS + [HEADERS_FIELD])
+
+# librdkafka's timestamp types (confluent_kafka.TIMESTAMP_*) -> Kafka's TimestampType ids.
+_TS_TYPE = {0: NO_TIMESTAMP_TYPE, 1: CREATE_TIME, 2: LOG_APPEND_TIME}
+
+
+def schema_ddl(include_headers: bool) -> str:
+    return f"{SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else SCHEMA_DDL
+
+
+class BatchBuilder:
+    """Collects confluent-kafka messages of one topic-partition into RecordBatches."""
+
+    def __init__(self, topic: str, partition: int, include_headers: bool):
+        self.topic = topic
+        self.partition = partition
+        self.include_headers = include_headers
+        self.schema = ARROW_SCHEMA_WITH_HEADERS if include_headers else ARROW_SCHEMA
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list = []
+        self.timestamps: list = []
+        self.ts_types: list = []
+        self.headers: list = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, msg) -> None:
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.offsets.append(msg.offset())
+        ts_type, ts = msg.timestamp()
+        # Kafka's NO_TIMESTAMP is -1 ms; Spark turns it into a timestamp all the same.
+        self.timestamps.append(ts * 1000)
+        self.ts_types.append(_TS_TYPE.get(ts_type, NO_TIMESTAMP_TYPE))
+        if self.include_headers:
+            hs = msg.headers()
+            # Spark: a record without headers has a null array, not an empty one.
+            self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else None)
+
+    def flush(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array([self.partition] * n, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.ts_types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADERS_FIELD.type))
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -1,0 +1,443 @@
+"""The Kafka client side of the data source: confluent-kafka (librdkafka) in driver and executors.
+
+Why confluent-kafka: it is the maintained Python binding of librdkafka, the C client that
+Confluent keeps feature-complete with the Java client (ListOffsets by timestamp, idempotent
+producer, transactions for the exactly-once sink to come, every security option), and its
+fetch path runs in C threads with prefetching, so a Spark task is limited by Arrow conversion,
+not by the wire. kafka-python and aiokafka are pure Python (several times slower per record);
+samsa's own client core is for the broker's internal use and its tests, and the data source
+must work against any Kafka broker. Everything here goes over the wire; nothing imports the
+broker.
+
+Driver: ``plan_batch`` lists the topics, picks the partitions for ``subscribe`` /
+``subscribePattern`` / ``assign``, resolves starting and ending offsets (earliest/latest and
+timestamps through ListOffsets: ``offsets_for_times``) and returns resolved offset ranges.
+Executors: ``read_range`` reads one range directly (assign + seek, no group membership, no
+commits) and yields Arrow batches; ``write_batches`` produces rows and flushes before the task
+ends. ``resolve_offsets`` and ``list_partitions`` are the pieces the streaming reader will reuse.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Iterable, Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from .arrow import BatchBuilder
+from .options import (
+    EARLIEST, LATEST, Assign, Earliest, GlobalTimestamp, Latest, OffsetSpec, ReadOptions,
+    SamsaOptionError, SpecificOffsets, SpecificTimestamps, Subscribe, SubscribePattern,
+    WriteOptions, tp_str,
+)
+from .ranges import OffsetRange, sort_ranges, split_ranges
+
+rdkafka_log = logging.getLogger("pipeline.librdkafka")
+
+# Kafka's internal topics, which AdminClient.listTopics() leaves out (so subscribePattern does).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+# Rows per Arrow batch handed to Spark (spark.sql.execution.arrow.maxRecordsPerBatch's default).
+BATCH_ROWS = 10_000
+
+# Driver-side metadata and ListOffsets calls wait at most this long (or kafkaConsumer.pollTimeoutMs
+# when it is shorter), retried the way Spark's fetchOffset.numRetries does.
+DRIVER_TIMEOUT_S = 60.0
+
+
+class KafkaSourceError(RuntimeError):
+    """The broker could not be reached or does not have what the options ask for."""
+
+
+class DataLossError(KafkaSourceError):
+    """Records the query was to read are no longer in the partition (failOnDataLoss=true)."""
+
+
+_DATA_LOSS_HINT = (
+    "Some data may have been lost because they are not available in Kafka any more; either the "
+    "data was aged out by Kafka or the topic may have been deleted before all the data in the topic "
+    "was processed. If you don't want your query to fail on such cases, set the source option "
+    "failOnDataLoss to false.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Clients
+
+_UNKNOWN_PROPERTY = re.compile(r'No such configuration property: "([^"]+)"')
+
+
+def _client(cls, conf: dict, what: str):
+    try:
+        return cls(conf)
+    except KafkaException as e:
+        text = str(e.args[0].str() if e.args and isinstance(e.args[0], KafkaError) else e)
+        m = _UNKNOWN_PROPERTY.search(text)
+        if m:
+            raise SamsaOptionError(f"Option 'kafka.{m.group(1)}' is not a setting of the Kafka client "
+                                   f"(librdkafka) the samsa source uses: {text}") from None
+        raise SamsaOptionError(f"The 'kafka.*' options do not make a valid {what} configuration: {text}") from None
+
+
+def consumer_config(opts: ReadOptions, role: str) -> dict:
+    conf = dict(opts.client_options)
+    # Java's default (and so Spark's); librdkafka's own default is read_committed.
+    conf.setdefault("isolation.level", "read_uncommitted")
+    conf.update({
+        # librdkafka insists on a group id; it is never joined (assign only) and nothing is committed.
+        "group.id": f"{opts.group_id}-{role}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",          # an offset out of range is data loss, never a silent jump
+        "enable.partition.eof": True,
+        "allow.auto.create.topics": False,
+        "logger": rdkafka_log,
+    })
+    return conf
+
+
+def _consumer(opts: ReadOptions, role: str) -> Consumer:
+    return _client(Consumer, consumer_config(opts, role), "consumer")
+
+
+def producer_config(opts: WriteOptions) -> dict:
+    conf = dict(opts.client_options)
+    # Idempotent by default: a retried send inside one task does not duplicate or reorder records.
+    conf.setdefault("enable.idempotence", "true")
+    # The Java client's default partitioner, so keyed rows land where Spark's Kafka sink puts them.
+    conf.setdefault("partitioner", "murmur2_random")
+    # The Java producer's delivery.timeout.ms default (librdkafka's own is 300 s).
+    if "delivery.timeout.ms" not in conf and "message.timeout.ms" not in conf:
+        conf["message.timeout.ms"] = "120000"
+    conf["logger"] = rdkafka_log
+    return conf
+
+
+def check_producer_options(opts: WriteOptions) -> None:
+    """Let librdkafka judge the ``kafka.*`` options in the driver, before any write task starts."""
+    producer = _client(Producer, producer_config(opts), "producer")
+    producer.flush(0)
+    del producer
+
+
+def _kafka_error(e: BaseException) -> str:
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        err = e.args[0]
+        return f"{err.name()}: {err.str()}"
+    return str(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver: partitions and offsets
+
+def _driver_timeout(opts: ReadOptions) -> float:
+    return min(DRIVER_TIMEOUT_S, opts.poll_timeout_ms / 1000.0)
+
+
+def _metadata(consumer: Consumer, opts: ReadOptions):
+    timeout = _driver_timeout(opts)
+    try:
+        return consumer.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise KafkaSourceError(
+            f"Cannot get metadata from the Kafka brokers at kafka.bootstrap.servers="
+            f"'{opts.bootstrap_servers}' within {timeout:g} s ({_kafka_error(e)}). "
+            "Is the broker running and reachable from the Spark driver?") from None
+
+
+def list_partitions(consumer: Consumer, opts: ReadOptions) -> list[tuple[str, int]]:
+    """The topic-partitions the strategy names, checked against the cluster's metadata."""
+    strategy = opts.strategy
+    md = None
+    for attempt in range(3):
+        md = _metadata(consumer, opts)
+        transient = [t for t, tm in md.topics.items()
+                     if tm.error is not None and tm.error.retriable()]
+        if not transient:
+            break
+        time.sleep(1.0)
+    topics = {name: tm for name, tm in md.topics.items() if tm.error is None}
+
+    def missing(topic: str, option: str) -> KafkaSourceError:
+        return KafkaSourceError(
+            f"Topic '{topic}' (option '{option}') does not exist on the Kafka brokers at "
+            f"kafka.bootstrap.servers='{opts.bootstrap_servers}'")
+
+    if isinstance(strategy, Subscribe):
+        out = []
+        for topic in strategy.topics:
+            if topic not in topics:
+                raise missing(topic, "subscribe")
+            out.extend((topic, p) for p in sorted(topics[topic].partitions))
+        return out
+    if isinstance(strategy, SubscribePattern):
+        pattern = re.compile(strategy.pattern)
+        return [(t, p) for t in sorted(topics) if t not in INTERNAL_TOPICS and pattern.fullmatch(t)
+                for p in sorted(topics[t].partitions)]
+    assert isinstance(strategy, Assign)
+    for topic, part in strategy.partitions:
+        if topic not in topics:
+            raise missing(topic, "assign")
+        if part not in topics[topic].partitions:
+            raise KafkaSourceError(
+                f"Partition {tp_str((topic, part))} (option 'assign') does not exist: topic '{topic}' "
+                f"has partitions {sorted(topics[topic].partitions)}")
+    return list(strategy.partitions)
+
+
+def _list_offsets(consumer: Consumer, opts: ReadOptions, query: dict) -> dict:
+    """ListOffsets for ``{tp: timestamp}`` (-2 earliest, -1 latest): ``{tp: offset or -1}``."""
+    if not query:
+        return {}
+    timeout = _driver_timeout(opts)
+    tps = [TopicPartition(t, p, ts) for (t, p), ts in query.items()]
+    try:
+        result = consumer.offsets_for_times(tps, timeout=timeout)
+    except KafkaException as e:
+        raise KafkaSourceError(f"ListOffsets for {', '.join(tp_str(tp) for tp in query)} failed at "
+                               f"kafka.bootstrap.servers='{opts.bootstrap_servers}': {_kafka_error(e)}") from None
+    out = {}
+    for tp in result:
+        if tp.error is not None:
+            raise KafkaSourceError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {tp.error.name()}: {tp.error.str()}")
+        out[(tp.topic, tp.partition)] = tp.offset
+    return out
+
+
+def resolve_offsets(consumer: Consumer, opts: ReadOptions, spec: OffsetSpec, tps: list, *,
+                    starting: bool, option: str) -> dict:
+    """Offsets for every topic-partition in ``tps`` (Spark's KafkaOffsetReaderAdmin.fetchPartitionOffsets)."""
+    if isinstance(spec, Earliest):
+        return _list_offsets(consumer, opts, {tp: EARLIEST for tp in tps})
+    if isinstance(spec, Latest):
+        return _list_offsets(consumer, opts, {tp: LATEST for tp in tps})
+    if isinstance(spec, SpecificOffsets):
+        if set(spec.offsets) != set(tps):
+            raise SamsaOptionError(
+                f"If {option} contains specific offsets, you must specify all TopicPartitions.\n"
+                "Use -1 for latest, -2 for earliest, if you don't care.\n"
+                f"Specified: {_set(spec.offsets)} Assigned: {_set(tps)}")
+        out = dict(spec.offsets)
+        for sentinel in (EARLIEST, LATEST):
+            out.update(_list_offsets(consumer, opts, {tp: sentinel for tp, off in out.items() if off == sentinel}))
+        return out
+    if isinstance(spec, SpecificTimestamps):
+        if set(spec.timestamps) != set(tps):
+            raise SamsaOptionError(
+                f"If {option} contains specific offsets, you must specify all topics. "
+                f"Specified: {_set(spec.timestamps)} Assigned: {_set(tps)}")
+        timestamps = dict(spec.timestamps)
+    else:
+        assert isinstance(spec, GlobalTimestamp)
+        timestamps = {tp: spec.timestamp for tp in tps}
+    found = _list_offsets(consumer, opts, timestamps)
+    no_match = [tp for tp, off in found.items() if off < 0]
+    if no_match:
+        if starting and spec.strategy == "error":
+            tp = sorted(no_match)[0]
+            raise KafkaSourceError(f"No offset matched from request of topic-partition {tp_str(tp)} and "
+                                   f"timestamp {timestamps[tp]}. (option '{option}'; set "
+                                   "startingOffsetsByTimestampStrategy=latest to start from the latest "
+                                   "offset instead)")
+        found.update(_list_offsets(consumer, opts, {tp: LATEST for tp in no_match}))
+    return found
+
+
+def _set(tps) -> str:
+    return "Set(" + ", ".join(tp_str(tp) for tp in sorted(tps)) + ")"
+
+
+def _option_name(spec: OffsetSpec, starting: bool) -> str:
+    prefix = "starting" if starting else "ending"
+    if isinstance(spec, GlobalTimestamp):
+        return f"{prefix}Timestamp"
+    if isinstance(spec, SpecificTimestamps):
+        return f"{prefix}OffsetsByTimestamp"
+    return f"{prefix}Offsets"
+
+
+def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
+    """The offset ranges of a batch read, split for minPartitions; one Spark partition each."""
+    consumer = _consumer(opts, "driver")
+    try:
+        tps = list_partitions(consumer, opts)
+        start = resolve_offsets(consumer, opts, opts.starting, tps, starting=True,
+                                option=_option_name(opts.starting, True))
+        end = resolve_offsets(consumer, opts, opts.ending, tps, starting=False,
+                              option=_option_name(opts.ending, False))
+    finally:
+        consumer.close()
+    ranges = []
+    for tp in tps:
+        s, e = start[tp], end[tp]
+        if s > e:
+            raise KafkaSourceError(
+                f"The resolved start offset {s} is greater than the resolved end offset {e} for topic "
+                f"{tp[0]} partition {tp[1]}. There may be multiple reasons: 1. Start offset is set to "
+                "too big a value that after resolution, end offset is smaller than it (a start timestamp "
+                "with an end offset, a start offset with an end timestamp, or a start offset with end "
+                "latest). 2. The Kafka topic partition is broken.")
+        ranges.append(OffsetRange(tp[0], tp[1], s, e))
+    return sort_ranges(split_ranges(ranges, opts.min_partitions))
+
+
+# ---------------------------------------------------------------------------------------------
+# Executors: read one range
+
+def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:
+    """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
+    if rng.size <= 0:
+        return
+    where = f"topic-partition {rng.topic}-{rng.partition}"
+    poll_timeout = opts.poll_timeout_ms / 1000.0
+    consumer = _consumer(opts, "executor")
+    try:
+        start, end = rng.start, rng.end
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
+                                                       timeout=poll_timeout, cached=False)
+        except KafkaException as e:
+            raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
+                                   f"'{opts.bootstrap_servers}': {_kafka_error(e)}") from None
+        if start < low or end > high:
+            lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
+            if opts.fail_on_data_loss:
+                raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
+            log = logging.getLogger(__name__)
+            log.warning("failOnDataLoss=false: skipping missing records of %s: %s", where, lost)
+            start, end = max(start, low), min(end, high)
+            if start >= end:
+                return
+        consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
+        builder = BatchBuilder(rng.topic, rng.partition, opts.include_headers)
+        position = start
+        last_progress = time.monotonic()
+        done = False
+        while not done:
+            msgs = consumer.consume(num_messages=min(batch_rows, end - position), timeout=min(1.0, poll_timeout))
+            if not msgs:
+                if time.monotonic() - last_progress > poll_timeout:
+                    raise KafkaSourceError(
+                        f"No records from {where} at offset {position} (reading [{start}, {end})) within "
+                        f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
+                continue
+            last_progress = time.monotonic()
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() >= end:
+                            done = True
+                            break
+                        # The log ends below the range's end: it was truncated since planning.
+                        if opts.fail_on_data_loss:
+                            raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: "
+                                                f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
+                        done = True
+                        break
+                    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        if opts.fail_on_data_loss:
+                            raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where} "
+                                                f"from offset {position}: {err.str()}")
+                        done = True
+                        break
+                    raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
+                off = m.offset()
+                if off >= end:
+                    done = True
+                    break
+                builder.add(m)
+                position = off + 1
+                if position >= end:
+                    done = True
+                    break
+            if len(builder) >= batch_rows:
+                yield builder.flush()
+        if len(builder):
+            yield builder.flush()
+    finally:
+        consumer.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Executors: write
+
+def _bytes_column(batch, name: str) -> list:
+    if name not in batch.schema.names:
+        return [None] * batch.num_rows
+    return [v.encode("utf-8") if isinstance(v, str) else v for v in batch.column(name).to_pylist()]
+
+
+_UNIT_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+def _timestamps_ms(batch) -> list:
+    if "timestamp" not in batch.schema.names:
+        return [None] * batch.num_rows
+    import pyarrow as pa
+    col = batch.column("timestamp")
+    if pa.types.is_timestamp(col.type):
+        mul, div = _UNIT_TO_MS[col.type.unit]
+        return [None if v is None else v * mul // div for v in col.cast(pa.int64()).to_pylist()]
+    # DoubleType: seconds since the epoch, as Spark's cast from double to timestamp reads it.
+    return [None if v is None else int(v * 1000) for v in col.to_pylist()]
+
+
+def write_batches(opts: WriteOptions, batches: Iterable) -> int:
+    """Produce every row of ``batches``; returns the count once all are acknowledged."""
+    producer = _client(Producer, producer_config(opts), "producer")
+    failure: list = []
+    sent = 0
+
+    def on_delivery(err, msg):
+        if err is not None and not failure:
+            failure.append((msg.topic(), msg.partition(), err))
+
+    def check():
+        if failure:
+            topic, part, err = failure[0]
+            where = f"topic '{topic}' partition {part}" if part is not None and part >= 0 else f"topic '{topic}'"
+            raise KafkaSourceError(f"Writing to Kafka failed: delivery to {where} failed: "
+                                   f"{err.name()}: {err.str()} (kafka.bootstrap.servers="
+                                   f"'{opts.bootstrap_servers}')")
+
+    for batch in batches:
+        n = batch.num_rows
+        names = batch.schema.names
+        keys = _bytes_column(batch, "key")
+        values = _bytes_column(batch, "value")
+        topics = [opts.topic] * n if opts.topic is not None else batch.column("topic").to_pylist()
+        parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+        headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+        stamps = _timestamps_ms(batch)
+        for i in range(n):
+            topic = topics[i]
+            if topic is None:
+                raise KafkaSourceError("The Kafka message data sent to the producer contains a null topic. "
+                                       "Use the `topic` option for setting a default topic.")
+            kw = {}
+            if parts[i] is not None:
+                kw["partition"] = parts[i]
+            if stamps[i] is not None:
+                kw["timestamp"] = stamps[i]
+            if headers[i]:
+                kw["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            while True:
+                try:
+                    producer.produce(topic, value=values[i], key=keys[i], on_delivery=on_delivery, **kw)
+                    break
+                except BufferError:
+                    producer.poll(0.05)     # local queue full: serve delivery reports, then retry
+                except KafkaException as e:
+                    raise KafkaSourceError(f"Writing to Kafka failed: producing to topic '{topic}' "
+                                           f"failed: {_kafka_error(e)}") from None
+            sent += 1
+        producer.poll(0)
+        check()
+    remaining = producer.flush()
+    check()
+    if remaining:
+        raise KafkaSourceError(f"Writing to Kafka failed: {remaining} records were still undelivered "
+                               f"after flush (kafka.bootstrap.servers='{opts.bootstrap_servers}')")
+    return sent

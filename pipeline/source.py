@@ -1,0 +1,136 @@
+"""``samsa``: a PySpark Python data source with the options and schema of Spark's Kafka source.
+
+    spark.dataSource.register(SamsaDataSource)
+    df = (spark.read.format("samsa")
+          .option("kafka.bootstrap.servers", "localhost:9092")
+          .option("subscribe", "events")
+          .load())
+
+Where things run: ``schema()`` (at ``load()``) and ``reader()``/``writer()`` run in the driver's
+Python worker and check every option there, so a bad option fails the query before any task
+starts; ``SamsaReader.partitions()`` asks the broker for metadata and offsets (also in the
+driver); ``read()`` and ``write()`` run in the executors' Python workers. The Kafka work is in
+``pipeline.client``; this module is the thin Spark-facing layer, and the streaming reader and
+writer are to sit next to the batch ones here.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql.datasource import (
+    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType, BinaryType, DataType, DoubleType, IntegerType, StringType, StructField, StructType,
+    TimestampType,
+)
+
+from . import client
+from .arrow import schema_ddl
+from .options import (
+    INCLUDE_HEADERS, ReadOptions, SamsaOptionError, WriteOptions, lower_keys, parse_read_options,
+    parse_write_options,
+)
+from .ranges import OffsetRange
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+class SamsaDataSource(DataSource):
+    """Batch read and write of Kafka topics (any Kafka-protocol broker, samsa first)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "samsa"
+
+    def schema(self) -> str:
+        # Called for reads only, at load(): the place to refuse bad options early.
+        parse_read_options(self.options)
+        return schema_ddl(lower_keys(self.options).get(INCLUDE_HEADERS, "false").strip().lower() == "true")
+
+    def reader(self, schema: StructType) -> "SamsaReader":
+        return SamsaReader(parse_read_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> "SamsaWriter":
+        if overwrite:
+            raise SamsaOptionError("Save mode Overwrite not allowed for Kafka (nor for samsa): records "
+                                   "are appended to topics. Use mode(\"append\").")
+        opts = parse_write_options(self.options)
+        validate_write_schema(schema, opts.topic)
+        client.check_producer_options(opts)
+        return SamsaWriter(opts)
+
+
+class SamsaReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(r) for r in client.plan_batch(self.opts)]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        rng: OffsetRange | None = getattr(partition, "value", None)
+        if rng is None:     # PySpark runs one task with no partition when partitions() is empty
+            return
+        try:
+            yield from client.read_range(self.opts, rng)
+        except client.KafkaSourceError:
+            raise
+        except Exception as e:      # anything else: say which range it was
+            raise client.KafkaSourceError(f"Reading {rng} failed: {type(e).__name__}: {e}") from e
+
+
+# ---------------------------------------------------------------------------------------------
+# Write
+
+def _check_type(schema: StructType, name: str, allowed: list[DataType]) -> bool:
+    """Spark's KafkaWriter.expression: False when absent, error when of a type not allowed."""
+    if name not in schema.fieldNames():
+        return False
+    dt = schema[name].dataType
+    if not any(_same_type(dt, a) for a in allowed):
+        wanted = " or ".join(a.simpleString() for a in allowed)
+        raise SamsaOptionError(f"{name} attribute unsupported type {dt.simpleString()}. "
+                               f"{name} must be a(n) {wanted}")
+    return True
+
+
+def _same_type(a: DataType, b: DataType) -> bool:
+    # Spark's DataTypeUtils.sameType: equal ignoring nullability.
+    return a.simpleString() == b.simpleString()
+
+
+def validate_write_schema(schema: StructType, topic_option: str | None) -> None:
+    """The columns Spark's Kafka sink takes: topic, key, value, headers, partition, timestamp."""
+    if topic_option is None and not _check_type(schema, "topic", [StringType()]):
+        raise SamsaOptionError("topic option required when no 'topic' attribute is present. "
+                               "Use the topic option for setting a topic.")
+    _check_type(schema, "key", [StringType(), BinaryType()])
+    if not _check_type(schema, "value", [StringType(), BinaryType()]):
+        raise SamsaOptionError("Required attribute 'value' not found")
+    _check_type(schema, "headers", [HEADERS_TYPE])
+    _check_type(schema, "partition", [IntegerType()])
+    _check_type(schema, "timestamp", [DoubleType(), TimestampType()])
+
+
+class SamsaCommitMessage(WriterCommitMessage):
+    def __init__(self, records: int):
+        self.records = records
+
+
+class SamsaWriter(DataSourceArrowWriter):
+    """At-least-once: each task flushes its producer and fails if any record was not acknowledged."""
+
+    def __init__(self, opts: WriteOptions):
+        self.opts = opts
+
+    def write(self, iterator) -> SamsaCommitMessage:
+        return SamsaCommitMessage(client.write_batches(self.opts, iterator))
+
+    def commit(self, messages) -> None:
+        pass
+
+    def abort(self, messages) -> None:
+        # Records of tasks that succeeded stay in the topics: the sink is at-least-once.
+        pass

@@ -1,0 +1,115 @@
+"""Fixtures for the data source tests: one real Spark (local mode) per test module, and
+plain confluent-kafka clients to write test data and to read back what Spark wrote.
+
+The broker is the ``broker`` fixture of tests/conftest.py (a real samsa process per test).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A small local Spark with the samsa data source registered; ~10 s to start, so per module."""
+    # Spark starts its Python workers with `python3` from PATH unless told otherwise: they must
+    # run this interpreter (the venv), or they import neither pyarrow nor pipeline.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import pipeline
+
+    session = (SparkSession.builder.master("local[2]")
+               .appName("samsa-pipeline-tests")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    pipeline.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
+        fut.result(timeout=30)
+
+
+def produce(bootstrap: str, records) -> None:
+    """records: dicts with topic, value and optionally key, partition, headers, timestamp."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    errors = []
+    for r in records:
+        p.produce(on_delivery=lambda err, msg: errors.append(err) if err else None, **r)
+    assert p.flush(30) == 0
+    assert not errors, errors
+
+
+def consume_all(bootstrap: str, topic: str, *, include_headers: bool = True) -> list[tuple]:
+    """Every record of ``topic`` read by a plain consumer, as the source's row tuples."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "plain-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_uncommitted",
+                  # A fetch long-polls on the connection the next ListOffsets waits behind.
+                  "fetch.wait.max.ms": 10})
+    try:
+        parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        rows = []
+        for p in parts:
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high <= low:
+                continue
+            c.assign([TopicPartition(topic, p, low)])
+            done = False
+            deadline = time.monotonic() + 30
+            while not done:
+                assert time.monotonic() < deadline, f"{topic}-{p}: no end of partition within 30 s"
+                # consume() waits its whole timeout when fewer records than asked for remain.
+                for m in c.consume(high - low + 1, 0.05):
+                    if m.error():
+                        assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                        done = m.offset() >= high
+                        continue
+                    rows.append(message_row(m, include_headers))
+                    done = m.offset() + 1 >= high
+        return rows
+    finally:
+        c.close()
+
+
+def message_row(m, include_headers: bool) -> tuple:
+    ts_type, ts = m.timestamp()
+    row = (m.key(), m.value(), m.topic(), m.partition(), m.offset(), ts, ts_type - 1)
+    if include_headers:
+        row += (list(m.headers()) if m.headers() else None,)
+    return row
+
+
+# The same columns from Spark (timestamp as epoch milliseconds, so no time zone is involved).
+ROW_COLUMNS = ["key", "value", "topic", "partition", "offset", "unix_millis(timestamp) AS ts",
+               "timestampType"]
+
+
+def spark_rows(df, *, include_headers: bool = False) -> list[tuple]:
+    cols = ROW_COLUMNS + (["headers"] if include_headers else [])
+    out = []
+    for r in df.selectExpr(*cols).collect():
+        row = (r.key, r.value, r.topic, r.partition, r.offset, r.ts, r.timestampType)
+        if include_headers:
+            row += ([(h.key, h.value) for h in r.headers] if r.headers is not None else None,)
+        out.append(tuple(bytes(v) if isinstance(v, bytearray) else v for v in row))
+    return sorted(out, key=lambda t: (t[2], t[3], t[4]))
