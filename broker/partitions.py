@@ -9,8 +9,8 @@ the leader epoch to stamp on appends, or the error Kafka answers with:
   answer carries that leader, for the v12+/v16+ hint fields), or nobody does;
 - FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: the client believes in an older
   / newer leader epoch than the metadata says (KIP-320);
-- KAFKA_STORAGE_ERROR: this broker leads it but has no log for it (a log dir
-  that failed).
+- NOT_LEADER_OR_FOLLOWER also while this broker is named leader but has not
+  opened its replica yet (just placed here).
 
 Leadership comes from the metadata store (the embedded store leads every
 partition at epoch 0; the ZooKeeper store follows the controller's partition
@@ -96,5 +96,7 @@ class PartitionLayer:
                 return LeaderLookup(code, leader_epoch=meta.leader_epoch)
         log = self._logs.get_log(topic, partition)
         if log is None:
-            return LeaderLookup(ErrorCode.KAFKA_STORAGE_ERROR, leader_epoch=meta.leader_epoch)
+            # Named leader, but its replica is not open here yet (the metadata
+            # worker is creating it): not a leader until it is, as in Kafka.
+            return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
         return LeaderLookup(ErrorCode.NONE, log, meta.leader_epoch)

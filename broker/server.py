@@ -90,10 +90,11 @@ def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
     """The embedded store (one broker), or the cluster's ZooKeeper."""
     if not cfg.zookeeper_connect:
         return EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, node)
+    # Registered in /brokers/ids only once this broker serves (Broker.start).
     return ZooKeeperMetadataStore(
         cfg.zookeeper_connect, cfg.broker_id, node,
         session_timeout_ms=cfg.zookeeper_session_timeout_ms,
-        connection_timeout_ms=cfg.zookeeper_connection_timeout_ms)
+        connection_timeout_ms=cfg.zookeeper_connection_timeout_ms, register=False)
 
 
 class Broker:
@@ -108,11 +109,11 @@ class Broker:
         self.controller: Controller | None = None
         self.replica_sync: LocalReplicaSync | None = None
         self.registry: ConsumerRegistry | None = None
+        self._stopping = False
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
         store = _open_store(cfg, self.node)
-        self._store = store
         dynamic = DynamicBrokerConfig(cfg, store, on_change=self._apply_config)
         self.cfg = cfg = dynamic.current
         logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
@@ -145,20 +146,26 @@ class Broker:
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for
-        partitions placed here, deleted topics' logs removed), and stand for
-        controller."""
+        partitions placed here, configs, deleted topics' logs removed). The
+        broker registers and stands for controller later, once it serves."""
         self.replica_sync = LocalReplicaSync(topics.sync_local_replicas)
-        store.on_partition_state(self.replica_sync.changed)
-        store.on_topic_change(self.replica_sync.changed)  # configs, deletions
+        store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
         store.on_broker_config_change(self._dynamic_configs_changed)
         self.replica_sync.start()
         self.replica_sync.changed()  # what changed while this broker was down
         self.controller = Controller(
             store.zk, self.cfg.broker_id,
             unclean_leader_election=lambda topic: self._unclean_election(store, topic))
-        self.controller.start()
         self.registry = ConsumerRegistry(
             store.zk, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
+
+    def _register_in_cluster(self) -> None:
+        """Announce this broker (its logs and groups are loaded), then stand for
+        controller."""
+        store = self.services.store
+        assert isinstance(store, ZooKeeperMetadataStore)
+        store.register()
+        self.controller.start()
 
     def _kafka_gauges(self, metrics: BrokerMetrics, store: MetadataStore, logs: LogManager,
                       partitions: PartitionLayer) -> None:
@@ -203,13 +210,13 @@ class Broker:
 
     def _dynamic_configs_changed(self) -> None:
         # On ZooKeeper's event thread: the reload reads two znodes, then applies.
-        if self.services is not None:
+        if self.services is not None and not self._stopping:
             self.services.dynamic_config.reload()
 
     def _unclean_election(self, store: MetadataStore, topic: str) -> bool:
         meta = store.topic(topic)
         cfg = self.cfg.topic_config(meta.configs if meta is not None else {})
-        return bool(getattr(cfg, "unclean_leader_election_enable", False))
+        return bool(cfg.unclean_leader_election_enable)
 
     def _apply_config(self, cfg) -> None:
         """A dynamic broker config changed: every holder of the config switches
@@ -232,7 +239,9 @@ class Broker:
         if topics.get(OFFSETS_TOPIC) is not None:
             return
         try:
-            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, -1, {
+            # One replica until partitions replicate (offsets.topic.replication.factor
+            # then); not the default replication factor, which may be larger.
+            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, 1, {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(self.cfg.offsets_topic_segment_bytes),
             })
@@ -299,6 +308,14 @@ class Broker:
         self.network.max_connections = cfg.max_connections
         self.network.max_connections_per_ip = cfg.max_connections_per_ip
         self.network.set_handler(Dispatcher(self.services))
+        if self.controller is not None:
+            # As Kafka does: register once the logs and groups are loaded, then
+            # process requests (connections wait in the listen backlog meanwhile).
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._register_in_cluster)
+            except BaseException:
+                await self.stop()  # a duplicate broker.id: leave the logs cleanly shut
+                raise
         await self.network.start()
         m = self.services.metrics
         for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out",
@@ -317,6 +334,7 @@ class Broker:
     async def stop(self) -> bool:
         """Stop everything; False when writes failed on the way (the log says which)."""
         failures: list[str] = []
+        self._stopping = True
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         if self.coordinator is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import weakref
 
 from config import ConfigError
@@ -17,12 +18,11 @@ from protocol.errors import ErrorCode
 from protocol.topic_name import collision_key, topic_name_error
 
 from .cluster.assignment import AssignmentError, check_assignment
-from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
-                       UnknownTopicError)
+from .metadata import (INTERNAL_TOPICS, MetadataStore, MetadataUnavailableError,
+                       TopicExistsError, TopicMeta, UnknownTopicError)
 
 log = logging.getLogger("broker.topics")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # Each partition is a directory with open files: a request for millions of them is
 # a mistake or an attack, answered with INVALID_PARTITIONS rather than obeyed.
 MAX_PARTITIONS_PER_TOPIC = 10000
@@ -110,13 +110,21 @@ class TopicService:
         is incomplete; deleting data on a guess is not worth the risk."""
         with self._lock:
             known = self.store.topics()
-            local_topics = {t for t, _ in self.logs.all_logs()}
+            local: dict[str, list] = {}
+            for (t, _), lg in self.logs.all_logs().items():
+                local.setdefault(t, []).append(lg)
+            local_topics = set(local)
             for name, meta in known.items():
-                stale = [lg for (t, _), lg in self.logs.all_logs().items()
-                         if t == name and lg.topic_id is not None and lg.topic_id != meta.topic_id]
+                stale = [lg for lg in local.get(name, ())
+                         if lg.topic_id is not None and lg.topic_id != meta.topic_id]
                 if stale:
-                    log.info("topic %s was re-created (new topic id): deleting its old logs", name)
-                    self.logs.delete_topic(name)
+                    # Re-created under the same name while this broker was away, or
+                    # an id rewritten by a tool: which one cannot be told from here,
+                    # so the old data is kept aside, never deleted on a guess.
+                    log.error("topic %s has topic id %s in the metadata but %s here: its "
+                              "logs here are set aside as *-stray directories", name,
+                              meta.topic_id, stale[0].topic_id)
+                    self.logs.set_aside_topic(name)
                 self._open_logs(meta, range(meta.num_partitions))
             # a config altered through another broker applies here too
             self.logs.update_topic_configs({name: self.topic_config(meta)
@@ -213,6 +221,17 @@ class TopicService:
             self._open_logs(meta, range(num_partitions))
             log.info("created topic %s with %d partitions", name, num_partitions)
             return meta
+
+    def wait_for_leaders(self, name: str, deadline: float) -> bool:
+        """Whether every partition of ``name`` has a leader by ``deadline``
+        (time.monotonic()); at once on the embedded store."""
+        while True:
+            placed = self.store.partitions(name)
+            if placed and all(p.leader >= 0 for p in placed.values()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def get_or_create(self, name: str) -> TopicMeta | None:
         """Metadata's and Produce's auto-creation, when the broker allows it."""

@@ -30,6 +30,18 @@ wait_port() {  # host port what seconds
     done
 }
 
+wait_started() {  # broker dir, what, seconds: up means registered and serving
+    local deadline=$((SECONDS + $3))
+    until grep -q "samsa broker .* started" "$1/broker.log" 2>/dev/null; do
+        if ! kill -0 "$(cat "$1/pid")" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+            echo "cluster: $2 did not start; the end of $1/broker.log:" >&2
+            tail -5 "$1/broker.log" >&2
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+
 stop_pid() {  # pidfile
     [ -f "$1" ] || return 0
     local pid
@@ -89,7 +101,7 @@ EOF
         bootstrap="$bootstrap${bootstrap:+,}127.0.0.1:$port"
     done
     for i in $(seq 0 $((BROKERS - 1))); do
-        wait_port 127.0.0.1 $((PORT_BASE + i)) "broker $i" 60
+        wait_started "$dir/broker-$i" "broker $i" 60
     done
     echo "cluster: ZooKeeper on 127.0.0.1:$ZK_PORT (chroot /samsa), brokers on $bootstrap"
     echo "cluster: data and logs in $dir; stop with: ./scripts/cluster.sh stop $dir"

@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 DELETE_DIR_SUFFIX = "-delete"
-_IGNORED_DIR_SUFFIXES = ("-future", "-stray")
+STRAY_DIR_SUFFIX = "-stray"
+_IGNORED_DIR_SUFFIXES = ("-future", STRAY_DIR_SUFFIX)
 
 
 class _Scheduler(threading.Thread):
@@ -309,6 +310,15 @@ class LogManager:
 
     def delete_topic(self, topic: str) -> int:
         """Remove every partition of ``topic``: rename the directories now, delete later."""
+        return self._retire_topic(topic, DELETE_DIR_SUFFIX)
+
+    def set_aside_topic(self, topic: str) -> int:
+        """Take every partition of ``topic`` out of service without deleting it:
+        the directories are renamed ``<topic>-<p>.<id>-stray`` (as Kafka names
+        stray logs), which start-up ignores, so an operator can still recover them."""
+        return self._retire_topic(topic, STRAY_DIR_SUFFIX)
+
+    def _retire_topic(self, topic: str, suffix: str) -> int:
         with self._lock:
             keys = [k for k in self._logs if k[0] == topic]
             self._topic_configs.pop(topic, None)
@@ -319,13 +329,16 @@ class LogManager:
                     self.cleaner.forget(*key)
                 with lg._lock:
                     lg.closed = True
-                target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+                target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{suffix}")
                 try:
                     os.rename(lg.dir, target)
                     fsync_dir(d)
                 except OSError as exc:
-                    log.warning("could not rename %s for deletion: %s", lg.dir, exc)
+                    log.warning("could not rename %s to %s: %s", lg.dir, target, exc)
                     target = lg.dir
+                if suffix != DELETE_DIR_SUFFIX:
+                    self._schedule(lg.close_handles, 0)
+                    continue
 
                 def remove(lg=lg, target=target):
                     lg.close_handles()

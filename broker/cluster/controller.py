@@ -33,10 +33,11 @@ from typing import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
-                              NodeExistsError)
+                              NodeExistsError, NotEmptyError)
 from kazoo.protocol.states import ZnodeStat
 
 from broker.metadata import zk_layout as z
+from broker.metadata.store import INTERNAL_TOPICS
 
 from .elections import (LeaderAndIsr, elect_offline, elect_preferred, initial_state,
                         remove_from_isr)
@@ -44,8 +45,6 @@ from .elections import (LeaderAndIsr, elect_offline, elect_preferred, initial_st
 log = logging.getLogger("broker.cluster.controller")
 
 Partition = tuple[str, int]
-# Their records are the coordinators' state: never deleted on a marker's say-so.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class NotControllerError(Exception):
@@ -329,17 +328,32 @@ class Controller:
             if topic in INTERNAL_TOPICS:
                 log.warning("controller: refusing to delete internal topic %s", topic)
             else:
-                for path in (z.topic_path(topic), z.topic_config_path(topic)):
-                    try:
-                        self.zk.delete(path, recursive=True)
-                    except NoNodeError:
-                        pass
+                try:
+                    for path in (z.topic_path(topic), z.topic_config_path(topic)):
+                        self._delete_tree(path)
+                except NotEmptyError:
+                    log.warning("controller: topic %s keeps gaining znodes; deletion left "
+                                "pending", topic)
+                    continue  # the marker stays: the next controller tries again
                 self._forget_topic(topic)
                 log.info("controller: deleted topic %s", topic)
             try:
                 self.zk.delete(z.delete_topic_path(topic))
             except NoNodeError:
                 pass
+
+    def _delete_tree(self, path: str) -> None:
+        """Delete a znode and its children; a child created meanwhile (by a
+        tool) makes it try again, a few times, then NotEmptyError."""
+        for attempt in range(5):
+            try:
+                self.zk.delete(path, recursive=True)
+                return
+            except NoNodeError:
+                return
+            except NotEmptyError:
+                if attempt == 4:
+                    raise
 
     # ---------------------------------------------------------------- writing
 
@@ -388,7 +402,15 @@ class Controller:
         return results
 
     def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:
-        self.zk.ensure_path(z.partition_path(*tp))
+        # Not ensure_path: that would re-create the topic's own znode (empty) if
+        # the topic has just been deleted, leaving its name unusable.
+        for path in (z.partitions_path(tp[0]), z.partition_path(*tp)):
+            try:
+                self.zk.create(path)
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                return  # the topic is gone
         txn = self.zk.transaction()
         txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
         txn.create(z.partition_state_path(*tp), self._state_bytes(state))
@@ -397,6 +419,8 @@ class Controller:
         except NodeExistsError:
             self._read_state(tp)  # created meanwhile (an older controller's write)
             return
+        except NoNodeError:
+            return  # deleted meanwhile
         self._states[tp] = (state, 0)
         log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1], state.leader,
                  list(state.isr))

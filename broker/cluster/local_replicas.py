@@ -14,6 +14,8 @@ from typing import Callable
 
 log = logging.getLogger("broker.cluster.local_replicas")
 
+RETRY_S = 1.0  # after a failed pass (a log dir that refused a new partition, say)
+
 
 class LocalReplicaSync:
     def __init__(self, reconcile: Callable[[], None], name: str = "samsa-local-replicas") -> None:
@@ -43,5 +45,9 @@ class LocalReplicaSync:
             self._wake.clear()
             try:
                 self._reconcile()
-            except Exception:  # noqa: BLE001 - the next change tries again
-                log.exception("bringing local logs in line with the metadata failed")
+            except Exception:  # noqa: BLE001 - tried again shortly
+                log.exception("bringing local logs in line with the metadata failed; "
+                              "trying again in %.0f s", RETRY_S)
+                if self._wake.wait(RETRY_S) and self._stopped:
+                    return
+                self._wake.set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from typing import Callable
 
 from protocol.errors import ErrorCode
@@ -40,6 +41,26 @@ class CoordinatorLocator:
         self._count = offsets_partitions
         self._create = create_offsets_topic
         self._default = default_partitions
+        self._creating = False
+        self._creating_lock = threading.Lock()
+
+    def _create_in_background(self) -> None:
+        """Create the topic off the network loop (ZooKeeper round trips), once at
+        a time; the clients asking meanwhile retry FindCoordinator."""
+        with self._creating_lock:
+            if self._creating:
+                return
+            self._creating = True
+
+        def create() -> None:
+            try:
+                self._create()
+            except Exception as e:  # noqa: BLE001 - the next FindCoordinator tries again
+                log.warning("could not create %s: %s", OFFSETS_TOPIC, e)
+            finally:
+                with self._creating_lock:
+                    self._creating = False
+        threading.Thread(target=create, name="samsa-create-offsets-topic", daemon=True).start()
 
     def partition_count(self) -> int:
         """How many partitions group ids are spread over: the topic's, or the
@@ -55,10 +76,7 @@ class CoordinatorLocator:
 
     def locate(self, group_id: str) -> CoordinatorAnswer:
         if self._count() is None:
-            try:
-                self._create()
-            except Exception as e:  # noqa: BLE001 - the client retries FindCoordinator
-                log.warning("could not create %s: %s", OFFSETS_TOPIC, e)
+            self._create_in_background()
             return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         meta = self._partitions.partition(OFFSETS_TOPIC, self.partition_of(group_id))
         if meta is None or meta.leader < 0:

@@ -177,13 +177,10 @@ class ConsumerRegistry:
             if stat.ephemeralOwner == self.zk.client_id[0]:
                 self.zk.set(path, data, version=stat.version)
             else:
-                # Another session holds it (a coordinator that is going away):
-                # replace it, since we are the group's coordinator now.
-                try:
-                    self.zk.delete(path, version=stat.version)
-                    self.zk.create(path, data, ephemeral=True, makepath=True)
-                except (NoNodeError, NodeExistsError, KazooException) as e:
-                    log.warning("could not publish %s: %s", path, e)
+                # Another session holds it: a previous coordinator whose session
+                # has not ended yet, or a real 0.8 consumer of a group by the same
+                # name. Never take it: that consumer's ownership is its own.
+                log.warning("not publishing %s: held by another ZooKeeper session", path)
 
     def _delete(self, path: str) -> None:
         try:

@@ -1,18 +1,26 @@
 """CreateTopics, DeleteTopics and CreatePartitions: the topic lifecycle."""
 from __future__ import annotations
 
+import time
+
 from config import describe_topic_config
 from protocol.errors import ErrorCode
 from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
                                DeleteTopicsResponse)
 
 from ..topics import TopicError
+from .context import off_loop
 
 
 async def handle_create_topics(ctx, req):
+    return await off_loop(_create_topics, ctx, req)
+
+
+def _create_topics(ctx, req):
     topics = ctx.broker.topics
     R = CreateTopicsResponse
     results = []
+    created = []  # results of topics created now (not validate_only)
     seen = set()
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
@@ -43,6 +51,7 @@ async def handle_create_topics(ctx, req):
             result.replication_factor = factor
             if meta is not None:
                 result.topic_id = meta.topic_id
+                created.append(result)
             result.configs = [
                 R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                         config_source=e.source, is_sensitive=e.is_sensitive)
@@ -50,10 +59,24 @@ async def handle_create_topics(ctx, req):
         except TopicError as e:
             result.error_code, result.error_message = e.code, e.message
         results.append(result)
+    # As Kafka does, answer once the new topics have leaders (a client producing
+    # right after CreateTopics should not meet LEADER_NOT_AVAILABLE), up to the
+    # request's timeout; then REQUEST_TIMED_OUT (the topic stays created).
+    if created and req.timeout_ms > 0:
+        deadline = time.monotonic() + req.timeout_ms / 1000
+        for r in created:
+            if not topics.wait_for_leaders(r.name, deadline):
+                r.error_code = ErrorCode.REQUEST_TIMED_OUT
+                r.error_message = (f"Topic {r.name} was created, but not all its partitions "
+                                   f"had a leader within {req.timeout_ms} ms.")
     return R(throttle_time_ms=0, topics=results)
 
 
 async def handle_delete_topics(ctx, req):
+    return await off_loop(_delete_topics, ctx, req)
+
+
+def _delete_topics(ctx, req):
     topics = ctx.broker.topics
     R = DeleteTopicsResponse
     if ctx.version >= 6:
@@ -81,6 +104,10 @@ async def handle_delete_topics(ctx, req):
 
 
 async def handle_create_partitions(ctx, req):
+    return await off_loop(_create_partitions, ctx, req)
+
+
+def _create_partitions(ctx, req):
     topics = ctx.broker.topics
     R = CreatePartitionsResponse
     results = []

@@ -14,6 +14,7 @@ from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
 
 from ..topics import TopicError, name_error
+from .context import off_loop
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -96,6 +97,10 @@ def _alter(broker, resource, new_configs_fn, validate_only):
 
 
 async def handle_alter_configs(ctx, req):
+    return await off_loop(_alter_configs, ctx, req)
+
+
+def _alter_configs(ctx, req):
     """AlterConfigs replaces a topic's whole set of overrides."""
     R = AlterConfigsResponse
     out = []
@@ -131,6 +136,10 @@ def _incremental(ops):
 
 
 async def handle_incremental_alter_configs(ctx, req):
+    return await off_loop(_incremental_alter_configs, ctx, req)
+
+
+def _incremental_alter_configs(ctx, req):
     R = IncrementalAlterConfigsResponse
     out = []
     for res in req.resources:

@@ -1,8 +1,11 @@
 """What a handler gets: the request header, its connection, and the broker's services."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -14,3 +17,10 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+
+async def off_loop(fn: Callable[..., T], *args: object) -> T:
+    """Run a handler's blocking part (metadata store writes: ZooKeeper round
+    trips, waiting for the controller) on a worker thread, so the processor
+    loop keeps serving its other connections meanwhile."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

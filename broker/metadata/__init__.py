@@ -1,6 +1,8 @@
-from .store import (BrokerEndpoint, MetadataStore, MetadataUnavailableError, PartitionMeta,
-                    TopicExistsError, TopicMeta, UnknownTopicError, kafka_id, new_cluster_id)
+from .store import (INTERNAL_TOPICS, BrokerEndpoint, MetadataStore, MetadataUnavailableError,
+                    PartitionMeta, TopicExistsError, TopicMeta, UnknownTopicError, kafka_id,
+                    new_cluster_id)
 from .embedded import EmbeddedMetadataStore
 
-__all__ = ["BrokerEndpoint", "MetadataStore", "MetadataUnavailableError", "PartitionMeta", "TopicExistsError", "TopicMeta",
-           "UnknownTopicError", "kafka_id", "new_cluster_id", "EmbeddedMetadataStore"]
+__all__ = ["INTERNAL_TOPICS", "BrokerEndpoint", "MetadataStore", "MetadataUnavailableError",
+           "PartitionMeta", "TopicExistsError", "TopicMeta", "UnknownTopicError", "kafka_id",
+           "new_cluster_id", "EmbeddedMetadataStore"]

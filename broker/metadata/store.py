@@ -12,6 +12,11 @@ import dataclasses
 import uuid
 
 
+# Topics whose records are a coordinator's state: never written by clients,
+# never deleted.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 @dataclasses.dataclass(frozen=True)
 class BrokerEndpoint:
     node_id: int

@@ -36,18 +36,17 @@ from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
-                              NodeExistsError, NotEmptyError)
+                              NodeExistsError)
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..cluster.assignment import assign_replicas
 from . import zk_layout as z
-from .store import (BrokerEndpoint, MetadataStore, MetadataUnavailableError, PartitionMeta,
-                    TopicExistsError,
-                    TopicMeta, UnknownTopicError, kafka_id, new_cluster_id)
+from .store import (INTERNAL_TOPICS, BrokerEndpoint, MetadataStore, MetadataUnavailableError,
+                    PartitionMeta, TopicExistsError, TopicMeta, UnknownTopicError, kafka_id,
+                    new_cluster_id)
 
 log = logging.getLogger("broker.metadata.zookeeper")
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class ZooKeeperStoreError(Exception):
@@ -83,7 +82,11 @@ def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
 class ZooKeeperMetadataStore(MetadataStore):
     def __init__(self, connect: str, broker_id: int, endpoint: BrokerEndpoint, *,
                  session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, register: bool = True) -> None:
+        """register=False: connect and follow the cluster, but register the broker
+        only when register() is called (a broker does once it can serve: Kafka
+        registers after its logs are loaded, or the controller would send clients
+        to a broker still recovering)."""
         hosts, chroot = z.parse_connect(connect)
         self.broker_id = broker_id
         self._endpoint = endpoint
@@ -104,6 +107,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
         self._closed = False
+        self._registered = False
         self._session_lost = False
         timeout = (connection_timeout_ms if connection_timeout_ms is not None
                    else session_timeout_ms) / 1000
@@ -122,13 +126,19 @@ class ZooKeeperMetadataStore(MetadataStore):
             for path in z.PERSISTENT_PATHS:
                 self.zk.ensure_path(path)
             self.cluster_id = self._read_or_create_cluster_id()
-            self._register_at_start()
+            if register:
+                self._register_at_start()
             self.zk.add_listener(self._on_state)
             self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
             self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
             self.zk.DataWatch(z.CONTROLLER, self._on_controller)
             self._seen_config_changes = set(self.zk.get_children(z.CONFIG_CHANGES))
             self.zk.ChildrenWatch(z.CONFIG_CHANGES, self._on_config_changes)
+        except (KazooException, KazooTimeoutError) as e:
+            self.close()
+            raise ZooKeeperStoreError(f"ZooKeeper at {connect} failed while this broker was "
+                                      f"starting ({type(e).__name__}); is it overloaded or "
+                                      f"is zookeeper.session.timeout.ms too short?") from None
         except BaseException:
             self.close()
             raise
@@ -167,6 +177,14 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.broker_id, (("PLAINTEXT", e.host, e.port),), {"PLAINTEXT": "PLAINTEXT"},
             e.rack, int(self._clock() * 1000)))
 
+    def register(self) -> None:
+        """Announce this broker in /brokers/ids (see __init__'s register)."""
+        try:
+            self._register_at_start()
+        except (KazooException, KazooTimeoutError) as e:
+            raise ZooKeeperStoreError(f"registering broker {self.broker_id} in ZooKeeper "
+                                      f"failed ({type(e).__name__})") from None
+
     def _register_at_start(self) -> None:
         """Register, waiting out a registration left by this broker's previous
         run (killed: its session lives until ZooKeeper expires it). One that
@@ -176,7 +194,15 @@ class ZooKeeperMetadataStore(MetadataStore):
         while True:
             try:
                 self._register()
+                self._registered = True
                 return
+            except (KazooException, KazooTimeoutError):
+                # the connection dropped (a loaded machine, a short session timeout):
+                # kazoo reconnects, try again within the same deadline
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
             except BrokerIdInUseError:
                 if time.monotonic() > deadline:
                     raise
@@ -205,7 +231,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         # Runs on kazoo's connection thread: no blocking calls here.
         if state == KazooState.LOST:
             self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closed \
+                and self._registered:
             self._session_lost = False
             self.zk.handler.spawn(self._recover_session)
 
@@ -331,27 +358,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.zk.DataWatch(z.partition_state_path(topic, partition), on_state)
 
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
-        replicas = self._assignments.get(topic, {})
-        states = self._states
         live = {b.node_id for b in self._brokers}
-        out = {}
-        for p, reps in replicas.items():
-            state = states.get((topic, p))
-            offline = tuple(r for r in reps if r not in live)
-            if state is None:  # the controller has not brought it online (yet)
-                out[p] = PartitionMeta(reps, -1, -1, (), offline)
-            else:
-                out[p] = PartitionMeta(reps, state.leader, state.leader_epoch, state.isr, offline)
-        return out
+        return {p: self._partition_meta(topic, p, reps, live)
+                for p, reps in self._assignments.get(topic, {}).items()}
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         replicas = self._assignments.get(topic, {}).get(partition)
         if replicas is None:
             return None
+        return self._partition_meta(topic, partition, replicas,
+                                    {b.node_id for b in self._brokers})
+
+    def _partition_meta(self, topic: str, partition: int, replicas: tuple[int, ...],
+                        live: set[int]) -> PartitionMeta:
         state = self._states.get((topic, partition))
-        live = {b.node_id for b in self._brokers}
         offline = tuple(r for r in replicas if r not in live)
-        if state is None:
+        if state is None:  # the controller has not brought it online (yet)
             return PartitionMeta(replicas, -1, -1, (), offline)
         return PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr, offline)
 
@@ -429,9 +451,13 @@ class ZooKeeperMetadataStore(MetadataStore):
             log.warning("ignoring topic: %s", e)
             return None
         if assignment.topic_id is None:
-            # Written by a tool that predates topic ids: give it one, as
-            # Kafka's controller does, conditionally on what we read.
-            assignment = z.TopicAssignment(assignment.partitions, kafka_id(uuid.uuid4()),
+            # Written by a tool that predates topic ids (a new topic, or an old
+            # kafka-topics --alter rewriting a known one): give it an id, as Kafka's
+            # controller does, conditionally on what we read. A topic we know keeps
+            # its id: a new one would make its logs look like another topic's.
+            known = self._topics.get(name)
+            topic_id = known.topic_id if known is not None else uuid.uuid4()
+            assignment = z.TopicAssignment(assignment.partitions, kafka_id(topic_id),
                                            assignment.adding_replicas,
                                            assignment.removing_replicas)
             try:
@@ -500,32 +526,29 @@ class ZooKeeperMetadataStore(MetadataStore):
                 name, topic_id, num_partitions, dict(configs), is_internal)
 
     @_retriable_on_zookeeper_errors
-    def delete_topic(self, name) -> TopicMeta:
+    def delete_topic(self, name, timeout: float = 30.0) -> TopicMeta:
+        """Kafka's deletion: mark the topic under /admin/delete_topics and let the
+        controller delete it (it alone writes partition states, so nothing
+        re-creates what it deletes); answered once the topic's znode is gone."""
         with self._lock:
             meta = self._reload_topic(name)
             if meta is None:
                 raise UnknownTopicError(name)
-            # Carried out here (the controller would do the same on the marker);
-            # the marker is written first so tools see it as Kafka shows it.
             try:
                 self.zk.create(z.delete_topic_path(name), makepath=True)
             except NodeExistsError:
-                pass
-            self._delete_recursive(z.topic_path(name))
-            self._delete_recursive(z.topic_config_path(name))
-            self._delete_recursive(z.delete_topic_path(name))
-            self._drop(name)
-            return meta
-
-    def _delete_recursive(self, path: str) -> None:
-        for _ in range(5):
-            try:
-                self.zk.delete(path, recursive=True)
-                return
-            except NoNodeError:
-                return
-            except NotEmptyError:  # a child appeared meanwhile
-                continue
+                pass  # already marked: wait for the same deletion
+        deadline = time.monotonic() + timeout
+        while True:
+            gone = threading.Event()
+            if not self.zk.exists(z.topic_path(name), watch=lambda _event: gone.set()):
+                break
+            if not gone.wait(max(0.0, deadline - time.monotonic())):
+                raise MetadataUnavailableError(
+                    f"topic {name} is marked for deletion, but no controller deleted it "
+                    f"within {timeout:g} s")
+        self._drop(name)
+        return meta
 
     @_retriable_on_zookeeper_errors
     def set_partition_count(self, name, count, assignment=None) -> TopicMeta:

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient
 
 from broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
                              UnknownTopicError, kafka_id)
+from broker.cluster.controller import Controller
 from broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
 from tests.support.waiting import wait_until
 
@@ -26,6 +27,7 @@ class _Stores:
         self.tmp_path = tmp_path
         self.opened = []
         self.connect = None
+        self.controller = None
         if kind == "zookeeper":
             self.connect = request.getfixturevalue("zookeeper").connect + "/samsa-test"
 
@@ -37,6 +39,14 @@ class _Stores:
         else:
             store = ZooKeeperMetadataStore(self.connect, broker_id, endpoint,
                                            session_timeout_ms=6000)
+            if self.controller is None:
+                # A cluster always has one: it carries out deletions (and
+                # writes partition states), as Kafka's does. Its own session,
+                # so that closing a store (a broker restart) leaves it running.
+                self.controller_zk = KazooClient(hosts=self.connect)
+                self.controller_zk.start(timeout=20)
+                self.controller = Controller(self.controller_zk, 1000)
+                self.controller.start()
         self.opened.append(store)
         return store
 
@@ -45,6 +55,10 @@ class _Stores:
         return self.open(store.broker_id)
 
     def close_all(self):
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller_zk.stop()
+            self.controller_zk.close()
         for s in self.opened:
             s.close()
 
@@ -213,8 +227,11 @@ def test_topics_written_by_a_tool_are_picked_up(zk_stores, kazoo):
     assert meta.num_partitions == 2 and meta.configs == {}
     # It was given a topic id, written back in Kafka's format.
     assert _json(kazoo, "/samsa-test/brokers/topics/legacy")["topic_id"] == kafka_id(meta.topic_id)
-    kazoo.delete("/samsa-test/brokers/topics/legacy")
+    # ... and deleted it the way such a tool does: a marker the controller acts on.
+    kazoo.create("/samsa-test/admin/delete_topics/legacy")
     wait_until(lambda: store.topic("legacy") is None, what="the tool's deletion")
+    wait_until(lambda: not kazoo.exists("/samsa-test/admin/delete_topics/legacy"),
+               what="the marker removed once the deletion is done")
 
 
 def test_an_expired_session_registers_again(zk_stores, kazoo):
@@ -267,16 +284,9 @@ def test_partitions_name_replicas_leader_epoch_and_isr(stores):
     if stores.kind == "embedded":
         parts = store.partitions("p")
     else:
-        # Online once a controller wrote their state; until then: no leader.
-        assert all(p.leader == -1 for p in store.partitions("p").values())
-        from broker.cluster.controller import Controller
-        controller = Controller(store.zk, 4)
-        controller.start()
-        try:
-            parts = wait_until(lambda: (ps := store.partitions("p")) and all(
-                p.leader >= 0 for p in ps.values()) and ps, what="the controller's states")
-        finally:
-            controller.stop()
+        # Online once the controller wrote their state (until then: no leader).
+        parts = wait_until(lambda: (ps := store.partitions("p")) and all(
+            p.leader >= 0 for p in ps.values()) and ps, what="the controller's states")
     assert sorted(parts) == [0, 1, 2]
     for p in parts.values():
         assert (p.replicas, p.leader, p.leader_epoch, p.isr, p.offline_replicas) == (

@@ -37,6 +37,15 @@ def _consecutive_free_ports(n: int) -> int:
     raise AssertionError("no run of free ports")
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited orphan not yet reaped is gone for a user)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _run(*args, env):
     return subprocess.run([str(SCRIPT), *args], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=180)
@@ -72,10 +81,12 @@ def test_cluster_script_starts_three_brokers_and_stops_them(tmp_path: Path):
         c.close()
         assert sorted(got) == sorted(b"%d" % i for i in range(30))
     finally:
+        pids = [int(f.read_text()) for f in where.glob("*/pid")]
         stopped = _run("stop", str(where), env=env)
     assert stopped.returncode == 0, stopped.stderr
-    pids = [int(f.read_text()) for f in where.glob("*/pid")]
-    assert pids == []  # pid files go with their processes
-    for i in range(3):
+    assert len(pids) == 4  # ZooKeeper and three brokers
+    for pid in pids:
+        assert not _running(pid), f"process {pid} left running"
+    for port in [int(env["ZK_PORT"])] + [base + i for i in range(3)]:
         with socket.socket() as s:
-            assert s.connect_ex(("127.0.0.1", base + i)) != 0, f"broker {i} still listening"
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still served"

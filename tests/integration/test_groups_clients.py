@@ -269,7 +269,10 @@ def _commit_start(bootstrap, group, topic, partitions=PARTITIONS):
     gets the partition back later, those stale records are delivered ahead of the
     committed offset the broker returned (seen in its debug log: "outdated offset
     response: (re)starting offset query timer" after "Stopping fetch"). That is a client
-    bug the strict check below would blame on the coordinator."""
+    bug the strict check below would blame on the coordinator. (librdkafka's
+    ListOffsets reply handler retries the query on ERR__OUTDATED regardless of the
+    partition's fetch state; seen with confluent-kafka 2.16.1 / librdkafka 2.16.0:
+    drop this when a release fixes it.)"""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "enable.auto.commit": False})
     try:
@@ -285,7 +288,9 @@ def _churn(bootstrap, loop_fn, extra=None):
     topic, group = _name("churn"), _name("g")
     _create_topic(bootstrap, topic)
     _produce(bootstrap, topic, RECORDS)
-    _commit_start(bootstrap, group, topic)
+    if loop_fn is _confluent_member:
+        # (kafka-python and aiokafka keep exercising the offset-reset path under churn)
+        _commit_start(bootstrap, group, topic)
     tracker = Tracker(RECORDS)
     slow = threading.Event()
     slow.set()

@@ -841,8 +841,12 @@ def test_committed_offsets_survive_a_coordinator_crash(cluster_factory):
                     got.append(msg.value())
             if expect:
                 c.commit(asynchronous=False)
-            else:  # nothing past the committed offsets: wait for an assignment, then see nothing
-                wait_until(lambda: c.poll(0.2) is None and c.assignment(), 30, "an assignment")
+            else:  # nothing past the committed offsets: no record at all, ever
+                def assigned():
+                    msg = c.poll(0.2)
+                    assert msg is None, f"redelivered: {msg.value() if not msg.error() else msg.error()}"
+                    return c.assignment()
+                wait_until(assigned, 30, "an assignment")
                 assert c.poll(2.0) is None
         finally:
             c.close()
@@ -889,3 +893,38 @@ def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
     wait_until(lambda: not zk.exists("/admin/delete_topics/__consumer_offsets"),
                what="the internal topic's marker dropped")
     assert zk.exists("/brokers/topics/__consumer_offsets")
+
+
+def test_a_topic_deleted_while_coming_online_leaves_its_name_usable(zk_cluster: Cluster):
+    """DeleteTopics right after CreateTopics, while the controller is still writing
+    the partitions' states: the deletion completes and the name can be used again
+    (a controller write must never re-create the deleted topic's znode)."""
+    admin = AdminClient({"bootstrap.servers": zk_cluster.bootstrap})
+    zk = zk_cluster.zk_client()
+    topic = _name("flash")
+    for _ in range(3):
+        admin.create_topics([NewTopic(topic, 60, 1)])[topic].result(30)
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+        assert not zk.exists(f"/brokers/topics/{topic}")
+        assert not zk.exists(f"/admin/delete_topics/{topic}")
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    assert zk_cluster.wait_for_leaders(topic, 2)
+
+
+def test_a_tool_rewriting_a_topic_without_its_id_loses_no_data(zk_cluster: Cluster):
+    """A Kafka 2.x tool (kafka-topics --zookeeper --alter) rewrites the topic's znode
+    without topic_id: the topic keeps its id, and no broker takes its logs for
+    another topic's."""
+    topic = _name("rewritten")
+    _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
+    zk_cluster.wait_for_leaders(topic, 3)
+    acks = _produce_keyed(zk_cluster.bootstrap, topic, 90)
+    zk = zk_cluster.zk_client()
+    before = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+    zk.set(f"/brokers/topics/{topic}", json.dumps(
+        {"version": 1, "partitions": before["partitions"]}).encode())
+    wait_until(lambda: json.loads(zk.get(f"/brokers/topics/{topic}")[0]).get("topic_id")
+               == before["topic_id"], what="the known topic id written back")
+    time.sleep(0.5)  # let every broker's metadata worker pass over the change
+    got = _read_all(zk_cluster.bootstrap, topic, 3)
+    assert len(got) == len(acks.acked) == 90
