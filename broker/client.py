@@ -31,8 +31,16 @@ class SimpleClient:
         if not port.isdigit():
             raise ValueError(f"expected host:port, got {bootstrap!r}")
         self.address = bootstrap
-        self.sock = socket.create_connection((host or "localhost", int(port)), timeout=timeout)
+        self._endpoint = (host or "localhost", int(port))
+        self._timeout = timeout
         self.core = ClientCore(client_id)
+        self.sock = socket.create_connection(self._endpoint, timeout=timeout)
+        # True from the moment a request is registered until its answer is
+        # read: an exception that leaves it set (Ctrl-C, a timeout) may have
+        # left half a request sent or half an answer unread, so the stream is
+        # out of step with the core and the next call starts on a fresh
+        # connection instead of reading another request's answer.
+        self._unsettled = False
         self._call(18, 0, ApiVersionsRequest())
 
     @property
@@ -48,15 +56,31 @@ class SimpleClient:
     def __exit__(self, *exc):
         self.close()
 
+    def _reconnect(self) -> None:
+        self.sock.close()
+        self.core = ClientCore(self.core.client_id)
+        try:
+            self.sock = socket.create_connection(self._endpoint, timeout=self._timeout)
+        except OSError as e:
+            raise ClientError(f"cannot reach the broker at {self.address}: "
+                              f"{e.strerror or e}") from None
+        self._unsettled = False
+        self._call(18, 0, ApiVersionsRequest())
+
     def _call(self, api_key: int, version: int, request):
+        if self._unsettled:
+            self._reconnect()
+        self._unsettled = True
         correlation_id, data = self.core.request(request, api_key=api_key, version=version)
         try:
-            return self._exchange(correlation_id, data)
+            response = self._exchange(correlation_id, data)
         except OSError as e:
             # a ClientError, so that an EPIPE here is not mistaken for the
             # tool's stdout reader going away (which ends a tool quietly)
             raise ClientError(f"connection to {self.address} broke: "
                               f"{e.strerror or e}") from None
+        self._unsettled = False
+        return response
 
     def _exchange(self, correlation_id: int, data: bytes):
         self.sock.sendall(data)
@@ -69,9 +93,7 @@ class SimpleClient:
             except ProtocolError as e:
                 raise ClientError(f"bad response from the broker: {e}") from None
             for answered, response in done:
-                # Earlier answers belong to calls that were interrupted (Ctrl-C
-                # in a long poll, then a final commit on the same connection).
-                if answered == correlation_id:
+                if answered == correlation_id:  # one request at a time: the only answer
                     return response
 
     def version_for(self, api_key: int) -> int:
@@ -94,12 +116,16 @@ class SimpleClient:
             version = self.core.version_for(api_key, highest)
         except NoCommonVersionError as e:
             raise ClientError(str(e)) from None
+        if self._unsettled:
+            self._reconnect()
+        self._unsettled = True
         _, data = self.core.request(request, api_key=api_key, version=version,
                                     expects_response=False)
         try:
             self.sock.sendall(data)
         except OSError as e:
             raise ClientError(f"connection to {self.address} broke: {e.strerror or e}") from None
+        self._unsettled = False
 
 
 # Errors after which fresh metadata (a new leader, a loaded coordinator) may help.
@@ -129,6 +155,12 @@ class Cluster:
         for b in resp.brokers:
             self._learn(b.node_id, f"{b.host}:{b.port}")
         return resp
+
+    def brokers(self) -> dict[int, str]:
+        """{node id: host:port} of every live broker, from Metadata (no topics)."""
+        resp = self.metadata([])
+        return {b.node_id: f"{b.host}:{b.port}" for b in sorted(resp.brokers,
+                                                                key=lambda b: b.node_id)}
 
     def _learn(self, node_id: int, address: str) -> None:
         if self.addresses.get(node_id, address) != address:

@@ -14,10 +14,13 @@ while the group has no active members.
 
 It ends after --max-messages records, after --timeout-ms without a record,
 or on Ctrl-C, and then reports "Processed a total of N messages" on stderr.
+Ctrl-C takes effect between records and between fetches (within one long
+poll), never inside a request; a second Ctrl-C stops at once, without a commit.
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -248,7 +251,49 @@ def _starts(args, consumer: Consumer, group: Group | None) -> dict[int, int]:
     return starts
 
 
+class StopRequest:
+    """Ctrl-C as a request to stop, not an exception wherever it lands.
+
+    A KeyboardInterrupt can land between any two bytecodes: after a line went
+    out on stdout but before it was counted (the report then says one record
+    fewer than were printed), or inside a request/response exchange (half a
+    request sent, an answer read from the socket but not yet parsed), after
+    which the final commit reads another request's answer. So the first SIGINT
+    only sets ``requested``, which the consume loop checks between records and
+    between fetches; a second one raises KeyboardInterrupt, for a tool stuck
+    on a broker that does not answer."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+        self._installed = False
+
+    def __enter__(self) -> "StopRequest":
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        except ValueError:  # not the main thread: Ctrl-C cannot reach us anyway
+            pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None
+                          else signal.default_int_handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+
 def _consume(cluster: Cluster, args, fmt: Formatter, out: BinaryIO) -> int:
+    with StopRequest() as stop:
+        return _consume_until(cluster, args, fmt, out, stop)
+
+
+def _consume_until(cluster: Cluster, args, fmt: Formatter, out: BinaryIO,
+                   stop: StopRequest) -> int:
     reset = EARLIEST if args.from_beginning or args.offset == EARLIEST else LATEST
     group = Group(cluster, args.group, args.topic) if args.group else None
     count = 0
@@ -256,7 +301,7 @@ def _consume(cluster: Cluster, args, fmt: Formatter, out: BinaryIO) -> int:
         consumer = Consumer(cluster, args.topic, reset)
         consumer.start(_starts(args, consumer, group))
         last_data = time.monotonic()
-        while args.max_messages is None or count < args.max_messages:
+        while not stop.requested and (args.max_messages is None or count < args.max_messages):
             wait = 500
             if args.timeout_ms is not None:
                 left = args.timeout_ms / 1000 - (time.monotonic() - last_data)
@@ -267,7 +312,8 @@ def _consume(cluster: Cluster, args, fmt: Formatter, out: BinaryIO) -> int:
             if records:
                 last_data = time.monotonic()
             for partition, offset, ts_type, ts, headers, key, value in records:
-                if args.max_messages is not None and count >= args.max_messages:
+                if stop.requested or (args.max_messages is not None
+                                      and count >= args.max_messages):
                     # stop exactly after the last one printed, so a group resumes there
                     consumer.positions[partition] = min(consumer.positions[partition], offset)
                     continue
@@ -275,7 +321,13 @@ def _consume(cluster: Cluster, args, fmt: Formatter, out: BinaryIO) -> int:
                 count += 1
             out.flush()
     except KeyboardInterrupt:
-        pass  # Ctrl-C is the ordinary way to stop; commit and report below
+        # a second Ctrl-C: the exchange it cut short may have been anything, so
+        # commit nothing rather than positions that may not match what was printed
+        if group is not None:
+            print(f"{PROG}: interrupted; the offsets of group {group.group_id} were not "
+                  f"committed", file=sys.stderr)
+        _report(count)
+        return 1
     except (ConsumeError, ClientError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         _report(count)
@@ -285,6 +337,11 @@ def _consume(cluster: Cluster, args, fmt: Formatter, out: BinaryIO) -> int:
             group.commit(consumer.positions)
         except (ConsumeError, ClientError) as e:
             print(f"{PROG}: {e}", file=sys.stderr)
+            _report(count)
+            return 1
+        except KeyboardInterrupt:
+            print(f"{PROG}: interrupted while committing the offsets of group "
+                  f"{group.group_id}", file=sys.stderr)
             _report(count)
             return 1
     _report(count)

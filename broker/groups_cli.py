@@ -1,7 +1,7 @@
-"""`samsa consumer-groups`: kafka-consumer-groups over the wire: --list,
---describe (offsets and lag per partition, with the member that owns it),
---reset-offsets and --delete. Group requests go to the group's coordinator
-(FindCoordinator), offset look-ups to each partition's leader.
+"""`samsa consumer-groups`: kafka-consumer-groups over the wire: --list (asks
+every broker), --describe (offsets and lag per partition, with the member that
+owns it), --reset-offsets and --delete. Group requests go to the group's
+coordinator (FindCoordinator), offset look-ups to each partition's leader.
 
     samsa consumer-groups --bootstrap-server H:P --list
     samsa consumer-groups --bootstrap-server H:P --describe --group G
@@ -64,13 +64,34 @@ def _offsets(cluster: Cluster, partitions, timestamp: int) -> dict[TopicPartitio
 # ------------------------------------------------------------------ --list
 
 def _list(cluster: Cluster, args) -> int:
-    resp = cluster.bootstrap.call(16, ListGroupsRequest(states_filter=[], types_filter=[]))
-    if resp.error_code:
-        print(f"{PROG}: {error_text(resp.error_code)}", file=sys.stderr)
-        return 1
-    for g in sorted(resp.groups, key=lambda g: g.group_id):
-        print(g.group_id)
-    return 0
+    """Every broker's ListGroups, merged: a broker lists only the groups it
+    coordinates (as Kafka's AdminClient.listConsumerGroups asks each broker).
+    A broker that does not answer is one line on stderr; the others' groups
+    are still listed."""
+    groups: set[str] = set()
+    failed = False
+    for node_id, address in cluster.brokers().items():
+        try:
+            conn = cluster.broker(node_id)
+        except ClientError as e:  # "cannot reach broker N at host:port: ..."
+            print(f"{PROG}: {e}", file=sys.stderr)
+            failed = True
+            continue
+        try:
+            resp = conn.call(16, ListGroupsRequest(states_filter=[], types_filter=[]))
+            error = error_text(resp.error_code) if resp.error_code else None
+        except ClientError as e:
+            cluster.forget(node_id)
+            error = str(e)
+        if error is not None:
+            print(f"{PROG}: cannot list the groups of broker {node_id} at {address}: {error}",
+                  file=sys.stderr)
+            failed = True
+            continue
+        groups.update(g.group_id for g in resp.groups)
+    for g in sorted(groups):
+        print(g)
+    return 1 if failed else 0
 
 
 # ------------------------------------------------------------------ --describe

@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.console_consumer_cli import Formatter
 from broker.console_producer_cli import LineFormat, LineError, murmur2
-from protocol.messages import MetadataResponse
+from broker.client import SimpleClient
+from protocol.messages import ListGroupsRequest, MetadataRequest, MetadataResponse
 from tests.support.broker_process import REPO_ROOT
 
 MR = MetadataResponse
@@ -67,6 +68,16 @@ def _commit(broker, group, topic, offsets):
                  asynchronous=False)
     finally:
         c.close()
+
+
+def _offsets_partition(group, partitions):
+    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(String.hashCode) % partitions."""
+    h = 0
+    units = group.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # ------------------------------------------------------------------ pure parts
@@ -231,6 +242,58 @@ def test_ctrl_c_commits_and_reports(broker):
     assert proc.returncode == 0 and b"Traceback" not in err
     assert err.decode().strip().splitlines()[-1] == "Processed a total of 5 messages"
     assert _committed(broker, "interrupted", "sigint", [0]) == {0: 5}
+
+
+def test_ctrl_c_between_printing_and_counting_a_record(broker, capsys):
+    """SIGINT right after a record went out on stdout (the window in which the
+    test above used to see 5 lines and a report of 4): the record is counted
+    and committed, the ones after it are neither printed nor committed."""
+    import argparse
+
+    from broker import console_consumer_cli as cc
+    from broker.client import run_cluster_tool
+    _topic(broker, "sigint-window")
+    _produce(broker, "sigint-window", "".join(f"{i}\n" for i in range(5)))
+
+    class Out:
+        def __init__(self):
+            self.lines = []
+
+        def write(self, data):
+            self.lines.append(data)
+            if len(self.lines) == 3:
+                os.kill(os.getpid(), signal.SIGINT)  # handled before write returns to the loop
+
+        def flush(self):
+            pass
+
+    out, handler = Out(), signal.getsignal(signal.SIGINT)
+    args = argparse.Namespace(topic="sigint-window", from_beginning=True, partition=None,
+                              offset=None, max_messages=None, timeout_ms=None, group="window")
+    code = run_cluster_tool(cc.PROG, broker.bootstrap,
+                            lambda cluster: cc._consume(cluster, args, cc.Formatter(), out))
+    assert code == 0 and out.lines == [b"0\n", b"1\n", b"2\n"]
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "Processed a total of 3 messages"
+    assert _committed(broker, "window", "sigint-window", [0]) == {0: 3}
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_a_call_cut_short_does_not_poison_the_connection(broker):
+    """An exception after the answer's bytes left the socket but before they
+    were parsed (Ctrl-C in the old console consumer) loses them; the next call
+    must not take another request's answer for its own."""
+    req = MetadataRequest(allow_auto_topic_creation=False, topics=[])
+    with SimpleClient(broker.bootstrap) as client:
+        receive = client.core.receive
+
+        def interrupted(data):
+            client.core.receive = receive
+            raise KeyboardInterrupt
+
+        client.core.receive = interrupted
+        with pytest.raises(KeyboardInterrupt):
+            client.call(3, req)
+        assert [b.port for b in client.call(3, req).brokers] == [broker.port]
 
 
 def test_reset_offsets_dry_run_and_execute(broker):
@@ -416,6 +479,24 @@ def test_a_cluster_is_reached_through_one_broker(tmp_path):
         assert p.returncode == 0, p.stderr
         rows = [line.split() for line in p.stdout.strip().splitlines()[1:]]
         assert len(rows) == 6 and sum(int(r[3]) for r in rows) == 30
+
+        # each broker's ListGroups names only the groups it coordinates: --list asks them all
+        coordinators = cluster.wait_for_leaders("__consumer_offsets", 6)
+        groups = {}  # group id -> its coordinator, one group per broker leading offsets
+        for i in range(1000):
+            leader = coordinators[_offsets_partition(f"listed-{i}", 6)]
+            if leader not in groups.values():
+                groups[f"listed-{i}"] = leader
+        assert len(set(groups.values())) > 1, coordinators
+        for g in groups:
+            _commit(cluster.broker(0), g, "spread", {0: 1})
+        with SimpleClient(one) as c:  # the broker given alone does not know them all
+            alone = {g.group_id for g in c.call(16, ListGroupsRequest(
+                states_filter=[], types_filter=[])).groups}
+        assert not set(groups) <= alone
+        p = _groups(cluster.broker(0), "--list")
+        assert p.returncode == 0, p.stderr
+        assert sorted(p.stdout.split()) == sorted([*groups, "spread-g"])
 
         victim = max(set(leaders.values()) - {0})  # not the broker the tools are given
         cluster.kill(victim)
