@@ -39,49 +39,66 @@ def schema_ddl(include_headers: bool) -> str:
 
 
 class BatchBuilder:
-    """Collects confluent-kafka messages of one topic-partition into RecordBatches."""
+    """Collects confluent-kafka messages of one topic-partition into RecordBatches.
+
+    Column-wise: ``extend`` takes the messages of one ``consume()`` call and pulls each field
+    out with one list comprehension; ``flush`` builds each Arrow array once per batch, the
+    constant columns (topic, partition, usually timestampType) without a Python list.
+    """
 
     def __init__(self, topic: str, partition: int, include_headers: bool):
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
         self.schema = ARROW_SCHEMA_WITH_HEADERS if include_headers else ARROW_SCHEMA
+        self._topic_scalar = pa.scalar(topic, pa.string())
+        self._partition_scalar = pa.scalar(partition, pa.int32())
         self._reset()
 
     def _reset(self) -> None:
         self.keys: list = []
         self.values: list = []
         self.offsets: list = []
-        self.timestamps: list = []
-        self.ts_types: list = []
+        self.timestamps: list = []      # us since the epoch (Kafka's ms x 1000)
+        self.ts_types: list = []        # librdkafka's TIMESTAMP_* ids
         self.headers: list = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def add(self, msg) -> None:
-        self.keys.append(msg.key())
-        self.values.append(msg.value())
-        self.offsets.append(msg.offset())
-        ts_type, ts = msg.timestamp()
+        self.extend([msg], [msg.offset()])
+
+    def extend(self, msgs: list, offsets: list) -> None:
+        """Append data messages (no errors) whose offsets are ``offsets``."""
+        self.keys += [m.key() for m in msgs]
+        self.values += [m.value() for m in msgs]
+        self.offsets += offsets
+        stamps = [m.timestamp() for m in msgs]
+        self.ts_types += [t for t, _ in stamps]
         # Kafka's NO_TIMESTAMP is -1 ms; Spark turns it into a timestamp all the same.
-        self.timestamps.append(ts * 1000)
-        self.ts_types.append(_TS_TYPE.get(ts_type, NO_TIMESTAMP_TYPE))
+        self.timestamps += [ts * 1000 for _, ts in stamps]
         if self.include_headers:
-            hs = msg.headers()
             # Spark: a record without headers has a null array, not an empty one.
-            self.headers.append([{"key": k, "value": v} for k, v in hs] if hs else None)
+            self.headers += [[{"key": k, "value": v} for k, v in hs] if hs else None
+                             for hs in [m.headers() for m in msgs]]
+
+    def _ts_type_array(self, n: int) -> pa.Array:
+        raw = self.ts_types
+        if n and raw.count(raw[0]) == n:        # one topic-partition: nearly always one type
+            return pa.repeat(pa.scalar(_TS_TYPE.get(raw[0], NO_TIMESTAMP_TYPE), pa.int32()), n)
+        return pa.array([_TS_TYPE.get(t, NO_TIMESTAMP_TYPE) for t in raw], pa.int32())
 
     def flush(self) -> pa.RecordBatch:
         n = len(self.offsets)
         arrays = [
             pa.array(self.keys, pa.binary()),
             pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
+            pa.repeat(self._topic_scalar, n),
+            pa.repeat(self._partition_scalar, n),
             pa.array(self.offsets, pa.int64()),
             pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.ts_types, pa.int32()),
+            self._ts_type_array(n),
         ]
         if self.include_headers:
             arrays.append(pa.array(self.headers, HEADERS_FIELD.type))

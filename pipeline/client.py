@@ -19,6 +19,7 @@ ends. ``resolve_offsets`` and ``list_partitions`` are the pieces the streaming r
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import time
@@ -315,7 +316,9 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
         last_progress = time.monotonic()
         done = False
         while not done:
-            msgs = consumer.consume(num_messages=min(batch_rows, end - position), timeout=min(1.0, poll_timeout))
+            # Ask for what the current batch still lacks, so batches hold exactly batch_rows rows.
+            want = min(batch_rows - len(builder), end - position)
+            msgs = consumer.consume(num_messages=want, timeout=min(1.0, poll_timeout))
             if not msgs:
                 if time.monotonic() - last_progress > poll_timeout:
                     raise KafkaSourceError(
@@ -323,35 +326,37 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                         f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
                 continue
             last_progress = time.monotonic()
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:
-                            done = True
-                            break
-                        # The log ends below the range's end: it was truncated since planning.
-                        if opts.fail_on_data_loss:
-                            raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: "
-                                                f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
-                        done = True
-                        break
-                    if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        if opts.fail_on_data_loss:
-                            raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where} "
-                                                f"from offset {position}: {err.str()}")
-                        done = True
-                        break
-                    raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
-                off = m.offset()
-                if off >= end:
+            # The records before the first error (usually all of them), taken column-wise.
+            errors = [m.error() for m in msgs]
+            first_error = len(msgs) if errors.count(None) == len(msgs) else \
+                next(i for i, e in enumerate(errors) if e is not None)
+            good = msgs if first_error == len(msgs) else msgs[:first_error]
+            if good:
+                offsets = [m.offset() for m in good]
+                if offsets[-1] >= end:       # past the range (offsets only grow): keep those below
+                    keep = bisect.bisect_left(offsets, end)
+                    good, offsets = good[:keep], offsets[:keep]
                     done = True
-                    break
-                builder.add(m)
-                position = off + 1
+                if good:
+                    builder.extend(good, offsets)
+                    position = offsets[-1] + 1
                 if position >= end:
                     done = True
-                    break
+            if not done and first_error < len(msgs):
+                m, err = msgs[first_error], errors[first_error]
+                if err.code() == KafkaError._PARTITION_EOF:
+                    # At or past the end: done. Below it: the log was truncated since planning.
+                    if m.offset() < end and opts.fail_on_data_loss:
+                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: "
+                                            f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
+                    done = True
+                elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    if opts.fail_on_data_loss:
+                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where} "
+                                            f"from offset {position}: {err.str()}")
+                    done = True
+                else:
+                    raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
             if len(builder) >= batch_rows:
                 yield builder.flush()
         if len(builder):

@@ -1,0 +1,269 @@
+"""The ``samsa`` Spark data source against one plain confluent-kafka consumer (issue 13).
+
+Starts a samsa broker, fills a topic of 4 partitions with ``--records`` keyed records of
+1 KiB values, then, in the same run and alternating, ``--runs`` times each:
+  - consumer: one confluent-kafka Consumer, all partitions assigned from the beginning,
+    batch ``consume()`` with large fetch sizes, counting records and key+value bytes until
+    every partition reaches its end offset;
+  - spark count: ``spark.read.format("samsa")...load().count()`` in ``local[2]``;
+  - spark sum: the same with ``selectExpr("sum(length(value))")`` (touches every value);
+  - spark fixed cost: count() of one record per partition (planning, tasks, Python workers),
+    to tell the per-query cost from the per-record one.
+The Spark session is started (and timed) before the first run and reused. Each figure is
+rows/s and MB/s (key+value bytes of the topic over the wall time of the read/action); the
+ratios are Spark over the consumer, best and median of the runs. The target in the issue
+is a ratio of at least 1.0 with local[2].
+
+``--profile`` instead reads every offset range with ``pipeline.client.read_range`` in this
+process under cProfile (what one Spark task does, without Spark) and prints where the time goes.
+
+Usage: ``python bench/bench_spark.py [--records 200000] [--runs 3] [--profile]``
+(not part of the test run; figures are noisy on a busy machine: read them as ratios).
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.support.broker_process import BrokerProcess  # noqa: E402
+
+TOPIC = "bench-spark"
+PARTITIONS = 4
+VALUE_SIZE = 1024
+MB = 1_000_000
+
+
+def fill(bootstrap: str, records: int) -> int:
+    """Produce ``records`` keyed 1 KiB values round-robin over the partitions; key+value bytes."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+        fut.result(timeout=60)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                  "queue.buffering.max.kbytes": 262144, "compression.type": "none"})
+    payload = bytes(range(256)) * (VALUE_SIZE // 256)
+    errors: list = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    total = 0
+    for i in range(records):
+        key = b"key-%08d" % i
+        value = payload[:VALUE_SIZE - 8] + b"%08d" % i
+        total += len(key) + len(value)
+        while True:
+            try:
+                p.produce(TOPIC, value=value, key=key, partition=i % PARTITIONS, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(300) == 0, "records left undelivered"
+    assert not errors, errors[:3]
+    return total
+
+
+def end_offsets(bootstrap: str) -> dict[int, tuple[int, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-spark-offsets"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
+                for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+def run_consumer(bootstrap: str, offsets: dict) -> tuple[float, int, int]:
+    """One plain consumer, as fast as it goes: (seconds, records, key+value bytes).
+
+    Done when every partition's last record (end offset - 1) has been seen. Not on
+    partition EOF: ``consume(n, timeout)`` keeps waiting for ``n`` messages after the
+    EOF events arrive, which would add up to ``timeout`` to the figure.
+    """
+    t0 = time.perf_counter()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-spark-plain",
+                  "enable.auto.commit": False, "enable.partition.eof": False,
+                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+                  "queued.max.messages.kbytes": 262_144, "fetch.wait.max.ms": 10})
+    last = {p: high - 1 for p, (low, high) in offsets.items() if high > low}
+    c.assign([TopicPartition(TOPIC, p, offsets[p][0]) for p in last])
+    remaining = sum(high - low for low, high in offsets.values())
+    records = nbytes = 0
+    deadline = time.monotonic() + 600
+    while last:
+        assert time.monotonic() < deadline, "consumer: no end within 600 s"
+        for m in c.consume(num_messages=min(10_000, remaining - records), timeout=1.0):
+            if m.error() is not None:
+                raise RuntimeError(f"consumer: {m.error()}")
+            records += 1
+            nbytes += len(m.value()) + len(m.key())
+            if m.offset() >= last.get(m.partition(), 1 << 62):
+                del last[m.partition()]
+    c.close()
+    return time.perf_counter() - t0, records, nbytes
+
+
+def start_spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import pipeline
+
+    session = (SparkSession.builder.master("local[2]")
+               .appName("samsa-bench-spark")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "2g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    pipeline.register(session)
+    return session
+
+
+def spark_df(spark, bootstrap: str, ending: str = "latest"):
+    return (spark.read.format("samsa")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", ending)
+            .load())
+
+
+def run_spark_tiny(spark, bootstrap: str, offsets: dict) -> float:
+    """count() of one record per partition: the fixed cost of a query (plan, tasks, workers)."""
+    ending = json.dumps({TOPIC: {str(p): low + 1 for p, (low, high) in offsets.items()}})
+    t0 = time.perf_counter()
+    assert spark_df(spark, bootstrap, ending).count() == len(offsets)
+    return time.perf_counter() - t0
+
+
+def run_spark_count(spark, bootstrap: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    n = spark_df(spark, bootstrap).count()
+    return time.perf_counter() - t0, n
+
+
+def run_spark_sum(spark, bootstrap: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    total = spark_df(spark, bootstrap).selectExpr("sum(length(value))").collect()[0][0]
+    return time.perf_counter() - t0, total
+
+
+def profile_read(bootstrap: str, top: int) -> dict:
+    """cProfile of read_range over every range, in this process (Spark's task work minus Spark)."""
+    from pipeline import client
+    from pipeline.options import parse_read_options
+
+    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC,
+                               "startingOffsets": "earliest"})
+    ranges = client.plan_batch(opts)
+    rows = 0
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for rng in ranges:
+        for batch in client.read_range(opts, rng):
+            rows += batch.num_rows
+    prof.disable()
+    elapsed = time.perf_counter() - t0
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(top)
+    print(buf.getvalue())
+    # And once more without the profiler, for a figure comparable with the consumer's.
+    t0 = time.perf_counter()
+    plain_rows = sum(b.num_rows for rng in ranges for b in client.read_range(opts, rng))
+    plain = time.perf_counter() - t0
+    return {"read_range_rows": rows, "read_range_profiled_s": round(elapsed, 2),
+            "read_range_s": round(plain, 3), "read_range_rows_per_s": round(plain_rows / plain)}
+
+
+def summarize(times: list[float], rows: int, nbytes: int) -> dict:
+    best, med = min(times), statistics.median(times)
+    return {"runs_s": [round(t, 3) for t in times],
+            "best_rows_per_s": round(rows / best), "median_rows_per_s": round(rows / med),
+            "best_MB_per_s": round(nbytes / best / MB, 1), "median_MB_per_s": round(nbytes / med / MB, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="cProfile read_range instead of running Spark")
+    ap.add_argument("--top", type=int, default=25, help="rows of the profile to print")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="samsa-bench-spark-"))
+    broker = BrokerProcess(work, startup_timeout=120)
+    out: dict = {"records": args.records, "partitions": PARTITIONS, "value_bytes": VALUE_SIZE,
+                 "cpus": os.cpu_count()}
+    spark = None
+    try:
+        broker.start()
+        t0 = time.perf_counter()
+        nbytes = fill(broker.bootstrap, args.records)
+        out["fill_s"] = round(time.perf_counter() - t0, 2)
+        out["topic_MB"] = round(nbytes / MB, 1)
+        offsets = end_offsets(broker.bootstrap)
+        assert sum(h - lo for lo, h in offsets.values()) == args.records, offsets
+        if args.profile:
+            secs, n, _ = run_consumer(broker.bootstrap, offsets)
+            out["consumer_s"] = round(secs, 3)
+            out["consumer_rows_per_s"] = round(n / secs)
+            out.update(profile_read(broker.bootstrap, args.top))
+            out["ratio_read_range_over_consumer"] = round(secs / out["read_range_s"], 2)
+            print(json.dumps(out, indent=1))
+            return
+        t0 = time.perf_counter()
+        spark = start_spark()
+        out["spark_start_s"] = round(time.perf_counter() - t0, 2)
+        # One untimed query first: Python worker start-up, class loading, JIT.
+        t0 = time.perf_counter()
+        assert run_spark_count(spark, broker.bootstrap)[1] == args.records
+        out["spark_first_query_s"] = round(time.perf_counter() - t0, 2)
+        times: dict[str, list[float]] = {"consumer": [], "spark_count": [], "spark_sum": []}
+        tiny: list[float] = []
+        for _ in range(args.runs):
+            tiny.append(run_spark_tiny(spark, broker.bootstrap, offsets))
+            secs, n, b = run_consumer(broker.bootstrap, offsets)
+            assert (n, b) == (args.records, nbytes), (n, b)
+            times["consumer"].append(secs)
+            secs, n = run_spark_count(spark, broker.bootstrap)
+            assert n == args.records, n
+            times["spark_count"].append(secs)
+            secs, total = run_spark_sum(spark, broker.bootstrap)
+            assert total == args.records * VALUE_SIZE, total
+            times["spark_sum"].append(secs)
+        out["spark_query_fixed_cost_s"] = {"runs_s": [round(t, 3) for t in tiny],
+                                           "median_s": round(statistics.median(tiny), 3)}
+        for name, ts in times.items():
+            out[name] = summarize(ts, args.records, nbytes)
+        for name in ("spark_count", "spark_sum"):
+            out[f"ratio_{name}_over_consumer"] = {
+                "best": round(min(times["consumer"]) / min(times[name]), 2),
+                "median": round(statistics.median(times["consumer"]) / statistics.median(times[name]), 2)}
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
