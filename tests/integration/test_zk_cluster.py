@@ -302,7 +302,8 @@ def test_znodes_are_kafkas_json(zk_cluster: Cluster):
         assert reg["host"] == "127.0.0.1" and reg["port"] == b.port
         assert reg["jmx_port"] == -1
         assert isinstance(reg["timestamp"], str) and reg["timestamp"].isdigit()
-        assert abs(int(reg["timestamp"]) / 1000 - time.time()) < 3600
+        # epoch milliseconds (not seconds), stamped before the znode was created
+        assert 10**12 < int(reg["timestamp"]) <= stat.ctime
         assert reg.get("rack") is None  # no broker.rack: no rack
         assert reg["features"] == {}
         assert set(reg) <= {"version", "host", "port", "jmx_port", "timestamp", "endpoints",
