@@ -83,9 +83,6 @@ class TopicService:
     def topic_config(self, meta: TopicMeta):
         return self.config.topic_config(meta.configs)
 
-    def log(self, topic: str, partition: int):
-        return self.logs.get_log(topic, partition)
-
     # -- start-up --------------------------------------------------------
     def open_all(self) -> None:
         """Make sure every partition of which this broker holds a replica has an open log."""

@@ -25,14 +25,12 @@ _INT32_MAX = 0x7FFFFFFF
 
 class _Target:
     """One requested partition, resolved to its log (or the error to answer)."""
-    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "log", "error",
-                 "lookup")
+    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "lookup")
 
-    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, log, error, lookup):
+    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, lookup):
         self.topic, self.topic_id, self.partition = topic, topic_id, partition
         self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
-        self.log, self.error = log, error
-        self.lookup: LeaderLookup = lookup
+        self.lookup: LeaderLookup = lookup  # the log to read, or the error to answer
 
 
 def _resolve(broker, req, version):
@@ -51,8 +49,7 @@ def _resolve(broker, req, version):
                 found = broker.partitions.leader_log(
                     meta.name, p.partition, p.current_leader_epoch if version >= 9 else -1)
             targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
-                                   p.fetch_offset, p.partition_max_bytes, found.log,
-                                   found.error, found))
+                                   p.fetch_offset, p.partition_max_bytes, found))
     return targets
 
 
@@ -77,16 +74,16 @@ def _read_all(targets, max_bytes, version):
     remaining = max_bytes
     gathered = 0
     for t in targets:
-        if t.error:
+        if t.lookup.error:
             leader = t.lookup.leader
             answers.append((t, R.PartitionData(
-                partition_index=t.partition, error_code=t.error, high_watermark=-1,
+                partition_index=t.partition, error_code=t.lookup.error, high_watermark=-1,
                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                 preferred_read_replica=-1, records=b"", current_leader=R.LeaderIdAndEpoch(
                     leader_id=leader.node_id if leader else -1,
                     leader_epoch=t.lookup.leader_epoch if leader else -1))))
             continue
-        log = t.log
+        log = t.lookup.log
         limit = max(0, min(t.max_bytes, remaining))
         try:
             # At least one batch from the first partition that has data, so a
@@ -150,7 +147,7 @@ async def handle_fetch(ctx, req):
     targets = _resolve(broker, req, version)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
-    keys = [(t.topic, t.partition) for t in targets if not t.error]
+    keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
         waiter = broker.notifier.wait_any(keys, loop) if keys else None
         answers, gathered = _read_all(targets, max_bytes, version)
