@@ -31,6 +31,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from broker.metadata import zk_layout as z
+from broker.metadata.zookeeper import retriable_on_zookeeper_errors
 
 if TYPE_CHECKING:
     from .coordinator import GroupMembership
@@ -59,11 +60,13 @@ class ConsumerRegistry:
 
     # ------------------------------------------------------------ offsets v0
 
+    @retriable_on_zookeeper_errors
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """OffsetCommit v0: written before the commit is answered."""
         for (topic, partition), offset in offsets.items():
             self._write_offset(group, topic, partition, offset)
 
+    @retriable_on_zookeeper_errors
     def fetch(self, group: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """OffsetFetch v0: -1 where the group has committed nothing."""
         result = {}

@@ -10,10 +10,7 @@ FindCoordinator v4's batched keys) are folded here so the coordinator never sees
 """
 from __future__ import annotations
 
-import asyncio
 import logging
-
-from kazoo.exceptions import KazooException
 
 from protocol.errors import ErrorCode
 from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
@@ -23,6 +20,8 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                OffsetFetchResponse, SyncGroupResponse)
 
 from ..groups import FetchedOffset, OffsetFetchResult
+from ..metadata import MetadataUnavailableError
+from .context import off_loop
 
 log = logging.getLogger("broker.handlers.groups")
 
@@ -246,11 +245,11 @@ def _by_topic(fetched):
 
 
 async def _zookeeper_call(fn, *args):
-    """A blocking ZooKeeper call off the network loop; a ZooKeeper that cannot
-    be reached is a retriable COORDINATOR_NOT_AVAILABLE."""
+    """A consumer-registry call, off the network loop (ZooKeeper round trips);
+    a ZooKeeper that cannot be reached is a retriable COORDINATOR_NOT_AVAILABLE."""
     try:
-        result = await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-    except KazooException as e:
+        result = await off_loop(fn, *args)
+    except MetadataUnavailableError as e:
         log.warning("ZooKeeper consumer registry: %s", e)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return result if result is not None else ErrorCode.NONE

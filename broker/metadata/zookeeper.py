@@ -61,7 +61,7 @@ class BrokerIdInUseError(ZooKeeperStoreError):
         self.broker_id = broker_id
 
 
-def _retriable_on_zookeeper_errors(method):
+def retriable_on_zookeeper_errors(method):
     """A write that ZooKeeper could not take (connection lost, session gone)
     is a retriable condition for the caller, not a bug."""
     @functools.wraps(method)
@@ -503,7 +503,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return assign_replicas(ids, count, 1, racks={b.node_id: b.rack for b in brokers},
                                first_partition=first_partition)
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def create_topic(self, name, num_partitions, configs, is_internal=False,
                      assignment=None) -> TopicMeta:
         with self._lock:
@@ -525,7 +525,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             return self._reload_topic(name) or TopicMeta(
                 name, topic_id, num_partitions, dict(configs), is_internal)
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def delete_topic(self, name, timeout: float = 30.0) -> TopicMeta:
         """Kafka's deletion: mark the topic under /admin/delete_topics and let the
         controller delete it (it alone writes partition states, so nothing
@@ -550,7 +550,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._drop(name)
         return meta
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def set_partition_count(self, name, count, assignment=None) -> TopicMeta:
         with self._lock:
             while True:
@@ -571,7 +571,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                     continue  # someone else changed it: decide again on what is there now
             return self._reload_topic(name)
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def set_topic_configs(self, name, configs) -> TopicMeta:
         with self._lock:
             if not self.zk.exists(z.topic_path(name)):
@@ -591,7 +591,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         except NoNodeError:
             return {}
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
         path = z.broker_config_path(broker)
         with self._lock:
@@ -603,7 +603,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(f"brokers/{entity}"),
                            sequence=True)
 
-    @_retriable_on_zookeeper_errors
+    @retriable_on_zookeeper_errors
     def allocate_producer_id(self) -> int:
         with self._lock:
             next_id, last = self._producer_ids
