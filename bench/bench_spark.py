@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.support.broker_process import BrokerProcess  # noqa: E402
+from tests.support.spark import local_session  # noqa: E402
 
 TOPIC = "bench-spark"
 PARTITIONS = 4
@@ -118,22 +119,7 @@ def run_consumer(bootstrap: str, offsets: dict) -> tuple[float, int, int]:
 
 
 def start_spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import pipeline
-
-    session = (SparkSession.builder.master("local[2]")
-               .appName("samsa-bench-spark")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.memory", "2g")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    pipeline.register(session)
-    return session
+    return local_session("samsa-bench-spark", driver_memory="2g")
 
 
 def spark_df(spark, bootstrap: str, ending: str = "latest"):

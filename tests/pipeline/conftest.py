@@ -6,8 +6,6 @@ The broker is the ``broker`` fixture of tests/conftest.py (a real samsa process 
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
@@ -15,28 +13,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.spark import local_session
+
 
 @pytest.fixture(scope="module")
 def spark():
     """A small local Spark with the samsa data source registered; ~10 s to start, so per module."""
-    # Spark starts its Python workers with `python3` from PATH unless told otherwise: they must
-    # run this interpreter (the venv), or they import neither pyarrow nor pipeline.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import pipeline
-
-    session = (SparkSession.builder.master("local[2]")
-               .appName("samsa-pipeline-tests")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    pipeline.register(session)
+    session = local_session("samsa-pipeline-tests")
     try:
         yield session
     finally:
