@@ -14,15 +14,23 @@ the leader epoch to stamp on appends, or the error Kafka answers with:
 
 Leadership comes from the metadata store (the embedded store leads every
 partition at epoch 0; the ZooKeeper store follows the controller's partition
-state znodes), so this is the one place that decides "am I the leader".
+state znodes) as the replica manager has taken it up: a partition is led here
+once its ``LeaderReplica`` exists at the epoch the metadata names. This is the
+one place that decides "am I the leader", and the one place leaders append,
+so the high watermark and the produces waiting for acks=all follow every
+append.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode
+from storage import AppendOrigin
 
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
+from .replication.leader import LeaderReplica
+from .replication.manager import ReplicaManager
 
 NO_EPOCH = -1  # a client that does not say which epoch it believes in
 
@@ -47,6 +55,7 @@ class LeaderLookup(NamedTuple):
     log: PartitionLog | None = None
     leader_epoch: int = NO_EPOCH
     leader: BrokerEndpoint | None = None
+    replica: LeaderReplica | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,19 +70,18 @@ def epoch_error(believed: int, current: int) -> ErrorCode:
 
 
 class PartitionLayer:
-    def __init__(self, store: MetadataStore, logs: LocalLogs, broker_id: int) -> None:
+    def __init__(self, store: MetadataStore, logs: LocalLogs, broker_id: int,
+                 replicas: ReplicaManager) -> None:
         self._store = store
         self._logs = logs
         self.broker_id = broker_id
+        self.replicas = replicas
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         return self._store.partition(topic, partition)
 
     def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
-        for b in self._store.brokers():
-            if b.node_id == broker_id:
-                return b
-        return None
+        return self._store.broker(broker_id)
 
     def is_leader(self, topic: str, partition: int) -> bool:
         meta = self.partition(topic, partition)
@@ -94,9 +102,46 @@ class PartitionLayer:
             code = epoch_error(current_leader_epoch, meta.leader_epoch)
             if code:
                 return LeaderLookup(code, leader_epoch=meta.leader_epoch)
-        log = self._logs.get_log(topic, partition)
-        if log is None:
-            # Named leader, but its replica is not open here yet (the metadata
-            # worker is creating it): not a leader until it is, as in Kafka.
+        replica = self.replicas.leader(topic, partition)
+        if replica is None or replica.leader_epoch != meta.leader_epoch or replica.fenced:
+            # Named leader, but not taken up yet (the log is being opened, or the
+            # role changing): not a leader until it is, as in Kafka.
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
-        return LeaderLookup(ErrorCode.NONE, log, meta.leader_epoch)
+        return LeaderLookup(ErrorCode.NONE, replica.log, meta.leader_epoch, replica=replica)
+
+    # ------------------------------------------------------------ writes
+
+    def append(self, found: LeaderLookup, payload, origin: AppendOrigin = AppendOrigin.CLIENT):
+        """Append to a partition this broker leads (``found`` from leader_log):
+        stamped with the leader epoch, then the high watermark follows."""
+        result = found.log.append(payload, found.leader_epoch, origin=origin)
+        found.replica.appended()
+        return result
+
+    def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch: its log end is ``fetch_offset``."""
+        join = found.replica.follower_fetched(replica_id, fetch_offset)
+        if join is not None:
+            self.replicas.propose_isr(found.replica, join)
+
+    async def wait_replicated(self, pending: list[tuple[LeaderLookup, int, int]],
+                              timeout_ms: int) -> list[ErrorCode]:
+        """acks=all: per (partition, end offset, min.insync.replicas), the error
+        once the high watermark reaches the end offset, or REQUEST_TIMED_OUT."""
+        known = [found.replica.replicated(end, min_isr) for found, end, min_isr in pending]
+        if None not in known:  # one replica, or the followers were quick
+            return known
+        loop = asyncio.get_running_loop()
+        futures = [found.replica.wait_for(end, min_isr, loop) for found, end, min_isr in pending]
+        undone = [f for f in futures if not f.done()]
+        if undone:
+            await asyncio.wait(undone, timeout=max(0, timeout_ms) / 1000)
+        codes = []
+        for (found, _, _), fut in zip(pending, futures):
+            if fut.done():
+                codes.append(fut.result())
+            else:
+                found.replica.forget(fut)
+                fut.cancel()
+                codes.append(ErrorCode.REQUEST_TIMED_OUT)
+        return codes

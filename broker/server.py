@@ -12,6 +12,9 @@ from protocol.messages import API_BY_KEY
 from storage import LogManager
 from storage.errors import StorageError
 
+from protocol.messages import ControlledShutdownRequest
+
+from .aio_client import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
@@ -28,6 +31,9 @@ from .metadata.zookeeper import ZooKeeperMetadataStore
 from .metrics import BrokerMetrics
 from .network import NetworkServer
 from .partitions import PartitionLayer
+from .replication.fetcher import ReplicaFetcher
+from .replication.manager import ReplicaManager
+from storage import AppendOrigin
 from .topics import TopicError, TopicService
 
 log = logging.getLogger("broker")
@@ -49,6 +55,7 @@ class BrokerServices:
     dynamic_config: DynamicBrokerConfig
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
+    controller: Controller | None = None  # ZooKeeper mode: this broker's controller
 
 
 def advertised_apis() -> list:
@@ -97,6 +104,14 @@ def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
         connection_timeout_ms=cfg.zookeeper_connection_timeout_ms, register=False)
 
 
+CONTROLLED_SHUTDOWN = 7
+CONTROLLED_SHUTDOWN_WAIT_S = 30.0
+
+
+class NotLeaderForOffsetsError(Exception):
+    """The group coordinator wrote to an offsets partition this broker does not lead."""
+
+
 class Broker:
     def __init__(self, cfg):
         self.cfg = cfg
@@ -109,6 +124,9 @@ class Broker:
         self.controller: Controller | None = None
         self.replica_sync: LocalReplicaSync | None = None
         self.registry: ConsumerRegistry | None = None
+        self.fetcher: ReplicaFetcher | None = None
+        self.replicas: ReplicaManager | None = None
+        self._serving = False  # registered and answering requests
         self._stopping = False
 
     def _open(self) -> BrokerServices:
@@ -125,10 +143,15 @@ class Broker:
                               self.cfg, store, topic))
         logs.startup()
         notifier = AppendNotifier()
-        topics = TopicService(store, logs, cfg, on_log_opened=lambda lg: lg.add_append_listener(
-            lambda l: notifier.notify(l.topic, l.partition)))
+        if store.replicates:
+            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker)
+        self.replicas = replicas = ReplicaManager(
+            store, logs, cfg.broker_id, notifier.notify,
+            lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
+        # A log's role (leader, follower) is taken up as soon as it is opened.
+        topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
         topics.open_all()
-        partitions = PartitionLayer(store, logs, cfg.broker_id)
+        partitions = PartitionLayer(store, logs, cfg.broker_id, replicas)
         coordinators = CoordinatorLocator(
             partitions, lambda: _partition_count(store, OFFSETS_TOPIC),
             lambda: self._ensure_offsets_topic(topics), cfg.offsets_topic_num_partitions)
@@ -142,15 +165,23 @@ class Broker:
         self._kafka_gauges(metrics, store, logs, partitions)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
-                              zk_registry=self.registry)
+                              zk_registry=self.registry, controller=self.controller)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for
         partitions placed here, configs, deleted topics' logs removed). The
         broker registers and stands for controller later, once it serves."""
-        self.replica_sync = LocalReplicaSync(topics.sync_local_replicas)
+        replicas = self.replicas
+
+        def reconcile() -> None:
+            topics.sync_local_replicas()
+            replicas.sync_roles()
+        self.replica_sync = LocalReplicaSync(reconcile)
         store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
+        store.on_partition_state(self.replica_sync.changed)  # leaders, epochs, ISRs
         store.on_broker_config_change(self._dynamic_configs_changed)
+        self.fetcher.start()
+        replicas.start()
         self.replica_sync.start()
         self.replica_sync.changed()  # what changed while this broker was down
         self.controller = Controller(
@@ -204,6 +235,23 @@ class Broker:
                                 lambda: [({}, active_controller())])
         metrics.add_kafka_gauge(ctl + "offlinepartitionscount", "Partitions without a leader",
                                 lambda: [({}, offline())])
+        replicas, fetcher = self.replicas, self.fetcher
+        metrics.add_kafka_gauge(rm + "isrshrinkspersec_count",
+                                "ISR shrinks written by leaders here since start",
+                                lambda: [({}, replicas.isr_shrinks)])
+        metrics.add_kafka_gauge(rm + "isrexpandspersec_count",
+                                "ISR expansions written by leaders here since start",
+                                lambda: [({}, replicas.isr_expands)])
+        if fetcher is not None:
+            metrics.add_kafka_gauge(
+                "kafka_server_replicafetchermanager_maxlag",
+                "Largest lag in records of a partition followed here",
+                lambda: [({"clientid": "Replica"}, max(fetcher.lag().values(), default=0))])
+            metrics.add_kafka_gauge(
+                "kafka_server_fetcherlagmetrics_consumerlag",
+                "Records a followed partition's copy here is behind its leader",
+                lambda: [({"topic": t, "partition": str(p)}, lag)
+                         for (t, p), lag in fetcher.lag().items()])
         metrics.add_kafka_gauge("kafka_log_log_size", "Bytes of each partition's log here",
                                 lambda: [({"topic": t, "partition": str(p)}, lg.size_in_bytes())
                                          for (t, p), lg in logs.all_logs().items()])
@@ -256,11 +304,13 @@ class Broker:
         logs = services.logs
         partitions = services.partitions
 
-        def leader_epoch(p: int) -> int:
-            meta = partitions.partition(OFFSETS_TOPIC, p)
-            return max(meta.leader_epoch, 0) if meta is not None else 0
+        def append_batch(p: int, batch: bytes) -> None:
+            found = partitions.leader_log(OFFSETS_TOPIC, p)
+            if not found.ok:
+                raise NotLeaderForOffsetsError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}")
+            partitions.append(found, batch, AppendOrigin.COORDINATOR)
         append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num,
-                                                 leader_epoch=leader_epoch)
+                                                 append_batch=append_batch)
         self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num),
                                             GroupCoordinatorConfig.from_broker_config(self.cfg),
                                             owns=services.coordinators.owns,
@@ -317,6 +367,7 @@ class Broker:
                 await self.stop()  # a duplicate broker.id: leave the logs cleanly shut
                 raise
         await self.network.start()
+        self._serving = True
         m = self.services.metrics
         for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out",
                      "request_memory_used", "request_memory_waiting"):
@@ -331,9 +382,55 @@ class Broker:
                  self.network.port, self.node.host, self.node.port,
                  self.services.store.cluster_id, ",".join(cfg.log_dirs))
 
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: while this broker still serves, the
+        controller moves leadership of its partitions to other in-sync replicas,
+        so clients fail over at once instead of after the ZooKeeper session ends."""
+        cfg = self.cfg
+        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            remaining = await self._ask_controller_to_move_leaders()
+            if remaining == []:
+                log.info("controlled shutdown: leadership moved off broker %d", cfg.broker_id)
+                return
+            log.info("controlled shutdown attempt %d: %s", attempt,
+                     "no answer from the controller" if remaining is None else
+                     f"{len(remaining)} partition(s) still led here")
+            if attempt < cfg.controlled_shutdown_max_retries:
+                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+        log.warning("controlled shutdown did not move every leader off broker %d; "
+                    "stopping anyway", cfg.broker_id)
+
+    async def _ask_controller_to_move_leaders(self) -> list[tuple[str, int]] | None:
+        store, me = self.services.store, self.cfg.broker_id
+        controller_id = store.controller_id
+        if controller_id == me and self.controller.active:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, self.controller.controlled_shutdown, me, CONTROLLED_SHUTDOWN_WAIT_S)
+        ep = store.broker(controller_id)
+        if ep is None:
+            return None
+        try:
+            conn = await KafkaConnection.connect(ep.host, ep.port, client_id=f"samsa-broker-{me}",
+                                                 timeout=CONTROLLED_SHUTDOWN_WAIT_S)
+            try:
+                resp = await asyncio.wait_for(conn.call(
+                    ControlledShutdownRequest(broker_id=me, broker_epoch=-1),
+                    api_key=CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
+            finally:
+                await conn.close()
+        except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
+            log.info("controlled shutdown: controller %d not reachable (%s)", controller_id, e)
+            return None
+        if resp.error_code:
+            return None
+        return [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
+
     async def stop(self) -> bool:
         """Stop everything; False when writes failed on the way (the log says which)."""
         failures: list[str] = []
+        if (self.controller is not None and self.services is not None and not self._stopping
+                and self.cfg.controlled_shutdown_enable and self._serving):
+            await self._controlled_shutdown()
         self._stopping = True
         if self._expiry_task is not None:
             self._expiry_task.cancel()
@@ -347,6 +444,10 @@ class Broker:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:
             self.replica_sync.stop()
+        if self.fetcher is not None:
+            self.fetcher.stop()
+        if self.replicas is not None:
+            self.replicas.stop()
         if self.registry is not None:
             self.registry.close()  # the last mirrored commits reach ZooKeeper
         if self.services is not None:

@@ -167,7 +167,7 @@ class TopicService:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"Number of partitions {num_partitions} exceeds samsa's limit "
                              f"of {MAX_PARTITIONS_PER_TOPIC} per topic.")
-        if replication_factor not in (-1, 1):
+        if replication_factor != 1:
             nodes = len(self.store.brokers())
             if replication_factor < 1 or replication_factor > nodes:
                 raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -203,6 +203,8 @@ class TopicService:
             replication_factor = len(assignment[0])
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
+        if replication_factor == -1:
+            replication_factor = self.config.default_replication_factor
         with self._lock:
             self.validate_new(name, num_partitions, replication_factor, configs)
             if validate_only:
@@ -211,7 +213,8 @@ class TopicService:
                 with _metadata_write():
                     meta = self.store.create_topic(name, num_partitions, configs,
                                                    is_internal=name in INTERNAL_TOPICS,
-                                                   assignment=assignment)
+                                                   assignment=assignment,
+                                                   replication_factor=replication_factor)
             except TopicExistsError:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                  f"Topic '{name}' already exists.") from None

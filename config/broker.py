@@ -322,8 +322,36 @@ class BrokerConfig:
                                           at_least(1), "Idle producer ids expire after this.")
 
     # ------------------------------------------------------------ misc
-    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, None,
+    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),
                                         "Follower lag before it leaves the ISR.")
+    replica_fetch_max_bytes: int = _key("replica.fetch.max.bytes", T.INT, 1048576, at_least(0),
+                                        "Bytes a follower asks for per partition and fetch.")
+    replica_fetch_response_max_bytes: int = _key(
+        "replica.fetch.response.max.bytes", T.INT, 10485760, at_least(0),
+        "Bytes a follower asks for per fetch.")
+    replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", T.INT, 500, at_least(0),
+                                          "How long a follower's fetch waits for data.")
+    replica_fetch_min_bytes: int = _key("replica.fetch.min.bytes", T.INT, 1, at_least(1),
+                                        "Bytes a follower's fetch waits for.")
+    replica_fetch_backoff_ms: int = _key("replica.fetch.backoff.ms", T.INT, 1000, at_least(0),
+                                         "Pause after a follower's fetch failed.")
+    replica_socket_timeout_ms: int = _key("replica.socket.timeout.ms", T.INT, 30000,
+                                          at_least(1), "A follower's request timeout.")
+    controlled_shutdown_enable: bool = _key(
+        "controlled.shutdown.enable", T.BOOLEAN, True, None,
+        "Move leadership off a broker before it stops.")
+    controlled_shutdown_max_retries: int = _key(
+        "controlled.shutdown.max.retries", T.INT, 3, at_least(0),
+        "Attempts at a controlled shutdown before stopping anyway.")
+    controlled_shutdown_retry_backoff_ms: int = _key(
+        "controlled.shutdown.retry.backoff.ms", T.LONG, 5000, at_least(0),
+        "Pause between controlled shutdown attempts.")
+    auto_leader_rebalance_enable: bool = _key(
+        "auto.leader.rebalance.enable", T.BOOLEAN, True, None,
+        "The controller moves leadership back to preferred replicas.")
+    leader_imbalance_check_interval_seconds: int = _key(
+        "leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1),
+        "How often the controller checks preferred leadership.")
     metrics_port: int = _key(
         "metrics.port", T.INT, 0, between(0, 65535),
         "samsa: port of the Prometheus /metrics HTTP endpoint; 0 = disabled.")

@@ -1,6 +1,6 @@
 """Partition logs on disk in Apache Kafka's own format (see DESIGN.md, storage/)."""
-from storage.log import AppendResult, Log, ReadResult
+from storage.log import AppendOrigin, AppendResult, Log, ReadResult
 from storage.manager import LogManager
 from storage.segment import FileRegion, LogSegment
 
-__all__ = ["AppendResult", "FileRegion", "Log", "LogManager", "LogSegment", "ReadResult"]
+__all__ = ["AppendOrigin", "AppendResult", "FileRegion", "Log", "LogManager", "LogSegment", "ReadResult"]

@@ -9,7 +9,9 @@ Kafka memory-maps these files; samsa keeps the entries in two in-memory arrays
 while reader threads may be searching it, and shrinking a mapping under a reader
 is exactly the kind of race this design avoids. Appends to an ``array`` are
 atomic under the GIL and readers only look at the first ``len()`` entries they
-saw, so lookups need no lock.
+saw, so lookups need no lock. A log truncation (a follower cutting its log)
+replaces the arrays with shorter copies instead of shrinking them in place
+(``truncate_entries``).
 
 No descriptor is held: the in-memory arrays serve every lookup, and the
 rare writes (a 4 KiB block of entries, a trim, an fsync) open the file for
@@ -155,6 +157,40 @@ class _SparseIndex:
         """Trim and drop the file handle: a rolled segment's index never changes again."""
         self.close(trim=True)
 
+    def make_writable(self) -> None:
+        """Take new entries again (a rolled segment made active by a log truncation):
+        the file is preallocated like an active segment's."""
+        if not self.writable:
+            del self._pending[:]
+            self._pending_at = len(self.keys) * self.entry_size
+            self.writable = True
+            self.preallocate()
+
+    def truncate_entries(self, n: int) -> None:
+        """Keep only the first ``n`` entries (a log truncation; the owner holds the
+        log lock). Shorter copies of the arrays are published, keys first: a
+        lock-free reader holding the old arrays still sees consistent pairs, and
+        one that mixes an old and a new array can at worst index past the new
+        end (IndexError, which Log.read retries). A writable file keeps exactly
+        those entries followed by the zero-filled preallocated tail, so no stale
+        entry survives a crash."""
+        n = max(0, min(n, len(self.keys)))
+        if self.writable:
+            self.write_pending()
+        if n < len(self.keys):
+            keys, values = self.keys[:n], self.values[:n]
+            self.keys = keys
+            self.values = values
+        del self._pending[:]
+        self._pending_at = n * self.entry_size
+        if self.writable:
+            try:
+                os.truncate(self.path, n * self.entry_size)
+            except FileNotFoundError:
+                self._gone()
+                return
+            self.preallocate()
+
     def _write_entry(self, packed: bytes) -> None:
         if self.writable:
             pending = self._pending
@@ -218,10 +254,11 @@ class OffsetIndex(_SparseIndex):
         return values[i] if i >= 0 else 0
 
     def last_entry(self) -> tuple[int, int]:
-        n = min(len(self.keys), len(self.values))
+        keys, values = self.keys, self.values
+        n = min(len(keys), len(values))
         if n == 0:
             return self.base_offset, 0
-        return self.keys[n - 1], self.values[n - 1]
+        return keys[n - 1], values[n - 1]
 
 
 class TimeIndex(_SparseIndex):
@@ -257,14 +294,15 @@ class TimeIndex(_SparseIndex):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target: (timestamp, offset), or (-1, base)."""
-        keys = self.keys
-        i = bisect.bisect_right(keys, timestamp, 0, len(keys)) - 1
+        keys, values = self.keys, self.values
+        i = bisect.bisect_right(keys, timestamp, 0, min(len(keys), len(values))) - 1
         if i < 0:
             return -1, self.base_offset
-        return keys[i], self.values[i]
+        return keys[i], values[i]
 
     def last_entry(self) -> tuple[int, int]:
-        n = min(len(self.keys), len(self.values))
+        keys, values = self.keys, self.values
+        n = min(len(keys), len(values))
         if n == 0:
             return -1, self.base_offset
-        return self.keys[n - 1], self.values[n - 1]
+        return keys[n - 1], values[n - 1]

@@ -84,6 +84,13 @@ class LeaderEpochCache:
                 self._entries = new
                 self._flush()
 
+    def clear(self) -> None:
+        """Forget every epoch (the log was emptied: truncate_fully_and_start_at);
+        the checkpoint is rewritten empty, as Kafka's clearAndFlush does."""
+        with self._lock:
+            self._entries = []
+            self._flush()
+
     def _flush(self) -> None:
         if os.path.isdir(os.path.dirname(self.path)):
             write_leader_epoch_checkpoint(self.path, self._entries)

@@ -19,13 +19,25 @@ Locking (appends and reads come from different event-loop threads):
   descriptor is safe while another thread writes to it, so a slow disk flush
   never blocks an append or a read. The recovery point only advances to an
   offset whose bytes were written before the fsync started.
-- Segments removed by retention/DeleteRecords are renamed ``*.deleted`` and
-  closed only after ``file.delete.delay.ms``, so a FileRegion handed to the
-  network layer just before stays valid while it is sent.
+- Segments removed by retention/DeleteRecords/truncation are renamed
+  ``*.deleted`` and closed only after ``file.delete.delay.ms``, so a FileRegion
+  handed to the network layer just before stays valid while it is sent.
+- Truncation (``truncate_to``, ``truncate_fully_and_start_at``: a follower
+  cutting the log back) holds ``_lock`` and ``_flush_lock`` (so a concurrent
+  flush cannot lift the recovery point above the new end). It cuts the file
+  and the indexes in place and publishes the shorter ``_end``/``_segs``. A
+  reader racing it may still see the bytes being removed (they lie above the
+  high watermark, which only replication reads reach) or an index shrinking
+  under it, which ``read`` retries; regions of the kept bytes stay valid.
+
+The high watermark is not the log's to move: ``append`` leaves it alone, and
+its owner (the partition layer) moves it with ``update_high_watermark``.
+Reads take an upper bound (``max_offset``) from their caller.
 """
 from __future__ import annotations
 
 import bisect
+import enum
 import logging
 import os
 import re
@@ -41,14 +53,14 @@ from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordEr
                               validate_batches)
 from protocol.records.batch import validate_single_batch
 from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
-from storage.entries import EntryScanner
+from storage.entries import EntryScanner, InvalidEntry, entry_is_valid, parse_entry
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
 from storage.leader_epoch import LeaderEpochCache
 from storage.validation import check_records, rules_for
 from storage.producer_state import ProducerStateManager
-from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, LOG_SUFFIX,
-                             TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, INT32_MAX,
+                             LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +71,30 @@ SWAP_SUFFIX = ".swap"
 _KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
 _PREFIX = struct.Struct(">qii")   # baseOffset, batchLength, partitionLeaderEpoch
 _tuple_new = tuple.__new__        # NamedTuple without the generated __new__'s Python frame
+
+
+class AppendOrigin(enum.Enum):
+    """Who an append comes from (Kafka's AppendOrigin); it decides what the log
+    does to the bytes.
+
+    - CLIENT: a producer. Offsets are assigned, ``leader_epoch`` is stamped,
+      the topic's rules apply (max.message.bytes, timestamps, keys on compacted
+      topics, LogAppendTime) and idempotent producers' sequences are checked
+      (a retried batch is answered as a duplicate with its original offsets).
+    - COORDINATOR: the broker's own coordinators writing their internal topics;
+      treated as CLIENT.
+    - REPLICATION: a follower copying batches read from the leader's log. Every
+      byte is kept (offsets, partitionLeaderEpoch, timestamps, CRC); only the
+      structure and CRCs are checked, and producer state and the leader epoch
+      cache are updated from the batches themselves.
+    """
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
+_REPLICATION = AppendOrigin.REPLICATION
 
 
 class AppendResult(NamedTuple):
@@ -90,9 +126,10 @@ class Log:
 
     def __init__(self, directory: str, topic: str, partition: int, config, *,
                  topic_id=None, recovery_point: int = 0, log_start_offset: int | None = None,
-                 clean_shutdown: bool = True,
+                 high_watermark: int | None = None, clean_shutdown: bool = True,
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
-                 flush_requester: Callable[["Log"], None] | None = None):
+                 flush_requester: Callable[["Log"], None] | None = None,
+                 checkpoint_requester: Callable[["Log"], None] | None = None):
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -103,13 +140,14 @@ class Log:
         self._listeners: list[Callable[["Log"], None]] = []
         self._schedule = scheduler or _default_scheduler
         self._request_flush = flush_requester
+        self._request_checkpoint = checkpoint_requester
         self.closed = False
         self.recovery_point = recovery_point
         self.last_flush_ms = int(time.time() * 1000)
         os.makedirs(directory, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
         self.leader_epochs = LeaderEpochCache(directory)
-        self._load(clean_shutdown, log_start_offset)
+        self._load(clean_shutdown, log_start_offset, high_watermark)
 
     # ------------------------------------------------------------------ loading
     def _finish_swaps(self) -> None:
@@ -171,7 +209,7 @@ class Log:
                             os.path.join(self.dir, name))
         return sorted(bases)
 
-    def _load(self, clean: bool, checkpoint_lso: int | None) -> None:
+    def _load(self, clean: bool, checkpoint_lso: int | None, checkpoint_hw: int | None) -> None:
         bases = self._scan_dir()
         cfg = self.config
         segments = [LogSegment(self.dir, b, cfg) for b in bases]
@@ -192,7 +230,11 @@ class Log:
         self._segs = (tuple(segments), tuple(s.base_offset for s in segments))
         self._end = (leo, active, active.size)
         self.log_start_offset = lso
-        self.high_watermark = leo
+        # The high watermark is its owner's (the partition layer's): it comes
+        # back from the replication-offset-checkpoint; without one (a data dir
+        # from before replication) everything on disk counts as committed.
+        self.high_watermark = (leo if checkpoint_hw is None
+                               else max(lso, min(checkpoint_hw, leo)))
         self.recovery_point = min(self.recovery_point, leo)
         self.leader_epochs.truncate_from_end(leo)
         self.leader_epochs.truncate_from_start(lso)
@@ -286,15 +328,21 @@ class Log:
             pass
 
     # ------------------------------------------------------------------ append
-    def append(self, payload, leader_epoch: int = 0, *, assign_offsets: bool = True) -> AppendResult:
+    def append(self, payload, leader_epoch: int = 0, *,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
         """Validate, assign offsets, write. Nothing is written when anything fails.
 
-        ``assign_offsets=False`` keeps the batches' own offsets (they must lie at
-        or beyond the log end offset and increase), for replication/rewrite tools.
+        ``origin`` says who the bytes come from (see AppendOrigin): CLIENT and
+        COORDINATOR appends get offsets assigned and ``leader_epoch`` stamped;
+        a REPLICATION append keeps the leader's bytes unchanged (``leader_epoch``
+        is ignored: each batch carries its own), see ``_append_replicated``.
+        No append moves the high watermark (``update_high_watermark`` does).
         This is the produce hot path: keep per-call work minimal.
         """
+        if origin is _REPLICATION:
+            return self._append_replicated(payload)
         cfg, fast, rules = self._config_fast
-        if fast and assign_offsets:
+        if fast:
             # One batch (what clients send per partition): the same checks and the
             # same bytes on disk as the general path below, with less bookkeeping
             # (inline, no per-batch lists). Anything unusual (several batches, a
@@ -344,7 +392,6 @@ class Log:
                             self.leader_epochs.assign(leader_epoch, leo)
                         next_offset = last_offset + 1
                         self._end = (next_offset, active, size)
-                        self.high_watermark = next_offset
                         lso = self.log_start_offset
                     if (self._request_flush is not None
                             and next_offset - self.recovery_point >= cfg.flush_messages):
@@ -408,13 +455,7 @@ class Log:
             for b, h in zip(batches, headers):
                 pos = b.position
                 size = h.batch_length + 12
-                if assign_offsets:
-                    base = next_offset
-                else:
-                    base = h.base_offset
-                    if base < next_offset:
-                        raise OffsetsOutOfOrderError(
-                            f"batch base offset {base} is below the next offset {next_offset}")
+                base = next_offset
                 ts = h.max_timestamp
                 if vectored:
                     parts.append(_PREFIX.pack(base, h.batch_length, leader_epoch))
@@ -429,7 +470,7 @@ class Log:
                 if ts > max_ts:
                     max_ts = ts
                 infos.append((size, next_offset - 1, ts))
-            first_offset = leo if assign_offsets else headers[0].base_offset
+            first_offset = leo
             last_offset = next_offset - 1
             reason = active.should_roll(cfg, total, max_ts, last_offset, now_ms)
             if reason is not None:
@@ -444,13 +485,119 @@ class Log:
             if leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(leader_epoch, first_offset)
             self._end = (next_offset, active, size)
-            self.high_watermark = next_offset
             lso = self.log_start_offset
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
         if self._listeners:
             self._notify()
         return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
+
+    def _append_replicated(self, payload) -> AppendResult:
+        """REPLICATION: append batches read from the leader's log, byte for byte.
+
+        The payload is whole entries (v2 batches, or v0/v1 messages a log may
+        hold from old data) exactly as the leader's ``read`` returned them.
+        Checked: structure and CRC of each entry (CorruptRecordError), offsets
+        increasing and the first batch at or beyond the log end offset
+        (OffsetsOutOfOrderError). No client policy: no max.message.bytes, no
+        timestamp or key rules, no producer sequence checks or duplicate
+        detection - the leader applied them. Producer state is updated from
+        every batch with a producer id (so this replica deduplicates retries
+        once it leads), and the leader epoch cache takes every batch whose
+        partitionLeaderEpoch is newer than its latest (epoch -> base offset).
+        The log end offset becomes the last batch's last offset + 1.
+
+        An empty payload (a fetch that returned nothing) appends nothing and
+        returns first_offset = last_offset = -1.
+
+        Payloads larger than segment.bytes (a leader with a larger segment.bytes
+        than this replica's) are written in pieces that each fit a segment,
+        rolling between them, rather than refused: a refusal would stall the
+        follower for good. Otherwise rolls follow the same rules as any append.
+        """
+        mv = payload if type(payload) is memoryview else memoryview(payload)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        total = mv.nbytes
+        if total == 0:
+            return AppendResult(-1, -1, -1, self.log_start_offset, False)
+        # (position, size, last offset, max timestamp, v2 header or None, base offset)
+        entries = []
+        pos = 0
+        prev_last = -1
+        while pos < total:
+            try:
+                e = parse_entry(mv, pos, pos)
+            except (InvalidEntry, ProtocolError) as exc:
+                raise CorruptRecordError(f"invalid entry at position {pos}: {exc}") from exc
+            if e is None or pos + e.size > total:
+                raise CorruptRecordError(
+                    f"incomplete entry at position {pos} ({total - pos} bytes left)")
+            if not entry_is_valid(mv, pos, e):
+                raise CorruptRecordError(f"CRC mismatch in the entry at position {pos}")
+            if e.last_offset < e.base_offset:
+                raise CorruptRecordError(
+                    f"negative lastOffsetDelta in the batch at position {pos}")
+            if entries and e.base_offset <= prev_last:
+                raise OffsetsOutOfOrderError(
+                    f"out of order offsets in replicated batches: {e.base_offset} "
+                    f"follows {prev_last}")
+            prev_last = e.last_offset
+            entries.append((pos, e.size, e.last_offset, e.max_timestamp, e.header, e.base_offset))
+            pos += e.size
+        first_offset = entries[0][5]
+        cfg = self.config
+        # pieces of at most segment.bytes (one oversized entry alone), each
+        # spanning offsets that fit a segment's relative offsets
+        chunks = []
+        start = 0
+        acc = 0
+        for k, (_, size, last, _, _, base) in enumerate(entries):
+            if k > start and (acc + size > cfg.segment_bytes
+                              or last - entries[start][5] > INT32_MAX):
+                chunks.append((start, k))
+                start, acc = k, 0
+            acc += size
+        chunks.append((start, len(entries)))
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            leo, active, _ = self._end
+            if first_offset < leo:
+                raise OffsetsOutOfOrderError(
+                    f"replicated batch base offset {first_offset} is below the log end "
+                    f"offset {leo} of {self.topic}-{self.partition}")
+            ps = self.producer_state
+            epochs = self.leader_epochs
+            latest_epoch = epochs.latest_epoch
+            for a, b in chunks:
+                c_first = entries[a][5]
+                c_last = entries[b - 1][2]
+                c_start = entries[a][0]
+                c_end = entries[b - 1][0] + entries[b - 1][1]
+                infos = [(size, last, ts) for _, size, last, ts, _, _ in entries[a:b]]
+                max_ts = max(ts for _, _, ts in infos)
+                reason = active.should_roll(cfg, c_end - c_start, max_ts, c_last, now_ms)
+                if reason is not None:
+                    active = self._roll(reason, c_first)
+                size = active.append([mv[c_start:c_end]], c_end - c_start, infos)
+                for _, _, last, _, h, base in entries[a:b]:
+                    if h is None:
+                        continue
+                    if h.producer_id >= 0:
+                        ps.update(h, base, last)
+                    if h.partition_leader_epoch > latest_epoch:
+                        epochs.assign(h.partition_leader_epoch, base)
+                        latest_epoch = epochs.latest_epoch
+                self._end = (c_last + 1, active, size)
+            next_offset = entries[-1][2] + 1
+            lso = self.log_start_offset
+        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
+            self._request_flush(self)
+        if self._listeners:
+            self._notify()
+        return AppendResult(first_offset, next_offset - 1, -1, lso, False)
 
     def _notify(self) -> None:
         for cb in self._listeners:
@@ -524,28 +671,44 @@ class Log:
                 self._roll("forced", self._end[0])
 
     # ------------------------------------------------------------------ read
-    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult:
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True,
+             max_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``
-        (at least one batch when ``min_one_batch``), as file regions. Lock-free."""
+        (at least one batch when ``min_one_batch``), as file regions. Lock-free.
+
+        ``max_offset`` is an exclusive upper bound on the offsets returned: the
+        high watermark (or last stable offset) for consumers, None (the log end
+        offset) for followers. Only whole batches whose last offset is below it
+        are returned; a ``fetch_offset`` in [max_offset, log end] gets no regions,
+        one outside [log start, log end] OffsetOutOfRangeError. The result
+        reports the high watermark as it was when the read started.
+        """
         for _ in range(3):
             try:
-                return self._read(fetch_offset, max_bytes, min_one_batch)
-            except (ValueError, OSError) as exc:
+                return self._read(fetch_offset, max_bytes, min_one_batch, max_offset)
+            except (ValueError, OSError, IndexError) as exc:
                 # a segment was closed under us: deleted with file.delete.delay.ms=0,
-                # or the log closed. Retry on a fresh snapshot (range is re-checked).
+                # or the log closed; or an index shrank under us (a truncation).
+                # Retry on a fresh snapshot (range is re-checked).
                 if self.closed:
                     raise StorageError(f"log {self.topic}-{self.partition} is closed") from exc
                 last = exc
         raise StorageError(f"read of {self.topic}-{self.partition} failed: {last}") from last
 
-    def _read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
+    def _read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+              max_offset: int | None) -> ReadResult:
+        hw = self.high_watermark
         leo, active, active_size = self._end
         segs, bases = self._segs
         lso = self.log_start_offset
-        hw = leo
         if fetch_offset < lso or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
+        if max_offset is not None and max_offset < leo:
+            if fetch_offset >= max_offset:
+                return ReadResult([], hw, lso, hw)
+            return self._read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset,
+                                      hw, lso, active, active_size, segs, bases)
         if fetch_offset == leo:
             return ReadResult([], hw, lso, hw)
         i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
@@ -556,6 +719,31 @@ class Log:
             if region is not None:
                 return ReadResult([region] if region.length else [], hw, lso, hw)
             if seg is active:
+                break
+            i += 1
+        return ReadResult([], hw, lso, hw)
+
+    @staticmethod
+    def _read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset, hw, lso,
+                      active, active_size, segs, bases) -> ReadResult:
+        """``_read`` below ``max_offset`` (< log end): each segment looked at is cut
+        at the first batch whose last offset reaches the bound (offset index, then
+        a scan, as for the start position); the walk ends at the first cut."""
+        n = len(segs)
+        i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        while i < n:
+            seg = segs[i]
+            max_pos = active_size if seg is active else seg.size
+            cut = False
+            if i + 1 >= n or bases[i + 1] > max_offset:
+                found = seg.translate_offset(max_offset, max_pos)
+                if found is not None:
+                    max_pos = found[0]
+                    cut = True
+            region = seg.read(fetch_offset, max_bytes, max_pos, min_one_batch)
+            if region is not None:
+                return ReadResult([region] if region.length else [], hw, lso, hw)
+            if cut or seg is active:
                 break
             i += 1
         return ReadResult([], hw, lso, hw)
@@ -697,6 +885,125 @@ class Log:
     # ------------------------------------------------------------------ epochs
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """This replica becomes leader at ``epoch``: record that the epoch starts at
+        the current log end offset (no-op unless newer than the latest epoch), so
+        OffsetForLeaderEpoch answers right even before the epoch has records."""
+        with self._lock:
+            self.leader_epochs.assign(epoch, self._end[0])
+
+    # ------------------------------------------------------------------ high watermark
+    def update_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward to ``offset``, clamped to [log start,
+        log end]; True when it changed. It never moves backwards here (only a
+        truncation lowers it). The owner (the partition layer) calls this; no
+        append does."""
+        if offset <= self.high_watermark:
+            return False
+        with self._lock:
+            hw = min(max(offset, self.log_start_offset), self._end[0])
+            if hw > self.high_watermark:
+                self.high_watermark = hw
+                return True
+            return False
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> int:
+        """A follower's truncation to a divergence point: remove every batch that
+        holds any offset >= ``offset`` (whole batches: one straddling ``offset``
+        goes too, and the log then ends at its base offset). Returns the new log
+        end offset; a no-op for ``offset`` >= the log end offset (except that,
+        as in Kafka, an epoch begun at the log end without records is dropped
+        from the epoch cache). Below the first segment's base it is
+        ``truncate_fully_and_start_at(offset)``.
+
+        Segments entirely above go (renamed ``*.deleted``, closed after
+        file.delete.delay.ms); the one holding ``offset`` is cut and becomes
+        the active segment. Then the leader epoch cache is cut at the new end,
+        producer state is rebuilt for the shorter log (newest snapshot at or
+        below the new end, plus the batches after it), and the high watermark,
+        recovery point and log start offset are lowered to the new end if above.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic}-{self.partition} to {offset}")
+        with self._lock, self._flush_lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            leo = self._end[0]
+            if offset >= leo:
+                self.leader_epochs.truncate_from_end(leo)
+                return leo
+            segs, bases = self._segs
+            if offset < bases[0]:
+                self._truncate_fully(offset)
+                new_leo = offset
+            else:
+                i = bisect.bisect_right(bases, offset) - 1
+                seg = segs[i]
+                doomed = segs[i + 1:]
+                log.info("truncating %s-%d to offset %d (log end %d)",
+                         self.topic, self.partition, offset, leo)
+                # first out of the way: their names may be reused by later rolls
+                retired = [(d, d.rename_to_deleted()) for d in doomed]
+                new_leo, old_file = seg.truncate_to(offset)
+                # _end before _segs: a reader pairing the new end with the old
+                # segment list still finds only kept batches below the new end
+                self._end = (new_leo, seg, seg.size)
+                self._segs = (tuple(segs[:i + 1]), tuple(bases[:i + 1]))
+                delay = self.config.file_delete_delay_ms
+                for d, renamed in retired:
+                    self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+                if old_file is not None:
+                    self._schedule(old_file.close, delay)
+                if retired:
+                    fsync_dir(self.dir)
+                self.leader_epochs.truncate_from_end(new_leo)
+                if self.log_start_offset > new_leo:
+                    self.log_start_offset = new_leo
+                self._load_producer_state(new_leo)
+                if self.high_watermark > new_leo:
+                    self.high_watermark = new_leo
+                if self.recovery_point > new_leo:
+                    self.recovery_point = new_leo
+        if self._request_checkpoint is not None:
+            self._request_checkpoint(self)
+        return new_leo
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a follower below the
+        leader's log start, or with nothing in common with it): every segment
+        goes (delayed deletion), a new empty active segment starts at
+        ``offset``, which becomes the log start and end offset, high watermark
+        and recovery point; producer state and leader epochs are cleared."""
+        if offset < 0:
+            raise ValueError(f"cannot restart {self.topic}-{self.partition} at {offset}")
+        with self._lock, self._flush_lock:
+            if self.closed:
+                raise StorageError(f"log {self.topic}-{self.partition} is closed")
+            self._truncate_fully(offset)
+        if self._request_checkpoint is not None:
+            self._request_checkpoint(self)
+
+    def _truncate_fully(self, offset: int) -> None:
+        """(Both locks held.)"""
+        log.info("truncating %s-%d fully, restarting at offset %d",
+                 self.topic, self.partition, offset)
+        retired = [(d, d.rename_to_deleted()) for d in self._segs[0]]
+        new = LogSegment(self.dir, offset, self.config, create=True)
+        # _segs before _end: a reader pairing the old end with the new segment
+        # list finds nothing rather than the old data
+        self._segs = ((new,), (offset,))
+        self._end = (offset, new, 0)
+        fsync_dir(self.dir)
+        delay = self.config.file_delete_delay_ms
+        for d, renamed in retired:
+            self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+        self.leader_epochs.clear()
+        self.producer_state.clear()
+        self.log_start_offset = offset
+        self.high_watermark = offset
+        self.recovery_point = offset
 
     # ------------------------------------------------------------------ flush/close
     def unflushed_messages(self) -> int:

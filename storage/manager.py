@@ -19,7 +19,13 @@ Background threads (daemons, stopped by ``shutdown``):
   because a pass can take long and must not delay the scheduler's tasks.
 
 Per log dir it keeps Kafka's ``meta.properties``, ``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint`` and ``cleaner-offset-checkpoint``; per partition ``partition.metadata``.
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (each log's high
+watermark, which its owner moves with ``Log.update_high_watermark``; a log without
+an entry starts with its high watermark at its log end offset) and
+``cleaner-offset-checkpoint``; per partition ``partition.metadata``. A log
+truncation asks for the checkpoints to be written at once (as Kafka's
+LogManager.truncateTo does), so no checkpoint names an offset above a log's end
+for longer than that takes.
 """
 from __future__ import annotations
 
@@ -34,7 +40,8 @@ import uuid
 from typing import Callable
 
 from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
-                                 META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, atomic_write,
+                                 META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
+                                 REPLICATION_OFFSET_CHECKPOINT, atomic_write,
                                  fsync_dir, read_offset_checkpoint, read_partition_metadata,
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
@@ -213,6 +220,7 @@ class LogManager:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
         recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
         starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
+        high_watermarks = read_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
         if not clean and any(e.is_dir() for e in os.scandir(d)):
             # (A brand-new dir has nothing to recover: say nothing about it.)
             log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
@@ -242,8 +250,10 @@ class LogManager:
                          topic_id=read_partition_metadata(path),
                          recovery_point=recovery.get(key, 0),
                          log_start_offset=starts.get(key),
+                         high_watermark=high_watermarks.get(key),
                          clean_shutdown=clean,
-                         scheduler=self._schedule, flush_requester=self._request_flush)
+                         scheduler=self._schedule, flush_requester=self._request_flush,
+                         checkpoint_requester=self._request_checkpoint)
             except (OSError, StorageError) as exc:
                 # one unreadable partition must not keep the others offline; its
                 # files stay untouched for an operator to look at
@@ -267,6 +277,11 @@ class LogManager:
     def _request_flush(self, lg: Log) -> None:
         if self._started and not self._shut_down:
             self._flusher.request(lg)
+
+    def _request_checkpoint(self, lg: Log) -> None:
+        """A log was truncated: write the checkpoints soon (on the scheduler)."""
+        if self._started and not self._shut_down:
+            self._scheduler.schedule(self.write_checkpoints, 0)
 
     # ------------------------------------------------------------------ partitions
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -303,7 +318,8 @@ class LogManager:
             fsync_dir(d)
             lg = Log(path, topic, partition, config or self._config_for(topic),
                      topic_id=topic_id or read_partition_metadata(path),
-                     scheduler=self._schedule, flush_requester=self._request_flush)
+                     scheduler=self._schedule, flush_requester=self._request_flush,
+                     checkpoint_requester=self._request_checkpoint)
             self._logs[key] = lg
             self._log_dir_of[key] = d
             return lg
@@ -414,6 +430,8 @@ class LogManager:
                                         {k: lg.recovery_point for k, lg in logs.items()})
                 write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
                                         {k: lg.log_start_offset for k, lg in logs.items()})
+                write_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
+                                        {k: lg.high_watermark for k, lg in logs.items()})
             except OSError as exc:
                 log.error("writing checkpoints in %s failed: %s", d, exc)
                 failures.append(f"writing checkpoints: {exc}")

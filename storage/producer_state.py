@@ -203,6 +203,12 @@ class ProducerStateManager:
         for old in offs[:-keep] if keep else []:
             self._remove_snapshot(old)
 
+    def clear(self) -> None:
+        """Forget every producer and delete every snapshot (the log was emptied)."""
+        self.producers = {}
+        for off in self.snapshot_offsets():
+            self._remove_snapshot(off)
+
     def delete_snapshots_after(self, offset: int) -> None:
         for off in self.snapshot_offsets():
             if off > offset:

@@ -27,10 +27,12 @@ lock-free index arrays; the lazy open is guarded by a small per-segment lock.
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
 import random
+import struct
 import threading
 import time
 
@@ -51,6 +53,29 @@ _pwritev = os.pwritev
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+_TXN_ENTRY_SIZE = 34   # Kafka's AbortedTxn: version i16, producerId, firstOffset, lastOffset, lastStableOffset
+_TXN_LAST_OFFSET = 18
+
+
+def _truncate_txn_index(path: str, offset: int) -> None:
+    """Kafka's TransactionIndex.truncateTo: drop the entries from the first whose
+    last offset >= ``offset`` on. samsa writes no txn index yet; this keeps one
+    from a Kafka data dir consistent with its truncated segment."""
+    try:
+        with open(path, "r+b") as f:
+            data = f.read()
+            keep = 0
+            while keep + _TXN_ENTRY_SIZE <= len(data):
+                (last,) = struct.unpack_from(">q", data, keep + _TXN_LAST_OFFSET)
+                if last >= offset:
+                    break
+                keep += _TXN_ENTRY_SIZE
+            if keep < len(data):
+                f.truncate(keep)
+    except FileNotFoundError:
+        pass
 
 
 class FileRegion:
@@ -548,6 +573,74 @@ class LogSegment:
             self._offset_index, self._time_index = oi, ti
         return truncated, (reason if truncated else None)
 
+    # -- truncation (a follower cutting its log at a divergence point) ---------------
+    def truncate_to(self, offset: int):
+        """Remove every batch holding an offset >= ``offset`` (whole batches: one
+        that straddles ``offset`` goes too) and make this the active segment.
+        Caller holds the log's lock. Returns ``(next_offset, retired_file)``:
+        the offset after the last batch kept (the base offset when none is), and
+        the read-only file object this segment used until now (None if there was
+        none), which readers may still hold regions of: the caller closes it later.
+
+        Kafka's LogSegment.truncateTo: the .log is cut at the batch's position,
+        offset/time/txn index entries beyond it go, both indexes are preallocated
+        again, and the largest timestamp is recomputed from the last time index
+        entry kept plus a scan of the batches after it.
+        """
+        retired = None
+        with self._open_lock:
+            if not self.active:
+                retired = self._file     # opened "rb": appends need "r+b"
+                self._file = None
+                self._fd = None
+                self.active = True
+        oi = self.offset_index
+        ti = self.time_index
+        oi.make_writable()
+        ti.make_writable()
+        old_max_ts = self.max_timestamp
+        f = self.file
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        found = self.translate_offset(offset, size)
+        pos = found[0] if found is not None else size
+        if pos < size:
+            os.ftruncate(fd, pos)
+        self._size = pos
+        n = bisect.bisect_left(oi.values, pos, 0, len(oi.keys))
+        oi.truncate_entries(n)
+        # time index values are batches' last offsets: the kept batches' are < offset
+        ti.truncate_entries(bisect.bisect_left(ti.values, offset, 0, len(ti.keys)))
+        last_index_pos = oi.values[n - 1] if n else 0
+        # Kafka's loadLargestTimestamp: the time index's last entry is a running
+        # maximum, so only batches from the one holding its offset on can beat it.
+        scan_from = last_index_pos
+        max_ts, off_of_max = -1, self.base_offset
+        if old_max_ts >= 0:
+            te_ts, te_off = ti.last_entry()
+            if te_ts >= 0:
+                max_ts, off_of_max = te_ts, te_off
+                scan_from = min(scan_from, oi.lookup(te_off)[1])
+            else:
+                scan_from = 0
+        last = None
+        for e in EntryScanner(fd, scan_from, pos):
+            last = e
+            if e.max_timestamp > max_ts:
+                max_ts, off_of_max = e.max_timestamp, e.last_offset
+        next_offset = last.next_offset if last is not None else self.base_offset
+        self._max_ts, self._offset_of_max_ts = max_ts, off_of_max
+        self._bytes_since_last_index = pos - last_index_pos
+        if pos == 0:
+            self.rolling_based_timestamp = None
+            self.created_ms = int(time.time() * 1000)
+        _truncate_txn_index(self.txn_index_path, next_offset)
+        return next_offset, retired
+
+    @property
+    def txn_index_path(self) -> str:
+        return os.path.join(self.dir, segment_name(self.base_offset) + TXN_INDEX_SUFFIX)
+
     # -- deletion -------------------------------------------------------------------
     def all_paths(self) -> list[str]:
         base = os.path.join(self.dir, segment_name(self.base_offset))
@@ -557,8 +650,12 @@ class LogSegment:
         """Kafka's async delete, step 1: ``X.log`` -> ``X.log.deleted`` (files stay open,
         so regions already handed to readers remain valid until the delayed delete)."""
         self.file  # open lazily-opened handles first: readers keep using them
-        self.offset_index
-        self.time_index
+        for idx in (self.offset_index, self.time_index):
+            # Written out and detached from their path now: a later segment may
+            # take the same name (after a truncation), and closing this one must
+            # not touch that segment's files.
+            if idx.writable:
+                idx.make_readonly()
         self.deleted = True
         out = []
         for p in self.all_paths():

@@ -20,8 +20,9 @@ event queue: watches only enqueue, and decisions come from
 What it reacts to: brokers coming and going (``/brokers/ids``), topics
 created or grown (``/brokers/topics``, also when a tool writes them),
 preferred replica elections asked through
-``/admin/preferred_replica_election``, and topic deletions marked under
-``/admin/delete_topics``.
+``/admin/preferred_replica_election``, topic deletions marked under
+``/admin/delete_topics``, and leaders' ISR changes announced under
+``/isr_change_notification``.
 """
 from __future__ import annotations
 
@@ -39,8 +40,8 @@ from kazoo.protocol.states import ZnodeStat
 from broker.metadata import zk_layout as z
 from broker.metadata.store import INTERNAL_TOPICS
 
-from .elections import (LeaderAndIsr, elect_offline, elect_preferred, initial_state,
-                        remove_from_isr)
+from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
+                        initial_state, remove_from_isr)
 
 log = logging.getLogger("broker.cluster.controller")
 
@@ -68,6 +69,7 @@ class Controller:
         self.epoch = 0
         self._epoch_version = -1
         self._live: set[int] = set()
+        self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
 
@@ -121,6 +123,10 @@ class Controller:
                     self._on_preferred_election()
                 elif kind == "delete":
                     self._on_delete_topics(event[1])
+                elif kind == "isr":
+                    self._on_isr_changes(event[1])
+                elif kind == "shutdown":
+                    event[2]["remaining"] = self._on_controlled_shutdown(event[1])
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -133,6 +139,9 @@ class Controller:
                 self._resign(delete_znode=False)
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
                 log.exception("controller %d: handling %s failed", self.broker_id, kind)
+            finally:
+                if kind == "shutdown":
+                    event[3].set()  # the broker waiting for it goes on either way
 
     # ---------------------------------------------------------------- election
 
@@ -203,6 +212,8 @@ class Controller:
                           lambda data, _s: self._watch_event(epoch, "preferred", data))
         self.zk.ChildrenWatch(z.DELETE_TOPICS,
                               lambda names: self._watch_event(epoch, "delete", names))
+        self.zk.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION,
+                              lambda names: self._watch_event(epoch, "isr", names))
 
     def _watch_topic(self, topic: str) -> None:
         epoch = self.epoch
@@ -259,6 +270,7 @@ class Controller:
         live = {int(c) for c in ids if c.isdigit()}
         dead, born = self._live - live, live - self._live
         self._live = live
+        self._shutting_down &= live
         if dead:
             log.info("controller: broker(s) %s went away", sorted(dead))
             for tp, (state, _) in list(self._states.items()):
@@ -318,6 +330,57 @@ class Controller:
             self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
         except NoNodeError:
             pass
+
+    def controlled_shutdown(self, broker_id: int, timeout: float) -> list[Partition] | None:
+        """Move leadership off ``broker_id`` and take it out of the ISRs (Kafka's
+        ControlledShutdown, handled on the controller); the replicated partitions
+        it still leads are returned (nowhere to go yet), None when this broker is
+        not the controller (or the decision did not come in time). Blocking: call
+        it from a worker thread."""
+        if not self.active:
+            return None
+        result: dict = {}
+        done = threading.Event()
+        self._events.put(("shutdown", broker_id, result, done))
+        if not done.wait(timeout) or not self.active:
+            return None
+        return result.get("remaining")
+
+    def _on_controlled_shutdown(self, broker_id: int) -> list[Partition]:
+        if broker_id not in self._live:
+            return []
+        self._shutting_down.add(broker_id)
+        log.info("controller: controlled shutdown of broker %d", broker_id)
+        for tp, (state, _) in list(self._states.items()):
+            replicas = self._assignments.get(tp[0], {}).get(tp[1], [])
+            if len(replicas) > 1 and (state.leader == broker_id or broker_id in state.isr):
+                self._decide(tp, lambda s, r=replicas: elect_for_shutdown(
+                    r, s, self._live, self._shutting_down))
+        # Partitions with one replica have nowhere to go: not waited for (as Kafka).
+        return sorted(tp for tp, (state, _) in self._states.items()
+                      if state.leader == broker_id
+                      and len(self._assignments.get(tp[0], {}).get(tp[1], [])) > 1)
+
+    def _on_isr_changes(self, names: list[str]) -> None:
+        """Leaders changed ISRs (they write the state znodes themselves and leave
+        a notification): re-read those states, so the next decision starts from
+        them, and remove the notifications, as Kafka's controller does."""
+        for name in sorted(names):
+            path = f"{z.ISR_CHANGE_NOTIFICATION}/{name}"
+            try:
+                changed = z.decode_partition_list(path, self.zk.get(path)[0])
+            except NoNodeError:
+                continue
+            except z.ZNodeFormatError as e:
+                log.warning("controller: %s", e)
+                changed = []
+            for tp in changed:
+                if tp[1] in self._assignments.get(tp[0], {}):
+                    self._read_state(tp)
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
 
     def _on_delete_topics(self, names: list[str]) -> None:
         """Topics marked for deletion under /admin/delete_topics (by a broker

@@ -21,17 +21,21 @@ READ_CHUNK = 1 << 20
 
 def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
                           time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                          leader_epoch: Callable[[int], int] = lambda partition: 0):
+                          append_batch: Callable[[int, bytes], object] | None = None):
     """(append_fn, read_all_fn) for ConsumerOffsetsLog over storage.Log partitions.
-    leader_epoch(partition): the epoch the coordinator's appends are stamped with
-    (the partition's current leader epoch, as for any leader's append)."""
+    append_batch(partition, batch): how a batch reaches the partition (the
+    broker's partition layer, which stamps the leader epoch and moves the high
+    watermark); without it, straight to the log."""
 
     def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
+        batch = build_batch([(k, v, [], time_ms()) for k, v in entries])
+        if append_batch is not None:
+            append_batch(partition, batch)
+            return
         log = get_log(partition)
         if log is None:
             raise RuntimeError(f"__consumer_offsets-{partition} does not exist")
-        now = time_ms()
-        log.append(build_batch([(k, v, [], now) for k, v in entries]), leader_epoch(partition))
+        log.append(batch)
 
     def read_all_fn() -> Iterator[tuple[bytes, bytes | None]]:
         for p in range(num_partitions):

@@ -8,6 +8,7 @@ from .api_versions import handle_api_versions
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
+from .controlled_shutdown import handle_controlled_shutdown
 from .fetch import handle_fetch
 from .log_dirs import handle_describe_log_dirs
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
@@ -25,6 +26,7 @@ HANDLERS = {
     1: handle_fetch,
     2: handle_list_offsets,
     3: handle_metadata,
+    7: handle_controlled_shutdown,
     8: handle_offset_commit,
     9: handle_offset_fetch,
     10: handle_find_coordinator,

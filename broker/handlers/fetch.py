@@ -7,6 +7,10 @@ data is read and down-converted in memory.
 
 No fetch sessions are kept: every answer has session id 0, which tells the
 client to send full requests (KIP-227 allows it).
+
+Consumers read up to the high watermark. A follower (a broker: ``replica_id``
+is its id) reads up to the log end, and its fetch offset tells the leader how
+far its copy goes, which moves the high watermark and the ISR.
 """
 from __future__ import annotations
 
@@ -68,7 +72,15 @@ def _region_size(regions) -> int:
     return sum(r.length for r in regions)
 
 
-def _read_all(targets, max_bytes, version):
+def _replica_id(req, version) -> int:
+    """The fetching broker's id; -1 for a consumer."""
+    if version >= 15:
+        state = req.replica_state
+        return state.replica_id if state is not None else -1
+    return req.replica_id
+
+
+def _read_all(targets, max_bytes, version, follower: bool):
     """One pass over every partition: (partition answers, bytes gathered)."""
     answers = []
     remaining = max_bytes
@@ -88,7 +100,8 @@ def _read_all(targets, max_bytes, version):
         try:
             # At least one batch from the first partition that has data, so a
             # consumer always makes progress past a batch larger than its limits.
-            rr = log.read(t.fetch_offset, limit, min_one_batch=(gathered == 0))
+            rr = log.read(t.fetch_offset, limit, min_one_batch=(gathered == 0),
+                          max_offset=None if follower else log.high_watermark)
             regions = rr.regions
             size = _region_size(regions)
             records = _records_value(regions, version)
@@ -145,12 +158,18 @@ async def handle_fetch(ctx, req):
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
     targets = _resolve(broker, req, version)
+    replica_id = _replica_id(req, version)
+    follower = replica_id >= 0
+    if follower:
+        for t in targets:
+            if t.lookup.ok:
+                broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
         waiter = broker.notifier.wait_any(keys, loop) if keys else None
-        answers, gathered = _read_all(targets, max_bytes, version)
+        answers, gathered = _read_all(targets, max_bytes, version, follower)
         any_error = any(p.error_code for _, p in answers)
         timeout = deadline - loop.time()
         if gathered >= req.min_bytes or any_error or timeout <= 0 or waiter is None:
@@ -161,6 +180,6 @@ async def handle_fetch(ctx, req):
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
-            answers, _ = _read_all(targets, max_bytes, version)
+            answers, _ = _read_all(targets, max_bytes, version, follower)
             _count_out(broker.metrics, answers)
             return _response(answers)

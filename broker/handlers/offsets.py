@@ -10,10 +10,12 @@ from .errors import error_code_for
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def _list_offset(log, timestamp):
-    """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches."""
+def _list_offset(log, timestamp, replica: bool):
+    """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches.
+    The latest offset is the high watermark for clients, the log end for a
+    follower (a broker: its fetch offset is past the leader's log end)."""
     if timestamp == LATEST:
-        return log.high_watermark, -1
+        return (log.log_end_offset if replica else log.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     if timestamp == LATEST_TIERED:
@@ -47,7 +49,7 @@ async def handle_list_offsets(ctx, req):
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:
-                offset, ts = _list_offset(log, p.timestamp)
+                offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0)
                 code = ErrorCode.NONE
             except Exception as e:  # noqa: BLE001
                 offset, ts, code = -1, -1, error_code_for(e)

@@ -33,23 +33,25 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
         current_leader=current_leader or R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
 
 
-def _append(log, records, version, leader_epoch, metrics):
+def _append(partitions, found: LeaderLookup, records, version, metrics):
+    """(the partition's answer, the offset after its records; -1 when refused)."""
     if records is None or len(records) == 0:
-        return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set")
+        return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set"), -1
     if version <= 2:
         records = upconvert_message_set(records)
     elif len(records) > _MAGIC_OFFSET and records[_MAGIC_OFFSET] != 2:
         return _partition_result(-1, ErrorCode.INVALID_RECORD,
-                                 message="Produce v3+ requires record batches of magic 2")
+                                 message="Produce v3+ requires record batches of magic 2"), -1
     elif version < _FIRST_ZSTD_VERSION and any(
             h.codec == Codec.ZSTD for _, h in iter_batch_headers(records)):
         return _partition_result(-1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                 message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later")
-    res = log.append(records, leader_epoch)
+                                 message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later"), -1
+    res = partitions.append(found, records)
     if not res.duplicate:
-        metrics.produced(log.topic, res.last_offset - res.first_offset + 1, len(records))
+        metrics.produced(found.log.topic, res.last_offset - res.first_offset + 1, len(records))
+    # a retried duplicate waits for its original's replication, as in Kafka
     return _partition_result(-1, ErrorCode.NONE, res.first_offset, res.log_append_time,
-                             res.log_start_offset)
+                             res.log_start_offset), res.last_offset + 1
 
 
 def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoint]):
@@ -63,11 +65,34 @@ def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoi
     return _partition_result(index, found.error, current_leader=current)
 
 
+def _min_isr_error(found: LeaderLookup) -> ErrorCode:
+    """acks=all into a partition whose ISR is below min.insync.replicas is
+    refused before anything is written (Kafka's NOT_ENOUGH_REPLICAS)."""
+    if found.replica.in_sync_count() < found.log.config.min_insync_replicas:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return ErrorCode.NONE
+
+
+async def _await_replication(partitions, waiting) -> None:
+    """acks=all: each appended partition's answer waits until its in-sync
+    replicas have the records (or the request's timeout passes)."""
+    codes = await partitions.wait_replicated(
+        [(found, end, found.log.config.min_insync_replicas) for found, end, _, _ in waiting],
+        min(t for _, _, _, t in waiting))
+    for (_, _, result, _), code in zip(waiting, codes):
+        if code:
+            result.error_code = code
+            result.base_offset = -1
+            result.log_append_time_ms = -1
+            result.log_start_offset = -1
+
+
 async def handle_produce(ctx, req):
     broker = ctx.broker
     version = ctx.version
     topics_out = []
     acks_ok = req.acks in (-1, 0, 1)
+    waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
     for topic in req.topic_data:
         if version >= 13:
@@ -92,10 +117,17 @@ async def handle_produce(ctx, req):
                 found = broker.partitions.leader_log(meta.name, part.index)
                 if not found.ok:
                     result = _not_leader(part.index, found, leaders)
+                elif req.acks == -1 and _min_isr_error(found):
+                    result = _partition_result(
+                        part.index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                        message=f"{found.replica.in_sync_count()} in-sync replica(s), "
+                                f"min.insync.replicas is {found.log.config.min_insync_replicas}")
                 else:
                     try:
-                        result = _append(found.log, part.records, version, found.leader_epoch,
-                                         broker.metrics)
+                        result, end = _append(broker.partitions, found, part.records, version,
+                                              broker.metrics)
+                        if req.acks == -1 and end >= 0:
+                            waiting.append((found, end, result, req.timeout_ms))
                     except Exception as e:  # noqa: BLE001 - every failure is an error code
                         # KIP-467: the records at fault, so clients fail only those
                         result = _partition_result(part.index, error_code_for(e),
@@ -105,6 +137,8 @@ async def handle_produce(ctx, req):
             parts_out.append(result)
         topics_out.append(ProduceResponse.TopicProduceResponse(
             name=topic.name, topic_id=topic.topic_id, partition_responses=parts_out))
+    if waiting:
+        await _await_replication(broker.partitions, waiting)
     if req.acks == 0:
         return None
     return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=[

@@ -106,8 +106,9 @@ class EmbeddedMetadataStore(MetadataStore):
         return self._self_led
 
     def create_topic(self, name, num_partitions, configs, is_internal=False,
-                     assignment=None) -> TopicMeta:
-        # one broker: an explicit assignment can only name it (checked by the caller)
+                     assignment=None, replication_factor=1) -> TopicMeta:
+        # one broker: an explicit assignment can only name it, and the replication
+        # factor can only be 1 (both checked by the caller)
         with self._lock:
             if name in self._topics:
                 raise TopicExistsError(name)

@@ -10,6 +10,7 @@ import abc
 import base64
 import dataclasses
 import uuid
+from typing import NamedTuple
 
 
 # Topics whose records are a coordinator's state: never written by clients,
@@ -47,6 +48,16 @@ class PartitionMeta:
     offline_replicas: tuple[int, ...] = ()
 
 
+class IsrUpdate(NamedTuple):
+    """The outcome of a leader's ISR change: written, or refused because the
+    partition state changed since ``version`` was read (then the state now)."""
+    written: bool
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    version: int
+
+
 class TopicExistsError(Exception):
     pass
 
@@ -75,8 +86,8 @@ class MetadataStore(abc.ABC):
 
     cluster_id: str
     broker_id: int
-    # Whether partitions may have more than one replica (needs replica fetchers,
-    # which do not exist yet: until then every partition has one replica).
+    # Whether partitions may have more than one replica (a cluster does; the
+    # embedded store is one broker).
     replicates: bool = False
 
     @property
@@ -85,6 +96,13 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def brokers(self) -> list[BrokerEndpoint]: ...
+
+    def broker(self, broker_id: int) -> BrokerEndpoint | None:
+        """A registered broker's endpoint (None: not registered now)."""
+        for b in self.brokers():
+            if b.node_id == broker_id:
+                return b
+        return None
 
     @abc.abstractmethod
     def topics(self) -> dict[str, TopicMeta]: ...
@@ -108,12 +126,25 @@ class MetadataStore(abc.ABC):
         partition). Stores override it: it is on every request's path."""
         return self.partitions(topic).get(partition)
 
+    def partition_version(self, topic: str, partition: int) -> int:
+        """The version of the partition's state as last read (ZooKeeper: the state
+        znode's), for a leader's conditional ISR change."""
+        return 0
+
+    def update_isr(self, topic: str, partition: int, leader_epoch: int,
+                   isr: tuple[int, ...], version: int) -> IsrUpdate:
+        """A leader's ISR change, written only if the state is still at ``version``
+        and ``leader_epoch`` (Kafka's conditional partition state update)."""
+        raise NotImplementedError("one broker: every partition's ISR is that broker")
+
     @abc.abstractmethod
     def create_topic(self, name: str, num_partitions: int, configs: dict,
                      is_internal: bool = False,
-                     assignment: dict[int, list[int]] | None = None) -> TopicMeta:
+                     assignment: dict[int, list[int]] | None = None,
+                     replication_factor: int = 1) -> TopicMeta:
         """``assignment`` (partition -> replica broker ids, already checked)
-        places the partitions; without it the store places them."""
+        places the partitions; without it the store places them, with
+        ``replication_factor`` replicas each."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> TopicMeta: ...

@@ -38,10 +38,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
                               NodeExistsError)
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
 
 from ..cluster.assignment import assign_replicas
 from . import zk_layout as z
-from .store import (INTERNAL_TOPICS, BrokerEndpoint, MetadataStore, MetadataUnavailableError,
+from .store import (INTERNAL_TOPICS, BrokerEndpoint, IsrUpdate, MetadataStore, MetadataUnavailableError,
                     PartitionMeta, TopicExistsError, TopicMeta, UnknownTopicError, kafka_id,
                     new_cluster_id)
 
@@ -80,6 +81,8 @@ def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
 
 
 class ZooKeeperMetadataStore(MetadataStore):
+    replicates = True
+
     def __init__(self, connect: str, broker_id: int, endpoint: BrokerEndpoint, *,
                  session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
                  clock: Callable[[], float] = time.time, register: bool = True) -> None:
@@ -99,6 +102,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         # Leader, epoch and ISR per partition, from the state znodes the
         # controller (and, for ISR changes, leaders) write; replaced, not mutated.
         self._states: dict[tuple[str, int], z.PartitionState] = {}
+        self._state_versions: dict[tuple[str, int], int] = {}  # their znode versions
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._topic_listeners: list[Callable[[str], None]] = []
@@ -332,7 +336,7 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _watch_state(self, topic: str, partition: int) -> None:
         tp = (topic, partition)
 
-        def on_state(data: bytes | None, _stat: object) -> bool:
+        def on_state(data: bytes | None, stat: ZnodeStat | None) -> bool:
             state = None
             if data is not None:
                 try:
@@ -344,8 +348,11 @@ class ZooKeeperMetadataStore(MetadataStore):
                 states = dict(self._states)
                 if state is None:
                     states.pop(tp, None)
+                    self._state_versions.pop(tp, None)
                 else:
                     states[tp] = state
+                    if stat is not None:
+                        self._state_versions[tp] = stat.version
                 self._states = states
             for listener in list(self._state_listeners):
                 try:
@@ -376,6 +383,35 @@ class ZooKeeperMetadataStore(MetadataStore):
         if state is None:  # the controller has not brought it online (yet)
             return PartitionMeta(replicas, -1, -1, (), offline)
         return PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr, offline)
+
+    def partition_version(self, topic: str, partition: int) -> int:
+        return self._state_versions.get((topic, partition), -1)
+
+    @retriable_on_zookeeper_errors
+    def update_isr(self, topic: str, partition: int, leader_epoch: int,
+                   isr: tuple[int, ...], version: int) -> IsrUpdate:
+        """A leader's ISR change: a conditional write of the state znode (a leader
+        replaced meanwhile, or a controller decision in between, makes it fail),
+        then a change notification for the controller, as Kafka's leaders write
+        them."""
+        path = z.partition_state_path(topic, partition)
+        data, stat = self.zk.get(path)
+        current = z.decode_partition_state(topic, partition, data)
+        if (stat.version != version or current.leader != self.broker_id
+                or current.leader_epoch != leader_epoch):
+            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
+                             stat.version)
+        new = z.PartitionState(current.leader, leader_epoch, tuple(isr), current.controller_epoch)
+        try:
+            stat = self.zk.set(path, z.encode_partition_state(new), version=version)
+        except BadVersionError:
+            data, stat = self.zk.get(path)
+            current = z.decode_partition_state(topic, partition, data)
+            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
+                             stat.version)
+        self.zk.create(z.ISR_CHANGE_PREFIX, z.encode_isr_change([(topic, partition)]),
+                       sequence=True, makepath=True)
+        return IsrUpdate(True, new.leader, new.leader_epoch, new.isr, stat.version)
 
     def partition_states(self) -> dict[tuple[str, int], z.PartitionState]:
         """Every partition's leader, leader epoch and ISR as last written."""
@@ -495,17 +531,19 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # ------------------------------------------------------------ writes
 
-    def _assign(self, first_partition: int, count: int) -> dict[int, list[int]]:
+    def _assign(self, first_partition: int, count: int,
+                replication_factor: int) -> dict[int, list[int]]:
         """Kafka's placement over the live brokers (rack-aware when they all have
-        a rack), one replica per partition until replication exists."""
+        a rack)."""
         brokers = self._brokers
         ids = [b.node_id for b in brokers] or [self.broker_id]
-        return assign_replicas(ids, count, 1, racks={b.node_id: b.rack for b in brokers},
+        return assign_replicas(ids, count, replication_factor,
+                               racks={b.node_id: b.rack for b in brokers},
                                first_partition=first_partition)
 
     @retriable_on_zookeeper_errors
     def create_topic(self, name, num_partitions, configs, is_internal=False,
-                     assignment=None) -> TopicMeta:
+                     assignment=None, replication_factor=1) -> TopicMeta:
         with self._lock:
             if self.zk.exists(z.topic_path(name)):
                 raise TopicExistsError(name)
@@ -516,7 +554,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self.zk.create(z.topic_config_path(name), z.encode_config(configs))
             except NodeExistsError:
                 self.zk.set(z.topic_config_path(name), z.encode_config(configs))
-            placed = z.TopicAssignment(assignment or self._assign(0, num_partitions),
+            placed = z.TopicAssignment(assignment or self._assign(0, num_partitions,
+                                                                  replication_factor),
                                        kafka_id(topic_id))
             try:
                 self.zk.create(z.topic_path(name), z.encode_topic(placed))
@@ -561,7 +600,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                 current = z.decode_topic(name, data)
                 have = len(current.partitions)
                 partitions = dict(current.partitions)
-                partitions.update(assignment or self._assign(have, count - have))
+                # new partitions get as many replicas as the first one has
+                rf = len(current.partitions.get(0, ())) or 1
+                partitions.update(assignment or self._assign(have, count - have, rf))
                 updated = z.TopicAssignment(partitions, current.topic_id,
                                             current.adding_replicas, current.removing_replicas)
                 try:

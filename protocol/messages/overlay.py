@@ -38,6 +38,8 @@ ADD_FIELDS: dict[str, list[tuple[tuple[str, ...], dict, str | None]]] = {}
 # decode_request, so anything else is answered with UNSUPPORTED_VERSION.
 SERVED = {
     "ApiVersions": (18, 0, 4),
+    # v0 has a request header without client id; Kafka's own brokers send v1+
+    "ControlledShutdown": (7, 1, 3),
     "Metadata": (3, 0, 13),
     "Produce": (0, 0, 13),
     "Fetch": (1, 0, 18),

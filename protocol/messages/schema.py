@@ -7,6 +7,8 @@ pure: importlib.resources hands us the text, no file is opened by us.
 from __future__ import annotations
 
 import copy
+import importlib.resources
+import json
 import keyword
 import re
 import uuid
@@ -202,12 +204,21 @@ def _apply_added_fields(data: dict) -> None:
         fields.insert(idx, copy.deepcopy(field_json))
 
 
+def _schema_json(schema_name: str) -> dict:
+    """Kafka's message schema: kafka-python's copy (Kafka 4.x), or ours for the
+    ZooKeeper-era APIs Kafka 4 dropped (ControlledShutdown: brokers use it)."""
+    ours = importlib.resources.files("protocol.messages.schemas") / (schema_name + ".json")
+    if ours.is_file():
+        return json.loads(ours.read_text(encoding="utf-8"))
+    return load_json(schema_name)
+
+
 def load_message(schema_name: str, api_name: str) -> MessageSpec:
     """Load e.g. 'ProduceRequest', widen it with the overlay, build its specs."""
     with warnings.catch_warnings():
         # kafka-python's loader uses importlib.resources.read_text (deprecated, harmless).
         warnings.simplefilter("ignore", DeprecationWarning)
-        data = copy.deepcopy(load_json(schema_name))
+        data = copy.deepcopy(_schema_json(schema_name))
     _apply_added_fields(data)
     m = MessageSpec()
     m.name = data["name"]

@@ -501,8 +501,11 @@ def test_a_cluster_is_reached_through_one_broker(tmp_path):
         victim = max(set(leaders.values()) - {0})  # not the broker the tools are given
         cluster.kill(victim)
         gone = sorted(p for p, leader in leaders.items() if leader == victim)
-        unavailable = wait_until(lambda: describe("--unavailable-partitions") or None,
-                                 timeout=60, what=f"partitions led by broker {victim} to lose it")
+        # the controller writes one partition state at a time: wait for all of them
+        unavailable = wait_until(
+            lambda: (lambda lines: lines if len(lines) >= len(gone) else None)(
+                describe("--unavailable-partitions")),
+            timeout=60, what=f"partitions led by broker {victim} to lose it")
         assert [int(re.search(r"Partition: (\d+)", line).group(1))
                 for line in unavailable] == gone
         assert all("Leader: none" in line for line in unavailable)

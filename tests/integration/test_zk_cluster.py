@@ -7,9 +7,9 @@ that bootstrap from one broker and find leaders and coordinators elsewhere,
 NOT_LEADER_OR_FOLLOWER from a broker that does not lead, and the cluster
 carrying on when a broker, the controller or ZooKeeper itself goes away.
 
-Replication does not exist yet (replication factor 1 only), so a dead broker's
-partitions are offline until it comes back; moving leadership on a controlled
-shutdown is not tested here for the same reason.
+The topics here have one replica, so a dead broker's partitions are offline
+until it comes back; replication, failover and controlled shutdown are
+tested in test_replication.py.
 
 The read-only tests share one cluster (``zk_cluster``, each test with its own
 topic and group names); every test that kills, pauses or stops something gets
@@ -87,29 +87,10 @@ def zk_cluster(request, _module_cluster) -> Cluster:
 
 
 @pytest.fixture
-def cluster_factory(request):
-    """``make(**Cluster kwargs)``: a started cluster of this test's own, stopped at
-    the end (log tails of every broker printed when the test failed)."""
-    _require_zookeeper()
-    made: list[tuple[Cluster, Path]] = []
-
-    def make(**kwargs) -> Cluster:
-        work = Path(tempfile.mkdtemp(prefix="samsa-zk-cluster-"))
-        cluster = Cluster(work, **{"size": 3, "offsets_partitions": OFFSETS_PARTITIONS, **kwargs})
-        made.append((cluster, work))
-        return cluster.start()
-
-    try:
-        yield make
-    finally:
-        failed = _failed(request)
-        for cluster, work in made:
-            try:
-                if failed:
-                    cluster.print_log_tails()
-                cluster.stop()
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
+def cluster_factory(cluster_factory):
+    """This module's clusters: 3 brokers, OFFSETS_PARTITIONS offsets partitions."""
+    return lambda **kwargs: cluster_factory(**{"offsets_partitions": OFFSETS_PARTITIONS,
+                                               **kwargs})
 
 
 # ---------------------------------------------------------------- helpers

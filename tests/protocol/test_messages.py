@@ -26,6 +26,7 @@ EXPECTED_RANGES = {
     "IncrementalAlterConfigs": (44, 0, 1), "DescribeCluster": (60, 0, 2),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
+    "ControlledShutdown": (7, 1, 3),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

@@ -11,6 +11,7 @@ from config.topic import TopicConfig
 from protocol.records import build_batch as proto_build_batch, iter_batch_headers, iter_records
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             RecordTooLargeError)
+from storage.log import AppendOrigin
 from tests.storage.helpers import batch_of, build_batch
 
 
@@ -29,7 +30,8 @@ def test_offsets_assigned_contiguously(make_log):
     r2 = lg.append(batch_of(1) + batch_of(2))
     assert (r1.first_offset, r1.last_offset) == (0, 2)
     assert (r2.first_offset, r2.last_offset) == (3, 5)
-    assert lg.log_end_offset == lg.high_watermark == 6
+    assert lg.log_end_offset == 6
+    assert lg.high_watermark == 0   # appends never commit: the partition's owner does
     assert offsets_in(read_all(lg)) == [(0, 2), (3, 3), (4, 5)]
 
 
@@ -116,6 +118,7 @@ def test_read_out_of_range(make_log):
         lg.read(3, 100)
     with pytest.raises(OffsetOutOfRangeError):
         lg.read(-1, 100)
+    lg.update_high_watermark(2)
     rr = lg.read(2, 100)
     assert rr.regions == [] and rr.high_watermark == 2
 
@@ -173,7 +176,7 @@ def test_roll_when_relative_offset_would_overflow(make_log):
     lg = make_log()
     lg.append(batch_of(1))
     far = proto_build_batch([(None, b"x", (), 1)], base_offset=(1 << 31) + 10)
-    lg.append(far, assign_offsets=False)
+    lg.append(far, origin=AppendOrigin.REPLICATION)
     assert [s.base_offset for s in lg.segments] == [0, (1 << 31) + 10]
     assert lg.log_end_offset == (1 << 31) + 11
     assert offsets_in(read_all(lg, (1 << 31) + 10)) == [((1 << 31) + 10, (1 << 31) + 10)]
@@ -217,7 +220,7 @@ def test_offsets_going_backwards_rejected(make_log):
     lg.append(batch_of(5))
     old = proto_build_batch([(None, b"x", (), 1)], base_offset=3)
     with pytest.raises(OffsetsOutOfOrderError):
-        lg.append(old, assign_offsets=False)
+        lg.append(old, origin=AppendOrigin.REPLICATION)
     assert lg.log_end_offset == 5
 
 
@@ -270,6 +273,10 @@ def test_delete_records_before(make_log):
     lg = make_log(TopicConfig(segment_bytes=500, file_delete_delay_ms=0))
     for _ in range(20):
         lg.append(batch_of(2, size=40))
+    lg.update_high_watermark(30)
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.delete_records_before(31)   # above the high watermark: not committed yet
+    lg.update_high_watermark(lg.log_end_offset)
     nsegs = len(lg.segments)
     assert lg.delete_records_before(15) == 15
     assert lg.log_start_offset == 15

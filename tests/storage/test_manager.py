@@ -50,6 +50,7 @@ def test_files_written_like_kafka(tmp_path, managers):
     assert lm.create_log("orders", 3, CFG, tid) is lg   # idempotent
     for _ in range(5):
         lg.append(batch_of(2))
+    lg.update_high_watermark(lg.log_end_offset)
     lg.delete_records_before(4)
     lm.shutdown()
     props = open(os.path.join(d, "meta.properties")).read().splitlines()

@@ -46,6 +46,7 @@ def test_random_operations_keep_every_batch_at_its_offset(ops, segment_bytes, in
                 if len(b) > segment_bytes:
                     continue
                 r = lg.append(b)
+                lg.update_high_watermark(r.last_offset + 1)   # committed, as a single replica
                 model[r.first_offset] = (r.last_offset, b[61:])   # records bytes are unchanged
             elif kind == "roll":
                 lg.roll()

@@ -1,0 +1,22 @@
+"""ControlledShutdown: a broker about to stop asks the controller to move its
+partitions' leadership elsewhere first (ZooKeeper-mode Kafka's API 7)."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import ControlledShutdownResponse
+
+from .context import off_loop
+
+R = ControlledShutdownResponse
+DECISION_TIMEOUT_S = 30.0
+
+
+async def handle_controlled_shutdown(ctx, req):
+    controller = ctx.broker.controller
+    if controller is None or not controller.active:
+        return R(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    remaining = await off_loop(controller.controlled_shutdown, req.broker_id, DECISION_TIMEOUT_S)
+    if remaining is None:
+        return R(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    return R(error_code=ErrorCode.NONE, remaining_partitions=[
+        R.RemainingPartition(topic_name=t, partition_index=p) for t, p in remaining])

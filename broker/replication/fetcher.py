@@ -1,0 +1,385 @@
+"""Followers copy their leaders' logs (Kafka's replica fetcher threads).
+
+One thread runs an event loop with one task per leader broker this broker
+follows partitions of; each task holds one connection to that leader and
+asks, with this broker's id as ``replica_id`` (so the leader counts the fetch
+as the follower's progress and serves beyond the high watermark):
+
+1. OffsetForLeaderEpoch for partitions just taken up (new leader, new epoch,
+   or after a restart): the follower truncates its log to where it diverges
+   from the leader's (KIP-101/279), so logs never differ after a failover;
+2. Fetch from each partition's log end, appending the leader's batches
+   unchanged (same offsets, same bytes) and taking the leader's high
+   watermark; a fetch offset the leader does not have (it was truncated, or
+   deleted below) is resolved with ListOffsets.
+
+A partition handed back (``unfollow``: this broker became leader, or the
+partition moved) is marked inactive under its lock, which every append to it
+holds, so once ``unfollow`` returns no follower append reaches the log.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Callable, Protocol
+
+from protocol.errors import ErrorCode
+from protocol.messages import (FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest)
+from storage import AppendOrigin
+
+from ..aio_client import ConnectionClosedError, KafkaConnection
+from ..metadata import BrokerEndpoint
+
+log = logging.getLogger("broker.replication.fetcher")
+
+FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
+FETCH_VERSION = 12            # topic names, replica_id in the request body
+LIST_OFFSETS_VERSION = 4      # current leader epoch
+EPOCH_VERSION = 3             # replica_id
+EARLIEST, LATEST = -2, -1
+UNDEFINED_EPOCH = -1
+
+# Errors that mean "the leader is not (yet) what the metadata told us": wait
+# for the metadata to move on, then go on.
+_WAIT_FOR_METADATA = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                      ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                      ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+class FollowerLog(Protocol):
+    topic: str
+    partition: int
+    log_end_offset: int
+    log_start_offset: int
+    high_watermark: int
+    leader_epochs: object
+
+    def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...) -> object: ...
+    def update_high_watermark(self, offset: int) -> bool: ...
+    def truncate_to(self, offset: int) -> int: ...
+    def truncate_fully_and_start_at(self, offset: int) -> None: ...
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
+    def delete_records_before(self, offset: int) -> int: ...
+
+
+class FetcherConfig(Protocol):
+    broker_id: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+
+
+class _Followed:
+    """One partition this broker follows, at one leader epoch."""
+    __slots__ = ("log", "leader", "leader_epoch", "truncated", "active", "lock", "retry_at",
+                 "leader_high_watermark")
+
+    def __init__(self, log_: FollowerLog, leader: int, leader_epoch: int) -> None:
+        self.log = log_
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.truncated = False   # divergence resolved with this leader at this epoch
+        self.active = True
+        self.lock = threading.Lock()  # held by every append; cleared active under it
+        self.retry_at = 0.0
+        self.leader_high_watermark = 0  # as the last fetch answered
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.log.topic, self.log.partition
+
+
+class ReplicaFetcher:
+    def __init__(self, config: Callable[[], FetcherConfig],
+                 endpoint: Callable[[int], BrokerEndpoint | None]) -> None:
+        self._config = config
+        self._endpoint = endpoint
+        self._followed: dict[tuple[str, int], _Followed] = {}
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="samsa-replica-fetcher", daemon=True)
+        self._stopped = False
+        self.fetched_bytes = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped = True
+        with self._lock:
+            for f in self._followed.values():
+                with f.lock:
+                    f.active = False
+            self._followed.clear()
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    async def _cancel_all(self) -> None:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------ roles
+
+    def follow(self, log_: FollowerLog, leader: int, leader_epoch: int) -> None:
+        key = (log_.topic, log_.partition)
+        with self._lock:
+            current = self._followed.get(key)
+            if (current is not None and current.leader == leader
+                    and current.leader_epoch == leader_epoch and current.log is log_):
+                return
+            if current is not None:
+                with current.lock:
+                    current.active = False
+            self._followed[key] = _Followed(log_, leader, leader_epoch)
+        log.info("following %s-%d: leader %d, epoch %d", key[0], key[1], leader, leader_epoch)
+        if not self._stopped:
+            self._loop.call_soon_threadsafe(self._ensure_task, leader)
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        with self._lock:
+            current = self._followed.pop((topic, partition), None)
+        if current is not None:
+            with current.lock:  # waits out an append in progress
+                current.active = False
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Per followed partition: the leader's high watermark as last seen minus
+        this log's end (0 when caught up), as Kafka's fetcher lag."""
+        with self._lock:
+            followed = list(self._followed.values())
+        return {f.key: max(0, f.leader_high_watermark - f.log.log_end_offset) for f in followed}
+
+    def _partitions_of(self, leader: int) -> list[_Followed]:
+        with self._lock:
+            return [f for f in self._followed.values() if f.leader == leader and f.active]
+
+    def _ensure_task(self, leader: int) -> None:
+        task = self._tasks.get(leader)
+        if task is None or task.done():
+            self._tasks[leader] = self._loop.create_task(self._leader_loop(leader))
+
+    # ------------------------------------------------------------ the loop
+
+    async def _leader_loop(self, leader: int) -> None:
+        conn: KafkaConnection | None = None
+        try:
+            while not self._stopped:
+                followed = self._partitions_of(leader)
+                if not followed:
+                    return
+                cfg = self._config()
+                backoff = cfg.replica_fetch_backoff_ms / 1000
+                if conn is None or conn.closed:
+                    conn = await self._connect(leader, cfg)
+                    if conn is None:
+                        await asyncio.sleep(backoff)
+                        continue
+                try:
+                    now = time.monotonic()
+                    due = [f for f in followed if f.retry_at <= now]
+                    if not due:
+                        await asyncio.sleep(min(f.retry_at for f in followed) - now)
+                        continue
+                    fresh = [f for f in due if not f.truncated]
+                    if fresh:
+                        await self._truncate(conn, fresh, cfg)
+                    ready = [f for f in due if f.truncated and f.active]
+                    if ready:
+                        await self._fetch(conn, ready, cfg)
+                except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
+                    log.info("replica fetch from broker %d failed (%s); retrying in %g s",
+                             leader, e or type(e).__name__, backoff)
+                    await conn.close()
+                    conn = None
+                    await asyncio.sleep(backoff)
+                except Exception:  # noqa: BLE001 - a bug must not stop replication for good
+                    log.exception("replica fetcher for broker %d failed", leader)
+                    await asyncio.sleep(backoff)
+        finally:
+            if conn is not None:
+                await conn.close()
+            if self._tasks.get(leader) is asyncio.current_task():
+                del self._tasks[leader]
+                if self._partitions_of(leader) and not self._stopped:
+                    self._ensure_task(leader)  # partitions were added while ending
+
+    async def _connect(self, leader: int, cfg: FetcherConfig) -> KafkaConnection | None:
+        ep = self._endpoint(leader)
+        if ep is None:
+            return None
+        try:
+            return await KafkaConnection.connect(
+                ep.host, ep.port, client_id=f"samsa-replica-fetcher-{cfg.broker_id}",
+                timeout=cfg.replica_socket_timeout_ms / 1000)
+        except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
+            log.info("cannot reach leader broker %d at %s:%d: %s", leader, ep.host, ep.port, e)
+            return None
+
+    async def _call(self, conn: KafkaConnection, request: object, api_key: int, version: int,
+                    cfg: FetcherConfig, extra_wait_ms: int = 0) -> object:
+        timeout = (cfg.replica_socket_timeout_ms + extra_wait_ms) / 1000
+        return await asyncio.wait_for(conn.call(request, api_key=api_key, version=version),
+                                      timeout)
+
+    def _delay(self, f: _Followed, cfg: FetcherConfig) -> None:
+        f.retry_at = time.monotonic() + cfg.replica_fetch_backoff_ms / 1000
+
+    # ------------------------------------------------------------ truncation
+
+    async def _truncate(self, conn: KafkaConnection, fresh: list[_Followed],
+                        cfg: FetcherConfig) -> None:
+        R = OffsetForLeaderEpochRequest
+        by_topic: dict[str, list] = {}
+        for f in fresh:
+            by_topic.setdefault(f.log.topic, []).append(R.OffsetForLeaderPartition(
+                partition=f.log.partition, current_leader_epoch=f.leader_epoch,
+                leader_epoch=f.log.leader_epochs.latest_epoch))
+        resp = await self._call(conn, R(replica_id=cfg.broker_id, topics=[
+            R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]),
+            OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, cfg)
+        index = {f.key: f for f in fresh}
+        for t in resp.topics:
+            for p in t.partitions:
+                f = index.get((t.topic, p.partition))
+                if f is None:
+                    continue
+                if p.error_code:
+                    self._delay(f, cfg)
+                    continue
+                with f.lock:
+                    if not f.active:
+                        continue
+                    self._truncate_one(f, p.leader_epoch, p.end_offset)
+                    f.truncated = True
+
+    @staticmethod
+    def _truncate_one(f: _Followed, leader_epoch: int, leader_end: int) -> None:
+        lg = f.log
+        if leader_epoch == UNDEFINED_EPOCH or leader_end < 0:
+            # The leader knows nothing of our epochs (or we have none): keep
+            # what is committed, as Kafka does without epoch information.
+            target = lg.high_watermark
+        else:
+            local_epoch, local_end = lg.end_offset_for_epoch(leader_epoch)
+            target = leader_end if local_epoch == UNDEFINED_EPOCH else min(leader_end, local_end)
+        before = lg.log_end_offset
+        if target < before:
+            lg.truncate_to(target)
+            log.info("%s-%d: truncated from %d to %d to match leader %d (epoch %d)",
+                     lg.topic, lg.partition, before, lg.log_end_offset, f.leader, f.leader_epoch)
+
+    # ------------------------------------------------------------ fetching
+
+    async def _fetch(self, conn: KafkaConnection, ready: list[_Followed],
+                     cfg: FetcherConfig) -> None:
+        R = FetchRequest
+        by_topic: dict[str, list] = {}
+        for f in ready:
+            lg = f.log
+            by_topic.setdefault(lg.topic, []).append(R.FetchPartition(
+                partition=lg.partition, current_leader_epoch=f.leader_epoch,
+                fetch_offset=lg.log_end_offset, last_fetched_epoch=-1,
+                log_start_offset=lg.log_start_offset,
+                partition_max_bytes=cfg.replica_fetch_max_bytes, replica_directory_id=None,
+                high_watermark=-1))
+        request = R(cluster_id=None, replica_id=cfg.broker_id, replica_state=None,
+                    max_wait_ms=cfg.replica_fetch_wait_max_ms,
+                    min_bytes=cfg.replica_fetch_min_bytes,
+                    max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0,
+                    session_id=0, session_epoch=-1,
+                    topics=[R.FetchTopic(topic=t, topic_id=None, partitions=ps)
+                            for t, ps in by_topic.items()],
+                    forgotten_topics_data=[], rack_id="")
+        resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
+                                extra_wait_ms=cfg.replica_fetch_wait_max_ms)
+        if resp.error_code:
+            for f in ready:
+                self._delay(f, cfg)
+            return
+        index = {f.key: f for f in ready}
+        out_of_range = []
+        for t in resp.responses:
+            for p in t.partitions:
+                f = index.get((t.topic, p.partition_index))
+                if f is None:
+                    continue
+                if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append(f)
+                elif p.error_code:
+                    if p.error_code not in _WAIT_FOR_METADATA:
+                        log.warning("replica fetch of %s-%d from broker %d: %s", t.topic,
+                                    p.partition_index, f.leader, ErrorCode(p.error_code).name)
+                    self._delay(f, cfg)
+                else:
+                    self._apply(f, p)
+        if out_of_range:
+            await self._reset_out_of_range(conn, out_of_range, cfg)
+
+    def _apply(self, f: _Followed, p: object) -> None:
+        records = p.records
+        with f.lock:
+            if not f.active:
+                return
+            lg = f.log
+            if records:
+                try:
+                    lg.append(records, origin=AppendOrigin.REPLICATION)
+                except Exception as e:  # noqa: BLE001 - resolved by truncating again
+                    log.warning("%s-%d: leader %d's batches do not follow this log (%s); "
+                                "resolving the divergence again", lg.topic, lg.partition,
+                                f.leader, e)
+                    f.truncated = False
+                    return
+                self.fetched_bytes += len(records)
+            f.leader_high_watermark = p.high_watermark
+            lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset))
+            if lg.log_start_offset < p.log_start_offset <= lg.high_watermark:
+                lg.delete_records_before(p.log_start_offset)  # retention/DeleteRecords there
+
+    async def _reset_out_of_range(self, conn: KafkaConnection, followed: list[_Followed],
+                                  cfg: FetcherConfig) -> None:
+        """The leader has not got our fetch offset: we are ahead of it (truncate
+        to its end) or behind its log start (start over there)."""
+        ends = await self._list_offsets(conn, followed, LATEST, cfg)
+        starts = await self._list_offsets(conn, followed, EARLIEST, cfg)
+        for f in followed:
+            end, start = ends.get(f.key), starts.get(f.key)
+            with f.lock:
+                if not f.active or end is None or start is None:
+                    self._delay(f, cfg)
+                    continue
+                lg = f.log
+                if lg.log_end_offset > end:
+                    log.warning("%s-%d: log end %d is past leader %d's %d: truncating",
+                                lg.topic, lg.partition, lg.log_end_offset, f.leader, end)
+                    lg.truncate_to(end)
+                elif lg.log_end_offset < start:
+                    log.info("%s-%d: leader %d's log starts at %d, past this log's end %d: "
+                             "starting over there", lg.topic, lg.partition, f.leader, start,
+                             lg.log_end_offset)
+                    lg.truncate_fully_and_start_at(start)
+
+    async def _list_offsets(self, conn: KafkaConnection, followed: list[_Followed],
+                            timestamp: int, cfg: FetcherConfig) -> dict[tuple[str, int], int]:
+        R = ListOffsetsRequest
+        by_topic: dict[str, list] = {}
+        for f in followed:
+            by_topic.setdefault(f.log.topic, []).append(R.ListOffsetsPartition(
+                partition_index=f.log.partition, current_leader_epoch=f.leader_epoch,
+                timestamp=timestamp, max_num_offsets=1))
+        resp = await self._call(conn, R(replica_id=cfg.broker_id, isolation_level=0, topics=[
+            R.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+            timeout_ms=0), LIST_OFFSETS, LIST_OFFSETS_VERSION, cfg)
+        return {(t.name, p.partition_index): p.offset for t in resp.topics
+                for p in t.partitions if not p.error_code}

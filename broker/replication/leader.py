@@ -1,0 +1,212 @@
+"""A partition this broker leads: its followers' progress, the ISR, the high
+watermark, and the produces waiting for acks=all (Kafka's ``Partition`` on
+the leader, with its delayed-produce purgatory).
+
+Threads: appends come from processor threads, follower fetches from others,
+ISR writes from the replica manager's thread; one lock per partition guards
+the ISR and follower progress, and the high watermark only moves under it.
+ISR changes are proposed here and written to the metadata store elsewhere
+(a ZooKeeper round trip never runs under this lock or on an event loop);
+until a change is written, the high watermark counts the ISR as the larger
+of the old and new one, so it never runs ahead of what the written ISR holds.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Callable, Protocol
+
+from protocol.errors import ErrorCode
+
+from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
+
+
+class ReplicaLog(Protocol):
+    """What the leader uses of storage.Log."""
+    topic: str
+    partition: int
+    log_end_offset: int
+    log_start_offset: int
+    high_watermark: int
+
+    def update_high_watermark(self, offset: int) -> bool: ...
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+class LeaderReplica:
+    def __init__(self, log: ReplicaLog, broker_id: int, leader_epoch: int,
+                 replicas: tuple[int, ...], isr: tuple[int, ...], isr_version: int,
+                 notify: Callable[[str, int], None]) -> None:
+        self.log = log
+        self.topic, self.partition = log.topic, log.partition
+        self.broker_id = broker_id
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr                     # as last written to the metadata store
+        self.isr_version = isr_version     # its znode version (conditional writes)
+        self.epoch_start_offset = log.log_end_offset
+        self.pending_isr: tuple[int, ...] | None = None  # being written
+        self.fenced = False                # a newer decision exists: stop acting as leader
+        self._notify = notify
+        self._lock = threading.Lock()
+        start = now_ms()
+        # Every follower starts as just caught up: a new leader gives them
+        # replica.lag.time.max.ms to show up before dropping them.
+        self._followers = {r: FollowerProgress(last_caught_up_ms=start)
+                           for r in replicas if r != broker_id}
+        # acks=all produces: (offset the high watermark must reach, min ISR, loop, future)
+        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.replicas) > 1
+
+    def _counted_isr(self) -> tuple[int, ...]:
+        pending = self.pending_isr
+        if pending is None:
+            return self.isr
+        return tuple(sorted(set(self.isr) | set(pending)))
+
+    # ------------------------------------------------------------ progress
+
+    def appended(self) -> None:
+        """Records were appended by this leader: a partition with no other ISR
+        member commits them at once; long-polling fetches (consumers, and
+        followers waiting for new records) are woken either way."""
+        if len(self.isr) == 1 and self.pending_isr is None:
+            with self._lock:  # appends race on other threads: the mark only moves up
+                self.log.update_high_watermark(self.log.log_end_offset)
+        else:
+            self._advance_high_watermark()
+        self._notify(self.topic, self.partition)
+        if self._waiters:
+            self._check_waiters()
+
+    def follower_fetched(self, replica: int, fetch_offset: int) -> tuple[int, ...] | None:
+        """A follower fetched at ``fetch_offset`` (its log end). Returns the ISR to
+        write when it should join it now, else None."""
+        progress = self._followers.get(replica)
+        if progress is None:
+            return None  # not a replica of this partition
+        join = None
+        with self._lock:
+            progress.fetched(fetch_offset, self.log.log_end_offset, now_ms())
+            if (replica not in self.isr and self.pending_isr is None and not self.fenced
+                    and may_join_isr(progress, self.log.high_watermark, self.epoch_start_offset)):
+                join = tuple(sorted(set(self.isr) | {replica}))
+                self.pending_isr = join
+        self._maybe_advance()
+        return join
+
+    def lagging_isr(self, max_lag_ms: float) -> tuple[int, ...] | None:
+        """The ISR without its lagging members, when some lag (and no other change
+        is being written); marks it pending."""
+        with self._lock:
+            if self.pending_isr is not None or self.fenced:
+                return None
+            lagging = out_of_sync(self.isr, self.broker_id, self.log.log_end_offset,
+                                  self._followers, now_ms(), max_lag_ms)
+            if not lagging:
+                return None
+            shrunk = tuple(r for r in self.isr if r not in lagging)
+            self.pending_isr = shrunk
+            return shrunk
+
+    def isr_written(self, isr: tuple[int, ...] | None, version: int) -> None:
+        """The pending change was written (``isr``), or refused (None): the ISR in
+        the store is then re-read by the caller and given as ``isr`` of a
+        conflict-free state, or the partition is fenced."""
+        with self._lock:
+            self.pending_isr = None
+            if isr is not None:
+                self.isr = isr
+                self.isr_version = version
+        self._maybe_advance()
+        self._check_waiters()
+
+    def metadata_isr(self, isr: tuple[int, ...], version: int) -> None:
+        """The state znode changed at this same leader epoch (our own write,
+        seen through the watch): keep the newest version."""
+        with self._lock:
+            if version > self.isr_version:
+                self.isr, self.isr_version = isr, version
+
+    def _advance_high_watermark(self) -> bool:
+        with self._lock:
+            hw = high_watermark(self.log.log_end_offset, self._counted_isr(), self.broker_id,
+                                self._followers)
+            return hw > self.log.high_watermark and self.log.update_high_watermark(hw)
+
+    def _maybe_advance(self) -> None:
+        """After a follower's progress or an ISR change: consumers and acks=all
+        produces learn of a higher high watermark."""
+        if self._advance_high_watermark():
+            self._notify(self.topic, self.partition)
+            if self._waiters:
+                self._check_waiters()
+
+    # ------------------------------------------------------------ acks=all
+
+    def in_sync_count(self) -> int:
+        return len(self.isr)
+
+    def replicated(self, offset: int, min_isr: int) -> ErrorCode | None:
+        """wait_for's answer when it is known already (None: not yet)."""
+        if self.fenced:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark >= offset:
+            return (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if len(self.isr) < min_isr
+                    else ErrorCode.NONE)
+        return None
+
+    def wait_for(self, offset: int, min_isr: int,
+                 loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+        """A future resolved with the error code for an acks=all produce whose last
+        offset is ``offset - 1``: NONE once the high watermark reaches it,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than
+        ``min_isr``, NOT_LEADER_OR_FOLLOWER when leadership is lost first."""
+        fut = loop.create_future()
+        with self._lock:
+            self._waiters.append((offset, min_isr, loop, fut))
+        self._check_waiters()
+        return fut
+
+    def forget(self, fut: asyncio.Future) -> None:
+        """A waiter timed out: drop it."""
+        with self._lock:
+            self._waiters = [w for w in self._waiters if w[3] is not fut]
+
+    def _check_waiters(self) -> None:
+        done = []
+        with self._lock:
+            if not self._waiters:
+                return
+            keep = []
+            for w in self._waiters:
+                code = self.replicated(w[0], w[1])
+                if code is None:
+                    keep.append(w)
+                else:
+                    done.append((w, code))
+            self._waiters = keep
+        for (_, _, loop, fut), code in done:
+            try:
+                loop.call_soon_threadsafe(_resolve, fut, code)
+            except RuntimeError:  # that loop is closed: the connection is gone
+                pass
+
+    def resign(self) -> None:
+        """Leadership moved (or a newer decision fenced this one): every waiting
+        produce is answered NOT_LEADER_OR_FOLLOWER."""
+        with self._lock:
+            self.fenced = True
+        self._check_waiters()
+
+
+def _resolve(fut: asyncio.Future, code: ErrorCode) -> None:
+    if not fut.done():
+        fut.set_result(code)

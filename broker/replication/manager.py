@@ -1,0 +1,198 @@
+"""Which partitions this broker leads and which it follows (Kafka's
+``ReplicaManager`` role changes), and the leader's ISR upkeep.
+
+Roles follow the metadata store: ``sync_roles`` compares every local log
+with its partition's leader and epoch and makes this broker leader (a new
+``LeaderReplica``, the leader epoch begun in the log) or follower (handed to
+the replica fetcher, which first truncates to the divergence point). It runs
+on the local-replica worker after every metadata change, and for a single log
+as soon as it is opened, so a partition is never served before its role is
+known.
+
+The ISR thread writes the ISR changes leaders propose (a follower caught up,
+or lagging for longer than ``replica.lag.time.max.ms``) to the store, one at a
+time, conditionally on the state version the leader knows: a leader that was
+replaced without noticing (paused, cut off from ZooKeeper) fails the write and
+stops acting as leader.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Protocol
+
+from ..metadata import MetadataStore, MetadataUnavailableError
+from .leader import LeaderReplica
+
+log = logging.getLogger("broker.replication")
+
+Key = tuple[str, int]
+
+
+class ReplicatedLog(Protocol):
+    topic: str
+    partition: int
+    log_end_offset: int
+    log_start_offset: int
+    high_watermark: int
+
+    def update_high_watermark(self, offset: int) -> bool: ...
+    def begin_leader_epoch(self, epoch: int) -> None: ...
+
+
+class Logs(Protocol):
+    def get_log(self, topic: str, partition: int) -> ReplicatedLog | None: ...
+    def all_logs(self) -> dict[Key, ReplicatedLog]: ...
+
+
+class Follower(Protocol):
+    """The replica fetcher, as the role changes see it."""
+    def follow(self, log: ReplicatedLog, leader: int, leader_epoch: int) -> None: ...
+    def unfollow(self, topic: str, partition: int) -> None: ...
+
+
+class ReplicaManager:
+    def __init__(self, store: MetadataStore, logs: Logs, broker_id: int,
+                 notify: Callable[[str, int], None], *,
+                 lag_time_max_ms: Callable[[], int],
+                 follower: Follower | None = None) -> None:
+        self._store = store
+        self._logs = logs
+        self.broker_id = broker_id
+        self._notify = notify
+        self._lag_time_max_ms = lag_time_max_ms
+        self.follower = follower
+        self._leaders: dict[Key, LeaderReplica] = {}
+        self._roles_lock = threading.RLock()
+        self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
+        self._pending_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    # ------------------------------------------------------------ lookups
+
+    def leader(self, topic: str, partition: int) -> LeaderReplica | None:
+        return self._leaders.get((topic, partition))
+
+    def leaders(self) -> list[LeaderReplica]:
+        return list(self._leaders.values())
+
+    # ------------------------------------------------------------ roles
+
+    def sync_roles(self) -> None:
+        """Every local log's role, from the metadata as it is now."""
+        with self._roles_lock:
+            logs = self._logs.all_logs()
+            for (topic, partition), lg in logs.items():
+                self._sync(topic, partition, lg)
+            for key in [k for k in self._leaders if k not in logs]:
+                self._leaders.pop(key).resign()
+
+    def log_opened(self, lg: ReplicatedLog) -> None:
+        with self._roles_lock:
+            self._sync(lg.topic, lg.partition, lg)
+
+    def _sync(self, topic: str, partition: int, lg: ReplicatedLog) -> None:
+        key = (topic, partition)
+        meta = self._store.partition(topic, partition)
+        current = self._leaders.get(key)
+        if meta is not None and meta.leader == self.broker_id:
+            if (current is not None and current.leader_epoch == meta.leader_epoch
+                    and not current.fenced):
+                current.metadata_isr(meta.isr, self._store.partition_version(topic, partition))
+                return
+            if current is not None:
+                current.resign()
+            if self.follower is not None:
+                self.follower.unfollow(topic, partition)  # no replicated append after this
+            lg.begin_leader_epoch(meta.leader_epoch)
+            leader = LeaderReplica(lg, self.broker_id, meta.leader_epoch, meta.replicas,
+                                   meta.isr or (self.broker_id,),
+                                   self._store.partition_version(topic, partition),
+                                   self._notify)
+            self._leaders[key] = leader
+            leader.appended()  # a partition led alone commits what it has
+            if current is not None or leader.replicated:
+                log.info("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
+                         topic, partition, meta.leader_epoch, list(meta.isr),
+                         lg.log_end_offset, lg.high_watermark)
+            return
+        if current is not None:
+            self._leaders.pop(key).resign()
+        if self.follower is None:
+            return
+        if meta is not None and meta.leader >= 0 and self.broker_id in meta.replicas:
+            self.follower.follow(lg, meta.leader, meta.leader_epoch)
+        else:
+            self.follower.unfollow(topic, partition)
+
+    # ------------------------------------------------------------ ISR upkeep
+
+    def propose_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+        """A leader's ISR change to write (called from any thread)."""
+        with self._pending_lock:
+            self._pending.append((leader, isr))
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="samsa-isr", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=10)
+        with self._roles_lock:
+            for leader in self._leaders.values():
+                leader.resign()
+
+    def _run(self) -> None:
+        while not self._stopped:
+            lag = self._lag_time_max_ms()
+            # Kafka checks every replica.lag.time.max.ms / 2; writes go out at once.
+            self._wake.wait(min(lag / 2000, 1.0))
+            self._wake.clear()
+            if self._stopped:
+                return
+            for leader in self.leaders():
+                shrunk = leader.lagging_isr(lag)
+                if shrunk is not None:
+                    self.propose_isr(leader, shrunk)
+            with self._pending_lock:
+                pending, self._pending = self._pending, []
+            for leader, isr in pending:
+                self._write_isr(leader, isr)
+
+    def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+        try:
+            result = self._store.update_isr(leader.topic, leader.partition, leader.leader_epoch,
+                                            isr, leader.isr_version)
+        except MetadataUnavailableError as e:
+            log.warning("ISR change of %s-%d to %s not written (%s); trying again later",
+                        leader.topic, leader.partition, list(isr), e)
+            leader.isr_written(None, leader.isr_version)
+            return
+        if result.written:
+            grew = len(isr) > len(leader.isr)
+            if grew:
+                self.isr_expands += 1
+            else:
+                self.isr_shrinks += 1
+            log.info("%s ISR of %s-%d from %s to %s", "expanding" if grew else "shrinking",
+                     leader.topic, leader.partition, list(leader.isr), list(isr))
+            leader.isr_written(isr, result.version)
+        elif result.leader == self.broker_id and result.leader_epoch == leader.leader_epoch:
+            # Someone wrote the state at our epoch (our own earlier write seen late):
+            # take what is there and decide again on the next round.
+            leader.isr_written(result.isr, result.version)
+        else:
+            log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
+                        "epoch %d): no longer acting as leader", leader.topic,
+                        leader.partition, result.leader, result.leader_epoch,
+                        leader.leader_epoch)
+            leader.isr_written(None, leader.isr_version)
+            leader.resign()

@@ -1,0 +1,1 @@
+"""Kafka message schemas that kafka-python no longer ships (ZooKeeper-era APIs)."""
