@@ -83,10 +83,6 @@ class PartitionLayer:
     def endpoint(self, broker_id: int) -> BrokerEndpoint | None:
         return self._store.broker(broker_id)
 
-    def is_leader(self, topic: str, partition: int) -> bool:
-        meta = self.partition(topic, partition)
-        return meta is not None and meta.leader == self.broker_id
-
     def leader_log(self, topic: str, partition: int,
                    current_leader_epoch: int = NO_EPOCH) -> LeaderLookup:
         """The partition's local log, if this broker leads it at the epoch the

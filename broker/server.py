@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import signal
+import time
 
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
@@ -20,9 +21,9 @@ from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
                      GroupCoordinatorConfig)
-from .groups.log_adapter import offsets_log_functions
+from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
-from .cluster.controller import Controller
+from .cluster.controller import Controller, RebalancePolicy
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
@@ -108,8 +109,9 @@ CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 
-class NotLeaderForOffsetsError(Exception):
-    """The group coordinator wrote to an offsets partition this broker does not lead."""
+class OffsetsNotWrittenError(Exception):
+    """A coordinator's write did not make it: this broker does not lead the
+    offsets partition (any more), or its ISR did not take the write in time."""
 
 
 class Broker:
@@ -186,7 +188,10 @@ class Broker:
         self.replica_sync.changed()  # what changed while this broker was down
         self.controller = Controller(
             store.zk, self.cfg.broker_id,
-            unclean_leader_election=lambda topic: self._unclean_election(store, topic))
+            unclean_leader_election=lambda topic: self._unclean_election(store, topic),
+            rebalance=lambda: RebalancePolicy(self.cfg.auto_leader_rebalance_enable,
+                                              self.cfg.leader_imbalance_check_interval_seconds,
+                                              self.cfg.leader_imbalance_per_broker_percentage))
         self.registry = ConsumerRegistry(
             store.zk, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
 
@@ -286,14 +291,20 @@ class Broker:
         partition placement depends on it."""
         if topics.get(OFFSETS_TOPIC) is not None:
             return
+        # offsets.topic.replication.factor in a cluster (at least that many live
+        # brokers are needed, as Kafka requires); one broker has one replica.
+        replicas = self.cfg.offsets_topic_replication_factor if topics.store.replicates else 1
         try:
-            # One replica until partitions replicate (offsets.topic.replication.factor
-            # then); not the default replication factor, which may be larger.
-            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, 1, {
+            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, replicas, {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(self.cfg.offsets_topic_segment_bytes),
             })
         except TopicError as e:
+            if e.code == ErrorCode.INVALID_REPLICATION_FACTOR:
+                raise TopicError(e.code, (
+                    f"{len(topics.store.brokers())} live broker(s) cannot hold the "
+                    f"{replicas} replicas of {OFFSETS_TOPIC} (offsets.topic.replication"
+                    f".factor); consumer groups wait for more brokers")) from None
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
@@ -304,19 +315,35 @@ class Broker:
         logs = services.logs
         partitions = services.partitions
 
-        def append_batch(p: int, batch: bytes) -> None:
+        def append_batch(p: int, batch: bytes):
+            """The coordinator's write, as Kafka's: acks=all into the offsets
+            partition it leads; an awaitable while the ISR has not got it."""
             found = partitions.leader_log(OFFSETS_TOPIC, p)
             if not found.ok:
-                raise NotLeaderForOffsetsError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}")
-            partitions.append(found, batch, AppendOrigin.COORDINATOR)
-        append, read_all = offsets_log_functions(lambda p: logs.get_log(OFFSETS_TOPIC, p), num,
-                                                 append_batch=append_batch)
-        self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num),
+                raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}")
+            end = partitions.append(found, batch, AppendOrigin.COORDINATOR).last_offset + 1
+            min_isr = found.log.config.min_insync_replicas
+            if found.replica.replicated(end, min_isr) == ErrorCode.NONE:
+                return None
+            return self._offsets_replicated(found, end, min_isr)
+        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)  # noqa: E731
+        append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
+        self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num,
+                                                               partition_reader(get_log)),
                                             GroupCoordinatorConfig.from_broker_config(self.cfg),
                                             owns=services.coordinators.owns,
                                             on_membership=(self.registry.membership_changed
                                                            if self.registry else None))
         await self.coordinator.start()
+        # From here on the coordinator follows leadership of the offsets
+        # partitions; what it loaded of the others (copies this broker follows)
+        # is not its to serve.
+        main_loop = asyncio.get_running_loop()
+        self.replicas.on_leadership = lambda topic, p, leading: self._offsets_leadership(
+            main_loop, topic, p, leading)
+        for p in range(num):
+            if not partitions.leader_log(OFFSETS_TOPIC, p).ok:
+                self.coordinator.unload_partition(p)
         services.groups = CoordinatorBridge(self.coordinator)
         services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
         services.metrics.add_kafka_gauge(
@@ -324,6 +351,25 @@ class Broker:
             "Consumer groups this broker coordinates",
             lambda: [({}, len(self.coordinator.groups))])
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+
+    async def _offsets_replicated(self, found, end: int, min_isr: int) -> None:
+        code, = await self.services.partitions.wait_replicated(
+            [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
+        if code:
+            raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}")
+
+    def _offsets_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
+                            leading: bool) -> None:
+        """On the replica manager's thread: this broker took up or gave up
+        leadership of an offsets partition; its coordinator loads or drops the
+        groups kept there (on the coordinator's loop)."""
+        if topic != OFFSETS_TOPIC or self.coordinator is None:
+            return
+        if leading:
+            self.coordinator.loading(partition)  # before the leadership is served
+            asyncio.run_coroutine_threadsafe(self.coordinator.load_partition(partition), loop)
+        else:
+            loop.call_soon_threadsafe(self.coordinator.unload_partition, partition)
 
     async def _expire_offsets_loop(self) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms / 1000
@@ -402,6 +448,11 @@ class Broker:
 
     async def _ask_controller_to_move_leaders(self) -> list[tuple[str, int]] | None:
         store, me = self.services.store, self.cfg.broker_id
+        # A controller may be changing hands (the previous one just stopped):
+        # wait for the next one rather than give up on this attempt.
+        deadline = time.monotonic() + self.cfg.controlled_shutdown_retry_backoff_ms / 1000
+        while store.broker(store.controller_id) is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         controller_id = store.controller_id
         if controller_id == me and self.controller.active:
             return await asyncio.get_running_loop().run_in_executor(

@@ -349,6 +349,9 @@ class BrokerConfig:
     auto_leader_rebalance_enable: bool = _key(
         "auto.leader.rebalance.enable", T.BOOLEAN, True, None,
         "The controller moves leadership back to preferred replicas.")
+    leader_imbalance_per_broker_percentage: int = _key(
+        "leader.imbalance.per.broker.percentage", T.INT, 10, at_least(0),
+        "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.")
     leader_imbalance_check_interval_seconds: int = _key(
         "leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1),
         "How often the controller checks preferred leadership.")

@@ -30,7 +30,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
@@ -39,6 +39,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from broker.metadata import zk_layout as z
 from broker.metadata.store import INTERNAL_TOPICS
+from protocol.errors import ErrorCode
 
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         initial_state, remove_from_isr)
@@ -52,13 +53,24 @@ class NotControllerError(Exception):
     """This broker's term as controller has ended (a newer epoch exists)."""
 
 
+class RebalancePolicy(NamedTuple):
+    """auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+    leader.imbalance.per.broker.percentage."""
+    enabled: bool = True
+    interval_s: float = 300.0
+    imbalance_percent: int = 10
+
+
 class Controller:
     def __init__(self, zk: KazooClient, broker_id: int, *,
                  unclean_leader_election: Callable[[str], bool] = lambda topic: False,
+                 rebalance: Callable[[], RebalancePolicy] = RebalancePolicy,
                  clock: Callable[[], float] = time.time) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self._unclean = unclean_leader_election
+        self._rebalance = rebalance
+        self._next_rebalance = 0.0
         self._clock = clock
         self._events: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
@@ -101,7 +113,10 @@ class Controller:
 
     def _run(self) -> None:
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=1.0)
+            except queue.Empty:
+                event = ("tick",)
             kind = event[0]
             if kind == "stop":
                 self._resign(delete_znode=True)
@@ -127,6 +142,10 @@ class Controller:
                     self._on_isr_changes(event[1])
                 elif kind == "shutdown":
                     event[2]["remaining"] = self._on_controlled_shutdown(event[1])
+                elif kind == "elect_leaders":
+                    event[2]["results"] = self._on_elect_leaders(event[1], event[4])
+                elif kind == "tick":
+                    self._maybe_rebalance()
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -140,8 +159,8 @@ class Controller:
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
                 log.exception("controller %d: handling %s failed", self.broker_id, kind)
             finally:
-                if kind == "shutdown":
-                    event[3].set()  # the broker waiting for it goes on either way
+                if kind in ("shutdown", "elect_leaders"):
+                    event[3].set()  # the caller waiting for it goes on either way
 
     # ---------------------------------------------------------------- election
 
@@ -156,6 +175,7 @@ class Controller:
             return  # someone else won; the watch tells us when it goes
         self.epoch, self._epoch_version = self._bump_epoch()
         self.active = True
+        self._next_rebalance = time.monotonic() + self._rebalance().interval_s
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         self._load()
 
@@ -201,6 +221,11 @@ class Controller:
         for topic in self.zk.get_children(z.BROKER_TOPICS):
             self._read_topic(topic)
             self._watch_topic(topic)
+        # Replicas on brokers that died before this term (maybe with the
+        # previous controller) leave their ISRs now, as Kafka's replica state
+        # machine does on failover; then every partition that can have a leader gets one.
+        self._replicas_gone(set().union(*(s.isr for s, _ in self._states.values()))
+                            - self._live)
         self._bring_online(list(self._states) + self._partitions_without_state())
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
@@ -273,14 +298,18 @@ class Controller:
         self._shutting_down &= live
         if dead:
             log.info("controller: broker(s) %s went away", sorted(dead))
-            for tp, (state, _) in list(self._states.items()):
-                for replica in sorted(dead):
-                    if replica == state.leader or replica in state.isr:
-                        self._decide(tp, lambda s, r=replica: self._offline_step(tp, s, r))
+            self._replicas_gone(dead)
         if born:
             log.info("controller: broker(s) %s joined", sorted(born))
         # Partitions without a leader (or never started) may have one now.
         self._bring_online(list(self._states) + self._partitions_without_state())
+
+    def _replicas_gone(self, dead: set[int]) -> None:
+        """Replicas on ``dead`` brokers leave their ISRs (and leadership)."""
+        for tp, (state, _) in list(self._states.items()):
+            for replica in sorted(dead):
+                if replica == state.leader or replica in state.isr:
+                    self._decide(tp, lambda s, r=replica, tp=tp: self._offline_step(tp, s, r))
 
     def _offline_step(self, tp: Partition, state: LeaderAndIsr,
                       replica: int) -> LeaderAndIsr | None:
@@ -346,6 +375,80 @@ class Controller:
             return None
         return result.get("remaining")
 
+    def elect_leaders(self, partitions: list[Partition] | None, unclean: bool,
+                      timeout: float) -> dict[Partition, ErrorCode] | None:
+        """ElectLeaders on the controller: the preferred replica (or, unclean,
+        any live replica of a leaderless partition) for each partition (None:
+        all); per partition the error Kafka answers. None when this broker is
+        not the controller. Blocking: call it from a worker thread."""
+        if not self.active:
+            return None
+        result: dict = {}
+        done = threading.Event()
+        self._events.put(("elect_leaders", partitions, result, done, unclean))
+        if not done.wait(timeout) or not self.active:
+            return None
+        return result.get("results")
+
+    def _on_elect_leaders(self, partitions: list[Partition] | None,
+                          unclean: bool) -> dict[Partition, ErrorCode]:
+        out: dict[Partition, ErrorCode] = {}
+        wanted = partitions if partitions is not None else sorted(self._states)
+        for tp in wanted:
+            replicas = self._assignments.get(tp[0], {}).get(tp[1])
+            if replicas is None:
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            self._read_state(tp)
+            if tp not in self._states:
+                out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                continue
+            state = self._states[tp][0]
+            if unclean:
+                if state.leader in self._live:
+                    out[tp] = ErrorCode.ELECTION_NOT_NEEDED
+                    continue
+                self._decide(tp, lambda s, r=replicas: elect_offline(r, s, self._live, True))
+                ok = self._states.get(tp, (state,))[0].leader in self._live
+                out[tp] = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            elif state.leader == replicas[0]:
+                out[tp] = ErrorCode.ELECTION_NOT_NEEDED
+            elif replicas[0] not in self._live or replicas[0] not in state.isr:
+                out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            else:
+                self._decide(tp, lambda s, r=replicas: elect_preferred(r, s, self._live))
+                ok = self._states.get(tp, (state,))[0].leader == replicas[0]
+                out[tp] = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        if partitions is None:  # "all partitions": Kafka answers only the ones it acted on
+            out = {tp: e for tp, e in out.items() if e != ErrorCode.ELECTION_NOT_NEEDED}
+        return out
+
+    def _maybe_rebalance(self) -> None:
+        """auto.leader.rebalance.enable: every check interval, a broker leading
+        too few of the partitions it is the preferred leader of (more than
+        leader.imbalance.per.broker.percentage of them led elsewhere) gets them
+        back, where it is in the ISR (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        policy = self._rebalance()
+        now = time.monotonic()
+        if not policy.enabled or now < self._next_rebalance:
+            return
+        self._next_rebalance = now + policy.interval_s
+        preferred_of: dict[int, list[Partition]] = {}
+        for tp, (state, _) in self._states.items():
+            replicas = self._assignments.get(tp[0], {}).get(tp[1])
+            if replicas and len(replicas) > 1:
+                preferred_of.setdefault(replicas[0], []).append(tp)
+        for broker, tps in preferred_of.items():
+            if broker not in self._live or broker in self._shutting_down:
+                continue
+            elsewhere = [tp for tp in tps if self._states[tp][0].leader != broker]
+            if elsewhere and len(elsewhere) * 100 > policy.imbalance_percent * len(tps):
+                log.info("controller: broker %d leads %d of its %d preferred partitions; "
+                         "moving leadership back", broker, len(tps) - len(elsewhere), len(tps))
+                for tp in elsewhere:
+                    self._decide(tp, lambda s, r=self._assignments[tp[0]][tp[1]]:
+                                 elect_preferred(r, s, self._live))
+
     def _on_controlled_shutdown(self, broker_id: int) -> list[Partition]:
         if broker_id not in self._live:
             return []
@@ -356,10 +459,12 @@ class Controller:
             if len(replicas) > 1 and (state.leader == broker_id or broker_id in state.isr):
                 self._decide(tp, lambda s, r=replicas: elect_for_shutdown(
                     r, s, self._live, self._shutting_down))
-        # Partitions with one replica have nowhere to go: not waited for (as Kafka).
+        # A partition with no other live in-sync replica has nowhere to go (one
+        # replica, or the others are down): the broker is not kept waiting for it.
         return sorted(tp for tp, (state, _) in self._states.items()
                       if state.leader == broker_id
-                      and len(self._assignments.get(tp[0], {}).get(tp[1], [])) > 1)
+                      and any(r in self._live and r not in self._shutting_down
+                              for r in state.isr if r != broker_id))
 
     def _on_isr_changes(self, names: list[str]) -> None:
         """Leaders changed ISRs (they write the state znodes themselves and leave

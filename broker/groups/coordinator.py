@@ -48,7 +48,7 @@ from .results import (
     PartitionError,
     SyncResult,
 )
-from .store import OffsetStore
+from .store import OFFSETS_TOPIC, OffsetStore
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +134,19 @@ class GroupCoordinator:
         # was valid for the previous generation is being written, and the new owner
         # of a partition must see that commit when it asks where to start.
         self._storing_commits: dict[str, set[asyncio.Future]] = {}
+        # Offsets-topic partitions being (re)loaded after this broker took them
+        # over: their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+        self._loading: set[int] = set()
 
     # ================================================================ lifecycle
 
     async def start(self) -> None:
         """Load offsets and groups from the store; loaded members get fresh session timers."""
         self._loop = asyncio.get_running_loop()
-        offsets, records = await _maybe_await(self.store.load())
+        self._add_loaded(*await _maybe_await(self.store.load()))
+        self._loaded = True
+
+    def _add_loaded(self, offsets, records) -> None:
         for gid, rec in records.items():
             self.groups[gid] = self._group_from_record(rec)
         for gid, by_tp in offsets.items():
@@ -149,7 +155,37 @@ class GroupCoordinator:
                 # offsets without group metadata: a simple consumer's group
                 group = self.groups[gid] = Group(gid)
             group.offsets.update(by_tp)
-        self._loaded = True
+
+    def loading(self, partition: int) -> None:
+        """About to take over an offsets-topic partition (callable from any
+        thread): its groups wait for load_partition, not for stale state."""
+        self._loading.add(partition)
+
+    async def load_partition(self, partition: int) -> None:
+        """This broker now leads the offsets-topic partition: its groups are read
+        again from the log (another broker coordinated them until now, and this
+        broker's copy of the partition holds what that one wrote)."""
+        self._loading.add(partition)
+        try:
+            self._forget_partition(partition)
+            self._add_loaded(*await _maybe_await(self.store.load(partition)))
+            log.info("loaded the groups of %s-%d", OFFSETS_TOPIC, partition)
+        finally:
+            self._loading.discard(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker now leads the offsets-topic partition: its groups go
+        (members waiting here are told NOT_COORDINATOR and find the new one)."""
+        self._loading.discard(partition)
+        self._forget_partition(partition)
+
+    def _forget_partition(self, partition: int) -> None:
+        for gid in [g for g in self.groups if self.store.partition_for(g) == partition]:
+            group = self.groups.pop(gid)
+            self._cancel_group_timers(group)
+            for m in group.members.values():
+                self._resolve_join(m, JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
+                self._resolve_sync(m, SyncResult(int(E.NOT_COORDINATOR)))
 
     async def shutdown(self) -> None:
         self._loaded = False
@@ -191,6 +227,8 @@ class GroupCoordinator:
             return int(E.INVALID_GROUP_ID)
         if not self._owns(group_id):
             return int(E.NOT_COORDINATOR)
+        if self._loading and self.store.partition_for(group_id) in self._loading:
+            return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
     def _tell_membership(self, group: Group) -> None:

@@ -71,8 +71,9 @@ class CoordinatorLocator:
         return partition_for(group_id, self.partition_count())
 
     def owns(self, group_id: str) -> bool:
-        """Whether this broker is the group's coordinator now."""
-        return self._partitions.is_leader(OFFSETS_TOPIC, self.partition_of(group_id))
+        """Whether this broker is the group's coordinator now: it leads the
+        group's offsets partition, and has taken that leadership up."""
+        return self._partitions.leader_log(OFFSETS_TOPIC, self.partition_of(group_id)).ok
 
     def locate(self, group_id: str) -> CoordinatorAnswer:
         if self._count() is None:

@@ -37,13 +37,23 @@ def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
             raise RuntimeError(f"__consumer_offsets-{partition} does not exist")
         log.append(batch)
 
+    read_partition_fn = partition_reader(get_log)
+
     def read_all_fn() -> Iterator[tuple[bytes, bytes | None]]:
         for p in range(num_partitions):
-            log = get_log(p)
-            if log is not None:
-                yield from _read_partition(log)
+            yield from read_partition_fn(p)
 
     return append_fn, read_all_fn
+
+
+def partition_reader(get_log: Callable[[int], object]
+                     ) -> Callable[[int], Iterator[tuple[bytes, bytes | None]]]:
+    """read_partition_fn for ConsumerOffsetsLog: one partition's records."""
+    def read_partition_fn(partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        log = get_log(partition)
+        if log is not None:
+            yield from _read_partition(log)
+    return read_partition_fn
 
 
 def _read_partition(log) -> Iterator[tuple[bytes, bytes | None]]:

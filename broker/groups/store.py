@@ -42,8 +42,13 @@ DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 
 class OffsetStore(Protocol):
-    def load(self) -> tuple[OffsetsByGroup, dict[str, GroupRecord]] | Awaitable:
-        """All committed offsets and all group records, as of the last write."""
+    def load(self, partition: int | None = None
+             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord]] | Awaitable:
+        """All committed offsets and all group records, as of the last write
+        (only those of the groups kept in ``partition`` when given)."""
+
+    def partition_for(self, group_id: str) -> int:
+        """The partition of the offsets topic that keeps the group."""
 
     def store_offsets(self, group_id: str,
                       entries: Mapping[TopicPartition, OffsetAndMetadata]) -> None | Awaitable:
@@ -79,27 +84,42 @@ class ConsumerOffsetsLog:
 
     def __init__(self, append_fn: Callable[[int, list[Entry]], object],
                  read_all_fn: Callable[[], Iterable[Entry]],
-                 num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS):
+                 num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS,
+                 read_partition_fn: Callable[[int], Iterable[Entry]] | None = None):
+        """read_partition_fn(p): the records of one partition (a coordinator
+        taking over that partition loads it alone); without it, read_all_fn's
+        records are filtered."""
         self._append = append_fn
         self._read_all = read_all_fn
+        self._read_partition = read_partition_fn
         self.num_partitions = num_partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
-    def load(self) -> tuple[OffsetsByGroup, dict[str, GroupRecord]]:
-        """Replay the log: the last value per key wins, a tombstone deletes.
+    def load(self, partition: int | None = None
+             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord]]:
+        """Replay the log (one partition of it when given): the last value per
+        key wins, a tombstone deletes.
 
         A record that does not decode is logged and skipped: one bad record
         must not keep the coordinator (and every group) from loading.
         """
         offsets: OffsetsByGroup = {}
         groups: dict[str, GroupRecord] = {}
-        for key_bytes, value in self._read_all():
+        if partition is None:
+            records = self._read_all()
+        elif self._read_partition is not None:
+            records = self._read_partition(partition)
+        else:
+            records = self._read_all()
+        for key_bytes, value in records:
             if key_bytes is None:
                 continue
             try:
                 key = decode_key(key_bytes)
+                if partition is not None and self.partition_for(key.group) != partition:
+                    continue
                 if isinstance(key, OffsetKey):
                     tp = (key.topic, key.partition)
                     if value is None:

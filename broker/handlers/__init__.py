@@ -9,6 +9,7 @@ from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
 from .controlled_shutdown import handle_controlled_shutdown
+from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
 from .log_dirs import handle_describe_log_dirs
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
@@ -47,6 +48,7 @@ HANDLERS = {
     35: handle_describe_log_dirs,
     37: handle_create_partitions,
     42: handle_delete_groups,
+    43: handle_elect_leaders,
     44: handle_incremental_alter_configs,
     47: handle_offset_delete,
     60: handle_describe_cluster,

@@ -71,6 +71,9 @@ class ReplicaManager:
         self._thread: threading.Thread | None = None
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # told (topic, partition, leading) as this broker takes up or gives up
+        # leadership: coordinators of internal topics load and unload with it
+        self.on_leadership: Callable[[str, int, bool], None] | None = None
 
     # ------------------------------------------------------------ lookups
 
@@ -89,7 +92,7 @@ class ReplicaManager:
             for (topic, partition), lg in logs.items():
                 self._sync(topic, partition, lg)
             for key in [k for k in self._leaders if k not in logs]:
-                self._leaders.pop(key).resign()
+                self._give_up(key)
 
     def log_opened(self, lg: ReplicatedLog) -> None:
         with self._roles_lock:
@@ -113,6 +116,7 @@ class ReplicaManager:
                                    meta.isr or (self.broker_id,),
                                    self._store.partition_version(topic, partition),
                                    self._notify)
+            self._tell(topic, partition, True)  # before anyone can be served as leader
             self._leaders[key] = leader
             leader.appended()  # a partition led alone commits what it has
             if current is not None or leader.replicated:
@@ -121,13 +125,24 @@ class ReplicaManager:
                          lg.log_end_offset, lg.high_watermark)
             return
         if current is not None:
-            self._leaders.pop(key).resign()
+            self._give_up(key)
         if self.follower is None:
             return
         if meta is not None and meta.leader >= 0 and self.broker_id in meta.replicas:
             self.follower.follow(lg, meta.leader, meta.leader_epoch)
         else:
             self.follower.unfollow(topic, partition)
+
+    def _give_up(self, key: Key) -> None:
+        self._leaders.pop(key).resign()
+        self._tell(key[0], key[1], False)
+
+    def _tell(self, topic: str, partition: int, leading: bool) -> None:
+        if self.on_leadership is not None:
+            try:
+                self.on_leadership(topic, partition, leading)
+            except Exception:  # noqa: BLE001 - a listener must not stop role changes
+                log.exception("leadership listener failed for %s-%d", topic, partition)
 
     # ------------------------------------------------------------ ISR upkeep
 

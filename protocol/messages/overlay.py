@@ -65,6 +65,7 @@ SERVED = {
     "AlterConfigs": (33, 0, 2),
     "IncrementalAlterConfigs": (44, 0, 1),
     "DescribeCluster": (60, 0, 2),
+    "ElectLeaders": (43, 0, 2),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
 }

@@ -7,18 +7,22 @@ librdkafka as the client): what a user of a replicated Kafka topic relies on.
   (NOT_ENOUGH_REPLICAS) and the ISR heals when brokers return;
 - consumers never see past the high watermark: records only the leader has
   stay invisible until the followers have them;
-- a replica whose disk was lost copies everything back and rejoins the ISR.
+- a replica whose disk was lost copies everything back and rejoins the ISR;
+- a stopping broker hands its leaderships over first (controlled shutdown);
+- leadership goes back to preferred replicas, asked (ElectLeaders) or not
+  (auto.leader.rebalance.enable).
 
 Each test has a cluster of its own (it kills or pauses brokers).
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client import SimpleClient
@@ -49,7 +53,19 @@ def _topic(cluster: Cluster, partitions: int = 2, min_isr: int = 2) -> str:
         "min.insync.replicas": str(min_isr)})], operation_timeout=30)[name].result(30)
     cluster.wait_for_leaders(name, partitions)
     _wait_for_full_isr(cluster, name, partitions)
+    for p in range(partitions):  # each leader has taken its leadership up
+        wait_until(lambda p=p: _leader_answers(cluster, name, p), 30,
+                   f"the leader of {name}-{p} answering")
     return name
+
+
+def _leader_answers(cluster: Cluster, topic: str, partition: int) -> bool:
+    with SimpleClient(cluster.broker(_leader(cluster, topic, partition)).bootstrap) as c:
+        r = c.call(LIST_OFFSETS, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+                ListOffsetsRequest.ListOffsetsPartition(partition_index=partition,
+                                                        timestamp=-1)])]), highest=2)
+    return r.topics[0].partitions[0].error_code == 0
 
 
 def _isr(cluster: Cluster, topic: str, partition: int) -> list[int]:
@@ -281,3 +297,43 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_stops(cluster_fa
     _wait_for_full_isr(cluster, topic, 3)
     got = _read_all(cluster, topic, 3)
     assert sorted(v for _, _, v in got) == sorted([*first, *second])
+
+
+def _wait_for_leader(cluster: Cluster, topic: str, partition: int, wanted: int,
+                     timeout: float = 30) -> None:
+    wait_until(lambda: _leader(cluster, topic, partition) == wanted, timeout,
+               f"broker {wanted} leading {topic}-{partition}")
+
+
+def _lose_and_regain_preferred(cluster: Cluster, topic: str) -> int:
+    """Kill partition 0's preferred leader, let another replica lead, bring it
+    back in sync; returns the preferred replica."""
+    preferred = json.loads(cluster.zk_client().get(f"/brokers/topics/{topic}")[0]
+                           )["partitions"]["0"][0]
+    _wait_for_leader(cluster, topic, 0, preferred)
+    cluster.kill(preferred)
+    wait_until(lambda: _leader(cluster, topic, 0) not in (-1, preferred), 30, "another leader")
+    cluster.restart(preferred)
+    _wait_for_full_isr(cluster, topic, 1)
+    return preferred
+
+
+def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(cluster_factory):
+    cluster = cluster_factory(overrides={"auto.leader.rebalance.enable": "false"})
+    topic = _topic(cluster, partitions=1)
+    preferred = _lose_and_regain_preferred(cluster, topic)
+    assert _leader(cluster, topic, 0) != preferred  # nothing moves it back by itself
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+    assert elected.result(30) == {TopicPartition(topic, 0): None}
+    assert _leader(cluster, topic, 0) == preferred
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    assert again[TopicPartition(topic, 0)].code() == KafkaError.ELECTION_NOT_NEEDED
+    _produce(cluster, topic, ["after election"])
+
+
+def test_the_controller_rebalances_leadership_by_itself(cluster_factory):
+    cluster = cluster_factory(overrides={"leader.imbalance.check.interval.seconds": "2"})
+    topic = _topic(cluster, partitions=1)
+    preferred = _lose_and_regain_preferred(cluster, topic)
+    _wait_for_leader(cluster, topic, 0, preferred)

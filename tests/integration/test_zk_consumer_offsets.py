@@ -37,6 +37,8 @@ def two_brokers(zookeeper):
         "zookeeper.connect": zookeeper.connect + CHROOT,
         "zookeeper.session.timeout.ms": "2000",
         "offsets.topic.num.partitions": "4",
+        # two brokers: Kafka's default of 3 replicas could not be placed
+        "offsets.topic.replication.factor": "2",
         "group.initial.rebalance.delay.ms": "0"}) for i in range(2)]
     zk = KazooClient(hosts=zookeeper.connect + CHROOT)
     try:
