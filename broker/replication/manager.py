@@ -22,21 +22,15 @@ import threading
 from typing import Callable, Protocol
 
 from ..metadata import MetadataStore, MetadataUnavailableError
-from .leader import LeaderReplica
+from .leader import LeaderReplica, ReplicaLog
 
 log = logging.getLogger("broker.replication")
 
 Key = tuple[str, int]
 
 
-class ReplicatedLog(Protocol):
-    topic: str
-    partition: int
-    log_end_offset: int
-    log_start_offset: int
-    high_watermark: int
-
-    def update_high_watermark(self, offset: int) -> bool: ...
+class ReplicatedLog(ReplicaLog, Protocol):
+    """What role changes use of storage.Log: a leader's, and the epoch start."""
     def begin_leader_epoch(self, epoch: int) -> None: ...
 
 

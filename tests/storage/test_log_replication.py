@@ -4,7 +4,6 @@ high watermark, the high watermark owned outside append, and its checkpoint."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -16,6 +15,7 @@ from storage.errors import (CorruptRecordError, OffsetOutOfRangeError, OffsetsOu
 from storage.log import AppendOrigin, Log
 from storage.manager import LogManager
 from tests.storage.helpers import batch_of, build_batch
+from tests.support.waiting import wait_until
 
 REPL = AppendOrigin.REPLICATION
 
@@ -53,13 +53,6 @@ def files(lg, suffix):
     return sorted(n for n in os.listdir(lg.dir) if n.endswith(suffix))
 
 
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 def pbatch(pid, seq, n=2, epoch=0, ts=None, size=40):
@@ -324,7 +317,7 @@ def test_truncate_keeps_regions_of_deleted_segments_until_the_delay(make_log):
     lg.truncate_to(7)
     assert os.path.exists(last.log_path + ".deleted")
     assert region.read_bytes() == data
-    assert wait_for(lambda: not os.path.exists(last.log_path + ".deleted"))
+    wait_until(lambda: not os.path.exists(last.log_path + ".deleted"), 5, "the segment deleted")
     assert lg.log_end_offset == 6
 
 
@@ -343,7 +336,8 @@ def test_truncate_fully_and_start_at(make_log):
     assert region.read_bytes() == data        # in flight until the delete delay
     assert lg.leader_epochs.entries == []
     assert lg.producer_state.producers == {} and files(lg, ".snapshot") == []
-    assert wait_for(lambda: not [n for n in os.listdir(lg.dir) if n.endswith(".deleted")])
+    wait_until(lambda: not [n for n in os.listdir(lg.dir) if n.endswith(".deleted")], 5,
+               "the old segments deleted")
     assert files(lg, ".log") == ["%020d.log" % 1000] and "%020d.log" % 1000 not in old_logs
     # a retried batch of the producer is not a duplicate any more
     b, _, _ = sent[-1]
@@ -556,7 +550,7 @@ def test_high_watermark_checkpoint_round_trip(tmp_path):
     assert a.read(0, 1 << 20, max_offset=a.high_watermark).regions
     # a truncation gets the checkpoints written without waiting for the interval
     a.truncate_to(4)
-    assert wait_for(lambda: "a 0 4" in open(path).read())
+    wait_until(lambda: "a 0 4" in open(path).read(), 5, "the checkpoint written")
     assert not lm.shutdown()
     os.unlink(path)
     lm = LogManager([d], cfg, 0, "cid")
