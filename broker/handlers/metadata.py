@@ -13,6 +13,7 @@ from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsR
                                MetadataResponse)
 
 from ..topics import TopicError, name_error
+from .context import off_loop
 
 # Kafka's AclOperation codes a client may ask about: READ 3, WRITE 4, CREATE 5,
 # DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11. No ACLs here:
@@ -66,7 +67,8 @@ async def handle_metadata(ctx, req):
             meta = broker.topics.get(name)
             if meta is None and allow_create:
                 try:
-                    meta = broker.topics.get_or_create(name)
+                    # off the processor loop: in a cluster, creating is ZooKeeper writes
+                    meta = await off_loop(broker.topics.get_or_create, name)
                 except TopicError as e:
                     topics_out.append(R.MetadataResponseTopic(
                         error_code=e.code, name=name, partitions=[],
