@@ -27,15 +27,16 @@ def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
     broker's partition layer, which stamps the leader epoch and moves the high
     watermark); without it, straight to the log."""
 
-    def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> None:
+    def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> object:
+        """None, or an awaitable the coordinator awaits (a write waiting for the ISR)."""
         batch = build_batch([(k, v, [], time_ms()) for k, v in entries])
         if append_batch is not None:
-            append_batch(partition, batch)
-            return
+            return append_batch(partition, batch)
         log = get_log(partition)
         if log is None:
             raise RuntimeError(f"__consumer_offsets-{partition} does not exist")
         log.append(batch)
+        return None
 
     read_partition_fn = partition_reader(get_log)
 

@@ -128,6 +128,23 @@ class LeaderReplica:
         self._maybe_advance()
         self._check_waiters()
 
+    def new_epoch(self, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
+                  version: int) -> None:
+        """The controller's newer decision keeps this broker leading (it changed
+        the ISR, say): its epoch, replicas and ISR replace ours, and a change of
+        ours not written yet is dropped (the manager skips it)."""
+        with self._lock:
+            self.leader_epoch = leader_epoch
+            self.epoch_start_offset = self.log.log_end_offset
+            self.isr, self.isr_version = isr, version
+            self.pending_isr = None
+            start = now_ms()
+            self._followers = {r: self._followers.get(r) or FollowerProgress(
+                last_caught_up_ms=start) for r in replicas if r != self.broker_id}
+            self.replicas = replicas
+        self._maybe_advance()
+        self._check_waiters()
+
     def metadata_isr(self, isr: tuple[int, ...], version: int) -> None:
         """The state znode changed at this same leader epoch (our own write,
         seen through the watch): keep the newest version."""

@@ -27,6 +27,7 @@ from .leader import LeaderReplica, ReplicaLog
 log = logging.getLogger("broker.replication")
 
 Key = tuple[str, int]
+ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 
 
 class ReplicatedLog(ReplicaLog, Protocol):
@@ -97,9 +98,18 @@ class ReplicaManager:
         meta = self._store.partition(topic, partition)
         current = self._leaders.get(key)
         if meta is not None and meta.leader == self.broker_id:
-            if (current is not None and current.leader_epoch == meta.leader_epoch
-                    and not current.fenced):
-                current.metadata_isr(meta.isr, self._store.partition_version(topic, partition))
+            version = self._store.partition_version(topic, partition)
+            if current is not None and not current.fenced and current.log is lg:
+                if current.leader_epoch == meta.leader_epoch:
+                    current.metadata_isr(meta.isr, version)
+                elif current.leader_epoch < meta.leader_epoch:
+                    # Still leading at a newer epoch (the controller changed the
+                    # ISR): the same leadership goes on, waiting produces included.
+                    lg.begin_leader_epoch(meta.leader_epoch)
+                    current.new_epoch(meta.leader_epoch, meta.replicas,
+                                      meta.isr or (self.broker_id,), version)
+                    log.info("leading %s-%d at epoch %d (isr %s)", topic, partition,
+                             meta.leader_epoch, list(meta.isr))
                 return
             if current is not None:
                 current.resign()
@@ -107,9 +117,7 @@ class ReplicaManager:
                 self.follower.unfollow(topic, partition)  # no replicated append after this
             lg.begin_leader_epoch(meta.leader_epoch)
             leader = LeaderReplica(lg, self.broker_id, meta.leader_epoch, meta.replicas,
-                                   meta.isr or (self.broker_id,),
-                                   self._store.partition_version(topic, partition),
-                                   self._notify)
+                                   meta.isr or (self.broker_id,), version, self._notify)
             self._tell(topic, partition, True)  # before anyone can be served as leader
             self._leaders[key] = leader
             leader.appended()  # a partition led alone commits what it has
@@ -177,27 +185,37 @@ class ReplicaManager:
                 self._write_isr(leader, isr)
 
     def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+        if leader.pending_isr != isr or leader.fenced:
+            return  # a newer decision (a new leader epoch) replaced this proposal
+        before = leader.isr
         try:
             result = self._store.update_isr(leader.topic, leader.partition, leader.leader_epoch,
                                             isr, leader.isr_version)
         except MetadataUnavailableError as e:
-            log.warning("ISR change of %s-%d to %s not written (%s); trying again later",
+            # The write may have landed or not (a connection lost mid-request):
+            # the change stays pending, so the high watermark keeps counting the
+            # larger of the two ISRs, and it is written again until the store
+            # answers (then a landed write shows as the state at our version).
+            log.warning("ISR change of %s-%d to %s: outcome unknown (%s); trying again",
                         leader.topic, leader.partition, list(isr), e)
-            leader.isr_written(None, leader.isr_version)
+            self._retry_later(leader, isr)
             return
         if result.written:
-            grew = len(isr) > len(leader.isr)
-            if grew:
+            if len(isr) > len(before):
                 self.isr_expands += 1
-            else:
+            elif len(isr) < len(before):
                 self.isr_shrinks += 1
-            log.info("%s ISR of %s-%d from %s to %s", "expanding" if grew else "shrinking",
-                     leader.topic, leader.partition, list(leader.isr), list(isr))
+            log.info("ISR of %s-%d from %s to %s", leader.topic, leader.partition,
+                     list(before), list(isr))
             leader.isr_written(isr, result.version)
         elif result.leader == self.broker_id and result.leader_epoch == leader.leader_epoch:
-            # Someone wrote the state at our epoch (our own earlier write seen late):
-            # take what is there and decide again on the next round.
+            # The state at our epoch changed since we read it (our own earlier
+            # write, landed although unconfirmed): take what is there, decide again.
             leader.isr_written(result.isr, result.version)
+        elif result.leader == self.broker_id and result.leader_epoch > leader.leader_epoch:
+            # The controller bumped the epoch but left us leading: the role sync
+            # takes the new epoch up (waiting produces stay); decide again after.
+            leader.isr_written(None, leader.isr_version)
         else:
             log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
                         "epoch %d): no longer acting as leader", leader.topic,
@@ -205,3 +223,11 @@ class ReplicaManager:
                         leader.leader_epoch)
             leader.isr_written(None, leader.isr_version)
             leader.resign()
+
+    def _retry_later(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
+        def again() -> None:
+            if not self._stopped and not leader.fenced:
+                self.propose_isr(leader, isr)
+        timer = threading.Timer(ISR_WRITE_RETRY_S, again)
+        timer.daemon = True
+        timer.start()

@@ -1,0 +1,133 @@
+"""A partition's leader (broker/replication/leader.py) over a real log: the
+high watermark follows the in-sync replicas, acks=all produces wait for it,
+and neither an ISR change whose write is still out nor a new leader epoch
+loses track of what followers hold."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.metadata import IsrUpdate, MetadataUnavailableError
+from broker.replication.leader import LeaderReplica
+from broker.replication.manager import ReplicaManager
+from config.topic import TopicConfig
+from protocol.errors import ErrorCode
+from storage.log import Log
+from tests.storage.helpers import batch_of
+
+ME = 0
+
+
+@pytest.fixture
+def log(tmp_path):
+    lg = Log.open(str(tmp_path / "t-0"), TopicConfig())
+    yield lg
+    lg.close()
+
+
+def leader(log, isr=(0, 1, 2), replicas=(0, 1, 2)):
+    notified = []
+    return LeaderReplica(log, ME, 1, replicas, isr, 0, lambda t, p: notified.append((t, p)))
+
+
+def append(lr, n=1):
+    lr.log.append(batch_of(n), lr.leader_epoch)
+    lr.appended()
+    return lr.log.log_end_offset
+
+
+def test_the_high_watermark_is_the_slowest_in_sync_follower(log):
+    lr = leader(log)
+    end = append(lr, 3)
+    assert log.high_watermark == 0  # followers not heard from
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == 0
+    lr.follower_fetched(2, 2)
+    assert log.high_watermark == 2
+    lr.follower_fetched(2, end)
+    assert log.high_watermark == end
+
+
+def test_a_partition_led_alone_commits_on_append(log):
+    lr = leader(log, isr=(0,), replicas=(0,))
+    assert append(lr, 2) == log.high_watermark == 2
+
+
+def test_a_joining_follower_counts_while_its_isr_write_is_out(log):
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 5)
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == end
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == end
+    join = lr.follower_fetched(2, end - 1)   # not at the high watermark yet
+    assert join is None
+    join = lr.follower_fetched(2, end)
+    assert join == (0, 1, 2) and lr.pending_isr == (0, 1, 2)
+    # the write is out (maybe landed, maybe not): 2 counts, so a record only
+    # 0 and 1 hold is not committed
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == end - 1
+    lr.isr_written((0, 1, 2), 1)
+    lr.follower_fetched(2, end)
+    assert log.high_watermark == end
+
+
+async def test_acks_all_waits_for_the_isr_and_survives_a_new_epoch(log):
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    # the controller drops broker 2 from the ISR with a new epoch; 0 keeps leading
+    lr.new_epoch(2, (0, 1, 2), (0, 1), 5)
+    assert not waiting.done()
+    lr.follower_fetched(1, end)
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NONE
+
+
+async def test_an_isr_below_min_insync_after_append_is_told(log):
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    lr.new_epoch(2, (0, 1, 2), (0,), 5)   # 1 left the ISR: the record commits alone
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+async def test_losing_leadership_answers_waiting_produces(log):
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    lr.resign()
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class _ZooKeeperAway:
+    """The ISR write's store: the first write's answer is lost (ZooKeeper went
+    away mid-request) although it landed; asked again, it shows the state."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def update_isr(self, topic, partition, leader_epoch, isr, version):
+        self.calls += 1
+        if self.calls == 1:
+            raise MetadataUnavailableError("ConnectionLoss")
+        return IsrUpdate(False, ME, leader_epoch, isr, version + 1)
+
+
+def test_an_isr_write_with_an_unknown_outcome_stays_pending_until_known(log):
+    store = _ZooKeeperAway()
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
+                             lag_time_max_ms=lambda: 10_000)
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
+    manager._write_isr(lr, (0, 1, 2))
+    assert lr.pending_isr == (0, 1, 2) and lr.isr == (0, 1)  # still counted for the mark
+    manager._write_isr(lr, (0, 1, 2))  # the retry finds it landed
+    assert lr.pending_isr is None and lr.isr == (0, 1, 2) and lr.isr_version == 1
