@@ -107,12 +107,15 @@ class PartitionLayer:
 
     # ------------------------------------------------------------ writes
 
-    def append(self, found: LeaderLookup, payload, origin: AppendOrigin = AppendOrigin.CLIENT):
+    def append(self, found: LeaderLookup, payload, origin: AppendOrigin = AppendOrigin.CLIENT,
+               acks: int = 1):
         """Append to a partition this broker leads (``found`` from leader_log):
-        stamped with the leader epoch, then the high watermark follows."""
-        result = found.log.append(payload, found.leader_epoch, origin=origin)
-        found.replica.appended()
-        return result
+        stamped with the leader epoch, then the high watermark follows. acks=-1
+        is refused before writing when the ISR is below min.insync.replicas
+        (NotEnoughReplicasError); a leadership lost since the lookup is
+        NotLeaderError. Both carry their Kafka error code."""
+        min_isr = found.log.config.min_insync_replicas if acks == -1 else None
+        return found.replica.append(payload, origin, min_isr)
 
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int) -> None:
         """A follower's fetch: its log end is ``fetch_offset``."""

@@ -321,7 +321,8 @@ class Broker:
             found = partitions.leader_log(OFFSETS_TOPIC, p)
             if not found.ok:
                 raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}")
-            end = partitions.append(found, batch, AppendOrigin.COORDINATOR).last_offset + 1
+            end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
+                                    acks=-1).last_offset + 1
             min_isr = found.log.config.min_insync_replicas
             if found.replica.replicated(end, min_isr) == ErrorCode.NONE:
                 return None
@@ -437,6 +438,10 @@ class Broker:
             remaining = await self._ask_controller_to_move_leaders()
             if remaining == []:
                 log.info("controlled shutdown: leadership moved off broker %d", cfg.broker_id)
+                if self.fetcher is not None:
+                    # as Kafka's StopReplica: following on would bring this broker
+                    # back into the ISRs it was just taken out of
+                    self.fetcher.stop()
                 return
             log.info("controlled shutdown attempt %d: %s", attempt,
                      "no answer from the controller" if remaining is None else

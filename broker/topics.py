@@ -174,10 +174,6 @@ class TopicService:
                                  f"Replication factor: {replication_factor} larger than "
                                  f"available brokers: {nodes}." if replication_factor > nodes
                                  else "Replication factor must be larger than 0.")
-            if not self.store.replicates:
-                raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {replication_factor}: samsa does not "
-                                 "replicate partitions yet; use replication factor 1.")
         try:
             self.config.topic_config(configs)
         except ConfigError as e:

@@ -362,10 +362,11 @@ class Controller:
 
     def controlled_shutdown(self, broker_id: int, timeout: float) -> list[Partition] | None:
         """Move leadership off ``broker_id`` and take it out of the ISRs (Kafka's
-        ControlledShutdown, handled on the controller); the replicated partitions
-        it still leads are returned (nowhere to go yet), None when this broker is
-        not the controller (or the decision did not come in time). Blocking: call
-        it from a worker thread."""
+        ControlledShutdown, handled on the controller); returned: the partitions
+        it still leads although another live in-sync replica could take them
+        (the broker asks again), or None when this broker is not the controller
+        (or the decision did not come in time). Blocking: call it from a worker
+        thread."""
         if not self.active:
             return None
         result: dict = {}

@@ -23,8 +23,10 @@ Behaviour follows Apache Kafka's classic GroupCoordinator:
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -135,8 +137,11 @@ class GroupCoordinator:
         # of a partition must see that commit when it asks where to start.
         self._storing_commits: dict[str, set[asyncio.Future]] = {}
         # Offsets-topic partitions being (re)loaded after this broker took them
-        # over: their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
-        self._loading: set[int] = set()
+        # over, with how many loads are still to run (leadership can go and come
+        # back before the first has run): their groups answer
+        # COORDINATOR_LOAD_IN_PROGRESS until the last one has.
+        self._loading: collections.Counter[int] = collections.Counter()
+        self._loading_lock = threading.Lock()  # loading() comes from other threads
 
     # ================================================================ lifecycle
 
@@ -158,25 +163,30 @@ class GroupCoordinator:
 
     def loading(self, partition: int) -> None:
         """About to take over an offsets-topic partition (callable from any
-        thread): its groups wait for load_partition, not for stale state."""
-        self._loading.add(partition)
+        thread), a load_partition to follow: its groups wait for it, not for
+        stale state."""
+        with self._loading_lock:
+            self._loading[partition] += 1
 
     async def load_partition(self, partition: int) -> None:
         """This broker now leads the offsets-topic partition: its groups are read
         again from the log (another broker coordinated them until now, and this
         broker's copy of the partition holds what that one wrote)."""
-        self._loading.add(partition)
         try:
             self._forget_partition(partition)
             self._add_loaded(*await _maybe_await(self.store.load(partition)))
             log.info("loaded the groups of %s-%d", OFFSETS_TOPIC, partition)
         finally:
-            self._loading.discard(partition)
+            with self._loading_lock:
+                if self._loading[partition] > 1:
+                    self._loading[partition] -= 1
+                else:
+                    del self._loading[partition]
 
     def unload_partition(self, partition: int) -> None:
         """Another broker now leads the offsets-topic partition: its groups go
-        (members waiting here are told NOT_COORDINATOR and find the new one)."""
-        self._loading.discard(partition)
+        (members waiting here are told NOT_COORDINATOR and find the new one).
+        A load still to run (leadership came back meanwhile) reads them again."""
         self._forget_partition(partition)
 
     def _forget_partition(self, partition: int) -> None:
@@ -971,6 +981,11 @@ class GroupCoordinator:
         pending = self._storing_commits.get(group_id)
         if pending:
             await asyncio.wait(list(pending))
+            # A commit waits for the ISR: the partition may have moved meanwhile
+            # (its groups dropped here), and "nothing committed" would be a lie.
+            err = self._check(group_id, allow_empty=True)
+            if err:
+                return OffsetFetchResult(err, [])
         group = self.groups.get(group_id)
         committed = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:

@@ -22,14 +22,13 @@ def _list_offset(log, timestamp, replica: bool):
         return log.log_start_offset - 1, -1
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_and_offset()
-        if found is None:
-            return -1, -1
-        return found  # (offset, timestamp)
-    found = log.offset_for_timestamp(timestamp)
-    if found is None:
+    else:
+        found = log.offset_for_timestamp(timestamp)
+    # A client is not told of offsets it could not fetch yet (Kafka caps the
+    # lookup at the high watermark, so a seek there survives a failover).
+    if found is None or (not replica and found[0] >= log.high_watermark):
         return -1, -1
-    off, ts = found
-    return off, ts
+    return found  # (offset, timestamp)
 
 
 async def handle_list_offsets(ctx, req):

@@ -33,7 +33,7 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
         current_leader=current_leader or R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
 
 
-def _append(partitions, found: LeaderLookup, records, version, metrics):
+def _append(partitions, found: LeaderLookup, records, version, acks, metrics):
     """(the partition's answer, the offset after its records; -1 when refused)."""
     if records is None or len(records) == 0:
         return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set"), -1
@@ -46,7 +46,7 @@ def _append(partitions, found: LeaderLookup, records, version, metrics):
             h.codec == Codec.ZSTD for _, h in iter_batch_headers(records)):
         return _partition_result(-1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                  message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later"), -1
-    res = partitions.append(found, records)
+    res = partitions.append(found, records, acks=acks)
     if not res.duplicate:
         metrics.produced(found.log.topic, res.last_offset - res.first_offset + 1, len(records))
     # a retried duplicate waits for its original's replication, as in Kafka
@@ -63,14 +63,6 @@ def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoi
         current = ProduceResponse.LeaderIdAndEpoch(leader_id=found.leader.node_id,
                                                    leader_epoch=found.leader_epoch)
     return _partition_result(index, found.error, current_leader=current)
-
-
-def _min_isr_error(found: LeaderLookup) -> ErrorCode:
-    """acks=all into a partition whose ISR is below min.insync.replicas is
-    refused before anything is written (Kafka's NOT_ENOUGH_REPLICAS)."""
-    if found.replica.in_sync_count() < found.log.config.min_insync_replicas:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
-    return ErrorCode.NONE
 
 
 async def _await_replication(partitions, waiting) -> None:
@@ -117,15 +109,10 @@ async def handle_produce(ctx, req):
                 found = broker.partitions.leader_log(meta.name, part.index)
                 if not found.ok:
                     result = _not_leader(part.index, found, leaders)
-                elif req.acks == -1 and _min_isr_error(found):
-                    result = _partition_result(
-                        part.index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                        message=f"{found.replica.in_sync_count()} in-sync replica(s), "
-                                f"min.insync.replicas is {found.log.config.min_insync_replicas}")
                 else:
                     try:
                         result, end = _append(broker.partitions, found, part.records, version,
-                                              broker.metrics)
+                                              req.acks, broker.metrics)
                         if req.acks == -1 and end >= 0:
                             waiting.append((found, end, result, req.timeout_ms))
                     except Exception as e:  # noqa: BLE001 - every failure is an error code

@@ -26,8 +26,10 @@ import time
 from typing import Callable, Protocol
 
 from protocol.errors import ErrorCode
-from protocol.messages import (FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest)
+from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from protocol.records import iter_batch_headers
 from storage import AppendOrigin
+from storage.errors import OffsetsOutOfOrderError
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
@@ -153,6 +155,13 @@ class ReplicaFetcher:
             with current.lock:  # waits out an append in progress
                 current.active = False
 
+    def keep_only(self, keys: set[tuple[str, int]]) -> None:
+        """Stop following partitions whose logs are gone (a deleted topic)."""
+        with self._lock:
+            gone = [k for k in self._followed if k not in keys]
+        for key in gone:
+            self.unfollow(*key)
+
     def lag(self) -> dict[tuple[str, int], int]:
         """Per followed partition: the leader's high watermark as last seen minus
         this log's end (0 when caught up), as Kafka's fetcher lag."""
@@ -260,24 +269,39 @@ class ReplicaFetcher:
                 with f.lock:
                     if not f.active:
                         continue
-                    self._truncate_one(f, p.leader_epoch, p.end_offset)
-                    f.truncated = True
+                    try:
+                        f.truncated = self._truncate_one(f, p.leader_epoch, p.end_offset)
+                    except Exception:  # noqa: BLE001 - this partition waits, the others go on
+                        log.exception("%s-%d: truncation failed", t.topic, p.partition)
+                        self._delay(f, cfg)
 
     @staticmethod
-    def _truncate_one(f: _Followed, leader_epoch: int, leader_end: int) -> None:
+    def _truncate_one(f: _Followed, leader_epoch: int, leader_end: int) -> bool:
+        """Cut the log back to where it stops agreeing with the leader's
+        (KIP-101/279, as Kafka's fetcher decides it); False when another round
+        of OffsetForLeaderEpoch is needed (we did not have the leader's epoch)."""
         lg = f.log
+        before = lg.log_end_offset
+        done = True
         if leader_epoch == UNDEFINED_EPOCH or leader_end < 0:
             # The leader knows nothing of our epochs (or we have none): keep
             # what is committed, as Kafka does without epoch information.
-            target = lg.high_watermark
+            target = min(lg.high_watermark, before)
         else:
             local_epoch, local_end = lg.end_offset_for_epoch(leader_epoch)
-            target = leader_end if local_epoch == UNDEFINED_EPOCH else min(leader_end, local_end)
-        before = lg.log_end_offset
-        if target < before:
-            lg.truncate_to(target)
+            if local_epoch == UNDEFINED_EPOCH:
+                target = min(leader_end, before)
+            elif local_epoch != leader_epoch:
+                # Our largest epoch below the leader's answer is an older one: cut
+                # to where it ends here and ask again about the epoch before it.
+                target, done = min(local_end, before), False
+            else:
+                target = min(leader_end, local_end)
+        lg.truncate_to(target)  # also at the end: drops an epoch begun with no records
+        if lg.log_end_offset < before:
             log.info("%s-%d: truncated from %d to %d to match leader %d (epoch %d)",
                      lg.topic, lg.partition, before, lg.log_end_offset, f.leader, f.leader_epoch)
+        return done
 
     # ------------------------------------------------------------ fetching
 
@@ -322,7 +346,12 @@ class ReplicaFetcher:
                                     p.partition_index, f.leader, ErrorCode(p.error_code).name)
                     self._delay(f, cfg)
                 else:
-                    self._apply(f, p)
+                    try:
+                        self._apply(f, p)
+                    except Exception:  # noqa: BLE001 - this partition waits, the others go on
+                        log.exception("%s-%d: applying the leader's records failed",
+                                      t.topic, p.partition_index)
+                        self._delay(f, cfg)
         if out_of_range:
             await self._reset_out_of_range(conn, out_of_range, cfg)
 
@@ -334,18 +363,35 @@ class ReplicaFetcher:
             lg = f.log
             if records:
                 try:
-                    lg.append(records, origin=AppendOrigin.REPLICATION)
-                except Exception as e:  # noqa: BLE001 - resolved by truncating again
+                    self._append_replicated(lg, records)
+                except OffsetsOutOfOrderError as e:
                     log.warning("%s-%d: leader %d's batches do not follow this log (%s); "
                                 "resolving the divergence again", lg.topic, lg.partition,
                                 f.leader, e)
                     f.truncated = False
+                    f.retry_at = time.monotonic() + self._config().replica_fetch_backoff_ms / 1000
                     return
                 self.fetched_bytes += len(records)
             f.leader_high_watermark = p.high_watermark
             lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset))
             if lg.log_start_offset < p.log_start_offset <= lg.high_watermark:
                 lg.delete_records_before(p.log_start_offset)  # retention/DeleteRecords there
+
+    @staticmethod
+    def _append_replicated(lg: FollowerLog, records) -> None:
+        try:
+            lg.append(records, origin=AppendOrigin.REPLICATION)
+        except OffsetsOutOfOrderError:
+            # An empty log starting inside the leader's first batch (the leader's
+            # log start moved into a batch, by DeleteRecords or retention): start
+            # at that batch instead, as Kafka's follower does.
+            first = next(iter_batch_headers(records), (0, None))[1]
+            end = lg.log_end_offset
+            if (first is None or end != lg.log_start_offset
+                    or not first.base_offset < end <= first.base_offset + first.last_offset_delta):
+                raise
+            lg.truncate_fully_and_start_at(first.base_offset)
+            lg.append(records, origin=AppendOrigin.REPLICATION)
 
     async def _reset_out_of_range(self, conn: KafkaConnection, followed: list[_Followed],
                                   cfg: FetcherConfig) -> None:

@@ -5,6 +5,10 @@ the leader, with its delayed-produce purgatory).
 Threads: appends come from processor threads, follower fetches from others,
 ISR writes from the replica manager's thread; one lock per partition guards
 the ISR and follower progress, and the high watermark only moves under it.
+A second lock, held by every append, makes "still the leader at this epoch"
+and the write one step: a demotion or a new epoch waits for the append in
+progress and no append starts after it under the old role (Kafka's
+leaderIsrUpdateLock).
 ISR changes are proposed here and written to the metadata store elsewhere
 (a ZooKeeper round trip never runs under this lock or on an event loop);
 until a change is written, the high watermark counts the ISR as the larger
@@ -18,6 +22,7 @@ import time
 from typing import Callable, Protocol
 
 from protocol.errors import ErrorCode
+from storage import AppendOrigin
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
 
@@ -31,6 +36,18 @@ class ReplicaLog(Protocol):
     high_watermark: int
 
     def update_high_watermark(self, offset: int) -> bool: ...
+    def begin_leader_epoch(self, epoch: int) -> None: ...
+    def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...) -> object: ...
+
+
+class NotLeaderError(Exception):
+    """The partition stopped being led here between the lookup and the append."""
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class NotEnoughReplicasError(Exception):
+    """acks=all into a partition whose ISR is below min.insync.replicas."""
+    error_code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
 def now_ms() -> float:
@@ -53,6 +70,7 @@ class LeaderReplica:
         self.fenced = False                # a newer decision exists: stop acting as leader
         self._notify = notify
         self._lock = threading.Lock()
+        self._append_lock = threading.Lock()
         start = now_ms()
         # Every follower starts as just caught up: a new leader gives them
         # replica.lag.time.max.ms to show up before dropping them.
@@ -60,10 +78,6 @@ class LeaderReplica:
                            for r in replicas if r != broker_id}
         # acks=all produces: (offset the high watermark must reach, min ISR, loop, future)
         self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
-
-    @property
-    def replicated(self) -> bool:
-        return len(self.replicas) > 1
 
     def _counted_isr(self) -> tuple[int, ...]:
         pending = self.pending_isr
@@ -73,15 +87,25 @@ class LeaderReplica:
 
     # ------------------------------------------------------------ progress
 
+    def append(self, payload, origin: AppendOrigin, min_isr: int | None = None):
+        """Append as this leader, stamped with its epoch; ``min_isr`` (acks=all):
+        refuse with NOT_ENOUGH_REPLICAS when the ISR is smaller, before writing."""
+        with self._append_lock:
+            if self.fenced:
+                raise NotLeaderError(f"{self.topic}-{self.partition} is no longer led here")
+            if min_isr is not None and len(self.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"{len(self.isr)} in-sync replica(s) of {self.topic}-{self.partition}, "
+                    f"min.insync.replicas is {min_isr}")
+            result = self.log.append(payload, self.leader_epoch, origin=origin)
+        self.appended()
+        return result
+
     def appended(self) -> None:
-        """Records were appended by this leader: a partition with no other ISR
-        member commits them at once; long-polling fetches (consumers, and
-        followers waiting for new records) are woken either way."""
-        if len(self.isr) == 1 and self.pending_isr is None:
-            with self._lock:  # appends race on other threads: the mark only moves up
-                self.log.update_high_watermark(self.log.log_end_offset)
-        else:
-            self._advance_high_watermark()
+        """Records were appended by this leader: the high watermark follows (at
+        once when the leader is the ISR alone); long-polling fetches (consumers,
+        and followers waiting for new records) are woken either way."""
+        self._advance_high_watermark()
         self._notify(self.topic, self.partition)
         if self._waiters:
             self._check_waiters()
@@ -133,14 +157,22 @@ class LeaderReplica:
         """The controller's newer decision keeps this broker leading (it changed
         the ISR, say): its epoch, replicas and ISR replace ours, and a change of
         ours not written yet is dropped (the manager skips it)."""
-        with self._lock:
+        start = now_ms()
+        with self._append_lock, self._lock:
+            self.log.begin_leader_epoch(leader_epoch)
             self.leader_epoch = leader_epoch
             self.epoch_start_offset = self.log.log_end_offset
             self.isr, self.isr_version = isr, version
             self.pending_isr = None
-            start = now_ms()
-            self._followers = {r: self._followers.get(r) or FollowerProgress(
-                last_caught_up_ms=start) for r in replicas if r != self.broker_id}
+            # Where followers were is not known at the new epoch: they may have
+            # truncated (under another leader meanwhile); their next fetch says.
+            followers = {}
+            for r in replicas:
+                if r != self.broker_id:
+                    old = self._followers.get(r)
+                    followers[r] = FollowerProgress(
+                        last_caught_up_ms=old.last_caught_up_ms if old else start)
+            self._followers = followers
             self.replicas = replicas
         self._maybe_advance()
         self._check_waiters()
@@ -167,9 +199,6 @@ class LeaderReplica:
                 self._check_waiters()
 
     # ------------------------------------------------------------ acks=all
-
-    def in_sync_count(self) -> int:
-        return len(self.isr)
 
     def replicated(self, offset: int, min_isr: int) -> ErrorCode | None:
         """wait_for's answer when it is known already (None: not yet)."""
@@ -219,7 +248,7 @@ class LeaderReplica:
     def resign(self) -> None:
         """Leadership moved (or a newer decision fenced this one): every waiting
         produce is answered NOT_LEADER_OR_FOLLOWER."""
-        with self._lock:
+        with self._append_lock, self._lock:  # after the append in progress, if any
             self.fenced = True
         self._check_waiters()
 

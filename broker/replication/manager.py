@@ -30,20 +30,16 @@ Key = tuple[str, int]
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 
 
-class ReplicatedLog(ReplicaLog, Protocol):
-    """What role changes use of storage.Log: a leader's, and the epoch start."""
-    def begin_leader_epoch(self, epoch: int) -> None: ...
-
-
 class Logs(Protocol):
-    def get_log(self, topic: str, partition: int) -> ReplicatedLog | None: ...
-    def all_logs(self) -> dict[Key, ReplicatedLog]: ...
+    def get_log(self, topic: str, partition: int) -> ReplicaLog | None: ...
+    def all_logs(self) -> dict[Key, ReplicaLog]: ...
 
 
 class Follower(Protocol):
     """The replica fetcher, as the role changes see it."""
-    def follow(self, log: ReplicatedLog, leader: int, leader_epoch: int) -> None: ...
+    def follow(self, log: ReplicaLog, leader: int, leader_epoch: int) -> None: ...
     def unfollow(self, topic: str, partition: int) -> None: ...
+    def keep_only(self, keys: set[Key]) -> None: ...
 
 
 class ReplicaManager:
@@ -88,12 +84,14 @@ class ReplicaManager:
                 self._sync(topic, partition, lg)
             for key in [k for k in self._leaders if k not in logs]:
                 self._give_up(key)
+            if self.follower is not None:
+                self.follower.keep_only(set(logs))  # a deleted topic's partitions
 
-    def log_opened(self, lg: ReplicatedLog) -> None:
+    def log_opened(self, lg: ReplicaLog) -> None:
         with self._roles_lock:
             self._sync(lg.topic, lg.partition, lg)
 
-    def _sync(self, topic: str, partition: int, lg: ReplicatedLog) -> None:
+    def _sync(self, topic: str, partition: int, lg: ReplicaLog) -> None:
         key = (topic, partition)
         meta = self._store.partition(topic, partition)
         current = self._leaders.get(key)
@@ -105,12 +103,14 @@ class ReplicaManager:
                 elif current.leader_epoch < meta.leader_epoch:
                     # Still leading at a newer epoch (the controller changed the
                     # ISR): the same leadership goes on, waiting produces included.
-                    lg.begin_leader_epoch(meta.leader_epoch)
                     current.new_epoch(meta.leader_epoch, meta.replicas,
                                       meta.isr or (self.broker_id,), version)
                     log.info("leading %s-%d at epoch %d (isr %s)", topic, partition,
                              meta.leader_epoch, list(meta.isr))
                 return
+            if (current is not None and current.fenced and current.log is lg
+                    and current.leader_epoch >= meta.leader_epoch):
+                return  # fenced at this epoch (the store's view lags): lead at a newer one only
             if current is not None:
                 current.resign()
             if self.follower is not None:
@@ -121,7 +121,7 @@ class ReplicaManager:
             self._tell(topic, partition, True)  # before anyone can be served as leader
             self._leaders[key] = leader
             leader.appended()  # a partition led alone commits what it has
-            if current is not None or leader.replicated:
+            if current is not None or len(meta.replicas) > 1:
                 log.info("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
                          topic, partition, meta.leader_epoch, list(meta.isr),
                          lg.log_end_offset, lg.high_watermark)
@@ -182,7 +182,12 @@ class ReplicaManager:
             with self._pending_lock:
                 pending, self._pending = self._pending, []
             for leader, isr in pending:
-                self._write_isr(leader, isr)
+                try:
+                    self._write_isr(leader, isr)
+                except Exception:  # noqa: BLE001 - one bad znode must not end ISR upkeep
+                    log.exception("ISR change of %s-%d to %s failed; trying again",
+                                  leader.topic, leader.partition, list(isr))
+                    self._retry_later(leader, isr)
 
     def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
         if leader.pending_isr != isr or leader.fenced:

@@ -88,3 +88,23 @@ async def test_a_partition_taken_over_serves_what_the_old_coordinator_wrote():
 
 async def test_without_a_partition_reader_the_whole_log_is_filtered():
     await _takeover(per_partition=False)
+
+
+async def test_leadership_lost_and_regained_before_the_loads_run_keeps_groups_loading():
+    # The replica manager's thread tells: take over p, give it up, take it over
+    # again; the coordinator's loop then runs the first load, the unload, and
+    # only later the second load. In between, the group must not look empty.
+    log = SharedLog()
+    a = GroupCoordinator(log.store(True), GroupCoordinatorConfig())
+    await a.start()
+    group = "bouncing-group"
+    p = a.store.partition_for(group)
+    assert await _commit(a, group, 42) == E.NONE
+    a.loading(p)
+    a.loading(p)
+    await a.load_partition(p)
+    a.unload_partition(p)
+    assert (await _fetched(a, group))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+    await a.load_partition(p)
+    assert await _fetched(a, group) == (E.NONE, 42)
+    await a.shutdown()

@@ -9,11 +9,11 @@ import asyncio
 import pytest
 
 from broker.metadata import IsrUpdate, MetadataUnavailableError
-from broker.replication.leader import LeaderReplica
+from broker.replication.leader import LeaderReplica, NotEnoughReplicasError, NotLeaderError
 from broker.replication.manager import ReplicaManager
 from config.topic import TopicConfig
 from protocol.errors import ErrorCode
-from storage.log import Log
+from storage.log import AppendOrigin, Log
 from tests.storage.helpers import batch_of
 
 ME = 0
@@ -32,8 +32,7 @@ def leader(log, isr=(0, 1, 2), replicas=(0, 1, 2)):
 
 
 def append(lr, n=1):
-    lr.log.append(batch_of(n), lr.leader_epoch)
-    lr.appended()
+    lr.append(batch_of(n), AppendOrigin.CLIENT)
     return lr.log.log_end_offset
 
 
@@ -131,3 +130,14 @@ def test_an_isr_write_with_an_unknown_outcome_stays_pending_until_known(log):
     assert lr.pending_isr == (0, 1, 2) and lr.isr == (0, 1)  # still counted for the mark
     manager._write_isr(lr, (0, 1, 2))  # the retry finds it landed
     assert lr.pending_isr is None and lr.isr == (0, 1, 2) and lr.isr_version == 1
+
+
+def test_no_append_after_losing_leadership_and_acks_all_refused_below_min_isr(log):
+    lr = leader(log, isr=(0, 1))
+    with pytest.raises(NotEnoughReplicasError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT, min_isr=3)
+    assert log.log_end_offset == 0  # refused before writing
+    lr.resign()
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
+    assert log.log_end_offset == 0
