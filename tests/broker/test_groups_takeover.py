@@ -6,22 +6,14 @@ from __future__ import annotations
 
 from broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
 from protocol.errors import ErrorCode as E
+from tests.broker.test_groups import MemoryLog
 
 PARTITIONS = 4
 
 
-class SharedLog:
+class SharedLog(MemoryLog):
     """One copy of the offsets topic both coordinators read (in a cluster each
     broker has its own replica, identical up to the high watermark)."""
-
-    def __init__(self):
-        self.records: list[tuple[int, bytes, bytes | None]] = []
-
-    def append(self, partition, entries):
-        self.records.extend((partition, k, v) for k, v in entries)
-
-    def read_all(self):
-        return [(k, v) for _, k, v in self.records]
 
     def read_partition(self, partition):
         return [(k, v) for p, k, v in self.records if p == partition]
