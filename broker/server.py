@@ -178,6 +178,8 @@ class Broker:
         def reconcile() -> None:
             topics.sync_local_replicas()
             replicas.sync_roles()
+            if topics.drop_moved_replicas():
+                replicas.sync_roles()  # the fetcher forgets the dropped logs
         self.replica_sync = LocalReplicaSync(reconcile)
         store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
         store.on_partition_state(self.replica_sync.changed)  # leaders, epochs, ISRs

@@ -139,6 +139,30 @@ class TopicService:
                 self._deleted_seen.add(name)
             self._known_before = set(known)
 
+    def drop_moved_replicas(self) -> list[tuple[str, int]]:
+        """Delete the logs of partitions moved off this broker (a reassignment
+        took it out of their replica list), as Kafka's StopReplica with delete
+        does. Only where the metadata is unambiguous: the topic is known under
+        the same id, and this broker neither holds a replica nor leads (a
+        leader being moved off hands leadership over first). Run it after the
+        roles are synced, so nothing follows or leads these logs any more."""
+        dropped = []
+        me = self.store.broker_id
+        with self._lock:
+            known = self.store.topics()
+            for (topic, p), lg in list(self.logs.all_logs().items()):
+                meta = known.get(topic)
+                if meta is None or lg.topic_id != meta.topic_id:
+                    continue
+                placed = self.store.partition(topic, p)
+                if placed is None or me in placed.replicas or placed.leader == me:
+                    continue
+                log.info("%s-%d was moved off this broker (replicas now %s): deleting its log",
+                         topic, p, list(placed.replicas))
+                if self.logs.delete_partition(topic, p):
+                    dropped.append((topic, p))
+        return dropped
+
     def _open_logs(self, meta: TopicMeta, partitions) -> None:
         cfg = self.topic_config(meta)
         for p in self._local(meta, partitions):

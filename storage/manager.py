@@ -334,11 +334,25 @@ class LogManager:
         stray logs), which start-up ignores, so an operator can still recover them."""
         return self._retire_topic(topic, STRAY_DIR_SUFFIX)
 
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Remove one partition's log (a replica moved off this broker): renamed
+        now, deleted after ``file.delete.delay.ms``, as a deleted topic's are."""
+        with self._lock:
+            if (topic, partition) not in self._logs:
+                return False
+            self._retire([(topic, partition)], DELETE_DIR_SUFFIX)
+            return True
+
     def _retire_topic(self, topic: str, suffix: str) -> int:
         with self._lock:
             keys = [k for k in self._logs if k[0] == topic]
             self._topic_configs.pop(topic, None)
+            return self._retire(keys, suffix)
+
+    def _retire(self, keys: list[tuple[str, int]], suffix: str) -> int:
+        with self._lock:
             for key in keys:
+                topic = key[0]
                 lg = self._logs.pop(key)
                 d = self._log_dir_of.pop(key)
                 if self.cleaner is not None:

@@ -21,8 +21,10 @@ What it reacts to: brokers coming and going (``/brokers/ids``), topics
 created or grown (``/brokers/topics``, also when a tool writes them),
 preferred replica elections asked through
 ``/admin/preferred_replica_election``, topic deletions marked under
-``/admin/delete_topics``, and leaders' ISR changes announced under
-``/isr_change_notification``.
+``/admin/delete_topics``, leaders' ISR changes announced under
+``/isr_change_notification``, and partition reassignments asked through
+AlterPartitionReassignments or ``/admin/reassign_partitions``
+(``reassignment.py`` has their rules).
 """
 from __future__ import annotations
 
@@ -41,12 +43,15 @@ from broker.metadata import zk_layout as z
 from broker.metadata.store import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 
+from . import reassignment as ra
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         initial_state, remove_from_isr)
 
 log = logging.getLogger("broker.cluster.controller")
 
 Partition = tuple[str, int]
+# A reassignment's outcome per partition: Kafka's error code and its message.
+ReassignResult = tuple[ErrorCode, str | None]
 
 
 class NotControllerError(Exception):
@@ -83,6 +88,8 @@ class Controller:
         self._live: set[int] = set()
         self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self._assignments: dict[str, dict[int, list[int]]] = {}
+        self._topic_znodes: dict[str, tuple[z.TopicAssignment, int]] = {}  # as read, version
+        self._reassigning: dict[Partition, ra.Reassignment] = {}  # from the topic znodes
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
 
     # ---------------------------------------------------------------- lifecycle
@@ -144,6 +151,10 @@ class Controller:
                     event[2]["remaining"] = self._on_controlled_shutdown(event[1])
                 elif kind == "elect_leaders":
                     event[2]["results"] = self._on_elect_leaders(event[1], event[4])
+                elif kind == "reassign":
+                    event[2]["results"] = self._on_reassign(event[1], event[4])
+                elif kind == "reassign_znode":
+                    self._on_reassign_znode()
                 elif kind == "tick":
                     self._maybe_rebalance()
             except NotControllerError:
@@ -159,7 +170,7 @@ class Controller:
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
                 log.exception("controller %d: handling %s failed", self.broker_id, kind)
             finally:
-                if kind in ("shutdown", "elect_leaders"):
+                if kind in ("shutdown", "elect_leaders", "reassign"):
                     event[3].set()  # the caller waiting for it goes on either way
 
     # ---------------------------------------------------------------- election
@@ -203,6 +214,8 @@ class Controller:
         self.active = False
         self._states.clear()
         self._assignments.clear()
+        self._topic_znodes.clear()
+        self._reassigning.clear()
         if delete_znode:
             try:
                 data, stat = self.zk.get(z.CONTROLLER)
@@ -227,6 +240,9 @@ class Controller:
         self._replicas_gone(set().union(*(s.isr for s, _ in self._states.values()))
                             - self._live)
         self._bring_online(list(self._states) + self._partitions_without_state())
+        # Reassignments the previous controller left running go on from here.
+        for tp in list(self._reassigning):
+            self._maybe_complete(tp)
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
         # ignored because they are handled only while active with this epoch.
@@ -239,6 +255,8 @@ class Controller:
                               lambda names: self._watch_event(epoch, "delete", names))
         self.zk.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION,
                               lambda names: self._watch_event(epoch, "isr", names))
+        self.zk.DataWatch(z.REASSIGN_PARTITIONS,
+                          lambda data, _s: self._watch_event(epoch, "reassign_znode", data))
 
     def _watch_topic(self, topic: str) -> None:
         epoch = self.epoch
@@ -260,15 +278,23 @@ class Controller:
 
     def _read_topic(self, topic: str) -> None:
         try:
-            assignment = z.decode_topic(topic, self.zk.get(z.topic_path(topic))[0])
+            data, stat = self.zk.get(z.topic_path(topic))
+            assignment = z.decode_topic(topic, data)
         except NoNodeError:
             self._forget_topic(topic)
             return
         except z.ZNodeFormatError as e:
             log.warning("controller: ignoring %s", e)
             return
+        self._topic_znodes[topic] = (assignment, stat.version)
         self._assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
-        for p in assignment.partitions:
+        for p, replicas in assignment.partitions.items():
+            running = ra.from_znode(replicas, assignment.adding_replicas.get(p, ()),
+                                    assignment.removing_replicas.get(p, ()))
+            if running is None:
+                self._reassigning.pop((topic, p), None)
+            else:
+                self._reassigning[(topic, p)] = running
             self._read_state((topic, p))
 
     def _read_state(self, tp: Partition) -> None:
@@ -282,8 +308,11 @@ class Controller:
 
     def _forget_topic(self, topic: str) -> None:
         self._assignments.pop(topic, None)
+        self._topic_znodes.pop(topic, None)
         for tp in [tp for tp in self._states if tp[0] == topic]:
             del self._states[tp]
+        for tp in [tp for tp in self._reassigning if tp[0] == topic]:
+            del self._reassigning[tp]
 
     def _partitions_without_state(self) -> list[Partition]:
         return [(t, p) for t, parts in self._assignments.items() for p in parts
@@ -450,6 +479,194 @@ class Controller:
                     self._decide(tp, lambda s, r=self._assignments[tp[0]][tp[1]]:
                                  elect_preferred(r, s, self._live))
 
+    # ---------------------------------------------------------------- reassignment
+
+    def reassign(self, requests: dict[Partition, list[int] | None], timeout: float,
+                 allow_replication_factor_change: bool = True
+                 ) -> dict[Partition, ReassignResult] | None:
+        """AlterPartitionReassignments on the controller: per partition a target
+        replica list to move to, or None to cancel a running reassignment; the
+        answer per partition once it has started (it completes in the
+        background). None when this broker is not the controller. Blocking."""
+        if not self.active:
+            return None
+        result: dict = {}
+        done = threading.Event()
+        self._events.put(("reassign", requests, result, done, allow_replication_factor_change))
+        if not done.wait(timeout) or not self.active:
+            return None
+        return result.get("results")
+
+    def reassignments(self) -> dict[Partition, ra.Reassignment] | None:
+        """The reassignments running now (ListPartitionReassignments); None when
+        this broker is not the controller."""
+        if not self.active:
+            return None
+        return dict(self._reassigning)
+
+    def _on_reassign(self, requests: dict[Partition, list[int] | None],
+                     allow_replication_factor_change: bool = True
+                     ) -> dict[Partition, ReassignResult]:
+        deleting = set(self.zk.get_children(z.DELETE_TOPICS))
+        out: dict[Partition, ReassignResult] = {}
+        for tp, target in requests.items():
+            if tp[1] not in self._assignments.get(tp[0], {}) or tp[0] in deleting:
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           f"partition {tp[0]}-{tp[1]} does not exist")
+            elif target is None:
+                if tp not in self._reassigning:
+                    out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                               f"no reassignment of {tp[0]}-{tp[1]} is in progress")
+                else:
+                    self._cancel(tp)
+                    out[tp] = (ErrorCode.NONE, None)
+            else:
+                reason = ra.check_target(target, self._live)
+                running = self._reassigning.get(tp)
+                before = len(running.original if running else self._assignments[tp[0]][tp[1]])
+                if reason is not None:
+                    out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+                elif not allow_replication_factor_change and len(target) != before:
+                    out[tp] = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                               f"the replication factor would change from {before} to "
+                               f"{len(target)}, which the request does not allow")
+                else:
+                    self._begin(tp, tuple(target))
+                    out[tp] = (ErrorCode.NONE, None)
+        return out
+
+    def _on_reassign_znode(self) -> None:
+        """/admin/reassign_partitions, as ZooKeeper-era kafka-reassign-partitions
+        writes it: each partition listed starts moving (unless it already is, to
+        that target); refused ones leave the znode at once, the others as they
+        complete, and the znode goes when it is empty, as Kafka signals it."""
+        try:
+            wanted = z.decode_reassignment(self.zk.get(z.REASSIGN_PARTITIONS)[0])
+        except NoNodeError:
+            return
+        except z.ZNodeFormatError as e:
+            log.warning("controller: %s; deleting it", e)
+            wanted = {}
+        fresh = {tp: r for tp, r in wanted.items()
+                 if tp not in self._reassigning or list(self._reassigning[tp].target) != r}
+        results = self._on_reassign(fresh) if fresh else {}
+        for tp, (code, message) in results.items():
+            if code != ErrorCode.NONE:
+                log.warning("controller: reassignment of %s-%d to %s refused: %s", *tp,
+                            wanted[tp], message)
+        self._prune_reassign_znode({tp for tp in wanted if tp not in self._reassigning})
+
+    def _prune_reassign_znode(self, finished: set[Partition]) -> None:
+        """Take ``finished`` partitions off /admin/reassign_partitions."""
+        for _ in range(10):
+            try:
+                data, stat = self.zk.get(z.REASSIGN_PARTITIONS)
+            except NoNodeError:
+                return
+            try:
+                listed = z.decode_reassignment(data)
+            except z.ZNodeFormatError:
+                listed = {}
+            keep = {tp: r for tp, r in listed.items() if tp not in finished}
+            if len(keep) == len(listed) and listed:
+                return
+            try:
+                if keep:
+                    self.zk.set(z.REASSIGN_PARTITIONS, z.encode_reassignment(keep),
+                                version=stat.version)
+                else:
+                    self.zk.delete(z.REASSIGN_PARTITIONS, version=stat.version)
+                return
+            except (BadVersionError, NoNodeError):
+                continue  # the tool wrote it again meanwhile: read it again
+
+    def _begin(self, tp: Partition, target: tuple[int, ...]) -> None:
+        """Write the replica list as original + target, with the replicas being
+        added and removed, and a new leader epoch: the new replicas start
+        following, the leader starts tracking them."""
+        def step(current: list[int], running: ra.Reassignment | None,
+                 state: LeaderAndIsr | None):
+            r = ra.begin(current, running, target)
+            if r is None:
+                return None
+            bumped = state.with_change(state.leader, state.isr) if state else None
+            return list(r.full), r, bumped
+        if self._reassign_step(tp, step):
+            log.info("controller: reassigning %s-%d to %s", *tp, list(target))
+        self._maybe_complete(tp)
+
+    def _maybe_complete(self, tp: Partition) -> None:
+        def step(current: list[int], running: ra.Reassignment | None,
+                 state: LeaderAndIsr | None):
+            if running is None or state is None or not ra.is_complete(running, state):
+                return None
+            return list(running.target), None, ra.finish(running.target, state, self._live)
+        if self._reassign_step(tp, step):
+            log.info("controller: reassignment of %s-%d to %s complete", *tp,
+                     self._assignments[tp[0]][tp[1]])
+            self._prune_reassign_znode({tp})
+
+    def _cancel(self, tp: Partition) -> None:
+        """Back to the original replicas, at once: the added ones are dropped."""
+        def step(current: list[int], running: ra.Reassignment | None,
+                 state: LeaderAndIsr | None):
+            if running is None:
+                return None
+            after = ra.finish(running.original, state, self._live) if state else None
+            return list(running.original), None, after
+        if self._reassign_step(tp, step):
+            log.info("controller: reassignment of %s-%d cancelled", *tp)
+            self._prune_reassign_znode({tp})
+
+    def _reassign_step(self, tp: Partition, step) -> bool:
+        """Apply ``step(replicas, running, state) -> (replicas, running, state) |
+        None`` and write the topic znode and the partition state in one
+        transaction (fenced by the controller epoch, conditional on both
+        versions), re-reading and deciding again after a conflict. True when
+        something was written."""
+        topic, partition = tp
+        for _ in range(10):
+            if topic not in self._topic_znodes:
+                return False
+            assignment, topic_version = self._topic_znodes[topic]
+            state_and_version = self._states.get(tp)
+            state = state_and_version[0] if state_and_version else None
+            decided = step(self._assignments[topic][partition], self._reassigning.get(tp), state)
+            if decided is None:
+                return False
+            replicas, running, new_state = decided
+            adding = dict(assignment.adding_replicas)
+            removing = dict(assignment.removing_replicas)
+            adding.pop(partition, None)
+            removing.pop(partition, None)
+            if running is not None:
+                adding[partition], removing[partition] = running.adding, running.removing
+            new_assignment = z.TopicAssignment(
+                {**assignment.partitions, partition: replicas}, assignment.topic_id,
+                {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
+            txn = self.zk.transaction()
+            txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
+            txn.set_data(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)
+            if new_state is not None:
+                txn.set_data(z.partition_state_path(*tp), self._state_bytes(new_state),
+                             state_and_version[1])
+            try:
+                results = self._commit(txn)
+            except (BadVersionError, NoNodeError):
+                self._read_topic(topic)  # a leader's ISR write or a tool's: decide again
+                continue
+            self._topic_znodes[topic] = (new_assignment, results[1].version)
+            self._assignments[topic][partition] = list(replicas)
+            if running is None:
+                self._reassigning.pop(tp, None)
+            else:
+                self._reassigning[tp] = running
+            if new_state is not None:
+                self._states[tp] = (new_state, results[2].version)
+            return True
+        log.warning("controller: gave up reassigning %s-%d after repeated conflicts", *tp)
+        return False
+
     def _on_controlled_shutdown(self, broker_id: int) -> list[Partition]:
         if broker_id not in self._live:
             return []
@@ -483,6 +700,8 @@ class Controller:
             for tp in changed:
                 if tp[1] in self._assignments.get(tp[0], {}):
                     self._read_state(tp)
+                    if tp in self._reassigning:  # a target replica may have caught up
+                        self._maybe_complete(tp)
             try:
                 self.zk.delete(path)
             except NoNodeError:

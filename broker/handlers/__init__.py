@@ -21,6 +21,8 @@ from .metadata import (handle_describe_cluster, handle_describe_topic_partitions
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
+from .reassignments import (handle_alter_partition_reassignments,
+                            handle_list_partition_reassignments)
 
 HANDLERS = {
     0: handle_produce,
@@ -50,6 +52,8 @@ HANDLERS = {
     42: handle_delete_groups,
     43: handle_elect_leaders,
     44: handle_incremental_alter_configs,
+    45: handle_alter_partition_reassignments,
+    46: handle_list_partition_reassignments,
     47: handle_offset_delete,
     60: handle_describe_cluster,
     75: handle_describe_topic_partitions,

@@ -334,6 +334,13 @@ def decode_partition_list(path: str, data: bytes) -> list[tuple[str, int]]:
         raise ZNodeFormatError(path, "bad partitions list") from None
 
 
+def encode_reassignment(partitions: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """/admin/reassign_partitions as ZooKeeper-era kafka-reassign-partitions writes it."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)}
+        for (t, p), r in sorted(partitions.items())]})
+
+
 def decode_reassignment(data: bytes) -> dict[tuple[str, int], list[int]]:
     value = _load(REASSIGN_PARTITIONS, data)
     try:

@@ -66,6 +66,8 @@ SERVED = {
     "IncrementalAlterConfigs": (44, 0, 1),
     "DescribeCluster": (60, 0, 2),
     "ElectLeaders": (43, 0, 2),
+    "AlterPartitionReassignments": (45, 0, 1),
+    "ListPartitionReassignments": (46, 0, 0),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
 }

@@ -133,6 +133,14 @@ class Cluster:
         self.wait_until_registered([broker_id])
         return b
 
+    def add_broker(self) -> int:
+        """Start one more broker (the next id) in this cluster; returns its id once
+        it is registered."""
+        broker_id = len(self.brokers)
+        self.brokers.append(self.broker_process(broker_id).start())
+        self.wait_until_registered([broker_id])
+        return broker_id
+
     def pause(self, broker_id: int) -> None:
         """SIGSTOP the broker (it holds its sockets but answers nothing)."""
         self.brokers[broker_id]._signal(signal.SIGSTOP)
@@ -210,6 +218,17 @@ class Cluster:
         except NoNodeError:
             return None
         return json.loads(data)
+
+    def assignment(self, topic: str) -> dict:
+        """/brokers/topics/<topic> as written: partitions, adding_replicas,
+        removing_replicas (keys as ints), topic_id ({} for no such topic)."""
+        try:
+            value = json.loads(self._client().get(f"/brokers/topics/{topic}")[0])
+        except NoNodeError:
+            return {}
+        for field in ("partitions", "adding_replicas", "removing_replicas"):
+            value[field] = {int(p): r for p, r in (value.get(field) or {}).items()}
+        return value
 
     def leaders(self, topic: str) -> dict[int, int]:
         """{partition: leader} from the state znodes the controller wrote (-1: none)."""

@@ -58,7 +58,8 @@ JVM_FLAGS = [
     "-Dslf4j.internal.verbosity=ERROR",
 ]
 
-PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups")
+PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
+            "Reassign")
 
 
 class JavaToolsError(RuntimeError):
