@@ -75,10 +75,21 @@ def _console_consumer(argv) -> int:
     return consumer_main(argv)
 
 
+def _reassign_partitions(argv) -> int:
+    from .reassign_cli import main as reassign_main
+    return reassign_main(argv)
+
+
+def _leader_election(argv) -> int:
+    from .leader_election_cli import main as election_main
+    return election_main(argv)
+
+
 # Tools with Kafka's names and flags, each parsing its own arguments.
 _TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
           "get-offsets": _get_offsets, "consumer-groups": _consumer_groups,
-          "console-producer": _console_producer, "console-consumer": _console_consumer}
+          "console-producer": _console_producer, "console-consumer": _console_consumer,
+          "reassign-partitions": _reassign_partitions, "leader-election": _leader_election}
 
 
 def _version() -> str:

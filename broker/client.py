@@ -229,6 +229,14 @@ class Cluster:
         raise ClientError(f"no leader for {', '.join(f'{t}:{p}' for t, p in sorted(todo))}: "
                           f"{error_text(last_error)}")
 
+    def controller(self) -> SimpleClient:
+        """The connection to the controller (Metadata's controller id), which
+        handles reassignments and leader elections."""
+        controller_id = self.metadata([]).controller_id
+        if controller_id < 0:
+            raise ClientError("the cluster has no controller now")
+        return self.broker(controller_id)
+
     def broker(self, node_id: int) -> SimpleClient:
         """The connection to broker ``node_id`` (opened on first use)."""
         conn = self._conns.get(node_id)

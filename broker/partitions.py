@@ -23,7 +23,7 @@ append.
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from protocol.errors import ErrorCode
 from storage import AppendOrigin
@@ -31,6 +31,7 @@ from storage import AppendOrigin
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
 from .replication.leader import LeaderReplica
 from .replication.manager import ReplicaManager
+from .replication.selector import ReplicaView, select_rack_aware
 
 NO_EPOCH = -1  # a client that does not say which epoch it believes in
 
@@ -71,11 +72,13 @@ def epoch_error(believed: int, current: int) -> ErrorCode:
 
 class PartitionLayer:
     def __init__(self, store: MetadataStore, logs: LocalLogs, broker_id: int,
-                 replicas: ReplicaManager) -> None:
+                 replicas: ReplicaManager, *,
+                 rack_aware: Callable[[], bool] = lambda: False) -> None:
         self._store = store
         self._logs = logs
         self.broker_id = broker_id
         self.replicas = replicas
+        self._rack_aware = rack_aware  # replica.selector.class is set (read live)
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         return self._store.partition(topic, partition)
@@ -104,6 +107,55 @@ class PartitionLayer:
             # role changing): not a leader until it is, as in Kafka.
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
         return LeaderLookup(ErrorCode.NONE, replica.log, meta.leader_epoch, replica=replica)
+
+    def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
+                    replica_id: int) -> LeaderLookup:
+        """A follower's fetch: the leader's log, when ``replica_id`` is one of
+        the partition's replicas (Kafka answers any other broker
+        NOT_LEADER_OR_FOLLOWER: it is not a valid replica of the partition)."""
+        found = self.leader_log(topic, partition, current_leader_epoch)
+        if found.ok and replica_id not in found.replica.replicas:
+            return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=found.leader_epoch)
+        return found
+
+    def consumer_log(self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH,
+                     may_read_follower: bool = False) -> LeaderLookup:
+        """A consumer's fetch: the leader's log; with ``may_read_follower``
+        (Fetch v11+, KIP-392) also this broker's follower copy, which it
+        serves up to its own high watermark (what the leader told it is
+        committed)."""
+        found = self.leader_log(topic, partition, current_leader_epoch)
+        if found.error != ErrorCode.NOT_LEADER_OR_FOLLOWER or not may_read_follower:
+            return found
+        meta = self._store.partition(topic, partition)
+        if (meta is None or meta.leader < 0 or meta.leader == self.broker_id
+                or self.broker_id not in meta.replicas):
+            return found
+        code = epoch_error(current_leader_epoch, meta.leader_epoch)
+        if code:
+            return LeaderLookup(code, leader_epoch=meta.leader_epoch)
+        log = self._logs.get_log(topic, partition)
+        if log is None:
+            return found
+        return LeaderLookup(ErrorCode.NONE, log, meta.leader_epoch)
+
+    def preferred_read_replica(self, found: LeaderLookup, fetch_offset: int,
+                               client_rack: str) -> int:
+        """KIP-392 on the leader: the in-sync replica a consumer in
+        ``client_rack`` should read from instead of this one (-1: here).
+        Only with replica.selector.class set, as in Kafka."""
+        if not client_rack or found.replica is None or not self._rack_aware():
+            return -1
+        own = self.endpoint(self.broker_id)
+        leader = ReplicaView(self.broker_id, own.rack if own else None,
+                             found.log.log_end_offset, float("inf"))
+        followers = []
+        for broker_id, end, caught_up in found.replica.in_sync_followers_holding(fetch_offset):
+            endpoint = self.endpoint(broker_id)
+            if endpoint is not None:  # registered, so the client can reach it
+                followers.append(ReplicaView(broker_id, endpoint.rack, end, caught_up))
+        chosen = select_rack_aware(client_rack, leader, followers)
+        return -1 if chosen == self.broker_id else chosen
 
     # ------------------------------------------------------------ writes
 

@@ -146,14 +146,16 @@ class Broker:
         logs.startup()
         notifier = AppendNotifier()
         if store.replicates:
-            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker)
+            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
         # A log's role (leader, follower) is taken up as soon as it is opened.
         topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
         topics.open_all()
-        partitions = PartitionLayer(store, logs, cfg.broker_id, replicas)
+        partitions = PartitionLayer(
+            store, logs, cfg.broker_id, replicas,
+            rack_aware=lambda: self.cfg.replica_selector_class is not None)
         coordinators = CoordinatorLocator(
             partitions, lambda: _partition_count(store, OFFSETS_TOPIC),
             lambda: self._ensure_offsets_topic(topics), cfg.offsets_topic_num_partitions)

@@ -40,6 +40,9 @@ class Listener(NamedTuple):
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_LISTENERS = "PLAINTEXT://:9092"
 DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+# The one replica selector Kafka ships (KIP-392); samsa implements its rules
+# itself, so it is the only value replica.selector.class takes.
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 # Hosts a client cannot connect to: advertise "localhost" instead so local clients work.
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
@@ -355,6 +358,11 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = _key(
         "leader.imbalance.check.interval.seconds", T.LONG, 300, at_least(1),
         "How often the controller checks preferred leadership.")
+    replica_selector_class: str | None = _key(
+        "replica.selector.class", T.STRING, None,
+        OneOf((RACK_AWARE_REPLICA_SELECTOR,), allow_none=True),
+        "KIP-392: how a leader picks the replica a rack-aware consumer reads from; "
+        "unset: consumers read from leaders.")
     metrics_port: int = _key(
         "metrics.port", T.INT, 0, between(0, 65535),
         "samsa: port of the Prometheus /metrics HTTP endpoint; 0 = disabled.")

@@ -11,6 +11,11 @@ client to send full requests (KIP-227 allows it).
 Consumers read up to the high watermark. A follower (a broker: ``replica_id``
 is its id) reads up to the log end, and its fetch offset tells the leader how
 far its copy goes, which moves the high watermark and the ISR.
+
+KIP-392 (Fetch v11+): a consumer may read from a follower, up to the
+follower's high watermark; and with ``replica.selector.class`` set, the
+leader sends a consumer that names its rack to an in-sync replica in that
+rack (``preferred_read_replica``, no records) and answers at once.
 """
 from __future__ import annotations
 
@@ -29,16 +34,19 @@ _INT32_MAX = 0x7FFFFFFF
 
 class _Target:
     """One requested partition, resolved to its log (or the error to answer)."""
-    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "lookup")
+    __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "lookup",
+                 "read_replica")
 
     def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, lookup):
         self.topic, self.topic_id, self.partition = topic, topic_id, partition
         self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
         self.lookup: LeaderLookup = lookup  # the log to read, or the error to answer
+        self.read_replica = -1  # KIP-392: the replica the consumer should read from instead
 
 
-def _resolve(broker, req, version):
+def _resolve(broker, req, version, replica_id):
     targets = []
+    partitions = broker.partitions
     for t in req.topics:
         if version >= 13:
             meta = broker.topics.by_id(t.topic_id)
@@ -47,11 +55,14 @@ def _resolve(broker, req, version):
             meta = broker.topics.get(t.topic)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t.partitions:
+            epoch = p.current_leader_epoch if version >= 9 else -1
             if meta is None:
                 found = LeaderLookup(missing)
+            elif replica_id >= 0:
+                found = partitions.replica_log(meta.name, p.partition, epoch, replica_id)
             else:
-                found = broker.partitions.leader_log(
-                    meta.name, p.partition, p.current_leader_epoch if version >= 9 else -1)
+                found = partitions.consumer_log(meta.name, p.partition, epoch,
+                                                may_read_follower=version >= 11)
             targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
                                    p.fetch_offset, p.partition_max_bytes, found))
     return targets
@@ -96,6 +107,13 @@ def _read_all(targets, max_bytes, version, follower: bool):
                     leader_epoch=t.lookup.leader_epoch if leader else -1))))
             continue
         log = t.lookup.log
+        if t.read_replica >= 0:
+            hw = log.high_watermark
+            answers.append((t, R.PartitionData(
+                partition_index=t.partition, error_code=ErrorCode.NONE, high_watermark=hw,
+                last_stable_offset=hw, log_start_offset=log.log_start_offset,
+                aborted_transactions=None, preferred_read_replica=t.read_replica, records=b"")))
+            continue
         limit = max(0, min(t.max_bytes, remaining))
         try:
             # At least one batch from the first partition that has data, so a
@@ -140,6 +158,7 @@ def _response(answers):
 
 
 def _count_out(metrics, answers) -> None:
+    """Bytes out to consumers (Kafka's BytesOutPerSec leaves replication out)."""
     for t, pdata in answers:
         size = len(pdata.records) if isinstance(pdata.records, (bytes, bytearray)) \
             else pdata.records.length
@@ -157,13 +176,20 @@ async def handle_fetch(ctx, req):
     max_bytes = req.max_bytes if version >= 3 else _INT32_MAX
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
-    targets = _resolve(broker, req, version)
     replica_id = _replica_id(req, version)
+    targets = _resolve(broker, req, version, replica_id)
     follower = replica_id >= 0
+    redirected = False
     if follower:
         for t in targets:
             if t.lookup.ok:
                 broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset)
+    elif version >= 11 and req.rack_id:
+        for t in targets:
+            if t.lookup.ok:
+                t.read_replica = broker.partitions.preferred_read_replica(
+                    t.lookup, t.fetch_offset, req.rack_id)
+                redirected = redirected or t.read_replica >= 0
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
@@ -172,14 +198,18 @@ async def handle_fetch(ctx, req):
         answers, gathered = _read_all(targets, max_bytes, version, follower)
         any_error = any(p.error_code for _, p in answers)
         timeout = deadline - loop.time()
-        if gathered >= req.min_bytes or any_error or timeout <= 0 or waiter is None:
+        # A consumer sent elsewhere learns it at once, as Kafka answers it.
+        if (gathered >= req.min_bytes or any_error or redirected or timeout <= 0
+                or waiter is None):
             if waiter is not None:
                 waiter.cancel()
-            _count_out(broker.metrics, answers)
+            if not follower:
+                _count_out(broker.metrics, answers)
             return _response(answers)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version, follower)
-            _count_out(broker.metrics, answers)
+            if not follower:
+                _count_out(broker.metrics, answers)
             return _response(answers)

@@ -98,9 +98,13 @@ class _Followed:
 
 class ReplicaFetcher:
     def __init__(self, config: Callable[[], FetcherConfig],
-                 endpoint: Callable[[int], BrokerEndpoint | None]) -> None:
+                 endpoint: Callable[[int], BrokerEndpoint | None],
+                 notify: Callable[[str, int], None] = lambda topic, partition: None) -> None:
         self._config = config
         self._endpoint = endpoint
+        # told when a followed log's high watermark moved: consumers reading
+        # this follower (KIP-392) long-poll on it
+        self._notify = notify
         self._followed: dict[tuple[str, int], _Followed] = {}
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -373,7 +377,8 @@ class ReplicaFetcher:
                     return
                 self.fetched_bytes += len(records)
             f.leader_high_watermark = p.high_watermark
-            lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset))
+            if lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset)):
+                self._notify(lg.topic, lg.partition)
             if lg.log_start_offset < p.log_start_offset <= lg.high_watermark:
                 lg.delete_records_before(p.log_start_offset)  # retention/DeleteRecords there
 

@@ -126,6 +126,14 @@ class LeaderReplica:
         self._maybe_advance()
         return join
 
+    def in_sync_followers_holding(self, offset: int) -> list[tuple[int, int, float]]:
+        """(broker id, log end, last caught up ms) of the in-sync followers whose
+        copy reaches ``offset``: where a consumer at ``offset`` may read instead."""
+        with self._lock:
+            return [(r, p.log_end_offset, p.last_caught_up_ms)
+                    for r, p in self._followers.items()
+                    if r in self.isr and p.log_end_offset >= offset]
+
     def lagging_isr(self, max_lag_ms: float) -> tuple[int, ...] | None:
         """The ISR without its lagging members, when some lag (and no other change
         is being written); marks it pending."""

@@ -16,10 +16,11 @@ relies on.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import uuid
 
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -226,3 +227,88 @@ def test_stuck_reassignment_listed_and_cancelled_and_bad_requests(cluster_factor
         assert _settled(cluster, topic, [0, 1, 2])
     finally:
         cluster.resume(new)
+
+
+def _samsa(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_reassign_partitions_and_leader_election_tools(cluster_factory, tmp_path):
+    cluster = cluster_factory(offsets_partitions=3)
+    topic = _topic(cluster, [0, 1, 2])
+    boot = cluster.bootstrap
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 1]}]}))
+
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot,
+                 "--reassignment-json-file", plan, "--execute")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "Current partition replica assignment", "",
+        '{"version":1,"partitions":[{"topic":"%s","partition":0,"replicas":[0,1,2],'
+        '"log_dirs":["any","any","any"]}]}' % topic, "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        f"Successfully started partition reassignment for {topic}-0"]
+    wait_until(lambda: _settled(cluster, topic, [2, 1]), 60, "the move to brokers 2, 1")
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot,
+                 "--reassignment-json-file", plan, "--verify")
+    assert (out.returncode, out.stdout.splitlines()) == (0, [
+        "Status of partition reassignment:",
+        f"Reassignment of partition {topic}-0 is completed."])
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot, "--list")
+    assert (out.returncode, out.stdout) == (0, "No partition reassignments found.\n")
+
+    # What cannot be done: one line each, a non-zero exit, no traceback.
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot,
+                 "--reassignment-json-file", plan, "--cancel")
+    assert out.returncode == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in out.stderr
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [0, 9]}]}))
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot,
+                 "--reassignment-json-file", plan, "--execute")
+    assert out.returncode == 1
+    assert f"Error reassigning partition {topic}-0: INVALID_REPLICA_ASSIGNMENT" in out.stderr
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot, "--execute")
+    assert out.returncode == 2 and "--reassignment-json-file" in out.stderr
+    out = _samsa("reassign-partitions", "--bootstrap-server", "127.0.0.1:1", "--list")
+    assert out.returncode == 1 and "cannot reach" in out.stderr
+    assert "Traceback" not in out.stderr
+
+    # --generate proposes Kafka's placement over the brokers given.
+    moving = tmp_path / "topics.json"
+    moving.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    out = _samsa("reassign-partitions", "--bootstrap-server", boot,
+                 "--topics-to-move-json-file", moving, "--broker-list", "0,1", "--generate")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert lines[3] == "Proposed partition reassignment configuration"
+    proposed = json.loads(lines[4])["partitions"]
+    assert [sorted(e["replicas"]) for e in proposed] == [[0, 1]]
+
+    # Leadership away from the preferred replica (a controlled shutdown moves it),
+    # then back with the election tool.
+    other = _topic(cluster, [1, 2, 0])
+    cluster.terminate(1)
+    wait_until(lambda: cluster.partition_state(other, 0)["leader"] != 1, 30,
+               "leadership moved off the stopping broker")
+    cluster.restart(1)
+    wait_until(lambda: sorted(cluster.partition_state(other, 0)["isr"]) == [0, 1, 2], 60,
+               "broker 1 back in sync")
+    out = _samsa("leader-election", "--bootstrap-server", boot, "--election-type", "preferred",
+                 "--topic", other, "--partition", 0)
+    assert (out.returncode, out.stdout) == (
+        0, f"Successfully completed leader election (PREFERRED) for partitions {other}-0\n")
+    assert cluster.partition_state(other, 0)["leader"] == 1
+    out = _samsa("leader-election", "--bootstrap-server", boot, "--election-type", "PREFERRED",
+                 "--topic", other, "--partition", 0)
+    assert (out.returncode, out.stdout) == (
+        0, f"Valid replica already elected for partitions {other}-0\n")
+    out = _samsa("leader-election", "--bootstrap-server", boot, "--election-type", "PREFERRED",
+                 "--topic", other, "--partition", 7)
+    assert out.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in out.stderr
+    out = _samsa("leader-election", "--bootstrap-server", boot, "--election-type", "sideways",
+                 "--all-topic-partitions")
+    assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -27,7 +27,8 @@ EXPECTED_RANGES = {
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
     "ControlledShutdown": (7, 1, 3),
-    "ElectLeaders": (43, 0, 2),
+    "ElectLeaders": (43, 0, 2), "AlterPartitionReassignments": (45, 0, 1),
+    "ListPartitionReassignments": (46, 0, 0),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

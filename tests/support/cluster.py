@@ -33,6 +33,7 @@ CHROOT = "/samsa"
 class Cluster:
     def __init__(self, work_dir: Path, size: int = 3, *, session_timeout_ms: int = 2000,
                  offsets_partitions: int = 6, overrides: Mapping[str, object] | None = None,
+                 broker_overrides: Mapping[int, Mapping[str, object]] | None = None,
                  chroot: str = CHROOT):
         self.work_dir = Path(work_dir)
         self.size = size
@@ -44,6 +45,7 @@ class Cluster:
             "offsets.topic.num.partitions": str(offsets_partitions),
             **(overrides or {}),
         }
+        self.broker_overrides = dict(broker_overrides or {})  # by broker id (broker.rack, ...)
         self.brokers: list[BrokerProcess] = []
         self._clients: list[KazooClient] = []
 
@@ -58,7 +60,8 @@ class Cluster:
         """A (not started) broker process configured for this cluster."""
         return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", broker_id=broker_id,
                              overrides={"zookeeper.connect": self.zookeeper_connect,
-                                        **self.overrides})
+                                        **self.overrides,
+                                        **self.broker_overrides.get(broker_id, {})})
 
     def start(self) -> "Cluster":
         try:
