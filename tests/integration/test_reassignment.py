@@ -237,6 +237,7 @@ def _samsa(*args: object) -> subprocess.CompletedProcess:
 def test_reassign_partitions_and_leader_election_tools(cluster_factory, tmp_path):
     cluster = cluster_factory(offsets_partitions=3)
     topic = _topic(cluster, [0, 1, 2])
+    other = _topic(cluster, [1, 2, 0])  # for the leader elections
     boot = cluster.bootstrap
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
@@ -290,7 +291,6 @@ def test_reassign_partitions_and_leader_election_tools(cluster_factory, tmp_path
 
     # Leadership away from the preferred replica (a controlled shutdown moves it),
     # then back with the election tool.
-    other = _topic(cluster, [1, 2, 0])
     cluster.terminate(1)
     wait_until(lambda: cluster.partition_state(other, 0)["leader"] != 1, 30,
                "leadership moved off the stopping broker")
