@@ -76,6 +76,7 @@ class Controller:
         self._unclean = unclean_leader_election
         self._rebalance = rebalance
         self._next_rebalance = 0.0
+        self._tick_queued = False
         self._clock = clock
         self._events: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
@@ -124,7 +125,15 @@ class Controller:
                 event = self._events.get(timeout=1.0)
             except queue.Empty:
                 event = ("tick",)
+            else:
+                # A steady stream of events (ISR notifications, say) must not
+                # starve the rebalance check, which otherwise runs when idle.
+                if not self._tick_queued and self._rebalance_due():
+                    self._tick_queued = True
+                    self._events.put(("tick",))
             kind = event[0]
+            if kind == "tick":
+                self._tick_queued = False
             if kind == "stop":
                 self._resign(delete_znode=True)
                 return
@@ -273,6 +282,12 @@ class Controller:
         self._events.put((kind, payload))
         return True
 
+    @property
+    def _electable(self) -> set[int]:
+        """Brokers that may take leadership: alive and not in a controlled
+        shutdown (Kafka's liveBrokerIds, as opposed to liveOrShuttingDownBrokerIds)."""
+        return self._live - self._shutting_down
+
     def _read_live_brokers(self) -> set[int]:
         return {int(c) for c in self.zk.get_children(z.BROKER_IDS) if c.isdigit()}
 
@@ -344,7 +359,7 @@ class Controller:
                       replica: int) -> LeaderAndIsr | None:
         # First a new leader from the ISR (Kafka's partition state machine),
         # then the dead replica leaves the ISR (its replica state machine).
-        elected = elect_offline(self._assignments[tp[0]][tp[1]], state, self._live,
+        elected = elect_offline(self._assignments[tp[0]][tp[1]], state, self._electable,
                                 self._unclean(tp[0])) if state.leader == replica else None
         base = elected or state
         shrunk = remove_from_isr(base, replica) if replica in base.isr else None
@@ -383,7 +398,7 @@ class Controller:
             self._read_state(tp)
             if tp in self._states and tp[1] in self._assignments.get(tp[0], {}):
                 self._decide(tp, lambda s, tp=tp: elect_preferred(
-                    self._assignments[tp[0]][tp[1]], s, self._live))
+                    self._assignments[tp[0]][tp[1]], s, self._electable))
         try:
             self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
         except NoNodeError:
@@ -438,31 +453,34 @@ class Controller:
                 if state.leader in self._live:
                     out[tp] = ErrorCode.ELECTION_NOT_NEEDED
                     continue
-                self._decide(tp, lambda s, r=replicas: elect_offline(r, s, self._live, True))
-                ok = self._states.get(tp, (state,))[0].leader in self._live
+                self._decide(tp, lambda s, r=replicas: elect_offline(r, s, self._electable, True))
+                ok = self._states.get(tp, (state,))[0].leader in self._electable
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
             elif state.leader == replicas[0]:
                 out[tp] = ErrorCode.ELECTION_NOT_NEEDED
-            elif replicas[0] not in self._live or replicas[0] not in state.isr:
+            elif replicas[0] not in self._electable or replicas[0] not in state.isr:
                 out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             else:
-                self._decide(tp, lambda s, r=replicas: elect_preferred(r, s, self._live))
+                self._decide(tp, lambda s, r=replicas: elect_preferred(r, s, self._electable))
                 ok = self._states.get(tp, (state,))[0].leader == replicas[0]
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         if partitions is None:  # "all partitions": Kafka answers only the ones it acted on
             out = {tp: e for tp, e in out.items() if e != ErrorCode.ELECTION_NOT_NEEDED}
         return out
 
+    def _rebalance_due(self) -> bool:
+        return (self.active and self._rebalance().enabled
+                and time.monotonic() >= self._next_rebalance)
+
     def _maybe_rebalance(self) -> None:
         """auto.leader.rebalance.enable: every check interval, a broker leading
         too few of the partitions it is the preferred leader of (more than
         leader.imbalance.per.broker.percentage of them led elsewhere) gets them
         back, where it is in the ISR (Kafka's checkAndTriggerAutoLeaderRebalance)."""
-        policy = self._rebalance()
-        now = time.monotonic()
-        if not policy.enabled or now < self._next_rebalance:
+        if not self._rebalance_due():
             return
-        self._next_rebalance = now + policy.interval_s
+        policy = self._rebalance()
+        self._next_rebalance = time.monotonic() + policy.interval_s
         preferred_of: dict[int, list[Partition]] = {}
         for tp, (state, _) in self._states.items():
             replicas = self._assignments.get(tp[0], {}).get(tp[1])
@@ -477,7 +495,7 @@ class Controller:
                          "moving leadership back", broker, len(tps) - len(elsewhere), len(tps))
                 for tp in elsewhere:
                     self._decide(tp, lambda s, r=self._assignments[tp[0]][tp[1]]:
-                                 elect_preferred(r, s, self._live))
+                                 elect_preferred(r, s, self._electable))
 
     # ---------------------------------------------------------------- reassignment
 
@@ -600,7 +618,7 @@ class Controller:
                  state: LeaderAndIsr | None):
             if running is None or state is None or not ra.is_complete(running, state):
                 return None
-            return list(running.target), None, ra.finish(running.target, state, self._live)
+            return list(running.target), None, ra.finish(running.target, state, self._electable)
         if self._reassign_step(tp, step):
             log.info("controller: reassignment of %s-%d to %s complete", *tp,
                      self._assignments[tp[0]][tp[1]])
@@ -612,7 +630,7 @@ class Controller:
                  state: LeaderAndIsr | None):
             if running is None:
                 return None
-            after = ra.finish(running.original, state, self._live) if state else None
+            after = ra.finish(running.original, state, self._electable) if state else None
             return list(running.original), None, after
         if self._reassign_step(tp, step):
             log.info("controller: reassignment of %s-%d cancelled", *tp)
@@ -751,12 +769,12 @@ class Controller:
             if replicas is None:
                 continue
             if tp not in self._states:
-                first = initial_state(replicas, self._live)
+                first = initial_state(replicas, self._electable)
                 if first is not None:
                     self._write_new(tp, first)
             else:
                 self._decide(tp, lambda s, r=replicas, tp=tp: elect_offline(
-                    r, s, self._live, self._unclean(tp[0])))
+                    r, s, self._electable, self._unclean(tp[0])))
 
     def _decide(self, tp: Partition, decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> None:
         """Apply a decision to the partition's current state and write it,

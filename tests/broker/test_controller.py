@@ -203,3 +203,26 @@ def test_every_broker_learns_leadership_changes_through_watches(cluster, kazoo):
     after = nodes[1].store.partition_states()[("t", 0)]
     wait_until(lambda: nodes[1].store.partition_states()[("t", 0)].leader_epoch == state["leader_epoch"])
     assert after.isr == (0, 1, 2)
+
+
+def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
+    nodes = {i: cluster(i) for i in range(3)}
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    controller = active[0].broker_id
+    victim, stopping = [i for i in nodes if i != controller]
+    _write_topic(kazoo, "t", {0: [victim, stopping, controller]})
+    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
+    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    # Its follower is back in the ISR (a leader re-added it before it stopped).
+    path = "/brokers/topics/t/partitions/0/state"
+    state = json.loads(kazoo.get(path)[0])
+    state["isr"] = [victim, stopping, controller]
+    kazoo.set(path, json.dumps(state).encode())
+    kazoo.create("/isr_change_notification/isr_change_", json.dumps(
+        {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}).encode(), sequence=True)
+    wait_until(lambda: not kazoo.get_children("/isr_change_notification"),
+               what="the controller to read the ISR change")
+    nodes[victim].stop()
+    moved = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] != victim and s,
+                       what="leadership to move off the dead leader")
+    assert moved["leader"] == controller, "the stopping broker must not take leadership"
