@@ -48,6 +48,14 @@ UNDEFINED_EPOCH = -1
 _WAIT_FOR_METADATA = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                       ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       ErrorCode.REPLICA_NOT_AVAILABLE, ErrorCode.LEADER_NOT_AVAILABLE}
+# Errors a leader answers while it has not taken up the leadership we were told
+# of: brokers learn leadership through ZooKeeper watches, and a follower may hear
+# of it a few milliseconds before the new leader does. Retried after
+# QUICK_RETRY_S, doubling up to replica.fetch.backoff.ms, rather than after the
+# whole back-off (1 s by default): acks=all produces wait for this follower.
+_LEADER_CATCHING_UP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                       ErrorCode.LEADER_NOT_AVAILABLE}
+QUICK_RETRY_S = 0.025
 
 
 class FollowerLog(Protocol):
@@ -79,7 +87,7 @@ class FetcherConfig(Protocol):
 class _Followed:
     """One partition this broker follows, at one leader epoch."""
     __slots__ = ("log", "leader", "leader_epoch", "truncated", "active", "lock", "retry_at",
-                 "leader_high_watermark")
+                 "leader_high_watermark", "quick_retries")
 
     def __init__(self, log_: FollowerLog, leader: int, leader_epoch: int) -> None:
         self.log = log_
@@ -90,6 +98,7 @@ class _Followed:
         self.lock = threading.Lock()  # held by every append; cleared active under it
         self.retry_at = 0.0
         self.leader_high_watermark = 0  # as the last fetch answered
+        self.quick_retries = 0  # answers of a leader still taking its leadership up
 
     @property
     def key(self) -> tuple[str, int]:
@@ -109,6 +118,10 @@ class ReplicaFetcher:
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._tasks: dict[int, asyncio.Task] = {}
+        # A leader loop waiting in a long-polling Fetch, by leader: a partition
+        # newly followed from that leader interrupts the wait (see _ensure_task).
+        self._polling: dict[int, KafkaConnection] = {}
+        self._interrupted: set[int] = set()
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="samsa-replica-fetcher", daemon=True)
         self._stopped = False
@@ -181,6 +194,16 @@ class ReplicaFetcher:
         task = self._tasks.get(leader)
         if task is None or task.done():
             self._tasks[leader] = self._loop.create_task(self._leader_loop(leader))
+            return
+        polling = self._polling.pop(leader, None)
+        if polling is not None:
+            # The loop waits in a Fetch (up to replica.fetch.wait.max.ms) for the
+            # partitions it had; one connection answers in order, so the new
+            # partition (a leadership that just moved here: acks=all produces
+            # wait for us) would wait behind it. Drop that connection; the loop
+            # reconnects at once and fetches everything again.
+            self._interrupted.add(leader)
+            self._loop.create_task(polling.close())
 
     # ------------------------------------------------------------ the loop
 
@@ -194,6 +217,7 @@ class ReplicaFetcher:
                 cfg = self._config()
                 backoff = cfg.replica_fetch_backoff_ms / 1000
                 if conn is None or conn.closed:
+                    self._interrupted.discard(leader)  # (its wait ended before the close)
                     conn = await self._connect(leader, cfg)
                     if conn is None:
                         await asyncio.sleep(backoff)
@@ -211,10 +235,13 @@ class ReplicaFetcher:
                     if ready:
                         await self._fetch(conn, ready, cfg)
                 except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
-                    log.info("replica fetch from broker %d failed (%s); retrying in %g s",
-                             leader, e or type(e).__name__, backoff)
                     await conn.close()
                     conn = None
+                    if leader in self._interrupted:
+                        self._interrupted.discard(leader)
+                        continue  # a newly followed partition: fetch again now
+                    log.info("replica fetch from broker %d failed (%s); retrying in %g s",
+                             leader, e or type(e).__name__, backoff)
                     await asyncio.sleep(backoff)
                 except Exception:  # noqa: BLE001 - a bug must not stop replication for good
                     log.exception("replica fetcher for broker %d failed", leader)
@@ -245,8 +272,12 @@ class ReplicaFetcher:
         return await asyncio.wait_for(conn.call(request, api_key=api_key, version=version),
                                       timeout)
 
-    def _delay(self, f: _Followed, cfg: FetcherConfig) -> None:
-        f.retry_at = time.monotonic() + cfg.replica_fetch_backoff_ms / 1000
+    def _delay(self, f: _Followed, cfg: FetcherConfig, error: int | None = None) -> None:
+        backoff = cfg.replica_fetch_backoff_ms / 1000
+        if error in _LEADER_CATCHING_UP:
+            backoff = min(backoff, QUICK_RETRY_S * (1 << min(f.quick_retries, 16)))
+            f.quick_retries += 1
+        f.retry_at = time.monotonic() + backoff
 
     # ------------------------------------------------------------ truncation
 
@@ -268,7 +299,7 @@ class ReplicaFetcher:
                 if f is None:
                     continue
                 if p.error_code:
-                    self._delay(f, cfg)
+                    self._delay(f, cfg, p.error_code)
                     continue
                 with f.lock:
                     if not f.active:
@@ -329,8 +360,14 @@ class ReplicaFetcher:
                     topics=[R.FetchTopic(topic=t, topic_id=None, partitions=ps)
                             for t, ps in by_topic.items()],
                     forgotten_topics_data=[], rack_id="")
-        resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
-                                extra_wait_ms=cfg.replica_fetch_wait_max_ms)
+        leader = ready[0].leader
+        self._polling[leader] = conn
+        try:
+            resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
+                                    extra_wait_ms=cfg.replica_fetch_wait_max_ms)
+        finally:
+            if self._polling.get(leader) is conn:
+                del self._polling[leader]
         if resp.error_code:
             for f in ready:
                 self._delay(f, cfg)
@@ -348,7 +385,7 @@ class ReplicaFetcher:
                     if p.error_code not in _WAIT_FOR_METADATA:
                         log.warning("replica fetch of %s-%d from broker %d: %s", t.topic,
                                     p.partition_index, f.leader, ErrorCode(p.error_code).name)
-                    self._delay(f, cfg)
+                    self._delay(f, cfg, p.error_code)
                 else:
                     try:
                         self._apply(f, p)
@@ -377,6 +414,7 @@ class ReplicaFetcher:
                     return
                 self.fetched_bytes += len(records)
             f.leader_high_watermark = p.high_watermark
+            f.quick_retries = 0
             if lg.update_high_watermark(min(p.high_watermark, lg.log_end_offset)):
                 self._notify(lg.topic, lg.partition)
             if lg.log_start_offset < p.log_start_offset <= lg.high_watermark:
