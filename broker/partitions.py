@@ -169,9 +169,11 @@ class PartitionLayer:
         min_isr = found.log.config.min_insync_replicas if acks == -1 else None
         return found.replica.append(payload, origin, min_isr)
 
-    def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch: its log end is ``fetch_offset``."""
-        join = found.replica.follower_fetched(replica_id, fetch_offset)
+    def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
+        """A follower's fetch: its log end is ``fetch_offset``, its log start
+        ``log_start_offset`` (-1: the request does not say, before v5)."""
+        join = found.replica.follower_fetched(replica_id, fetch_offset, log_start_offset)
         if join is not None:
             self.replicas.propose_isr(found.replica, join)
 

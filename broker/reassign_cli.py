@@ -150,11 +150,16 @@ def _verify(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
 
 
 def _cancel(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
-    refused = _alter(cluster, {tp: None for tp in wanted})
+    # As Kafka's tool: only the reassignments running now are cancelled.
+    active = [tp for tp in wanted if tp in _ongoing(cluster)]
+    if not active:
+        print("None of the specified partition reassignments are active.")
+        return 0
+    refused = _alter(cluster, {tp: None for tp in active})
     for tp, text in sorted(refused.items()):
         print(f"Error cancelling reassignment of partition {tp[0]}-{tp[1]}: {text}",
               file=sys.stderr)
-    cancelled = [tp for tp in wanted if tp not in refused]
+    cancelled = [tp for tp in active if tp not in refused]
     if cancelled:
         print(f"Successfully cancelled partition reassignment{'s' if len(cancelled) > 1 else ''} "
               f"for: {_names(cancelled)}")

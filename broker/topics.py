@@ -143,9 +143,11 @@ class TopicService:
         """Delete the logs of partitions moved off this broker (a reassignment
         took it out of their replica list), as Kafka's StopReplica with delete
         does. Only where the metadata is unambiguous: the topic is known under
-        the same id, and this broker neither holds a replica nor leads (a
-        leader being moved off hands leadership over first). Run it after the
-        roles are synced, so nothing follows or leads these logs any more."""
+        the same id, and this broker neither holds a replica, nor leads (a
+        leader being moved off hands leadership over first), nor is named in
+        the ISR (the partition's last in-sync copy is never deleted, whatever
+        the replica list says). Run it after the roles are synced, so nothing
+        follows or leads these logs any more."""
         dropped = []
         me = self.store.broker_id
         with self._lock:
@@ -155,7 +157,8 @@ class TopicService:
                 if meta is None or lg.topic_id != meta.topic_id:
                     continue
                 placed = self.store.partition(topic, p)
-                if placed is None or me in placed.replicas or placed.leader == me:
+                if (placed is None or me in placed.replicas or placed.leader == me
+                        or me in placed.isr):
                     continue
                 log.info("%s-%d was moved off this broker (replicas now %s): deleting its log",
                          topic, p, list(placed.replicas))

@@ -36,7 +36,7 @@ from typing import Callable, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
-                              NodeExistsError, NotEmptyError)
+                              NodeExistsError, NotEmptyError, RolledBackError)
 from kazoo.protocol.states import ZnodeStat
 
 from broker.metadata import zk_layout as z
@@ -52,6 +52,9 @@ log = logging.getLogger("broker.cluster.controller")
 Partition = tuple[str, int]
 # A reassignment's outcome per partition: Kafka's error code and its message.
 ReassignResult = tuple[ErrorCode, str | None]
+
+
+REASSIGN_RECHECK_S = 1.0
 
 
 class NotControllerError(Exception):
@@ -77,6 +80,7 @@ class Controller:
         self._rebalance = rebalance
         self._next_rebalance = 0.0
         self._tick_queued = False
+        self._next_reassign_check = 0.0
         self._clock = clock
         self._events: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
@@ -128,7 +132,7 @@ class Controller:
             else:
                 # A steady stream of events (ISR notifications, say) must not
                 # starve the rebalance check, which otherwise runs when idle.
-                if not self._tick_queued and self._rebalance_due():
+                if not self._tick_queued and self._periodic_due():
                     self._tick_queued = True
                     self._events.put(("tick",))
             kind = event[0]
@@ -166,6 +170,7 @@ class Controller:
                     self._on_reassign_znode()
                 elif kind == "tick":
                     self._maybe_rebalance()
+                    self._recheck_reassignments()
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -468,6 +473,22 @@ class Controller:
             out = {tp: e for tp, e in out.items() if e != ErrorCode.ELECTION_NOT_NEEDED}
         return out
 
+    def _periodic_due(self) -> bool:
+        return self._rebalance_due() or (bool(self._reassigning)
+                                         and time.monotonic() >= self._next_reassign_check)
+
+    def _recheck_reassignments(self) -> None:
+        """Running reassignments complete on the ISR change notifications leaders
+        leave; a notification lost with a connection (the state written, the
+        notice not) must not stall one, so their states are re-read every
+        REASSIGN_RECHECK_S (Kafka's controller watches those state znodes)."""
+        if not self._reassigning or time.monotonic() < self._next_reassign_check:
+            return
+        self._next_reassign_check = time.monotonic() + REASSIGN_RECHECK_S
+        for tp in list(self._reassigning):
+            self._read_state(tp)
+            self._maybe_complete(tp)
+
     def _rebalance_due(self) -> bool:
         return (self.active and self._rebalance().enabled
                 and time.monotonic() >= self._next_rebalance)
@@ -505,13 +526,17 @@ class Controller:
         """AlterPartitionReassignments on the controller: per partition a target
         replica list to move to, or None to cancel a running reassignment; the
         answer per partition once it has started (it completes in the
-        background). None when this broker is not the controller. Blocking."""
+        background). None when this broker is not the controller; TimeoutError
+        when the decision did not come within ``timeout`` (it may still be
+        carried out). Blocking."""
         if not self.active:
             return None
         result: dict = {}
         done = threading.Event()
         self._events.put(("reassign", requests, result, done, allow_replication_factor_change))
-        if not done.wait(timeout) or not self.active:
+        if not done.wait(timeout):
+            raise TimeoutError(f"the controller did not decide within {timeout:g} s")
+        if not self.active:
             return None
         return result.get("results")
 
@@ -523,7 +548,7 @@ class Controller:
         return dict(self._reassigning)
 
     def _on_reassign(self, requests: dict[Partition, list[int] | None],
-                     allow_replication_factor_change: bool = True
+                     allow_replication_factor_change: bool = True, from_znode: bool = False
                      ) -> dict[Partition, ReassignResult]:
         deleting = set(self.zk.get_children(z.DELETE_TOPICS))
         out: dict[Partition, ReassignResult] = {}
@@ -531,26 +556,26 @@ class Controller:
             if tp[1] not in self._assignments.get(tp[0], {}) or tp[0] in deleting:
                 out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            f"partition {tp[0]}-{tp[1]} does not exist")
-            elif target is None:
-                if tp not in self._reassigning:
-                    out[tp] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                               f"no reassignment of {tp[0]}-{tp[1]} is in progress")
-                else:
-                    self._cancel(tp)
-                    out[tp] = (ErrorCode.NONE, None)
             else:
-                reason = ra.check_target(target, self._live)
                 running = self._reassigning.get(tp)
-                before = len(running.original if running else self._assignments[tp[0]][tp[1]])
-                if reason is not None:
-                    out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
-                elif not allow_replication_factor_change and len(target) != before:
-                    out[tp] = (ErrorCode.INVALID_REPLICATION_FACTOR,
-                               f"the replication factor would change from {before} to "
-                               f"{len(target)}, which the request does not allow")
+                original = running.original if running else tuple(self._assignments[tp[0]][tp[1]])
+                if target is None or (running is not None and tuple(target) == tuple(original)):
+                    out[tp] = self._cancel(tp)
                 else:
-                    self._begin(tp, tuple(target))
-                    out[tp] = (ErrorCode.NONE, None)
+                    reason = ra.check_target(target, self._live, original)
+                    if reason is not None:
+                        out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
+                    elif not allow_replication_factor_change and len(target) != len(original):
+                        out[tp] = (ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   f"the replication factor would change from {len(original)} "
+                                   f"to {len(target)}, which the request does not allow")
+                    else:
+                        self._begin(tp, tuple(target))
+                        out[tp] = (ErrorCode.NONE, None)
+            if not from_znode and out[tp][0] == ErrorCode.NONE:
+                # The API's word replaces a ZooKeeper-era tool's for this partition,
+                # as in Kafka (else the znode's target would come back).
+                self._prune_reassign_znode({tp})
         return out
 
     def _on_reassign_znode(self) -> None:
@@ -567,7 +592,7 @@ class Controller:
             wanted = {}
         fresh = {tp: r for tp, r in wanted.items()
                  if tp not in self._reassigning or list(self._reassigning[tp].target) != r}
-        results = self._on_reassign(fresh) if fresh else {}
+        results = self._on_reassign(fresh, from_znode=True) if fresh else {}
         for tp, (code, message) in results.items():
             if code != ErrorCode.NONE:
                 log.warning("controller: reassignment of %s-%d to %s refused: %s", *tp,
@@ -607,8 +632,10 @@ class Controller:
             r = ra.begin(current, running, target)
             if r is None:
                 return None
-            bumped = state.with_change(state.leader, state.isr) if state else None
-            return list(r.full), r, bumped
+            # A new epoch for the new replica list; replicas a re-targeted
+            # reassignment drops leave the ISR and leadership now.
+            after = ra.finish(r.full, state, self._electable) if state else None
+            return list(r.full), r, after
         if self._reassign_step(tp, step):
             log.info("controller: reassigning %s-%d to %s", *tp, list(target))
         self._maybe_complete(tp)
@@ -624,8 +651,20 @@ class Controller:
                      self._assignments[tp[0]][tp[1]])
             self._prune_reassign_znode({tp})
 
-    def _cancel(self, tp: Partition) -> None:
+    def _cancel(self, tp: Partition) -> ReassignResult:
         """Back to the original replicas, at once: the added ones are dropped."""
+        running = self._reassigning.get(tp)
+        if running is None:
+            return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    f"no reassignment of {tp[0]}-{tp[1]} is in progress")
+        self._read_state(tp)
+        state = self._states.get(tp, (None,))[0]
+        if state is not None and not ra.can_cancel(running, state, self._electable):
+            return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"none of the original replicas {list(running.original)} of "
+                    f"{tp[0]}-{tp[1]} is alive and in sync: cancelling would drop the "
+                    f"in-sync copies")
+
         def step(current: list[int], running: ra.Reassignment | None,
                  state: LeaderAndIsr | None):
             if running is None:
@@ -635,6 +674,7 @@ class Controller:
         if self._reassign_step(tp, step):
             log.info("controller: reassignment of %s-%d cancelled", *tp)
             self._prune_reassign_znode({tp})
+        return ErrorCode.NONE, None
 
     def _reassign_step(self, tp: Partition, step) -> bool:
         """Apply ``step(replicas, running, state) -> (replicas, running, state) |
@@ -653,6 +693,11 @@ class Controller:
             if decided is None:
                 return False
             replicas, running, new_state = decided
+            if running is not None and not running.adding and not running.removing:
+                # The same replicas in another order (a revert read back from the
+                # znode has the full list's order): nothing to copy, so it is
+                # complete at once with the new order, as in Kafka.
+                running = None
             adding = dict(assignment.adding_replicas)
             removing = dict(assignment.removing_replicas)
             adding.pop(partition, None)
@@ -802,9 +847,14 @@ class Controller:
         # The first operation checks our epoch: failing it means we were replaced.
         if results and isinstance(results[0], BadVersionError):
             raise NotControllerError()
-        for r in results[1:]:
-            if isinstance(r, Exception):
+        # A failed transaction reports RolledBackError for every operation but
+        # the one that failed: raise that one (a version conflict, say).
+        failed = [r for r in results[1:] if isinstance(r, Exception)]
+        for r in failed:
+            if not isinstance(r, RolledBackError):
                 raise r
+        if failed:
+            raise failed[0]
         return results
 
     def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:

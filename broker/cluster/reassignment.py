@@ -54,16 +54,19 @@ def from_znode(replicas: Sequence[int], adding: Sequence[int],
                         target=tuple(r for r in replicas if r not in removing))
 
 
-def check_target(target: Sequence[int], live: AbstractSet[int]) -> str | None:
+def check_target(target: Sequence[int], live: AbstractSet[int],
+                 current: Sequence[int] = ()) -> str | None:
     """Why ``target`` cannot be a partition's replica list (None: it can):
-    Kafka answers INVALID_REPLICA_ASSIGNMENT with this reason."""
+    Kafka answers INVALID_REPLICA_ASSIGNMENT with this reason. Only replicas
+    being added must be alive (as Kafka checks): a replica may stay on, or
+    be moved off, a broker that is down."""
     if not target:
         return "the replica list is empty"
     if len(set(target)) != len(target):
         return f"the replica list {list(target)} has duplicates"
     if any(r < 0 for r in target):
         return f"the replica list {list(target)} has negative broker ids"
-    dead = sorted(r for r in target if r not in live)
+    dead = sorted(r for r in target if r not in live and r not in current)
     if dead:
         return f"the replica list has brokers that are not alive: {dead}"
     return None
@@ -73,11 +76,20 @@ def begin(current: Sequence[int], running: Reassignment | None,
           target: Sequence[int]) -> Reassignment | None:
     """The reassignment to write for a new ``target``: a running one is
     replaced, keeping its original replicas (its added ones not in the new
-    target are dropped). None when there is nothing to move."""
+    target are dropped). None when the target is the original replica list:
+    nothing to move (a running reassignment is then cancelled, as Kafka
+    treats it)."""
     original = running.original if running is not None else tuple(current)
-    if running is None and tuple(target) == original:
+    if tuple(target) == original:
         return None
     return Reassignment(original, tuple(target))
+
+
+def can_cancel(r: Reassignment, state: LeaderAndIsr, live: AbstractSet[int]) -> bool:
+    """Cancelling hands the partition back to its original replicas: only when
+    one of them is in sync and alive to lead it (else the only in-sync copies
+    would be the ones cancelling drops)."""
+    return any(x in state.isr and x in live for x in r.original)
 
 
 def is_complete(r: Reassignment, state: LeaderAndIsr) -> bool:
@@ -87,9 +99,10 @@ def is_complete(r: Reassignment, state: LeaderAndIsr) -> bool:
 
 def finish(replicas: Sequence[int], state: LeaderAndIsr,
            live: AbstractSet[int]) -> LeaderAndIsr:
-    """The state once the partition's replica list is ``replicas``: the ISR
-    keeps only them, and leadership stays where it is if it may, else goes to
-    the first of them that is alive and in sync (none: offline)."""
+    """The state once the partition's replica list is ``replicas`` (finished,
+    cancelled, or the list while a reassignment runs): the ISR keeps only
+    them, and leadership stays where it is if it may, else goes to the first
+    of them that is alive and in sync (none: offline)."""
     isr = tuple(r for r in state.isr if r in replicas)
     if state.leader in replicas and state.leader in live:
         leader = state.leader

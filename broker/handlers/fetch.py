@@ -35,11 +35,13 @@ _INT32_MAX = 0x7FFFFFFF
 class _Target:
     """One requested partition, resolved to its log (or the error to answer)."""
     __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "lookup",
-                 "read_replica")
+                 "read_replica", "log_start_offset")
 
-    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, lookup):
+    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, lookup,
+                 log_start_offset=-1):
         self.topic, self.topic_id, self.partition = topic, topic_id, partition
         self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
+        self.log_start_offset = log_start_offset  # the fetcher's own (v5+; a follower's)
         self.lookup: LeaderLookup = lookup  # the log to read, or the error to answer
         self.read_replica = -1  # KIP-392: the replica the consumer should read from instead
 
@@ -64,7 +66,8 @@ def _resolve(broker, req, version, replica_id):
                 found = partitions.consumer_log(meta.name, p.partition, epoch,
                                                 may_read_follower=version >= 11)
             targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
-                                   p.fetch_offset, p.partition_max_bytes, found))
+                                   p.fetch_offset, p.partition_max_bytes, found,
+                                   p.log_start_offset if version >= 5 else -1))
     return targets
 
 
@@ -183,7 +186,8 @@ async def handle_fetch(ctx, req):
     if follower:
         for t in targets:
             if t.lookup.ok:
-                broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset)
+                broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset,
+                                                   t.log_start_offset)
     elif version >= 11 and req.rack_id:
         for t in targets:
             if t.lookup.ok:

@@ -22,18 +22,25 @@ async def handle_alter_partition_reassignments(ctx, req):
                 for t in req.topics for p in t.partitions}
     controller = ctx.broker.controller
     results = None
+    allow = req.allow_replication_factor_change if ctx.version >= 1 else True
     if controller is not None and controller.active:
-        allow = req.allow_replication_factor_change if ctx.version >= 1 else True
-        results = await off_loop(controller.reassign, requests,
-                                 max(req.timeout_ms, 1000) / 1000, allow)
+        try:
+            results = await off_loop(controller.reassign, requests,
+                                     max(req.timeout_ms, 1000) / 1000, allow)
+        except TimeoutError as e:  # still queued: it may be carried out later
+            return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
+                         error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=str(e),
+                         responses=[])
     if results is None:
         code, message = _not_controller()
-        return ALTER(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
+        return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=code,
+                     error_message=message, responses=[])
     by_topic: dict[str, list] = {}
     for (topic, partition), (code, message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append(ALTER.ReassignablePartitionResponse(
             partition_index=partition, error_code=code, error_message=message))
-    return ALTER(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
+    return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
+                 error_code=ErrorCode.NONE, error_message=None, responses=[
         ALTER.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 

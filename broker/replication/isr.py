@@ -31,6 +31,7 @@ class FollowerProgress:
     last_caught_up_ms: float = 0.0
     last_fetch_ms: float = 0.0
     last_fetch_leader_end: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch said (Fetch v5+)
 
     def fetched(self, fetch_offset: int, leader_end: int, now_ms: float) -> None:
         """A fetch at ``fetch_offset`` while the leader's log ended at ``leader_end``."""

@@ -110,15 +110,18 @@ class LeaderReplica:
         if self._waiters:
             self._check_waiters()
 
-    def follower_fetched(self, replica: int, fetch_offset: int) -> tuple[int, ...] | None:
-        """A follower fetched at ``fetch_offset`` (its log end). Returns the ISR to
-        write when it should join it now, else None."""
+    def follower_fetched(self, replica: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> tuple[int, ...] | None:
+        """A follower fetched at ``fetch_offset`` (its log end); its log starts at
+        ``log_start_offset`` (-1: not said). Returns the ISR to write when it
+        should join it now, else None."""
         progress = self._followers.get(replica)
         if progress is None:
             return None  # not a replica of this partition
         join = None
         with self._lock:
             progress.fetched(fetch_offset, self.log.log_end_offset, now_ms())
+            progress.log_start_offset = log_start_offset
             if (replica not in self.isr and self.pending_isr is None and not self.fenced
                     and may_join_isr(progress, self.log.high_watermark, self.epoch_start_offset)):
                 join = tuple(sorted(set(self.isr) | {replica}))
@@ -128,11 +131,13 @@ class LeaderReplica:
 
     def in_sync_followers_holding(self, offset: int) -> list[tuple[int, int, float]]:
         """(broker id, log end, last caught up ms) of the in-sync followers whose
-        copy reaches ``offset``: where a consumer at ``offset`` may read instead."""
+        copy holds ``offset`` (starts at or before it, reaches it): where a
+        consumer at ``offset`` may read instead."""
         with self._lock:
             return [(r, p.log_end_offset, p.last_caught_up_ms)
                     for r, p in self._followers.items()
-                    if r in self.isr and p.log_end_offset >= offset]
+                    if r in self.isr and p.log_end_offset >= offset
+                    and 0 <= p.log_start_offset <= offset]
 
     def lagging_isr(self, max_lag_ms: float) -> tuple[int, ...] | None:
         """The ISR without its lagging members, when some lag (and no other change
@@ -184,6 +189,17 @@ class LeaderReplica:
             self.replicas = replicas
         self._maybe_advance()
         self._check_waiters()
+
+    def set_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The partition's replica list changed at this epoch: track the new
+        followers (as just caught up), forget the removed ones (they can no
+        longer fetch as followers nor join the ISR)."""
+        start = now_ms()
+        with self._lock:
+            self._followers = {r: self._followers.get(r) or FollowerProgress(last_caught_up_ms=start)
+                               for r in replicas if r != self.broker_id}
+            self.replicas = replicas
+        self._maybe_advance()
 
     def metadata_isr(self, isr: tuple[int, ...], version: int) -> None:
         """The state znode changed at this same leader epoch (our own write,

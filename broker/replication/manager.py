@@ -100,6 +100,11 @@ class ReplicaManager:
             if current is not None and not current.fenced and current.log is lg:
                 if current.leader_epoch == meta.leader_epoch:
                     current.metadata_isr(meta.isr, version)
+                    if current.replicas != meta.replicas:
+                        # A reassignment's replica list comes with a new epoch,
+                        # but watches re-read after a reconnect may show the
+                        # epoch first: the replica list is followed either way.
+                        current.set_replicas(meta.replicas)
                 elif current.leader_epoch < meta.leader_epoch:
                     # Still leading at a newer epoch (the controller changed the
                     # ISR): the same leadership goes on, waiting produces included.

@@ -226,3 +226,110 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     moved = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] != victim and s,
                        what="leadership to move off the dead leader")
     assert moved["leader"] == controller, "the stopping broker must not take leadership"
+
+
+# ---------------------------------------------------------------- reassignments
+# The controller's side alone: followers catching up are played by writing the
+# state znode and an ISR change notification, as leaders do.
+
+def _assignment(kazoo, topic):
+    value = json.loads(kazoo.get(f"/brokers/topics/{topic}")[0])
+    return ({int(p): r for p, r in value["partitions"].items()},
+            {int(p): r for p, r in (value.get("adding_replicas") or {}).items()},
+            {int(p): r for p, r in (value.get("removing_replicas") or {}).items()})
+
+
+def _set_isr(kazoo, topic, isr, notify=True, leader=None):
+    path = f"/brokers/topics/{topic}/partitions/0/state"
+    state = json.loads(kazoo.get(path)[0])
+    state["isr"] = isr
+    if leader is not None:
+        state["leader"] = leader
+    kazoo.set(path, json.dumps(state).encode())
+    if notify:
+        kazoo.create("/isr_change_notification/isr_change_", json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": 0}]}).encode(),
+            sequence=True)
+
+
+def _four(cluster, kazoo, replicas):
+    nodes = {i: cluster(i) for i in range(4)}
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    wait_until(lambda: len(kazoo.get_children("/brokers/ids")) == 4, what="4 brokers registered")
+    _write_topic(kazoo, "t", {0: replicas})
+    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
+    controller = active[0].controller
+    wait_until(lambda: controller._live == {0, 1, 2, 3}, what="the controller to see 4 brokers")
+    return controller
+
+
+def test_reassignment_completes_when_the_target_is_in_sync(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1, 2])
+    assert controller.reassign({("t", 0): [1, 2, 3]}, timeout=10) == {("t", 0): (0, None)}
+    assert _assignment(kazoo, "t") == ({0: [1, 2, 3, 0]}, {0: [3]}, {0: [0]})
+    assert set(controller.reassignments()) == {("t", 0)}
+    # The new replica caught up, but the leader's notification got lost: the
+    # controller finds out by itself.
+    _set_isr(kazoo, "t", [0, 1, 2, 3], notify=False)
+    wait_until(lambda: _assignment(kazoo, "t") == ({0: [1, 2, 3]}, {}, {}), what="completion")
+    state = _state(kazoo, "t", 0)
+    assert state["leader"] == 1 and sorted(state["isr"]) == [1, 2, 3]  # leader 0 moved off
+    assert controller.reassignments() == {}
+
+
+def test_reverting_drops_the_abandoned_replica_from_isr_and_leadership(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1, 2])
+    controller.reassign({("t", 0): [3, 1, 2]}, timeout=10)
+    # 3 caught up and leads (a preferred election) while 0 and 2 fell behind; the
+    # controller has not heard of it yet (its next write meets a newer version).
+    _set_isr(kazoo, "t", [1, 3], notify=False, leader=3)
+    # Back to the original replicas: a cancel, as Kafka treats it.
+    assert controller.reassign({("t", 0): [0, 1, 2]}, timeout=10) == {("t", 0): (0, None)}
+    assert _assignment(kazoo, "t") == ({0: [0, 1, 2]}, {}, {})
+    state = _state(kazoo, "t", 0)
+    assert (state["leader"], state["isr"]) == (1, [1]), state  # 3 is no replica any more
+    assert controller.reassignments() == {}
+
+
+def test_retargeting_to_replicas_in_sync_completes_at_once(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1, 2])
+    controller.reassign({("t", 0): [3, 1, 2]}, timeout=10)
+    _set_isr(kazoo, "t", [0, 1, 3], notify=False, leader=3)
+    controller.reassign({("t", 0): [0, 1, 3]}, timeout=10)
+    assert _assignment(kazoo, "t") == ({0: [0, 1, 3]}, {}, {})
+    state = _state(kazoo, "t", 0)
+    assert state["leader"] == 3 and sorted(state["isr"]) == [0, 1, 3]
+
+
+def test_cancel_refused_when_no_original_replica_is_in_sync(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1])
+    controller.reassign({("t", 0): [2, 3]}, timeout=10)
+    _set_isr(kazoo, "t", [2], leader=2)  # the originals fell out; only 2 holds the data
+    wait_until(lambda: not kazoo.get_children("/isr_change_notification"), what="ISR read")
+    (code, message), = controller.reassign({("t", 0): None}, timeout=10).values()
+    assert code == 39 and "in sync" in message  # INVALID_REPLICA_ASSIGNMENT
+    assert _assignment(kazoo, "t")[0] == {0: [2, 3, 0, 1]}
+
+
+def test_the_api_overrides_the_zookeeper_request_for_a_partition(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1, 2])
+    kazoo.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2, 3]}]}).encode())
+    wait_until(lambda: _assignment(kazoo, "t")[1] == {0: [3]}, what="the znode's move started")
+    assert controller.reassign({("t", 0): [0, 1, 3]}, timeout=10) == {("t", 0): (0, None)}
+    wait_until(lambda: kazoo.exists("/admin/reassign_partitions") is None,
+               what="the partition taken off /admin/reassign_partitions")
+    assert _assignment(kazoo, "t") == ({0: [0, 1, 3, 2]}, {0: [3]}, {0: [2]})
+
+
+def test_reassignment_validation(cluster, kazoo):
+    controller = _four(cluster, kazoo, [0, 1, 2])
+    cluster_nodes_down = 2
+    assert controller.reassign({("t", 0): [0, 9]}, timeout=10)[("t", 0)][0] == 39
+    assert controller.reassign({("t", 0): [0, 1]}, timeout=10,
+                               allow_replication_factor_change=False)[("t", 0)][0] == 38
+    # Only the replicas being added must be alive: moving off a dead broker is fine.
+    kazoo.delete(f"/brokers/ids/{cluster_nodes_down}")  # as its session's end does
+    wait_until(lambda: 2 not in controller._live, what="broker 2 gone for the controller")
+    assert controller.reassign({("t", 0): [0, 1, 2]}, timeout=10)[("t", 0)][0] == 0
+    assert controller.reassign({("t", 0): [3, 1, 2]}, timeout=10)[("t", 0)][0] == 0

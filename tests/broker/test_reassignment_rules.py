@@ -47,3 +47,15 @@ def test_finishing_moves_leadership_off_a_removed_leader_and_bumps_the_epoch():
 def test_finishing_with_no_live_in_sync_target_leaves_the_partition_offline():
     after = ra.finish((0, 1), LeaderAndIsr(2, 4, (0, 1, 2)), live={2})
     assert after.leader == NO_LEADER and after.leader_epoch == 5
+
+
+def test_replicas_staying_on_or_leaving_a_dead_broker_are_allowed():
+    assert ra.check_target([0, 1], live={0}, current=[0, 1, 2]) is None
+    assert "not alive: [3]" in ra.check_target([0, 3], live={0}, current=[0, 1])
+
+
+def test_cancel_needs_an_original_replica_alive_and_in_sync():
+    r = ra.Reassignment((0, 1), (2, 3))
+    assert ra.can_cancel(r, LeaderAndIsr(2, 3, (1, 2)), live={1, 2})
+    assert not ra.can_cancel(r, LeaderAndIsr(2, 3, (2,)), live={0, 1, 2})
+    assert not ra.can_cancel(r, LeaderAndIsr(2, 3, (1, 2)), live={2})

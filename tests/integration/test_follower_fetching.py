@@ -14,6 +14,7 @@ RackAwareReplicaSelector, consumers that say where they run (``client.rack``).
 from __future__ import annotations
 
 import re
+import threading
 import urllib.request
 import uuid
 
@@ -49,10 +50,11 @@ def _bytes_out(metrics_port: int, topic: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def _fetch(bootstrap: str, topic: str, rack: str, replica_id: int = -1, offset: int = 0):
-    with SimpleClient(bootstrap) as c:
+def _fetch(bootstrap: str, topic: str, rack: str, replica_id: int = -1, offset: int = 0,
+           max_wait_ms: int = 0, min_bytes: int = 0):
+    with SimpleClient(bootstrap, timeout=30) as c:
         r = c.call(FETCH, FetchRequest(
-            replica_id=replica_id, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+            replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
             isolation_level=0, session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
                 topic=topic, partitions=[FetchRequest.FetchPartition(
                     partition=0, current_leader_epoch=-1, fetch_offset=offset,
@@ -122,3 +124,17 @@ def test_consumers_read_from_the_replica_in_their_rack(cluster_factory, java_too
     assert _bytes_out(metrics[1], topic) - after[1] > RECORDS * 3, \
         "the follower in rack-1 served the Java consumer"
     assert _bytes_out(metrics[0], topic) == after[0]
+
+    # A consumer long-polling a follower is woken when the follower's high
+    # watermark moves (it would otherwise sit out the whole 60 s wait, past
+    # the client's 30 s socket timeout).
+    polled: list = []
+    poll = threading.Thread(target=lambda: polled.append(_fetch(
+        cluster.broker(2).bootstrap, topic, "rack-2", offset=RECORDS, max_wait_ms=60000,
+        min_bytes=1)), daemon=True)
+    poll.start()
+    p.produce(topic, value=b"late")
+    assert p.flush(30) == 0
+    poll.join(45)
+    assert polled and polled[0].error_code == 0 and _records_size(polled[0]) > 0
+    assert polled[0].high_watermark == RECORDS + 1
