@@ -42,7 +42,7 @@ TOOLS = {"dockerd": "docker.io", "docker": "docker.io", "debootstrap": "debootst
          "promtool": "prometheus"}
 
 
-def _tool(name: str) -> str | None:
+def tool(name: str) -> str | None:
     # Debian's own docker client first: it matches docker.io's daemon, where a
     # newer client elsewhere on PATH may use features the daemon lacks.
     for d in ("/usr/sbin", "/usr/bin"):
@@ -51,9 +51,22 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+def require_container_tools() -> None:
+    """Skip where the container tests cannot run; on CI (CI=true), where a
+    skip would hide a broken set-up, fail instead."""
+    import pytest
+    missing = missing_requirements()
+    if missing:
+        msg = ("the container tests need: " + ", ".join(missing)
+               + " (scripts/setup.sh --test installs the packages)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
 def missing_requirements() -> list[str]:
     """What the container tests need and this machine lacks, as messages."""
-    missing = [f"{tool} (Debian package {pkg})" for tool, pkg in TOOLS.items() if not _tool(tool)]
+    missing = [f"{name} (Debian package {pkg})" for name, pkg in TOOLS.items() if not tool(name)]
     if os.geteuid() != 0:
         missing.append("root (dockerd and debootstrap run as root)")
     return missing
@@ -96,7 +109,7 @@ class Dockerd:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> "Dockerd":
-        argv = [_tool("dockerd"), "--bridge=none", "--iptables=false", "--ip6tables=false",
+        argv = [tool("dockerd"), "--bridge=none", "--iptables=false", "--ip6tables=false",
                 "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
                 "--pidfile", str(self.root / "docker.pid"), "--host", f"unix://{self.socket}"]
         with open(self.log_path, "wb") as log:
@@ -108,7 +121,7 @@ class Dockerd:
             if self.proc.poll() is not None:
                 raise AssertionError(f"dockerd exited with code {self.proc.returncode}:\n"
                                      f"{self.log_tail()}")
-            ok = subprocess.run([_tool("docker"), "version"], env=self.env,
+            ok = subprocess.run([tool("docker"), "version"], env=self.env,
                                 capture_output=True, timeout=30).returncode == 0
             if ok:
                 return self
@@ -126,13 +139,13 @@ class Dockerd:
 
     def docker(self, *args: str, timeout: float = 120.0, input: bytes | None = None,
                cwd=None, check: bool = True) -> subprocess.CompletedProcess:
-        return run([_tool("docker"), *args], timeout, env=self.env, input=input, cwd=cwd,
+        return run([tool("docker"), *args], timeout, env=self.env, input=input, cwd=cwd,
                    check=check)
 
     def compose(self, *args: str, cwd: Path, env: dict, timeout: float = 300.0,
                 check: bool = True) -> subprocess.CompletedProcess:
         """docker-compose against this dockerd, in ``cwd``, with extra ``env``."""
-        return run([_tool("docker-compose"), *args], timeout, env={**self.env, **env}, cwd=cwd,
+        return run([tool("docker-compose"), *args], timeout, env={**self.env, **env}, cwd=cwd,
                    check=check)
 
     def inspect(self, name: str, template: str) -> str:
@@ -209,7 +222,8 @@ def debian_mirror() -> str:
                          "set SAMSA_TEST_DEBIAN_MIRROR")
 
 
-def _key(*parts: str) -> str:
+def text_key(*parts: str) -> str:
+    """A short stable key for cache file names."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
 
 
@@ -217,13 +231,13 @@ def base_image(dockerd: Dockerd, tag: str = "samsa-test-base:bookworm") -> str:
     """Debian SUITE with python3 and venv, as image ``tag`` in ``dockerd``."""
     mirror = debian_mirror()
     cache = cache_root()
-    tarball = cache / f"debian-{SUITE}-{_key(SUITE, PACKAGES, mirror)}.tar"
+    tarball = cache / f"debian-{SUITE}-{text_key(SUITE, PACKAGES, mirror)}.tar"
     if not tarball.exists():
         cache.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="debootstrap-", dir=cache))
         try:
             rootfs = work / "rootfs"
-            run([_tool("debootstrap"), "--variant=minbase", f"--include={PACKAGES}", SUITE,
+            run([tool("debootstrap"), "--variant=minbase", f"--include={PACKAGES}", SUITE,
                  str(rootfs), mirror], timeout=900)
             partial = work / "rootfs.tar"
             run(["tar", "-C", str(rootfs), "-cf", str(partial), "."], timeout=300)
@@ -231,7 +245,7 @@ def base_image(dockerd: Dockerd, tag: str = "samsa-test-base:bookworm") -> str:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     with open(tarball, "rb") as f:
-        p = subprocess.run([_tool("docker"), "import", "-", tag], stdin=f, env=dockerd.env,
+        p = subprocess.run([tool("docker"), "import", "-", tag], stdin=f, env=dockerd.env,
                            capture_output=True, timeout=300)
     if p.returncode != 0:
         raise AssertionError(f"docker import {tarball} failed:\n{_tail(p.stderr)}")

@@ -2,31 +2,18 @@
 (building them is most of these tests' time)."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.support.docker import Dockerd, base_image, build_context, missing_requirements
-
-
-def _require() -> None:
-    missing = missing_requirements()
-    if not missing:
-        return
-    msg = ("the container tests need: " + ", ".join(missing)
-           + " (scripts/setup.sh --test installs the packages)")
-    # On CI a skip would hide a broken set-up: there it is a failure.
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg)
-    pytest.skip(msg)
+from tests.support.docker import Dockerd, base_image, build_context, require_container_tools
 
 
 @pytest.fixture(scope="session")
 def dockerd():
-    _require()
+    require_container_tools()
     d = Dockerd().start()
     try:
         yield d
