@@ -255,7 +255,8 @@ def base_image(dockerd: Dockerd, tag: str = "samsa-test-base:bookworm") -> str:
 def cached_image(dockerd: Dockerd, tag: str, key: str, build: Callable[[], None]) -> None:
     """Image ``tag`` from the cache when a saved copy for ``key`` is there,
     else ``build()`` it and save it for next time."""
-    saved = cache_root() / f"image-{tag.replace(':', '-').replace('/', '-')}-{key}.tar"
+    prefix = f"image-{tag.replace(':', '-').replace('/', '-')}-"
+    saved = cache_root() / f"{prefix}{key}.tar"
     if saved.exists():
         try:
             dockerd.docker("load", "-i", str(saved), timeout=300)
@@ -263,6 +264,9 @@ def cached_image(dockerd: Dockerd, tag: str, key: str, build: Callable[[], None]
         except AssertionError:
             saved.unlink(missing_ok=True)  # unreadable: build afresh
     build()
+    cache_root().mkdir(parents=True, exist_ok=True)
+    for stale in cache_root().glob(f"{prefix}*"):  # other keys: an older Dockerfile
+        stale.unlink(missing_ok=True)
     partial = saved.with_suffix(".partial")
     dockerd.docker("save", "-o", str(partial), tag, timeout=300)
     partial.rename(saved)
