@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.broker_process import REPO_ROOT
 from tests.support.docker import (cached_image, debian_mirror, require_container_tools, run,
@@ -148,6 +148,13 @@ def test_round_trip_through_all_three_brokers_with_replication_defaults(stack):
     assert {p.leader for p in partitions} == {0, 1, 2}
     got = consume(stack.bootstraps[2], topic, len(values), group="compose-round-trip")
     assert sorted(got) == sorted(values)
+    # The other two replication defaults of the compose file.
+    admin = AdminClient({"bootstrap.servers": stack.bootstraps[2]})
+    configs = admin.describe_configs([ConfigResource("topic", topic)])
+    [topic_config] = [f.result(30) for f in configs.values()]
+    assert topic_config["min.insync.replicas"].value == "2"
+    offsets = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+    assert offsets.partitions and all(len(p.replicas) == 3 for p in offsets.partitions.values())
 
 
 def test_prometheus_scrapes_every_broker_and_sees_messages_in(stack, prometheus):
