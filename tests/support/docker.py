@@ -17,6 +17,7 @@ bridge network (see docs: the tests build everything from Debian's mirror).
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import hashlib
 import os
@@ -116,6 +117,8 @@ class Dockerd:
             # Its own session: stop() can signal dockerd and the containerd it forks.
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
+        # A run interrupted before its fixtures tore down leaves no daemon behind.
+        atexit.register(self.stop)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -158,8 +161,8 @@ class Dockerd:
     def stop(self) -> None:
         """Remove every container, then stop dockerd (SIGTERM, then SIGKILL to
         its process group) and delete its directories."""
-        if self.proc is None:
-            return
+        if self.proc is None or not self.root.exists():
+            return  # never started, or stopped already
         if self.proc.poll() is None:
             try:
                 ids = self.docker("ps", "-aq", timeout=30).stdout.split()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 import urllib.request
 import uuid
@@ -104,7 +105,8 @@ def stack(request, dockerd, base, context, samsa_image):
         yield s
     finally:
         if _failed(request):
-            print(s.compose("logs", "--tail=40", check=False).stdout.decode(errors="replace"))
+            print(s.compose("logs", "--tail=40", check=False).stdout.decode(errors="replace"),
+                  file=sys.stderr)
         # Not a test of shutdown (test_image has that): brokers stopping all at
         # once wait for each other's controlled shutdown, so a short grace.
         s.compose("down", "-v", "--timeout", "10", timeout=180)
@@ -173,8 +175,8 @@ def test_prometheus_scrapes_every_broker_and_sees_messages_in(stack, prometheus)
 # ------------------------------------------------------------ the dashboard
 
 _NOT_METRICS = {"sum", "max", "min", "avg", "count", "rate", "irate", "increase",
-                "histogram_quantile", "by", "without", "on", "ignoring", "bool", "and", "or",
-                "unless", "offset"}
+                "histogram_quantile", "by", "without", "on", "ignoring", "group_left",
+                "group_right", "bool", "and", "or", "unless", "offset"}
 # Series Prometheus itself adds for every target (not in a broker's /metrics).
 _PROMETHEUS_OWN = {"up"}
 
