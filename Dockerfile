@@ -1,22 +1,66 @@
-# samsa in a container: a single broker on the embedded metadata store.
-# Configure with KAFKA_* environment variables (KAFKA_LOG_DIRS -> log.dirs) as
-# with Kafka's own images; data lives in the /var/lib/samsa volume.
-FROM python:3.11-slim
+# samsa in a container: one broker, configured with KAFKA_* environment
+# variables as Kafka's own images are (KAFKA_LOG_DIRS -> log.dirs,
+# KAFKA_ZOOKEEPER_CONNECT -> zookeeper.connect; without it the broker keeps its
+# metadata itself). Data lives in the /var/lib/samsa volume.
+#
+#   docker build -t samsa .
+#   docker run -p 9092:9092 samsa
+#
+# Offline builds: pip in the build stage normally downloads samsa's
+# dependencies. Where a build cannot reach the package index, put wheels in
+# ./wheelhouse first (on a host with the image's Python, 3.11 on Linux x86_64):
+#
+#   pip wheel --wheel-dir wheelhouse . "setuptools>=77" wheel
+#
+# and the build then installs from there only (--no-index). samsa itself is
+# always built from the source in this directory, never taken from the
+# wheelhouse, so a stale wheel there cannot end up in the image.
+#
+# BASE_IMAGE: any image with python3 (>= 3.11) and its venv module, e.g. a
+# Debian bookworm with python3-venv; both stages use it, so the venv built in
+# the first runs unchanged in the second.
+ARG BASE_IMAGE=python:3.11-slim
 
-WORKDIR /opt/samsa
-COPY pyproject.toml README.md server.properties ./
+FROM ${BASE_IMAGE} AS build
+# A venv rather than the system site-packages: Debian's python3 refuses pip
+# installs outside one (PEP 668), and the venv is one directory to copy.
+RUN python3 -m venv /opt/samsa
+WORKDIR /src
+COPY wheelhouse/ /wheelhouse/
+COPY pyproject.toml README.md LICENSE ./
 COPY protocol ./protocol
 COPY storage ./storage
 COPY config ./config
 COPY broker ./broker
 COPY pipeline ./pipeline
-RUN pip install --no-cache-dir . && useradd --system --home /var/lib/samsa samsa \
-    && mkdir -p /var/lib/samsa && chown samsa /var/lib/samsa
+RUN set -e; \
+    if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
+        echo "installing from the wheelhouse only"; \
+        from="--no-index --find-links /wheelhouse"; \
+    else \
+        from=""; \
+    fi; \
+    /opt/samsa/bin/pip install --no-cache-dir --disable-pip-version-check $from . ; \
+    /opt/samsa/bin/samsa --version
 
+FROM ${BASE_IMAGE}
+COPY --from=build /opt/samsa /opt/samsa
+COPY server.properties /etc/samsa/server.properties
+# A user of its own: the broker needs no privilege (its ports are above 1024).
+RUN useradd --system --user-group --home-dir /var/lib/samsa --no-create-home samsa \
+    && mkdir -p /var/lib/samsa && chown samsa:samsa /var/lib/samsa
 USER samsa
-ENV KAFKA_LOG_DIRS=/var/lib/samsa \
+# server.properties holds the single-node defaults; these and any KAFKA_*
+# given to `docker run -e` win over it. A wildcard listener so that published
+# ports reach it; clients are told localhost:9092 unless
+# KAFKA_ADVERTISED_LISTENERS says otherwise.
+ENV PATH=/opt/samsa/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    KAFKA_LOG_DIRS=/var/lib/samsa \
     KAFKA_LISTENERS=PLAINTEXT://:9092 \
     KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092
 VOLUME /var/lib/samsa
 EXPOSE 9092
-ENTRYPOINT ["samsa", "server", "/opt/samsa/server.properties"]
+# exec form: the broker is PID 1 and gets docker stop's SIGTERM itself, so it
+# shuts down cleanly (controlled shutdown in a cluster) before the grace period.
+ENTRYPOINT ["samsa", "server", "/etc/samsa/server.properties"]

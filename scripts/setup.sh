@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Creates ./.venv and installs samsa into it (editable). With --test also the test
 # dependencies: Python packages and the Debian packages the integration tests run
-# against (kcat, a JDK for the Java clients, ZooKeeper). Idempotent: a second run
-# only checks (pip runs again only when pyproject.toml changed).
+# against (kcat, a JDK for the Java clients, ZooKeeper; for the container tests
+# docker.io, debootstrap, docker-compose, prometheus). Idempotent: a second run
+# only checks (pip runs again only when pyproject.toml changed), and apt-get
+# runs only when a package is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,13 @@ if [ "$want_test" = 1 ]; then
     command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
     # A real ZooKeeper server for the cluster tests (started from its jars by the tests)
     [ -e /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+    # The container tests (tests/integration/containers): a Docker daemon of
+    # their own, debootstrap for a base image (no registry needed), Compose,
+    # and a real Prometheus (with promtool) to scrape the brokers.
+    [ -x /usr/sbin/dockerd ] || need+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+    command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+    command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
     if [ "${#need[@]}" -gt 0 ]; then
         SUDO=""
         [ "$(id -u)" = 0 ] || SUDO="sudo"
