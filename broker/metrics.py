@@ -5,6 +5,9 @@ so dashboards and alerts written for Kafka work unchanged:
   histogram kafka_network_requestmetrics_totaltimems{request} (buckets in ms);
 - kafka_server_brokertopicmetrics_messagesin_total / bytesin_total /
   bytesout_total, per topic and for the broker as a whole (no topic label);
+  bytes out are consumers' only, and followers' fetches are
+  kafka_server_brokertopicmetrics_replicationbytesout_total (broker-wide), as
+  in Kafka;
 - gauges read when scraped: partition and leader counts, under-replicated
   partitions, the active controller count and (on the controller) offline
   partitions, consumer groups, each partition's log size.
@@ -45,7 +48,7 @@ LabelledGauge = Callable[[], Iterable[tuple[dict[str, str], float]]]
 class _Tally:
     """One thread's counts since the broker started."""
     __slots__ = ("by_key", "by_name", "time_buckets", "time_sum", "messages_in", "bytes_in",
-                 "bytes_out")
+                 "bytes_out", "replication_bytes_out")
 
     def __init__(self) -> None:
         self.by_key: dict[int, int] = {}
@@ -55,6 +58,7 @@ class _Tally:
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
+        self.replication_bytes_out = 0
 
 
 def _add(into: dict, counts: dict) -> None:
@@ -108,11 +112,16 @@ class BrokerMetrics:
         tally = self._tally()
         tally.bytes_out[topic] = tally.bytes_out.get(topic, 0) + size
 
+    def replicated_out(self, size: int) -> None:
+        """Bytes a follower fetched from this leader."""
+        self._tally().replication_bytes_out += size
+
     def _counters(self):
         with self._tallies_lock:
             tallies = list(self._tallies)
         by_key, by_name, sums, m_in, b_in, b_out = {}, {}, {}, {}, {}, {}
         buckets: dict[str, list[int]] = {}
+        replication_out = sum(t.replication_bytes_out for t in tallies)
         for t in tallies:
             _add(by_key, t.by_key)
             _add(by_name, t.by_name)
@@ -147,13 +156,17 @@ class BrokerMetrics:
         yield h
         for suffix, help_text, counts in (("messagesin", "Records appended", m_in),
                                           ("bytesin", "Bytes appended by producers", b_in),
-                                          ("bytesout", "Bytes sent to fetchers", b_out)):
+                                          ("bytesout", "Bytes sent to consumers", b_out)):
             c = CounterMetricFamily(_TOPIC + suffix, help_text + " (topic=\"\": all topics)",
                                     labels=["topic"])
             c.add_metric([""], sum(counts.values()))
             for topic, v in sorted(counts.items()):
                 c.add_metric([topic], v)
             yield c
+        c = CounterMetricFamily(_TOPIC + "replicationbytesout",
+                                "Bytes sent to followers (replication)")
+        c.add_metric([], replication_out)
+        yield c
 
     # ------------------------------------------------------------ scraped gauges
 

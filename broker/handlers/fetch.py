@@ -160,13 +160,17 @@ def _response(answers):
                                             rack=b.rack) for b in leaders.values()])
 
 
-def _count_out(metrics, answers) -> None:
-    """Bytes out to consumers (Kafka's BytesOutPerSec leaves replication out)."""
+def _count_out(metrics, answers, follower: bool) -> None:
+    """Bytes out to consumers per topic, to followers apart (as Kafka's
+    BytesOutPerSec and ReplicationBytesOutPerSec)."""
     for t, pdata in answers:
         size = len(pdata.records) if isinstance(pdata.records, (bytes, bytearray)) \
             else pdata.records.length
         if size:
-            metrics.fetched(t.topic, size)
+            if follower:
+                metrics.replicated_out(size)
+            else:
+                metrics.fetched(t.topic, size)
 
 
 async def handle_fetch(ctx, req):
@@ -207,13 +211,11 @@ async def handle_fetch(ctx, req):
                 or waiter is None):
             if waiter is not None:
                 waiter.cancel()
-            if not follower:
-                _count_out(broker.metrics, answers)
+            _count_out(broker.metrics, answers, follower)
             return _response(answers)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version, follower)
-            if not follower:
-                _count_out(broker.metrics, answers)
+            _count_out(broker.metrics, answers, follower)
             return _response(answers)

@@ -42,12 +42,17 @@ def _cluster(cluster_factory) -> tuple[Cluster, dict[int, int]]:
     return cluster, ports
 
 
-def _bytes_out(metrics_port: int, topic: str) -> float:
+def _metric(metrics_port: int, name: str, labels: str = "") -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
         text = r.read().decode()
-    m = re.search(r'^kafka_server_brokertopicmetrics_bytesout_total\{topic="%s"\} (\S+)$'
-                  % re.escape(topic), text, re.M)
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else 0.0
+
+
+def _bytes_out(metrics_port: int, topic: str) -> float:
+    """Bytes sent to consumers (Kafka's BytesOutPerSec: replication not counted)."""
+    return _metric(metrics_port, "kafka_server_brokertopicmetrics_bytesout_total",
+                   '{topic="%s"}' % topic)
 
 
 def _fetch(bootstrap: str, topic: str, rack: str, replica_id: int = -1, offset: int = 0,
@@ -102,6 +107,9 @@ def test_consumers_read_from_the_replica_in_their_rack(cluster_factory, java_too
     refused = _fetch(leader, topic, "", replica_id=7)
     assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
+    # What the followers copied counts as replication, not as bytes out.
+    assert _metric(metrics[0], "kafka_server_brokertopicmetrics_replicationbytesout_total") \
+        > 2 * RECORDS * 3
     before = {b: _bytes_out(port, topic) for b, port in metrics.items()}
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "rack-2-reader",
                   "client.rack": "rack-2", "enable.auto.commit": False})
