@@ -25,6 +25,8 @@ def _server(args) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
+    from kazoo.exceptions import KazooException
+
     from storage.errors import StorageError
 
     from .metadata.zookeeper import ZooKeeperStoreError
@@ -36,6 +38,10 @@ def _server(args) -> int:
     except (OSError, StorageError, ZooKeeperStoreError) as e:
         # A full disk, an unwritable log dir, a port in use: one line naming it.
         print(f"samsa: cannot run the broker: {e}", file=sys.stderr)
+        return 1
+    except KazooException as e:  # ZooKeeper failed the broker while it started
+        print(f"samsa: cannot run the broker: ZooKeeper: {type(e).__name__} {e}".rstrip(),
+              file=sys.stderr)
         return 1
     return 0 if clean else 1
 

@@ -35,8 +35,8 @@ import uuid
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
-                              NodeExistsError)
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
+                              NodeExistsError, OperationTimeoutError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
@@ -153,9 +153,21 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
         # Kafka creates a missing chroot before using it.
         client = KazooClient(hosts=hosts, timeout=timeout)
+        deadline = time.monotonic() + timeout
         try:
             client.start(timeout=timeout)
-            client.ensure_path(chroot)
+            while True:
+                try:
+                    client.ensure_path(chroot)
+                    return
+                except (ConnectionLoss, OperationTimeoutError) as e:
+                    # A connection dropped under load: kazoo reconnects; ask again
+                    # until zookeeper.connection.timeout.ms, as Kafka waits.
+                    if time.monotonic() >= deadline:
+                        raise ZooKeeperStoreError(
+                            f"ZooKeeper at {hosts} kept dropping the connection "
+                            f"({type(e).__name__}) while creating {chroot}") from None
+                    time.sleep(0.2)
         except KazooTimeoutError:
             raise ZooKeeperStoreError(f"could not connect to ZooKeeper at {hosts} within "
                                       f"{timeout:g} s (zookeeper.connect)") from None

@@ -236,6 +236,10 @@ def test_min_insync_replicas_refuses_writes_the_isr_cannot_hold(cluster_factory)
     for b in followers:
         cluster.kill(b)
     wait_until(lambda: _isr(cluster, topic, 0) == [leader], 30, "the ISR down to the leader")
+    # The controller took the dead followers out with a new leader epoch; the
+    # leader serves again once it has taken that epoch up (a moment after
+    # ZooKeeper shows it: until then it answers NOT_LEADER_OR_FOLLOWER).
+    wait_until(lambda: _leader_answers(cluster, topic, 0), 30, "the leader at its new epoch")
     bootstrap = cluster.broker(leader).bootstrap
     refused = _raw_produce(bootstrap, topic, acks=-1, value=b"refused")
     assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
