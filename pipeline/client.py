@@ -14,7 +14,8 @@ Driver: ``plan_batch`` lists the topics, picks the partitions for ``subscribe`` 
 timestamps through ListOffsets: ``offsets_for_times``) and returns resolved offset ranges.
 Executors: ``read_range`` reads one range directly (assign + seek, no group membership, no
 commits) and yields Arrow batches; ``write_batches`` produces rows and flushes before the task
-ends. ``resolve_offsets`` and ``list_partitions`` are the pieces the streaming reader will reuse.
+ends. ``OffsetReader`` is the streaming reader's driver side (the same listing and resolving,
+one consumer kept for the whole query); its executors read with ``read_range`` too.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class DataLossError(KafkaSourceError):
     """Records the query was to read are no longer in the partition (failOnDataLoss=true)."""
 
 
-_DATA_LOSS_HINT = (
+DATA_LOSS_HINT = (
     "Some data may have been lost because they are not available in Kafka any more; either the "
     "data was aged out by Kafka or the topic may have been deleted before all the data in the topic "
     "was processed. If you don't want your query to fail on such cases, set the source option "
@@ -147,8 +148,11 @@ def _metadata(consumer: Consumer, opts: ReadOptions):
             "Is the broker running and reachable from the Spark driver?") from None
 
 
-def list_partitions(consumer: Consumer, opts: ReadOptions) -> list[tuple[str, int]]:
-    """The topic-partitions the strategy names, checked against the cluster's metadata."""
+def list_partitions(consumer: Consumer, opts: ReadOptions, *, missing_ok: bool = False) -> list[tuple[str, int]]:
+    """The topic-partitions the strategy names, checked against the cluster's metadata.
+
+    ``missing_ok`` (streaming): a subscribed topic that does not exist yet has no partitions,
+    as a Kafka consumer's subscription waits for it; its partitions are new ones once it exists."""
     strategy = opts.strategy
     md = None
     for attempt in range(3):
@@ -169,6 +173,8 @@ def list_partitions(consumer: Consumer, opts: ReadOptions) -> list[tuple[str, in
         out = []
         for topic in strategy.topics:
             if topic not in topics:
+                if missing_ok:
+                    continue
                 raise missing(topic, "subscribe")
             out.extend((topic, p) for p in sorted(topics[topic].partitions))
         return out
@@ -283,6 +289,47 @@ def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
     return sort_ranges(split_ranges(ranges, opts.min_partitions))
 
 
+class OffsetReader:
+    """The driver's partitions and offsets for a streaming query: one consumer kept across triggers.
+
+    The stream reader lives in one long-running Python worker of the driver for the whole query,
+    so the consumer (its connections and metadata) is made once, on first use. PySpark also
+    pickles the reader to the executors, where this is never used: the consumer is not pickled.
+    """
+
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+        self._consumer: Consumer | None = None
+
+    def __getstate__(self):
+        return {"opts": self.opts, "_consumer": None}
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = _consumer(self.opts, "driver")
+        return self._consumer
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return list_partitions(self._client(), self.opts, missing_ok=True)
+
+    def starting(self, tps: list) -> dict:
+        """Where a new query starts: the startingOffsets / startingTimestamp options resolved."""
+        spec = self.opts.starting
+        return resolve_offsets(self._client(), self.opts, spec, tps, starting=True,
+                               option=_option_name(spec, True))
+
+    def earliest(self, tps) -> dict:
+        return _list_offsets(self._client(), self.opts, {tp: EARLIEST for tp in tps})
+
+    def latest(self, tps) -> dict:
+        return _list_offsets(self._client(), self.opts, {tp: LATEST for tp in tps})
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Executors: read one range
 
@@ -304,7 +351,7 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
         if start < low or end > high:
             lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
             if opts.fail_on_data_loss:
-                raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
+                raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
             log = logging.getLogger(__name__)
             log.warning("failOnDataLoss=false: skipping missing records of %s: %s", where, lost)
             start, end = max(start, low), min(end, high)
@@ -347,12 +394,12 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                 if err.code() == KafkaError._PARTITION_EOF:
                     # At or past the end: done. Below it: the log was truncated since planning.
                     if m.offset() < end and opts.fail_on_data_loss:
-                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: "
+                        raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: "
                                             f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
                     done = True
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     if opts.fail_on_data_loss:
-                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where} "
+                        raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where} "
                                             f"from offset {position}: {err.str()}")
                     done = True
                 else:
