@@ -56,8 +56,13 @@ class SamsaDataSource(DataSource):
         return SamsaReader(parse_read_options(self.options))
 
     def streamReader(self, schema: StructType) -> "SamsaStreamReader":
-        from .stream_source import SamsaStreamReader
-        return SamsaStreamReader(parse_stream_options(self.options))
+        from .stream_source import RefusedStreamReader, SamsaStreamReader
+        try:
+            return SamsaStreamReader(parse_stream_options(self.options))
+        except SamsaOptionError as e:
+            # Raised here, PySpark 4.3's source runner buries it under an UnboundLocalError of
+            # its own; raised from the first call it is the query's error, as it stands.
+            return RefusedStreamReader(e)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "SamsaStreamWriter":
         # Every output mode is accepted, as Spark's Kafka sink does: complete mode (overwrite=True)

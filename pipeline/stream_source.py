@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from . import client
-from .options import ReadOptions, WriteOptions
+from .options import ReadOptions, SamsaOptionError, WriteOptions
 from .ranges import sort_ranges, split_ranges
 from .source import SamsaCommitMessage, read_partition
 from .streaming import backlog, from_offsets, plan_ranges, rate_limit, to_offsets
@@ -119,6 +119,29 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator:
         return read_partition(self.opts, partition)
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A streaming read whose options were refused: the query fails with that error, and only it."""
+
+    def __init__(self, error: SamsaOptionError):
+        self.message = str(error)       # not the exception: its traceback would come along
+
+    @property
+    def error(self) -> SamsaOptionError:
+        return SamsaOptionError(self.message)
+
+    def initialOffset(self) -> dict:
+        raise self.error
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        raise self.error
+
+    def partitions(self, start: dict, end: dict) -> list:
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator:
+        raise self.error
 
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
