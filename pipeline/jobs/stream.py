@@ -1,0 +1,104 @@
+"""The streaming job: events topic -> date-partitioned Parquet, and windowed counts -> a topic.
+
+Two queries over the same topic, each with its own checkpoint under ``--checkpoint``:
+- ``parquet``: every event as a row of ``events.ROW_COLUMNS`` (the record's topic, partition
+  and offset kept in the row), published per micro-batch by ``ParquetBatchSink``; the
+  checkpoint says which offsets are done, the rows say where each came from;
+- ``aggregates``: per ``--window`` of event time and action, the event count and (approximate)
+  distinct users, with a watermark of ``--watermark``; a window is written once, as JSON, to
+  ``--aggregates-topic`` when the watermark passes its end (append mode).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from .events import event_rows
+from .parquet_sink import ParquetBatchSink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StreamConfig:
+    bootstrap_servers: str
+    events_topic: str
+    output: str
+    checkpoint: str
+    aggregates_topic: str
+    window: str = "1 minute"
+    watermark: str = "10 minutes"
+    trigger: str = "5 seconds"
+    available_now: bool = False
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+
+
+def source(spark, cfg: StreamConfig):
+    r = (spark.readStream.format("samsa")
+         .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+         .option("subscribe", cfg.events_topic)
+         .option("startingOffsets", cfg.starting_offsets))
+    if cfg.max_offsets_per_trigger:
+        r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    return r.load()
+
+
+def window_counts(rows, window: str, watermark: str):
+    """Per window and action: events and approximate distinct users, as Kafka key/value."""
+    from pyspark.sql import functions as F
+
+    counted = (rows.withWatermark("event_time", watermark)
+               .groupBy(F.window("event_time", window), "action")
+               .agg(F.count("*").alias("events"), F.approx_count_distinct("user").alias("users")))
+    return counted.select(
+        F.concat_ws("|", F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'"), "action").alias("key"),
+        F.to_json(F.struct(
+            F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+            F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+            "action", "events", "users")).alias("value"))
+
+
+def _trigger(writer, cfg: StreamConfig):
+    return writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.trigger)
+
+
+def start(spark, cfg: StreamConfig):
+    """Start both queries; returns them (the caller awaits or stops them)."""
+    rows = event_rows(source(spark, cfg))
+    parquet = _trigger(rows.writeStream.queryName("events-to-parquet")
+                       .foreachBatch(ParquetBatchSink(cfg.output))
+                       .option("checkpointLocation", os.path.join(cfg.checkpoint, "parquet")), cfg).start()
+    try:
+        counts = window_counts(event_rows(source(spark, cfg)), cfg.window, cfg.watermark)
+        aggregates = _trigger(counts.writeStream.queryName("window-counts").format("samsa")
+                              .outputMode("append")
+                              .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                              .option("topic", cfg.aggregates_topic)
+                              .option("checkpointLocation", os.path.join(cfg.checkpoint, "aggregates")), cfg).start()
+    except BaseException:
+        parquet.stop()
+        raise
+    return [parquet, aggregates]
+
+
+def run(spark, cfg: StreamConfig, timeout_s: float | None = None) -> None:
+    """Run until both queries end (available-now), one fails, or Ctrl-C; then stop both."""
+    queries = start(spark, cfg)
+    try:
+        if cfg.available_now:
+            for q in queries:
+                # (PySpark's awaitTermination() without a timeout returns None, not True)
+                if timeout_s is None:
+                    q.awaitTermination()
+                elif not q.awaitTermination(timeout_s):
+                    raise TimeoutError(f"query {q.name} did not finish within {timeout_s} s")
+        else:
+            spark.streams.awaitAnyTermination(timeout_s)
+        for q in queries:
+            if q.exception() is not None:
+                raise q.exception()
+    finally:
+        for q in queries:
+            q.stop()
