@@ -72,8 +72,7 @@ def test_pipeline_end_to_end(spark, broker, tmp_path):
     assert gen.returncode == 0, gen.stderr
     expected = events(COUNT, SEED, START_MS, INTERVAL_MS)
     stream_args = ["stream", "--bootstrap-servers", b, "--output", str(out), "--checkpoint", str(cp),
-                   "--window", "1 minute", "--watermark", "2 minutes", "--available-now",
-                   "--max-offsets-per-trigger", "250"]
+                   "--window", "1 minute", "--watermark", "2 minutes", "--available-now"]
     main(stream_args, spark=spark)
 
     # Every event once, with the record it came from; two dates.
