@@ -436,9 +436,44 @@ def _timestamps_ms(batch) -> list:
     return [None if v is None else int(v * 1000) for v in col.to_pylist()]
 
 
+# Producers kept per Python worker between tasks, as Spark's Kafka sink keeps its producers per
+# executor (CachedKafkaProducer, spark.kafka.producer.cache.timeout 10 min): a new idempotent
+# librdkafka producer waits about 500 ms for its producer id (its PID timer), which made every
+# micro-batch of a streaming write half a second slower. Python workers run one task at a time,
+# so a task's flush() waits for its own records only.
+PRODUCER_IDLE_S = 600.0
+_producers: dict = {}       # config key -> [Producer, last used (monotonic)]
+
+
+def _producer_key(opts: WriteOptions) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in producer_config(opts).items() if k != "logger"))
+
+
+def _cached_producer(opts: WriteOptions) -> tuple[tuple, Producer]:
+    now = time.monotonic()
+    for key in [k for k, (_, used) in _producers.items() if now - used > PRODUCER_IDLE_S]:
+        _producers.pop(key)[0].flush(10)
+    key = _producer_key(opts)
+    entry = _producers.get(key)
+    if entry is None:
+        entry = _producers[key] = [_client(Producer, producer_config(opts), "producer"), now]
+    entry[1] = now
+    return key, entry[0]
+
+
 def write_batches(opts: WriteOptions, batches: Iterable) -> int:
     """Produce every row of ``batches``; returns the count once all are acknowledged."""
-    producer = _client(Producer, producer_config(opts), "producer")
+    key, producer = _cached_producer(opts)
+    try:
+        return _write(opts, producer, batches)
+    except BaseException:
+        # A failed task may leave the producer in a state of its own (a fatal idempotence
+        # error, records still queued): the next task starts a fresh one.
+        _producers.pop(key, None)
+        raise
+
+
+def _write(opts: WriteOptions, producer: Producer, batches: Iterable) -> int:
     failure: list = []
     sent = 0
 
