@@ -199,17 +199,47 @@ def _list_offsets(consumer: Consumer, opts: ReadOptions, query: dict) -> dict:
         return {}
     timeout = _driver_timeout(opts)
     tps = [TopicPartition(t, p, ts) for (t, p), ts in query.items()]
-    try:
-        result = consumer.offsets_for_times(tps, timeout=timeout)
-    except KafkaException as e:
-        raise KafkaSourceError(f"ListOffsets for {', '.join(tp_str(tp) for tp in query)} failed at "
-                               f"kafka.bootstrap.servers='{opts.bootstrap_servers}': {_kafka_error(e)}") from None
-    out = {}
-    for tp in result:
-        if tp.error is not None:
-            raise KafkaSourceError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {tp.error.name()}: {tp.error.str()}")
-        out[(tp.topic, tp.partition)] = tp.offset
-    return out
+    result = _retrying(lambda left: consumer.offsets_for_times(tps, timeout=left), timeout,
+                       lambda r: next((tp.error for tp in r if tp.error is not None), None),
+                       lambda why: f"ListOffsets for {', '.join(tp_str(tp) for tp in query)} failed at "
+                                   f"kafka.bootstrap.servers='{opts.bootstrap_servers}': {why}")
+    return {(tp.topic, tp.partition): tp.offset for tp in result}
+
+
+# Errors that say a broker or a leader went away, not that the call cannot succeed: librdkafka
+# finds the new leader (seen when a leader is killed: _DESTROY_BROKER from ListOffsets, which
+# librdkafka does not call retriable). Reads wait up to kafkaConsumer.pollTimeoutMs meanwhile.
+TRANSIENT_ERRORS = frozenset({
+    KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+})
+
+
+# How long to wait between retries of a call that failed with a retriable error (a leader moving,
+# a broker restarting); Spark's Kafka source retries its offset requests the same way
+# (fetchOffset.numRetries, fetchOffset.retryIntervalMs) before failing the query.
+RETRY_INTERVAL_S = 0.5
+
+
+def _retrying(call, timeout: float, error_of, message):
+    """``call(time_left)`` until it succeeds, retrying retriable errors (raised, or reported by
+    ``error_of(result)``) within ``timeout`` seconds; then KafkaSourceError(``message(why)``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        try:
+            result = call(left)
+            err = error_of(result)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None:
+                raise KafkaSourceError(message(_kafka_error(e))) from None
+        if err is None:
+            return result
+        if not (err.retriable() or err.code() in TRANSIENT_ERRORS) or time.monotonic() + RETRY_INTERVAL_S >= deadline:
+            raise KafkaSourceError(message(f"{err.name()}: {err.str()}")) from None
+        time.sleep(RETRY_INTERVAL_S)
 
 
 def resolve_offsets(consumer: Consumer, opts: ReadOptions, spec: OffsetSpec, tps: list, *,
@@ -333,6 +363,7 @@ class OffsetReader:
 # ---------------------------------------------------------------------------------------------
 # Executors: read one range
 
+
 def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:
     """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
     if rng.size <= 0:
@@ -342,12 +373,12 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
     consumer = _consumer(opts, "executor")
     try:
         start, end = rng.start, rng.end
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
-                                                       timeout=poll_timeout, cached=False)
-        except KafkaException as e:
-            raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
-                                   f"'{opts.bootstrap_servers}': {_kafka_error(e)}") from None
+        low, high = _retrying(
+            lambda left: consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
+                                                        timeout=left, cached=False),
+            poll_timeout, lambda r: None,
+            lambda why: f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
+                        f"'{opts.bootstrap_servers}': {why}")
         if start < low or end > high:
             lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
             if opts.fail_on_data_loss:
@@ -402,6 +433,12 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                         raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where} "
                                             f"from offset {position}: {err.str()}")
                     done = True
+                elif err.retriable() or err.code() in TRANSIENT_ERRORS:
+                    # A leader moving or a broker going away: librdkafka finds the new leader.
+                    # Records after the error in this call were not taken: read them again.
+                    logging.getLogger(__name__).warning("reading %s at offset %d: %s (retrying)",
+                                                        where, position, err.str())
+                    consumer.seek(TopicPartition(rng.topic, rng.partition, position))
                 else:
                     raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
             if len(builder) >= batch_rows:

@@ -12,9 +12,10 @@ import json
 import threading
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from tests.integration.conftest import cluster_factory  # noqa: F401  (a fixture)
 from tests.support.waiting import wait_until
 
 from .conftest import consume_all, create_topic, produce
@@ -35,12 +36,14 @@ class Batches:
     """foreachBatch sink: the (topic, partition, offset) of each batch id's rows; a batch run again
     replaces its earlier run, as a sink keyed by batch id would."""
 
-    def __init__(self):
+    def __init__(self, columns=("topic", "partition", "offset")):
+        self.columns = list(columns)
         self.lock = threading.Lock()
         self.by_id: dict[int, list] = {}
 
     def __call__(self, df, batch_id):
-        rows = [(r.topic, r.partition, r.offset) for r in df.select("topic", "partition", "offset").collect()]
+        rows = [tuple(bytes(v) if isinstance(v, bytearray) else v for v in r)
+                for r in df.select(*self.columns).collect()]
         with self.lock:
             self.by_id[batch_id] = rows
 
@@ -195,6 +198,60 @@ def test_bad_streaming_options(spark, broker, tmp_path, opts, message):
     msg = error_of(lambda: run_available_now(stream(spark, broker.bootstrap, subscribe="t", **opts),
                                              Batches(), str(tmp_path / "cp")))
     assert message in msg
+
+
+def test_broker_killed_mid_stream(spark, cluster_factory, tmp_path):
+    """RF=3, min.insync.replicas=2, acks=all: the leader of a partition is killed (SIGKILL) while
+    records flow; the query keeps running and reads every acknowledged record exactly once."""
+    cluster = cluster_factory(overrides={"min.insync.replicas": "2"})
+    b = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    for fut in admin.create_topics([NewTopic("replicated", 3, 3)]).values():
+        fut.result(timeout=30)
+    cluster.wait_for_leaders("replicated", 3)
+
+    acked: list[bytes] = []
+    failed: list = []
+    stop = threading.Event()
+
+    def produce_steadily():
+        p = Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                      "message.timeout.ms": 60_000})
+        on_delivery = lambda err, msg: (failed if err else acked).append(err or msg.value())  # noqa: E731
+        i = 0
+        while not stop.is_set():
+            p.produce("replicated", key=str(i % 7).encode(), value=f"r{i}".encode(), on_delivery=on_delivery)
+            p.poll(0.01)
+            i += 1
+        p.flush(90)
+
+    sink = Batches(columns=("partition", "offset", "value"))
+    q = stream(spark, b, subscribe="replicated", startingOffsets="earliest").writeStream.foreachBatch(sink) \
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="300 milliseconds").start()
+    producer = threading.Thread(target=produce_steadily, daemon=True)
+    producer.start()
+    try:
+        wait_until(lambda: sink.count() >= 300, QUERY_TIMEOUT, "records before the kill")
+        victim = cluster.leaders("replicated")[0]
+        cluster.kill(victim)
+        wait_until(lambda: all(l not in (-1, victim) for l in cluster.leaders("replicated").values()),
+                   60, "new leaders")
+        seen = sink.count()
+        wait_until(lambda: sink.count() >= seen + 300, QUERY_TIMEOUT, "records after the kill")
+        stop.set()
+        producer.join(120)
+        assert not producer.is_alive()
+        want = set(acked)
+        wait_until(lambda: want <= {r[2] for r in sink.rows()}, QUERY_TIMEOUT, "every acknowledged record")
+        assert q.isActive and q.exception() is None
+    finally:
+        stop.set()
+        q.stop()
+    rows = sink.rows()
+    assert len({r[:2] for r in rows}) == len(rows), "a record read twice"
+    values = [r[2] for r in rows]
+    assert len(set(values)) == len(values)
+    assert not failed, failed[:3]
 
 
 # ---------------------------------------------------------------------------------------------
