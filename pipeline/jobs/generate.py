@@ -47,21 +47,29 @@ def events(count: int, seed: int, start_ms: int, interval_ms: int = 1000, users:
     return out
 
 
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Create ``topic`` unless it exists (replication factor: the brokers' default), so the jobs
+    do not depend on the brokers' auto.create.topics.enable."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=30).topics:
+        return
+    for fut in admin.create_topics([NewTopic(topic, partitions)]).values():
+        try:
+            fut.result(timeout=30)
+        except Exception as e:          # created meanwhile by someone else: fine
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                raise
+
+
 def produce_events(bootstrap: str, topic: str, evs: list[Event], *, rate: float | None = None,
                    partitions: int = 3, on_sent=None) -> int:
     """Send ``evs`` (creating ``topic`` with ``partitions`` if it does not exist); ``rate``: events
     per second, steady, instead of as fast as possible. Returns the count, all acknowledged."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    if topic not in admin.list_topics(timeout=30).topics:
-        for fut in admin.create_topics([NewTopic(topic, partitions)]).values():
-            try:
-                fut.result(timeout=30)
-            except Exception as e:          # created meanwhile by someone else: fine
-                if "TOPIC_ALREADY_EXISTS" not in str(e):
-                    raise
+    ensure_topic(bootstrap, topic, partitions)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5, "partitioner": "murmur2_random"})
     failures: list = []

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass
 
 from .events import event_rows
+from .generate import ensure_topic
 from .parquet_sink import ParquetBatchSink
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,7 @@ def _trigger(writer, cfg: StreamConfig):
 
 def start(spark, cfg: StreamConfig):
     """Start both queries; returns them (the caller awaits or stops them)."""
+    ensure_topic(cfg.bootstrap_servers, cfg.aggregates_topic, partitions=1)
     rows = event_rows(source(spark, cfg))
     parquet = _trigger(rows.writeStream.queryName("events-to-parquet")
                        .foreachBatch(ParquetBatchSink(cfg.output))
@@ -84,21 +89,32 @@ def start(spark, cfg: StreamConfig):
 
 
 def run(spark, cfg: StreamConfig, timeout_s: float | None = None) -> None:
-    """Run until both queries end (available-now), one fails, or Ctrl-C; then stop both."""
+    """Run until both queries end (available-now), one fails, Ctrl-C or SIGTERM (or
+    ``timeout_s``); then stop both. A stopped query resumes from its checkpoint next time."""
     queries = start(spark, cfg)
+    stopping = threading.Event()
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        # PySpark's own SIGINT handler raises KeyboardInterrupt inside whatever py4j call is
+        # waiting, which then fails with a screenful of py4j errors: stop between calls instead.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda *_: stopping.set())
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        if cfg.available_now:
-            for q in queries:
-                # (PySpark's awaitTermination() without a timeout returns None, not True)
-                if timeout_s is None:
-                    q.awaitTermination()
-                elif not q.awaitTermination(timeout_s):
-                    raise TimeoutError(f"query {q.name} did not finish within {timeout_s} s")
-        else:
-            spark.streams.awaitAnyTermination(timeout_s)
+        while not stopping.is_set() and any(q.isActive for q in queries):
+            if not cfg.available_now and not all(q.isActive for q in queries):
+                break           # one failed (or was stopped): stop the other too
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"the streaming job did not finish within {timeout_s} s")
+            spark.streams.awaitAnyTermination(1.0)
+            spark.streams.resetTerminated()
+        if stopping.is_set():
+            log.info("stopping: the queries resume from %s next time", cfg.checkpoint)
         for q in queries:
             if q.exception() is not None:
-                raise q.exception()
+                raise RuntimeError(f"query {q.name} failed: {q.exception()}")
     finally:
         for q in queries:
             q.stop()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
