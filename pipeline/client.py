@@ -220,6 +220,7 @@ TRANSIENT_ERRORS = frozenset({
 # a broker restarting); Spark's Kafka source retries its offset requests the same way
 # (fetchOffset.numRetries, fetchOffset.retryIntervalMs) before failing the query.
 RETRY_INTERVAL_S = 0.5
+ATTEMPT_TIMEOUT_S = 10.0
 
 
 def _retrying(call, timeout: float, error_of, message):
@@ -227,7 +228,9 @@ def _retrying(call, timeout: float, error_of, message):
     ``error_of(result)``) within ``timeout`` seconds; then KafkaSourceError(``message(why)``)."""
     deadline = time.monotonic() + timeout
     while True:
-        left = max(deadline - time.monotonic(), 0.1)
+        # One attempt never takes the whole time: a request sent to a leader that has just died
+        # waits for its connection, while the next attempt goes to the new leader.
+        left = min(max(deadline - time.monotonic(), 0.1), ATTEMPT_TIMEOUT_S)
         try:
             result = call(left)
             err = error_of(result)
@@ -339,20 +342,30 @@ class OffsetReader:
             self._consumer = _consumer(self.opts, "driver")
         return self._consumer
 
+    def _call(self, fn):
+        """``fn(consumer)``; when it fails, once more with a new consumer (as Spark's offset reader
+        resets its admin client between retries): one whose brokers died can stay stuck on them."""
+        try:
+            return fn(self._client())
+        except KafkaSourceError as e:
+            logging.getLogger(__name__).warning("%s; retrying with a new client", e)
+            self.close()
+            return fn(self._client())
+
     def partitions(self) -> list[tuple[str, int]]:
-        return list_partitions(self._client(), self.opts, missing_ok=True)
+        return self._call(lambda c: list_partitions(c, self.opts, missing_ok=True))
 
     def starting(self, tps: list) -> dict:
         """Where a new query starts: the startingOffsets / startingTimestamp options resolved."""
         spec = self.opts.starting
-        return resolve_offsets(self._client(), self.opts, spec, tps, starting=True,
-                               option=_option_name(spec, True))
+        return self._call(lambda c: resolve_offsets(c, self.opts, spec, tps, starting=True,
+                                                    option=_option_name(spec, True)))
 
     def earliest(self, tps) -> dict:
-        return _list_offsets(self._client(), self.opts, {tp: EARLIEST for tp in tps})
+        return self._call(lambda c: _list_offsets(c, self.opts, {tp: EARLIEST for tp in tps}))
 
     def latest(self, tps) -> dict:
-        return _list_offsets(self._client(), self.opts, {tp: LATEST for tp in tps})
+        return self._call(lambda c: _list_offsets(c, self.opts, {tp: LATEST for tp in tps}))
 
     def close(self) -> None:
         if self._consumer is not None:
