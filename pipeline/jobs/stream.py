@@ -68,6 +68,15 @@ def _trigger(writer, cfg: StreamConfig):
     return writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.trigger)
 
 
+def _wait_initialized(query, timeout_s: float = 120.0) -> None:
+    """Until ``query`` has started its sources. Spark gives each Python stream source a fresh
+    Python process 10 s (fixed) to connect back; two starting at once on a busy machine missed
+    that ("Python worker failed to connect back"), so the queries start one after the other."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status["message"] == "Initializing sources" and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def start(spark, cfg: StreamConfig):
     """Start both queries; returns them (the caller awaits or stops them)."""
     ensure_topic(cfg.bootstrap_servers, cfg.aggregates_topic, partitions=1)
@@ -76,6 +85,7 @@ def start(spark, cfg: StreamConfig):
                        .foreachBatch(ParquetBatchSink(cfg.output))
                        .option("checkpointLocation", os.path.join(cfg.checkpoint, "parquet")), cfg).start()
     try:
+        _wait_initialized(parquet)
         counts = window_counts(event_rows(source(spark, cfg)), cfg.window, cfg.watermark)
         aggregates = _trigger(counts.writeStream.queryName("window-counts").format("samsa")
                               .outputMode("append")

@@ -9,14 +9,18 @@ says which run replaced which. Every wait has a deadline; queries are stopped in
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from tests.integration.conftest import cluster_factory  # noqa: F401  (a fixture)
+from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
+from tests.support.zookeeper import zookeeper_installed
 
 from .conftest import consume_all, create_topic, produce
 
@@ -200,10 +204,23 @@ def test_bad_streaming_options(spark, broker, tmp_path, opts, message):
     assert message in msg
 
 
-def test_broker_killed_mid_stream(spark, cluster_factory, tmp_path):
+@pytest.fixture
+def cluster():
+    """Three samsa brokers and a ZooKeeper (tests/support/cluster.py), min.insync.replicas=2."""
+    if not zookeeper_installed():
+        pytest.fail("ZooKeeper is not installed (Debian package 'zookeeper'; scripts/setup.sh --test installs it)")
+    work = Path(tempfile.mkdtemp(prefix="samsa-cluster-"))
+    c = Cluster(work, size=3, overrides={"min.insync.replicas": "2"})
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_broker_killed_mid_stream(spark, cluster, tmp_path):
     """RF=3, min.insync.replicas=2, acks=all: the leader of a partition is killed (SIGKILL) while
     records flow; the query keeps running and reads every acknowledged record exactly once."""
-    cluster = cluster_factory(overrides={"min.insync.replicas": "2"})
     b = cluster.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
     for fut in admin.create_topics([NewTopic("replicated", 3, 3)]).values():
