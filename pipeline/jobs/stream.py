@@ -69,39 +69,65 @@ def _trigger(writer, cfg: StreamConfig):
 
 
 def _wait_initialized(query, timeout_s: float = 120.0) -> None:
-    """Until ``query`` has started its sources. Spark gives each Python stream source a fresh
-    Python process 10 s (fixed) to connect back; two starting at once on a busy machine missed
-    that ("Python worker failed to connect back"), so the queries start one after the other."""
+    """Until ``query`` has started its sources (or ended), so two queries do not start their
+    Python source processes at the same moment (see ``_transient``)."""
     deadline = time.monotonic() + timeout_s
     while query.isActive and query.status["message"] == "Initializing sources" and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
-def start(spark, cfg: StreamConfig):
-    """Start both queries; returns them (the caller awaits or stops them)."""
-    ensure_topic(cfg.bootstrap_servers, cfg.aggregates_topic, partitions=1)
-    rows = event_rows(source(spark, cfg))
-    parquet = _trigger(rows.writeStream.queryName("events-to-parquet")
-                       .foreachBatch(ParquetBatchSink(cfg.output))
-                       .option("checkpointLocation", os.path.join(cfg.checkpoint, "parquet")), cfg).start()
-    try:
-        _wait_initialized(parquet)
+# Spark gives a Python stream source's new Python process a fixed 10 s to connect back; on a busy
+# machine (seen with load 6 on 2 cores) a query can fail that way before its first batch. Nothing
+# was read or written then, and the checkpoint makes a restart exact: the job restarts it.
+_TRANSIENT = ("Python worker failed to connect back",)
+RESTARTS = 3
+
+
+def _transient(exc) -> bool:
+    return exc is not None and any(t in str(exc) for t in _TRANSIENT)
+
+
+def starters(spark, cfg: StreamConfig) -> list:
+    """One function per query that starts it: the Parquet load, the window counts."""
+    def parquet():
+        rows = event_rows(source(spark, cfg))
+        return _trigger(rows.writeStream.queryName("events-to-parquet")
+                        .foreachBatch(ParquetBatchSink(cfg.output))
+                        .option("checkpointLocation", os.path.join(cfg.checkpoint, "parquet")), cfg).start()
+
+    def aggregates():
         counts = window_counts(event_rows(source(spark, cfg)), cfg.window, cfg.watermark)
-        aggregates = _trigger(counts.writeStream.queryName("window-counts").format("samsa")
-                              .outputMode("append")
-                              .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-                              .option("topic", cfg.aggregates_topic)
-                              .option("checkpointLocation", os.path.join(cfg.checkpoint, "aggregates")), cfg).start()
-    except BaseException:
-        parquet.stop()
-        raise
+        return _trigger(counts.writeStream.queryName("window-counts").format("samsa")
+                        .outputMode("append")
+                        .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                        .option("topic", cfg.aggregates_topic)
+                        .option("checkpointLocation", os.path.join(cfg.checkpoint, "aggregates")), cfg).start()
     return [parquet, aggregates]
+
+
+def start(spark, cfg: StreamConfig):
+    """Start both queries, one after the other; returns them (the caller awaits or stops them)."""
+    ensure_topic(cfg.bootstrap_servers, cfg.aggregates_topic, partitions=1)
+    queries = []
+    try:
+        for starter in starters(spark, cfg):
+            queries.append(starter())
+            _wait_initialized(queries[-1])
+    except BaseException:
+        for q in queries:
+            q.stop()
+        raise
+    return queries
 
 
 def run(spark, cfg: StreamConfig, timeout_s: float | None = None) -> None:
     """Run until both queries end (available-now), one fails, Ctrl-C or SIGTERM (or
     ``timeout_s``); then stop both. A stopped query resumes from its checkpoint next time."""
+    from pyspark.errors import StreamingQueryException
+
     queries = start(spark, cfg)
+    restart = starters(spark, cfg)
+    restarts = 0
     stopping = threading.Event()
     handlers = {}
     if threading.current_thread() is threading.main_thread():
@@ -111,12 +137,24 @@ def run(spark, cfg: StreamConfig, timeout_s: float | None = None) -> None:
             handlers[sig] = signal.signal(sig, lambda *_: stopping.set())
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        while not stopping.is_set() and any(q.isActive for q in queries):
+        while not stopping.is_set():
+            for i, q in enumerate(queries):
+                if not q.isActive and _transient(q.exception()) and restarts < RESTARTS:
+                    restarts += 1
+                    log.warning("query %s failed to start (%s): restarting it from its checkpoint",
+                                q.name, _TRANSIENT[0])
+                    queries[i] = restart[i]()
+                    _wait_initialized(queries[i])
+            if not any(q.isActive for q in queries):
+                break
             if not cfg.available_now and not all(q.isActive for q in queries):
                 break           # one failed (or was stopped): stop the other too
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"the streaming job did not finish within {timeout_s} s")
-            spark.streams.awaitAnyTermination(1.0)
+            try:
+                spark.streams.awaitAnyTermination(1.0)
+            except StreamingQueryException:
+                pass            # looked at above: restarted, or reported below
             spark.streams.resetTerminated()
         if stopping.is_set():
             log.info("stopping: the queries resume from %s next time", cfg.checkpoint)
