@@ -14,7 +14,8 @@ Driver: ``plan_batch`` lists the topics, picks the partitions for ``subscribe`` 
 timestamps through ListOffsets: ``offsets_for_times``) and returns resolved offset ranges.
 Executors: ``read_range`` reads one range directly (assign + seek, no group membership, no
 commits) and yields Arrow batches; ``write_batches`` produces rows and flushes before the task
-ends. ``resolve_offsets`` and ``list_partitions`` are the pieces the streaming reader will reuse.
+ends. ``OffsetReader`` is the streaming reader's driver side (the same listing and resolving,
+one consumer kept for the whole query); its executors read with ``read_range`` too.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class DataLossError(KafkaSourceError):
     """Records the query was to read are no longer in the partition (failOnDataLoss=true)."""
 
 
-_DATA_LOSS_HINT = (
+DATA_LOSS_HINT = (
     "Some data may have been lost because they are not available in Kafka any more; either the "
     "data was aged out by Kafka or the topic may have been deleted before all the data in the topic "
     "was processed. If you don't want your query to fail on such cases, set the source option "
@@ -147,8 +148,11 @@ def _metadata(consumer: Consumer, opts: ReadOptions):
             "Is the broker running and reachable from the Spark driver?") from None
 
 
-def list_partitions(consumer: Consumer, opts: ReadOptions) -> list[tuple[str, int]]:
-    """The topic-partitions the strategy names, checked against the cluster's metadata."""
+def list_partitions(consumer: Consumer, opts: ReadOptions, *, missing_ok: bool = False) -> list[tuple[str, int]]:
+    """The topic-partitions the strategy names, checked against the cluster's metadata.
+
+    ``missing_ok`` (streaming): a subscribed topic that does not exist yet has no partitions,
+    as a Kafka consumer's subscription waits for it; its partitions are new ones once it exists."""
     strategy = opts.strategy
     md = None
     for attempt in range(3):
@@ -169,6 +173,8 @@ def list_partitions(consumer: Consumer, opts: ReadOptions) -> list[tuple[str, in
         out = []
         for topic in strategy.topics:
             if topic not in topics:
+                if missing_ok:
+                    continue
                 raise missing(topic, "subscribe")
             out.extend((topic, p) for p in sorted(topics[topic].partitions))
         return out
@@ -193,17 +199,50 @@ def _list_offsets(consumer: Consumer, opts: ReadOptions, query: dict) -> dict:
         return {}
     timeout = _driver_timeout(opts)
     tps = [TopicPartition(t, p, ts) for (t, p), ts in query.items()]
-    try:
-        result = consumer.offsets_for_times(tps, timeout=timeout)
-    except KafkaException as e:
-        raise KafkaSourceError(f"ListOffsets for {', '.join(tp_str(tp) for tp in query)} failed at "
-                               f"kafka.bootstrap.servers='{opts.bootstrap_servers}': {_kafka_error(e)}") from None
-    out = {}
-    for tp in result:
-        if tp.error is not None:
-            raise KafkaSourceError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {tp.error.name()}: {tp.error.str()}")
-        out[(tp.topic, tp.partition)] = tp.offset
-    return out
+    result = _retrying(lambda left: consumer.offsets_for_times(tps, timeout=left), timeout,
+                       lambda r: next((tp.error for tp in r if tp.error is not None), None),
+                       lambda why: f"ListOffsets for {', '.join(tp_str(tp) for tp in query)} failed at "
+                                   f"kafka.bootstrap.servers='{opts.bootstrap_servers}': {why}")
+    return {(tp.topic, tp.partition): tp.offset for tp in result}
+
+
+# Errors that say a broker or a leader went away, not that the call cannot succeed: librdkafka
+# finds the new leader (seen when a leader is killed: _DESTROY_BROKER from ListOffsets, which
+# librdkafka does not call retriable). Reads wait up to kafkaConsumer.pollTimeoutMs meanwhile.
+TRANSIENT_ERRORS = frozenset({
+    KafkaError._TRANSPORT, KafkaError._DESTROY_BROKER, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+})
+
+
+# How long to wait between retries of a call that failed with a retriable error (a leader moving,
+# a broker restarting); Spark's Kafka source retries its offset requests the same way
+# (fetchOffset.numRetries, fetchOffset.retryIntervalMs) before failing the query.
+RETRY_INTERVAL_S = 0.5
+ATTEMPT_TIMEOUT_S = 10.0
+
+
+def _retrying(call, timeout: float, error_of, message):
+    """``call(time_left)`` until it succeeds, retrying retriable errors (raised, or reported by
+    ``error_of(result)``) within ``timeout`` seconds; then KafkaSourceError(``message(why)``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # One attempt never takes the whole time: a request sent to a leader that has just died
+        # waits for its connection, while the next attempt goes to the new leader.
+        left = min(max(deadline - time.monotonic(), 0.1), ATTEMPT_TIMEOUT_S)
+        try:
+            result = call(left)
+            err = error_of(result)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            if err is None:
+                raise KafkaSourceError(message(_kafka_error(e))) from None
+        if err is None:
+            return result
+        if not (err.retriable() or err.code() in TRANSIENT_ERRORS) or time.monotonic() + RETRY_INTERVAL_S >= deadline:
+            raise KafkaSourceError(message(f"{err.name()}: {err.str()}")) from None
+        time.sleep(RETRY_INTERVAL_S)
 
 
 def resolve_offsets(consumer: Consumer, opts: ReadOptions, spec: OffsetSpec, tps: list, *,
@@ -283,8 +322,60 @@ def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
     return sort_ranges(split_ranges(ranges, opts.min_partitions))
 
 
+class OffsetReader:
+    """The driver's partitions and offsets for a streaming query: one consumer kept across triggers.
+
+    The stream reader lives in one long-running Python worker of the driver for the whole query,
+    so the consumer (its connections and metadata) is made once, on first use. PySpark also
+    pickles the reader to the executors, where this is never used: the consumer is not pickled.
+    """
+
+    def __init__(self, opts: ReadOptions):
+        self.opts = opts
+        self._consumer: Consumer | None = None
+
+    def __getstate__(self):
+        return {"opts": self.opts, "_consumer": None}
+
+    def _client(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = _consumer(self.opts, "driver")
+        return self._consumer
+
+    def _call(self, fn):
+        """``fn(consumer)``; when it fails, once more with a new consumer (as Spark's offset reader
+        resets its admin client between retries): one whose brokers died can stay stuck on them."""
+        try:
+            return fn(self._client())
+        except KafkaSourceError as e:
+            logging.getLogger(__name__).warning("%s; retrying with a new client", e)
+            self.close()
+            return fn(self._client())
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return self._call(lambda c: list_partitions(c, self.opts, missing_ok=True))
+
+    def starting(self, tps: list) -> dict:
+        """Where a new query starts: the startingOffsets / startingTimestamp options resolved."""
+        spec = self.opts.starting
+        return self._call(lambda c: resolve_offsets(c, self.opts, spec, tps, starting=True,
+                                                    option=_option_name(spec, True)))
+
+    def earliest(self, tps) -> dict:
+        return self._call(lambda c: _list_offsets(c, self.opts, {tp: EARLIEST for tp in tps}))
+
+    def latest(self, tps) -> dict:
+        return self._call(lambda c: _list_offsets(c, self.opts, {tp: LATEST for tp in tps}))
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Executors: read one range
+
 
 def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:
     """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
@@ -295,16 +386,16 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
     consumer = _consumer(opts, "executor")
     try:
         start, end = rng.start, rng.end
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
-                                                       timeout=poll_timeout, cached=False)
-        except KafkaException as e:
-            raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
-                                   f"'{opts.bootstrap_servers}': {_kafka_error(e)}") from None
+        low, high = _retrying(
+            lambda left: consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition),
+                                                        timeout=left, cached=False),
+            poll_timeout, lambda r: None,
+            lambda why: f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
+                        f"'{opts.bootstrap_servers}': {why}")
         if start < low or end > high:
             lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
             if opts.fail_on_data_loss:
-                raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
+                raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
             log = logging.getLogger(__name__)
             log.warning("failOnDataLoss=false: skipping missing records of %s: %s", where, lost)
             start, end = max(start, low), min(end, high)
@@ -347,14 +438,20 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                 if err.code() == KafkaError._PARTITION_EOF:
                     # At or past the end: done. Below it: the log was truncated since planning.
                     if m.offset() < end and opts.fail_on_data_loss:
-                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where}: "
+                        raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: "
                                             f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
                     done = True
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     if opts.fail_on_data_loss:
-                        raise DataLossError(f"{_DATA_LOSS_HINT} Could not read records of {where} "
+                        raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where} "
                                             f"from offset {position}: {err.str()}")
                     done = True
+                elif err.retriable() or err.code() in TRANSIENT_ERRORS:
+                    # A leader moving or a broker going away: librdkafka finds the new leader.
+                    # Records after the error in this call were not taken: read them again.
+                    logging.getLogger(__name__).warning("reading %s at offset %d: %s (retrying)",
+                                                        where, position, err.str())
+                    consumer.seek(TopicPartition(rng.topic, rng.partition, position))
                 else:
                     raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
             if len(builder) >= batch_rows:
@@ -389,9 +486,44 @@ def _timestamps_ms(batch) -> list:
     return [None if v is None else int(v * 1000) for v in col.to_pylist()]
 
 
+# Producers kept per Python worker between tasks, as Spark's Kafka sink keeps its producers per
+# executor (CachedKafkaProducer, spark.kafka.producer.cache.timeout 10 min): a new idempotent
+# librdkafka producer waits about 500 ms for its producer id (its PID timer), which made every
+# micro-batch of a streaming write half a second slower. Python workers run one task at a time,
+# so a task's flush() waits for its own records only.
+PRODUCER_IDLE_S = 600.0
+_producers: dict = {}       # config key -> [Producer, last used (monotonic)]
+
+
+def _producer_key(opts: WriteOptions) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in producer_config(opts).items() if k != "logger"))
+
+
+def _cached_producer(opts: WriteOptions) -> tuple[tuple, Producer]:
+    now = time.monotonic()
+    for key in [k for k, (_, used) in _producers.items() if now - used > PRODUCER_IDLE_S]:
+        _producers.pop(key)[0].flush(10)
+    key = _producer_key(opts)
+    entry = _producers.get(key)
+    if entry is None:
+        entry = _producers[key] = [_client(Producer, producer_config(opts), "producer"), now]
+    entry[1] = now
+    return key, entry[0]
+
+
 def write_batches(opts: WriteOptions, batches: Iterable) -> int:
     """Produce every row of ``batches``; returns the count once all are acknowledged."""
-    producer = _client(Producer, producer_config(opts), "producer")
+    key, producer = _cached_producer(opts)
+    try:
+        return _write(opts, producer, batches)
+    except BaseException:
+        # A failed task may leave the producer in a state of its own (a fatal idempotence
+        # error, records still queued): the next task starts a fresh one.
+        _producers.pop(key, None)
+        raise
+
+
+def _write(opts: WriteOptions, producer: Producer, batches: Iterable) -> int:
     failure: list = []
     sent = 0
 

@@ -8,7 +8,7 @@ front of Spark's words.
 
 Everything here is plain data: ``parse_read_options`` and ``parse_write_options`` turn the
 (case-insensitive) option map into frozen dataclasses that pickle to the executors; the
-streaming reader will reuse the same pieces (``OffsetSpec`` values, ``offsets_to_json``).
+streaming reader uses the same pieces (``parse_stream_options``: latest by default, no ending offsets).
 """
 
 from __future__ import annotations
@@ -199,6 +199,8 @@ class ReadOptions:
     include_headers: bool = False
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None   # streaming only (read limit)
+    min_offsets_per_trigger: int | None = None   # streaming only
+    max_trigger_delay_ms: int = 15 * 60 * 1000   # streaming only, with minOffsetsPerTrigger
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     group_id_prefix: str = "spark-kafka-relation"
     query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -437,6 +439,49 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         if key in opts:
             log.warning("%s option ignored in batch queries", SPELLING[key])
     return ReadOptions(starting=starting, ending=ending, **general)
+
+
+def check_common_read_options(options: Mapping[str, str]) -> None:
+    """What a batch and a streaming read both require: ``DataSource.schema()`` cannot tell which
+    of the two it is planning, so it checks this much and ``reader()`` / ``streamReader()`` the rest."""
+    opts = lower_keys(options)
+    parse_offset_spec(opts, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS, Earliest())
+    _general(opts)
+
+
+def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
+    """A streaming read's options (Spark's validateStreamOptions), or SamsaOptionError naming the option."""
+    opts = lower_keys(options)
+    for key in (ENDING_OFFSETS, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP):
+        if key in opts:
+            # Spark's words, with the option named.
+            what = "offset" if key == ENDING_OFFSETS else "timestamp"
+            raise SamsaOptionError(f"ending {what} not valid in streaming queries (option '{SPELLING[key]}')")
+    starting = parse_offset_spec(opts, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, STARTING_OFFSETS, Latest())
+    general = _general(opts)
+    for key in (MAX_OFFSETS_PER_TRIGGER, MIN_OFFSETS_PER_TRIGGER):
+        value = general["max_offsets_per_trigger"] if key == MAX_OFFSETS_PER_TRIGGER else _long(opts, key)
+        if value is not None and value <= 0:
+            raise _option_error(key, opts[key], "must be a positive number of offsets")
+    delay_ms = DEFAULT_MAX_TRIGGER_DELAY_MS
+    if MAX_TRIGGER_DELAY in opts:
+        delay_ms = parse_duration_ms(MAX_TRIGGER_DELAY, opts[MAX_TRIGGER_DELAY])
+    return ReadOptions(starting=starting, ending=None, min_offsets_per_trigger=_long(opts, MIN_OFFSETS_PER_TRIGGER),
+                       max_trigger_delay_ms=delay_ms, **general)
+
+
+# Spark's default maxTriggerDelay ("15m").
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(key: str, raw: str) -> int:
+    """``maxTriggerDelay``: a duration such as ``15m``, ``30s``, ``500ms`` (Spark's JavaUtils.timeStringAsMs)."""
+    m = _DURATION.match(raw)
+    if not m:
+        raise _option_error(key, raw, "expected a duration such as '15m', '30s' or '500ms'")
+    return int(m.group(1)) * _DURATION_MS[m.group(2).lower() if m.group(2) else None]
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:

@@ -10,8 +10,9 @@ Where things run: ``schema()`` (at ``load()``) and ``reader()``/``writer()`` run
 Python worker and check every option there, so a bad option fails the query before any task
 starts; ``SamsaReader.partitions()`` asks the broker for metadata and offsets (also in the
 driver); ``read()`` and ``write()`` run in the executors' Python workers. The Kafka work is in
-``pipeline.client``; this module is the thin Spark-facing layer, and the streaming reader and
-writer are to sit next to the batch ones here.
+``pipeline.client``; this module is the thin Spark-facing layer; the streaming reader and writer
+are in ``pipeline.stream_source`` and share the task code here (``read_partition``) and in
+``pipeline.client`` (``read_range``, ``write_batches``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pyspark.sql.types import (
 from . import client
 from .arrow import schema_ddl
 from .options import (
-    INCLUDE_HEADERS, ReadOptions, SamsaOptionError, WriteOptions, lower_keys, parse_read_options,
-    parse_write_options,
+    INCLUDE_HEADERS, ReadOptions, SamsaOptionError, WriteOptions, check_common_read_options, lower_keys,
+    parse_read_options, parse_stream_options, parse_write_options,
 )
 from .ranges import OffsetRange
 
@@ -38,28 +39,48 @@ HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructFie
 
 
 class SamsaDataSource(DataSource):
-    """Batch read and write of Kafka topics (any Kafka-protocol broker, samsa first)."""
+    """Batch and streaming read and write of Kafka topics (any Kafka-protocol broker, samsa first)."""
 
     @classmethod
     def name(cls) -> str:
         return "samsa"
 
     def schema(self) -> str:
-        # Called for reads only, at load(): the place to refuse bad options early.
-        parse_read_options(self.options)
+        # Called for reads only, at load(): the place to refuse bad options early. It cannot tell
+        # a batch from a streaming read, so the checks of one or the other wait for reader() /
+        # streamReader() (streaming: when the query starts).
+        check_common_read_options(self.options)
         return schema_ddl(lower_keys(self.options).get(INCLUDE_HEADERS, "false").strip().lower() == "true")
 
     def reader(self, schema: StructType) -> "SamsaReader":
         return SamsaReader(parse_read_options(self.options))
 
+    def streamReader(self, schema: StructType) -> "SamsaStreamReader":
+        from .stream_source import RefusedStreamReader, SamsaStreamReader
+        try:
+            return SamsaStreamReader(parse_stream_options(self.options))
+        except SamsaOptionError as e:
+            # Raised here, PySpark 4.3's source runner buries it under an UnboundLocalError of
+            # its own; raised from the first call it is the query's error, as it stands.
+            return RefusedStreamReader(e)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "SamsaStreamWriter":
+        # Every output mode is accepted, as Spark's Kafka sink does: complete mode (overwrite=True)
+        # appends the whole result table to the topic each trigger.
+        from .stream_source import SamsaStreamWriter
+        return SamsaStreamWriter(self._checked_write_options(schema))
+
     def writer(self, schema: StructType, overwrite: bool) -> "SamsaWriter":
         if overwrite:
             raise SamsaOptionError("Save mode Overwrite not allowed for Kafka (nor for samsa): records "
                                    "are appended to topics. Use mode(\"append\").")
+        return SamsaWriter(self._checked_write_options(schema))
+
+    def _checked_write_options(self, schema: StructType) -> WriteOptions:
         opts = parse_write_options(self.options)
         validate_write_schema(schema, opts.topic)
         client.check_producer_options(opts)
-        return SamsaWriter(opts)
+        return opts
 
 
 class SamsaReader(DataSourceReader):
@@ -70,15 +91,20 @@ class SamsaReader(DataSourceReader):
         return [InputPartition(r) for r in client.plan_batch(self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator:
-        rng: OffsetRange | None = getattr(partition, "value", None)
-        if rng is None:     # PySpark runs one task with no partition when partitions() is empty
-            return
-        try:
-            yield from client.read_range(self.opts, rng)
-        except client.KafkaSourceError:
-            raise
-        except Exception as e:      # anything else: say which range it was
-            raise client.KafkaSourceError(f"Reading {rng} failed: {type(e).__name__}: {e}") from e
+        return read_partition(self.opts, partition)
+
+
+def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator:
+    """One task's records as Arrow batches: the batch and the streaming reader both read here."""
+    rng: OffsetRange | None = getattr(partition, "value", None)
+    if rng is None:     # PySpark runs one task with no partition when partitions() is empty
+        return
+    try:
+        yield from client.read_range(opts, rng)
+    except client.KafkaSourceError:
+        raise
+    except Exception as e:      # anything else: say which range it was
+        raise client.KafkaSourceError(f"Reading {rng} failed: {type(e).__name__}: {e}") from e
 
 
 # ---------------------------------------------------------------------------------------------

@@ -205,7 +205,6 @@ def test_fail_on_data_loss(spark, broker):
 @pytest.mark.parametrize("opts, message", [
     ({"subscribe": "t", "assign": '{"t":[0]}'},
      "Only one of the following options can be specified for Kafka source: subscribe, subscribepattern, assign"),
-    ({"subscribe": "t", "startingOffsets": "latest"}, "starting offset can't be latest for batch queries on Kafka"),
     ({"subscribe": "t", "kafka.group.id": "mine"}, "Kafka option 'group.id' is not supported"),
     ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "Kafka option 'auto.offset.reset' is not supported"),
 ])
@@ -213,6 +212,15 @@ def test_bad_options_fail_at_load(spark, broker, opts, message):
     # load() alone raises: the options are checked in the driver before any query or task.
     msg = error_of(lambda: reader(spark, broker.bootstrap, **opts))
     assert message in msg
+
+
+def test_batch_only_offsets_refused_at_the_first_action(spark, broker):
+    # schema() (load()) cannot tell a batch read from a streaming one, where latest is the
+    # default start: the batch reader refuses it when the query is planned, before any task.
+    df = reader(spark, broker.bootstrap, subscribe="t", startingOffsets="latest")
+    assert "starting offset can't be latest for batch queries on Kafka" in error_of(df.collect)
+    df = reader(spark, broker.bootstrap, subscribe="t", endingOffsets="earliest")
+    assert "ending offset can't be earliest for batch queries on Kafka" in error_of(df.collect)
 
 
 def test_unknown_topic_partition_and_client_option(spark, broker):
