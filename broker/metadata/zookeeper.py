@@ -279,6 +279,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             except z.ZNodeFormatError as e:
                 log.warning("ignoring broker registration: %s", e)
                 continue
+            except KazooException as e:
+                # The session went while reading (seen when ZooKeeper restarts): keep
+                # the list we have; the watch reads it again once reconnected.
+                log.warning("reading the broker registrations failed (%s); keeping the last "
+                            "known list", type(e).__name__)
+                return not self._closed
             plain = [(h, p) for name, h, p in reg.endpoints
                      if reg.security_protocols.get(name, name) == "PLAINTEXT"] or [
                 (h, p) for _, h, p in reg.endpoints]
