@@ -558,8 +558,9 @@ class Controller:
                            f"partition {tp[0]}-{tp[1]} does not exist")
             else:
                 running = self._reassigning.get(tp)
-                original = running.original if running else tuple(self._assignments[tp[0]][tp[1]])
-                if target is None or (running is not None and tuple(target) == tuple(original)):
+                current = self._assignments[tp[0]][tp[1]]
+                original = running.original if running else tuple(current)
+                if target is None:
                     out[tp] = self._cancel(tp)
                 else:
                     reason = ra.check_target(target, self._live, original)
@@ -569,6 +570,10 @@ class Controller:
                         out[tp] = (ErrorCode.INVALID_REPLICATION_FACTOR,
                                    f"the replication factor would change from {len(original)} "
                                    f"to {len(target)}, which the request does not allow")
+                    elif ra.begin(current, running, target) is None:
+                        # The original replicas: nothing to move, and a running
+                        # reassignment is cancelled (as Kafka treats it).
+                        out[tp] = self._cancel(tp) if running else (ErrorCode.NONE, None)
                     else:
                         self._begin(tp, tuple(target))
                         out[tp] = (ErrorCode.NONE, None)
