@@ -36,6 +36,11 @@ from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from storage import AppendOrigin
 from .topics import TopicError, TopicService
+from .handlers.context import off_loop
+from .loop_bridge import LoopBridge
+from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
+from .transactions.log_adapter import PartitionTxnLog
+from .transactions.markers import MarkerSender
 
 log = logging.getLogger("broker")
 
@@ -54,7 +59,9 @@ class BrokerServices:
     advertised_apis: list
     metrics: BrokerMetrics
     dynamic_config: DynamicBrokerConfig
+    txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
+    transactions: LoopBridge | None = None  # the transaction coordinator, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
     controller: Controller | None = None  # ZooKeeper mode: this broker's controller
 
@@ -121,6 +128,8 @@ class Broker:
         self.services: BrokerServices | None = None
         self.network: NetworkServer | None = None
         self.coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self._marker_sender: MarkerSender | None = None
         self._expiry_task: asyncio.Task | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
@@ -167,8 +176,13 @@ class Broker:
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
         self._kafka_gauges(metrics, store, logs, partitions)
+        txn_coordinators = CoordinatorLocator(
+            partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
+            lambda: self._ensure_transaction_topic(topics),
+            cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
+                              txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
@@ -312,6 +326,51 @@ class Broker:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
 
+    def _ensure_transaction_topic(self, topics: TopicService) -> None:
+        """Create __transaction_state (compacted, uncompressed, its own min ISR)
+        when the first transactional producer looks for its coordinator, as
+        Kafka does; an existing one keeps its partition count."""
+        if topics.get(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        cfg = self.cfg
+        replicas = cfg.transaction_state_log_replication_factor if topics.store.replicates else 1
+        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                   "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+                   "unclean.leader.election.enable": "false",
+                   "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, replicas))}
+        try:
+            topics.create(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
+                          replicas, configs)
+        except TopicError as e:
+            if e.code == ErrorCode.INVALID_REPLICATION_FACTOR:
+                raise TopicError(e.code, (
+                    f"{len(topics.store.brokers())} live broker(s) cannot hold the "
+                    f"{replicas} replicas of {TRANSACTION_STATE_TOPIC} (transaction.state.log"
+                    f".replication.factor); transactions wait for more brokers")) from None
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    async def _start_transactions(self) -> None:
+        """The transaction coordinator: it loads the partitions of
+        __transaction_state this broker leads, and follows that leadership."""
+        services = self.services
+        store = services.store
+        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000)
+        txn_log = PartitionTxnLog(
+            services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
+            lambda: self.cfg.request_timeout_ms)
+        self.txn_coordinator = coordinator = TransactionCoordinator(
+            txn_log, self._marker_sender, lambda: off_loop(store.allocate_producer_id),
+            TxnCoordinatorConfig.from_broker_config(self.cfg),
+            num_partitions=services.txn_coordinators.partition_count)
+        await coordinator.start()
+        for p in range(services.txn_coordinators.partition_count()):
+            if services.partitions.leader_log(TRANSACTION_STATE_TOPIC, p).ok:
+                await coordinator.load_partition(p)
+        services.transactions = LoopBridge(coordinator, asyncio.get_running_loop(), frozenset({
+            "init_producer_id", "add_partitions", "verify_partitions", "end_transaction",
+            "describe", "list_transactions"}))
+
     async def _start_groups(self) -> None:
         """Load committed offsets and groups before any client can ask for them."""
         services = self.services
@@ -344,7 +403,7 @@ class Broker:
         # partitions; what it loaded of the others (copies this broker follows)
         # is not its to serve.
         main_loop = asyncio.get_running_loop()
-        self.replicas.on_leadership = lambda topic, p, leading: self._offsets_leadership(
+        self.replicas.on_leadership = lambda topic, p, leading: self._internal_leadership(
             main_loop, topic, p, leading)
         for p in range(num):
             if not partitions.leader_log(OFFSETS_TOPIC, p).ok:
@@ -363,11 +422,20 @@ class Broker:
         if code:
             raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}")
 
-    def _offsets_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
-                            leading: bool) -> None:
+    def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
+                             leading: bool) -> None:
         """On the replica manager's thread: this broker took up or gave up
-        leadership of an offsets partition; its coordinator loads or drops the
-        groups kept there (on the coordinator's loop)."""
+        leadership of a partition of an internal topic; its coordinator loads
+        or drops the groups (transactional ids) kept there, on its own loop."""
+        if topic == TRANSACTION_STATE_TOPIC:
+            coordinator = self.txn_coordinator
+            if coordinator is None:
+                return
+            if leading:
+                asyncio.run_coroutine_threadsafe(coordinator.load_partition(partition), loop)
+            else:
+                loop.call_soon_threadsafe(coordinator.unload_partition, partition)
+            return
         if topic != OFFSETS_TOPIC or self.coordinator is None:
             return
         if leading:
@@ -406,6 +474,7 @@ class Broker:
         self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
         cfg = self.cfg  # now with the stored dynamic configs
         await self._start_groups()
+        await self._start_transactions()
         self.network.max_connections = cfg.max_connections
         self.network.max_connections_per_ip = cfg.max_connections_per_ip
         self.network.set_handler(Dispatcher(self.services))
@@ -500,6 +569,10 @@ class Broker:
             await self.coordinator.shutdown()
         if self.network is not None:
             await self.network.stop()
+        if self.txn_coordinator is not None:
+            # markers still to send are resumed by the next coordinator from the log
+            await self.txn_coordinator.shutdown()
+            await self._marker_sender.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:

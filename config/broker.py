@@ -321,6 +321,15 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = _key("transactional.id.expiration.ms", T.INT,
                                                604800000, at_least(1),
                                                "Idle transactional ids expire after this.")
+    transaction_state_log_segment_bytes: int = _key(
+        "transaction.state.log.segment.bytes", T.INT, 104857600, at_least(1),
+        "Segment size of __transaction_state.")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000,
+        at_least(1), "How often the coordinator aborts transactions past their timeout.")
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000,
+        at_least(1), "How often the coordinator forgets expired transactional ids.")
     producer_id_expiration_ms: int = _key("producer.id.expiration.ms", T.INT, 86400000,
                                           at_least(1), "Idle producer ids expire after this.")
 
@@ -338,6 +347,9 @@ class BrokerConfig:
                                         "Bytes a follower's fetch waits for.")
     replica_fetch_backoff_ms: int = _key("replica.fetch.backoff.ms", T.INT, 1000, at_least(0),
                                          "Pause after a follower's fetch failed.")
+    request_timeout_ms: int = _key("request.timeout.ms", T.INT, 30000, at_least(1),
+                                   "How long the broker's own requests to other brokers "
+                                   "(transaction markers) and its transaction log writes wait.")
     replica_socket_timeout_ms: int = _key("replica.socket.timeout.ms", T.INT, 30000,
                                           at_least(1), "A follower's request timeout.")
     controlled_shutdown_enable: bool = _key(

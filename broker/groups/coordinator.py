@@ -151,7 +151,7 @@ class GroupCoordinator:
         self._add_loaded(*await _maybe_await(self.store.load()))
         self._loaded = True
 
-    def _add_loaded(self, offsets, records) -> None:
+    def _add_loaded(self, offsets, records, pending_txn=None) -> None:
         for gid, rec in records.items():
             self.groups[gid] = self._group_from_record(rec)
         for gid, by_tp in offsets.items():
@@ -160,6 +160,12 @@ class GroupCoordinator:
                 # offsets without group metadata: a simple consumer's group
                 group = self.groups[gid] = Group(gid)
             group.offsets.update(by_tp)
+        for gid, by_producer in (pending_txn or {}).items():
+            group = self.groups.get(gid)
+            if group is None:
+                group = self.groups[gid] = Group(gid)
+            for pid, by_tp in by_producer.items():
+                group.pending_txn_offsets.setdefault(pid, {}).update(by_tp)
 
     def loading(self, partition: int) -> None:
         """About to take over an offsets-topic partition (callable from any
@@ -952,6 +958,74 @@ class GroupCoordinator:
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 generation_id: int, member_id: str,
+                                 group_instance_id: str | None,
+                                 offsets: Sequence[tuple[str, int, int, int, str | None]]
+                                 ) -> list[PartitionError]:
+        """TxnOffsetCommit: offsets written in the producer's transaction, kept
+        pending until its marker (complete_txn_offsets). The member fields
+        (v3+, KIP-447) are checked when given; generation -1 with no member
+        is a producer outside group management, always allowed (as Kafka)."""
+        member_id = member_id or ""
+        offsets = list(offsets)
+
+        def all_(code):
+            return [PartitionError(t, p, code) for t, p, *_ in offsets]
+
+        err = self._check(group_id, allow_empty=True)
+        if err:
+            return all_(err)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.is_(GroupState.DEAD):
+            return all_(int(E.COORDINATOR_NOT_AVAILABLE))
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group.is_static_member_fenced(group_instance_id, member_id):
+                return all_(int(E.FENCED_INSTANCE_ID))
+            if member_id and not group.has(member_id):
+                return all_(int(E.UNKNOWN_MEMBER_ID))
+            if generation_id >= 0 and generation_id != group.generation_id:
+                return all_(int(E.ILLEGAL_GENERATION))
+        now = self._time_ms()
+        codes: dict[tuple[str, int], int] = {}
+        entries: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t, p, offset, epoch, metadata in offsets:
+            metadata = metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                codes[(t, p)] = int(E.OFFSET_METADATA_TOO_LARGE)
+            else:
+                entries[(t, p)] = OffsetAndMetadata(offset, -1 if epoch is None else epoch,
+                                                    metadata, now)
+                codes[(t, p)] = NONE
+        if entries:
+            try:
+                await _maybe_await(self.store.store_offsets(group_id, entries,
+                                                            (producer_id, producer_epoch)))
+            except Exception:
+                log.exception("group %s: storing transactional offsets failed", group_id)
+                for tp in entries:
+                    codes[tp] = int(E.COORDINATOR_NOT_AVAILABLE)
+            else:
+                live = self.groups.get(group_id)
+                if live is not None:
+                    live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
+        return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+
+    async def complete_txn_offsets(self, partition: int, producer_id: int,
+                                   committed: bool) -> None:
+        """The producer's transaction marker landed in offsets partition
+        ``partition``: its pending offsets there take effect, or are dropped."""
+        for group in list(self.groups.values()):
+            if self.store.partition_for(group.group_id) != partition:
+                continue
+            settled = group.pending_txn_offsets.pop(producer_id, None)
+            if settled and committed:
+                group.offsets.update(settled)
+            if settled is not None:
+                await self._drop_if_empty(group)
+
     @staticmethod
     def _validate_offset_commit(group: Group, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> int:
@@ -971,10 +1045,12 @@ class GroupCoordinator:
         return NONE
 
     async def fetch_offsets(self, group_id: str,
-                            partitions: Iterable[tuple[str, int]] | None
-                            ) -> OffsetFetchResult:
+                            partitions: Iterable[tuple[str, int]] | None,
+                            require_stable: bool = False) -> OffsetFetchResult:
         """OffsetFetch; partitions None = every committed offset of the group.
-        Nothing committed -> offset -1, leader_epoch -1, metadata "", error NONE."""
+        Nothing committed -> offset -1, leader_epoch -1, metadata "", error NONE.
+        ``require_stable`` (v7+, KIP-447): a partition with a transactional
+        commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry."""
         err = self._check(group_id, allow_empty=True)
         if err:
             return OffsetFetchResult(err, [])
@@ -990,10 +1066,16 @@ class GroupCoordinator:
         committed = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
             partitions = sorted(committed)
+        unstable: set[tuple[str, int]] = set()
+        if require_stable and group is not None:
+            for by_tp in group.pending_txn_offsets.values():
+                unstable.update(by_tp)
         out = []
         for t, p in partitions:
             om = committed.get((t, p))
-            if om is None:
+            if (t, p) in unstable:
+                out.append(FetchedOffset(t, p, -1, -1, "", int(E.UNSTABLE_OFFSET_COMMIT)))
+            elif om is None:
                 out.append(FetchedOffset(t, p, -1, -1, "", NONE))
             else:
                 out.append(FetchedOffset(t, p, om.offset, om.leader_epoch, om.metadata, NONE))
@@ -1042,7 +1124,7 @@ class GroupCoordinator:
     async def _drop_if_empty(self, group: Group) -> None:
         """An Empty group without offsets has nothing left to remember: Kafka drops it."""
         if self._live(group) and group.is_(GroupState.EMPTY) and not group.offsets \
-                and not group.pending_members:
+                and not group.pending_members and not group.pending_txn_offsets:
             await self._remove_group(group)
 
     async def expire_offsets(self, now_ms: int | None = None) -> int:

@@ -115,6 +115,10 @@ class Group:
         self.subscribed_topics: set[str] | None = None
         self.current_state_timestamp: int = -1
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # TxnOffsetCommit: producer id -> offsets written in its open
+        # transaction, visible (moved to ``offsets``) only once its COMMIT
+        # marker lands in the offsets partition; dropped on ABORT.
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.join_timer: asyncio.TimerHandle | None = None
         self.join_is_initial = False  # the initial delayed join completes only on expiry
         self.sync_timer: asyncio.TimerHandle | None = None

@@ -1,6 +1,7 @@
-"""Which broker coordinates a group: the leader of the group's partition of
-``__consumer_offsets`` (Kafka's rule, so a group's commits and its
-coordinator live together, and the coordinator moves with that leadership).
+"""Which broker coordinates a key: the leader of the key's partition of an
+internal topic: ``__consumer_offsets`` for groups, ``__transaction_state`` for
+transactional ids (Kafka's rule, so a coordinator's state and the coordinator
+live together, and the coordinator moves with that leadership).
 
 On the embedded store this broker leads every partition, so it coordinates
 every group. In a cluster the topic is created on first need (Kafka creates
@@ -34,9 +35,12 @@ class CoordinatorAnswer:
 
 class CoordinatorLocator:
     def __init__(self, partitions: PartitionLayer, offsets_partitions: Callable[[], int | None],
-                 create_offsets_topic: Callable[[], None], default_partitions: int) -> None:
-        """offsets_partitions(): the partition count of __consumer_offsets, None
-        while it does not exist; create_offsets_topic(): create it (idempotent)."""
+                 create_offsets_topic: Callable[[], None], default_partitions: int,
+                 topic: str = OFFSETS_TOPIC) -> None:
+        """offsets_partitions(): the partition count of the internal ``topic``,
+        None while it does not exist; create_offsets_topic(): create it
+        (idempotent)."""
+        self.topic = topic
         self._partitions = partitions
         self._count = offsets_partitions
         self._create = create_offsets_topic
@@ -56,30 +60,30 @@ class CoordinatorLocator:
             try:
                 self._create()
             except Exception as e:  # noqa: BLE001 - the next FindCoordinator tries again
-                log.warning("could not create %s: %s", OFFSETS_TOPIC, e)
+                log.warning("could not create %s: %s", self.topic, e)
             finally:
                 with self._creating_lock:
                     self._creating = False
-        threading.Thread(target=create, name="samsa-create-offsets-topic", daemon=True).start()
+        threading.Thread(target=create, name=f"samsa-create-{self.topic}", daemon=True).start()
 
     def partition_count(self) -> int:
-        """How many partitions group ids are spread over: the topic's, or the
+        """How many partitions keys are spread over: the topic's, or the
         configured count it will be created with."""
         return self._count() or self._default
 
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count())
+    def partition_of(self, key: str) -> int:
+        return partition_for(key, self.partition_count())
 
-    def owns(self, group_id: str) -> bool:
-        """Whether this broker is the group's coordinator now: it leads the
-        group's offsets partition, and has taken that leadership up."""
-        return self._partitions.leader_log(OFFSETS_TOPIC, self.partition_of(group_id)).ok
+    def owns(self, key: str) -> bool:
+        """Whether this broker is the key's coordinator now: it leads the
+        key's partition, and has taken that leadership up."""
+        return self._partitions.leader_log(self.topic, self.partition_of(key)).ok
 
-    def locate(self, group_id: str) -> CoordinatorAnswer:
+    def locate(self, key: str) -> CoordinatorAnswer:
         if self._count() is None:
             self._create_in_background()
             return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        meta = self._partitions.partition(OFFSETS_TOPIC, self.partition_of(group_id))
+        meta = self._partitions.partition(self.topic, self.partition_of(key))
         if meta is None or meta.leader < 0:
             return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         node = self._partitions.endpoint(meta.leader)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from protocol.records import build_batch, iter_all_records
+from protocol.errors import ProtocolError
+from protocol.records import build_batch, iter_all_records, parse_control_record
+
+from .store import TxnMarker, TxnRecord
 
 READ_CHUNK = 1 << 20
 
@@ -27,9 +30,17 @@ def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
     broker's partition layer, which stamps the leader epoch and moves the high
     watermark); without it, straight to the log."""
 
-    def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]]) -> object:
-        """None, or an awaitable the coordinator awaits (a write waiting for the ISR)."""
-        batch = build_batch([(k, v, [], time_ms()) for k, v in entries])
+    def append_fn(partition: int, entries: list[tuple[bytes, bytes | None]],
+                  producer: tuple[int, int] | None = None) -> object:
+        """None, or an awaitable the coordinator awaits (a write waiting for the ISR).
+        ``producer`` (id, epoch): a TxnOffsetCommit, written as a batch of that
+        producer's transaction (no sequence: the coordinator writes it, as Kafka's)."""
+        if producer is None:
+            batch = build_batch([(k, v, [], time_ms()) for k, v in entries])
+        else:
+            batch = build_batch([(k, v, [], time_ms()) for k, v in entries],
+                                producer_id=producer[0], producer_epoch=producer[1],
+                                is_transactional=True)
         if append_batch is not None:
             return append_batch(partition, batch)
         log = get_log(partition)
@@ -57,7 +68,7 @@ def partition_reader(get_log: Callable[[int], object]
     return read_partition_fn
 
 
-def _read_partition(log) -> Iterator[tuple[bytes, bytes | None]]:
+def _read_partition(log) -> Iterator[tuple[bytes, bytes | None] | TxnRecord | TxnMarker]:
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         rr = log.read(offset, READ_CHUNK, min_one_batch=True)
@@ -67,11 +78,22 @@ def _read_partition(log) -> Iterator[tuple[bytes, bytes | None]]:
         next_offset = offset
         for hdr, rec in iter_all_records(data):
             next_offset = max(next_offset, hdr.last_offset + 1)
-            if hdr.is_control or rec.key is None:
-                continue
             if rec.offset is not None and rec.offset < offset:
                 continue  # a batch that began before the read position
-            yield rec.key, rec.value
+            if hdr.is_control:
+                try:
+                    control_type, _ = parse_control_record(rec.key, rec.value)
+                except ProtocolError:
+                    continue
+                if control_type in (0, 1):  # ABORT, COMMIT
+                    yield TxnMarker(hdr.producer_id, control_type == 1)
+                continue
+            if rec.key is None:
+                continue
+            if hdr.is_transactional:
+                yield TxnRecord(rec.key, rec.value, hdr.producer_id)
+            else:
+                yield rec.key, rec.value
         if next_offset <= offset:
             return  # nothing decodable past here; do not spin
         offset = next_offset

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.errors import ProtocolError
 
@@ -36,6 +36,23 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 # group_id -> {(topic, partition): OffsetAndMetadata}
 OffsetsByGroup = dict[str, dict[TopicPartition, OffsetAndMetadata]]
+# group_id -> producer id -> offsets committed in its still open transaction
+PendingTxnOffsets = dict[str, dict[int, dict[TopicPartition, OffsetAndMetadata]]]
+
+
+class TxnMarker(NamedTuple):
+    """A transaction marker met while reading the offsets log: the producer's
+    transactional offset commits before it take effect (committed) or not."""
+    producer_id: int
+    committed: bool
+
+
+class TxnRecord(NamedTuple):
+    """A record written in a transaction (TxnOffsetCommit): pending until its
+    producer's marker."""
+    key: bytes
+    value: bytes | None
+    producer_id: int
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
@@ -43,16 +60,19 @@ DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 class OffsetStore(Protocol):
     def load(self, partition: int | None = None
-             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord]] | Awaitable:
-        """All committed offsets and all group records, as of the last write
+             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets] | Awaitable:
+        """All committed offsets, all group records and the transactional
+        offset commits whose transaction is still open, as of the last write
         (only those of the groups kept in ``partition`` when given)."""
 
     def partition_for(self, group_id: str) -> int:
         """The partition of the offsets topic that keeps the group."""
 
     def store_offsets(self, group_id: str,
-                      entries: Mapping[TopicPartition, OffsetAndMetadata]) -> None | Awaitable:
-        """Persist these offsets of the group (replacing earlier commits)."""
+                      entries: Mapping[TopicPartition, OffsetAndMetadata],
+                      producer: tuple[int, int] | None = None) -> None | Awaitable:
+        """Persist these offsets of the group (replacing earlier commits);
+        ``producer`` (id, epoch): written in that producer's transaction."""
 
     def store_group(self, record: GroupRecord) -> None | Awaitable:
         """Persist the group's metadata (generation, leader, members, assignments)."""
@@ -67,6 +87,8 @@ class OffsetStore(Protocol):
 
 
 Entry = tuple[bytes, "bytes | None"]
+# What a read of the log yields: plain records, records of a transaction, markers.
+LogItem = "Entry | TxnRecord | TxnMarker"
 
 
 class ConsumerOffsetsLog:
@@ -82,7 +104,7 @@ class ConsumerOffsetsLog:
     iter_records) and storage.Log; tests pass in-memory lists.
     """
 
-    def __init__(self, append_fn: Callable[[int, list[Entry]], object],
+    def __init__(self, append_fn: Callable[..., object],
                  read_all_fn: Callable[[], Iterable[Entry]],
                  num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS,
                  read_partition_fn: Callable[[int], Iterable[Entry]] | None = None):
@@ -98,27 +120,48 @@ class ConsumerOffsetsLog:
         return partition_for(group_id, self.num_partitions)
 
     def load(self, partition: int | None = None
-             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord]]:
+             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
         """Replay the log (one partition of it when given): the last value per
-        key wins, a tombstone deletes.
+        key wins, a tombstone deletes. Offsets written in a transaction wait
+        for its marker: applied on COMMIT, dropped on ABORT, and returned as
+        pending when the log holds no marker yet.
 
         A record that does not decode is logged and skipped: one bad record
         must not keep the coordinator (and every group) from loading.
         """
         offsets: OffsetsByGroup = {}
         groups: dict[str, GroupRecord] = {}
+        pending: PendingTxnOffsets = {}
+        # producer id -> groups it has pending offsets in (to settle on its marker)
+        by_producer: dict[int, set[str]] = {}
         if partition is None:
             records = self._read_all()
         elif self._read_partition is not None:
             records = self._read_partition(partition)
         else:
             records = self._read_all()
-        for key_bytes, value in records:
+        for item in records:
+            if isinstance(item, TxnMarker):
+                for gid in by_producer.pop(item.producer_id, ()):
+                    settled = pending.get(gid, {}).pop(item.producer_id, {})
+                    if not pending.get(gid, True):
+                        del pending[gid]
+                    if item.committed:
+                        offsets.setdefault(gid, {}).update(settled)
+                continue
+            txn_producer = item.producer_id if isinstance(item, TxnRecord) else -1
+            key_bytes, value = item[0], item[1]
             if key_bytes is None:
                 continue
             try:
                 key = decode_key(key_bytes)
                 if partition is not None and self.partition_for(key.group) != partition:
+                    continue
+                if txn_producer >= 0:
+                    if isinstance(key, OffsetKey) and value is not None:
+                        pending.setdefault(key.group, {}).setdefault(txn_producer, {})[
+                            (key.topic, key.partition)] = decode_offset_value(value)
+                        by_producer.setdefault(txn_producer, set()).add(key.group)
                     continue
                 if isinstance(key, OffsetKey):
                     tp = (key.topic, key.partition)
@@ -137,14 +180,16 @@ class ConsumerOffsetsLog:
                         groups[key.group] = decode_group_value(key.group, value)
             except ProtocolError as e:
                 log.warning("skipping undecodable %s record: %s", OFFSETS_TOPIC, e)
-        return offsets, groups
+        return offsets, groups, pending
 
-    def store_offsets(self, group_id, entries):
+    def store_offsets(self, group_id, entries, producer=None):
         recs = [(encode_offset_key(group_id, t, p), encode_offset_value(om))
                 for (t, p), om in entries.items()]
-        if recs:
-            return self._append(self.partition_for(group_id), recs)
-        return None
+        if not recs:
+            return None
+        if producer is not None:
+            return self._append(self.partition_for(group_id), recs, producer)
+        return self._append(self.partition_for(group_id), recs)
 
     def store_group(self, record: GroupRecord):
         return self._append(self.partition_for(record.group_id),

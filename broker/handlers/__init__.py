@@ -15,7 +15,7 @@ from .log_dirs import handle_describe_log_dirs
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
                      handle_heartbeat, handle_join_group, handle_leave_group,
                      handle_list_groups, handle_offset_commit, handle_offset_delete,
-                     handle_offset_fetch, handle_sync_group)
+                     handle_offset_fetch, handle_sync_group, handle_txn_offset_commit)
 from .metadata import (handle_describe_cluster, handle_describe_topic_partitions,
                        handle_metadata)
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
@@ -23,6 +23,9 @@ from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .reassignments import (handle_alter_partition_reassignments,
                             handle_list_partition_reassignments)
+from .transactions import (handle_add_offsets_to_txn, handle_add_partitions_to_txn,
+                           handle_describe_transactions, handle_end_txn,
+                           handle_list_transactions)
 
 HANDLERS = {
     0: handle_produce,
@@ -45,6 +48,10 @@ HANDLERS = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    24: handle_add_partitions_to_txn,
+    25: handle_add_offsets_to_txn,
+    26: handle_end_txn,
+    28: handle_txn_offset_commit,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -56,6 +63,8 @@ HANDLERS = {
     46: handle_list_partition_reassignments,
     47: handle_offset_delete,
     60: handle_describe_cluster,
+    65: handle_describe_transactions,
+    66: handle_list_transactions,
     75: handle_describe_topic_partitions,
 }
 

@@ -17,7 +17,8 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                FindCoordinatorResponse, HeartbeatResponse,
                                JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
                                OffsetCommitResponse, OffsetDeleteResponse,
-                               OffsetFetchResponse, SyncGroupResponse)
+                               OffsetFetchResponse, SyncGroupResponse,
+                               TxnOffsetCommitResponse)
 
 from ..groups import FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
@@ -47,13 +48,16 @@ def _client_id(ctx) -> str:
 def _coordinator(broker, key_type: int, key: str | None):
     """(error_code, message, node) for one key: the broker that coordinates it."""
     if key_type == KEY_TYPE_TRANSACTION:
-        # no transaction coordinator in samsa (yet): clients treat this as retriable
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
-    if key_type != KEY_TYPE_GROUP:
+        locator = broker.txn_coordinators
+        if key is None or key == "":
+            return ErrorCode.INVALID_REQUEST, "Transactional id is empty", None
+    elif key_type == KEY_TYPE_GROUP:
+        locator = broker.coordinators
+        if key is None:
+            return ErrorCode.INVALID_REQUEST, "Group id is null", None
+    else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
-    if key is None:
-        return ErrorCode.INVALID_REQUEST, "Group id is null", None
-    answer = broker.coordinators.locate(key)
+    answer = locator.locate(key)
     if answer.error:
         return answer.error, "The coordinator is not available.", None
     return ErrorCode.NONE, None, answer.node
@@ -236,6 +240,37 @@ async def handle_offset_commit(ctx, req):
         for t in req.topics])
 
 
+async def handle_txn_offset_commit(ctx, req):
+    """TxnOffsetCommit: a transactional producer's offsets for the group,
+    visible once its transaction commits (the coordinator keeps them pending
+    until the marker reaches the group's offsets partition)."""
+    v = ctx.version
+    broker = ctx.broker
+    R = TxnOffsetCommitResponse
+    codes: dict[tuple[str, int], int] = {}
+    wanted = []
+    for t in req.topics:
+        for p in t.partitions:
+            if not _partition_exists(broker, t.name, p.partition_index):
+                codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            wanted.append((t.name, p.partition_index, p.committed_offset,
+                           p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+    if wanted:
+        results = await broker.groups.commit_txn_offsets(
+            req.group_id, req.producer_id, req.producer_epoch,
+            req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
+            req.group_instance_id if v >= 3 else None, wanted)
+        for r in results:
+            codes[(r.topic, r.partition)] = r.error_code
+    return R(throttle_time_ms=0, topics=[
+        R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                               error_code=codes[(t.name, p.partition_index)])
+            for p in t.partitions])
+        for t in req.topics])
+
+
 def _by_topic(fetched):
     """[FetchedOffset] -> {topic: [FetchedOffset]} keeping first-seen topic order."""
     out: dict[str, list] = {}
@@ -255,12 +290,12 @@ async def _zookeeper_call(fn, *args):
     return result if result is not None else ErrorCode.NONE
 
 
-async def _fetch_group(broker, group_id, topics):
+async def _fetch_group(broker, group_id, topics, require_stable: bool = False):
     """One group's OffsetFetch: topics None = everything committed."""
     partitions = None
     if topics is not None:
         partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
-    return await broker.groups.fetch_offsets(group_id, partitions)
+    return await broker.groups.fetch_offsets(group_id, partitions, require_stable)
 
 
 async def _fetch_group_from_zookeeper(registry, group_id, topics) -> OffsetFetchResult:
@@ -282,7 +317,7 @@ async def handle_offset_fetch(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            res = await _fetch_group(broker, g.group_id, g.topics)
+            res = await _fetch_group(broker, g.group_id, g.topics, req.require_stable)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=res.error_code,
                 topics=[R.OffsetFetchResponseTopics(name=topic, partitions=[
@@ -297,7 +332,7 @@ async def handle_offset_fetch(ctx, req):
     if v == 0 and broker.zk_registry is not None:
         res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics)
     else:
-        res = await _fetch_group(broker, req.group_id, topics)
+        res = await _fetch_group(broker, req.group_id, topics, v >= 7 and req.require_stable)
     fetched = res.partitions
     if res.error_code != ErrorCode.NONE and v < 2 and topics:
         # no top-level error field before v2: report it on every partition asked for

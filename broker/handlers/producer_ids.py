@@ -1,26 +1,46 @@
-"""InitProducerId: ids for idempotent producers, never reused across restarts.
+"""InitProducerId: producer ids for idempotent and transactional producers.
 
-Transactions are not offered (no transaction coordinator), so a transactional
-id is refused; an idempotent producer asking to bump its epoch (v3+) gets the
-same id with the next epoch, or a fresh id once the epoch would overflow.
+Without a transactional id the broker hands out an id itself (never reused
+across restarts; an idempotent producer asking to bump its epoch, v3+, gets
+the same id with the next epoch, or a fresh id once the epoch would overflow).
+With one, the transaction coordinator decides (broker/transactions), and a
+broker that does not coordinate the id answers NOT_COORDINATOR, as Kafka does.
 """
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdResponse
 
+from .context import off_loop
+
 _MAX_EPOCH = 32767
+NO_PRODUCER_ID = -1
 
 
 async def handle_init_producer_id(ctx, req):
-    store = ctx.broker.store
     if req.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0,
-                                      error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return await _transactional(ctx, req)
+    store = ctx.broker.store
     pid, epoch = req.producer_id, req.producer_epoch
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid,
                                       producer_epoch=epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0,
-                                  producer_id=store.allocate_producer_id(), producer_epoch=0)
+                                  producer_id=await off_loop(store.allocate_producer_id),
+                                  producer_epoch=0)
+
+
+async def _transactional(ctx, req):
+    txns = ctx.broker.transactions
+    if txns is None:
+        return InitProducerIdResponse(throttle_time_ms=0,
+                                      error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                      producer_id=-1, producer_epoch=-1)
+    expected = None
+    if ctx.version >= 3 and req.producer_id != NO_PRODUCER_ID:
+        expected = (req.producer_id, req.producer_epoch)
+    result = await txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+                                         expected)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=result.error,
+                                  producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)

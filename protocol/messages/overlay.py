@@ -60,6 +60,16 @@ SERVED = {
     "CreatePartitions": (37, 0, 3),
     "DeleteRecords": (21, 0, 2),
     "InitProducerId": (22, 0, 5),
+    # Transactions, version 1 of the protocol (KIP-98/447); EndTxn v5 and the
+    # per-transaction epoch bump of KIP-890 part 2 are not offered, so clients
+    # use the classic form.
+    "AddPartitionsToTxn": (24, 0, 5),
+    "AddOffsetsToTxn": (25, 0, 4),
+    "EndTxn": (26, 0, 4),
+    "TxnOffsetCommit": (28, 0, 5),
+    "WriteTxnMarkers": (27, 1, 1),
+    "DescribeTransactions": (65, 0, 0),
+    "ListTransactions": (66, 0, 2),
     "OffsetForLeaderEpoch": (23, 0, 4),
     "DescribeConfigs": (32, 0, 4),
     "AlterConfigs": (33, 0, 2),

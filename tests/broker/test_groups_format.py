@@ -190,7 +190,7 @@ def test_load_last_value_wins_and_tombstones_delete():
         (encode_offset_key("g", "bad", 0), b"\x00\x03\x00"),  # undecodable: skipped
     ]
     store = ConsumerOffsetsLog(lambda p, e: None, lambda: recs)
-    offsets, groups = store.load()
+    offsets, groups, _ = store.load()
     assert offsets == {"g": {("t", 0): OffsetAndMetadata(2, -1, "", TS)}}
     assert groups == {"g1": GROUP}
 

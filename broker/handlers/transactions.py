@@ -1,0 +1,152 @@
+"""Transaction APIs on the coordinator side: AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions (InitProducerId
+with a transactional id is in producer_ids.py, TxnOffsetCommit in groups.py).
+
+Each handler translates between the wire message of the version spoken and
+the transaction coordinator (broker.transactions, reached through
+``ctx.broker.transactions``, a LoopBridge to the main loop).
+"""
+from __future__ import annotations
+
+import re
+
+from protocol.errors import ErrorCode
+from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
+                               DescribeTransactionsResponse, EndTxnResponse,
+                               ListTransactionsResponse)
+
+from ..groups import OFFSETS_TOPIC
+
+
+def _coordinator_or_error(ctx) -> tuple[object | None, ErrorCode]:
+    txns = ctx.broker.transactions
+    if txns is None:
+        return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return txns, ErrorCode.NONE
+
+
+def _unknown_partitions(ctx, topics) -> set[tuple[str, int]]:
+    known = ctx.broker.partitions
+    return {(t, p) for t, ps in topics for p in ps if known.partition(t, p) is None}
+
+
+# ------------------------------------------------------------------ AddPartitionsToTxn
+
+def _topic_results(R, errors: dict[tuple[str, int], int]):
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(R.AddPartitionsToTxnPartitionResult(
+            partition_index=p, partition_error_code=code))
+    return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=rs)
+            for t, rs in by_topic.items()]
+
+
+async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
+                            verify_only: bool) -> dict[tuple[str, int], int]:
+    wanted = [(t, p) for t, ps in topics for p in ps]
+    if txns is None:
+        return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in wanted}
+    if verify_only:
+        return dict(await txns.verify_partitions(tid, pid, epoch, wanted))
+    unknown = _unknown_partitions(ctx, topics)
+    if unknown:
+        # Kafka refuses the whole request: the unknown partitions get their
+        # error, the others OPERATION_NOT_ATTEMPTED.
+        return {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
+    code = await txns.add_partitions(tid, pid, epoch, wanted)
+    return {tp: code for tp in wanted}
+
+
+async def handle_add_partitions_to_txn(ctx, req):
+    R = AddPartitionsToTxnResponse
+    txns, _ = _coordinator_or_error(ctx)
+    if ctx.version <= 3:
+        topics = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
+        errors = await _add_for_producer(ctx, txns, req.v3_and_below_transactional_id,
+                                         req.v3_and_below_producer_id,
+                                         req.v3_and_below_producer_epoch, topics, False)
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, errors))
+    results = []
+    for txn in req.transactions:
+        topics = [(t.name, list(t.partitions)) for t in txn.topics]
+        errors = await _add_for_producer(ctx, txns, txn.transactional_id, txn.producer_id,
+                                         txn.producer_epoch, topics, txn.verify_only)
+        results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                                  topic_results=_topic_results(R, errors)))
+    return R(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+
+
+# ------------------------------------------------------------------ AddOffsetsToTxn
+
+async def handle_add_offsets_to_txn(ctx, req):
+    txns, code = _coordinator_or_error(ctx)
+    if txns is not None:
+        if ctx.broker.coordinators.partition_count() <= 0:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        else:
+            # The group's offsets partition joins the transaction: the marker
+            # that ends it makes the transactional offset commits visible.
+            offsets_partition = ctx.broker.coordinators.partition_of(req.group_id)
+            code = await txns.add_partitions(req.transactional_id, req.producer_id,
+                                             req.producer_epoch,
+                                             [(OFFSETS_TOPIC, offsets_partition)])
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# ------------------------------------------------------------------ EndTxn
+
+async def handle_end_txn(ctx, req):
+    txns, code = _coordinator_or_error(ctx)
+    if txns is not None:
+        code = await txns.end_transaction(req.transactional_id, req.producer_id,
+                                          req.producer_epoch, req.committed)
+    return EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                          producer_epoch=-1)
+
+
+# ------------------------------------------------------------------ admin
+
+async def handle_describe_transactions(ctx, req):
+    R = DescribeTransactionsResponse
+    txns, code = _coordinator_or_error(ctx)
+    states = []
+    described = (await txns.describe(list(req.transactional_ids)) if txns is not None
+                 else [None] * len(req.transactional_ids))
+    for tid, d in zip(req.transactional_ids, described):
+        if d is None or d.metadata is None:
+            states.append(R.TransactionState(
+                error_code=d.error if d is not None else code, transactional_id=tid,
+                transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        m = d.metadata
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(m.partitions):
+            by_topic.setdefault(topic, []).append(p)
+        states.append(R.TransactionState(
+            error_code=0, transactional_id=tid, transaction_state=m.state.display_name,
+            transaction_timeout_ms=m.timeout_ms, transaction_start_time_ms=m.start_ms,
+            producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+            topics=[R.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return R(throttle_time_ms=0, transaction_states=states)
+
+
+async def handle_list_transactions(ctx, req):
+    R = ListTransactionsResponse
+    txns, code = _coordinator_or_error(ctx)
+    if txns is None:
+        return R(throttle_time_ms=0, error_code=code, unknown_state_filters=[],
+                 transaction_states=[])
+    duration = req.duration_filter if ctx.version >= 1 else -1
+    pattern = req.transactional_id_pattern if ctx.version >= 2 else None
+    try:
+        unknown, listed = await txns.list_transactions(
+            list(req.state_filters), list(req.producer_id_filters), duration, pattern or None)
+    except re.error:
+        return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                 unknown_state_filters=[], transaction_states=[])
+    return R(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
+             transaction_states=[R.TransactionState(
+                 transactional_id=m.transactional_id, producer_id=m.producer_id,
+                 transaction_state=m.state.display_name) for m in listed])

@@ -1,0 +1,68 @@
+"""The transaction coordinator's TxnLog over this broker's partitions of
+`__transaction_state`.
+
+Writes go through the partition layer as a coordinator append with acks=all
+(Kafka writes the transaction log with required acks -1), and the errors of
+that write become the ones Kafka's coordinator answers producers with: a lost
+leadership is NOT_COORDINATOR (the producer looks for the new one), a short
+ISR or a timeout COORDINATOR_NOT_AVAILABLE (the producer retries).
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+from protocol.errors import ErrorCode
+from protocol.records import build_batch
+from storage import AppendOrigin
+from storage.errors import StorageError
+
+from ..groups.log_adapter import partition_reader
+from ..groups.store import TxnMarker, TxnRecord
+from ..partitions import PartitionLayer
+from ..replication.leader import NotEnoughReplicasError, NotLeaderError
+from .coordinator import TRANSACTION_STATE_TOPIC, TxnLogWriteError
+
+_NOT_COORDINATOR = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+class PartitionTxnLog:
+    def __init__(self, partitions: PartitionLayer, get_log: Callable[[int], object],
+                 write_timeout_ms: Callable[[], int]) -> None:
+        self._partitions = partitions
+        self._read = partition_reader(get_log)
+        self._timeout_ms = write_timeout_ms
+
+    def leader_epoch(self, partition: int) -> int | None:
+        found = self._partitions.leader_log(TRANSACTION_STATE_TOPIC, partition)
+        return found.leader_epoch if found.ok else None
+
+    def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+        for item in self._read(partition):
+            if not isinstance(item, (TxnRecord, TxnMarker)):
+                yield item
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        found = self._partitions.leader_log(TRANSACTION_STATE_TOPIC, partition)
+        if not found.ok:
+            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR,
+                                   f"{TRANSACTION_STATE_TOPIC}-{partition}: {found.error.name}")
+        batch = build_batch([(key, value, [], int(time.time() * 1000))])
+        try:
+            result = self._partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1)
+        except NotLeaderError as e:
+            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR, str(e)) from None
+        except NotEnoughReplicasError as e:
+            raise TxnLogWriteError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
+        except StorageError as e:
+            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR, str(e)) from None
+        min_isr = found.log.config.min_insync_replicas
+        code, = await self._partitions.wait_replicated(
+            [(found, result.last_offset + 1, min_isr)], self._timeout_ms())
+        if code in _NOT_COORDINATOR:
+            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR,
+                                   f"{TRANSACTION_STATE_TOPIC}-{partition}: {code.name}")
+        if code:
+            raise TxnLogWriteError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                   f"{TRANSACTION_STATE_TOPIC}-{partition}: {code.name}")
