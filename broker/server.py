@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import time
+from typing import Callable
 
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
@@ -57,6 +58,12 @@ class BrokerServices:
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
     controller: Controller | None = None  # ZooKeeper mode: this broker's controller
+    # Called on the processor loop after a transaction marker is replicated in a
+    # __consumer_offsets partition this broker leads, with (partition, producer
+    # id, committed): where the group coordinator makes the producer's pending
+    # transactional offset commits visible or drops them (Kafka's
+    # onTransactionCompleted). None: nobody listens.
+    txn_marker_hook: Callable[[int, int, bool], None] | None = None
 
 
 def advertised_apis() -> list:
@@ -141,6 +148,9 @@ class Broker:
                           retention_check_interval_ms=cfg.log_retention_check_interval_ms,
                           log_cleaner_enable=cfg.log_cleaner_enable,
                           log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
+                          producer_id_expiration_ms=lambda: self.cfg.producer_id_expiration_ms,
+                          producer_id_expiration_check_interval_ms=(
+                              cfg.producer_id_expiration_check_interval_ms),
                           topic_config_provider=lambda topic: _stored_topic_config(
                               self.cfg, store, topic))
         logs.startup()

@@ -321,8 +321,17 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = _key("transactional.id.expiration.ms", T.INT,
                                                604800000, at_least(1),
                                                "Idle transactional ids expire after this.")
-    producer_id_expiration_ms: int = _key("producer.id.expiration.ms", T.INT, 86400000,
-                                          at_least(1), "Idle producer ids expire after this.")
+    producer_id_expiration_ms: int = _key(
+        "producer.id.expiration.ms", T.INT, 86400000, at_least(1),
+        "How long a partition remembers a producer id (its epoch, sequences) after the "
+        "producer's last write, unless it has a transaction open.")
+    producer_id_expiration_check_interval_ms: int = _key(
+        "producer.id.expiration.check.interval.ms", T.INT, 600000, at_least(1),
+        "How often partitions forget expired producer ids.")
+    request_timeout_ms: int = _key(
+        "request.timeout.ms", T.INT, 30000, at_least(0),
+        "How long the broker's own acks=all appends (transaction markers) wait for "
+        "replication before answering REQUEST_TIMED_OUT.")
 
     # ------------------------------------------------------------ misc
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),

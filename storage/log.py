@@ -1024,6 +1024,13 @@ class Log:
             self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
         return n
 
+    def active_producers(self) -> list:
+        """What this log remembers of each producer, by producer id
+        (DescribeProducers): ProducerSummary values taken under the lock,
+        as appends change the entries."""
+        with self._lock:
+            return [e.summary() for _, e in sorted(self.producer_state.producers.items())]
+
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """producer.id.expiration.ms: forget producers idle that long without an
         open transaction (Kafka's removeExpiredProducers); how many went."""

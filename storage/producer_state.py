@@ -101,6 +101,16 @@ def read_marker(batch) -> tuple[int, int] | None:
     return None
 
 
+class ProducerSummary(NamedTuple):
+    """A producer as DescribeProducers shows it."""
+    producer_id: int
+    epoch: int
+    last_seq: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+
 class ProducerEntry:
     __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch",
                  "current_txn_first_offset", "last_timestamp")
@@ -121,6 +131,10 @@ class ProducerEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
+
+    def summary(self) -> ProducerSummary:
+        return ProducerSummary(self.producer_id, self.epoch, self.last_seq, self.last_timestamp,
+                               self.coordinator_epoch, self.current_txn_first_offset)
 
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         for b in self.batches:

@@ -9,6 +9,7 @@ from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
 from .controlled_shutdown import handle_controlled_shutdown
+from .describe_producers import handle_describe_producers
 from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
 from .log_dirs import handle_describe_log_dirs
@@ -23,6 +24,7 @@ from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .reassignments import (handle_alter_partition_reassignments,
                             handle_list_partition_reassignments)
+from .txn_markers import handle_write_txn_markers
 
 HANDLERS = {
     0: handle_produce,
@@ -45,6 +47,7 @@ HANDLERS = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -56,6 +59,7 @@ HANDLERS = {
     46: handle_list_partition_reassignments,
     47: handle_offset_delete,
     60: handle_describe_cluster,
+    61: handle_describe_producers,
     75: handle_describe_topic_partitions,
 }
 

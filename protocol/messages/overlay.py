@@ -70,4 +70,6 @@ SERVED = {
     "ListPartitionReassignments": (46, 0, 0),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
+    "WriteTxnMarkers": (27, 1, 2),
+    "DescribeProducers": (61, 0, 0),
 }
