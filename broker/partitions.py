@@ -36,11 +36,25 @@ from .replication.selector import ReplicaView, select_rack_aware
 NO_EPOCH = -1  # a client that does not say which epoch it believes in
 
 
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1   # Fetch/ListOffsets isolation_level
+
+
 class PartitionLog(Protocol):
     """What handlers use of a storage.Log (kept narrow on purpose)."""
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    last_stable_offset: int   # KIP-98: min(first unstable offset, high watermark)
+
+    def aborted_transactions(self, fetch_offset: int, regions) -> list: ...
+
+
+def fetch_upper_bound(log: PartitionLog, isolation_level: int) -> int:
+    """Where a consumer's reads stop (exclusive), as Kafka's fetch isolation
+    says: the high watermark for read_uncommitted, the last stable offset for
+    read_committed (no record of an undecided transaction is handed out).
+    ListOffsets' "latest" answers the same bound."""
+    return log.last_stable_offset if isolation_level == READ_COMMITTED else log.high_watermark
 
 
 class LocalLogs(Protocol):
@@ -160,14 +174,15 @@ class PartitionLayer:
     # ------------------------------------------------------------ writes
 
     def append(self, found: LeaderLookup, payload, origin: AppendOrigin = AppendOrigin.CLIENT,
-               acks: int = 1):
+               acks: int = 1, txn_version: int = 0):
         """Append to a partition this broker leads (``found`` from leader_log):
         stamped with the leader epoch, then the high watermark follows. acks=-1
         is refused before writing when the ISR is below min.insync.replicas
         (NotEnoughReplicasError); a leadership lost since the lookup is
-        NotLeaderError. Both carry their Kafka error code."""
+        NotLeaderError. Both carry their Kafka error code. ``txn_version``:
+        a transaction marker's TransactionVersion (WriteTxnMarkers v2)."""
         min_isr = found.log.config.min_insync_replicas if acks == -1 else None
-        return found.replica.append(payload, origin, min_isr)
+        return found.replica.append(payload, origin, min_isr, txn_version)
 
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import time
+from typing import Callable
 
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
@@ -64,6 +65,12 @@ class BrokerServices:
     transactions: LoopBridge | None = None  # the transaction coordinator, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
     controller: Controller | None = None  # ZooKeeper mode: this broker's controller
+    # Called on the processor loop after a transaction marker is replicated in a
+    # __consumer_offsets partition this broker leads, with (partition, producer
+    # id, committed): where the group coordinator makes the producer's pending
+    # transactional offset commits visible or drops them (Kafka's
+    # onTransactionCompleted). None: nobody listens.
+    txn_marker_hook: Callable[[int, int, bool], None] | None = None
 
 
 def advertised_apis() -> list:
@@ -150,6 +157,9 @@ class Broker:
                           retention_check_interval_ms=cfg.log_retention_check_interval_ms,
                           log_cleaner_enable=cfg.log_cleaner_enable,
                           log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
+                          producer_id_expiration_ms=lambda: self.cfg.producer_id_expiration_ms,
+                          producer_id_expiration_check_interval_ms=(
+                              cfg.producer_id_expiration_check_interval_ms),
                           topic_config_provider=lambda topic: _stored_topic_config(
                               self.cfg, store, topic))
         logs.startup()
@@ -409,6 +419,13 @@ class Broker:
             if not partitions.leader_log(OFFSETS_TOPIC, p).ok:
                 self.coordinator.unload_partition(p)
         services.groups = CoordinatorBridge(self.coordinator)
+        coordinator = self.coordinator
+        # A transaction's marker in an offsets partition: the producer's
+        # transactional offset commits there take effect (or go), on the
+        # coordinator's loop.
+        services.txn_marker_hook = lambda p, producer_id, committed: \
+            asyncio.run_coroutine_threadsafe(
+                coordinator.complete_txn_offsets(p, producer_id, committed), main_loop)
         services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
         services.metrics.add_kafka_gauge(
             "kafka_coordinator_group_groupmetadatamanager_numgroups",

@@ -330,8 +330,17 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _key(
         "transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000,
         at_least(1), "How often the coordinator forgets expired transactional ids.")
-    producer_id_expiration_ms: int = _key("producer.id.expiration.ms", T.INT, 86400000,
-                                          at_least(1), "Idle producer ids expire after this.")
+    producer_id_expiration_ms: int = _key(
+        "producer.id.expiration.ms", T.INT, 86400000, at_least(1),
+        "How long a partition remembers a producer id (its epoch, sequences) after the "
+        "producer's last write, unless it has a transaction open.")
+    producer_id_expiration_check_interval_ms: int = _key(
+        "producer.id.expiration.check.interval.ms", T.INT, 600000, at_least(1),
+        "How often partitions forget expired producer ids.")
+    request_timeout_ms: int = _key(
+        "request.timeout.ms", T.INT, 30000, at_least(0),
+        "How long the broker's own acks=all appends (transaction markers) wait for "
+        "replication before answering REQUEST_TIMED_OUT.")
 
     # ------------------------------------------------------------ misc
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),
@@ -347,9 +356,6 @@ class BrokerConfig:
                                         "Bytes a follower's fetch waits for.")
     replica_fetch_backoff_ms: int = _key("replica.fetch.backoff.ms", T.INT, 1000, at_least(0),
                                          "Pause after a follower's fetch failed.")
-    request_timeout_ms: int = _key("request.timeout.ms", T.INT, 30000, at_least(1),
-                                   "How long the broker's own requests to other brokers "
-                                   "(transaction markers) and its transaction log writes wait.")
     replica_socket_timeout_ms: int = _key("replica.socket.timeout.ms", T.INT, 30000,
                                           at_least(1), "A follower's request timeout.")
     controlled_shutdown_enable: bool = _key(

@@ -79,3 +79,17 @@ class UnknownProducerIdError(StorageError):
     """Kept for the contract; current Kafka accepts unknown producers, so does samsa."""
 
     error_code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer whose transaction is open
+    (Kafka's InvalidTxnStateException in ProducerAppendInfo.appendDataBatch)."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the last one this
+    partition saw for the producer: a zombie coordinator (Kafka's code 52)."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -58,7 +58,7 @@ from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfR
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
 from storage.leader_epoch import LeaderEpochCache
 from storage.validation import check_records, rules_for
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import ProducerStateManager, read_marker
 from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, INT32_MAX,
                              LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
@@ -81,8 +81,9 @@ class AppendOrigin(enum.Enum):
       the topic's rules apply (max.message.bytes, timestamps, keys on compacted
       topics, LogAppendTime) and idempotent producers' sequences are checked
       (a retried batch is answered as a duplicate with its original offsets).
-    - COORDINATOR: the broker's own coordinators writing their internal topics;
-      treated as CLIENT.
+    - COORDINATOR: the broker's own coordinators writing their internal topics,
+      and transaction markers (control batches, which a CLIENT may not write);
+      otherwise treated as CLIENT.
     - REPLICATION: a follower copying batches read from the leader's log. Every
       byte is kept (offsets, partitionLeaderEpoch, timestamps, CRC); only the
       structure and CRCs are checked, and producer state and the leader epoch
@@ -95,6 +96,34 @@ class AppendOrigin(enum.Enum):
 
 
 _REPLICATION = AppendOrigin.REPLICATION
+_CLIENT = AppendOrigin.CLIENT
+_CONTROL_MASK = 0x20
+_CLIENT_CONTROL = "Clients are not allowed to write control records"
+
+
+def apply_producer_batch(ps: ProducerStateManager, h, first: int, last: int, marker,
+                         seg: LogSegment) -> bool:
+    """Record one appended batch in producer state, and a transaction its marker
+    aborts in ``seg``'s .txnindex with the LSO Kafka computes right after it
+    (UnifiedLog.append / LogSegment.updateProducerState). True when open
+    transactions changed (the first unstable offset must be published again).
+
+    Every path (leader append, follower append, segment recovery) applies
+    batches one at a time through here, so replicas and a recovered segment
+    write the same .txnindex bytes as the leader did: the LSO recorded depends
+    only on the batches before the marker, never on how they were grouped into
+    appends (Kafka applies a whole append's batches first, so a follower's
+    multi-batch fetch could record another LSO than its leader).
+    """
+    completed = ps.update(h, first, last, marker)
+    if not h.attributes & 0x10:   # not transactional: no transaction opened or closed
+        return False
+    if completed is not None:
+        if completed.is_aborted:
+            seg.append_aborted_txn(completed.producer_id, completed.first_offset,
+                                   completed.last_offset, ps.last_stable_offset_for(completed))
+        ps.complete_txn(completed)
+    return True
 
 
 class AppendResult(NamedTuple):
@@ -147,6 +176,9 @@ class Log:
         os.makedirs(directory, exist_ok=True)
         self.producer_state = ProducerStateManager(directory)
         self.leader_epochs = LeaderEpochCache(directory)
+        # The first offset of the earliest transaction not yet stable (None: all
+        # stable), published like _end for lock-free readers; see last_stable_offset.
+        self._first_unstable: int | None = None
         self._load(clean_shutdown, log_start_offset, high_watermark)
 
     # ------------------------------------------------------------------ loading
@@ -250,7 +282,7 @@ class Log:
             seg = segments[i]
             if i == len(segments) - 1:
                 seg.open_active(load_indexes=False)
-            truncated, reason = seg.recover()
+            truncated, reason = self._recover_segment(segments, i)
             if truncated and i < len(segments) - 1:
                 log.warning("%s: dropping %d segment(s) after corruption in %s",
                             self.dir, len(segments) - 1 - i, seg.log_path)
@@ -258,11 +290,46 @@ class Log:
                     later.delete_now()
                 segments = segments[:i + 1]
                 seg.open_active(load_indexes=False)
-                seg.recover()
+                self._recover_segment(segments, i)
                 break
         if not segments[-1].active:
             segments[-1].open_active()
         return segments
+
+    def _recover_segment(self, segments: list[LogSegment], i: int) -> tuple[int, str | None]:
+        """Kafka's recoverSegment: check the segment, and write its .txnindex anew
+        from its batches run through producer state as it was at the segment's
+        base (a scratch manager: newest snapshot at or below the base plus the
+        batches in between); a snapshot at the segment's end then saves the
+        next segment (and the final load) that replay. A segment without
+        transactional batches has no .txnindex to write: then nothing older is
+        read, so recovering a log without transactions stays as cheap as before."""
+        seg = segments[i]
+        batches = []   # (header, base, last, marker) of the batches with a producer id
+        end = [seg.base_offset]
+
+        def on_batch(e, data) -> None:
+            end[0] = e.next_offset
+            h = e.header
+            if h is not None and h.producer_id >= 0:
+                batches.append((h, e.base_offset, e.last_offset,
+                                read_marker(data) if h.is_control else None))
+
+        result = seg.recover(on_batch)
+        if not any(h.is_transactional for h, _, _, _ in batches):
+            return result
+        ps = ProducerStateManager(self.dir)
+        snap = ps.load_latest_snapshot(seg.base_offset)
+        start = snap if snap is not None else segments[0].base_offset
+        if start < seg.base_offset:
+            _replay_producers(ps, segments[:i], start, seg.base_offset)
+        for h, base, last, marker in batches:
+            apply_producer_batch(ps, h, base, last, marker, seg)
+        try:
+            ps.take_snapshot(end[0], keep=0)   # later snapshots stay valid: delete none
+        except OSError as exc:
+            log.warning("producer state snapshot at %d failed: %s", end[0], exc)
+        return result
 
     def _load_producer_state(self, leo: int) -> None:
         ps = self.producer_state
@@ -270,18 +337,21 @@ class Log:
         snap = ps.load_latest_snapshot(leo)
         start = snap if snap is not None else self.log_start_offset
         if start < leo:
-            self._replay_producers(start, leo)
+            _replay_producers(ps, self._segs[0], start, leo)
         ps.truncate_head(self.log_start_offset)
+        self._refresh_unstable()
 
-    def _replay_producers(self, start: int, end: int) -> None:
-        segs, bases = self._segs
-        i = max(0, bisect.bisect_right(bases, start) - 1)
-        for seg in segs[i:]:
-            _, pos = seg.offset_index.lookup(start)
-            with seg.borrowed_fd() as fd:
-                for e in EntryScanner(fd, pos, seg.size):
-                    if e.header is not None and e.last_offset >= start and e.last_offset < end:
-                        self.producer_state.update(e.header, e.base_offset, e.last_offset)
+    def _refresh_unstable(self) -> None:
+        """(Lock held, or loading.) Completed transactions below the high
+        watermark are stable; publish the first unstable offset, never below
+        the log start (Kafka's maybeIncrementFirstUnstableOffset)."""
+        ps = self.producer_state
+        if ps.unreplicated:
+            ps.on_high_watermark(self.high_watermark)
+        fu = ps.first_unstable_offset()
+        if fu is not None and fu < self.log_start_offset:
+            fu = self.log_start_offset
+        self._first_unstable = fu
 
     @classmethod
     def open(cls, directory: str, config, **kw) -> "Log":
@@ -312,6 +382,20 @@ class Log:
         return self._segs[0]
 
     @property
+    def first_unstable_offset(self) -> int | None:
+        return self._first_unstable
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to (exclusive): the first
+        offset of the earliest undecided (or decided but not yet replicated)
+        transaction, or the high watermark if that comes first (Kafka's
+        UnifiedLog.lastStableOffset). Lock-free."""
+        hw = self.high_watermark
+        fu = self._first_unstable
+        return hw if fu is None or fu >= hw else fu
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._end[1]
 
@@ -329,7 +413,7 @@ class Log:
 
     # ------------------------------------------------------------------ append
     def append(self, payload, leader_epoch: int = 0, *,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+               origin: AppendOrigin = AppendOrigin.CLIENT, txn_version: int = 0) -> AppendResult:
         """Validate, assign offsets, write. Nothing is written when anything fails.
 
         ``origin`` says who the bytes come from (see AppendOrigin): CLIENT and
@@ -337,6 +421,8 @@ class Log:
         a REPLICATION append keeps the leader's bytes unchanged (``leader_epoch``
         is ignored: each batch carries its own), see ``_append_replicated``.
         No append moves the high watermark (``update_high_watermark`` does).
+        Control batches (transaction markers) come only from the COORDINATOR;
+        ``txn_version`` is their WriteTxnMarkers TransactionVersion.
         This is the produce hot path: keep per-call work minimal.
         """
         if origin is _REPLICATION:
@@ -365,11 +451,17 @@ class Log:
                         raise RecordTooLargeError(f"append of {total} bytes exceeds "
                                                   f"segment.bytes {cfg.segment_bytes}")
                     has_pid = h.producer_id >= 0
+                    marker = None
+                    if h.attributes & _CONTROL_MASK:
+                        if origin is _CLIENT:
+                            raise InvalidRecordError(_CLIENT_CONTROL)
+                        marker = read_marker(mv)
                     with self._lock:
                         if self.closed:
                             raise StorageError(f"log {self.topic}-{self.partition} is closed")
                         if has_pid:
-                            updates, dup = self.producer_state.check((h,))
+                            updates, dup = self.producer_state.check(
+                                (h,), {0: marker} if marker else None, txn_version)
                             if dup is not None:
                                 return AppendResult(dup.first_offset, dup.last_offset, -1,
                                                     self.log_start_offset, True)
@@ -386,8 +478,9 @@ class Log:
                         size = active.append_one(
                             (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
                             total, last_offset, ts)
-                        if has_pid and updates:
-                            self.producer_state.update(h, leo, last_offset)
+                        if has_pid and updates and apply_producer_batch(
+                                self.producer_state, h, leo, last_offset, marker, active):
+                            self._refresh_unstable()
                         if leader_epoch > self.leader_epochs.latest_epoch:
                             self.leader_epochs.assign(leader_epoch, leo)
                         next_offset = last_offset + 1
@@ -413,13 +506,18 @@ class Log:
         max_msg = cfg.max_message_bytes
         headers = []
         has_pid = False
-        for b in batches:
+        markers = {}
+        for i, b in enumerate(batches):
             h = b.header
             if h.batch_length + 12 > max_msg:
                 raise RecordTooLargeError(
                     f"batch of {h.size} bytes exceeds max.message.bytes {max_msg}")
             if h.producer_id >= 0:
                 has_pid = True
+            if h.attributes & _CONTROL_MASK:
+                if origin is _CLIENT:
+                    raise InvalidRecordError(_CLIENT_CONTROL)
+                markers[i] = read_marker(memoryview(payload)[b.position:b.position + h.size])
             headers.append(h)
         total = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
         if total > cfg.segment_bytes:
@@ -431,7 +529,7 @@ class Log:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
             if has_pid:
-                updates, dup = self.producer_state.check(headers)
+                updates, dup = self.producer_state.check(headers, markers, txn_version)
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, True)
@@ -478,10 +576,14 @@ class Log:
             size = active.append(parts, total, infos)
             if has_pid:
                 ps = self.producer_state
+                txns = False
                 for i in updates:
                     h = headers[i]
                     last = infos[i][1]
-                    ps.update(h, last - h.last_offset_delta, last)
+                    txns |= apply_producer_batch(ps, h, last - h.last_offset_delta, last,
+                                                 markers.get(i), active)
+                if txns:
+                    self._refresh_unstable()
             if leader_epoch > self.leader_epochs.latest_epoch:
                 self.leader_epochs.assign(leader_epoch, first_offset)
             self._end = (next_offset, active, size)
@@ -503,7 +605,8 @@ class Log:
         timestamp or key rules, no producer sequence checks or duplicate
         detection - the leader applied them. Producer state is updated from
         every batch with a producer id (so this replica deduplicates retries
-        once it leads), and the leader epoch cache takes every batch whose
+        once it leads, and opens, closes and indexes transactions exactly as
+        the leader did), and the leader epoch cache takes every batch whose
         partitionLeaderEpoch is newer than its latest (epoch -> base offset).
         The log end offset becomes the last batch's last offset + 1.
 
@@ -582,11 +685,14 @@ class Log:
                 if reason is not None:
                     active = self._roll(reason, c_first)
                 size = active.append([mv[c_start:c_end]], c_end - c_start, infos)
-                for _, _, last, _, h, base in entries[a:b]:
+                for e_pos, e_size, last, _, h, base in entries[a:b]:
                     if h is None:
                         continue
                     if h.producer_id >= 0:
-                        ps.update(h, base, last)
+                        # as the leader did: transactions opened and closed, aborts indexed
+                        marker = read_marker(mv[e_pos:e_pos + e_size]) if h.is_control else None
+                        if apply_producer_batch(ps, h, base, last, marker, active):
+                            self._refresh_unstable()
                     if h.partition_leader_epoch > latest_epoch:
                         epochs.assign(h.partition_leader_epoch, base)
                         latest_epoch = epochs.latest_epoch
@@ -698,6 +804,8 @@ class Log:
     def _read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
               max_offset: int | None) -> ReadResult:
         hw = self.high_watermark
+        fu = self._first_unstable
+        stable = hw if fu is None or fu >= hw else fu
         leo, active, active_size = self._end
         segs, bases = self._segs
         lso = self.log_start_offset
@@ -706,25 +814,25 @@ class Log:
                 f"offset {fetch_offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
         if max_offset is not None and max_offset < leo:
             if fetch_offset >= max_offset:
-                return ReadResult([], hw, lso, hw)
+                return ReadResult([], hw, lso, stable)
             return self._read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset,
-                                      hw, lso, active, active_size, segs, bases)
+                                      hw, lso, stable, active, active_size, segs, bases)
         if fetch_offset == leo:
-            return ReadResult([], hw, lso, hw)
+            return ReadResult([], hw, lso, stable)
         i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
         while i < len(segs):
             seg = segs[i]
             max_pos = active_size if seg is active else seg.size
             region = seg.read(fetch_offset, max_bytes, max_pos, min_one_batch)
             if region is not None:
-                return ReadResult([region] if region.length else [], hw, lso, hw)
+                return ReadResult([region] if region.length else [], hw, lso, stable)
             if seg is active:
                 break
             i += 1
-        return ReadResult([], hw, lso, hw)
+        return ReadResult([], hw, lso, stable)
 
     @staticmethod
-    def _read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset, hw, lso,
+    def _read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset, hw, lso, stable,
                       active, active_size, segs, bases) -> ReadResult:
         """``_read`` below ``max_offset`` (< log end): each segment looked at is cut
         at the first batch whose last offset reaches the bound (offset index, then
@@ -742,11 +850,44 @@ class Log:
                     cut = True
             region = seg.read(fetch_offset, max_bytes, max_pos, min_one_batch)
             if region is not None:
-                return ReadResult([region] if region.length else [], hw, lso, hw)
+                return ReadResult([region] if region.length else [], hw, lso, stable)
             if cut or seg is active:
                 break
             i += 1
-        return ReadResult([], hw, lso, hw)
+        return ReadResult([], hw, lso, stable)
+
+    def aborted_transactions(self, fetch_offset: int, regions) -> list:
+        """The aborted transactions a read_committed consumer needs with
+        ``regions`` (a read from ``fetch_offset``): Kafka's
+        collectAbortedTransactions, the .txnindex entries with lastOffset >=
+        fetch_offset and firstOffset < the offset after the returned batches,
+        from the fetch offset's segment on until an entry's LSO reaches that
+        bound. Lock-free (entries are published whole)."""
+        if not regions:
+            return []
+        segs, bases = self._segs
+        leo, active, active_size = self._end
+        i = max(0, bisect.bisect_right(bases, fetch_offset) - 1)
+        region = regions[-1]
+        end_pos = region.position + region.length
+        upper = leo
+        for k in range(i, len(segs)):
+            seg = segs[k]
+            if seg._file is not region.file:
+                continue
+            size = active_size if seg is active else seg.size
+            if end_pos + 8 <= size:   # the batch right after the region: its base offset
+                upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+            elif k + 1 < len(segs):
+                upper = bases[k + 1]
+            break
+        out = []
+        for seg in segs[i:]:
+            found, complete = seg.txn_index.collect(fetch_offset, upper)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     # ------------------------------------------------------------------ timestamps
     def offset_for_timestamp(self, timestamp: int):
@@ -822,6 +963,7 @@ class Log:
         self.log_start_offset = offset
         self.leader_epochs.truncate_from_start(offset)
         self.producer_state.truncate_head(offset)
+        self._refresh_unstable()
 
     def _count_below_log_start(self) -> int:
         bases = self._segs[1]
@@ -882,6 +1024,21 @@ class Log:
             self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
         return n
 
+    def active_producers(self) -> list:
+        """What this log remembers of each producer, by producer id
+        (DescribeProducers): ProducerSummary values taken under the lock,
+        as appends change the entries."""
+        with self._lock:
+            return [e.summary() for _, e in sorted(self.producer_state.producers.items())]
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """producer.id.expiration.ms: forget producers idle that long without an
+        open transaction (Kafka's removeExpiredProducers); how many went."""
+        with self._lock:
+            if self.closed:
+                return 0
+            return self.producer_state.remove_expired(now_ms, expiration_ms)
+
     # ------------------------------------------------------------------ epochs
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
@@ -905,6 +1062,8 @@ class Log:
             hw = min(max(offset, self.log_start_offset), self._end[0])
             if hw > self.high_watermark:
                 self.high_watermark = hw
+                if self.producer_state.unreplicated:
+                    self._refresh_unstable()   # markers now replicated: their txns are stable
                 return True
             return False
 
@@ -966,6 +1125,7 @@ class Log:
                     self.high_watermark = new_leo
                 if self.recovery_point > new_leo:
                     self.recovery_point = new_leo
+                self._refresh_unstable()
         if self._request_checkpoint is not None:
             self._request_checkpoint(self)
         return new_leo
@@ -1004,6 +1164,7 @@ class Log:
         self.log_start_offset = offset
         self.high_watermark = offset
         self.recovery_point = offset
+        self._first_unstable = None
 
     # ------------------------------------------------------------------ flush/close
     def unflushed_messages(self) -> int:
@@ -1058,6 +1219,27 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
+
+
+def _replay_producers(ps: ProducerStateManager, segs, start: int, end: int) -> None:
+    """Producer state from the batches with last offset in [start, end) of
+    ``segs`` (Kafka's loadProducersFromRecords): transactions open and
+    complete, and nothing is written (the .txnindex entries exist already)."""
+    bases = [s.base_offset for s in segs]
+    i = max(0, bisect.bisect_right(bases, start) - 1)
+    for seg in segs[i:]:
+        _, pos = seg.offset_index.lookup(start)
+        with seg.borrowed_fd() as fd:
+            for e in EntryScanner(fd, pos, seg.size):
+                h = e.header
+                if h is None or h.producer_id < 0 or e.last_offset < start:
+                    continue
+                if e.last_offset >= end:
+                    return
+                marker = read_marker(os.pread(fd, e.size, e.position)) if h.is_control else None
+                completed = ps.update(h, e.base_offset, e.last_offset, marker)
+                if completed is not None:
+                    ps.complete_txn(completed)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:

@@ -151,7 +151,9 @@ class LogManager:
                  checkpoint_interval_ms: int = 60000, flush_check_interval_ms: int = 1000,
                  topic_config_provider: Callable[[str], object] | None = None,
                  log_cleaner_enable: bool = True, log_cleaner_backoff_ms: int = 15000,
-                 log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES):
+                 log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+                 producer_id_expiration_ms: int | Callable[[], int] = 86400000,
+                 producer_id_expiration_check_interval_ms: int = 600000):
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -176,6 +178,11 @@ class LogManager:
         self.log_cleaner_backoff_ms = log_cleaner_backoff_ms
         self.log_cleaner_max_map_entries = log_cleaner_max_map_entries
         self.cleaner: LogCleaner | None = None
+        # a callable reads the live (dynamic) producer.id.expiration.ms
+        self._producer_id_expiration_ms = (producer_id_expiration_ms
+                                           if callable(producer_id_expiration_ms)
+                                           else lambda: producer_id_expiration_ms)
+        self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -201,6 +208,8 @@ class LogManager:
         self._scheduler.schedule(self._retention_task, self.retention_check_interval_ms)
         self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
         self._scheduler.schedule(self._flush_ms_task, self.flush_check_interval_ms)
+        self._scheduler.schedule(self._producer_expiration_task,
+                                 self.producer_id_expiration_check_interval_ms)
 
     def _check_meta_properties(self, d: str) -> None:
         props = read_properties(os.path.join(d, META_PROPERTIES))
@@ -404,6 +413,27 @@ class LogManager:
             except Exception:
                 log.exception("retention failed for %r", lg)
         return deleted
+
+    def _producer_expiration_task(self) -> None:
+        try:
+            self.expire_producers()
+        finally:
+            if not self._shut_down:
+                self._scheduler.schedule(self._producer_expiration_task,
+                                         self.producer_id_expiration_check_interval_ms)
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Kafka's PeriodicProducerExpirationCheck: every log forgets producers
+        idle for producer.id.expiration.ms without an open transaction."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        expiration_ms = self._producer_id_expiration_ms()
+        removed = 0
+        for lg in list(self._logs.values()):
+            try:
+                removed += lg.remove_expired_producers(now_ms, expiration_ms)
+            except Exception:
+                log.exception("producer expiration failed for %r", lg)
+        return removed
 
     def logs_by_dir(self) -> dict[str, list[Log]]:
         """Every configured log dir (absolute) with the logs it holds."""

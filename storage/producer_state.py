@@ -13,6 +13,23 @@ ProducerAppendInfo:
 - unknown producer (never seen, or its data was deleted by retention): any
   sequence is accepted, like current Kafka (KIP-360).
 
+Transactions (KIP-98, Kafka's ProducerAppendInfo / ProducerStateManager): a
+transactional batch opens a transaction for its producer when none is open
+(``current_txn_first_offset`` = its base offset); the producer's control batch
+(COMMIT/ABORT marker) closes it and yields a ``CompletedTxn``. Refused, for
+appends other than replication:
+
+- a non-transactional batch while the producer's transaction is open -> InvalidTxnStateError
+- a marker from an older producer epoch -> InvalidProducerEpochError (TV2
+  markers carry a bumped epoch: there an equal epoch is refused too, except
+  the retry of a marker whose transaction already ended)
+- a marker from an older coordinator epoch -> TransactionCoordinatorFencedError
+
+Open transactions (``ongoing``: first offset -> producer id) and completed ones
+whose marker is not yet below the high watermark (``unreplicated``: first
+offset -> marker offset) make the log's first unstable offset, which bounds the
+last stable offset that read_committed consumers read up to.
+
 Snapshot layout (Kafka's ProducerSnapshot v1, big-endian)::
 
     version i16 = 1, crc u32 = CRC-32C of everything after it,
@@ -37,7 +54,10 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from storage.checkpoints import fsync_dir
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from protocol.errors import ProtocolError
+from protocol.records import CONTROL_ABORT, iter_records, parse_control_record
+from storage.errors import (InvalidProducerEpochError, InvalidTxnStateError,
+                            OutOfOrderSequenceError, TransactionCoordinatorFencedError)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +77,38 @@ class BatchMetadata(NamedTuple):
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker (Kafka's CompletedTxn): data from
+    ``first_offset``, marker at ``last_offset``."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+def read_marker(batch) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of a control batch's first record
+    (``batch``: the whole batch's bytes); None when it has no record (a
+    compaction emptied it: it changes no state, as in Kafka) or an unreadable one."""
+    try:
+        for rec in iter_records(batch):
+            ctype, coord = parse_control_record(rec.key, rec.value)
+            return ctype, (coord if coord is not None else -1)
+    except ProtocolError:
+        return None
+    return None
+
+
+class ProducerSummary(NamedTuple):
+    """A producer as DescribeProducers shows it."""
+    producer_id: int
+    epoch: int
+    last_seq: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
 
 
 class ProducerEntry:
@@ -80,6 +132,10 @@ class ProducerEntry:
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
+    def summary(self) -> ProducerSummary:
+        return ProducerSummary(self.producer_id, self.epoch, self.last_seq, self.last_timestamp,
+                               self.coordinator_epoch, self.current_txn_first_offset)
+
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         for b in self.batches:
             if b.first_seq == first_seq and b.last_seq == last_seq:
@@ -101,32 +157,63 @@ class ProducerStateManager:
     def __init__(self, partition_dir: str):
         self.dir = partition_dir
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}        # open transactions: first offset -> producer id
+        self.unreplicated: dict[int, int] = {}   # decided, marker not yet below the HW: first -> marker
 
     # -- append path -------------------------------------------------------------
-    def check(self, headers) -> tuple[list, BatchMetadata | None]:
+    def check(self, headers, markers=None, txn_version: int = 0
+              ) -> tuple[list, BatchMetadata | None]:
         """Validate the producer fields of an append's batches, mutating nothing.
 
+        ``markers``: batch index -> read_marker() of each control batch.
+        ``txn_version``: the WriteTxnMarkers request's TransactionVersion (2:
+        markers carry a bumped epoch).
         Returns (pending updates, duplicate). ``duplicate`` is the original
         metadata when the append repeats one of the producer's last 5 batches
         (the whole append is then dropped, as Kafka does). Raises
-        InvalidProducerEpochError / OutOfOrderSequenceError.
+        InvalidProducerEpochError / OutOfOrderSequenceError / InvalidTxnStateError /
+        TransactionCoordinatorFencedError.
         """
-        pending: dict[int, tuple[int, int]] = {}   # pid -> (epoch, last seq) within this append
+        # pid -> (epoch, last seq, transaction open, coordinator epoch) within this append
+        pending: dict[int, tuple] = {}
         updates = []
         for i, hdr in enumerate(headers):
             pid = hdr.producer_id
-            if pid < 0 or hdr.is_control:
+            if pid < 0:
                 continue
             epoch = hdr.producer_epoch
-            first_seq = hdr.base_sequence
-            last_seq = hdr.last_sequence
             entry = self.producers.get(pid)
             if pid in pending:
-                cur_epoch, cur_last = pending[pid]
+                cur_epoch, cur_last, txn_open, coord_epoch = pending[pid]
             elif entry is not None:
                 cur_epoch, cur_last = entry.epoch, entry.last_seq
+                txn_open, coord_epoch = entry.current_txn_first_offset >= 0, entry.coordinator_epoch
             else:
-                cur_epoch, cur_last = None, None
+                cur_epoch, cur_last, txn_open, coord_epoch = None, None, False, -1
+            if hdr.is_control:
+                marker = markers.get(i) if markers else None
+                if marker is None:
+                    continue   # no record: nothing to check or update
+                if cur_epoch is not None:
+                    if txn_version >= 2:
+                        # a retried TV2 marker (same epoch, transaction over) is let through
+                        bad = epoch < cur_epoch or (epoch == cur_epoch and txn_open)
+                    else:
+                        bad = epoch < cur_epoch
+                    if bad:
+                        raise InvalidProducerEpochError(
+                            f"producer {pid}: marker epoch {epoch} is older than current "
+                            f"epoch {cur_epoch}")
+                if coord_epoch > marker[1]:
+                    raise TransactionCoordinatorFencedError(
+                        f"producer {pid}: coordinator epoch {marker[1]} (zombie) is older "
+                        f"than {coord_epoch} (current)")
+                new_last = cur_last if epoch == cur_epoch else -1
+                pending[pid] = (epoch, new_last, False, marker[1])
+                updates.append(i)
+                continue
+            first_seq = hdr.base_sequence
+            last_seq = hdr.last_sequence
             if cur_epoch is not None and epoch < cur_epoch:
                 raise InvalidProducerEpochError(
                     f"producer {pid}: epoch {epoch} is older than current epoch {cur_epoch}")
@@ -145,16 +232,41 @@ class ProducerStateManager:
                         raise OutOfOrderSequenceError(
                             f"producer {pid} epoch {epoch}: expected sequence "
                             f"{(cur_last + 1) & INT32_MAX}, got {first_seq}")
-            pending[pid] = (epoch, last_seq if first_seq >= 0 else (cur_last if cur_last is not None else -1))
+            if txn_open and not hdr.is_transactional:
+                raise InvalidTxnStateError(
+                    f"producer {pid}: expected a transactional write, its transaction is open")
+            pending[pid] = (epoch, last_seq if first_seq >= 0 else (cur_last if cur_last is not None else -1),
+                            txn_open or hdr.is_transactional, coord_epoch)
             updates.append(i)
         return updates, None
 
-    def update(self, hdr, first_offset: int, last_offset: int) -> None:
-        """Record an appended (or replayed) batch; no checks."""
+    def update(self, hdr, first_offset: int, last_offset: int,
+               marker: tuple[int, int] | None = None) -> CompletedTxn | None:
+        """Record an appended (or replayed) batch; no checks. ``marker`` is
+        read_marker() of a control batch. Returns the transaction a marker
+        completed, if the producer had one open (a marker without data changes
+        no LSO and no index, as in Kafka); the caller then indexes it (if
+        aborted) and calls complete_txn."""
         pid = hdr.producer_id
-        if pid < 0 or hdr.is_control:
-            return
+        if pid < 0:
+            return None
         entry = self.producers.get(pid)
+        if hdr.is_control:
+            if marker is None:
+                return None
+            if entry is None:
+                entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
+            elif hdr.producer_epoch != entry.epoch:
+                entry.epoch = hdr.producer_epoch
+                entry.batches.clear()
+            completed = None
+            if entry.current_txn_first_offset >= 0:
+                completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
+                                         marker[0] == CONTROL_ABORT)
+            entry.current_txn_first_offset = -1
+            entry.coordinator_epoch = marker[1]
+            entry.last_timestamp = hdr.max_timestamp
+            return completed
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
         elif hdr.producer_epoch != entry.epoch:
@@ -164,12 +276,59 @@ class ProducerStateManager:
             entry.batches.append(BatchMetadata(hdr.base_sequence, hdr.last_sequence,
                                                first_offset, last_offset, hdr.max_timestamp))
         entry.last_timestamp = hdr.max_timestamp
+        if hdr.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[first_offset] = pid
+        return None
+
+    # -- transactions ------------------------------------------------------------------
+    def last_stable_offset_for(self, completed: CompletedTxn) -> int:
+        """Kafka's lastStableOffset(completedTxn), the LSO a .txnindex entry
+        records: the first offset of the earliest transaction of another
+        producer still open, else the offset after the marker."""
+        others = [first for first, pid in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The transaction is decided; it stays unstable until its marker is
+        below the high watermark (on_high_watermark)."""
+        self.ongoing.pop(completed.first_offset, None)
+        self.unreplicated[completed.first_offset] = completed.last_offset
+
+    def on_high_watermark(self, hw: int) -> bool:
+        """Forget completed transactions whose marker is below ``hw``; True when any went."""
+        gone = [first for first, last in self.unreplicated.items() if last < hw]
+        for first in gone:
+            del self.unreplicated[first]
+        return bool(gone)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction not yet stable, or None."""
+        fu = min(self.ongoing) if self.ongoing else None
+        if self.unreplicated:
+            u = min(self.unreplicated)
+            fu = u if fu is None or u < fu else fu
+        return fu
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's removeExpiredProducers: forget producers without an open
+        transaction whose last write is ``expiration_ms`` old. Returns how many."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose every batch is now below the log start offset."""
+        """Forget producers whose every batch is now below the log start offset
+        (not one with an open transaction: its marker is still to come), and
+        completed transactions whose marker is below it."""
         for pid in [p for p, e in self.producers.items()
-                    if e.batches and e.last_offset < log_start_offset]:
+                    if e.batches and e.last_offset < log_start_offset
+                    and e.current_txn_first_offset < 0]:
             del self.producers[pid]
+        for first in [f for f, last in self.unreplicated.items() if last < log_start_offset]:
+            del self.unreplicated[first]
 
     # -- snapshots -------------------------------------------------------------------
     def snapshot_path(self, offset: int) -> str:
@@ -206,6 +365,8 @@ class ProducerStateManager:
     def clear(self) -> None:
         """Forget every producer and delete every snapshot (the log was emptied)."""
         self.producers = {}
+        self.ongoing = {}
+        self.unreplicated = {}
         for off in self.snapshot_offsets():
             self._remove_snapshot(off)
 
@@ -232,19 +393,29 @@ class ProducerStateManager:
                 log.warning("skipping unreadable producer snapshot %s: %s",
                             self.snapshot_path(off), exc)
                 continue
-            self.producers = {e.producer_id: e for e in entries}
+            self._set_producers(entries)
             return off
-        self.producers = {}
+        self._set_producers([])
         return None
+
+    def _set_producers(self, entries) -> None:
+        """Loaded state: open transactions come back from the entries' first
+        offsets (Kafka's loadProducerEntry); completed ones are all below the
+        snapshot, so none is unreplicated as far as the log is concerned."""
+        self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {e.current_txn_first_offset: e.producer_id for e in entries
+                        if e.current_txn_first_offset >= 0}
+        self.unreplicated = {}
 
 
 def encode_snapshot(entries) -> bytes:
     body = bytearray(_COUNT.pack(0))
     n = 0
     for e in entries:
+        # timestamp: the producer's last write, data or marker (Kafka's lastTimestamp)
         if e.batches:
             b = e.batches[-1]
-            last_seq, last_off, delta, ts = b.last_seq, b.last_offset, b.last_offset - b.first_offset, b.timestamp
+            last_seq, last_off, delta, ts = b.last_seq, b.last_offset, b.last_offset - b.first_offset, e.last_timestamp
         else:
             last_seq, last_off, delta, ts = -1, -1, 0, e.last_timestamp
         body += _ENTRY.pack(e.producer_id, e.epoch, last_seq, last_off, delta, ts,

@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its sparse ``.index`` and ``.timeindex``,
+and the ``.txnindex`` of the transactions aborted in it (storage/txn_index.py).
 
 File names are the segment's base offset zero-padded to 20 digits, as in Kafka.
 Index entries are added while appending, one per ``index.interval.bytes`` of
@@ -32,12 +33,12 @@ import contextlib
 import logging
 import os
 import random
-import struct
 import threading
 import time
 
 from storage.entries import EntryScanner
 from storage.index import OffsetIndex, TimeIndex
+from storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -53,29 +54,6 @@ _pwritev = os.pwritev
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-_TXN_ENTRY_SIZE = 34   # Kafka's AbortedTxn: version i16, producerId, firstOffset, lastOffset, lastStableOffset
-_TXN_LAST_OFFSET = 18
-
-
-def _truncate_txn_index(path: str, offset: int) -> None:
-    """Kafka's TransactionIndex.truncateTo: drop the entries from the first whose
-    last offset >= ``offset`` on. samsa writes no txn index yet; this keeps one
-    from a Kafka data dir consistent with its truncated segment."""
-    try:
-        with open(path, "r+b") as f:
-            data = f.read()
-            keep = 0
-            while keep + _TXN_ENTRY_SIZE <= len(data):
-                (last,) = struct.unpack_from(">q", data, keep + _TXN_LAST_OFFSET)
-                if last >= offset:
-                    break
-                keep += _TXN_ENTRY_SIZE
-            if keep < len(data):
-                f.truncate(keep)
-    except FileNotFoundError:
-        pass
 
 
 class FileRegion:
@@ -115,6 +93,7 @@ class LogSegment:
         self.log_path = os.path.join(directory, name + LOG_SUFFIX)
         self.index_path = os.path.join(directory, name + INDEX_SUFFIX)
         self.time_index_path = os.path.join(directory, name + TIME_INDEX_SUFFIX)
+        self.txn_index = TransactionIndex(os.path.join(directory, name + TXN_INDEX_SUFFIX))
         self.max_index_bytes = config.segment_index_bytes
         self.index_interval_bytes = config.index_interval_bytes
         self.roll_jitter_ms = (random.randrange(min(config.segment_jitter_ms, config.segment_ms))
@@ -422,6 +401,7 @@ class LogSegment:
         for idx in (self._offset_index, self._time_index):
             if idx is not None and idx.writable:
                 idx.flush()
+        self.txn_index.flush()
 
     def close(self, trim: bool = True) -> None:
         with self._open_lock:
@@ -502,7 +482,9 @@ class LogSegment:
     def recover(self, on_batch=None) -> tuple[int, str | None]:
         """Check every entry (size, magic, CRC, offsets), rebuild both indexes and
         truncate the file at the first invalid byte. Returns (bytes truncated, reason).
-        ``on_batch(entry)`` is called for each valid entry (producer state rebuild).
+        ``on_batch(entry, data)`` is called for each valid entry with its bytes
+        (producer state rebuild, which also re-creates the ``.txnindex``: it is
+        emptied first, as Kafka's recover resets it).
         """
         # A segment opened just to be checked is closed again afterwards: after a
         # crash every partition's last segment is recovered, and holding them
@@ -530,6 +512,7 @@ class LogSegment:
                              writable=True, create=True)
             ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
                            writable=True, create=True)
+        self.txn_index.reset()
         scanner = EntryScanner(f.fileno(), 0, size, check_crc=True)
         last_index_pos = 0
         max_ts, off_of_max = -1, self.base_offset
@@ -553,7 +536,7 @@ class LogSegment:
                 last_index_pos = e.position
             valid_end = e.position + e.size
             if on_batch is not None:
-                on_batch(e)
+                on_batch(e, scanner.last_data)
         else:
             reason = scanner.error or ("incomplete entry at the end" if scanner.truncated else None)
         truncated = size - valid_end
@@ -634,12 +617,19 @@ class LogSegment:
         if pos == 0:
             self.rolling_based_timestamp = None
             self.created_ms = int(time.time() * 1000)
-        _truncate_txn_index(self.txn_index_path, next_offset)
+        self.txn_index.truncate_to(next_offset)
         return next_offset, retired
 
     @property
     def txn_index_path(self) -> str:
         return os.path.join(self.dir, segment_name(self.base_offset) + TXN_INDEX_SUFFIX)
+
+    # -- transactions -----------------------------------------------------------------
+    def append_aborted_txn(self, producer_id: int, first_offset: int, last_offset: int,
+                           last_stable_offset: int) -> None:
+        """An ABORT marker landed in this segment (Kafka's updateTxnIndex)."""
+        self.txn_index.append(AbortedTxn(producer_id, first_offset, last_offset,
+                                         last_stable_offset))
 
     # -- deletion -------------------------------------------------------------------
     def all_paths(self) -> list[str]:
@@ -657,6 +647,7 @@ class LogSegment:
             if idx.writable:
                 idx.make_readonly()
         self.deleted = True
+        self.txn_index.renamed(self.txn_index.path + DELETED_SUFFIX)
         out = []
         for p in self.all_paths():
             try:

@@ -9,6 +9,7 @@ from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
 from .controlled_shutdown import handle_controlled_shutdown
+from .describe_producers import handle_describe_producers
 from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
 from .log_dirs import handle_describe_log_dirs
@@ -26,6 +27,7 @@ from .reassignments import (handle_alter_partition_reassignments,
 from .transactions import (handle_add_offsets_to_txn, handle_add_partitions_to_txn,
                            handle_describe_transactions, handle_end_txn,
                            handle_list_transactions)
+from .txn_markers import handle_write_txn_markers
 
 HANDLERS = {
     0: handle_produce,
@@ -52,6 +54,7 @@ HANDLERS = {
     25: handle_add_offsets_to_txn,
     26: handle_end_txn,
     28: handle_txn_offset_commit,
+    27: handle_write_txn_markers,
     32: handle_describe_configs,
     33: handle_alter_configs,
     35: handle_describe_log_dirs,
@@ -65,6 +68,7 @@ HANDLERS = {
     60: handle_describe_cluster,
     65: handle_describe_transactions,
     66: handle_list_transactions,
+    61: handle_describe_producers,
     75: handle_describe_topic_partitions,
 }
 

@@ -8,7 +8,10 @@ data is read and down-converted in memory.
 No fetch sessions are kept: every answer has session id 0, which tells the
 client to send full requests (KIP-227 allows it).
 
-Consumers read up to the high watermark. A follower (a broker: ``replica_id``
+Consumers read up to the high watermark; with isolation_level=1
+(read_committed, v4+) up to the last stable offset, and the answer lists the
+aborted transactions overlapping the records returned (KIP-98), so the client
+can drop their records. A follower (a broker: ``replica_id``
 is its id) reads up to the log end, and its fetch offset tells the leader how
 far its copy goes, which moves the high watermark and the ISR.
 
@@ -25,7 +28,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 from protocol.records import downconvert_batches
 
-from ..partitions import LeaderLookup
+from ..partitions import READ_COMMITTED, LeaderLookup, fetch_upper_bound
 from .errors import error_code_for
 
 R = FetchResponse
@@ -94,8 +97,16 @@ def _replica_id(req, version) -> int:
     return req.replica_id
 
 
-def _read_all(targets, max_bytes, version, follower: bool):
-    """One pass over every partition: (partition answers, bytes gathered)."""
+def _aborted(log, fetch_offset, regions):
+    return [R.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in log.aborted_transactions(fetch_offset, regions)]
+
+
+def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
+    """One pass over every partition: (partition answers, bytes gathered).
+    ``isolation``: the consumer's isolation level (READ_COMMITTED: up to the
+    last stable offset, with the aborted transactions)."""
+    committed = isolation == READ_COMMITTED and not follower
     answers = []
     remaining = max_bytes
     gathered = 0
@@ -111,19 +122,22 @@ def _read_all(targets, max_bytes, version, follower: bool):
             continue
         log = t.lookup.log
         if t.read_replica >= 0:
-            hw = log.high_watermark
             answers.append((t, R.PartitionData(
-                partition_index=t.partition, error_code=ErrorCode.NONE, high_watermark=hw,
-                last_stable_offset=hw, log_start_offset=log.log_start_offset,
+                partition_index=t.partition, error_code=ErrorCode.NONE,
+                high_watermark=log.high_watermark, last_stable_offset=log.last_stable_offset,
+                log_start_offset=log.log_start_offset,
                 aborted_transactions=None, preferred_read_replica=t.read_replica, records=b"")))
             continue
         limit = max(0, min(t.max_bytes, remaining))
+        aborted = None
         try:
             # At least one batch from the first partition that has data, so a
             # consumer always makes progress past a batch larger than its limits.
             rr = log.read(t.fetch_offset, limit, min_one_batch=(gathered == 0),
-                          max_offset=None if follower else log.high_watermark)
+                          max_offset=None if follower else fetch_upper_bound(log, isolation))
             regions = rr.regions
+            if committed:
+                aborted = _aborted(log, t.fetch_offset, regions)
             size = _region_size(regions)
             records = _records_value(regions, version)
             error = ErrorCode.NONE
@@ -131,12 +145,12 @@ def _read_all(targets, max_bytes, version, follower: bool):
         except Exception as e:  # noqa: BLE001 - every failure is an error code
             error = error_code_for(e)
             size, records = 0, b""
-            hw, lso, lstart = log.high_watermark, log.high_watermark, log.log_start_offset
+            hw, lso, lstart = log.high_watermark, log.last_stable_offset, log.log_start_offset
         remaining -= size
         gathered += size
         answers.append((t, R.PartitionData(
             partition_index=t.partition, error_code=error, high_watermark=hw,
-            last_stable_offset=lso, log_start_offset=lstart, aborted_transactions=None,
+            last_stable_offset=lso, log_start_offset=lstart, aborted_transactions=aborted,
             preferred_read_replica=-1, records=records)))
     return answers, gathered
 
@@ -186,6 +200,7 @@ async def handle_fetch(ctx, req):
     replica_id = _replica_id(req, version)
     targets = _resolve(broker, req, version, replica_id)
     follower = replica_id >= 0
+    isolation = req.isolation_level if version >= 4 else 0
     redirected = False
     if follower:
         for t in targets:
@@ -203,7 +218,7 @@ async def handle_fetch(ctx, req):
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
         waiter = broker.notifier.wait_any(keys, loop) if keys else None
-        answers, gathered = _read_all(targets, max_bytes, version, follower)
+        answers, gathered = _read_all(targets, max_bytes, version, follower, isolation)
         any_error = any(p.error_code for _, p in answers)
         timeout = deadline - loop.time()
         # A consumer sent elsewhere learns it at once, as Kafka answers it.
@@ -216,6 +231,6 @@ async def handle_fetch(ctx, req):
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
-            answers, _ = _read_all(targets, max_bytes, version, follower)
+            answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
             _count_out(broker.metrics, answers, follower)
             return _response(answers)

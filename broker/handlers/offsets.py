@@ -5,17 +5,20 @@ from protocol.errors import ErrorCode
 from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
                                OffsetForLeaderEpochResponse)
 
+from ..partitions import fetch_upper_bound
 from .errors import error_code_for
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def _list_offset(log, timestamp, replica: bool):
+def _list_offset(log, timestamp, replica: bool, isolation: int = 0):
     """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches.
-    The latest offset is the high watermark for clients, the log end for a
-    follower (a broker: its fetch offset is past the leader's log end)."""
+    The latest offset is the high watermark for clients (the last stable
+    offset for read_committed ones, v2+), the log end for a follower (a broker:
+    its fetch offset is past the leader's log end)."""
+    bound = fetch_upper_bound(log, isolation)
     if timestamp == LATEST:
-        return (log.log_end_offset if replica else log.high_watermark), -1
+        return (log.log_end_offset if replica else bound), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return log.log_start_offset, -1
     if timestamp == LATEST_TIERED:
@@ -25,8 +28,9 @@ def _list_offset(log, timestamp, replica: bool):
     else:
         found = log.offset_for_timestamp(timestamp)
     # A client is not told of offsets it could not fetch yet (Kafka caps the
-    # lookup at the high watermark, so a seek there survives a failover).
-    if found is None or (not replica and found[0] >= log.high_watermark):
+    # lookup at the high watermark, or the LSO for read_committed, so a seek
+    # there survives a failover).
+    if found is None or (not replica and found[0] >= bound):
         return -1, -1
     return found  # (offset, timestamp)
 
@@ -48,7 +52,8 @@ async def handle_list_offsets(ctx, req):
                     timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:
-                offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0)
+                offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0,
+                                          req.isolation_level if version >= 2 else 0)
                 code = ErrorCode.NONE
             except Exception as e:  # noqa: BLE001
                 offset, ts, code = -1, -1, error_code_for(e)

@@ -37,7 +37,8 @@ class ReplicaLog(Protocol):
 
     def update_high_watermark(self, offset: int) -> bool: ...
     def begin_leader_epoch(self, epoch: int) -> None: ...
-    def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...) -> object: ...
+    def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...,
+               txn_version: int = 0) -> object: ...
 
 
 class NotLeaderError(Exception):
@@ -87,9 +88,11 @@ class LeaderReplica:
 
     # ------------------------------------------------------------ progress
 
-    def append(self, payload, origin: AppendOrigin, min_isr: int | None = None):
+    def append(self, payload, origin: AppendOrigin, min_isr: int | None = None,
+               txn_version: int = 0):
         """Append as this leader, stamped with its epoch; ``min_isr`` (acks=all):
-        refuse with NOT_ENOUGH_REPLICAS when the ISR is smaller, before writing."""
+        refuse with NOT_ENOUGH_REPLICAS when the ISR is smaller, before writing.
+        ``txn_version``: a transaction marker's TransactionVersion."""
         with self._append_lock:
             if self.fenced:
                 raise NotLeaderError(f"{self.topic}-{self.partition} is no longer led here")
@@ -97,7 +100,11 @@ class LeaderReplica:
                 raise NotEnoughReplicasError(
                     f"{len(self.isr)} in-sync replica(s) of {self.topic}-{self.partition}, "
                     f"min.insync.replicas is {min_isr}")
-            result = self.log.append(payload, self.leader_epoch, origin=origin)
+            if txn_version:
+                result = self.log.append(payload, self.leader_epoch, origin=origin,
+                                         txn_version=txn_version)
+            else:
+                result = self.log.append(payload, self.leader_epoch, origin=origin)
         self.appended()
         return result
 

@@ -67,7 +67,6 @@ SERVED = {
     "AddOffsetsToTxn": (25, 0, 4),
     "EndTxn": (26, 0, 4),
     "TxnOffsetCommit": (28, 0, 5),
-    "WriteTxnMarkers": (27, 1, 1),
     "DescribeTransactions": (65, 0, 0),
     "ListTransactions": (66, 0, 2),
     "OffsetForLeaderEpoch": (23, 0, 4),
@@ -80,4 +79,6 @@ SERVED = {
     "ListPartitionReassignments": (46, 0, 0),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
+    "WriteTxnMarkers": (27, 1, 2),
+    "DescribeProducers": (61, 0, 0),
 }

@@ -30,7 +30,8 @@ EXPECTED_RANGES = {
     "ElectLeaders": (43, 0, 2), "AlterPartitionReassignments": (45, 0, 1),
     "ListPartitionReassignments": (46, 0, 0),
     "AddPartitionsToTxn": (24, 0, 5), "AddOffsetsToTxn": (25, 0, 4), "EndTxn": (26, 0, 4),
-    "WriteTxnMarkers": (27, 1, 1), "TxnOffsetCommit": (28, 0, 5),
+    "WriteTxnMarkers": (27, 1, 2), "TxnOffsetCommit": (28, 0, 5),
+    "DescribeProducers": (61, 0, 0),
     "DescribeTransactions": (65, 0, 0), "ListTransactions": (66, 0, 2),
 }
 
