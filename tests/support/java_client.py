@@ -59,7 +59,7 @@ JVM_FLAGS = [
 ]
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
-            "Reassign")
+            "Reassign", "Eos")
 
 
 class JavaToolsError(RuntimeError):

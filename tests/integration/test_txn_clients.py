@@ -1,0 +1,294 @@
+"""Transactions with real clients: librdkafka (confluent-kafka) commit, abort,
+zombie fencing, the coordinator's timeout abort, transactional offsets; the
+Java client's exactly-once consume-transform-produce loop killed with SIGKILL
+and restarted; a broker killed with transactions open and completing."""
+from __future__ import annotations
+
+import random
+import selectors
+import signal
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from broker.client import SimpleClient
+from protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
+from tests.support.waiting import wait_until
+
+
+def _topic(prefix: str = "tx") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _producer(bootstrap: str, tid: str, **extra) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
+                     "linger.ms": 1, **extra})
+
+
+def _read(bootstrap: str, topic: str, isolation: str, partitions: int = 1,
+          expect: int | None = None, idle_s: float = 3.0) -> list[bytes]:
+    """Every value in ``topic`` as a consumer with ``isolation`` sees it: read
+    until ``expect`` values came (or nothing new for ``idle_s``)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": isolation})
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        last = time.monotonic()
+        while time.monotonic() - last < idle_s:
+            if expect is not None and len(values) >= expect:
+                break
+            for m in consumer.consume(1000, 0.3):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise AssertionError(m.error())
+                values.append(m.value())
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return values
+
+
+def _send_all(producer: Producer, topic: str, values: list[bytes]) -> None:
+    for v in values:
+        producer.produce(topic, value=v)
+    assert producer.flush(30) == 0
+
+
+def test_commit_and_abort_with_librdkafka(broker):
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    p = _producer(broker.bootstrap, f"t-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    _send_all(p, topic, [b"a%d" % i for i in range(5)])
+    p.abort_transaction(30)
+    p.begin_transaction()
+    _send_all(p, topic, [b"c%d" % i for i in range(7)])
+    p.commit_transaction(30)
+
+    committed = _read(broker.bootstrap, topic, "read_committed", expect=7)
+    assert committed == [b"c%d" % i for i in range(7)]
+    # read_uncommitted sees the aborted records too (the markers are not records)
+    everything = _read(broker.bootstrap, topic, "read_uncommitted", expect=12)
+    assert everything == [b"a%d" % i for i in range(5)] + [b"c%d" % i for i in range(7)]
+
+
+def test_a_new_instance_fences_the_zombie(broker):
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    tid = f"z-{uuid.uuid4().hex[:6]}"
+    zombie = _producer(broker.bootstrap, tid)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    _send_all(zombie, topic, [b"zombie-%d" % i for i in range(3)])
+
+    # A second instance with the same id: its init aborts the zombie's open
+    # transaction (with the epoch bumped) before it is answered.
+    fresh = _producer(broker.bootstrap, tid)
+    fresh.init_transactions(30)
+    fresh.begin_transaction()
+    _send_all(fresh, topic, [b"fresh-%d" % i for i in range(4)])
+    fresh.commit_transaction(30)
+
+    with pytest.raises(KafkaException) as failure:
+        zombie.produce(topic, value=b"late")
+        zombie.flush(10)
+        zombie.commit_transaction(10)
+    err = failure.value.args[0]
+    assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                         KafkaError.INVALID_PRODUCER_EPOCH), err
+
+    assert _read(broker.bootstrap, topic, "read_committed", expect=4) == \
+        [b"fresh-%d" % i for i in range(4)]
+
+
+def test_the_coordinator_aborts_a_transaction_past_its_timeout(broker_factory):
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    stuck = _producer(broker.bootstrap, f"slow-{uuid.uuid4().hex[:6]}",
+                      **{"transaction.timeout.ms": 1500})
+    stuck.init_transactions(30)
+    stuck.begin_transaction()
+    _send_all(stuck, topic, [b"never-%d" % i for i in range(3)])
+
+    other = _producer(broker.bootstrap, f"ok-{uuid.uuid4().hex[:6]}")
+    other.init_transactions(30)
+    other.begin_transaction()
+    _send_all(other, topic, [b"later-%d" % i for i in range(2)])
+    other.commit_transaction(30)
+
+    # The open transaction holds the last stable offset back until the
+    # coordinator aborts it; then read_committed gets past it.
+    got = wait_until(lambda: _read(broker.bootstrap, topic, "read_committed", expect=2,
+                                   idle_s=1.0) or None, timeout=30,
+                     what="the timed-out transaction to be aborted")
+    assert got == [b"later-%d" % i for i in range(2)]
+    with pytest.raises(KafkaException):
+        stuck.commit_transaction(10)
+
+
+def test_transactional_offsets_show_only_after_commit(broker):
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    p = _producer(broker.bootstrap, f"o-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        metadata = consumer.consumer_group_metadata()
+
+        def committed_offset() -> int:
+            return consumer.committed([TopicPartition(topic, 0)], 10)[0].offset
+
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 11)], metadata, 30)
+        p.abort_transaction(30)
+        assert committed_offset() < 0  # the aborted commit never shows
+
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 42)], metadata, 30)
+        p.commit_transaction(30)
+        assert wait_until(lambda: committed_offset() == 42 or None, timeout=15,
+                          what="the transactional commit")
+    finally:
+        consumer.close()
+
+
+def test_describe_and_list_transactions(broker):
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    tid = f"d-{uuid.uuid4().hex[:6]}"
+    p = _producer(broker.bootstrap, tid, **{"transaction.timeout.ms": 45000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    _send_all(p, topic, [b"x"])
+    with SimpleClient(broker.bootstrap) as client:
+        described = client.call(65, DescribeTransactionsRequest(
+            transactional_ids=[tid, "never-seen"])).transaction_states
+        assert [(s.transactional_id, s.error_code) for s in described] == [
+            (tid, 0), ("never-seen", 105)]  # TRANSACTIONAL_ID_NOT_FOUND
+        mine = described[0]
+        assert mine.transaction_state == "Ongoing" and mine.transaction_timeout_ms == 45000
+        assert [(t.topic, list(t.partitions)) for t in mine.topics] == [(topic, [0])]
+        listed = client.call(66, ListTransactionsRequest(
+            state_filters=["Ongoing", "NoSuchState"], producer_id_filters=[],
+            duration_filter=-1, transactional_id_pattern=None))
+        assert listed.error_code == 0 and listed.unknown_state_filters == ["NoSuchState"]
+        assert tid in [s.transactional_id for s in listed.transaction_states]
+    p.commit_transaction(30)
+    with SimpleClient(broker.bootstrap) as client:
+        state = wait_until(lambda: client.call(65, DescribeTransactionsRequest(
+            transactional_ids=[tid])).transaction_states[0].transaction_state
+            == "CompleteCommit" or None, what="CompleteCommit")
+        assert state
+
+
+def test_broker_killed_with_transactions_open_and_committing(broker_factory):
+    """kill -9 with one transaction committed (EndTxn answered, markers maybe
+    not written) and one open: after the restart the committed one is visible
+    to read_committed readers and the open one is aborted by its timeout."""
+    broker = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    topic = _topic()
+    _create(broker.bootstrap, topic, partitions=3)
+    committing = _producer(broker.bootstrap, f"c-{uuid.uuid4().hex[:6]}")
+    committing.init_transactions(30)
+    committing.begin_transaction()
+    values = [b"kept-%d" % i for i in range(30)]
+    for i, v in enumerate(values):
+        committing.produce(topic, value=v, partition=i % 3)
+    assert committing.flush(30) == 0
+    opened = _producer(broker.bootstrap, f"o-{uuid.uuid4().hex[:6]}",
+                       **{"transaction.timeout.ms": 2000})
+    opened.init_transactions(30)
+    opened.begin_transaction()
+    for i in range(6):
+        opened.produce(topic, value=b"lost-%d" % i, partition=i % 3)
+    assert opened.flush(30) == 0
+    committing.commit_transaction(30)
+    broker.kill()
+    broker.start()
+
+    got = wait_until(lambda: (lambda v: v if len(v) >= 30 else None)(
+        _read(broker.bootstrap, topic, "read_committed", partitions=3, expect=30,
+              idle_s=1.0)), timeout=60, what="the committed transaction after the restart")
+    assert sorted(got) == sorted(values)
+    everything = _read(broker.bootstrap, topic, "read_uncommitted", partitions=3, expect=36)
+    assert sorted(everything) == sorted(values + [b"lost-%d" % i for i in range(6)])
+
+
+# ------------------------------------------------------------------ the Java client
+
+def _produce_input(bootstrap: str, topic: str, n: int) -> list[bytes]:
+    values = [b"in-%05d" % i for i in range(n)]
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, v in enumerate(values):
+        p.produce(topic, key=b"%d" % (i % 13), value=v)
+    assert p.flush(30) == 0
+    return values
+
+
+def _wait_for_progress(proc, timeout: float) -> None:
+    """Until the loop printed its first "progress" line (it committed once)."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if selector.select(timeout=1.0):
+            line = proc.stdout.readline()
+            if line.startswith("progress "):
+                return
+            if not line:
+                break  # the process ended
+    raise AssertionError(f"no transaction committed within {timeout}s")
+
+
+def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
+    """Kafka's consume-transform-produce loop (sendOffsetsToTransaction), killed
+    with SIGKILL at random points while it works and restarted: read_committed
+    output holds every input record exactly once; every 4th transaction is
+    aborted on purpose, so a read_uncommitted reader sees more than that."""
+    broker = broker_factory({"group.initial.rebalance.delay.ms": 0})
+    src, dst = _topic("eos-in"), _topic("eos-out")
+    _create(broker.bootstrap, src, partitions=2)
+    _create(broker.bootstrap, dst, partitions=2)
+    n = 3000
+    inputs = _produce_input(broker.bootstrap, src, n)
+    args = ["--bootstrap-server", broker.bootstrap, "--input", src, "--output", dst,
+            "--group", "eos-group", "--transactional-id", "eos-app", "--abort-every", "4",
+            "--max-poll-records", "10"]
+    rng = random.Random(20261124)
+    killed_mid_stream = 0
+    for _ in range(3):
+        proc = java_tools.popen("Eos", *args, "--idle-ms", "60000")
+        try:
+            # wait for its first commits (a restart waits out the killed
+            # member's session first), then kill it a random moment later
+            _wait_for_progress(proc, timeout=90)
+            time.sleep(rng.uniform(0.2, 2.0))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            out, _ = proc.communicate(timeout=30)
+        killed_mid_stream += "committed " not in out
+    final = java_tools.run("Eos", *args, "--idle-ms", "8000", timeout=240).check()
+    assert final.lines[-2].startswith("committed ")
+    assert killed_mid_stream == 3
+    assert int(final.lines[-2].split()[1]) > 0  # the kills left work for the last run
+
+    out = _read(broker.bootstrap, dst, "read_committed", partitions=2, expect=n, idle_s=5.0)
+    expected = sorted(b"out:" + v for v in inputs)
+    assert len(out) == n and sorted(out) == expected, (len(out), len(set(out)), n)
+    raw = _read(broker.bootstrap, dst, "read_uncommitted", partitions=2, idle_s=3.0)
+    assert len(raw) > n and set(raw) == set(expected)
