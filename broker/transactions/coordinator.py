@@ -62,6 +62,10 @@ class TxnLog(Protocol):
     def leader_epoch(self, partition: int) -> int | None:
         """The partition's leader epoch when this broker leads it, else None."""
 
+    def named_leader(self, partition: int) -> bool:
+        """Whether the metadata names this broker the partition's leader (it
+        may not have taken the leadership up yet)."""
+
 
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
@@ -223,6 +227,9 @@ class TransactionCoordinator:
         p = self.partition_for(transactional_id)
         held = self._partitions.get(p)
         if held is None:
+            if self._log.named_leader(p):
+                # named leader, its log still being opened: the load follows
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
             return ErrorCode.NOT_COORDINATOR, p, None
         if not held.loaded:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None

@@ -38,6 +38,10 @@ class PartitionTxnLog:
         found = self._partitions.leader_log(TRANSACTION_STATE_TOPIC, partition)
         return found.leader_epoch if found.ok else None
 
+    def named_leader(self, partition: int) -> bool:
+        meta = self._partitions.partition(TRANSACTION_STATE_TOPIC, partition)
+        return meta is not None and meta.leader == self._partitions.broker_id
+
     def read(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         for item in self._read(partition):
             if not isinstance(item, (TxnRecord, TxnMarker)):

@@ -30,6 +30,9 @@ class MemoryTxnLog:
     def leader_epoch(self, partition: int) -> int | None:
         return self.epochs.get(partition)
 
+    def named_leader(self, partition: int) -> bool:
+        return partition in self.epochs
+
     def read(self, partition: int):
         return list(self.records.get(partition, []))
 
@@ -154,7 +157,9 @@ def test_not_leading_is_not_coordinator_and_a_timeout_abort_fences():
         c = _coordinator(log, markers, clock)
         await c.start()
         assert (await c.init_producer_id("t", 60000, None)).error == ErrorCode.NOT_COORDINATOR
-        log.epochs[0] = 0
+        log.epochs[0] = 0  # named leader, not loaded yet
+        assert (await c.init_producer_id("t", 60000, None)).error == \
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         await c.load_partition(0)
         assert (await c.init_producer_id("t", 0, None)).error == \
             ErrorCode.INVALID_TRANSACTION_TIMEOUT

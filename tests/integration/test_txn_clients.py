@@ -176,8 +176,14 @@ def test_describe_and_list_transactions(broker):
     p.begin_transaction()
     _send_all(p, topic, [b"x"])
     with SimpleClient(broker.bootstrap) as client:
-        described = client.call(65, DescribeTransactionsRequest(
-            transactional_ids=[tid, "never-seen"])).transaction_states
+        def described_once_loaded():
+            # the partitions of __transaction_state load as they open, right
+            # after the first producer asked: COORDINATOR_LOAD_IN_PROGRESS (14)
+            # until then, which clients retry
+            states = client.call(65, DescribeTransactionsRequest(
+                transactional_ids=[tid, "never-seen"])).transaction_states
+            return None if any(s.error_code == 14 for s in states) else states
+        described = wait_until(described_once_loaded, what="every partition loaded")
         assert [(s.transactional_id, s.error_code) for s in described] == [
             (tid, 0), ("never-seen", 105)]  # TRANSACTIONAL_ID_NOT_FOUND
         mine = described[0]
