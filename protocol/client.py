@@ -103,19 +103,32 @@ class ClientCore:
         out = []
         pos = 0
         while len(buf) - pos >= 4:
-            size = _SIZE.unpack_from(buf, pos)[0]
-            if size < 4 or size > self.max_response_bytes:
-                raise ProtocolError(f"response frame size {size} outside 4..{self.max_response_bytes}")
+            size = self.frame_size(buf, pos)
             if len(buf) - pos - 4 < size:
                 break
             frame = bytes(buf[pos + 4:pos + 4 + size])
             pos += 4 + size
-            out.append(self._complete(frame))
+            out.append(self.receive_frame(frame))
         if pos:
             del buf[:pos]
         return out
 
-    def _complete(self, frame: bytes) -> tuple[int, object]:
+    def frame_size(self, buf, pos: int = 0) -> int:
+        """The size a response frame's 4-byte prefix at ``pos`` announces;
+        ProtocolError when it cannot be a response. For transports that read
+        each frame straight into a buffer of its own (no stream buffer)."""
+        size = _SIZE.unpack_from(buf, pos)[0]
+        if size < 4 or size > self.max_response_bytes:
+            raise ProtocolError(f"response frame size {size} outside 4..{self.max_response_bytes}")
+        return size
+
+    def receive_frame(self, frame) -> tuple[int, object]:
+        """One whole response frame (without its size prefix): (correlation id,
+        response). ``frame`` may be any bytes-like object; the response may
+        keep views of it."""
+        return self._complete(frame)
+
+    def _complete(self, frame) -> tuple[int, object]:
         if not self._pending:
             raise ProtocolError("a response arrived with no request outstanding")
         expected = self._pending[0]
