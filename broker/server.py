@@ -29,6 +29,7 @@ from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore, PartitionMeta
 from .metadata.zookeeper import ZooKeeperMetadataStore
+from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
 from .partitions import PartitionLayer
@@ -355,6 +356,7 @@ class Broker:
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Consumer groups this broker coordinates",
             lambda: [({}, len(self.coordinator.groups))])
+        consumer_lag.register(services.metrics, self.coordinator.committed_offsets, logs.get_log)
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
 
     async def _offsets_replicated(self, found, end: int, min_isr: int) -> None:
