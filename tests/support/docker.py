@@ -306,7 +306,8 @@ def build_context(dest: Path) -> Path:
     if sys.version_info[:2] != (3, 11):
         raise AssertionError(f"the wheelhouse needs Python 3.11 (bookworm's), this is "
                              f"{sys.version.split()[0]}")
+    # With the pipeline's extra: deploy/pipeline/Dockerfile installs from here too.
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-         "--wheel-dir", str(dest / "wheelhouse"), str(dest), "setuptools>=77", "wheel"],
-        timeout=600)
+         "--wheel-dir", str(dest / "wheelhouse"), f"{dest}[pipeline]", "setuptools>=77",
+         "wheel"], timeout=900)
     return dest

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.timeout(900)
 
 HOST_NETWORK = "deploy/compose.host-network.yml"
 BROKERS = ("samsa-0", "samsa-1", "samsa-2")
+PIPELINE_EVENTS = 300
 
 
 # ------------------------------------------------------------ static checks
@@ -79,7 +80,9 @@ class Stack:
 def stack(request, dockerd, base, context, samsa_image):
     env = {"COMPOSE_PROJECT_NAME": f"samsatest{uuid.uuid4().hex[:6]}",
            "SAMSA_TAG": samsa_image.split(":")[1], "SAMSA_BASE_IMAGE": base,
-           "SAMSA_ZK_PORT": str(free_port())}
+           "SAMSA_ZK_PORT": str(free_port()),
+           # the generator's events: few and fast, for the pipeline test
+           "SAMSA_EVENTS": str(PIPELINE_EVENTS), "SAMSA_EVENT_RATE": "100"}
     for i in range(3):
         env[f"SAMSA_PORT_{i}"] = str(free_port())
         env[f"SAMSA_METRICS_PORT_{i}"] = str(free_port())
@@ -188,3 +191,46 @@ def test_dashboard_queries_return_data_from_prometheus(stack, prometheus):
     for title, expr in dashboard.expressions():
         wait_until(lambda: prometheus.query(expr), timeout=90,
                    what=f"data for panel {title!r}: {expr}")
+
+
+# ------------------------------------------------------------ the pipeline
+
+_COUNT_ROWS = """
+import pyarrow.dataset as ds
+d = ds.dataset("/var/lib/samsa-pipeline/events", format="parquet", partitioning="hive")
+t = d.to_table(columns=["partition", "offset"])
+print(t.num_rows, len(set(zip(t["partition"].to_pylist(), t["offset"].to_pylist()))))
+"""
+
+
+def test_pipeline_streams_the_generators_events_into_parquet(stack):
+    """The pipeline service (deploy/pipeline/Dockerfile: PySpark, Java 17) runs
+    the streaming job against the three brokers, the generator service feeds
+    it; every generated event lands in the Parquet dataset once, and SIGTERM
+    stops the job cleanly."""
+    stack.compose("build", "pipeline", timeout=900)
+    stack.compose("up", "-d", "generator", "pipeline")
+
+    def container(service):
+        return stack.compose("ps", "-q", service).stdout.decode().strip()
+    generator = container("generator")
+    wait_until(lambda: stack.dockerd.inspect(generator, "{{.State.Status}}") == "exited",
+               timeout=120, what="the generator to finish")
+    assert stack.dockerd.inspect(generator, "{{.State.ExitCode}}") == "0", \
+        stack.dockerd.logs(generator)[-2000:]
+
+    def rows():
+        p = stack.compose("exec", "-T", "pipeline", "python", "-c", _COUNT_ROWS, check=False,
+                          timeout=120)
+        if p.returncode != 0:  # no dataset yet (Spark still starting)
+            return None
+        found, distinct = map(int, p.stdout.split())
+        return (found, distinct) if found >= PIPELINE_EVENTS else None
+    # Spark's start in a fresh container, then 5 s micro-batches, on 2 busy cores.
+    got = wait_until(rows, timeout=300, interval=2.0,
+                     what=f"{PIPELINE_EVENTS} events in the pipeline's Parquet dataset")
+    assert got == (PIPELINE_EVENTS, PIPELINE_EVENTS), got  # each record once
+    pipeline = container("pipeline")
+    stack.compose("stop", "-t", "60", "pipeline", timeout=120)
+    assert stack.dockerd.inspect(pipeline, "{{.State.ExitCode}}") == "0", \
+        stack.dockerd.logs(pipeline)[-2000:]
