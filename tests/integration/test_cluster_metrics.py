@@ -1,7 +1,7 @@
 """Metrics of a 3-broker cluster: consumer lag comes from each group's
 coordinator alone (one series per group and partition across the cluster),
-and every metric the provisioned Grafana dashboard queries is exported by the
-brokers."""
+for partitions it holds a copy of and partitions it does not, and every
+metric the provisioned Grafana dashboard queries is exported by the brokers."""
 from __future__ import annotations
 
 import re
@@ -14,19 +14,21 @@ from tests.support import dashboard
 from tests.support.kafka_wire import free_port
 from tests.support.waiting import wait_until
 
-TOPIC, GROUP = "lag-rf3", "lag-cluster"
+# RF 3: every broker holds every partition. RF 1: each partition on one
+# broker, so the coordinator asks the other leaders for their high watermarks.
+TOPICS, GROUP = ("lag-rf3", "lag-rf1"), "lag-cluster"
 PER_PARTITION, COMMITTED = 10, 4
 
 
-def _lag_series(metrics_ports: list[int]) -> dict[int, list[tuple[int, float]]]:
-    """partition -> [(broker, lag)] over every broker's /metrics."""
-    out: dict[int, list[tuple[int, float]]] = {}
+def _lag_series(metrics_ports: list[int]) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """(topic, partition) -> [(broker, lag)] over every broker's /metrics."""
+    out: dict[tuple[str, int], list[tuple[int, float]]] = {}
     for broker, port in enumerate(metrics_ports):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             text = r.read().decode()
         for m in re.finditer(r'^kafka_consumergroup_lag\{consumergroup="%s",partition="(\d+)",'
-                             r'topic="%s"\} (\S+)$' % (GROUP, TOPIC), text, re.M):
-            out.setdefault(int(m.group(1)), []).append((broker, float(m.group(2))))
+                             r'topic="([^"]+)"\} (\S+)$' % GROUP, text, re.M):
+            out.setdefault((m.group(2), int(m.group(1))), []).append((broker, float(m.group(3))))
     return out
 
 
@@ -36,29 +38,35 @@ def test_lag_from_the_coordinator_only_and_dashboard_names_exported(cluster_fact
                               broker_overrides={b: {"metrics.port": str(p)}
                                                 for b, p in enumerate(ports)})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 3, 3)])[TOPIC].result(30)
+    for topic, factor in zip(TOPICS, (3, 1)):
+        admin.create_topics([NewTopic(topic, 3, factor)])[topic].result(30)
+    leaders = {p.leader for p in admin.list_topics(TOPICS[1], timeout=10)
+               .topics[TOPICS[1]].partitions.values()}
+    assert len(leaders) > 1, "the RF 1 partitions should be spread over the brokers"
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
-    for part in range(3):
-        for i in range(PER_PARTITION):
-            p.produce(TOPIC, b"%d" % i, partition=part)
+    for topic in TOPICS:
+        for part in range(3):
+            for i in range(PER_PARTITION):
+                p.produce(topic, b"%d" % i, partition=part)
     assert p.flush(60) == 0
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        c.subscribe([TOPIC])
+        c.subscribe(list(TOPICS))
         got = 0
-        for _ in range(300):
+        for _ in range(600):
             m = c.poll(0.2)
             if m is not None and not m.error():
                 got += 1
-            if got == 3 * PER_PARTITION:
+            if got == 6 * PER_PARTITION:
                 break
-        assert got == 3 * PER_PARTITION
-        c.commit(offsets=[TopicPartition(TOPIC, part, COMMITTED) for part in range(3)],
+        assert got == 6 * PER_PARTITION
+        c.commit(offsets=[TopicPartition(t, part, COMMITTED) for t in TOPICS for part in range(3)],
                  asynchronous=False)
         # A coordinator that follows a partition sees its high watermark one
-        # replica fetch after the leader: wait for the series to settle.
-        expected = {part: [PER_PARTITION - COMMITTED] for part in range(3)}
+        # replica fetch after the leader, and one without a copy after its
+        # lookup in the background: wait for the series to settle.
+        expected = {(t, part): [PER_PARTITION - COMMITTED] for t in TOPICS for part in range(3)}
         def settled():
             s = _lag_series(ports)
             return s if {k: [lag for _, lag in v] for k, v in s.items()} == expected else None
