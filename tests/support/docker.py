@@ -302,6 +302,8 @@ def build_context(dest: Path) -> Path:
     deploy/, the packages) and wheelhouse/ made by pip wheel on the host."""
     shutil.copytree(REPO_ROOT, dest, ignore=_ignore)
     (dest / "wheelhouse").mkdir()
+    # the images' install step (the wheels of the repository's wheelhouse/ stay out)
+    shutil.copy2(REPO_ROOT / "wheelhouse" / "pip-install", dest / "wheelhouse")
     # The compiled wheels (uvloop, crc32c, ...) must fit the image's Python.
     if sys.version_info[:2] != (3, 11):
         raise AssertionError(f"the wheelhouse needs Python 3.11 (bookworm's), this is "
