@@ -33,15 +33,8 @@ COPY storage ./storage
 COPY config ./config
 COPY broker ./broker
 COPY pipeline ./pipeline
-RUN set -e; \
-    if ls /wheelhouse/*.whl >/dev/null 2>&1; then \
-        echo "installing from the wheelhouse only"; \
-        from="--no-index --find-links /wheelhouse"; \
-    else \
-        from=""; \
-    fi; \
-    /opt/samsa/bin/pip install --no-cache-dir --disable-pip-version-check $from . ; \
-    /opt/samsa/bin/samsa --version
+RUN sh /wheelhouse/pip-install /opt/samsa/bin/pip . \
+    && /opt/samsa/bin/samsa --version
 
 FROM ${BASE_IMAGE}
 COPY --from=build /opt/samsa /opt/samsa

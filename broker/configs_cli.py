@@ -29,9 +29,16 @@ _SOURCE_NAMES = {
     ConfigSource.DEFAULT_CONFIG: "DEFAULT_CONFIG",
     ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG: "DYNAMIC_BROKER_LOGGER_CONFIG",
 }
-# Sources that count as "dynamic" in kafka-configs' describe (without --all).
-_DYNAMIC = {ConfigSource.TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
-            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+
+def _dynamic_source(rtype: int, name: str) -> int:
+    """The one source kafka-configs' describe (without --all) lists for an
+    entity (ConfigCommand.getResourceConfig): a topic's own overrides, a
+    broker's own dynamic keys, or the cluster-wide defaults; so a broker's
+    describe leaves out the defaults it inherits, as Kafka's does."""
+    if rtype == TOPIC:
+        return ConfigSource.TOPIC_CONFIG
+    return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" \
+        else ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
 def parse_config_list(text: str) -> dict[str, str]:
@@ -88,8 +95,9 @@ def _describe(client: SimpleClient, args) -> int:
     else:
         heading = f"Dynamic configs for {label} are:"
     print(heading)
+    dynamic = _dynamic_source(rtype, name)
     for c in sorted(result.configs, key=lambda c: c.name):
-        if not args.all and c.config_source not in _DYNAMIC:
+        if not args.all and c.config_source != dynamic:
             continue
         value = "null" if c.is_sensitive else c.value
         synonyms = ", ".join(f"{_SOURCE_NAMES.get(s.source, s.source)}:{s.name}={s.value}"

@@ -32,12 +32,25 @@ _INACTIVE = ("Empty", "Dead")
 TopicPartition = tuple[str, int]
 
 
-def _print_table(rows: list[tuple[str, ...]]) -> None:
-    """Kafka's tables: a blank line, then columns as wide as their widest cell."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+# kafka-consumer-groups' tables (ConsumerGroupCommand): a blank line, then
+# left-justified columns separated by one space. --describe pads the group,
+# topic, consumer id and host columns to at least 15 characters (wider when a
+# value is), the partition to 10 and the three offsets to 15 (a longer value
+# overflows, as Java's %-10s does), and leaves the last column unpadded.
+# --reset-offsets pads every column to a fixed width, the last one included.
+_DESCRIBE_WIDTHS = (15, 15, -10, -15, -15, -15, 15, 15, 0)  # <0: fixed, 0: unpadded
+_RESET_WIDTHS = (-30, -30, -10, -15)
+
+
+def _print_table(rows: list[tuple[str, ...]], widths: tuple[int, ...]) -> None:
+    """Kafka's printf formats: a positive width is a minimum that grows with the
+    widest value below the header, a negative one is fixed, 0 is no padding."""
+    data = rows[1:]
+    cols = [abs(w) if w <= 0 else max([w] + [len(r[i]) for r in data])
+            for i, w in enumerate(widths)]
     print()
     for r in rows:
-        print(" ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        print(" ".join(v.ljust(w) for v, w in zip(r, cols)))
 
 
 def _describe_group(cluster: Cluster, group_id: str):
@@ -126,10 +139,14 @@ def _describe_one(cluster: Cluster, group_id: str) -> int:
         for topic, parts in assigned.items():
             for p in parts:
                 owners[(topic, p)] = (m.member_id, m.client_host, m.client_id)
+    # Kafka's notes on the group's state, on stderr ahead of the table.
+    if group.group_state == "Empty":
+        print(f"\nConsumer group '{group_id}' has no active members.", file=sys.stderr)
+    elif group.group_state in ("PreparingRebalance", "CompletingRebalance"):
+        print(f"\nWarning: Consumer group '{group_id}' is rebalancing.", file=sys.stderr)
     committed = _committed(cluster, group_id)
     partitions = set(committed) | set(owners)
     if not partitions:
-        print(f"\nConsumer group '{group_id}' has no active members.")
         return 0
     ends = _log_ends(cluster, partitions)
     rows = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -142,7 +159,7 @@ def _describe_one(cluster: Cluster, group_id: str) -> int:
         rows.append((group_id, tp[0], str(tp[1]), "-" if current is None else str(current),
                      "-" if end is None else str(end), "-" if lag is None else str(lag),
                      member, host, client_id))
-    _print_table(rows)
+    _print_table(rows, _DESCRIBE_WIDTHS)
     return 0
 
 
@@ -282,7 +299,7 @@ def _reset_one(cluster: Cluster, args, group_id: str) -> int:
         _commit(cluster, plan)
     rows = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
     rows += [(group_id, t, str(p), str(o)) for (t, p), o in sorted(plan.offsets.items())]
-    _print_table(rows)
+    _print_table(rows, _RESET_WIDTHS)
     return 0
 
 

@@ -30,6 +30,7 @@ from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore, PartitionMeta
 from .metadata.zookeeper import ZooKeeperMetadataStore
+from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
 from .partitions import PartitionLayer
@@ -431,7 +432,16 @@ class Broker:
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Consumer groups this broker coordinates",
             lambda: [({}, len(self.coordinator.groups))])
+        consumer_lag.register(services.metrics, self.coordinator.committed_offsets, logs.get_log,
+                              consumer_lag.RemoteWatermarks(self._leader_address))
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+
+    def _leader_address(self, topic: str, partition: int) -> str | None:
+        """host:port of the partition's leader, as the cluster advertises it."""
+        partitions = self.services.partitions
+        meta = partitions.partition(topic, partition)
+        node = partitions.endpoint(meta.leader) if meta is not None and meta.leader >= 0 else None
+        return None if node is None else f"{node.host}:{node.port}"
 
     async def _offsets_replicated(self, found, end: int, min_isr: int) -> None:
         code, = await self.services.partitions.wait_replicated(

@@ -10,6 +10,8 @@ from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
 from .client import error_text as _error, run_tool
 from .metadata import kafka_id
 
+_DEFAULT_CONFIG = 5  # DescribeConfigs' config source of a key nobody set
+
 
 def _parse_configs(items):
     out = {}
@@ -74,8 +76,11 @@ def _describe(client, args) -> int:
         configs = client.call(32, DescribeConfigsRequest(resources=[
             DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=t.name,
                                                            configuration_keys=None)]))
+        # Kafka's "Configs:" lists every value not at its default
+        # (ConfigEntry.isDefault: any source but DEFAULT_CONFIG), so keys set
+        # in the brokers' server.properties show up too, in the broker's order.
         overrides = ",".join(f"{c.name}={c.value}" for c in configs.results[0].configs
-                             if c.config_source == 1)
+                             if c.config_source != _DEFAULT_CONFIG)
         factor = len(t.partitions[0].replica_nodes) if t.partitions else 0
         print(f"Topic: {t.name}\tTopicId: {kafka_id(t.topic_id)}\tPartitionCount: {len(t.partitions)}\t"
               f"ReplicationFactor: {factor}\tConfigs: {overrides}")
@@ -89,8 +94,10 @@ def _print_partitions(topic, partitions) -> None:
         isr = ",".join(map(str, p.isr_nodes))
         # kafka-topics prints "none" where a partition has no leader
         leader = p.leader_id if p.leader_id >= 0 else "none"
+        # Kafka 3.7+ ends the line with the eligible leader replicas (KIP-966),
+        # "N/A" for a cluster without them (ZooKeeper mode, as samsa is).
         print(f"\tTopic: {topic.name}\tPartition: {p.partition_index}\tLeader: {leader}\t"
-              f"Replicas: {replicas}\tIsr: {isr}")
+              f"Replicas: {replicas}\tIsr: {isr}\tElr: N/A\tLastKnownElr: N/A")
 
 
 def _alter(client, args) -> int:

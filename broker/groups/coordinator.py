@@ -854,6 +854,15 @@ class GroupCoordinator:
                       if not g.is_(GroupState.DEAD) and self._owns(g.group_id)
                       and (not states or str(g.state).lower() in states)]
 
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Read-only copy of the committed offsets of the groups this broker
+        coordinates: {group id: {(topic, partition): offset}}. For metrics,
+        which scrape from another thread: it only copies (list() of a dict
+        view is one step under the GIL), never awaits or changes anything."""
+        return {gid: {tp: om.offset for tp, om in list(g.offsets.items())}
+                for gid, g in list(self.groups.items())
+                if not g.is_(GroupState.DEAD) and self._owns(gid)}
+
     async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, int]]:
         """DeleteGroups -> [(group_id, error_code)]; deletes committed offsets too."""
         out = []

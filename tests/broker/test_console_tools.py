@@ -122,9 +122,11 @@ def test_describe_filters_select_partitions(capsys):
                                                  unavailable_partitions=unavailable))
         _print_partitions(topic, [p for p in topic.partitions if keep(p)])
     # a partition with an empty ISR is under-replicated as well as unavailable
-    no_leader = "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1\tIsr: "
+    elr = "\tElr: N/A\tLastKnownElr: N/A"
+    no_leader = "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1\tIsr: " + elr
     assert capsys.readouterr().out.splitlines() == [
-        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 1,2,3\tIsr: 2,3", no_leader, no_leader]
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 1,2,3\tIsr: 2,3" + elr, no_leader,
+        no_leader]
 
 
 # ------------------------------------------------------------------ against a broker

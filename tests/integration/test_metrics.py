@@ -78,3 +78,60 @@ def test_metrics_under_kafkas_names(broker_factory):
     assert _value(text, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert _value(text, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
     assert _value(text, "kafka_log_log_size", '{partition="0",topic="kafka-named"}') >= bytes_in
+
+
+def test_consumer_lag_per_group_under_kafka_exporters_names(broker_factory):
+    """kafka_consumergroup_lag{consumergroup,topic,partition} is the high watermark
+    minus the group's commit, on the group's coordinator, for a real consumer
+    group (librdkafka); it drops to 0 once the group commits what it read."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    port = free_port()
+    broker = broker_factory({"metrics.port": str(port), "metrics.host": "127.0.0.1"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("lagged", 2, 1)])["lagged"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(7):
+        p.produce("lagged", b"a%d" % i, partition=0)
+    for i in range(4):
+        p.produce("lagged", b"b%d" % i, partition=1)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lag-group",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.subscribe(["lagged"])
+        got = []
+        for _ in range(150):
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got.append(m)
+            if len(got) == 11:
+                break
+        assert len(got) == 11
+        # Part of what was read: 3 of 7 on partition 0, 1 of 4 on partition 1.
+        c.commit(offsets=[TopicPartition("lagged", 0, 3), TopicPartition("lagged", 1, 1)],
+                 asynchronous=False)
+        text = _scrape(port)
+
+        def lag(partition):
+            return _value(text, "kafka_consumergroup_lag",
+                          f'{{consumergroup="lag-group",partition="{partition}",topic="lagged"}}')
+        assert (lag(0), lag(1)) == (7 - 3, 4 - 1)
+        assert _value(text, "kafka_consumergroup_lag_sum",
+                      '{consumergroup="lag-group",topic="lagged"}') == 4 + 3
+        assert _value(text, "kafka_consumergroup_current_offset",
+                      '{consumergroup="lag-group",partition="0",topic="lagged"}') == 3
+        # Everything read is committed: no lag.
+        c.commit(asynchronous=False)
+        text = _scrape(port)
+        assert (lag(0), lag(1)) == (0, 0)
+        assert _value(text, "kafka_consumergroup_lag_sum",
+                      '{consumergroup="lag-group",topic="lagged"}') == 0
+        # New records raise it again, before the group reads them.
+        p.produce("lagged", b"late", partition=1)
+        assert p.flush(30) == 0
+        text = _scrape(port)
+        assert (lag(0), lag(1)) == (0, 1)
+    finally:
+        c.close()

@@ -302,11 +302,14 @@ def build_context(dest: Path) -> Path:
     deploy/, the packages) and wheelhouse/ made by pip wheel on the host."""
     shutil.copytree(REPO_ROOT, dest, ignore=_ignore)
     (dest / "wheelhouse").mkdir()
+    # the images' install step (the wheels of the repository's wheelhouse/ stay out)
+    shutil.copy2(REPO_ROOT / "wheelhouse" / "pip-install", dest / "wheelhouse")
     # The compiled wheels (uvloop, crc32c, ...) must fit the image's Python.
     if sys.version_info[:2] != (3, 11):
         raise AssertionError(f"the wheelhouse needs Python 3.11 (bookworm's), this is "
                              f"{sys.version.split()[0]}")
+    # With the pipeline's extra: deploy/pipeline/Dockerfile installs from here too.
     run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-         "--wheel-dir", str(dest / "wheelhouse"), str(dest), "setuptools>=77", "wheel"],
-        timeout=600)
+         "--wheel-dir", str(dest / "wheelhouse"), f"{dest}[pipeline]", "setuptools>=77",
+         "wheel"], timeout=900)
     return dest

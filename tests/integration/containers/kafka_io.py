@@ -18,8 +18,10 @@ def produce(bootstrap: str, topic: str, values: list[bytes], timeout: float = 60
     assert left == 0 and not errors, f"{left} unsent, errors: {errors[:3]}"
 
 
-def consume(bootstrap: str, topic: str, count: int, group: str, timeout: float = 90.0) -> list[bytes]:
-    """The first ``count`` values a new consumer group reads from the start."""
+def consume(bootstrap: str, topic: str, count: int, group: str, timeout: float = 90.0,
+            commit: bool = False) -> list[bytes]:
+    """The first ``count`` values a new consumer group reads from the start;
+    with ``commit``, the group commits what it read before it leaves."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     got: list[bytes] = []
@@ -32,6 +34,8 @@ def consume(bootstrap: str, topic: str, count: int, group: str, timeout: float =
             m = c.poll(0.5)
             if m is not None and not m.error():
                 got.append(m.value())
+        if commit:
+            c.commit(asynchronous=False)
     finally:
         c.close()
     return got
