@@ -156,6 +156,11 @@ class Broker:
         logs = LogManager(log_dirs=cfg.log_dirs, default_config=cfg.default_topic_config,
                           broker_id=cfg.broker_id, cluster_id=store.cluster_id,
                           retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+                          checkpoint_interval_ms=cfg.log_flush_offset_checkpoint_interval_ms,
+                          start_offset_checkpoint_interval_ms=(
+                              cfg.log_flush_start_offset_checkpoint_interval_ms),
+                          high_watermark_checkpoint_interval_ms=(
+                              cfg.replica_high_watermark_checkpoint_interval_ms),
                           log_cleaner_enable=cfg.log_cleaner_enable,
                           log_cleaner_backoff_ms=cfg.log_cleaner_backoff_ms,
                           producer_id_expiration_ms=lambda: self.cfg.producer_id_expiration_ms,

@@ -222,6 +222,9 @@ class BrokerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = _key(
         "log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000, at_least(0),
         "How often log-start-offset checkpoints are written.")
+    replica_high_watermark_checkpoint_interval_ms: int = _key(
+        "replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, at_least(1),
+        "How often high watermarks are written to replication-offset-checkpoint.")
 
     # ------------------------------------------------------------ timestamps
     log_message_timestamp_type: str = _key("log.message.timestamp.type", T.STRING, "CreateTime",

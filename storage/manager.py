@@ -30,6 +30,7 @@ for longer than that takes.
 from __future__ import annotations
 
 import heapq
+import functools
 import logging
 import os
 import resource
@@ -148,7 +149,10 @@ class _Flusher(threading.Thread):
 class LogManager:
     def __init__(self, log_dirs, default_config, broker_id: int, cluster_id: str,
                  retention_check_interval_ms: int = 300000, *,
-                 checkpoint_interval_ms: int = 60000, flush_check_interval_ms: int = 1000,
+                 checkpoint_interval_ms: int = 60000,
+                 start_offset_checkpoint_interval_ms: int = 60000,
+                 high_watermark_checkpoint_interval_ms: int = 5000,
+                 flush_check_interval_ms: int = 1000,
                  topic_config_provider: Callable[[str], object] | None = None,
                  log_cleaner_enable: bool = True, log_cleaner_backoff_ms: int = 15000,
                  log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
@@ -163,7 +167,16 @@ class LogManager:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.retention_check_interval_ms = retention_check_interval_ms
+        # Kafka's three intervals: log.flush.offset.checkpoint.interval.ms
+        # (recovery points), log.flush.start.offset.checkpoint.interval.ms and
+        # replica.high.watermark.checkpoint.interval.ms (5 s: a restarted
+        # broker's consumers should not see its high watermark far behind).
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._checkpoint_intervals = {
+            RECOVERY_POINT_CHECKPOINT: checkpoint_interval_ms,
+            LOG_START_OFFSET_CHECKPOINT: start_offset_checkpoint_interval_ms,
+            REPLICATION_OFFSET_CHECKPOINT: high_watermark_checkpoint_interval_ms,
+        }
         self.flush_check_interval_ms = flush_check_interval_ms
         self._topic_config_provider = topic_config_provider
         self._topic_configs: dict[str, object] = {}
@@ -206,7 +219,8 @@ class LogManager:
             self.cleaner.start()
         self._started = True
         self._scheduler.schedule(self._retention_task, self.retention_check_interval_ms)
-        self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
+        for name, interval in self._checkpoint_intervals.items():
+            self._scheduler.schedule(functools.partial(self._checkpoint_task, name), interval)
         self._scheduler.schedule(self._flush_ms_task, self.flush_check_interval_ms)
         self._scheduler.schedule(self._producer_expiration_task,
                                  self.producer_id_expiration_check_interval_ms)
@@ -454,15 +468,23 @@ class LogManager:
             raise StorageError("run_cleaner before startup")
         return self.cleaner.run_once(now_ms, force=force)
 
-    def _checkpoint_task(self) -> None:
+    def _checkpoint_task(self, name: str) -> None:
         try:
-            self.write_checkpoints()
+            self.write_checkpoints((name,))
         finally:
             if not self._shut_down:
-                self._scheduler.schedule(self._checkpoint_task, self.checkpoint_interval_ms)
+                self._scheduler.schedule(functools.partial(self._checkpoint_task, name),
+                                         self._checkpoint_intervals[name])
 
-    def write_checkpoints(self) -> list[str]:
-        """Write every dir's checkpoints; returns what failed (each naming the file)."""
+    _CHECKPOINT_VALUES = {
+        RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
+        LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
+        REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
+    }
+
+    def write_checkpoints(self, names=tuple(_CHECKPOINT_VALUES)) -> list[str]:
+        """Write every dir's checkpoint files (``names``: those only); returns
+        what failed (each naming the file)."""
         failures = []
         with self._lock:
             by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
@@ -470,12 +492,10 @@ class LogManager:
                 by_dir[self._log_dir_of[key]][key] = lg
         for d, logs in by_dir.items():
             try:
-                write_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                                        {k: lg.recovery_point for k, lg in logs.items()})
-                write_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                                        {k: lg.log_start_offset for k, lg in logs.items()})
-                write_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT),
-                                        {k: lg.high_watermark for k, lg in logs.items()})
+                for name in names:
+                    value = self._CHECKPOINT_VALUES[name]
+                    write_offset_checkpoint(os.path.join(d, name),
+                                            {k: value(lg) for k, lg in logs.items()})
             except OSError as exc:
                 log.error("writing checkpoints in %s failed: %s", d, exc)
                 failures.append(f"writing checkpoints: {exc}")

@@ -175,3 +175,23 @@ def test_reads_do_not_wait_for_flush(tmp_path, managers):
     with lg._flush_lock:
         lg.append(batch_of(1))
         assert lg.read(0, 1000).regions
+
+
+def test_each_checkpoint_file_on_its_own_interval(tmp_path, managers):
+    """Kafka writes high watermarks every replica.high.watermark.checkpoint.interval.ms
+    (5 s) and recovery points / log start offsets every minute: a broker that
+    crashes comes back with a high watermark at most seconds old."""
+    from storage.checkpoints import read_offset_checkpoint
+    d = str(tmp_path / "d1")
+    lm = managers([d], checkpoint_interval_ms=10**7, start_offset_checkpoint_interval_ms=10**7,
+                  high_watermark_checkpoint_interval_ms=20)
+    lm.startup()
+    lg = lm.create_log("hw", 0, CFG, uuid.uuid4())
+    for _ in range(3):
+        lg.append(batch_of(2))
+    lg.update_high_watermark(lg.log_end_offset)
+    hw_file = os.path.join(d, "replication-offset-checkpoint")
+    assert wait_for(lambda: os.path.exists(hw_file)
+                    and read_offset_checkpoint(hw_file).get(("hw", 0)) == 6)
+    assert not os.path.exists(os.path.join(d, "recovery-point-offset-checkpoint"))
+    assert not os.path.exists(os.path.join(d, "log-start-offset-checkpoint"))
