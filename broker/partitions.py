@@ -184,6 +184,13 @@ class PartitionLayer:
         min_isr = found.log.config.min_insync_replicas if acks == -1 else None
         return found.replica.append(payload, origin, min_isr, txn_version)
 
+    def transaction_open(self, found: LeaderLookup, producer_id: int, epoch: int) -> bool:
+        """Whether the partition (``found`` from leader_log) has the producer's
+        transaction open at ``epoch``: its next transactional batches join it."""
+        entry = found.log.producer_state.producers.get(producer_id)
+        return (entry is not None and entry.epoch == epoch
+                and entry.current_txn_first_offset >= 0)
+
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
         """A follower's fetch: its log end is ``fetch_offset``, its log start

@@ -43,6 +43,7 @@ from .loop_bridge import LoopBridge
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
+from .transactions.verification import TxnVerifier
 
 log = logging.getLogger("broker")
 
@@ -64,6 +65,7 @@ class BrokerServices:
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     transactions: LoopBridge | None = None  # the transaction coordinator, once started
+    txn_verifier: LoopBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
     controller: Controller | None = None  # ZooKeeper mode: this broker's controller
     # Called on the processor loop after a transaction marker is replicated in a
@@ -138,6 +140,7 @@ class Broker:
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
+        self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
@@ -383,9 +386,14 @@ class Broker:
         for p in range(services.txn_coordinators.partition_count()):
             if services.partitions.leader_log(TRANSACTION_STATE_TOPIC, p).ok:
                 await coordinator.load_partition(p)
-        services.transactions = LoopBridge(coordinator, asyncio.get_running_loop(), frozenset({
+        loop = asyncio.get_running_loop()
+        services.transactions = LoopBridge(coordinator, loop, frozenset({
             "init_producer_id", "add_partitions", "verify_partitions", "end_transaction",
             "describe", "list_transactions"}))
+        self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
+                                         coordinator.verify_partitions,
+                                         self.cfg.request_timeout_ms / 1000)
+        services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
 
     async def _start_groups(self) -> None:
         """Load committed offsets and groups before any client can ask for them."""
@@ -605,6 +613,7 @@ class Broker:
             # markers still to send are resumed by the next coordinator from the log
             await self.txn_coordinator.shutdown()
             await self._marker_sender.close()
+            await self._txn_verifier.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:

@@ -324,6 +324,10 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = _key("transactional.id.expiration.ms", T.INT,
                                                604800000, at_least(1),
                                                "Idle transactional ids expire after this.")
+    transaction_partition_verification_enable: bool = _key(
+        "transaction.partition.verification.enable", T.BOOLEAN, True, None,
+        "Partition leaders ask the transaction coordinator before a producer's first "
+        "transactional write to a partition (KIP-890: no hanging transactions).")
     transaction_state_log_segment_bytes: int = _key(
         "transaction.state.log.segment.bytes", T.INT, 104857600, at_least(1),
         "Segment size of __transaction_state.")

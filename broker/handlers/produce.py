@@ -79,6 +79,50 @@ async def _await_replication(partitions, waiting) -> None:
             result.log_start_offset = -1
 
 
+def _topic_meta(broker, version: int, topic):
+    """(the topic's metadata or None, the error for a missing one): by id from v13."""
+    if version >= 13:
+        return broker.topics.by_id(topic.topic_id), ErrorCode.UNKNOWN_TOPIC_ID
+    return broker.topics.get(topic.name), (
+        ErrorCode.INVALID_TOPIC_EXCEPTION if name_error(topic.name)
+        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _first_transactional_write(partitions, found: LeaderLookup, records) -> tuple[int, int] | None:
+    """(producer id, epoch) when ``records`` would open a transaction in the
+    partition (a transactional batch of a producer without one open there):
+    the write KIP-890 has the coordinator verify first. None otherwise."""
+    if not records or len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
+        return None
+    for _, header in iter_batch_headers(records):
+        if not header.is_transactional or header.producer_id < 0:
+            return None
+        if partitions.transaction_open(found, header.producer_id, header.producer_epoch):
+            return None
+        return header.producer_id, header.producer_epoch
+    return None
+
+
+async def _verify_transactional(ctx, req, resolved) -> dict[tuple[str, int], ErrorCode]:
+    """KIP-890 part 1: the coordinator's word on every partition this request
+    would open a transaction in (empty when there are none, or the check is
+    off)."""
+    broker = ctx.broker
+    if (req.transactional_id is None or broker.txn_verifier is None
+            or not broker.config.transaction_partition_verification_enable):
+        return {}
+    opening: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for name, part, found in resolved:
+        if found.ok:
+            producer = _first_transactional_write(broker.partitions, found, part.records)
+            if producer is not None:
+                opening.setdefault(producer, []).append((name, part.index))
+    verdicts: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), tps in opening.items():
+        verdicts.update(await broker.txn_verifier.verify(req.transactional_id, pid, epoch, tps))
+    return verdicts
+
+
 async def handle_produce(ctx, req):
     broker = ctx.broker
     version = ctx.version
@@ -86,14 +130,15 @@ async def handle_produce(ctx, req):
     acks_ok = req.acks in (-1, 0, 1)
     waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
+    verdicts = {}
+    if req.transactional_id is not None:
+        metas = [_topic_meta(broker, version, t)[0] for t in req.topic_data]
+        verdicts = await _verify_transactional(ctx, req, [
+            (meta.name, part, broker.partitions.leader_log(meta.name, part.index))
+            for t, meta in zip(req.topic_data, metas) if meta is not None and acks_ok
+            for part in t.partition_data])
     for topic in req.topic_data:
-        if version >= 13:
-            meta = broker.topics.by_id(topic.topic_id)
-            missing_code = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            meta = broker.topics.get(topic.name)
-            missing_code = (ErrorCode.INVALID_TOPIC_EXCEPTION if name_error(topic.name)
-                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        meta, missing_code = _topic_meta(broker, version, topic)
         parts_out = []
         for part in topic.partition_data:
             if not acks_ok:
@@ -107,8 +152,13 @@ async def handle_produce(ctx, req):
                                            message=f"Cannot append to internal topic {meta.name}")
             else:
                 found = broker.partitions.leader_log(meta.name, part.index)
+                verdict = verdicts.get((meta.name, part.index), ErrorCode.NONE)
                 if not found.ok:
                     result = _not_leader(part.index, found, leaders)
+                elif verdict:
+                    result = _partition_result(part.index, verdict, message=(
+                        "the transaction coordinator did not verify this partition as "
+                        f"part of transaction {req.transactional_id!r}: {verdict.name}"))
                 else:
                     try:
                         result, end = _append(broker.partitions, found, part.records, version,

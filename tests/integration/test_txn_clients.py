@@ -298,3 +298,59 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     assert len(out) == n and sorted(out) == expected, (len(out), len(set(out)), n)
     raw = _read(broker.bootstrap, dst, "read_uncommitted", partitions=2, idle_s=3.0)
     assert len(raw) > n and set(raw) == set(expected)
+
+
+# ------------------------------------------------------------------ KIP-890 part 1
+
+def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
+                 value: bytes):
+    from protocol.messages import ProduceRequest
+    from protocol.records import build_batch
+    batch = build_batch([(None, value, [], int(time.time() * 1000))], producer_id=pid,
+                        producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+    r = client.call(0, ProduceRequest(acks=-1, timeout_ms=10000, transactional_id=tid,
+                                      topic_data=[ProduceRequest.TopicProduceData(
+                                          name=topic, partition_data=[
+                                              ProduceRequest.PartitionProduceData(
+                                                  index=partition, records=batch)])]),
+                    highest=9)
+    return r.responses[0].partition_responses[0]
+
+
+def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broker):
+    """A transactional batch for a partition not added to the producer's open
+    transaction (or arriving after it ended) is refused with INVALID_TXN_STATE
+    and not written: it would open a transaction no marker ever closes, and
+    read_committed readers of the partition would stop there for good."""
+    from protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
+                                   InitProducerIdRequest)
+    topic = _topic()
+    _create(broker.bootstrap, topic, partitions=2)
+    tid = f"v-{uuid.uuid4().hex[:6]}"
+    # a producer finds its coordinator first (this creates __transaction_state)
+    _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    with SimpleClient(broker.bootstrap) as c:
+        init = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(
+            c.call(22, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000,
+                                             producer_id=-1, producer_epoch=-1))))
+        pid, epoch = init.producer_id, init.producer_epoch
+        A = AddPartitionsToTxnRequest
+        added = c.call(24, A(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                             v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                 A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
+                       highest=3)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code == 0
+        assert _txn_produce(c, tid, topic, 0, pid, epoch, 0, b"in").error_code == 0
+        stray = _txn_produce(c, tid, topic, 1, pid, epoch, 0, b"not added")
+        assert stray.error_code == 48  # INVALID_TXN_STATE
+        assert c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                        producer_epoch=epoch, committed=True)).error_code == 0
+        # a late batch after the commit: its transaction is over
+        late = wait_until(lambda: (lambda r: r if r.error_code != 6 else None)(
+            _txn_produce(c, tid, topic, 0, pid, epoch, 1, b"late")))
+        assert late.error_code == 48
+    assert _read(broker.bootstrap, topic, "read_committed", partitions=2, expect=1) == [b"in"]
+    # nothing hangs: the last stable offset of both partitions is their end
+    assert sorted(_read(broker.bootstrap, topic, "read_uncommitted", partitions=2,
+                        expect=1)) == [b"in"]
