@@ -735,7 +735,8 @@ class Log:
             self._request_flush(self)
         return new
 
-    def replace_segments(self, old: list[LogSegment], cleaned_path: str) -> LogSegment:
+    def replace_segments(self, old: list[LogSegment], cleaned_path: str,
+                         aborted_txns=()) -> LogSegment:
         """Swap a compacted copy in for ``old`` (contiguous, not the active segment).
 
         ``cleaned_path`` is the cleaner's output, ``<old[0] base>.log.cleaned`` in this
@@ -744,6 +745,9 @@ class Log:
         to ``.log.swap`` (from here on start-up completes the swap), retire the old
         segments (``*.deleted``, removed after file.delete.delay.ms so in-flight
         reads finish), rename the swap file to the segment name, index it.
+        ``aborted_txns``: the cleaned segment's .txnindex entries (the old
+        segments' go with them). A stop before they are written loses only
+        entries of aborted data the cleaner has removed already.
         """
         with self._lock:
             if self.closed:
@@ -763,6 +767,9 @@ class Log:
             fsync_dir(self.dir)
             new = LogSegment(self.dir, base, self.config)
             new.build_indexes()
+            for t in aborted_txns:
+                new.txn_index.append(t)
+            new.txn_index.flush()
             segs[i:i + len(old)] = [new]
             self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
             delay = self.config.file_delete_delay_ms
@@ -881,9 +888,17 @@ class Log:
             elif k + 1 < len(segs):
                 upper = bases[k + 1]
             break
+        return self.collect_aborted_txns(fetch_offset, upper)
+
+    def collect_aborted_txns(self, start: int, upper: int) -> list:
+        """AbortedTxn entries overlapping [start, upper), from the segment holding
+        ``start`` on until an entry's LSO reaches ``upper`` (Kafka's
+        collectAbortedTransactions; the cleaner uses it too). Lock-free."""
+        segs, bases = self._segs
+        i = max(0, bisect.bisect_right(bases, start) - 1)
         out = []
         for seg in segs[i:]:
-            found, complete = seg.txn_index.collect(fetch_offset, upper)
+            found, complete = seg.txn_index.collect(start, upper)
             out.extend(found)
             if complete:
                 break
