@@ -309,3 +309,21 @@ def test_expired_producers_are_removed_but_not_open_transactions(make_log):
                           timestamp=1000, transactional=True))
     assert lg.remove_expired_producers(now_ms=1000 + 60_000, expiration_ms=60_000) == 1
     assert set(lg.producer_state.producers) == {P2}
+
+
+def test_log_manager_expiry_reads_the_live_setting(tmp_path):
+    from storage import LogManager
+    expiration = [10 ** 9]
+    lm = LogManager([str(tmp_path / "d")], TopicConfig(), 0, "c1",
+                    producer_id_expiration_ms=lambda: expiration[0])
+    lm.startup()
+    try:
+        lg = lm.create_log("t", 0)
+        lg.append(build_batch([b"a"], producer_id=P1, producer_epoch=0, base_sequence=0,
+                              timestamp=1000))
+        assert lm.expire_producers(now_ms=2000) == 0
+        expiration[0] = 1000   # producer.id.expiration.ms changed (a dynamic config)
+        assert lm.expire_producers(now_ms=2000) == 1
+        assert lg.producer_state.producers == {}
+    finally:
+        lm.shutdown()
