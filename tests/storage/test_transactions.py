@@ -327,3 +327,20 @@ def test_log_manager_expiry_reads_the_live_setting(tmp_path):
         assert lg.producer_state.producers == {}
     finally:
         lm.shutdown()
+
+
+def test_open_transaction_comes_back_from_replay_after_the_snapshot(make_log):
+    lg = make_log()
+    lg.append(txn(P1, 0))                             # 0 P1 open
+    lg.roll()                                         # snapshot at 1: P1 open
+    lg.append(txn(P2, 0))                             # 1 P2 open
+    lg.append(marker(P1, False), origin=COORD)        # 2 abort P1 (P2 open: LSO 1)
+    hw_to_end(lg)
+    lg.close()
+    for n in os.listdir(lg.dir):                      # only the roll's snapshot is left
+        if n.endswith(".snapshot") and int(n[:20]) != 1:
+            os.unlink(os.path.join(lg.dir, n))
+    lg2 = make_log(high_watermark=3)
+    assert set(lg2.producer_state.ongoing.values()) == {P2}
+    assert lg2.last_stable_offset == 1
+    assert txnindex_bytes(lg2) == expected_entry(P1, 0, 2, 1)
