@@ -53,6 +53,13 @@ transaction. Such a marker first gets a delete horizon (attribute bit 6,
 ``baseTimestamp = now + delete.retention.ms``, as tombstones) and is dropped by
 a pass after it, so a consumer reading meanwhile still sees the transaction end.
 
+Producers' last batches (Kafka's RETAIN_EMPTY): the batch holding a producer's
+last data offset as the log's producer state knows it (or, for a producer whose
+last write was a marker, that marker at its epoch) is kept even when none of
+its records are, as an empty batch (header only, Kafka's writeEmptyHeader), so
+the producer's last sequence and epoch survive a rebuild of producer state
+from the log (duplicate detection and fencing after a restart).
+
 Threading: a pass reads only non-active segments, which no appender changes,
 without the log's lock; ``replace_segments`` takes the lock and refuses (we
 then drop our output) if retention or DeleteRecords removed a segment in the
@@ -294,36 +301,73 @@ def _with_delete_horizon(data, h, horizon: int) -> bytes:
     return bytes(out)
 
 
-def _filter_marker(e, data, txns: _TxnTracker, now_ms: int, delete_retention_ms: int):
+def _empty_batch(h) -> bytes:
+    """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's header without
+    records (same offsets, producer fields, attributes but the codec), both
+    timestamps its max timestamp."""
+    return build_batch([], base_offset=h.base_offset, timestamp_type=h.timestamp_type,
+                       producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                       base_sequence=h.base_sequence,
+                       partition_leader_epoch=h.partition_leader_epoch,
+                       is_transactional=h.is_transactional, is_control=h.is_control,
+                       base_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp,
+                       last_offset_delta=h.last_offset_delta)
+
+
+def _is_last_of_producer(h, last_offset: int, last_batches: dict | None) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holds the producer's last
+    data offset, or (no data known) it is a marker at the producer's epoch."""
+    if last_batches is None or h.producer_id < 0:
+        return False
+    last = last_batches.get(h.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset >= 0:
+        return last_offset == last_data_offset
+    return h.is_control and h.producer_epoch == epoch
+
+
+def _filter_marker(e, data, txns: _TxnTracker, now_ms: int, delete_retention_ms: int,
+                   retain_empty: bool = False):
     """A control batch: kept as is while its transaction has batches left; else
     given a delete horizon, and dropped once that has passed (Kafka's
-    checkBatchRetention for markers)."""
+    checkBatchRetention for markers); a producer's last one stays, emptied."""
     h = e.header
     if not txns.on_marker(h, e.last_offset, read_marker(data)):
         return data, None
+    if h.records_count == 0:   # emptied by an earlier pass: no marker left to delay
+        return (data if retain_empty else None), None
     if h.attributes & DELETE_HORIZON_MASK:
         horizon = h.base_timestamp
-        return (None, None) if now_ms >= horizon else (data, horizon)
+        if now_ms >= horizon:
+            return (_empty_batch(h) if retain_empty else None), None
+        return data, horizon
     horizon = now_ms + delete_retention_ms
     return _with_delete_horizon(data, h, horizon), horizon
 
 
 def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
-                  txns: _TxnTracker | None = None):
+                  txns: _TxnTracker | None = None, last_batches: dict | None = None):
     """Step 4 for one entry: the bytes to keep (``data`` itself when nothing changes),
     or None to drop it; plus (records in, records out, delete horizon of the
-    tombstones or marker it keeps, or None)."""
+    tombstones or marker it keeps, or None). ``last_batches``: producer id ->
+    (last data offset or -1, epoch), for the batches kept even when emptied."""
     h = e.header
     if h is None:
         return data, 0, 0, None
+    retain_empty = _is_last_of_producer(h, e.last_offset, last_batches)
     if h.is_control:
         if txns is None:
             return data, 0, 0, None
-        out, horizon = _filter_marker(e, data, txns, now_ms, delete_retention_ms)
+        out, horizon = _filter_marker(e, data, txns, now_ms, delete_retention_ms, retain_empty)
         return out, 0, 0, horizon
     if txns is not None and txns.on_batch(h, e.last_offset):
-        return None, h.records_count, 0, None   # an aborted transaction's records go
+        # an aborted transaction's records go
+        return (_empty_batch(h) if retain_empty else None), h.records_count, 0, None
     _, records = decode_batch(data, 0, header=h)
+    if not records:   # emptied by an earlier pass: kept only while its producer's last
+        return (data if retain_empty else None), 0, 0, None
     horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
     kept = []
     tombstones = False
@@ -341,7 +385,7 @@ def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
     if len(kept) == len(records) and (horizon is not None or not tombstones):
         return data, len(records), len(kept), horizon if tombstones else None
     if not kept:
-        return None, len(records), 0, None
+        return (_empty_batch(h) if retain_empty else None), len(records), 0, None
     if horizon is None and tombstones:
         horizon = now_ms + delete_retention_ms
     append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
@@ -421,6 +465,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     if not to_clean:
         return None
     groups = _group_segments([sg for sg, _ in to_clean], [e for _, e in to_clean], cfg)
+    last_batches = lg.last_batches_of_producers()
     seg_in = seg_out = b_in = b_out = r_in = r_out = 0
     min_horizon = None
     for group in groups:
@@ -439,7 +484,8 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
                     txns.add(lg.collect_aborted_txns(seg.base_offset, seg_end))
                     for e, data in _entries(seg):
                         out, n_in, n_out, horizon = _filter_batch(
-                            e, data, key_map, now_ms, cfg.delete_retention_ms, txns)
+                            e, data, key_map, now_ms, cfg.delete_retention_ms, txns,
+                            last_batches)
                         r_in += n_in
                         r_out += n_out
                         if horizon is not None and (min_horizon is None or horizon < min_horizon):

@@ -1046,6 +1046,13 @@ class Log:
         with self._lock:
             return [e.summary() for _, e in sorted(self.producer_state.producers.items())]
 
+    def last_batches_of_producers(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (offset of its last data batch's last record, or -1
+        when none is known; epoch): the batches compaction keeps even emptied."""
+        with self._lock:
+            return {pid: (e.last_offset, e.epoch)
+                    for pid, e in self.producer_state.producers.items()}
+
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """producer.id.expiration.ms: forget producers idle that long without an
         open transaction (Kafka's removeExpiredProducers); how many went."""

@@ -1,6 +1,7 @@
 """Compaction of transactional data, as Kafka's cleaner: aborted records go,
 markers go once no batch of their transaction is left and their delete horizon
-has passed, and an ongoing transaction is never touched."""
+has passed, a producer's last batch stays (emptied) while the producer is
+remembered, and an ongoing transaction is never touched."""
 from __future__ import annotations
 
 import os
@@ -65,27 +66,36 @@ def test_aborted_data_and_markers_leave_ongoing_transaction_stays(tmp_path):
     clean_log(lg, None, T0, force=True)
     seg0 = lg.segments[0]
     # A's records are gone (k2 had no other value: it is gone altogether); B's
-    # batch lost its superseded record; both markers stay: their transactions
-    # had batches in this pass
+    # record was superseded. Each batch was its producer's last, so it stays
+    # emptied (Kafka's RETAIN_EMPTY: producer state can be rebuilt from the
+    # log); both markers stay: their transactions had batches in this pass
     assert data_records(seg0) == [(5, b"k1", b"z")]
     hs = headers(seg0)
-    assert [h.base_offset for h in hs] == [3, 4, 5]
-    assert all(h.is_control for h in hs[:2]) and not any(h.has_delete_horizon for h in hs)
+    assert [(h.base_offset, h.records_count) for h in hs] == [(0, 0), (2, 0), (3, 1), (4, 1),
+                                                              (5, 1)]
+    assert hs[0].is_transactional and hs[0].last_offset == 1 and hs[0].producer_id == A
+    assert all(h.is_control for h in hs[2:4]) and not any(h.has_delete_horizon for h in hs)
     # the kept ABORT marker is indexed in the cleaned segment, as Kafka's cleaner does
     assert [(t.producer_id, t.first_offset, t.last_offset) for t in seg0.txn_index.entries] == [
         (A, 0, 3)]
     # the segment holding the open transaction is not cleaned
     assert open(lg.segments[1].log_path, "rb").read() == seg1_before
 
+    # the producers expire (not C: its transaction is open): their last batches may go
+    assert lg.remove_expired_producers(now_ms=T0 + 10 ** 9, expiration_ms=1) == 2
     clean_log(lg, None, T0 + 10, force=True)
+    hs = headers(lg.segments[0])
+    assert [h.base_offset for h in hs] == [3, 4, 5] and not any(h.has_delete_horizon for h in hs)
+
+    clean_log(lg, None, T0 + 20, force=True)
     hs = headers(lg.segments[0])
     # nothing of either transaction left: the markers get a delete horizon
     assert [h.base_offset for h in hs] == [3, 4, 5]
-    assert all(h.attributes & DELETE_HORIZON_MASK and h.base_timestamp == T0 + 10 + 1000
+    assert all(h.attributes & DELETE_HORIZON_MASK and h.base_timestamp == T0 + 20 + 1000
                for h in hs[:2])
     assert lg.segments[0].txn_index.entries == ()
 
-    clean_log(lg, None, T0 + 10 + 1000, force=True)
+    clean_log(lg, None, T0 + 20 + 1000, force=True)
     assert [h.base_offset for h in headers(lg.segments[0])] == [5]
     assert open(lg.segments[1].log_path, "rb").read() == seg1_before
     assert not os.path.exists(lg.segments[0].txn_index.path)
