@@ -248,17 +248,17 @@ class ProducerStateManager:
         no LSO and no index, as in Kafka); the caller then indexes it (if
         aborted) and calls complete_txn."""
         pid = hdr.producer_id
-        if pid < 0:
+        if pid < 0 or (hdr.is_control and marker is None):
             return None
         entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
+        elif hdr.producer_epoch != entry.epoch:
+            # a new epoch (data or marker): its sequences start afresh (Kafka's
+            # maybeUpdateProducerEpoch); an open transaction stays open
+            entry.epoch = hdr.producer_epoch
+            entry.batches.clear()
         if hdr.is_control:
-            if marker is None:
-                return None
-            if entry is None:
-                entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
-            elif hdr.producer_epoch != entry.epoch:
-                entry.epoch = hdr.producer_epoch
-                entry.batches.clear()
             completed = None
             if entry.current_txn_first_offset >= 0:
                 completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
@@ -267,11 +267,6 @@ class ProducerStateManager:
             entry.coordinator_epoch = marker[1]
             entry.last_timestamp = hdr.max_timestamp
             return completed
-        if entry is None:
-            entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
-        elif hdr.producer_epoch != entry.epoch:
-            entry.epoch = hdr.producer_epoch
-            entry.batches.clear()
         if hdr.base_sequence >= 0:
             entry.batches.append(BatchMetadata(hdr.base_sequence, hdr.last_sequence,
                                                first_offset, last_offset, hdr.max_timestamp))
