@@ -884,7 +884,10 @@ class Log:
                 continue
             size = active_size if seg is active else seg.size
             if end_pos + 8 <= size:   # the batch right after the region: its base offset
-                upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                try:
+                    upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                except (OSError, ValueError):   # closed meanwhile: the log end bounds it
+                    pass
             elif k + 1 < len(segs):
                 upper = bases[k + 1]
             break
