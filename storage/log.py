@@ -478,9 +478,13 @@ class Log:
                         size = active.append_one(
                             (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
                             total, last_offset, ts)
-                        if has_pid and updates and apply_producer_batch(
-                                self.producer_state, h, leo, last_offset, marker, active):
-                            self._refresh_unstable()
+                        if has_pid and updates:
+                            if h.attributes & 0x10:   # transactional: may open/close one
+                                if apply_producer_batch(self.producer_state, h, leo,
+                                                        last_offset, marker, active):
+                                    self._refresh_unstable()
+                            else:
+                                self.producer_state.update(h, leo, last_offset)
                         if leader_epoch > self.leader_epochs.latest_epoch:
                             self.leader_epochs.assign(leader_epoch, leo)
                         next_offset = last_offset + 1
