@@ -344,3 +344,21 @@ def test_open_transaction_comes_back_from_replay_after_the_snapshot(make_log):
     assert set(lg2.producer_state.ongoing.values()) == {P2}
     assert lg2.last_stable_offset == 1
     assert txnindex_bytes(lg2) == expected_entry(P1, 0, 2, 1)
+
+
+def test_aborted_list_looks_past_the_segment_read(make_log):
+    # the ABORT marker (and so its .txnindex entry) is in a later segment than the
+    # data a fetch returns: the search walks on, as Kafka's does
+    lg = make_log()
+    lg.append(txn(P1, 0))                             # 0
+    lg.append(build_batch([b"x"]))                    # 1
+    lg.roll()
+    lg.append(marker(P1, False), origin=COORD)        # 2
+    lg.append(build_batch([b"y"]))                    # 3
+    hw_to_end(lg)
+    rr = lg.read(0, 1 << 20, max_offset=lg.last_stable_offset)
+    assert len(rr.regions) == 1 and rr.regions[0].file is lg.segments[0].file
+    assert [(t.producer_id, t.first_offset) for t in lg.aborted_transactions(0, rr.regions)] == [
+        (P1, 0)]
+    assert txnindex_bytes(lg, lg.segments[0]) == b""
+    assert txnindex_bytes(lg, lg.segments[1]) == expected_entry(P1, 0, 2, 3)
