@@ -221,3 +221,17 @@ def test_java_consumer_read_committed(broker, java_tools):
         ("Offset:8", "p1")]
     assert [v for _, v in consume("read_uncommitted", 7)] == ["c0", "c1", "p0", "x0", "x1",
                                                              "o0", "p1"]
+
+
+def test_java_admin_describe_producers(broker, java_tools):
+    topic = _topic(broker.bootstrap)
+    with TxnWire(broker.bootstrap) as w:
+        a, ea, b, eb = _scenario(w, topic)
+        assert w.marker(topic, b, eb, commit=False, coordinator_epoch=6) == {0: ErrorCode.NONE}
+    lines = java_tools.admin_info(broker.bootstrap, "--describe-producers", "--topic", topic,
+                                  "--partition", 0).check().lines
+    rows = [dict(kv.split(": ", 1) for kv in line.split("\t")) for line in lines]
+    assert [(int(r["ProducerId"]), int(r["Epoch"]), int(r["LastSequence"]),
+             int(r["CoordinatorEpoch"]), int(r["CurrentTransactionStartOffset"])) for r in rows] == [
+        (a, ea, 2, 0, 7), (b, eb, 1, 6, -1)]
+    assert all(int(r["LastTimestamp"]) > 0 for r in rows)
