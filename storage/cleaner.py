@@ -36,10 +36,29 @@ tombstones of a batch whose horizon has passed. So a tombstone lives at least
 to see it, and the horizon is in the file itself (no reliance on mtimes).
 
 Records without a key are dropped (Kafka counts them as invalid; produce
-rejects them for compacted topics, see ``Log.append``). Not compacted, copied
-as they are: legacy v0/v1 entries and control (transaction marker) batches;
-transactional data is compacted like any other (aborted data is not
-recognised as such).
+rejects them for compacted topics, see ``Log.append``). Legacy v0/v1 entries
+are copied as they are.
+
+Transactions, as Kafka's cleaner (CleanedTransactionMetadata): nothing at or
+past the log's first unstable offset is cleaned (an ongoing transaction's
+batches are never touched; Kafka stops at the last stable offset, which is
+also below the high watermark: samsa's cleaner leaves that bound to the
+active segment, as before). The aborted transactions come from the segments'
+.txnindex; the records of an aborted transaction neither enter the offset
+map nor survive the copy. A marker goes when no batch of its transaction is
+left: an ABORT marker whose transaction still had batches in this pass is kept
+(and indexed in the cleaned segment's .txnindex) so the next pass can see
+nothing of it remains; a COMMIT marker when the pass saw no batch of its
+transaction. Such a marker first gets a delete horizon (attribute bit 6,
+``baseTimestamp = now + delete.retention.ms``, as tombstones) and is dropped by
+a pass after it, so a consumer reading meanwhile still sees the transaction end.
+
+Producers' last batches (Kafka's RETAIN_EMPTY): the batch holding a producer's
+last data offset as the log's producer state knows it (or, for a producer whose
+last write was a marker, that marker at its epoch) is kept even when none of
+its records are, as an empty batch (header only, Kafka's writeEmptyHeader), so
+the producer's last sequence and epoch survive a rebuild of producer state
+from the log (duplicate detection and fencing after a restart).
 
 Threading: a pass reads only non-active segments, which no appender changes,
 without the log's lock; ``replace_segments`` takes the lock and refuses (we
@@ -49,6 +68,7 @@ meantime.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 import os
 import struct
@@ -57,10 +77,11 @@ import time
 from typing import Callable, Iterable, NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.records import Record, build_batch, decode_batch, write_crc
+from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch, decode_batch, write_crc
 from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from storage.entries import EntryScanner
 from storage.errors import StorageError
+from storage.producer_state import read_marker
 from storage.segment import INT32_MAX, LOG_SUFFIX
 
 log = logging.getLogger(__name__)
@@ -104,6 +125,61 @@ class CleanAborted(Exception):
     """The log changed under the pass (closed, segments removed): try again later."""
 
 
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata, fed the batches of a pass in offset
+    order: which data batches belong to aborted transactions (from the
+    .txnindex entries handed to ``add``), and which markers may go."""
+
+    def __init__(self) -> None:
+        self._pending: list = []          # heap of (first offset, n, AbortedTxn) not reached yet
+        self._n = 0
+        self._aborted: dict[int, list] = {}   # pid -> [AbortedTxn, a batch of it seen]
+        self._committed: set[int] = set()     # pids whose committed txn had batches in the pass
+        self.cleaned_index: list = []     # entries of retained ABORT markers (cleaned .txnindex)
+
+    def add(self, txns) -> None:
+        for t in txns:
+            heapq.heappush(self._pending, (t.first_offset, self._n, t))
+            self._n += 1
+
+    def _reach(self, offset: int) -> None:
+        while self._pending and self._pending[0][0] <= offset:
+            t = heapq.heappop(self._pending)[2]
+            self._aborted.setdefault(t.producer_id, [t, False])
+
+    def on_batch(self, h, last_offset: int) -> bool:
+        """A data batch: True when it belongs to an aborted transaction."""
+        self._reach(last_offset)
+        if not h.is_transactional:
+            return False
+        entry = self._aborted.get(h.producer_id)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h, last_offset: int, marker) -> bool:
+        """A control batch: True when it may be discarded (no batch of its
+        transaction is left after this pass)."""
+        self._reach(last_offset)
+        if marker is None:
+            return True   # emptied by an earlier pass
+        pid = h.producer_id
+        if marker[0] == CONTROL_ABORT:
+            entry = self._aborted.pop(pid, None)
+            if entry is not None and entry[1]:
+                self.cleaned_index.append(entry[0])
+                return False
+            return True
+        if marker[0] == CONTROL_COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False
+
+
 def _map_key(key: bytes):
     # short keys as they are; long ones by a 16-byte digest (Kafka hashes all keys
     # into its dedupe buffer). The tuple wrapper keeps the two spaces apart.
@@ -130,6 +206,9 @@ def cleanable_range(lg, checkpoint: int | None, now_ms: int) -> CleanableRange:
     lso, leo = lg.log_start_offset, lg.log_end_offset
     first_dirty = checkpoint if checkpoint is not None and lso <= checkpoint <= leo else lso
     uncleanable = segs[-1].base_offset
+    fu = lg.first_unstable_offset   # never clean an undecided transaction
+    if fu is not None and fu < uncleanable:
+        uncleanable = fu
     ends = list(bases[1:]) + [leo]
     dirty_idx = [i for i in range(len(segs) - 1) if ends[i] > first_dirty]
     if cfg.min_compaction_lag_ms > 0:
@@ -147,12 +226,15 @@ def cleanable_range(lg, checkpoint: int | None, now_ms: int) -> CleanableRange:
     return CleanableRange(first_dirty, uncleanable, clean_bytes, dirty_bytes, must)
 
 
-def _build_offset_map(segs, bases, ends, first_dirty: int, uncleanable: int,
+def _build_offset_map(lg, segs, bases, ends, first_dirty: int, uncleanable: int,
                       max_entries: int, should_stop) -> tuple[dict, int, int]:
-    """Step 3: key -> latest offset over the dirty segments; (map, end offset, records)."""
+    """Step 3: key -> latest offset over the dirty segments; (map, end offset,
+    records). Records of aborted transactions are left out, as Kafka does."""
     key_map: dict = {}
     end = first_dirty
     n = 0
+    txns = _TxnTracker()
+    txns.add(lg.collect_aborted_txns(first_dirty, uncleanable))
     for i in range(len(segs) - 1):
         if ends[i] <= first_dirty:
             continue
@@ -163,7 +245,12 @@ def _build_offset_map(segs, bases, ends, first_dirty: int, uncleanable: int,
         seg_map: dict = {}
         for e, data in _entries(segs[i]):
             h = e.header
-            if h is None or h.is_control or e.last_offset < first_dirty:
+            if h is None:
+                continue
+            if h.is_control:
+                txns.on_marker(h, e.last_offset, read_marker(data))
+                continue
+            if txns.on_batch(h, e.last_offset) or e.last_offset < first_dirty:
                 continue
             for r in decode_batch(data, 0, header=h)[1]:
                 if r.key is not None and r.offset >= first_dirty:
@@ -197,14 +284,90 @@ def _group_segments(segs, ends, cfg) -> list[list]:
     return groups
 
 
-def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int):
+def _with_delete_horizon(data, h, horizon: int) -> bytes:
+    """The control batch ``data`` rebuilt with a delete horizon (attribute bit 6,
+    baseTimestamp = the horizon; record timestamps stay as they were)."""
+    _, records = decode_batch(data, 0, header=h)
+    recs = [Record(r.offset_delta, 0, r.key, r.value, r.headers, None,
+                   h.base_timestamp + r.timestamp_delta) for r in records]
+    out = bytearray(build_batch(recs, base_offset=h.base_offset, producer_id=h.producer_id,
+                                producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+                                partition_leader_epoch=h.partition_leader_epoch,
+                                is_transactional=h.is_transactional, is_control=True,
+                                base_timestamp=horizon, last_offset_delta=h.last_offset_delta))
+    (attrs,) = _I16.unpack_from(out, _ATTRIBUTES_OFFSET)
+    _I16.pack_into(out, _ATTRIBUTES_OFFSET, attrs | DELETE_HORIZON_MASK)
+    write_crc(out, 0)
+    return bytes(out)
+
+
+def _empty_batch(h) -> bytes:
+    """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's header without
+    records (same offsets, producer fields, attributes but the codec), both
+    timestamps its max timestamp."""
+    return build_batch([], base_offset=h.base_offset, timestamp_type=h.timestamp_type,
+                       producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                       base_sequence=h.base_sequence,
+                       partition_leader_epoch=h.partition_leader_epoch,
+                       is_transactional=h.is_transactional, is_control=h.is_control,
+                       base_timestamp=h.max_timestamp, max_timestamp=h.max_timestamp,
+                       last_offset_delta=h.last_offset_delta)
+
+
+def _is_last_of_producer(h, last_offset: int, last_batches: dict | None) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holds the producer's last
+    data offset, or (no data known) it is a marker at the producer's epoch."""
+    if last_batches is None or h.producer_id < 0:
+        return False
+    last = last_batches.get(h.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset >= 0:
+        return last_offset == last_data_offset
+    return h.is_control and h.producer_epoch == epoch
+
+
+def _filter_marker(e, data, txns: _TxnTracker, now_ms: int, delete_retention_ms: int,
+                   retain_empty: bool = False):
+    """A control batch: kept as is while its transaction has batches left; else
+    given a delete horizon, and dropped once that has passed (Kafka's
+    checkBatchRetention for markers); a producer's last one stays, emptied."""
+    h = e.header
+    if not txns.on_marker(h, e.last_offset, read_marker(data)):
+        return data, None
+    if h.records_count == 0:   # emptied by an earlier pass: no marker left to delay
+        return (data if retain_empty else None), None
+    if h.attributes & DELETE_HORIZON_MASK:
+        horizon = h.base_timestamp
+        if now_ms >= horizon:
+            return (_empty_batch(h) if retain_empty else None), None
+        return data, horizon
+    horizon = now_ms + delete_retention_ms
+    return _with_delete_horizon(data, h, horizon), horizon
+
+
+def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
+                  txns: _TxnTracker | None = None, last_batches: dict | None = None):
     """Step 4 for one entry: the bytes to keep (``data`` itself when nothing changes),
     or None to drop it; plus (records in, records out, delete horizon of the
-    tombstones it keeps or None)."""
+    tombstones or marker it keeps, or None). ``last_batches``: producer id ->
+    (last data offset or -1, epoch), for the batches kept even when emptied."""
     h = e.header
-    if h is None or h.is_control:
+    if h is None:
         return data, 0, 0, None
+    retain_empty = _is_last_of_producer(h, e.last_offset, last_batches)
+    if h.is_control:
+        if txns is None:
+            return data, 0, 0, None
+        out, horizon = _filter_marker(e, data, txns, now_ms, delete_retention_ms, retain_empty)
+        return out, 0, 0, horizon
+    if txns is not None and txns.on_batch(h, e.last_offset):
+        # an aborted transaction's records go
+        return (_empty_batch(h) if retain_empty else None), h.records_count, 0, None
     _, records = decode_batch(data, 0, header=h)
+    if not records:   # emptied by an earlier pass: kept only while its producer's last
+        return (data if retain_empty else None), 0, 0, None
     horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
     kept = []
     tombstones = False
@@ -222,7 +385,7 @@ def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int)
     if len(kept) == len(records) and (horizon is not None or not tombstones):
         return data, len(records), len(kept), horizon if tombstones else None
     if not kept:
-        return None, len(records), 0, None
+        return (_empty_batch(h) if retain_empty else None), len(records), 0, None
     if horizon is None and tombstones:
         horizon = now_ms + delete_retention_ms
     append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
@@ -261,7 +424,7 @@ def pending_delete_horizon(lg) -> int | None:
     for seg in lg.segments[:-1]:
         for e in EntryScanner(seg.file.fileno(), 0, seg.size):
             h = e.header
-            if h is not None and h.attributes & DELETE_HORIZON_MASK and not h.is_control:
+            if h is not None and h.attributes & DELETE_HORIZON_MASK:   # tombstones or a marker
                 if best is None or h.base_timestamp < best:
                     best = h.base_timestamp
     return best
@@ -289,7 +452,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     ends = list(bases[1:]) + [lg.log_end_offset]
     if rng.dirty_bytes > 0:
         try:
-            key_map, end, _ = _build_offset_map(segs, bases, ends, rng.first_dirty_offset,
+            key_map, end, _ = _build_offset_map(lg, segs, bases, ends, rng.first_dirty_offset,
                                                 rng.first_uncleanable_offset, max_map_entries,
                                                 should_stop)
         except (ValueError, OSError) as exc:   # a segment deleted and closed under us
@@ -302,6 +465,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     if not to_clean:
         return None
     groups = _group_segments([sg for sg, _ in to_clean], [e for _, e in to_clean], cfg)
+    last_batches = lg.last_batches_of_producers()
     seg_in = seg_out = b_in = b_out = r_in = r_out = 0
     min_horizon = None
     for group in groups:
@@ -309,15 +473,19 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
             raise CleanAborted("stopping")
         path = os.path.join(lg.dir, f"{group[0].base_offset:020d}{LOG_SUFFIX}{CLEANED_SUFFIX}")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        txns = _TxnTracker()
         try:
             try:
                 pending: list = []
                 pending_size = 0
                 for seg in group:
                     b_in += seg.size
+                    seg_end = ends[segs.index(seg)]
+                    txns.add(lg.collect_aborted_txns(seg.base_offset, seg_end))
                     for e, data in _entries(seg):
                         out, n_in, n_out, horizon = _filter_batch(
-                            e, data, key_map, now_ms, cfg.delete_retention_ms)
+                            e, data, key_map, now_ms, cfg.delete_retention_ms, txns,
+                            last_batches)
                         r_in += n_in
                         r_out += n_out
                         if horizon is not None and (min_horizon is None or horizon < min_horizon):
@@ -336,7 +504,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            lg.replace_segments(group, path)
+            lg.replace_segments(group, path, txns.cleaned_index)
         except (ValueError, OSError, StorageError, ProtocolError) as exc:
             try:
                 os.unlink(path)

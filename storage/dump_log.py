@@ -4,7 +4,11 @@ Usage: ``--files A.log,B.index[,...] [--print-data-log] [--deep-iteration]``.
 ``.log`` files print one line per batch (v2) or top-level message (v0/v1), and
 with ``--deep-iteration`` / ``--print-data-log`` one ``| ...`` line per record;
 ``.index`` prints ``offset: X position: Y``; ``.timeindex`` prints
-``timestamp: T offset: O``; ``.snapshot`` prints producer state. A batch whose
+``timestamp: T offset: O``; ``.snapshot`` prints producer state; ``.txnindex``
+prints one ``version: V producerId: P firstOffset: F lastOffset: L
+lastStableOffset: S`` line per aborted transaction. Control batches (transaction
+markers) print ``isControl: true`` and, deep, ``endTxnMarker: COMMIT
+coordinatorEpoch: N``. A batch whose
 CRC does not match prints ``isvalid: false`` and the walk goes on with the next
 one; bytes that cannot be a batch at all end the walk with Kafka's
 "Found N invalid bytes at the end of" line.
@@ -24,6 +28,7 @@ from protocol.records import expand_wrapper, iter_message_set, iter_records, par
 from storage.entries import EntryScanner, entry_is_valid
 from storage.index import OFFSET_ENTRY, TIME_ENTRY
 from storage.producer_state import decode_snapshot
+from storage.txn_index import decode_entries
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 INT32_MAX = 0x7FFFFFFF
@@ -85,6 +90,8 @@ def main(argv=None) -> int:
                 _dump_time_index(name, args.verify_index_only, out)
             elif suffix == ".snapshot":
                 _dump_snapshot(name, out)
+            elif suffix == ".txnindex":
+                _dump_txn_index(name, out)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
         except BrokenPipeError:
@@ -266,6 +273,17 @@ def _dump_snapshot(path, out) -> None:
                      f"lastOffset: {b.last_offset} offsetDelta: {b.last_offset - b.first_offset} "
                      f"timestamp: {b.timestamp}")
         print(line, file=out)
+
+
+
+def _dump_txn_index(path, out) -> None:
+    """kafka-dump-log's lines for a TransactionIndex: one per AbortedTxn."""
+    _start_offset(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    for t in decode_entries(data):
+        print(f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+              f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}", file=out)
 
 
 if __name__ == "__main__":

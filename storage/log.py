@@ -478,9 +478,13 @@ class Log:
                         size = active.append_one(
                             (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
                             total, last_offset, ts)
-                        if has_pid and updates and apply_producer_batch(
-                                self.producer_state, h, leo, last_offset, marker, active):
-                            self._refresh_unstable()
+                        if has_pid and updates:
+                            if h.attributes & 0x10:   # transactional: may open/close one
+                                if apply_producer_batch(self.producer_state, h, leo,
+                                                        last_offset, marker, active):
+                                    self._refresh_unstable()
+                            else:
+                                self.producer_state.update(h, leo, last_offset)
                         if leader_epoch > self.leader_epochs.latest_epoch:
                             self.leader_epochs.assign(leader_epoch, leo)
                         next_offset = last_offset + 1
@@ -735,7 +739,8 @@ class Log:
             self._request_flush(self)
         return new
 
-    def replace_segments(self, old: list[LogSegment], cleaned_path: str) -> LogSegment:
+    def replace_segments(self, old: list[LogSegment], cleaned_path: str,
+                         aborted_txns=()) -> LogSegment:
         """Swap a compacted copy in for ``old`` (contiguous, not the active segment).
 
         ``cleaned_path`` is the cleaner's output, ``<old[0] base>.log.cleaned`` in this
@@ -744,6 +749,9 @@ class Log:
         to ``.log.swap`` (from here on start-up completes the swap), retire the old
         segments (``*.deleted``, removed after file.delete.delay.ms so in-flight
         reads finish), rename the swap file to the segment name, index it.
+        ``aborted_txns``: the cleaned segment's .txnindex entries (the old
+        segments' go with them). A stop before they are written loses only
+        entries of aborted data the cleaner has removed already.
         """
         with self._lock:
             if self.closed:
@@ -763,6 +771,9 @@ class Log:
             fsync_dir(self.dir)
             new = LogSegment(self.dir, base, self.config)
             new.build_indexes()
+            for t in aborted_txns:
+                new.txn_index.append(t)
+            new.txn_index.flush()
             segs[i:i + len(old)] = [new]
             self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
             delay = self.config.file_delete_delay_ms
@@ -877,13 +888,24 @@ class Log:
                 continue
             size = active_size if seg is active else seg.size
             if end_pos + 8 <= size:   # the batch right after the region: its base offset
-                upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                try:
+                    upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                except (OSError, ValueError):   # closed meanwhile: the log end bounds it
+                    pass
             elif k + 1 < len(segs):
                 upper = bases[k + 1]
             break
+        return self.collect_aborted_txns(fetch_offset, upper)
+
+    def collect_aborted_txns(self, start: int, upper: int) -> list:
+        """AbortedTxn entries overlapping [start, upper), from the segment holding
+        ``start`` on until an entry's LSO reaches ``upper`` (Kafka's
+        collectAbortedTransactions; the cleaner uses it too). Lock-free."""
+        segs, bases = self._segs
+        i = max(0, bisect.bisect_right(bases, start) - 1)
         out = []
         for seg in segs[i:]:
-            found, complete = seg.txn_index.collect(fetch_offset, upper)
+            found, complete = seg.txn_index.collect(start, upper)
             out.extend(found)
             if complete:
                 break
@@ -1030,6 +1052,13 @@ class Log:
         as appends change the entries."""
         with self._lock:
             return [e.summary() for _, e in sorted(self.producer_state.producers.items())]
+
+    def last_batches_of_producers(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (offset of its last data batch's last record, or -1
+        when none is known; epoch): the batches compaction keeps even emptied."""
+        with self._lock:
+            return {pid: (e.last_offset, e.epoch)
+                    for pid, e in self.producer_state.producers.items()}
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """producer.id.expiration.ms: forget producers idle that long without an

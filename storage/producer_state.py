@@ -69,6 +69,7 @@ _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20   # batch attribute bits
 
 
 class BatchMetadata(NamedTuple):
@@ -190,7 +191,8 @@ class ProducerStateManager:
                 txn_open, coord_epoch = entry.current_txn_first_offset >= 0, entry.coordinator_epoch
             else:
                 cur_epoch, cur_last, txn_open, coord_epoch = None, None, False, -1
-            if hdr.is_control:
+            attrs = hdr.attributes   # bits, not the properties: this is the produce path
+            if attrs & _CONTROL:
                 marker = markers.get(i) if markers else None
                 if marker is None:
                     continue   # no record: nothing to check or update
@@ -232,11 +234,12 @@ class ProducerStateManager:
                         raise OutOfOrderSequenceError(
                             f"producer {pid} epoch {epoch}: expected sequence "
                             f"{(cur_last + 1) & INT32_MAX}, got {first_seq}")
-            if txn_open and not hdr.is_transactional:
+            transactional = attrs & _TRANSACTIONAL
+            if txn_open and not transactional:
                 raise InvalidTxnStateError(
                     f"producer {pid}: expected a transactional write, its transaction is open")
             pending[pid] = (epoch, last_seq if first_seq >= 0 else (cur_last if cur_last is not None else -1),
-                            txn_open or hdr.is_transactional, coord_epoch)
+                            txn_open or bool(transactional), coord_epoch)
             updates.append(i)
         return updates, None
 
@@ -248,17 +251,18 @@ class ProducerStateManager:
         no LSO and no index, as in Kafka); the caller then indexes it (if
         aborted) and calls complete_txn."""
         pid = hdr.producer_id
-        if pid < 0:
+        attrs = hdr.attributes
+        if pid < 0 or (attrs & _CONTROL and marker is None):
             return None
         entry = self.producers.get(pid)
-        if hdr.is_control:
-            if marker is None:
-                return None
-            if entry is None:
-                entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
-            elif hdr.producer_epoch != entry.epoch:
-                entry.epoch = hdr.producer_epoch
-                entry.batches.clear()
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
+        elif hdr.producer_epoch != entry.epoch:
+            # a new epoch (data or marker): its sequences start afresh (Kafka's
+            # maybeUpdateProducerEpoch); an open transaction stays open
+            entry.epoch = hdr.producer_epoch
+            entry.batches.clear()
+        if attrs & _CONTROL:
             completed = None
             if entry.current_txn_first_offset >= 0:
                 completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
@@ -267,16 +271,11 @@ class ProducerStateManager:
             entry.coordinator_epoch = marker[1]
             entry.last_timestamp = hdr.max_timestamp
             return completed
-        if entry is None:
-            entry = self.producers[pid] = ProducerEntry(pid, hdr.producer_epoch)
-        elif hdr.producer_epoch != entry.epoch:
-            entry.epoch = hdr.producer_epoch
-            entry.batches.clear()
         if hdr.base_sequence >= 0:
             entry.batches.append(BatchMetadata(hdr.base_sequence, hdr.last_sequence,
                                                first_offset, last_offset, hdr.max_timestamp))
         entry.last_timestamp = hdr.max_timestamp
-        if hdr.is_transactional and entry.current_txn_first_offset < 0:
+        if attrs & _TRANSACTIONAL and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
             self.ongoing[first_offset] = pid
         return None

@@ -13,12 +13,15 @@ later segments' indexes (``collect`` says the search is complete).
 Aborts are rare, so the file is opened for each append and closed again (an
 index file holds no descriptor, like the offset/time indexes); the entries are
 kept in memory as a tuple replaced whole on every change, so fetches read them
-without a lock while the log's appender (holding the log's lock) adds to them.
+without a lock while the log's appender (holding the log's lock) adds to them;
+a small lock only keeps a reader's first load from the file and an append from
+racing (the load could otherwise publish the entries without the new one).
 """
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 ENTRY = struct.Struct(">hqqqq")
@@ -52,17 +55,21 @@ class TransactionIndex:
         self.path = path
         self._entries: tuple[AbortedTxn, ...] | None = None   # loaded on first use
         self._dirty = False
+        self._lock = threading.Lock()
 
     @property
     def entries(self) -> tuple[AbortedTxn, ...]:
         e = self._entries
         if e is None:
-            try:
-                with open(self.path, "rb") as f:
-                    e = tuple(decode_entries(f.read()))
-            except FileNotFoundError:
-                e = ()
-            self._entries = e
+            with self._lock:
+                e = self._entries
+                if e is None:
+                    try:
+                        with open(self.path, "rb") as f:
+                            e = tuple(decode_entries(f.read()))
+                    except FileNotFoundError:
+                        e = ()
+                    self._entries = e
         return e
 
     def append(self, txn: AbortedTxn) -> None:
@@ -72,13 +79,14 @@ class TransactionIndex:
         if entries and txn.last_offset < entries[-1].last_offset:
             raise ValueError(f"{self.path}: aborted transaction ending at {txn.last_offset} "
                              f"after one ending at {entries[-1].last_offset}")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, txn.encode())
-        finally:
-            os.close(fd)
-        self._entries = entries + (txn,)
-        self._dirty = True
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, txn.encode())
+            finally:
+                os.close(fd)
+            self._entries = entries + (txn,)
+            self._dirty = True
 
     def flush(self) -> None:
         if not self._dirty:
@@ -95,26 +103,28 @@ class TransactionIndex:
 
     def reset(self) -> None:
         """Forget every entry (recovery re-creates them from the segment's batches)."""
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        self._entries = ()
-        self._dirty = False
+        with self._lock:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            self._entries = ()
+            self._dirty = False
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's truncateTo: drop the entries from the first whose last offset
         >= ``offset`` on (the marker is gone with the truncated batches)."""
         entries = self.entries
         keep = next((i for i, t in enumerate(entries) if t.last_offset >= offset), len(entries))
-        if keep < len(entries):
-            try:
-                os.truncate(self.path, keep * ENTRY_SIZE)
-            except FileNotFoundError:
-                pass
-            self._entries = entries[:keep]
-        elif os.path.exists(self.path) and os.path.getsize(self.path) != keep * ENTRY_SIZE:
-            os.truncate(self.path, keep * ENTRY_SIZE)   # a torn entry from a crash
+        with self._lock:
+            if keep < len(entries):
+                try:
+                    os.truncate(self.path, keep * ENTRY_SIZE)
+                except FileNotFoundError:
+                    pass
+                self._entries = entries[:keep]
+            elif os.path.exists(self.path) and os.path.getsize(self.path) != keep * ENTRY_SIZE:
+                os.truncate(self.path, keep * ENTRY_SIZE)   # a torn entry from a crash
 
     def renamed(self, path: str) -> None:
         """The file moved (``*.deleted``); entries are loaded first so reads

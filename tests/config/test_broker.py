@@ -186,6 +186,8 @@ def test_error_message_format():
     ("inter.broker.listener.name", "SSL", "listener name"),
     ("log.dirs", " , ", "at least one directory"),
     ("group.min.session.timeout.ms", "2000000", "group.max.session.timeout.ms"),
+    ("producer.id.expiration.ms", "0", ">= 1"),
+    ("producer.id.expiration.check.interval.ms", "soon", "int"),
 ])
 def test_bad_values_name_key_value_allowed(key, value, allowed):
     with pytest.raises(ConfigError) as ei:

@@ -199,3 +199,39 @@ def test_transactions_survive_a_kill(broker):
         assert after.aborted_transactions == before.aborted_transactions
         assert w.latest(topic, READ_COMMITTED) == 7
     assert txnindex[0].read_bytes() == index_bytes
+
+
+def test_java_consumer_read_committed(broker, java_tools):
+    topic = _topic(broker.bootstrap)
+    with TxnWire(broker.bootstrap) as w:
+        a, ea, _, _ = _scenario(w, topic)
+        assert w.marker(topic, a, ea, commit=True) == {0: ErrorCode.NONE}
+
+    def consume(isolation, n):
+        res = java_tools.consume(
+            broker.bootstrap, topic, "--from-beginning", "--max-messages", n, "--timeout-ms", 30000,
+            "--consumer-property", f"isolation.level={isolation}",
+            "--property", "print.offset=true", timeout=90).check()
+        return [tuple(line.split("\t", 1)) for line in res.lines]
+
+    # Kafka's own consumer drops the aborted transaction's records by the
+    # aborted_transactions list and skips the markers
+    assert consume("read_committed", 5) == [
+        ("Offset:0", "c0"), ("Offset:1", "c1"), ("Offset:2", "p0"), ("Offset:7", "o0"),
+        ("Offset:8", "p1")]
+    assert [v for _, v in consume("read_uncommitted", 7)] == ["c0", "c1", "p0", "x0", "x1",
+                                                             "o0", "p1"]
+
+
+def test_java_admin_describe_producers(broker, java_tools):
+    topic = _topic(broker.bootstrap)
+    with TxnWire(broker.bootstrap) as w:
+        a, ea, b, eb = _scenario(w, topic)
+        assert w.marker(topic, b, eb, commit=False, coordinator_epoch=6) == {0: ErrorCode.NONE}
+    lines = java_tools.admin_info(broker.bootstrap, "--describe-producers", "--topic", topic,
+                                  "--partition", 0).check().lines
+    rows = [dict(kv.split(": ", 1) for kv in line.split("\t")) for line in lines]
+    assert [(int(r["ProducerId"]), int(r["Epoch"]), int(r["LastSequence"]),
+             int(r["CoordinatorEpoch"]), int(r["CurrentTransactionStartOffset"])) for r in rows] == [
+        (a, ea, 2, 0, 7), (b, eb, 1, 6, -1)]
+    assert all(int(r["LastTimestamp"]) > 0 for r in rows)

@@ -10,6 +10,8 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ProducerState;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.config.ConfigResource;
 
@@ -27,15 +29,19 @@ import org.apache.kafka.common.config.ConfigResource;
  *                                  "\tsource=SOURCE" appended with --with-source)
  *   --alter-configs --entity-type topics|brokers --entity-name X [--add-config k=v]... [--delete-config k]...
  *       (IncrementalAlterConfigs SET / DELETE)
+ *   --describe-producers --topic T --partition P
+ *       ProducerId: ID\tEpoch: E\tLastSequence: S\tLastTimestamp: TS\tCoordinatorEpoch: C\tCurrentTransactionStartOffset: O
+ *                                 (one line per producer, by id; -1 for an empty optional)
  */
 public final class AdminInfo {
     public static void main(String[] argv) { ToolArgs.main(AdminInfo::run, argv); }
 
     static int run(String[] argv) throws Exception {
         ToolArgs a = new ToolArgs(argv, Set.of("--describe-cluster", "--describe-configs", "--alter-configs",
-                "--with-source"), Set.of("--bootstrap-server", "--entity-type", "--entity-name", "--add-config",
-                "--delete-config", "--admin-property"));
-        String action = a.action("--describe-cluster", "--describe-configs", "--alter-configs");
+                "--describe-producers", "--with-source"), Set.of("--bootstrap-server", "--entity-type",
+                "--entity-name", "--add-config", "--delete-config", "--admin-property", "--topic", "--partition"));
+        String action = a.action("--describe-cluster", "--describe-configs", "--alter-configs",
+                "--describe-producers");
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("--bootstrap-server"));
         p.put(AdminClientConfig.CLIENT_ID_CONFIG, "admin-info");
@@ -50,6 +56,19 @@ public final class AdminInfo {
                 nodes.sort((x, y) -> Integer.compare(x.id(), y.id()));
                 for (Node n : nodes) {
                     System.out.println("Node: " + n.id() + "\t" + n.host() + ":" + n.port() + "\track: " + n.rack());
+                }
+                return 0;
+            }
+            if (action.equals("--describe-producers")) {
+                TopicPartition tp = new TopicPartition(a.require("--topic"), Integer.parseInt(a.require("--partition")));
+                List<ProducerState> producers = new ArrayList<>(
+                        admin.describeProducers(List.of(tp)).all().get().get(tp).activeProducers());
+                producers.sort((x, y) -> Long.compare(x.producerId(), y.producerId()));
+                for (ProducerState s : producers) {
+                    System.out.println("ProducerId: " + s.producerId() + "\tEpoch: " + s.producerEpoch()
+                            + "\tLastSequence: " + s.lastSequence() + "\tLastTimestamp: " + s.lastTimestamp()
+                            + "\tCoordinatorEpoch: " + s.coordinatorEpoch().orElse(-1)
+                            + "\tCurrentTransactionStartOffset: " + s.currentTransactionStartOffset().orElse(-1));
                 }
                 return 0;
             }

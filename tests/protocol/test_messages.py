@@ -26,6 +26,8 @@ EXPECTED_RANGES = {
     "IncrementalAlterConfigs": (44, 0, 1), "DescribeCluster": (60, 0, 2),
     "DescribeLogDirs": (35, 0, 5),
     "DescribeTopicPartitions": (75, 0, 0),
+    "WriteTxnMarkers": (27, 1, 2),
+    "DescribeProducers": (61, 0, 0),
     "ControlledShutdown": (7, 1, 3),
     "ElectLeaders": (43, 0, 2), "AlterPartitionReassignments": (45, 0, 1),
     "ListPartitionReassignments": (46, 0, 0),

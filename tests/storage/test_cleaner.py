@@ -270,7 +270,7 @@ def test_crash_during_swap_recovers(tmp_path, stage):
     before = read_all(lg)
     real = Log.replace_segments
 
-    def crashing(self, old, cleaned_path):
+    def crashing(self, old, cleaned_path, aborted_txns=()):
         if stage == "swap":
             base = old[0].base_offset
             swap = os.path.join(self.dir, f"{base:020d}.log.swap")

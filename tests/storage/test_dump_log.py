@@ -1,4 +1,4 @@
-"""dump-log prints kafka-dump-log's lines for .log, .index, .timeindex and .snapshot files."""
+"""dump-log prints kafka-dump-log's lines for .log, .index, .timeindex, .snapshot and .txnindex files."""
 from __future__ import annotations
 
 import os
@@ -100,3 +100,23 @@ def test_empty_index_and_unknown_file(make_log, capsys, tmp_path):
     assert cap.out.splitlines() == [f"Dumping {seg}.index", f"{seg}.index is empty.",
                                     f"Dumping {other}"]
     assert f"Ignoring unknown file {other}" in cap.err
+
+
+def test_transaction_markers_and_txnindex(make_log, capsys):
+    from protocol.records import build_control_batch
+    from storage.log import AppendOrigin
+    lg = make_log()
+    lg.append(build_batch([(None, b"t", (), 1631771619000)], producer_id=77, producer_epoch=2,
+                          base_sequence=0, is_transactional=True))
+    lg.append(build_control_batch(0, 77, 2, coordinator_epoch=5, timestamp=1631771619100),
+              origin=AppendOrigin.COORDINATOR)
+    lg.close()
+    seg = os.path.join(lg.dir, "00000000000000000000")
+    out = run(capsys, "--files", seg + ".log", "--deep-iteration")
+    assert " isTransactional: true isControl: false " in out[2]
+    assert " isTransactional: true isControl: true " in out[4]
+    assert out[5] == ("| offset: 1 CreateTime: 1631771619100 keySize: 4 valueSize: 6 sequence: -1 "
+                      "headerKeys: [] endTxnMarker: ABORT coordinatorEpoch: 5")
+    assert run(capsys, "--files", seg + ".txnindex") == [
+        f"Dumping {seg}.txnindex",
+        "version: 0 producerId: 77 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"]

@@ -309,3 +309,56 @@ def test_expired_producers_are_removed_but_not_open_transactions(make_log):
                           timestamp=1000, transactional=True))
     assert lg.remove_expired_producers(now_ms=1000 + 60_000, expiration_ms=60_000) == 1
     assert set(lg.producer_state.producers) == {P2}
+
+
+def test_log_manager_expiry_reads_the_live_setting(tmp_path):
+    from storage import LogManager
+    expiration = [10 ** 9]
+    lm = LogManager([str(tmp_path / "d")], TopicConfig(), 0, "c1",
+                    producer_id_expiration_ms=lambda: expiration[0])
+    lm.startup()
+    try:
+        lg = lm.create_log("t", 0)
+        lg.append(build_batch([b"a"], producer_id=P1, producer_epoch=0, base_sequence=0,
+                              timestamp=1000))
+        assert lm.expire_producers(now_ms=2000) == 0
+        expiration[0] = 1000   # producer.id.expiration.ms changed (a dynamic config)
+        assert lm.expire_producers(now_ms=2000) == 1
+        assert lg.producer_state.producers == {}
+    finally:
+        lm.shutdown()
+
+
+def test_open_transaction_comes_back_from_replay_after_the_snapshot(make_log):
+    lg = make_log()
+    lg.append(txn(P1, 0))                             # 0 P1 open
+    lg.roll()                                         # snapshot at 1: P1 open
+    lg.append(txn(P2, 0))                             # 1 P2 open
+    lg.append(marker(P1, False), origin=COORD)        # 2 abort P1 (P2 open: LSO 1)
+    hw_to_end(lg)
+    lg.close()
+    for n in os.listdir(lg.dir):                      # only the roll's snapshot is left
+        if n.endswith(".snapshot") and int(n[:20]) != 1:
+            os.unlink(os.path.join(lg.dir, n))
+    lg2 = make_log(high_watermark=3)
+    assert set(lg2.producer_state.ongoing.values()) == {P2}
+    assert lg2.last_stable_offset == 1
+    assert txnindex_bytes(lg2) == expected_entry(P1, 0, 2, 1)
+
+
+def test_aborted_list_looks_past_the_segment_read(make_log):
+    # the ABORT marker (and so its .txnindex entry) is in a later segment than the
+    # data a fetch returns: the search walks on, as Kafka's does
+    lg = make_log()
+    lg.append(txn(P1, 0))                             # 0
+    lg.append(build_batch([b"x"]))                    # 1
+    lg.roll()
+    lg.append(marker(P1, False), origin=COORD)        # 2
+    lg.append(build_batch([b"y"]))                    # 3
+    hw_to_end(lg)
+    rr = lg.read(0, 1 << 20, max_offset=lg.last_stable_offset)
+    assert len(rr.regions) == 1 and rr.regions[0].file is lg.segments[0].file
+    assert [(t.producer_id, t.first_offset) for t in lg.aborted_transactions(0, rr.regions)] == [
+        (P1, 0)]
+    assert txnindex_bytes(lg, lg.segments[0]) == b""
+    assert txnindex_bytes(lg, lg.segments[1]) == expected_entry(P1, 0, 2, 3)
