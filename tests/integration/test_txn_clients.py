@@ -346,7 +346,11 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
         assert stray.error_code == 48  # INVALID_TXN_STATE
         assert c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
                                         producer_epoch=epoch, committed=True)).error_code == 0
-        # a late batch after the commit: its transaction is over
+        # a late batch once the commit is complete (its markers written: until
+        # then the partition's transaction is still open, and a write joins it)
+        wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+                   .transaction_states[0].transaction_state == "CompleteCommit" or None,
+                   what="CompleteCommit")
         late = wait_until(lambda: (lambda r: r if r.error_code != 6 else None)(
             _txn_produce(c, tid, topic, 0, pid, epoch, 1, b"late")))
         assert late.error_code == 48
