@@ -12,6 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdResponse
 
 from .context import off_loop
+from .transactions import for_version
 
 _MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
@@ -37,10 +38,16 @@ async def _transactional(ctx, req):
                                       error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                                       producer_id=-1, producer_epoch=-1)
     expected = None
-    if ctx.version >= 3 and req.producer_id != NO_PRODUCER_ID:
+    if ctx.version >= 3 and (req.producer_id != NO_PRODUCER_ID or req.producer_epoch != -1):
+        if req.producer_id == NO_PRODUCER_ID or req.producer_epoch == -1:
+            # one without the other: Kafka refuses it
+            return InitProducerIdResponse(throttle_time_ms=0,
+                                          error_code=ErrorCode.INVALID_REQUEST,
+                                          producer_id=-1, producer_epoch=-1)
         expected = (req.producer_id, req.producer_epoch)
     result = await txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
                                          expected)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=result.error,
+    return InitProducerIdResponse(throttle_time_ms=0,
+                                  error_code=for_version(result.error, ctx.version, 4),
                                   producer_id=result.producer_id,
                                   producer_epoch=result.producer_epoch)

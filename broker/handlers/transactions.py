@@ -18,6 +18,15 @@ from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnRespon
 from ..groups import OFFSETS_TOPIC
 
 
+def for_version(code: int, version: int, fenced_since: int) -> int:
+    """PRODUCER_FENCED (KIP-588) only to request versions that know it
+    (``fenced_since`` on); older ones hear INVALID_PRODUCER_EPOCH, as Kafka
+    answers them."""
+    if code == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
 def _coordinator_or_error(ctx) -> tuple[object | None, ErrorCode]:
     txns = ctx.broker.transactions
     if txns is None:
@@ -66,6 +75,7 @@ async def handle_add_partitions_to_txn(ctx, req):
         errors = await _add_for_producer(ctx, txns, req.v3_and_below_transactional_id,
                                          req.v3_and_below_producer_id,
                                          req.v3_and_below_producer_epoch, topics, False)
+        errors = {tp: for_version(code, ctx.version, 2) for tp, code in errors.items()}
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, errors))
     results = []
     for txn in req.transactions:
@@ -91,7 +101,8 @@ async def handle_add_offsets_to_txn(ctx, req):
             code = await txns.add_partitions(req.transactional_id, req.producer_id,
                                              req.producer_epoch,
                                              [(OFFSETS_TOPIC, offsets_partition)])
-    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                   error_code=for_version(code, ctx.version, 2))
 
 
 # ------------------------------------------------------------------ EndTxn
@@ -101,8 +112,8 @@ async def handle_end_txn(ctx, req):
     if txns is not None:
         code = await txns.end_transaction(req.transactional_id, req.producer_id,
                                           req.producer_epoch, req.committed)
-    return EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
-                          producer_epoch=-1)
+    return EndTxnResponse(throttle_time_ms=0, error_code=for_version(code, ctx.version, 2),
+                          producer_id=-1, producer_epoch=-1)
 
 
 # ------------------------------------------------------------------ admin

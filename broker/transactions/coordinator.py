@@ -70,9 +70,10 @@ class TxnLog(Protocol):
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: frozenset[Partition],
-                            still_wanted: Callable[[], bool]) -> None:
+                            still_wanted: Callable[[], bool]) -> bool:
         """Write the marker into every partition (retrying until each partition
-        has it, is gone, or ``still_wanted()`` turns false)."""
+        has it, is gone, or ``still_wanted()`` turns false). False when it
+        stopped before all had it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,15 +227,26 @@ class TransactionCoordinator:
     def _held(self, transactional_id: str) -> tuple[ErrorCode, int, _Partition | None]:
         p = self.partition_for(transactional_id)
         held = self._partitions.get(p)
+        epoch = self._log.leader_epoch(p)
         if held is None:
+            if epoch is not None:
+                # leading, but not loaded: the load after taking the leadership
+                # up gave up (or the leadership came before this coordinator)
+                self._partitions[p] = _Partition(-1)  # one load, whoever asks meanwhile
+                self._spawn(self.load_partition(p))
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
             if self._log.named_leader(p):
                 # named leader, its log still being opened: the load follows
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
             return ErrorCode.NOT_COORDINATOR, p, None
         if not held.loaded:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
-        if self._log.leader_epoch(p) != held.epoch:
+        if epoch is None or epoch < held.epoch:
             return ErrorCode.NOT_COORDINATOR, p, None
+        if epoch > held.epoch:
+            # Still leading at a newer epoch (the controller changed the ISR):
+            # the same leadership goes on, and markers carry the newer epoch.
+            held.epoch = epoch
         return ErrorCode.NONE, p, held
 
     def _still_current(self, partition: int, held: _Partition) -> bool:
@@ -270,9 +282,11 @@ class TransactionCoordinator:
             entry = held.ids.get(tid)
             return self._still_current(partition, held) and entry is not None \
                 and entry.meta is prepared
-        await self._markers.write_markers(
-            prepared.producer_id, prepared.producer_epoch,
-            prepared.state == TxnState.PREPARE_COMMIT, held.epoch, prepared.partitions, wanted)
+        if not await self._markers.write_markers(
+                prepared.producer_id, prepared.producer_epoch,
+                prepared.state == TxnState.PREPARE_COMMIT, held.epoch, prepared.partitions,
+                wanted):
+            return  # deposed (a newer coordinator finishes it), or no longer wanted
         delay = 0.05
         while wanted():
             entry = held.ids[tid]

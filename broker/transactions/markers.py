@@ -18,13 +18,17 @@ from typing import Callable, Protocol
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest
 
-from ..aio_client import ConnectionClosedError, KafkaConnection
+from ..aio_client import ConnectionClosedError
 from ..metadata import BrokerEndpoint, PartitionMeta
+from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.markers")
 
 WRITE_TXN_MARKERS = 27
 Partition = tuple[str, int]
+_STALE = {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+_MOVING = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+           ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH}
 _FIRST_BACKOFF_S = 0.05
 _MAX_BACKOFF_S = 1.0
 
@@ -38,20 +42,23 @@ class MarkerSender:
     def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0) -> None:
         self._cluster = cluster
         self._timeout = request_timeout_s
-        self._connections: dict[int, KafkaConnection] = {}
-        self._connecting: dict[int, asyncio.Lock] = {}
+        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s)
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self._connections.close()
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: frozenset[Partition],
-                            still_wanted: Callable[[], bool]) -> None:
+                            still_wanted: Callable[[], bool]) -> bool:
+        """True once every partition has its marker (or is gone); False when
+        this coordinator stopped: no longer wanted, or a partition refused the
+        marker as from a deposed coordinator or an older producer epoch (a
+        newer coordinator owns the transaction then, as Kafka concludes)."""
         remaining = set(partitions)
         backoff = _FIRST_BACKOFF_S
-        while remaining and still_wanted():
+        while remaining:
+            if not still_wanted():
+                return False
             by_leader: dict[int, list[Partition]] = {}
             for tp in list(remaining):
                 meta = self._cluster.partition(*tp)
@@ -63,15 +70,20 @@ class MarkerSender:
             results = await asyncio.gather(*(
                 self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
                 for leader, tps in by_leader.items()))
-            for done in results:
+            for done, stale in results:
+                if stale:
+                    return False
                 remaining -= done
             if remaining:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
+        return True
 
     async def _send(self, leader: int, partitions: list[Partition], producer_id: int,
-                    producer_epoch: int, commit: bool, coordinator_epoch: int) -> set[Partition]:
-        """The partitions whose marker ``leader`` has written (or that are gone)."""
+                    producer_epoch: int, commit: bool, coordinator_epoch: int
+                    ) -> tuple[set[Partition], bool]:
+        """(the partitions whose marker ``leader`` has written or that are gone,
+        whether a partition refused it as stale)."""
         by_topic: dict[str, list[int]] = {}
         for topic, p in partitions:
             by_topic.setdefault(topic, []).append(p)
@@ -81,15 +93,17 @@ class MarkerSender:
             topics=[W.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()],
             coordinator_epoch=coordinator_epoch)])
+        conn = None
         try:
-            conn = await self._connection(leader)
+            conn = await self._connections.get(self._cluster.broker(leader), leader)
             response = await asyncio.wait_for(
                 conn.call(request, api_key=WRITE_TXN_MARKERS, version=1), self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("markers to broker %d not sent (%s); retrying", leader, e)
-            self._drop(leader)
-            return set()
+            self._connections.drop(leader, conn)
+            return set(), False
         done: set[Partition] = set()
+        stale = False
         for marker in response.markers:
             for topic in marker.topics:
                 for part in topic.partitions:
@@ -100,30 +114,14 @@ class MarkerSender:
                     elif (code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                           and self._cluster.partition(*tp) is None):
                         done.add(tp)  # deleted meanwhile: nothing to end
+                    elif code in _STALE:
+                        log.warning("marker for %s-%d refused by broker %d (%s): producer %d "
+                                    "epoch %d is another coordinator's now; stopping", *tp,
+                                    leader, ErrorCode(code).name, producer_id, producer_epoch)
+                        stale = True
                     else:
-                        log.debug("marker for %s-%d on broker %d: %s; retrying", *tp,
-                                  leader, ErrorCode(code).name)
-        return done
-
-    async def _connection(self, broker_id: int) -> KafkaConnection:
-        conn = self._connections.get(broker_id)
-        if conn is not None and not conn.closed:
-            return conn
-        lock = self._connecting.setdefault(broker_id, asyncio.Lock())
-        async with lock:
-            conn = self._connections.get(broker_id)
-            if conn is not None and not conn.closed:
-                return conn
-            endpoint = self._cluster.broker(broker_id)
-            if endpoint is None:
-                raise ConnectionClosedError(f"broker {broker_id} is not registered")
-            conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
-                                                 client_id="samsa-txn-markers",
-                                                 timeout=self._timeout)
-            self._connections[broker_id] = conn
-            return conn
-
-    def _drop(self, broker_id: int) -> None:
-        conn = self._connections.pop(broker_id, None)
-        if conn is not None:
-            asyncio.get_running_loop().create_task(conn.close())
+                        # leaders moving, an ISR short: expected for a while, retried
+                        log.log(logging.DEBUG if code in _MOVING else logging.INFO,
+                                "marker for %s-%d on broker %d: %s; retrying", *tp, leader,
+                                ErrorCode(code).name)
+        return done, stale

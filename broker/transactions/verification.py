@@ -24,8 +24,9 @@ from typing import Awaitable, Callable, Protocol
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
 
-from ..aio_client import ConnectionClosedError, KafkaConnection
+from ..aio_client import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
+from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.verification")
 
@@ -66,12 +67,10 @@ class TxnVerifier:
         self._locator = locator
         self._local = local_verify
         self._timeout = timeout_s
-        self._connections: dict[int, KafkaConnection] = {}
+        self._connections = BrokerConnections("samsa-txn-verify", timeout_s)
 
     async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self._connections.close()
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[Partition]) -> dict[Partition, ErrorCode]:
@@ -99,22 +98,16 @@ class TxnVerifier:
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
         node = answer.node
+        conn = None
         try:
-            conn = self._connections.get(node.node_id)
-            if conn is None or conn.closed:
-                conn = await KafkaConnection.connect(node.host, node.port,
-                                                     client_id="samsa-txn-verify",
-                                                     timeout=self._timeout)
-                self._connections[node.node_id] = conn
+            conn = await self._connections.get(node, node.node_id)
             response = await asyncio.wait_for(
                 conn.call(request, api_key=ADD_PARTITIONS_TO_TXN, version=VERIFY_VERSION),
                 self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("verifying %s with coordinator %d failed: %s", transactional_id,
                      node.node_id, e)
-            stale = self._connections.pop(node.node_id, None)
-            if stale is not None:
-                await stale.close()
+            self._connections.drop(node.node_id, conn)
             return {}
         if response.error_code:
             return {tp: ErrorCode(response.error_code) for tp in partitions}

@@ -51,8 +51,10 @@ class RecordingMarkers:
     async def write_markers(self, producer_id, producer_epoch, commit, coordinator_epoch,
                             partitions, still_wanted) -> None:
         await self.release.wait()
-        if still_wanted():
-            self.sent.append((producer_id, producer_epoch, commit, coordinator_epoch, partitions))
+        if not still_wanted():
+            return False
+        self.sent.append((producer_id, producer_epoch, commit, coordinator_epoch, partitions))
+        return True
 
 
 class Clock:
@@ -217,3 +219,38 @@ def test_transactional_offsets_without_a_marker_load_as_pending():
     store = ConsumerOffsetsLog(lambda *a: None, lambda: iter([TxnRecord(key, value, 9)]), 1)
     offsets, _, pending = store.load()
     assert offsets == {} and pending["g"][9][("t", 1)].offset == 5
+
+
+def test_a_leader_epoch_bump_keeping_the_leader_keeps_the_coordinator():
+    """A follower of the __transaction_state partition dies: the controller
+    bumps the leader epoch, the leader stays; its transactional ids go on
+    being served, and later markers carry the newer epoch."""
+    async def run():
+        log, markers, clock = MemoryTxnLog(), RecordingMarkers(), Clock()
+        log.epochs[0] = 7
+        c = _coordinator(log, markers, clock)
+        await c.start()
+        await c.load_partition(0)
+        await c.init_producer_id("t", 60000, None)
+        log.epochs[0] = 8
+        assert await c.add_partitions("t", 5000, 0, [("a", 0)]) == 0
+        assert await c.end_transaction("t", 5000, 0, True) == 0
+        await _settle()
+        assert markers.sent == [(5000, 0, True, 8, frozenset({("a", 0)}))]
+        await c.shutdown()
+    asyncio.run(run())
+
+
+def test_a_load_that_gave_up_is_started_again_by_the_next_request():
+    async def run():
+        log, markers, clock = MemoryTxnLog(), RecordingMarkers(), Clock()
+        c = _coordinator(log, markers, clock)
+        await c.start()
+        await c.load_partition(0, wait_s=0.05)   # never became leader in time
+        log.epochs[0] = 3
+        assert (await c.init_producer_id("t", 60000, None)).error == \
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        await _settle()
+        assert (await c.init_producer_id("t", 60000, None)).error == ErrorCode.NONE
+        await c.shutdown()
+    asyncio.run(run())
