@@ -180,10 +180,14 @@ def write_exactly_once(opts: WriteOptions, task: TaskBatch, batches: Iterable) -
         _commit(producer)
         in_transaction = False
         return TaskOutcome(records=records, skipped=False)
-    except (KafkaException, KafkaSourceError) as e:
+    except Exception as e:
+        # Whatever failed (the client, or the rows, e.g. a null topic), abort now rather than
+        # leave the transaction to hold read_committed readers back until it times out.
         if in_transaction:
             _abort(producer, e)
-        raise ExactlyOnceWriteError(f"Exactly-once write failed while {step}: {_describe(e)} ({where})") from None
+        if isinstance(e, (KafkaException, KafkaSourceError)):
+            raise ExactlyOnceWriteError(f"Exactly-once write failed while {step}: {_describe(e)} ({where})") from None
+        raise ExactlyOnceWriteError(f"Exactly-once write failed while {step}: {type(e).__name__}: {e} ({where})") from e
     finally:
         if consumer is not None:
             consumer.close()

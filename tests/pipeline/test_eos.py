@@ -183,3 +183,22 @@ def test_errors_name_the_topic_and_the_option(broker):
     text = str(e.value)
     assert "batch 4, task partition 1, transactional.id 'eos-err-1'" in text, text
     assert "eos-errors" in text, text
+
+
+def test_a_failed_task_commits_nothing_and_its_retry_writes_the_batch(broker):
+    """A row the sink refuses (a null topic) after others were produced: the task fails naming
+    its transactional id, its transaction is aborted, no mark; the task run again writes it all."""
+    b = broker.bootstrap
+    create_topic(b, "eos-abort", 1)
+    o = parse_write_options({"kafka.bootstrap.servers": b, "exactlyOnce": "true",
+                             "exactlyOnceMarkerTopic": "eos-abort", "transactionalIdPrefix": "eos-abort"})
+    good = pa.record_batch([pa.array([b"a", b"b"]), pa.array(["eos-abort", "eos-abort"])], names=["value", "topic"])
+    bad = pa.record_batch([pa.array([b"c"]), pa.array([None], pa.string())], names=["value", "topic"])
+    with pytest.raises(ExactlyOnceWriteError) as e:
+        write_exactly_once(o, TaskBatch("q", 0, 0), [good, bad])
+    assert "null topic" in str(e.value) and "transactional.id 'eos-abort-0'" in str(e.value)
+    assert committed_mark(b, "eos-abort-0", "eos-abort")[0] < 0
+    retry = write_exactly_once(o, TaskBatch("q", 0, 0), [good])
+    assert (retry.records, retry.skipped) == (2, False)
+    assert sorted(values(b, "eos-abort", "read_committed")) == ["a", "b"]
+    assert committed_mark(b, "eos-abort-0", "eos-abort") == (1, "q")
