@@ -7,6 +7,9 @@ from earliest, ``maxOffsetsPerTrigger`` = ``--per-batch``, Trigger.AvailableNow 
 and ``exactlyOnce=true``, ``--repeats`` runs of each in one Spark session (``local[2]``).
 Reported per sink: the median records/s and MB/s from the query's start to its end (reading
 included: the same for both), the micro-batches; then the ratio exactly-once / at-least-once.
+Then, without Spark, one task's cost alone: ``--tasks`` calls of each sink's task function
+(``write_exactly_once``, batch ids 0, 1, ...; ``client.write_batches``) with ``--task-rows``
+rows each, median milliseconds per task and their ratio.
 
 What the ratio holds: per task, a new transactional producer and its ``init_transactions``, an
 offset fetch for the batch id, AddPartitionsToTxn, AddOffsetsToTxn + TxnOffsetCommit, EndTxn and
@@ -79,6 +82,34 @@ def copy(spark, bootstrap: str, out: str, work: Path, args, exactly_once: bool) 
     return {"seconds": seconds, "batches": len([p for p in q.recentProgress if p["numInputRows"]])}
 
 
+def task_costs(bootstrap: str, args) -> dict:
+    """Median ms per task of each sink, same rows, no Spark: the exactly-once sink's fixed cost."""
+    import pyarrow as pa
+
+    from pipeline import client
+    from pipeline.eos import TaskBatch
+    from pipeline.eos_writer import write_exactly_once
+    from pipeline.options import parse_write_options
+
+    create_topic(bootstrap, "eos-bench-tasks", 1)
+    batch = pa.record_batch([pa.array([b"x" * args.size] * args.task_rows, pa.binary())], names=["value"])
+    base = {"kafka.bootstrap.servers": bootstrap, "topic": "eos-bench-tasks"}
+    plain = parse_write_options(base)
+    eos = parse_write_options({**base, "exactlyOnce": "true", "transactionalIdPrefix": "eos-bench"})
+    times: dict[str, list] = {"at_least_once": [], "exactly_once": []}
+    client.write_batches(plain, [batch])        # the cached idempotent producer: made once
+    for i in range(args.tasks):
+        t = time.perf_counter()
+        client.write_batches(plain, [batch])
+        times["at_least_once"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        assert write_exactly_once(eos, TaskBatch("bench", i, 0), [batch]).records == args.task_rows
+        times["exactly_once"].append(time.perf_counter() - t)
+    out = {name: round(statistics.median(ts) * 1000, 1) for name, ts in times.items()}
+    return {"task_rows": args.task_rows, "median_ms_per_task": out,
+            "ratio_exactly_once_to_at_least_once": round(out["exactly_once"] / out["at_least_once"], 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -86,6 +117,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--per-batch", type=int, default=50_000, help="maxOffsetsPerTrigger")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tasks", type=int, default=20, help="task-alone calls per sink")
+    ap.add_argument("--task-rows", type=int, default=1000)
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-eos-"))
@@ -110,6 +143,7 @@ def main() -> None:
                             "all_s": [round(r["seconds"], 2) for r in rs]}
         result["ratio_exactly_once_to_at_least_once"] = round(
             result["exactly_once"]["records_per_s"] / result["at_least_once"]["records_per_s"], 3)
+        result["task_alone"] = task_costs(b, args)
         print(json.dumps(result, indent=2))
     finally:
         if spark is not None:

@@ -159,7 +159,8 @@ def write_exactly_once(opts: WriteOptions, task: TaskBatch, batches: Iterable) -
         producer.init_transactions(CALL_TIMEOUT_S)
         step = (f"reading the last committed batch id (group '{marker_group(prefix, task.partition)}', "
                 f"topic '{eo.marker_topic}' partition {MARKER_PARTITION}, option 'exactlyOnceMarkerTopic')")
-        consumer = _client(Consumer, marker_consumer_config(opts, marker_group(prefix, task.partition)), "consumer")
+        group = marker_group(prefix, task.partition)
+        consumer = _client(Consumer, marker_consumer_config(opts, group), "consumer")
         mark = read_mark(consumer, eo.marker_topic)
         if already_written(mark, task):
             log.info("exactly-once sink: %s already committed (mark %s): nothing written", where, mark)
@@ -185,12 +186,19 @@ def write_exactly_once(opts: WriteOptions, task: TaskBatch, batches: Iterable) -
         # leave the transaction to hold read_committed readers back until it times out.
         if in_transaction:
             _abort(producer, e)
+        failed = f"Exactly-once write failed while {step}"
         if isinstance(e, (KafkaException, KafkaSourceError)):
-            raise ExactlyOnceWriteError(f"Exactly-once write failed while {step}: {_describe(e)} ({where})") from None
-        raise ExactlyOnceWriteError(f"Exactly-once write failed while {step}: {type(e).__name__}: {e} ({where})") from e
+            raise ExactlyOnceWriteError(f"{failed}: {_describe(e)} ({where})") from None
+        raise ExactlyOnceWriteError(f"{failed}: {type(e).__name__}: {e} ({where})") from e
     finally:
         if consumer is not None:
             consumer.close()
+
+
+def _error_of(e: BaseException) -> KafkaError | None:
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        return e.args[0]
+    return None
 
 
 def _commit(producer: Producer) -> None:
@@ -202,7 +210,7 @@ def _commit(producer: Producer) -> None:
             producer.commit_transaction(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as e:
-            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            err = _error_of(e)
             if err is None or not err.retriable() or time.monotonic() >= deadline:
                 raise
 
@@ -210,7 +218,7 @@ def _commit(producer: Producer) -> None:
 def _abort(producer: Producer, cause: BaseException) -> None:
     """Best effort: a fenced or fatally failed producer cannot abort; the coordinator aborts its
     transaction when the next attempt initialises, or when the transaction times out."""
-    err = cause.args[0] if isinstance(cause, KafkaException) and cause.args and isinstance(cause.args[0], KafkaError) else None
+    err = _error_of(cause)
     if err is not None and err.fatal():
         return
     try:
@@ -221,7 +229,7 @@ def _abort(producer: Producer, cause: BaseException) -> None:
 
 def _describe(e: BaseException) -> str:
     text = _kafka_error(e)
-    err = e.args[0] if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError) else None
+    err = _error_of(e)
     if err is not None and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                                           KafkaError.INVALID_PRODUCER_EPOCH):
         text += (": a newer producer with this transactional.id fenced this one (a later attempt of "
