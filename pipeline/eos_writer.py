@@ -101,9 +101,17 @@ def marker_consumer_config(opts: WriteOptions, group: str) -> dict:
     return conf
 
 
+# Marker topics found, per driver-side Python worker: PySpark calls streamWriter() again for the
+# commit of every micro-batch, and one metadata request per query is enough (the tasks' own
+# requests fail, naming the topic, if it is deleted later).
+_marker_topics_seen: set = set()
+
+
 def check_marker_topic(opts: WriteOptions, timeout: float = 30.0) -> None:
     """In the driver, before any task: the marks need the marker topic to exist."""
     eo = _eo(opts)
+    if (opts.bootstrap_servers, eo.marker_topic) in _marker_topics_seen:
+        return
     admin = _client(AdminClient, {**opts.client_options, "logger": rdkafka_log}, "admin client")
     option = "exactlyOnceMarkerTopic" if eo.marker_topic != opts.topic else "topic"
     try:
@@ -119,6 +127,7 @@ def check_marker_topic(opts: WriteOptions, timeout: float = 30.0) -> None:
         raise SamsaOptionError(f"Option '{option}': the exactly-once sink keeps its committed batch ids "
                                f"on partition {MARKER_PARTITION} of topic '{eo.marker_topic}', which "
                                f"does not exist ({why}). Create the topic first.")
+    _marker_topics_seen.add((opts.bootstrap_servers, eo.marker_topic))
 
 
 def read_mark(consumer: Consumer, marker_topic: str) -> Mark | None:
