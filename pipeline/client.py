@@ -515,7 +515,7 @@ def write_batches(opts: WriteOptions, batches: Iterable) -> int:
     """Produce every row of ``batches``; returns the count once all are acknowledged."""
     key, producer = _cached_producer(opts)
     try:
-        return _write(opts, producer, batches)
+        return produce_all(opts, producer, batches)
     except BaseException:
         # A failed task may leave the producer in a state of its own (a fatal idempotence
         # error, records still queued): the next task starts a fresh one.
@@ -523,7 +523,9 @@ def write_batches(opts: WriteOptions, batches: Iterable) -> int:
         raise
 
 
-def _write(opts: WriteOptions, producer: Producer, batches: Iterable) -> int:
+def produce_all(opts: WriteOptions, producer: Producer, batches: Iterable) -> int:
+    """Produce every row with ``producer`` and flush; fails naming the topic and partition unless
+    every record was acknowledged. The exactly-once sink calls it inside a transaction."""
     failure: list = []
     sent = 0
 

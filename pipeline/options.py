@@ -125,6 +125,10 @@ INCLUDE_HEADERS = "includeheaders"
 GROUP_ID_PREFIX = "groupidprefix"
 POLL_TIMEOUT_MS = "kafkaconsumer.polltimeoutms"
 TOPIC = "topic"
+# The exactly-once streaming sink (samsa's own; Spark's Kafka sink has no such option).
+EXACTLY_ONCE = "exactlyonce"
+TRANSACTIONAL_ID_PREFIX = "transactionalidprefix"
+MARKER_TOPIC = "exactlyoncemarkertopic"
 
 # How Spark spells them, for messages.
 SPELLING = {
@@ -139,6 +143,8 @@ SPELLING = {
     MAX_TRIGGER_DELAY: "maxTriggerDelay",
     INCLUDE_HEADERS: "includeHeaders", GROUP_ID_PREFIX: "groupIdPrefix",
     POLL_TIMEOUT_MS: "kafkaConsumer.pollTimeoutMs", TOPIC: "topic",
+    EXACTLY_ONCE: "exactlyOnce", TRANSACTIONAL_ID_PREFIX: "transactionalIdPrefix",
+    MARKER_TOPIC: "exactlyOnceMarkerTopic",
 }
 
 # Spark's default for kafkaConsumer.pollTimeoutMs is spark.network.timeout (120 s).
@@ -182,6 +188,10 @@ REJECTED_PRODUCER_OPTIONS = {
                        "with ByteArraySerializer."),
     "value.serializer": ("Kafka option 'value.serializer' is not supported as value are "
                          "serialized with ByteArraySerializer."),
+    # One transactional id shared by every task would have each task fence the others.
+    "transactional.id": ("Kafka option 'transactional.id' is not supported: the samsa sink makes "
+                         "one transactional id per task partition. Set 'exactlyOnce' to 'true' on a "
+                         "streaming write, and 'transactionalIdPrefix' to choose the ids' prefix."),
 }
 
 
@@ -212,10 +222,22 @@ class ReadOptions:
 
 
 @dataclass(frozen=True)
+class ExactlyOnce:
+    """The exactly-once streaming sink's settings (``exactlyOnce=true``): see pipeline/eos.py."""
+    # None: derived from Spark's query id in each task ("samsa-<query id>"), which Spark keeps in
+    # the checkpoint, so it is the same for every run of the query from that checkpoint.
+    transactional_id_prefix: str | None
+    # The topic whose partition 0 the committed batch ids are kept against (as consumer group
+    # offsets): a Kafka broker accepts offsets only for a partition that exists.
+    marker_topic: str
+
+
+@dataclass(frozen=True)
 class WriteOptions:
     bootstrap_servers: str
     topic: str | None
     client_options: dict
+    exactly_once: ExactlyOnce | None = None     # None: at least once (the default)
 
 
 def lower_keys(options: Mapping[str, str]) -> dict:
@@ -488,6 +510,31 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = lower_keys(options)
     params = _check_kafka_params(opts, for_producer=True)
     topic = opts.get(TOPIC)
-    return WriteOptions(bootstrap_servers=params["bootstrap.servers"].strip(),
-                        topic=topic.strip() if topic is not None else None,
-                        client_options=params)
+    topic = topic.strip() if topic is not None else None
+    return WriteOptions(bootstrap_servers=params["bootstrap.servers"].strip(), topic=topic,
+                        client_options=params, exactly_once=_exactly_once(opts, params, topic))
+
+
+def _exactly_once(opts: dict, params: dict, topic: str | None) -> ExactlyOnce | None:
+    """``exactlyOnce`` and the options that only mean something with it."""
+    if not _bool(opts, EXACTLY_ONCE, False):
+        for key in (TRANSACTIONAL_ID_PREFIX, MARKER_TOPIC):
+            if key in opts:
+                raise SamsaOptionError(f"Option '{SPELLING[key]}' is only used with 'exactlyOnce' set to "
+                                       f"'true' (the sink is at least once without it)")
+        return None
+    if params.get("enable.idempotence", "true").strip().lower() == "false":
+        raise SamsaOptionError("Option 'kafka.enable.idempotence' cannot be 'false' with 'exactlyOnce': "
+                               "transactions need the idempotent producer")
+    prefix = opts.get(TRANSACTIONAL_ID_PREFIX)
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not prefix:
+            raise _option_error(TRANSACTIONAL_ID_PREFIX, opts[TRANSACTIONAL_ID_PREFIX],
+                                "must not be empty (leave it out to derive the ids from the query id)")
+    marker = opts.get(MARKER_TOPIC, "").strip() or topic
+    if not marker:
+        raise SamsaOptionError("Option 'exactlyOnceMarkerTopic' is required with 'exactlyOnce' when there "
+                               "is no 'topic' option: the sink keeps each task's last committed batch id "
+                               "as a consumer group offset on partition 0 of that (existing) topic")
+    return ExactlyOnce(transactional_id_prefix=prefix, marker_topic=marker)

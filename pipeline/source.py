@@ -67,14 +67,24 @@ class SamsaDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> "SamsaStreamWriter":
         # Every output mode is accepted, as Spark's Kafka sink does: complete mode (overwrite=True)
         # appends the whole result table to the topic each trigger.
-        from .stream_source import SamsaStreamWriter
-        return SamsaStreamWriter(self._checked_write_options(schema))
+        from .stream_source import SamsaExactlyOnceStreamWriter, SamsaStreamWriter
+        opts = self._checked_write_options(schema)
+        if opts.exactly_once is not None:
+            from .eos_writer import check_marker_topic
+            check_marker_topic(opts)
+            return SamsaExactlyOnceStreamWriter(opts)
+        return SamsaStreamWriter(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "SamsaWriter":
         if overwrite:
             raise SamsaOptionError("Save mode Overwrite not allowed for Kafka (nor for samsa): records "
                                    "are appended to topics. Use mode(\"append\").")
-        return SamsaWriter(self._checked_write_options(schema))
+        opts = self._checked_write_options(schema)
+        if opts.exactly_once is not None:
+            raise SamsaOptionError("Option 'exactlyOnce' is for streaming writes (writeStream): a batch "
+                                   "write has no micro-batch id to recognise a task run again by. "
+                                   "Batch writes are at least once.")
+        return SamsaWriter(opts)
 
     def _checked_write_options(self, schema: StructType) -> WriteOptions:
         opts = parse_write_options(self.options)

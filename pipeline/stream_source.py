@@ -11,6 +11,8 @@ query resumes at the last committed end. Executors read each range with the batc
 
 Writer: the batch sink's code per task (``client.write_batches``): idempotent producer, every
 record acknowledged before the task succeeds; a retried micro-batch writes again (at least once).
+With ``exactlyOnce=true``, ``SamsaExactlyOnceStreamWriter``: one transaction per micro-batch and
+task (``pipeline.eos_writer``), a batch run again is recognised and not written twice.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import logging
 import time
 from typing import Iterator
 
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSourceStreamArrowWriter, DataSourceStreamReader, InputPartition, WriterCommitMessage,
+)
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable, ReadLimit, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow,
 )
 
-from . import client
+from . import client, eos_writer
+from .eos import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, TaskBatch
 from .options import ReadOptions, SamsaOptionError, WriteOptions
 from .ranges import sort_ranges, split_ranges
 from .source import SamsaCommitMessage, read_partition
@@ -159,3 +164,48 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages, batchId: int) -> None:
         pass        # what tasks that succeeded wrote stays in the topics
+
+
+class EosCommitMessage(WriterCommitMessage):
+    def __init__(self, records: int, skipped: bool):
+        self.records = records
+        self.skipped = skipped
+
+
+class SamsaExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
+    """Exactly once (``exactlyOnce=true``): each task writes its part of a micro-batch in one
+    transaction that also commits the batch id; a task run again for a batch already committed
+    writes nothing (pipeline/eos.py says how)."""
+
+    def __init__(self, opts: WriteOptions):
+        self.opts = opts
+
+    def write(self, iterator) -> EosCommitMessage:
+        outcome = eos_writer.write_exactly_once(self.opts, current_task_batch(), iterator)
+        return EosCommitMessage(outcome.records, outcome.skipped)
+
+    def commit(self, messages, batchId: int) -> None:
+        # Every task committed its own transaction already; this is the log line only.
+        done = [m for m in messages if isinstance(m, EosCommitMessage)]
+        log.info("exactly-once sink: batch %d: %d records, %d of %d tasks had it committed already",
+                 batchId, sum(m.records for m in done), sum(m.skipped for m in done), len(messages))
+
+    def abort(self, messages, batchId: int) -> None:
+        # Tasks that committed keep their records and their marks: run again, they write nothing.
+        pass
+
+
+def current_task_batch() -> TaskBatch:
+    """The running task's query id, batch id and partition, from Spark's task context: PySpark
+    4.3 calls a stream writer's write() with the rows only, but every task of a micro-batch
+    carries the query's local properties, the batch id among them."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+    batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+    if ctx is None or not query_id or batch_id is None:
+        raise SamsaOptionError(f"Option 'exactlyOnce': the task does not know its streaming query and "
+                               f"micro-batch (Spark task properties '{QUERY_ID_PROPERTY}', "
+                               f"'{BATCH_ID_PROPERTY}'); the exactly-once sink runs in micro-batch "
+                               f"streaming queries only")
+    return TaskBatch(query_id=query_id, batch_id=int(batch_id), partition=ctx.partitionId())

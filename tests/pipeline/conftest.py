@@ -42,11 +42,14 @@ def produce(bootstrap: str, records) -> None:
     assert not errors, errors
 
 
-def consume_all(bootstrap: str, topic: str, *, include_headers: bool = True) -> list[tuple]:
-    """Every record of ``topic`` read by a plain consumer, as the source's row tuples."""
+def consume_all(bootstrap: str, topic: str, *, include_headers: bool = True,
+                isolation: str = "read_uncommitted") -> list[tuple]:
+    """Every record of ``topic`` read by a plain consumer, as the source's row tuples.
+    read_committed: the records of committed transactions (none may be open: it waits for the
+    end of each partition, which an open transaction holds back)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "plain-reader",
                   "enable.auto.commit": False, "enable.partition.eof": True,
-                  "isolation.level": "read_uncommitted",
+                  "isolation.level": isolation,
                   # A fetch long-polls on the connection the next ListOffsets waits behind.
                   "fetch.wait.max.ms": 10})
     try:

@@ -274,7 +274,8 @@ def test_broker_killed_mid_stream(spark, cluster, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Write
 
-def test_stream_write_reads_back_identical(spark, broker, tmp_path):
+@pytest.mark.parametrize("sink", [{}, {"exactlyOnce": "true"}], ids=["at-least-once", "exactly-once"])
+def test_stream_write_reads_back_identical(spark, broker, tmp_path, sink):
     b = broker.bootstrap
     create_topic(b, "source", 2)
     create_topic(b, "copy", 2)
@@ -291,17 +292,21 @@ def test_stream_write_reads_back_identical(spark, broker, tmp_path):
                 maxOffsetsPerTrigger="20")
     q = df.selectExpr("key", "value", "partition", "headers", "timestamp") \
         .writeStream.format("samsa").option("kafka.bootstrap.servers", b).option("topic", "copy") \
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
+        .options(**sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
     try:
         assert q.awaitTermination(QUERY_TIMEOUT)
         assert len(q.recentProgress) >= 3       # 50 records at 20 per trigger
     finally:
         q.stop()
     source = consume_all(b, "source")
-    copied = consume_all(b, "copy")
+    copied = consume_all(b, "copy", isolation="read_committed")
     # Identical but for the topic: key, value, partition, offset (order kept per partition),
-    # timestamp, timestamp type, headers.
-    assert [r[:2] + r[3:] for r in copied] == [r[:2] + r[3:] for r in source]
+    # timestamp, timestamp type, headers. Exactly once, the order is kept but not the offsets:
+    # each transaction's commit marker takes an offset of its own.
+    if sink:
+        assert [r[:2] + r[3:4] + r[5:] for r in copied] == [r[:2] + r[3:4] + r[5:] for r in source]
+    else:
+        assert [r[:2] + r[3:] for r in copied] == [r[:2] + r[3:] for r in source]
 
 
 def test_stream_write_schema_error(spark, broker, tmp_path):
@@ -317,3 +322,29 @@ def test_stream_write_schema_error(spark, broker, tmp_path):
         finally:
             q.stop()
     assert "Required attribute 'value' not found" in error_of(run)
+
+
+def test_exactly_once_option_errors(spark, broker, tmp_path):
+    b = broker.bootstrap
+    create_topic(b, "eos-src", 1)
+    df = stream(spark, b, subscribe="eos-src").selectExpr("value")
+
+    def run(**opts):
+        w = df.writeStream.format("samsa").option("kafka.bootstrap.servers", b) \
+            .option("checkpointLocation", str(tmp_path / "cp")).options(**opts).trigger(availableNow=True)
+
+        def go():
+            q = w.start()
+            try:
+                q.awaitTermination(QUERY_TIMEOUT)
+            finally:
+                q.stop()
+        return error_of(go)
+    msg = run(topic="no-such-output", exactlyOnce="true")
+    assert "Option 'topic': the exactly-once sink keeps its committed batch ids on partition 0 of " \
+           "topic 'no-such-output', which does not exist" in msg
+    assert "Option 'transactionalIdPrefix' is only used with 'exactlyOnce' set to 'true'" in \
+        run(topic="eos-src", transactionalIdPrefix="p")
+    batch = spark.range(1).selectExpr("CAST(id AS STRING) AS value").write.format("samsa") \
+        .option("kafka.bootstrap.servers", b).option("topic", "eos-src").option("exactlyOnce", "true").mode("append")
+    assert "Option 'exactlyOnce' is for streaming writes (writeStream)" in error_of(batch.save)
