@@ -81,6 +81,15 @@ def advertised_apis() -> list:
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
 
+def _log_failure(what: str):
+    """A done-callback for work handed to another loop: its exception logged,
+    not lost with the future nobody awaits."""
+    def check(fut) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("%s failed", what, exc_info=fut.exception())
+    return check
+
+
 def _partition_count(store: MetadataStore, topic: str) -> int | None:
     meta = store.topic(topic)
     return meta.num_partitions if meta is not None else None
@@ -128,7 +137,12 @@ CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 class OffsetsNotWrittenError(Exception):
     """A coordinator's write did not make it: this broker does not lead the
-    offsets partition (any more), or its ISR did not take the write in time."""
+    offsets partition (any more), or its ISR did not take the write in time.
+    ``error_code`` says which, as the partition layer answered."""
+
+    def __init__(self, message: str, error_code: ErrorCode) -> None:
+        super().__init__(message)
+        self.error_code = error_code
 
 
 class Broker:
@@ -407,7 +421,8 @@ class Broker:
             partition it leads; an awaitable while the ISR has not got it."""
             found = partitions.leader_log(OFFSETS_TOPIC, p)
             if not found.ok:
-                raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}")
+                raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
+                                             found.error)
             end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
                                     acks=-1).last_offset + 1
             min_isr = found.log.config.min_insync_replicas
@@ -437,9 +452,11 @@ class Broker:
         # A transaction's marker in an offsets partition: the producer's
         # transactional offset commits there take effect (or go), on the
         # coordinator's loop.
-        services.txn_marker_hook = lambda p, producer_id, committed: \
-            asyncio.run_coroutine_threadsafe(
+        def settle_txn_offsets(p: int, producer_id: int, committed: bool) -> None:
+            done = asyncio.run_coroutine_threadsafe(
                 coordinator.complete_txn_offsets(p, producer_id, committed), main_loop)
+            done.add_done_callback(_log_failure("settling transactional offsets"))
+        services.txn_marker_hook = settle_txn_offsets
         services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
         services.metrics.add_kafka_gauge(
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
@@ -460,7 +477,8 @@ class Broker:
         code, = await self.services.partitions.wait_replicated(
             [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
         if code:
-            raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}")
+            raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
+                                         code)
 
     def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
                              leading: bool) -> None:

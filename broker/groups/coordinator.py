@@ -102,6 +102,26 @@ class GroupMembership:
     members: dict[str, tuple[tuple[str, ...], dict[str, list[int]]]]
 
 
+def _txn_store_error(exc: BaseException) -> int:
+    """The TxnOffsetCommit answer for a write of the offsets partition that
+    failed (the write's ``error_code``), as Kafka's group coordinator gives
+    it: a zombie producer hears it is fenced, a partition led elsewhere now
+    NOT_COORDINATOR (the producer finds the new coordinator), a short ISR or a
+    timeout COORDINATOR_NOT_AVAILABLE (retried)."""
+    code = getattr(exc, "error_code", None)
+    if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+        return int(E.INVALID_PRODUCER_EPOCH)
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
+        return int(E.INVALID_COMMIT_OFFSET_SIZE)
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.FENCED_LEADER_EPOCH,
+                E.KAFKA_STORAGE_ERROR):
+        return int(E.NOT_COORDINATOR)
+    if code in (E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                E.REQUEST_TIMED_OUT):
+        return int(E.COORDINATOR_NOT_AVAILABLE)
+    return int(E.UNKNOWN_SERVER_ERROR)
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -142,6 +162,9 @@ class GroupCoordinator:
         # COORDINATOR_LOAD_IN_PROGRESS until the last one has.
         self._loading: collections.Counter[int] = collections.Counter()
         self._loading_lock = threading.Lock()  # loading() comes from other threads
+        # producer id -> ids of groups holding its pending transactional offsets,
+        # so a marker settles them without a walk over every group
+        self._txn_groups: dict[int, set[str]] = {}
 
     # ================================================================ lifecycle
 
@@ -166,6 +189,7 @@ class GroupCoordinator:
                 group = self.groups[gid] = Group(gid)
             for pid, by_tp in by_producer.items():
                 group.pending_txn_offsets.setdefault(pid, {}).update(by_tp)
+                self._txn_groups.setdefault(pid, set()).add(gid)
 
     def loading(self, partition: int) -> None:
         """About to take over an offsets-topic partition (callable from any
@@ -958,6 +982,12 @@ class GroupCoordinator:
                 live = self.groups.get(group_id)
                 if live is not None:
                     live.offsets.update(entries)
+                    # A transactional commit of these partitions written before
+                    # this one is older: its transaction's COMMIT must not
+                    # bring it back (Kafka compares their log positions).
+                    for by_tp in live.pending_txn_offsets.values():
+                        for tp in entries:
+                            by_tp.pop(tp, None)
             finally:
                 pending = self._storing_commits.get(group_id)
                 if pending is not None:
@@ -1012,28 +1042,36 @@ class GroupCoordinator:
             try:
                 await _maybe_await(self.store.store_offsets(group_id, entries,
                                                             (producer_id, producer_epoch)))
-            except Exception:
-                log.exception("group %s: storing transactional offsets failed", group_id)
+            except Exception as e:  # noqa: BLE001 - answered with its error code
+                code = _txn_store_error(e)
+                if code == int(E.UNKNOWN_SERVER_ERROR):
+                    log.exception("group %s: storing transactional offsets failed", group_id)
                 for tp in entries:
-                    codes[tp] = int(E.COORDINATOR_NOT_AVAILABLE)
+                    codes[tp] = code
             else:
                 live = self.groups.get(group_id)
                 if live is not None:
                     live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
+                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
     async def complete_txn_offsets(self, partition: int, producer_id: int,
                                    committed: bool) -> None:
         """The producer's transaction marker landed in offsets partition
         ``partition``: its pending offsets there take effect, or are dropped."""
-        for group in list(self.groups.values()):
-            if self.store.partition_for(group.group_id) != partition:
+        gids = self._txn_groups.get(producer_id, set())
+        for gid in [g for g in gids if self.store.partition_for(g) == partition]:
+            gids.discard(gid)
+            group = self.groups.get(gid)
+            if group is None:
                 continue
             settled = group.pending_txn_offsets.pop(producer_id, None)
             if settled and committed:
                 group.offsets.update(settled)
             if settled is not None:
                 await self._drop_if_empty(group)
+        if not gids:
+            self._txn_groups.pop(producer_id, None)
 
     @staticmethod
     def _validate_offset_commit(group: Group, generation_id: int, member_id: str,

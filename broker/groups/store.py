@@ -165,6 +165,10 @@ class ConsumerOffsetsLog:
                     continue
                 if isinstance(key, OffsetKey):
                     tp = (key.topic, key.partition)
+                    # a plain commit supersedes an older transactional one of
+                    # the same partition, whatever its marker says later
+                    for by_tp in pending.get(key.group, {}).values():
+                        by_tp.pop(tp, None)
                     if value is None:
                         by_tp = offsets.get(key.group)
                         if by_tp is not None:

@@ -20,7 +20,7 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                OffsetFetchResponse, SyncGroupResponse,
                                TxnOffsetCommitResponse)
 
-from ..groups import FetchedOffset, OffsetFetchResult
+from ..groups import OFFSETS_TOPIC, FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
 from .context import off_loop
 
@@ -256,6 +256,11 @@ async def handle_txn_offset_commit(ctx, req):
                 continue
             wanted.append((t.name, p.partition_index, p.committed_offset,
                            p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+    verdict = await _verify_offsets_partition(ctx, req) if wanted else ErrorCode.NONE
+    if verdict:
+        for t, p, *_ in wanted:
+            codes[(t, p)] = verdict
+        wanted = []
     if wanted:
         results = await broker.groups.commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
@@ -269,6 +274,26 @@ async def handle_txn_offset_commit(ctx, req):
                                                error_code=codes[(t.name, p.partition_index)])
             for p in t.partitions])
         for t in req.topics])
+
+
+async def _verify_offsets_partition(ctx, req) -> ErrorCode:
+    """KIP-890 part 1 for TxnOffsetCommit, as for Produce: the group's offsets
+    partition must be in the producer's open transaction (AddOffsetsToTxn)
+    before its first transactional commit there, or that commit would stay
+    pending forever (read_committed consumers asking with require_stable would
+    wait on it for good)."""
+    broker = ctx.broker
+    if broker.txn_verifier is None or not broker.config.transaction_partition_verification_enable:
+        return ErrorCode.NONE
+    partition = broker.coordinators.partition_of(req.group_id)
+    found = broker.partitions.leader_log(OFFSETS_TOPIC, partition)
+    if not found.ok:
+        return ErrorCode.NOT_COORDINATOR
+    if broker.partitions.transaction_open(found, req.producer_id, req.producer_epoch):
+        return ErrorCode.NONE
+    verdicts = await broker.txn_verifier.verify(req.transactional_id, req.producer_id,
+                                                req.producer_epoch, [(OFFSETS_TOPIC, partition)])
+    return verdicts[(OFFSETS_TOPIC, partition)]
 
 
 def _by_topic(fetched):

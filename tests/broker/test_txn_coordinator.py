@@ -254,3 +254,12 @@ def test_a_load_that_gave_up_is_started_again_by_the_next_request():
         assert (await c.init_producer_id("t", 60000, None)).error == ErrorCode.NONE
         await c.shutdown()
     asyncio.run(run())
+
+
+def test_a_plain_commit_after_a_transactional_one_stands_on_load():
+    key, value = _offset("g", "t", 0, 42)
+    key2, value2 = _offset("g", "t", 0, 7)
+    items = [TxnRecord(key, value, 5), (key2, value2), TxnMarker(5, True)]
+    store = ConsumerOffsetsLog(lambda *a: None, lambda: iter(items), 1)
+    offsets, _, pending = store.load()
+    assert offsets["g"][("t", 0)].offset == 7

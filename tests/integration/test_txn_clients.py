@@ -358,3 +358,75 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
     # nothing hangs: the last stable offset of both partitions is their end
     assert sorted(_read(broker.bootstrap, topic, "read_uncommitted", partitions=2,
                         expect=1)) == [b"in"]
+
+
+def _wire_init(c, tid: str) -> tuple[int, int]:
+    from protocol.messages import InitProducerIdRequest
+    init = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(
+        c.call(22, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000,
+                                         producer_id=-1, producer_epoch=-1))))
+    return init.producer_id, init.producer_epoch
+
+
+def test_txn_offset_commit_needs_add_offsets_first(broker):
+    """TxnOffsetCommit for a group whose offsets partition the producer never
+    added (AddOffsetsToTxn) is INVALID_TXN_STATE, and nothing stays pending:
+    a read_committed consumer of the group is not held up."""
+    from protocol.messages import TxnOffsetCommitRequest as T
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    tid, group = f"o-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    with SimpleClient(broker.bootstrap) as c:
+        pid, epoch = _wire_init(c, tid)
+        r = c.call(28, T(transactional_id=tid, group_id=group, producer_id=pid,
+                         producer_epoch=epoch, generation_id=-1, member_id="",
+                         group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
+                             name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
+                                 partition_index=0, committed_offset=5,
+                                 committed_leader_epoch=-1, committed_metadata="")])]))
+        assert r.topics[0].partitions[0].error_code == 48  # INVALID_TXN_STATE
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        assert consumer.committed([TopicPartition(topic, 0)], 10)[0].offset < 0
+    finally:
+        consumer.close()
+
+
+def test_a_plain_commit_after_a_transactional_one_wins(broker):
+    """Kafka applies a transaction's offsets on COMMIT only when they are newer
+    than the group's last commit: a reset made meanwhile stands."""
+    topic = _topic()
+    _create(broker.bootstrap, topic)
+    group, tid = f"g-{uuid.uuid4().hex[:6]}", f"o-{uuid.uuid4().hex[:6]}"
+    p = _producer(broker.bootstrap, tid)
+    p.init_transactions(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, 42)],
+                                      consumer.consumer_group_metadata(), 30)
+        consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        p.commit_transaction(30)
+        with SimpleClient(broker.bootstrap) as c:  # its markers are all written
+            wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+                       .transaction_states[0].transaction_state == "CompleteCommit" or None,
+                       what="CompleteCommit")
+        assert consumer.committed([TopicPartition(topic, 0)], 10)[0].offset == 7
+    finally:
+        consumer.close()
+
+
+def test_old_request_versions_hear_invalid_producer_epoch_not_producer_fenced(broker):
+    from protocol.messages import EndTxnRequest
+    _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    tid = f"f-{uuid.uuid4().hex[:6]}"
+    with SimpleClient(broker.bootstrap) as c:
+        pid, epoch = _wire_init(c, tid)
+        _wire_init(c, tid)  # a newer instance: epoch + 1
+        stale = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                              committed=True)
+        assert c.call(26, stale, highest=1).error_code == 47  # INVALID_PRODUCER_EPOCH
+        assert c.call(26, stale, highest=2).error_code == 90  # PRODUCER_FENCED
