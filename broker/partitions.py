@@ -187,9 +187,7 @@ class PartitionLayer:
     def transaction_open(self, found: LeaderLookup, producer_id: int, epoch: int) -> bool:
         """Whether the partition (``found`` from leader_log) has the producer's
         transaction open at ``epoch``: its next transactional batches join it."""
-        entry = found.log.producer_state.producers.get(producer_id)
-        return (entry is not None and entry.epoch == epoch
-                and entry.current_txn_first_offset >= 0)
+        return found.log.transaction_open(producer_id, epoch)
 
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:

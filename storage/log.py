@@ -1046,6 +1046,14 @@ class Log:
             self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
         return n
 
+    def transaction_open(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer has a transaction open here at ``epoch`` (its
+        next transactional batches join it). Lock-free: one dict lookup and
+        two attribute reads of an entry appends replace field by field."""
+        entry = self.producer_state.producers.get(producer_id)
+        return (entry is not None and entry.epoch == epoch
+                and entry.current_txn_first_offset >= 0)
+
     def active_producers(self) -> list:
         """What this log remembers of each producer, by producer id
         (DescribeProducers): ProducerSummary values taken under the lock,

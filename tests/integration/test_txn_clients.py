@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client import SimpleClient
 from protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
+from tests.support.txn_wire import TxnWire
 from tests.support.waiting import wait_until
 
 
@@ -216,8 +217,8 @@ def test_broker_killed_with_transactions_open_and_committing(broker_factory):
     for i, v in enumerate(values):
         committing.produce(topic, value=v, partition=i % 3)
     assert committing.flush(30) == 0
-    opened = _producer(broker.bootstrap, f"o-{uuid.uuid4().hex[:6]}",
-                       **{"transaction.timeout.ms": 2000})
+    opened_id = f"o-{uuid.uuid4().hex[:6]}"
+    opened = _producer(broker.bootstrap, opened_id, **{"transaction.timeout.ms": 2000})
     opened.init_transactions(30)
     opened.begin_transaction()
     for i in range(6):
@@ -233,6 +234,15 @@ def test_broker_killed_with_transactions_open_and_committing(broker_factory):
     assert sorted(got) == sorted(values)
     everything = _read(broker.bootstrap, topic, "read_uncommitted", partitions=3, expect=36)
     assert sorted(everything) == sorted(values + [b"lost-%d" % i for i in range(6)])
+    # the open one ends aborted (its timeout): markers in every partition, so
+    # read_committed readers get to the end of each
+    with SimpleClient(broker.bootstrap) as c:
+        wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[opened_id]))
+                   .transaction_states[0].transaction_state == "CompleteAbort" or None,
+                   timeout=30, what="the open transaction aborted")
+    with TxnWire(broker.bootstrap) as wire:
+        for p in range(3):
+            assert wire.latest(topic, 1, partition=p) == wire.latest(topic, 0, partition=p)
 
 
 # ------------------------------------------------------------------ the Java client
@@ -246,19 +256,19 @@ def _produce_input(bootstrap: str, topic: str, n: int) -> list[bytes]:
     return values
 
 
-def _wait_for_progress(proc, timeout: float) -> None:
-    """Until the loop printed its first "progress" line (it committed once)."""
+def _wait_for_progress(proc, commits: int, timeout: float) -> None:
+    """Until the loop printed its "progress N" line for N = ``commits``."""
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if selector.select(timeout=1.0):
             line = proc.stdout.readline()
-            if line.startswith("progress "):
+            if line.startswith("progress ") and int(line.split()[1]) >= commits:
                 return
             if not line:
                 break  # the process ended
-    raise AssertionError(f"no transaction committed within {timeout}s")
+    raise AssertionError(f"{commits} transactions not committed within {timeout}s")
 
 
 def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
@@ -282,8 +292,9 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
         try:
             # wait for its first commits (a restart waits out the killed
             # member's session first), then kill it a random moment later
-            _wait_for_progress(proc, timeout=90)
-            time.sleep(rng.uniform(0.2, 2.0))
+            # killed after a random number of its transactions: always mid-stream
+            # (three runs commit at most 3 x 40 of the ~300), whatever the speed
+            _wait_for_progress(proc, commits=rng.randint(5, 40), timeout=120)
         finally:
             proc.send_signal(signal.SIGKILL)
             out, _ = proc.communicate(timeout=30)
