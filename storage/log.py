@@ -98,6 +98,7 @@ class AppendOrigin(enum.Enum):
 _REPLICATION = AppendOrigin.REPLICATION
 _CLIENT = AppendOrigin.CLIENT
 _CONTROL_MASK = 0x20
+_TRANSACTIONAL_MASK = 0x10
 _CLIENT_CONTROL = "Clients are not allowed to write control records"
 
 
@@ -115,15 +116,20 @@ def apply_producer_batch(ps: ProducerStateManager, h, first: int, last: int, mar
     appends (Kafka applies a whole append's batches first, so a follower's
     multi-batch fetch could record another LSO than its leader).
     """
-    completed = ps.update(h, first, last, marker)
-    if not h.attributes & 0x10:   # not transactional: no transaction opened or closed
+    if not h.attributes & _TRANSACTIONAL_MASK:   # no transaction opens or closes
+        ps.update(h, first, last, marker)
         return False
+    open_before = len(ps.ongoing)
+    completed = ps.update(h, first, last, marker)
     if completed is not None:
         if completed.is_aborted:
             seg.append_aborted_txn(completed.producer_id, completed.first_offset,
                                    completed.last_offset, ps.last_stable_offset_for(completed))
         ps.complete_txn(completed)
-    return True
+        return True
+    # a batch joining a transaction already open moves nothing: only one that
+    # opens a transaction changes the first unstable offset
+    return len(ps.ongoing) != open_before
 
 
 class AppendResult(NamedTuple):
@@ -479,7 +485,7 @@ class Log:
                             (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
                             total, last_offset, ts)
                         if has_pid and updates:
-                            if h.attributes & 0x10:   # transactional: may open/close one
+                            if h.attributes & _TRANSACTIONAL_MASK:   # may open/close one
                                 if apply_producer_batch(self.producer_state, h, leo,
                                                         last_offset, marker, active):
                                     self._refresh_unstable()
