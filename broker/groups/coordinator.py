@@ -959,16 +959,7 @@ class GroupCoordinator:
 
         now = self._time_ms()
         expire = now + retention_ms if retention_ms is not None and retention_ms >= 0 else None
-        codes: dict[tuple[str, int], int] = {}
-        entries: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t, p, offset, epoch, metadata in offsets:
-            metadata = metadata or ""
-            if len(metadata) > self.config.offset_metadata_max_bytes:
-                codes[(t, p)] = int(E.OFFSET_METADATA_TOO_LARGE)
-            else:
-                entries[(t, p)] = OffsetAndMetadata(offset, -1 if epoch is None else epoch,
-                                                    metadata, now, expire)
-                codes[(t, p)] = NONE
+        codes, entries = self._offset_entries(offsets, now, expire)
         if entries:
             storing = asyncio.get_running_loop().create_future()
             self._storing_commits.setdefault(group_id, set()).add(storing)
@@ -996,6 +987,23 @@ class GroupCoordinator:
                         del self._storing_commits[group_id]
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+
+    def _offset_entries(self, offsets, now: int, expire: int | None
+                        ) -> tuple[dict[tuple[str, int], int],
+                                   dict[tuple[str, int], OffsetAndMetadata]]:
+        """(error per partition, the offsets to store): metadata longer than
+        offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE, the rest kept."""
+        codes: dict[tuple[str, int], int] = {}
+        entries: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t, p, offset, epoch, metadata in offsets:
+            metadata = metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                codes[(t, p)] = int(E.OFFSET_METADATA_TOO_LARGE)
+            else:
+                entries[(t, p)] = OffsetAndMetadata(offset, -1 if epoch is None else epoch,
+                                                    metadata, now, expire)
+                codes[(t, p)] = NONE
+        return codes, entries
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str,
@@ -1027,17 +1035,7 @@ class GroupCoordinator:
                 return all_(int(E.UNKNOWN_MEMBER_ID))
             if generation_id >= 0 and generation_id != group.generation_id:
                 return all_(int(E.ILLEGAL_GENERATION))
-        now = self._time_ms()
-        codes: dict[tuple[str, int], int] = {}
-        entries: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t, p, offset, epoch, metadata in offsets:
-            metadata = metadata or ""
-            if len(metadata) > self.config.offset_metadata_max_bytes:
-                codes[(t, p)] = int(E.OFFSET_METADATA_TOO_LARGE)
-            else:
-                entries[(t, p)] = OffsetAndMetadata(offset, -1 if epoch is None else epoch,
-                                                    metadata, now)
-                codes[(t, p)] = NONE
+        codes, entries = self._offset_entries(offsets, self._time_ms(), None)
         if entries:
             try:
                 await _maybe_await(self.store.store_offsets(group_id, entries,

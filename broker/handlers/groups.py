@@ -194,19 +194,28 @@ def _partition_exists(broker, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < meta.num_partitions
 
 
-async def handle_offset_commit(ctx, req):
-    v = ctx.version
-    broker = ctx.broker
-    R = OffsetCommitResponse
+def _commits_of_known_partitions(broker, topics, with_epoch: bool):
+    """({partition: UNKNOWN_TOPIC_OR_PARTITION} for partitions that do not
+    exist, [(topic, partition, offset, leader epoch, metadata)] for the rest):
+    an OffsetCommit's or TxnOffsetCommit's topics, as the coordinator takes them."""
     codes: dict[tuple[str, int], int] = {}
     wanted = []
-    for t in req.topics:
+    for t in topics:
         for p in t.partitions:
             if not _partition_exists(broker, t.name, p.partition_index):
                 codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             wanted.append((t.name, p.partition_index, p.committed_offset,
-                           p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+                           p.committed_leader_epoch if with_epoch else -1,
+                           p.committed_metadata))
+    return codes, wanted
+
+
+async def handle_offset_commit(ctx, req):
+    v = ctx.version
+    broker = ctx.broker
+    R = OffsetCommitResponse
+    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 6)
     registry = broker.zk_registry
     if wanted and v == 0 and registry is not None:
         # Kafka's v0 commits are ZooKeeper's (/consumers/<group>/offsets), written
@@ -247,15 +256,7 @@ async def handle_txn_offset_commit(ctx, req):
     v = ctx.version
     broker = ctx.broker
     R = TxnOffsetCommitResponse
-    codes: dict[tuple[str, int], int] = {}
-    wanted = []
-    for t in req.topics:
-        for p in t.partitions:
-            if not _partition_exists(broker, t.name, p.partition_index):
-                codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            wanted.append((t.name, p.partition_index, p.committed_offset,
-                           p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 2)
     verdict = await _verify_offsets_partition(ctx, req) if wanted else ErrorCode.NONE
     if verdict:
         for t, p, *_ in wanted:

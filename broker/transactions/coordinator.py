@@ -345,8 +345,10 @@ class TransactionCoordinator:
             return InitResult(code)
         return InitResult(ErrorCode.NONE, entry.meta.producer_id, entry.meta.producer_epoch)
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[Partition]) -> ErrorCode:
+    async def _decide(self, transactional_id: str,
+                      rule: Callable[[TxnMetadata, int], rules.Decision]) -> ErrorCode:
+        """A request about a transactional id this coordinator must know
+        already: ``rule(its metadata, now)`` decides, then that is applied."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         code, p, held = self._held(transactional_id)
@@ -357,9 +359,14 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if entry.writing:
             return ErrorCode.CONCURRENT_TRANSACTIONS
-        decision = rules.add_partitions(entry.meta, producer_id, producer_epoch,
-                                        frozenset(partitions), self._time_ms())
-        return await self._apply(p, held, transactional_id, entry, decision)
+        return await self._apply(p, held, transactional_id, entry,
+                                 rule(entry.meta, self._time_ms()))
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[Partition]) -> ErrorCode:
+        added = frozenset(partitions)
+        return await self._decide(transactional_id, lambda meta, now: rules.add_partitions(
+            meta, producer_id, producer_epoch, added, now))
 
     async def verify_partitions(self, transactional_id: str, producer_id: int,
                                 producer_epoch: int, partitions: Iterable[Partition]
@@ -381,19 +388,8 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, commit: bool) -> ErrorCode:
-        if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
-        code, p, held = self._held(transactional_id)
-        if held is None:
-            return code
-        entry = held.ids.get(transactional_id)
-        if entry is None:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if entry.writing:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        decision = rules.end_transaction(entry.meta, producer_id, producer_epoch, commit,
-                                         self._time_ms())
-        return await self._apply(p, held, transactional_id, entry, decision)
+        return await self._decide(transactional_id, lambda meta, now: rules.end_transaction(
+            meta, producer_id, producer_epoch, commit, now))
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
         out = []
