@@ -16,7 +16,9 @@ Starts a samsa broker, fills a topic of 4 partitions with ``--records`` keyed re
 The Spark session is started (and timed) before the first run and reused; one untimed query
 warms it (Python workers, JIT). Each figure is rows/s and MB/s (key+value bytes of the topic over
 the wall time of the read/action). Ratios are Spark over the consumer, taken run by run (each
-Spark action against the consumer run just before it), reported as median and range.
+Spark action against the consumer run just before it), reported as median and range. Beside
+them, the CPU seconds of each side (bench/cpu_time.py): the consumer's process, or Spark's JVM
+and Python workers; the broker's apart. On a shared machine they move far less than wall time.
 The target in the issue is a ratio of at least 1.0 with local[2].
 
 ``--profile`` instead reads every offset range with ``pipeline.client.read_range`` in this
@@ -45,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from bench.cpu_time import tree_cpu  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 from tests.support.spark import local_session  # noqa: E402
 
@@ -247,31 +250,48 @@ def main() -> None:
         run_spark_noop(spark, broker.bootstrap)
         out["spark_first_query_s"] = round(time.perf_counter() - t0, 2)
         times: dict[str, list[float]] = {"consumer": [], "spark_sum": [], "spark_noop": [], "spark_count": []}
+        # CPU seconds per run: the consumer's process; Spark's JVM, its Python workers and this
+        # process (py4j); the broker apart. Less disturbed than wall time by others' work.
+        cpu: dict[str, list[float]] = {name: [] for name in times}
+        broker_cpu: dict[str, list[float]] = {name: [] for name in times}
         ratios: dict[str, list[float]] = {name: [] for name in times if name != "consumer"}
         tiny: list[float] = []
+
+        def measured(name: str, action):
+            b0, t0, c0 = tree_cpu(broker.pid), tree_cpu(os.getpid()), time.process_time()
+            result = action()
+            b1, t1, c1 = tree_cpu(broker.pid), tree_cpu(os.getpid()), time.process_time()
+            if b0 is not None:
+                broker_cpu[name].append(b1 - b0)
+                cpu[name].append(c1 - c0 if name == "consumer" else (t1 - t0) - (b1 - b0))
+            return result
+
         for _ in range(args.runs):
             tiny.append(run_spark_tiny(spark, broker.bootstrap, offsets))
             for name in ratios:
                 # Each Spark action right after a consumer run: a ratio within one stretch of
                 # the machine's load (it is shared).
-                secs, n, b = run_consumer(broker.bootstrap, offsets)
+                secs, n, b = measured("consumer", lambda: run_consumer(broker.bootstrap, offsets))
                 assert (n, b) == (args.records, nbytes), (n, b)
                 times["consumer"].append(secs)
                 consumer_secs = secs
                 if name == "spark_sum":
-                    secs, n, b = run_spark_sum(spark, broker.bootstrap)
+                    secs, n, b = measured(name, lambda: run_spark_sum(spark, broker.bootstrap))
                     assert (n, b) == (args.records, nbytes), (n, b)
                 elif name == "spark_count":
-                    secs, n = run_spark_count(spark, broker.bootstrap)
+                    secs, n = measured(name, lambda: run_spark_count(spark, broker.bootstrap))
                     assert n == args.records, n
                 else:
-                    secs = run_spark_noop(spark, broker.bootstrap)
+                    secs = measured(name, lambda: run_spark_noop(spark, broker.bootstrap))
                 times[name].append(secs)
                 ratios[name].append(consumer_secs / secs)
         out["spark_query_fixed_cost_s"] = {"runs_s": [round(t, 3) for t in tiny],
                                            "median_s": round(statistics.median(tiny), 3)}
         for name, ts in times.items():
             out[name] = summarize(ts, args.records, nbytes)
+            if cpu[name]:
+                out[name]["cpu_s_median"] = round(statistics.median(cpu[name]), 2)
+                out[name]["broker_cpu_s_median"] = round(statistics.median(broker_cpu[name]), 2)
         for name, rs in ratios.items():
             out[f"ratio_{name}_over_consumer"] = {
                 "median": round(statistics.median(rs), 2), "min": round(min(rs), 2), "max": round(max(rs), 2),
@@ -297,6 +317,8 @@ def result_lines(out: dict) -> str:
         ratio = out.get(f"ratio_{name}_over_consumer")
         if ratio:
             line += f"  ratio {ratio['median']:.2f} [{ratio['min']:.2f}-{ratio['max']:.2f}]"
+        if "cpu_s_median" in fig:
+            line += f"  CPU {fig['cpu_s_median']:.2f} s + broker {fig['broker_cpu_s_median']:.2f} s"
         lines.append(line)
     lines.append(f"spark fixed cost per query (1 record per partition): "
                  f"{out['spark_query_fixed_cost_s']['median_s']:.3f} s median")
