@@ -11,6 +11,9 @@ Starts a samsa broker, fills a topic of 4 partitions with ``--records`` keyed re
     values, whatever the query uses: no column is skipped in any of these actions.)
   - spark noop: every column of every row written to Spark's ``noop`` sink;
   - spark count: ``load().count()``;
+  - spark floor: the noop write of as many rows of the same shape from bench/spark_floor.py, a
+    Python source yielding one prebuilt Arrow batch again and again (no broker, no client): what
+    Spark itself costs to take these rows from any Python data source;
   - spark fixed cost: count() of one record per partition (planning, tasks, Python workers),
     to tell the per-query cost from the per-record one.
 The Spark session is started (and timed) before the first run and reused; one untimed query
@@ -169,6 +172,24 @@ def run_spark_noop(spark, bootstrap: str) -> float:
     return time.perf_counter() - t0
 
 
+def run_spark_floor(spark, records: int) -> float:
+    """The noop write of the same number of rows from bench.spark_floor: Spark's own cost."""
+    t0 = time.perf_counter()
+    (spark.read.format("samsa_floor").option("rows", records).option("partitions", PARTITIONS)
+     .option("valueSize", VALUE_SIZE).load().write.format("noop").mode("overwrite").save())
+    return time.perf_counter() - t0
+
+
+def register_floor(spark) -> None:
+    # The Python workers import what their PYTHONPATH holds, which need not include bench/:
+    # the module goes to them by value.
+    from pyspark import cloudpickle
+
+    from bench import spark_floor
+    cloudpickle.register_pickle_by_value(spark_floor)
+    spark.dataSource.register(spark_floor.FloorDataSource)
+
+
 def run_spark_sum(spark, bootstrap: str) -> tuple[float, int, int]:
     """count(*) and sum(length(key) + length(value)): (seconds, rows, key+value bytes)."""
     t0 = time.perf_counter()
@@ -248,8 +269,11 @@ def main() -> None:
         t0 = time.perf_counter()
         assert run_spark_count(spark, broker.bootstrap)[1] == args.records
         run_spark_noop(spark, broker.bootstrap)
+        register_floor(spark)
+        run_spark_floor(spark, args.records)
         out["spark_first_query_s"] = round(time.perf_counter() - t0, 2)
-        times: dict[str, list[float]] = {"consumer": [], "spark_sum": [], "spark_noop": [], "spark_count": []}
+        times: dict[str, list[float]] = {"consumer": [], "spark_sum": [], "spark_noop": [], "spark_count": [],
+                                         "spark_floor": []}
         # CPU seconds per run: the consumer's process; Spark's JVM, its Python workers and this
         # process (py4j); the broker apart. Less disturbed than wall time by others' work.
         cpu: dict[str, list[float]] = {name: [] for name in times}
@@ -281,6 +305,8 @@ def main() -> None:
                 elif name == "spark_count":
                     secs, n = measured(name, lambda: run_spark_count(spark, broker.bootstrap))
                     assert n == args.records, n
+                elif name == "spark_floor":
+                    secs = measured(name, lambda: run_spark_floor(spark, args.records))
                 else:
                     secs = measured(name, lambda: run_spark_noop(spark, broker.bootstrap))
                 times[name].append(secs)
@@ -310,7 +336,7 @@ def result_lines(out: dict) -> str:
     """One line per figure: what goes into a note or the README."""
     lines = [f"{out['records']} records x {out['value_bytes']} B values, {out['partitions']} partitions, "
              f"{out['cpus']} CPUs, local[2]; medians of the runs, [min-max] across them"]
-    for name in ("consumer", "spark_sum", "spark_noop", "spark_count"):
+    for name in ("consumer", "spark_sum", "spark_noop", "spark_count", "spark_floor"):
         fig = out[name]
         line = (f"{name:12s} {fig['median_rows_per_s']:>9,} rows/s {fig['median_MB_per_s']:>7.1f} MB/s "
                 f"[{fig['rows_per_s_range'][0]:,}-{fig['rows_per_s_range'][1]:,} rows/s]")
