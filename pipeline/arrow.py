@@ -9,6 +9,8 @@ for the Spark schema, so nothing is cast on the way into the JVM.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Message
 
 from .options import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
 
@@ -38,12 +40,41 @@ def schema_ddl(include_headers: bool) -> str:
     return f"{SCHEMA_DDL}, {HEADERS_DDL}" if include_headers else SCHEMA_DDL
 
 
+def binary_array(items: list) -> pa.Array:
+    """A binary array of ``items`` (bytes or None).
+
+    Large values are joined into one buffer and the array is built on it: one copy of exact
+    size, where ``pa.array`` grows its data buffer as it appends (1 KiB values: 2.3 ms per 10k
+    rows instead of 3.5 ms). Small ones (keys) and any null go through ``pa.array``, faster there.
+    """
+    n = len(items)
+    if n == 0 or None in items:
+        return pa.array(items, pa.binary())
+    data = b"".join(items)
+    if len(data) < _JOIN_MIN_BYTES * n or len(data) > _INT32_MAX:
+        return pa.array(items, pa.binary())
+    ends = pc.cumulative_sum(pa.array(list(map(len, items)), pa.int32()))
+    offsets = pa.concat_arrays([_ZERO_INT32, ends])
+    return pa.Array.from_buffers(pa.binary(), n, [None, offsets.buffers()[1], pa.py_buffer(data)])
+
+
+# Average value size from which binary_array joins the values (measured crossover: keys of 12
+# bytes are faster through pa.array, values of 1 KiB through the join), and binary's offset limit.
+_JOIN_MIN_BYTES = 128
+_INT32_MAX = 2**31 - 1
+_ZERO_INT32 = pa.array([0], pa.int32())
+_MS = pa.timestamp("ms", tz="UTC")
+_US = pa.timestamp("us", tz="UTC")
+
+
 class BatchBuilder:
     """Collects confluent-kafka messages of one topic-partition into RecordBatches.
 
     Column-wise: ``extend`` takes the messages of one ``consume()`` call and pulls each field
-    out with one list comprehension; ``flush`` builds each Arrow array once per batch, the
-    constant columns (topic, partition, usually timestampType) without a Python list.
+    out with ``map`` over the unbound method (a C loop, no Python frame per record); ``flush``
+    builds each Arrow array once per batch, the constant columns (topic, partition, usually
+    timestampType) without a Python list and the timestamps as Kafka's milliseconds, cast to
+    Spark's microseconds in Arrow.
     """
 
     def __init__(self, topic: str, partition: int, include_headers: bool):
@@ -59,29 +90,30 @@ class BatchBuilder:
         self.keys: list = []
         self.values: list = []
         self.offsets: list = []
-        self.timestamps: list = []      # us since the epoch (Kafka's ms x 1000)
+        self.timestamps: list = []      # ms since the epoch, as Kafka has them
         self.ts_types: list = []        # librdkafka's TIMESTAMP_* ids
         self.headers: list = []
 
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, msg) -> None:
+    def add(self, msg: Message) -> None:
         self.extend([msg], [msg.offset()])
 
     def extend(self, msgs: list, offsets: list) -> None:
         """Append data messages (no errors) whose offsets are ``offsets``."""
-        self.keys += [m.key() for m in msgs]
-        self.values += [m.value() for m in msgs]
+        self.keys += map(Message.key, msgs)
+        self.values += map(Message.value, msgs)
         self.offsets += offsets
-        stamps = [m.timestamp() for m in msgs]
-        self.ts_types += [t for t, _ in stamps]
+        # (type, ms) pairs; zip(*) splits them in C.
+        types, stamps = zip(*map(Message.timestamp, msgs))
+        self.ts_types += types
         # Kafka's NO_TIMESTAMP is -1 ms; Spark turns it into a timestamp all the same.
-        self.timestamps += [ts * 1000 for _, ts in stamps]
+        self.timestamps += stamps
         if self.include_headers:
             # Spark: a record without headers has a null array, not an empty one.
             self.headers += [[{"key": k, "value": v} for k, v in hs] if hs else None
-                             for hs in [m.headers() for m in msgs]]
+                             for hs in map(Message.headers, msgs)]
 
     def _ts_type_array(self, n: int) -> pa.Array:
         raw = self.ts_types
@@ -92,12 +124,12 @@ class BatchBuilder:
     def flush(self) -> pa.RecordBatch:
         n = len(self.offsets)
         arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            binary_array(self.keys),
+            binary_array(self.values),
             pa.repeat(self._topic_scalar, n),
             pa.repeat(self._partition_scalar, n),
             pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.timestamps, pa.int64()).cast(_MS).cast(_US),
             self._ts_type_array(n),
         ]
         if self.include_headers:

@@ -129,3 +129,19 @@ def test_split_ranges_like_spark():
     assert [(r.start, r.end) for r in three] == [(0, 3), (3, 6), (6, 10)]
     # More parts than records: never an empty range.
     assert [(r.start, r.end) for r in split_ranges([OffsetRange("t", 0, 0, 2)], 5)] == [(0, 1), (1, 2)]
+
+
+def test_executor_fetch_defaults_yield_to_kafka_options():
+    from pipeline.client import consumer_config
+
+    opts = read(subscribe="t")
+    long_range = consumer_config(opts, "executor", range_records=50_000)
+    assert long_range["fetch.queue.backoff.ms"] == "10"
+    assert long_range["max.partition.fetch.bytes"] == str(10 * 1024 * 1024)
+    short_range = consumer_config(opts, "executor", range_records=50)
+    assert "max.partition.fetch.bytes" not in short_range         # librdkafka's 1 MB
+    driver = consumer_config(opts, "driver")
+    assert "fetch.queue.backoff.ms" not in driver and "max.partition.fetch.bytes" not in driver
+    own = read(subscribe="t", **{"kafka.fetch.queue.backoff.ms": "100", "kafka.max.partition.fetch.bytes": "2000000"})
+    conf = consumer_config(own, "executor", range_records=50_000)
+    assert (conf["fetch.queue.backoff.ms"], conf["max.partition.fetch.bytes"]) == ("100", "2000000")
