@@ -58,7 +58,8 @@ def test_replicas_write_the_leaders_txnindex_and_serve_read_committed(cluster_fa
     assert len(_files(cluster, leader, topic, ".txnindex")) == 68
 
     cluster.kill(leader)
-    new_leader = wait_until(lambda: (lambda l: l if l not in (-1, leader) else None)(
+    # a 1-tuple: broker 0 is a leader, not "not yet"
+    (new_leader,) = wait_until(lambda: (lambda l: (l,) if l not in (-1, leader) else None)(
         _leader(cluster, topic, 0)), 60, f"a new leader for {topic}-0")
     with TxnWire(cluster.broker(new_leader).bootstrap) as w:
         def same_view():
