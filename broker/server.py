@@ -81,6 +81,27 @@ def advertised_apis() -> list:
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
 
+def _ensure_internal_topic(topics: TopicService, name: str, partitions: int,
+                           replication_factor: int, factor_key: str, waiting: str,
+                           configs: dict[str, str]) -> None:
+    """Create an internal topic unless it exists (an existing one keeps its
+    partition count: which key lives in which partition depends on it). In a
+    cluster it needs ``replication_factor`` live brokers, as Kafka requires;
+    one broker holds one replica."""
+    if topics.get(name) is not None:
+        return
+    replicas = replication_factor if topics.store.replicates else 1
+    try:
+        topics.create(name, partitions, replicas, configs)
+    except TopicError as e:
+        if e.code == ErrorCode.INVALID_REPLICATION_FACTOR:
+            raise TopicError(e.code, (
+                f"{len(topics.store.brokers())} live broker(s) cannot hold the {replicas} "
+                f"replicas of {name} ({factor_key}); {waiting} wait for more brokers")) from None
+        if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+
+
 def _log_failure(what: str):
     """A done-callback for work handed to another loop: its exception logged,
     not lost with the future nobody awaits."""
@@ -338,50 +359,28 @@ class Broker:
 
     def _ensure_offsets_topic(self, topics: TopicService) -> None:
         """Create __consumer_offsets (compacted: only the last commit per key matters)
-        on first start; an existing one keeps its partition count, since group ->
-        partition placement depends on it."""
-        if topics.get(OFFSETS_TOPIC) is not None:
-            return
-        # offsets.topic.replication.factor in a cluster (at least that many live
-        # brokers are needed, as Kafka requires); one broker has one replica.
-        replicas = self.cfg.offsets_topic_replication_factor if topics.store.replicates else 1
-        try:
-            topics.create(OFFSETS_TOPIC, self.cfg.offsets_topic_num_partitions, replicas, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.cfg.offsets_topic_segment_bytes),
-            })
-        except TopicError as e:
-            if e.code == ErrorCode.INVALID_REPLICATION_FACTOR:
-                raise TopicError(e.code, (
-                    f"{len(topics.store.brokers())} live broker(s) cannot hold the "
-                    f"{replicas} replicas of {OFFSETS_TOPIC} (offsets.topic.replication"
-                    f".factor); consumer groups wait for more brokers")) from None
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
+        on first start."""
+        cfg = self.cfg
+        _ensure_internal_topic(
+            topics, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
+            cfg.offsets_topic_replication_factor, "offsets.topic.replication.factor",
+            "consumer groups", {"cleanup.policy": "compact",
+                                "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
 
     def _ensure_transaction_topic(self, topics: TopicService) -> None:
         """Create __transaction_state (compacted, uncompressed, its own min ISR)
         when the first transactional producer looks for its coordinator, as
-        Kafka does; an existing one keeps its partition count."""
-        if topics.get(TRANSACTION_STATE_TOPIC) is not None:
-            return
+        Kafka does."""
         cfg = self.cfg
         replicas = cfg.transaction_state_log_replication_factor if topics.store.replicates else 1
-        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                   "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-                   "unclean.leader.election.enable": "false",
-                   "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, replicas))}
-        try:
-            topics.create(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
-                          replicas, configs)
-        except TopicError as e:
-            if e.code == ErrorCode.INVALID_REPLICATION_FACTOR:
-                raise TopicError(e.code, (
-                    f"{len(topics.store.brokers())} live broker(s) cannot hold the "
-                    f"{replicas} replicas of {TRANSACTION_STATE_TOPIC} (transaction.state.log"
-                    f".replication.factor); transactions wait for more brokers")) from None
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
+        _ensure_internal_topic(
+            topics, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,
+            cfg.transaction_state_log_replication_factor,
+            "transaction.state.log.replication.factor", "transactions",
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+             "unclean.leader.election.enable": "false",
+             "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, replicas))})
 
     async def _start_transactions(self) -> None:
         """The transaction coordinator: it loads the partitions of

@@ -102,6 +102,11 @@ class GroupMembership:
     members: dict[str, tuple[tuple[str, ...], dict[str, list[int]]]]
 
 
+def _every_partition(offsets, code: int) -> list[PartitionError]:
+    """One answer for every partition of an OffsetCommit / TxnOffsetCommit."""
+    return [PartitionError(t, p, code) for t, p, *_ in offsets]
+
+
 def _txn_store_error(exc: BaseException) -> int:
     """The TxnOffsetCommit answer for a write of the offsets partition that
     failed (the write's ``error_code``), as Kafka's group coordinator gives
@@ -933,26 +938,23 @@ class GroupCoordinator:
         member_id = member_id or ""
         offsets = list(offsets)
 
-        def all_(code):
-            return [PartitionError(t, p, code) for t, p, *_ in offsets]
-
         err = self._check(group_id, allow_empty=True)
         if err:
-            return all_(err)
+            return _every_partition(offsets, err)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 # a member of a generation we never had (or a group we deleted)
-                return all_(int(E.ILLEGAL_GENERATION))
+                return _every_partition(offsets, int(E.ILLEGAL_GENERATION))
             if member_id or group_instance_id is not None:
-                return all_(int(E.UNKNOWN_MEMBER_ID))
+                return _every_partition(offsets, int(E.UNKNOWN_MEMBER_ID))
             group = self.groups[group_id] = Group(group_id)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err:
-            return all_(err)
+            return _every_partition(offsets, err)
         if group.is_(GroupState.COMPLETING_REBALANCE):
             # it has this generation's JoinGroup answer, not its assignment yet
-            return all_(int(E.REBALANCE_IN_PROGRESS))
+            return _every_partition(offsets, int(E.REBALANCE_IN_PROGRESS))
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # PreparingRebalance still commits: the next heartbeat tells it to rejoin
             self._schedule_heartbeat(group, group.get(member_id))
@@ -1017,24 +1019,21 @@ class GroupCoordinator:
         member_id = member_id or ""
         offsets = list(offsets)
 
-        def all_(code):
-            return [PartitionError(t, p, code) for t, p, *_ in offsets]
-
         err = self._check(group_id, allow_empty=True)
         if err:
-            return all_(err)
+            return _every_partition(offsets, err)
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         if group.is_(GroupState.DEAD):
-            return all_(int(E.COORDINATOR_NOT_AVAILABLE))
+            return _every_partition(offsets, int(E.COORDINATOR_NOT_AVAILABLE))
         if generation_id >= 0 or member_id or group_instance_id is not None:
             if group.is_static_member_fenced(group_instance_id, member_id):
-                return all_(int(E.FENCED_INSTANCE_ID))
+                return _every_partition(offsets, int(E.FENCED_INSTANCE_ID))
             if member_id and not group.has(member_id):
-                return all_(int(E.UNKNOWN_MEMBER_ID))
+                return _every_partition(offsets, int(E.UNKNOWN_MEMBER_ID))
             if generation_id >= 0 and generation_id != group.generation_id:
-                return all_(int(E.ILLEGAL_GENERATION))
+                return _every_partition(offsets, int(E.ILLEGAL_GENERATION))
         codes, entries = self._offset_entries(offsets, self._time_ms(), None)
         if entries:
             try:

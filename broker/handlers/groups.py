@@ -23,6 +23,7 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
 from ..groups import OFFSETS_TOPIC, FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
 from .context import off_loop
+from .txn_verification import opens_transaction, verification_on, verify_opening
 
 log = logging.getLogger("broker.handlers.groups")
 
@@ -211,6 +212,15 @@ def _commits_of_known_partitions(broker, topics, with_epoch: bool):
     return codes, wanted
 
 
+def _commit_answers(topics, codes, topic_cls, partition_cls) -> list:
+    """An OffsetCommit's or TxnOffsetCommit's answer: each partition asked
+    about, in the request's order, with its error code."""
+    return [topic_cls(name=t.name, partitions=[
+        partition_cls(partition_index=p.partition_index,
+                      error_code=codes[(t.name, p.partition_index)])
+        for p in t.partitions]) for t in topics]
+
+
 async def handle_offset_commit(ctx, req):
     v = ctx.version
     broker = ctx.broker
@@ -241,12 +251,8 @@ async def handle_offset_commit(ctx, req):
             # the dual commit of Kafka 0.8.2: a copy for ZooKeeper-era tools (batched)
             committed = {(t, p): off for t, p, off, _, _ in wanted if codes[(t, p)] == 0}
             registry.mirror(req.group_id, committed)
-    return R(throttle_time_ms=0, topics=[
-        R.OffsetCommitResponseTopic(name=t.name, partitions=[
-            R.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                            error_code=codes[(t.name, p.partition_index)])
-            for p in t.partitions])
-        for t in req.topics])
+    return R(throttle_time_ms=0, topics=_commit_answers(
+        req.topics, codes, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition))
 
 
 async def handle_txn_offset_commit(ctx, req):
@@ -269,12 +275,8 @@ async def handle_txn_offset_commit(ctx, req):
             req.group_instance_id if v >= 3 else None, wanted)
         for r in results:
             codes[(r.topic, r.partition)] = r.error_code
-    return R(throttle_time_ms=0, topics=[
-        R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-            R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
-                                               error_code=codes[(t.name, p.partition_index)])
-            for p in t.partitions])
-        for t in req.topics])
+    return R(throttle_time_ms=0, topics=_commit_answers(
+        req.topics, codes, R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponsePartition))
 
 
 async def _verify_offsets_partition(ctx, req) -> ErrorCode:
@@ -284,17 +286,17 @@ async def _verify_offsets_partition(ctx, req) -> ErrorCode:
     pending forever (read_committed consumers asking with require_stable would
     wait on it for good)."""
     broker = ctx.broker
-    if broker.txn_verifier is None or not broker.config.transaction_partition_verification_enable:
+    if not verification_on(broker):
         return ErrorCode.NONE
-    partition = broker.coordinators.partition_of(req.group_id)
-    found = broker.partitions.leader_log(OFFSETS_TOPIC, partition)
+    tp = (OFFSETS_TOPIC, broker.coordinators.partition_of(req.group_id))
+    found = broker.partitions.leader_log(*tp)
     if not found.ok:
         return ErrorCode.NOT_COORDINATOR
-    if broker.partitions.transaction_open(found, req.producer_id, req.producer_epoch):
+    if not opens_transaction(broker, found, req.producer_id, req.producer_epoch):
         return ErrorCode.NONE
-    verdicts = await broker.txn_verifier.verify(req.transactional_id, req.producer_id,
-                                                req.producer_epoch, [(OFFSETS_TOPIC, partition)])
-    return verdicts[(OFFSETS_TOPIC, partition)]
+    verdicts = await verify_opening(broker, req.transactional_id,
+                                    {(req.producer_id, req.producer_epoch): [tp]})
+    return verdicts[tp]
 
 
 def _by_topic(fetched):

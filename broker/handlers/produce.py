@@ -15,6 +15,7 @@ from ..metadata import BrokerEndpoint
 from ..partitions import LeaderLookup
 from ..topics import name_error
 from .errors import error_code_for
+from .txn_verification import opens_transaction, verification_on, verify_opening
 
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
 _FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
@@ -88,39 +89,40 @@ def _topic_meta(broker, version: int, topic):
         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _first_transactional_write(partitions, found: LeaderLookup, records) -> tuple[int, int] | None:
+def _first_transactional_write(broker, found: LeaderLookup, records) -> tuple[int, int] | None:
     """(producer id, epoch) when ``records`` would open a transaction in the
     partition (a transactional batch of a producer without one open there):
     the write KIP-890 has the coordinator verify first. None otherwise."""
     if not records or len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
         return None
     for _, header in iter_batch_headers(records):
-        if not header.is_transactional or header.producer_id < 0:
-            return None
-        if partitions.transaction_open(found, header.producer_id, header.producer_epoch):
+        if (not header.is_transactional or header.producer_id < 0
+                or not opens_transaction(broker, found, header.producer_id,
+                                         header.producer_epoch)):
             return None
         return header.producer_id, header.producer_epoch
     return None
 
 
-async def _verify_transactional(ctx, req, resolved) -> dict[tuple[str, int], ErrorCode]:
+async def _verify_transactional(ctx, req, topics) -> dict[tuple[str, int], ErrorCode]:
     """KIP-890 part 1: the coordinator's word on every partition this request
     would open a transaction in (empty when there are none, or the check is
-    off)."""
+    off). ``topics``: (request topic, its metadata or None, error if missing)."""
     broker = ctx.broker
-    if (req.transactional_id is None or broker.txn_verifier is None
-            or not broker.config.transaction_partition_verification_enable):
+    if not verification_on(broker):
         return {}
     opening: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for name, part, found in resolved:
-        if found.ok:
-            producer = _first_transactional_write(broker.partitions, found, part.records)
+    for topic, meta, _ in topics:
+        if meta is None or meta.is_internal:
+            continue
+        for part in topic.partition_data:
+            found = broker.partitions.leader_log(meta.name, part.index)
+            if not found.ok:
+                continue
+            producer = _first_transactional_write(broker, found, part.records)
             if producer is not None:
-                opening.setdefault(producer, []).append((name, part.index))
-    verdicts: dict[tuple[str, int], ErrorCode] = {}
-    for (pid, epoch), tps in opening.items():
-        verdicts.update(await broker.txn_verifier.verify(req.transactional_id, pid, epoch, tps))
-    return verdicts
+                opening.setdefault(producer, []).append((meta.name, part.index))
+    return await verify_opening(broker, req.transactional_id, opening)
 
 
 async def handle_produce(ctx, req):
@@ -130,15 +132,13 @@ async def handle_produce(ctx, req):
     acks_ok = req.acks in (-1, 0, 1)
     waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
+    topics = [(t, *_topic_meta(broker, version, t)) for t in req.topic_data]
     verdicts = {}
-    if req.transactional_id is not None:
-        metas = [_topic_meta(broker, version, t)[0] for t in req.topic_data]
-        verdicts = await _verify_transactional(ctx, req, [
-            (meta.name, part, broker.partitions.leader_log(meta.name, part.index))
-            for t, meta in zip(req.topic_data, metas) if meta is not None and acks_ok
-            for part in t.partition_data])
-    for topic in req.topic_data:
-        meta, missing_code = _topic_meta(broker, version, topic)
+    if req.transactional_id is not None and acks_ok:
+        # Leadership is looked up again below: the verification waited on the
+        # coordinator, and appends go where the partition is led now.
+        verdicts = await _verify_transactional(ctx, req, topics)
+    for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:
             if not acks_ok:
@@ -152,7 +152,7 @@ async def handle_produce(ctx, req):
                                            message=f"Cannot append to internal topic {meta.name}")
             else:
                 found = broker.partitions.leader_log(meta.name, part.index)
-                verdict = verdicts.get((meta.name, part.index), ErrorCode.NONE)
+                verdict = verdicts.get((meta.name, part.index)) if verdicts else None
                 if not found.ok:
                     result = _not_leader(part.index, found, leaders)
                 elif verdict:

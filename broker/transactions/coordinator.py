@@ -420,44 +420,46 @@ class TransactionCoordinator:
         pattern = re.compile(id_pattern) if id_pattern else None
         now = self._time_ms()
         out = []
-        for held in self._partitions.values():
-            if not held.loaded:
+        for _, _, tid, entry in self._loaded_entries():
+            m = entry.meta
+            if m.state == TxnState.DEAD:
                 continue
-            for tid, entry in held.ids.items():
-                m = entry.meta
-                if m.state == TxnState.DEAD:
-                    continue
-                if names and m.state not in wanted_states:
-                    continue
-                if pids and m.producer_id not in pids:
-                    continue
-                if min_duration_ms >= 0 and (m.state != TxnState.ONGOING
-                                             or now - m.start_ms < min_duration_ms):
-                    continue
-                if pattern is not None and not pattern.fullmatch(tid):
-                    continue
-                out.append(m)
+            if names and m.state not in wanted_states:
+                continue
+            if pids and m.producer_id not in pids:
+                continue
+            if min_duration_ms >= 0 and (m.state != TxnState.ONGOING
+                                         or now - m.start_ms < min_duration_ms):
+                continue
+            if pattern is not None and not pattern.fullmatch(tid):
+                continue
+            out.append(m)
         return unknown, out
 
     # ============================================================ housekeeping
+
+    def _loaded_entries(self) -> Iterator[tuple[int, _Partition, str, _Entry]]:
+        """(partition, its holder, transactional id, entry) of every loaded
+        partition, from a copy: callers await between items."""
+        for p, held in list(self._partitions.items()):
+            if held.loaded:
+                for tid, entry in list(held.ids.items()):
+                    yield p, held, tid, entry
 
     async def abort_timed_out(self) -> int:
         """Abort (with the epoch bumped, fencing the producer) every open
         transaction past its timeout. Returns how many."""
         now = self._time_ms()
         count = 0
-        for p, held in list(self._partitions.items()):
-            if not held.loaded:
+        for p, held, tid, entry in self._loaded_entries():
+            if entry.writing or not rules.timed_out(entry.meta, now):
                 continue
-            for tid, entry in list(held.ids.items()):
-                if entry.writing or not rules.timed_out(entry.meta, now):
-                    continue
-                log.info("aborting the transaction of %s (producer %d epoch %d): older than "
-                         "its timeout of %d ms", tid, entry.meta.producer_id,
-                         entry.meta.producer_epoch, entry.meta.timeout_ms)
-                code = await self._apply(p, held, tid, entry, rules.Decision(
-                    ErrorCode.NONE, rules.fence_and_abort(entry.meta, now)))
-                count += code == ErrorCode.NONE
+            log.info("aborting the transaction of %s (producer %d epoch %d): older than "
+                     "its timeout of %d ms", tid, entry.meta.producer_id,
+                     entry.meta.producer_epoch, entry.meta.timeout_ms)
+            code = await self._apply(p, held, tid, entry, rules.Decision(
+                ErrorCode.NONE, rules.fence_and_abort(entry.meta, now)))
+            count += code == ErrorCode.NONE
         return count
 
     async def expire_ids(self) -> int:
@@ -465,21 +467,18 @@ class TransactionCoordinator:
         (a tombstone, so compaction removes them from the log too)."""
         now = self._time_ms()
         count = 0
-        for p, held in list(self._partitions.items()):
-            if not held.loaded:
+        for p, held, tid, entry in self._loaded_entries():
+            if entry.writing or not rules.expired(entry.meta, now,
+                                                  self.config.id_expiration_ms):
                 continue
-            for tid, entry in list(held.ids.items()):
-                if entry.writing or not rules.expired(entry.meta, now,
-                                                      self.config.id_expiration_ms):
-                    continue
-                entry.writing = True
-                try:
-                    await self._log.append(p, encode_key(tid), None)
-                except TxnLogWriteError:
-                    continue
-                finally:
-                    entry.writing = False
-                if self._still_current(p, held) and held.ids.get(tid) is entry:
-                    del held.ids[tid]
-                    count += 1
+            entry.writing = True
+            try:
+                await self._log.append(p, encode_key(tid), None)
+            except TxnLogWriteError:
+                continue
+            finally:
+                entry.writing = False
+            if self._still_current(p, held) and held.ids.get(tid) is entry:
+                del held.ids[tid]
+                count += 1
         return count

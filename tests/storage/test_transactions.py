@@ -3,7 +3,6 @@ offset, .txnindex (Kafka's bytes), recovery, replication, truncation."""
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 
 import pytest
@@ -13,7 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from storage.errors import (InvalidProducerEpochError, InvalidRecordError,
                             InvalidTxnStateError, TransactionCoordinatorFencedError)
-from storage.log import AppendOrigin, Log
+from storage.log import AppendOrigin
 from storage.producer_state import decode_snapshot
 from tests.storage.helpers import build_batch
 

@@ -1,0 +1,35 @@
+"""KIP-890 part 1 for the handlers that write a producer's transactional data
+(Produce, TxnOffsetCommit): the transaction coordinator's word on partitions
+a request would open a transaction in, before anything is appended."""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+
+Partition = tuple[str, int]
+
+
+def verification_on(broker) -> bool:
+    """transaction.partition.verification.enable, once the verifier runs."""
+    return (broker.txn_verifier is not None
+            and broker.config.transaction_partition_verification_enable)
+
+
+def opens_transaction(broker, found, producer_id: int, producer_epoch: int) -> bool:
+    """Whether a transactional write of the producer to the partition
+    (``found`` from leader_log) would open a transaction there: only such a
+    write is verified (one joining an open transaction was verified when
+    that transaction's first write came)."""
+    return not broker.partitions.transaction_open(found, producer_id, producer_epoch)
+
+
+async def verify_opening(broker, transactional_id: str,
+                         opening: dict[tuple[int, int], list[Partition]]
+                         ) -> dict[Partition, ErrorCode]:
+    """The coordinator's answer, as the write's error, for each partition
+    of ``opening`` ((producer id, epoch) -> partitions it would open a
+    transaction in); NONE where the write may go ahead."""
+    verdicts: dict[Partition, ErrorCode] = {}
+    for (pid, epoch), partitions in opening.items():
+        verdicts.update(await broker.txn_verifier.verify(transactional_id, pid, epoch,
+                                                         partitions))
+    return verdicts
