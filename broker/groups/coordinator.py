@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, ProtocolError
 
+from ..coordinator_errors import coordinator_write_error
 from .consumer_protocol import assignment_partitions, subscription_topics
 from .group import Group, GroupState, Member
 from .log_format import GroupRecord, MemberRecord, OffsetAndMetadata
@@ -110,21 +111,16 @@ def _every_partition(offsets, code: int) -> list[PartitionError]:
 def _txn_store_error(exc: BaseException) -> int:
     """The TxnOffsetCommit answer for a write of the offsets partition that
     failed (the write's ``error_code``), as Kafka's group coordinator gives
-    it: a zombie producer hears it is fenced, a partition led elsewhere now
-    NOT_COORDINATOR (the producer finds the new coordinator), a short ISR or a
-    timeout COORDINATOR_NOT_AVAILABLE (retried)."""
+    it: a moved partition or a short ISR as every coordinator answers them,
+    a zombie producer hears it is fenced, a record too large is
+    INVALID_COMMIT_OFFSET_SIZE."""
     code = getattr(exc, "error_code", None)
     if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
         return int(E.INVALID_PRODUCER_EPOCH)
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
         return int(E.INVALID_COMMIT_OFFSET_SIZE)
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.FENCED_LEADER_EPOCH,
-                E.KAFKA_STORAGE_ERROR):
-        return int(E.NOT_COORDINATOR)
-    if code in (E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                E.REQUEST_TIMED_OUT):
-        return int(E.COORDINATOR_NOT_AVAILABLE)
-    return int(E.UNKNOWN_SERVER_ERROR)
+    answer = coordinator_write_error(code) if code is not None else None
+    return int(answer if answer is not None else E.UNKNOWN_SERVER_ERROR)
 
 
 def _wall_ms() -> int:

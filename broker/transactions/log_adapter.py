@@ -17,15 +17,12 @@ from protocol.records import build_batch
 from storage import AppendOrigin
 from storage.errors import StorageError
 
+from ..coordinator_errors import coordinator_write_error
 from ..groups.log_adapter import partition_reader
 from ..groups.store import TxnMarker, TxnRecord
 from ..partitions import PartitionLayer
 from ..replication.leader import NotEnoughReplicasError, NotLeaderError
 from .coordinator import TRANSACTION_STATE_TOPIC, TxnLogWriteError
-
-_NOT_COORDINATOR = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR}
-
 
 class PartitionTxnLog:
     def __init__(self, partitions: PartitionLayer, get_log: Callable[[int], object],
@@ -53,20 +50,20 @@ class PartitionTxnLog:
             raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR,
                                    f"{TRANSACTION_STATE_TOPIC}-{partition}: {found.error.name}")
         batch = build_batch([(key, value, [], int(time.time() * 1000))])
+        where = f"{TRANSACTION_STATE_TOPIC}-{partition}"
         try:
             result = self._partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1)
-        except NotLeaderError as e:
-            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR, str(e)) from None
-        except NotEnoughReplicasError as e:
-            raise TxnLogWriteError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e)) from None
-        except StorageError as e:
-            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR, str(e)) from None
+        except (NotLeaderError, NotEnoughReplicasError, StorageError) as e:
+            raise TxnLogWriteError(_answer(e.error_code), f"{where}: {e}") from None
         min_isr = found.log.config.min_insync_replicas
         code, = await self._partitions.wait_replicated(
             [(found, result.last_offset + 1, min_isr)], self._timeout_ms())
-        if code in _NOT_COORDINATOR:
-            raise TxnLogWriteError(ErrorCode.NOT_COORDINATOR,
-                                   f"{TRANSACTION_STATE_TOPIC}-{partition}: {code.name}")
         if code:
-            raise TxnLogWriteError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                   f"{TRANSACTION_STATE_TOPIC}-{partition}: {code.name}")
+            raise TxnLogWriteError(_answer(code), f"{where}: {code.name}")
+
+
+def _answer(code: int) -> ErrorCode:
+    """Kafka's TransactionStateManager: a moved partition or a short ISR as
+    every coordinator answers them, anything else (a record too large)
+    UNKNOWN_SERVER_ERROR."""
+    return coordinator_write_error(code) or ErrorCode.UNKNOWN_SERVER_ERROR
