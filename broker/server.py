@@ -523,6 +523,9 @@ class Broker:
             idle_timeout_ms=cfg.connections_max_idle_ms,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             recv_buffer_bytes=cfg.socket_receive_buffer_bytes,
+            listener_name=cfg.listeners[0].name,
+            security_protocol=cfg.listener_security_protocol_map.get(
+                cfg.listeners[0].name, cfg.listeners[0].name),
         )
         # The port first: a broker that cannot listen fails before it touches
         # (or creates) its log dirs.

@@ -12,9 +12,11 @@ import json
 import os
 import threading
 import uuid
+from typing import Callable
 
 from .store import (BrokerEndpoint, MetadataStore, PartitionMeta, TopicExistsError,
                     TopicMeta, UnknownTopicError, new_cluster_id)
+from .zk_layout import entity_config_path
 
 FILE_NAME = "samsa-metadata.json"
 DEFAULT_BROKER_ENTITY = "<default>"  # the cluster-wide defaults, named as in ZooKeeper
@@ -44,6 +46,10 @@ class EmbeddedMetadataStore(MetadataStore):
         # Resume past the persisted block end: ids below it may have been used.
         self._broker_configs: dict[str, dict[str, str]] = {
             k: dict(v) for k, v in state.get("broker_configs", {}).items()}
+        # Users', clients' and ips' configs by entity path, as in ZooKeeper.
+        self._entity_configs: dict[str, dict[str, str]] = {
+            k: dict(v) for k, v in state.get("entity_configs", {}).items()}
+        self._entity_config_listeners: list[Callable[[str], None]] = []
         self._next_producer_id = int(state.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
         self._write()
@@ -66,6 +72,7 @@ class EmbeddedMetadataStore(MetadataStore):
             },
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": self._broker_configs,
+            "entity_configs": self._entity_configs,
         }
         tmp = self.path + ".tmp"
         try:
@@ -149,6 +156,30 @@ class EmbeddedMetadataStore(MetadataStore):
         with self._lock:
             self._broker_configs = {**self._broker_configs, _entity(broker): dict(configs)}
             self._write()
+
+    def entity_configs(self, entity_path: str) -> dict[str, str]:
+        entity_config_path(entity_path)  # the same paths as in ZooKeeper, or ValueError
+        return dict(self._entity_configs.get(entity_path, {}))
+
+    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        entity_config_path(entity_path)
+        with self._lock:
+            entities = dict(self._entity_configs)
+            if configs:
+                entities[entity_path] = dict(configs)
+            else:
+                entities.pop(entity_path, None)
+            self._entity_configs = entities
+            self._write()
+        for listener in list(self._entity_config_listeners):
+            listener(entity_path)
+
+    def entity_config_paths(self, entity_type: str) -> list[str]:
+        return sorted(p for p, c in self._entity_configs.items()
+                      if p.split("/", 1)[0] == entity_type and c)
+
+    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
+        self._entity_config_listeners.append(listener)
 
     def allocate_producer_id(self) -> int:
         with self._lock:

@@ -10,7 +10,7 @@ import abc
 import base64
 import dataclasses
 import uuid
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 
 # Topics whose records are a coordinator's state: never written by clients,
@@ -164,6 +164,31 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
         """Replace the dynamic configs of ``broker`` (None: the cluster defaults)."""
+
+    # ------------------------------------------ users, clients, ips (Kafka's
+    # "entity configs": quotas and SCRAM credentials live there). An entity
+    # path is what Kafka writes in a change notice, with each name sanitized
+    # (zk_layout.sanitize_entity_name): "users/alice", "clients/app",
+    # "users/alice/clients/app", "users/<default>", "ips/10.0.0.1".
+
+    @abc.abstractmethod
+    def entity_configs(self, entity_path: str) -> dict[str, str]:
+        """The configs of one entity ({} when it has none)."""
+
+    @abc.abstractmethod
+    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        """Replace an entity's configs (an empty dict removes them) and tell
+        every broker, ``on_entity_config_change`` listeners included."""
+
+    @abc.abstractmethod
+    def entity_config_paths(self, entity_type: str) -> list[str]:
+        """Every entity path under ``entity_type`` ("users", "clients", "ips")
+        that has configs, user/client pairs under "users" included."""
+
+    @abc.abstractmethod
+    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
+        """``listener(entity_path)`` after an entity's configs changed, here or
+        on another broker (ZooKeeper: on its event thread; keep it short)."""
 
     @abc.abstractmethod
     def allocate_producer_id(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.parse
 from typing import Mapping, Sequence
 
 CLUSTER_ID = "/cluster/id"
@@ -302,6 +303,33 @@ def decode_config(path: str, data: bytes | None) -> dict[str, str]:
     if not isinstance(config, dict):
         raise ZNodeFormatError(path, "config is not an object")
     return {str(k): str(v) for k, v in config.items()}
+
+
+_ENTITY_TYPES = ("users", "clients", "ips")
+_UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def sanitize_entity_name(name: str) -> str:
+    """A user or client id as Kafka writes it in a znode name (its Sanitizer:
+    URL encoding with ``*`` as %2A and space as %20), so "User:a/b" or "*"
+    cannot escape their znode. "<default>" is the default entity, kept as is."""
+    if name == DEFAULT_BROKER_CONFIG:
+        return name
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in name.encode("utf-8"))
+
+
+def desanitize_entity_name(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def entity_config_path(entity_path: str) -> str:
+    """``users/alice`` -> ``/config/users/alice``; the names are sanitized
+    already; only users, clients, ips and user/client pairs are entities."""
+    parts = entity_path.split("/")
+    if (parts[0] not in _ENTITY_TYPES or len(parts) not in (2, 4) or not all(parts)
+            or (len(parts) == 4 and (parts[0], parts[2]) != ("users", "clients"))):
+        raise ValueError(f"not an entity path: {entity_path!r}")
+    return f"/config/{entity_path}"
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -107,6 +107,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._topic_listeners: list[Callable[[str], None]] = []
         self._broker_config_listeners: list[Callable[[], None]] = []
+        self._entity_config_listeners: list[Callable[[str], None]] = []
         self._seen_config_changes: set[str] = set()
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
@@ -458,6 +459,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 continue
             if entity.startswith("brokers/"):
                 brokers_changed = True
+            elif entity.split("/", 1)[0] in ("users", "clients", "ips"):
+                self._entity_config_changed(entity)
             elif entity.startswith("topics/") and entity[7:] in self._topics:
                 self._reload_topic(entity[7:])
         if brokers_changed:
@@ -661,6 +664,66 @@ class ZooKeeperMetadataStore(MetadataStore):
             entity = z.DEFAULT_BROKER_CONFIG if broker is None else str(broker)
             self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(f"brokers/{entity}"),
                            sequence=True)
+
+    def entity_configs(self, entity_path: str) -> dict[str, str]:
+        path = z.entity_config_path(entity_path)
+        try:
+            return z.decode_config(path, self.zk.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    @retriable_on_zookeeper_errors
+    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        path = z.entity_config_path(entity_path)
+        with self._lock:
+            # Kafka keeps the znode with an empty config (a user's node may
+            # have a child per client id), so do we.
+            try:
+                self.zk.set(path, z.encode_config(configs))
+            except NoNodeError:
+                self.zk.create(path, z.encode_config(configs), makepath=True)
+            self.zk.create(z.CONFIG_CHANGE_PREFIX, z.encode_config_change(entity_path),
+                           sequence=True)
+
+    @retriable_on_zookeeper_errors
+    def entity_config_paths(self, entity_type: str) -> list[str]:
+        out = []
+        base = f"/config/{entity_type}"
+        try:
+            names = sorted(self.zk.get_children(base))
+        except NoNodeError:
+            return []
+        for name in names:
+            entity = f"{entity_type}/{name}"
+            try:
+                if self.entity_configs(entity):
+                    out.append(entity)
+            except z.ZNodeFormatError as e:
+                log.warning("%s", e)
+            if entity_type != "users":
+                continue
+            try:
+                clients = sorted(self.zk.get_children(f"{base}/{name}/clients"))
+            except NoNodeError:
+                continue
+            for client in clients:
+                pair = f"{entity}/clients/{client}"
+                try:
+                    if self.entity_configs(pair):
+                        out.append(pair)
+                except z.ZNodeFormatError as e:
+                    log.warning("%s", e)
+        return out
+
+    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
+        self._entity_config_listeners.append(listener)
+
+    def _entity_config_changed(self, entity_path: str) -> None:
+        for listener in list(self._entity_config_listeners):
+            try:
+                listener(entity_path)
+            except Exception:  # noqa: BLE001 - one listener must not starve the others
+                log.exception("entity config listener failed")
 
     @retriable_on_zookeeper_errors
     def allocate_producer_id(self) -> int:

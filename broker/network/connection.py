@@ -177,7 +177,9 @@ class Connection:
             local = sock.getsockname()
         except OSError:
             local = ()
-        self.ctx = ConnectionContext(connection_id, peer, local, proc.loop, proc.index, self)
+        self.ctx = ConnectionContext(connection_id, peer, local, proc.loop, proc.index, self,
+                                     listener_name=proc.server.listener_name,
+                                     security_protocol=proc.server.security_protocol)
         self._max_frame = proc.max_frame_bytes
         self._max_pending = proc.max_pending_response_bytes
         self._resume_pending = proc.max_pending_response_bytes // 2

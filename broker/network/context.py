@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.security.principal import ANONYMOUS, KafkaPrincipal
+
 
 class ConnectionContext:
     """Per-connection facts handed to every handler call.
@@ -23,13 +25,25 @@ class ConnectionContext:
         loop: the processor event loop this connection (and its handlers) run on.
         processor: index of the processor thread owning the connection.
         state: free-form dict handlers may use for per-connection state.
+        listener_name: the listener the connection came in on (e.g. PLAINTEXT,
+            CLIENT); Metadata answers with that listener's endpoints.
+        security_protocol: that listener's protocol: PLAINTEXT, SSL,
+            SASL_PLAINTEXT or SASL_SSL.
+        principal: who the peer is. User:ANONYMOUS until TLS client
+            authentication or SASL says otherwise; ACLs and quotas use it.
+        authenticated: False while a SASL listener's connection has not yet
+            completed SASL authentication (then only ApiVersions, SaslHandshake
+            and SaslAuthenticate are served); True otherwise.
     """
 
     __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
-                 "loop", "processor", "state", "_conn")
+                 "loop", "processor", "state", "_conn", "listener_name",
+                 "security_protocol", "principal", "authenticated")
 
     def __init__(self, connection_id: str, peer: tuple, local: tuple,
-                 loop: asyncio.AbstractEventLoop, processor: int, conn: Any) -> None:
+                 loop: asyncio.AbstractEventLoop, processor: int, conn: Any, *,
+                 listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.connection_id = connection_id
         self.peer = peer
         self.peer_host = peer[0] if peer else ""
@@ -39,6 +53,10 @@ class ConnectionContext:
         self.processor = processor
         self.state: dict = {}
         self._conn = conn
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticated = not security_protocol.startswith("SASL_")
 
     @property
     def closed(self) -> bool:

@@ -59,6 +59,8 @@ class NetworkServer:
                  max_inflight_request_bytes: int | None = None,
                  queued_max_request_bytes: int = -1,
                  backlog: int = 512,
+                 listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT",
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
             raise ValueError("num_threads must be >= 1")
@@ -69,6 +71,8 @@ class NetworkServer:
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.backlog = backlog
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
         self.logger = logger or _log
         # -1 (Kafka's "unbounded") still gets a bound here: room for two of the
         # largest frames plus working space, so declared-but-unsent frames can

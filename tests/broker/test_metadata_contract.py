@@ -318,3 +318,41 @@ def test_a_broker_hears_of_config_changes_made_through_another(zk_stores):
     wait_until(lambda: b.topic("cfg") is not None and b.topic("cfg").configs == {
         "retention.ms": "100"}, what="b sees the topic's new config")
     assert "cfg" in changed_topics
+
+
+def test_user_and_client_configs_are_kept_and_listed(stores):
+    store = stores.open(broker_id=5)
+    heard = []
+    store.on_entity_config_change(heard.append)
+    assert store.entity_configs("users/alice") == {}
+    store.set_entity_configs("users/alice", {"producer_byte_rate": "1024"})
+    store.set_entity_configs("users/alice/clients/app", {"consumer_byte_rate": "2048"})
+    store.set_entity_configs("clients/<default>", {"request_percentage": "50"})
+    # This store's own writes are heard too (ZooKeeper: through the change notice).
+    wait_until(lambda: set(heard) >= {"users/alice", "users/alice/clients/app",
+                                      "clients/<default>"}, what="entity change notices")
+    again = stores.reopen(store)
+    assert again.entity_configs("users/alice") == {"producer_byte_rate": "1024"}
+    assert again.entity_config_paths("users") == ["users/alice", "users/alice/clients/app"]
+    assert again.entity_config_paths("clients") == ["clients/<default>"]
+    again.set_entity_configs("users/alice", {})
+    assert again.entity_configs("users/alice") == {}
+    assert again.entity_config_paths("users") == ["users/alice/clients/app"]
+    with pytest.raises(ValueError):
+        again.entity_configs("topics/x")
+
+
+def test_user_configs_in_kafkas_znodes(zk_stores, kazoo):
+    from broker.metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
+    name = sanitize_entity_name("CN=bob,O=x *")
+    assert name == "CN%3Dbob%2CO%3Dx%20%2A" and desanitize_entity_name(name) == "CN=bob,O=x *"
+    a, b = zk_stores.open(broker_id=1), zk_stores.open(broker_id=2, port=9093)
+    heard = []
+    b.on_entity_config_change(heard.append)
+    a.set_entity_configs(f"users/{name}", {"SCRAM-SHA-256": "salt=abc,iterations=4096"})
+    assert _json(kazoo, f"/samsa-test/config/users/{name}") == {
+        "version": 1, "config": {"SCRAM-SHA-256": "salt=abc,iterations=4096"}}
+    wait_until(lambda: f"users/{name}" in heard, what="the other broker told")
+    notices = sorted(kazoo.get_children("/samsa-test/config/changes"))
+    assert _json(kazoo, f"/samsa-test/config/changes/{notices[-1]}") == {
+        "version": 2, "entity_path": f"users/{name}"}
