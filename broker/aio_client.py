@@ -12,6 +12,7 @@ responses to requests through the sans-IO core, in order.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import collections
 from typing import Any
 
@@ -98,15 +99,19 @@ class KafkaConnection:
 
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "samsa",
-                      timeout: float = 30.0) -> "KafkaConnection":
-        """Open the connection and learn the broker's API versions."""
+                      timeout: float = 30.0,
+                      tls: ssl.SSLContext | None = None) -> "KafkaConnection":
+        """Open the connection (over TLS with ``tls``: a broker's inter-broker
+        listener is SSL) and learn the broker's API versions."""
         address = f"{host}:{port}"
         conn = cls(None, ClientCore(client_id), address)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         try:
             _, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _FrameProtocol(conn), host, port), timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+                loop.create_connection(lambda: _FrameProtocol(conn), host, port, ssl=tls,
+                                       server_hostname=host if tls is not None else None),
+                timeout)
+        except (OSError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
             raise ConnectionClosedError(f"could not connect to {address}: {e or 'timed out'}") \
                 from None
         conn._protocol = protocol

@@ -35,6 +35,9 @@ def _server(args) -> int:
         clean = runner(Broker(cfg).run_until_signalled())
     except KeyboardInterrupt:
         return 0
+    except ConfigError as e:  # e.g. an SSL listener's key store (read at start)
+        print(f"samsa: refusing to start: {e}", file=sys.stderr)
+        return 2
     except (OSError, StorageError, ZooKeeperStoreError) as e:
         # A full disk, an unwritable log dir, a port in use: one line naming it.
         print(f"samsa: cannot run the broker: {e}", file=sys.stderr)

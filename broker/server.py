@@ -28,11 +28,14 @@ from .cluster.controller import Controller, RebalancePolicy
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
-from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore, PartitionMeta
+from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
+                       PartitionMeta)
 from .metadata.zookeeper import ZooKeeperMetadataStore
 from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
+from .network.memory import RequestMemoryPool
+from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
@@ -135,10 +138,14 @@ def _check_log_dirs(dirs) -> None:
             raise StorageError(f"log.dirs: {d} is not a writable directory")
 
 
-def _endpoints(cfg):
-    name, host, port = cfg.listeners[0]
-    _, adv_host, adv_port = cfg.advertised_listeners[0]
-    return host, port, BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg.broker_rack)
+def _node(cfg) -> BrokerEndpoint:
+    """This broker as others see it: every advertised listener, and as its
+    address the inter-broker listener's (the first listener's when that one
+    is not among them: a single broker without a cluster)."""
+    listeners = tuple(ListenerEndpoint(lst.name, lst.host, lst.port, cfg.security_protocol(lst.name))
+                      for lst in cfg.advertised_listeners)
+    own = next((lst for lst in listeners if lst.name == cfg.inter_broker_listener), listeners[0])
+    return BrokerEndpoint(cfg.broker_id, own.host, own.port, cfg.broker_rack, listeners)
 
 
 def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
@@ -169,9 +176,12 @@ class OffsetsNotWrittenError(Exception):
 class Broker:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.bind_host, self.bind_port, self.node = _endpoints(cfg)
+        self.node = _node(cfg)
+        # Read now: a listener's unusable key or trust store refuses start-up.
+        self.listener_tls = check_tls_config(cfg)
+        self.inter_broker_ssl = inter_broker_tls(cfg)
         self.services: BrokerServices | None = None
-        self.network: NetworkServer | None = None
+        self.networks: list[NetworkServer] = []  # one per listener, in listeners order
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
@@ -209,7 +219,8 @@ class Broker:
         logs.startup()
         notifier = AppendNotifier()
         if store.replicates:
-            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify)
+            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
+                                          tls=self.inter_broker_ssl)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
@@ -353,9 +364,9 @@ class Broker:
         services.logs.default_config = cfg.default_topic_config
         services.logs.update_topic_configs({name: cfg.topic_config(meta.configs)
                                             for name, meta in services.topics.topics().items()})
-        if self.network is not None:
-            self.network.max_connections = cfg.max_connections
-            self.network.max_connections_per_ip = cfg.max_connections_per_ip
+        for network in self.networks:
+            network.max_connections = cfg.max_connections
+            network.max_connections_per_ip = cfg.max_connections_per_ip
 
     def _ensure_offsets_topic(self, topics: TopicService) -> None:
         """Create __consumer_offsets (compacted: only the last commit per key matters)
@@ -387,7 +398,8 @@ class Broker:
         __transaction_state this broker leads, and follows that leadership."""
         services = self.services
         store = services.store
-        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000)
+        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000,
+                                           tls=self.inter_broker_ssl)
         txn_log = PartitionTxnLog(
             services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
             lambda: self.cfg.request_timeout_ms)
@@ -405,7 +417,8 @@ class Broker:
             "describe", "list_transactions"}))
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
-                                         self.cfg.request_timeout_ms / 1000)
+                                         self.cfg.request_timeout_ms / 1000,
+                                         tls=self.inter_broker_ssl)
         services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
 
     async def _start_groups(self) -> None:
@@ -512,32 +525,48 @@ class Broker:
             except Exception:  # noqa: BLE001 - keep expiring on the next round
                 log.exception("expiring committed offsets failed")
 
-    async def start(self) -> None:
+    @property
+    def network(self) -> NetworkServer | None:
+        """The first listener's network server."""
+        return self.networks[0] if self.networks else None
+
+    def _listener_servers(self) -> list[NetworkServer]:
+        """One network server per listener (as Kafka, each with its own
+        num.network.threads processors), sharing the request memory pool."""
         cfg = self.cfg
-        self.network = NetworkServer(
-            self.bind_host or "0.0.0.0", self.bind_port, cfg.num_network_threads, None,
+        pool = RequestMemoryPool(cfg.queued_max_request_bytes if cfg.queued_max_request_bytes > 0
+                                 else 2 * cfg.socket_request_max_bytes + 64 * 1024 * 1024)
+        return [NetworkServer(
+            lst.host or "0.0.0.0", lst.port, cfg.num_network_threads, None,
             max_frame_bytes=cfg.socket_request_max_bytes,
-            queued_max_request_bytes=cfg.queued_max_request_bytes,
             max_connections=cfg.max_connections,
             max_connections_per_ip=cfg.max_connections_per_ip,
             idle_timeout_ms=cfg.connections_max_idle_ms,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             recv_buffer_bytes=cfg.socket_receive_buffer_bytes,
-            listener_name=cfg.listeners[0].name,
-            security_protocol=cfg.listener_security_protocol_map.get(
-                cfg.listeners[0].name, cfg.listeners[0].name),
-        )
-        # The port first: a broker that cannot listen fails before it touches
+            listener_name=lst.name,
+            security_protocol=cfg.security_protocol(lst.name),
+            tls=self.listener_tls.get(lst.name),
+            memory_pool=pool,
+        ) for lst in cfg.listeners]
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        self.networks = self._listener_servers()
+        # The ports first: a broker that cannot listen fails before it touches
         # (or creates) its log dirs.
-        await self.network.bind()
+        for network in self.networks:
+            await network.bind()
         _check_log_dirs(cfg.log_dirs)
         self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
         cfg = self.cfg  # now with the stored dynamic configs
         await self._start_groups()
         await self._start_transactions()
-        self.network.max_connections = cfg.max_connections
-        self.network.max_connections_per_ip = cfg.max_connections_per_ip
-        self.network.set_handler(Dispatcher(self.services))
+        dispatcher = Dispatcher(self.services)
+        for network in self.networks:
+            network.max_connections = cfg.max_connections
+            network.max_connections_per_ip = cfg.max_connections_per_ip
+            network.set_handler(dispatcher)
         if self.controller is not None:
             # As Kafka does: register once the logs and groups are loaded, then
             # process requests (connections wait in the listen backlog meanwhile).
@@ -546,20 +575,22 @@ class Broker:
             except BaseException:
                 await self.stop()  # a duplicate broker.id: leave the logs cleanly shut
                 raise
-        await self.network.start()
+        for network in self.networks:
+            await network.start()
         self._serving = True
         m = self.services.metrics
-        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out",
-                     "request_memory_used", "request_memory_waiting"):
-            if hasattr(self.network, attr):
-                m.add_source(attr, lambda a=attr: getattr(self.network, a))
+        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out"):
+            m.add_source(attr, lambda a=attr: sum(getattr(n, a) for n in self.networks))
+        for attr in ("request_memory_used", "request_memory_waiting"):  # one shared pool
+            m.add_source(attr, lambda a=attr: getattr(self.network, a))
         if getattr(cfg, "metrics_port", 0):
             # By default where the listener is: a broker on localhost does not
             # publish its metrics to the whole network.
-            m.serve(cfg.metrics_port, cfg.metrics_host or self.bind_host or "0.0.0.0")
-        log.info("samsa broker %d started: listening on %s:%d, advertised as %s:%d, "
-                 "cluster id %s, data in %s", cfg.broker_id, self.bind_host or "0.0.0.0",
-                 self.network.port, self.node.host, self.node.port,
+            m.serve(cfg.metrics_port, cfg.metrics_host or cfg.listeners[0].host or "0.0.0.0")
+        log.info("samsa broker %d started: listening on %s, advertised as %s, "
+                 "cluster id %s, data in %s", cfg.broker_id,
+                 ", ".join(f"{n.listener_name}://{n.host}:{n.port}" for n in self.networks),
+                 ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.node.listeners),
                  self.services.store.cluster_id, ",".join(cfg.log_dirs))
 
     async def _controlled_shutdown(self) -> None:
@@ -600,7 +631,8 @@ class Broker:
             return None
         try:
             conn = await KafkaConnection.connect(ep.host, ep.port, client_id=f"samsa-broker-{me}",
-                                                 timeout=CONTROLLED_SHUTDOWN_WAIT_S)
+                                                 timeout=CONTROLLED_SHUTDOWN_WAIT_S,
+                                                 tls=self.inter_broker_ssl)
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),
@@ -627,8 +659,8 @@ class Broker:
             # answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR) while the
             # network can still deliver it, and lets pending group writes finish
             await self.coordinator.shutdown()
-        if self.network is not None:
-            await self.network.stop()
+        for network in self.networks:
+            await network.stop()
         if self.txn_coordinator is not None:
             # markers still to send are resumed by the next coordinator from the log
             await self.txn_coordinator.shutdown()

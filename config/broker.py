@@ -55,7 +55,7 @@ def _key(name, type_, default, validator=None, doc="", *, value=dataclasses.MISS
     `value` / `factory` give the field's default when the field holds a resolved
     or parsed form that differs from the key's default.
     """
-    ck = ConfigKey(name, type_, default, validator, doc)
+    ck = ConfigKey(name, type_, default, validator, doc, sensitive=type_ is T.PASSWORD)
     md = {"key": ck}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=md)
@@ -395,6 +395,61 @@ class BrokerConfig:
         "metrics.host", T.STRING, "", None,
         "samsa: address the /metrics endpoint binds; empty = all interfaces.")
 
+    # ------------------------------------------------------------ TLS (SSL, SASL_SSL listeners)
+    # Each may be overridden per listener as listener.name.<lower-case name>.<key>
+    # (BrokerConfig.listener_value); broker/security/tls_config.py turns them
+    # into SSL contexts and names the key of whatever cannot be used.
+    security_inter_broker_protocol: str = _key(
+        "security.inter.broker.protocol", T.STRING, "PLAINTEXT", OneOf(SECURITY_PROTOCOLS),
+        "Protocol between brokers when inter.broker.listener.name is not set.")
+    ssl_keystore_type: str = _key(
+        "ssl.keystore.type", T.STRING, "JKS", None,
+        "Key store format; samsa reads PEM (JKS and PKCS12 refuse start-up).")
+    ssl_keystore_location: str | None = _key(
+        "ssl.keystore.location", T.STRING, None, None,
+        "PEM file with the private key and the certificate chain.")
+    ssl_keystore_password: str | None = _key(
+        "ssl.keystore.password", T.PASSWORD, None, None,
+        "Key store password (PEM: not used; the key is decrypted with ssl.key.password).")
+    ssl_keystore_certificate_chain: str | None = _key(
+        "ssl.keystore.certificate.chain", T.PASSWORD, None, None,
+        "PEM certificate chain given in the config itself (with ssl.keystore.key).")
+    ssl_keystore_key: str | None = _key(
+        "ssl.keystore.key", T.PASSWORD, None, None,
+        "PEM private key given in the config itself (with ssl.keystore.certificate.chain).")
+    ssl_key_password: str | None = _key(
+        "ssl.key.password", T.PASSWORD, None, None, "Password of an encrypted private key.")
+    ssl_truststore_type: str = _key(
+        "ssl.truststore.type", T.STRING, "JKS", None,
+        "Trust store format; samsa reads PEM.")
+    ssl_truststore_location: str | None = _key(
+        "ssl.truststore.location", T.STRING, None, None, "PEM file of trusted CA certificates.")
+    ssl_truststore_password: str | None = _key(
+        "ssl.truststore.password", T.PASSWORD, None, None, "Trust store password (PEM: unused).")
+    ssl_truststore_certificates: str | None = _key(
+        "ssl.truststore.certificates", T.PASSWORD, None, None,
+        "Trusted CA certificates in PEM, given in the config itself.")
+    ssl_client_auth: str = _key(
+        "ssl.client.auth", T.STRING, "none", OneOf(("required", "requested", "none")),
+        "Whether clients of SSL listeners must (required) or may (requested) present "
+        "a certificate.")
+    ssl_enabled_protocols: list = _key(
+        "ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"],
+        SubsetOf(("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")), "TLS versions allowed.")
+    ssl_protocol: str = _key(
+        "ssl.protocol", T.STRING, "TLSv1.3", None,
+        "Kafka's SSLContext protocol; samsa checks it names a TLS version.")
+    ssl_cipher_suites: list = _key(
+        "ssl.cipher.suites", T.LIST, [], None,
+        "Cipher suites allowed (OpenSSL or IANA names); empty: OpenSSL's defaults.")
+    ssl_endpoint_identification_algorithm: str = _key(
+        "ssl.endpoint.identification.algorithm", T.STRING, "https", None,
+        "https: the broker checks the host name of brokers it connects to; empty: not.")
+    ssl_principal_mapping_rules: str = _key(
+        "ssl.principal.mapping.rules", T.STRING, "DEFAULT", None,
+        "Rules mapping a client certificate's subject to a user name "
+        "(RULE:pattern/replacement/[LU], DEFAULT).")
+
     # ------------------------------------------------------------ provenance
     # Everything given (file, then env, then overrides; later wins), unknown keys
     # included, as strings; and where each given key came from.
@@ -449,6 +504,24 @@ class BrokerConfig:
     def listener(self, name: str) -> Listener | None:
         name = name.upper()
         return next((lst for lst in self.listeners if lst.name == name), None)
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """``key``'s value for one listener: Kafka's per-listener override
+        ``listener.name.<lower-case listener>.<key>`` if given, else the broker-wide one."""
+        raw = self.raw.get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+        if raw is not None:
+            return BROKER_KEYS[key].parse(raw)
+        return getattr(self, BROKER_FIELDS[key])
+
+    def security_protocol(self, listener: str) -> str:
+        """The security protocol of a listener (listener.security.protocol.map)."""
+        return self.listener_security_protocol_map.get(listener.upper(), listener.upper())
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers reach each other on: inter.broker.listener.name, else
+        the listener named after security.inter.broker.protocol (as Kafka resolves it)."""
+        return self.inter_broker_listener_name or self.security_inter_broker_protocol
 
     def with_bound_ports(self, ports: Mapping[str, int]) -> "BrokerConfig":
         """Copy with port-0 listeners (and their advertised twins) set to the bound ports.
@@ -548,6 +621,11 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
     typed: dict[str, Any] = {}
     for key, raw in props.items():
         ck = BROKER_KEYS.get(key)
+        if ck is None and key.startswith(LISTENER_PREFIX):
+            ck = _listener_override_key(key)
+            if ck is not None:
+                ck.parse(raw)  # validated under its own name; kept in raw
+                continue
         if ck is None:
             log.warning("unknown config key %r (from %s) is ignored", key, origins.get(key, "?"))
             continue
@@ -596,6 +674,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
                               "a listener name from listeners")
         fields["inter_broker_listener_name"] = ibl
 
+    _check_inter_broker_listener(fields, typed, listeners, get("zookeeper.connect"))
+
     # log.dirs wins over log.dir.
     dirs_raw = get("log.dirs")
     if dirs_raw is None:
@@ -631,6 +711,33 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
     fields["origins"] = dict(origins)
     fields["static_raw"] = dict(fields["raw"])
     return BrokerConfig(**fields)
+
+
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_override_key(key: str) -> ConfigKey | None:
+    """The broker key a ``listener.name.<listener>.<key>`` override stands for
+    (listener names have no dots), or None."""
+    _, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    return BROKER_KEYS.get(rest)
+
+
+def _check_inter_broker_listener(fields: dict, typed: dict, listeners: list[Listener],
+                                 zookeeper_connect: str | None) -> None:
+    """Brokers reach each other over PLAINTEXT or SSL only in this version; a
+    cluster needs the inter-broker listener to exist (as Kafka requires)."""
+    name = fields["inter_broker_listener_name"] or fields["security_inter_broker_protocol"]
+    key = ("inter.broker.listener.name" if fields["inter_broker_listener_name"]
+           else "security.inter.broker.protocol")
+    protocol = fields["listener_security_protocol_map"].get(name, name)
+    if protocol.startswith("SASL_") and (key == "inter.broker.listener.name" or zookeeper_connect):
+        raise ConfigError("inter.broker.listener.name", name,
+                          "a PLAINTEXT or SSL listener (SASL between brokers is not supported)")
+    if zookeeper_connect and name not in {lst.name for lst in listeners}:
+        raise ConfigError(key, typed.get(key, name),
+                          "a listener name from listeners (" +
+                          ", ".join(lst.name for lst in listeners) + ")")
 
 
 def _first(typed: dict, chain) -> int:
@@ -712,6 +819,6 @@ def _to_topic_value(tk, broker_value):
     return broker_value
 
 
-__all__ = ["BrokerConfig", "Listener", "load_broker_config", "BROKER_KEYS", "BROKER_FIELDS",
+__all__ = ["BrokerConfig", "Listener", "LISTENER_PREFIX", "load_broker_config", "BROKER_KEYS", "BROKER_FIELDS",
            "env_key", "env_properties", "parse_override", "parse_topic_overrides",
            "SECURITY_PROTOCOLS"]

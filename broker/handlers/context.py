@@ -18,6 +18,12 @@ class RequestContext:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def listener(self) -> str | None:
+        """The listener the request came in on: broker addresses in answers are
+        that listener's (None: no connection, the inter-broker addresses)."""
+        return self.conn.listener_name if self.conn is not None else None
+
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:
     """Run a handler's blocking part (metadata store writes: ZooKeeper round

@@ -28,6 +28,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
 from protocol.records import downconvert_batches
 
+from ..metadata import brokers_on_listener
 from ..partitions import READ_COMMITTED, LeaderLookup
 from .errors import error_code_for
 
@@ -157,7 +158,7 @@ def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
     return answers, gathered
 
 
-def _response(answers):
+def _response(answers, listener: str | None):
     topics = []
     by_topic = {}
     # KIP-951: where the partitions this broker does not lead are led now
@@ -173,7 +174,8 @@ def _response(answers):
         entry.partitions.append(pdata)
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
              node_endpoints=[R.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
-                                            rack=b.rack) for b in leaders.values()])
+                                            rack=b.rack)
+                             for b in brokers_on_listener(list(leaders.values()), listener)])
 
 
 def _count_out(metrics, answers, follower: bool) -> None:
@@ -229,10 +231,10 @@ async def handle_fetch(ctx, req):
             if waiter is not None:
                 waiter.cancel()
             _count_out(broker.metrics, answers, follower)
-            return _response(answers)
+            return _response(answers, ctx.listener)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
             _count_out(broker.metrics, answers, follower)
-            return _response(answers)
+            return _response(answers, ctx.listener)

@@ -46,7 +46,7 @@ def _client_id(ctx) -> str:
 
 # ------------------------------------------------------------------ FindCoordinator
 
-def _coordinator(broker, key_type: int, key: str | None):
+def _coordinator(broker, key_type: int, key: str | None, listener: str | None):
     """(error_code, message, node) for one key: the broker that coordinates it."""
     if key_type == KEY_TYPE_TRANSACTION:
         locator = broker.txn_coordinators
@@ -59,9 +59,12 @@ def _coordinator(broker, key_type: int, key: str | None):
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
     answer = locator.locate(key)
-    if answer.error:
-        return answer.error, "The coordinator is not available.", None
-    return ErrorCode.NONE, None, answer.node
+    # A coordinator without the client's listener cannot be reached by it (Kafka).
+    node = answer.node.for_listener(listener) if not answer.error else None
+    if node is None:
+        return answer.error or ErrorCode.COORDINATOR_NOT_AVAILABLE, \
+            "The coordinator is not available.", None
+    return ErrorCode.NONE, None, node
 
 
 async def handle_find_coordinator(ctx, req):
@@ -69,13 +72,13 @@ async def handle_find_coordinator(ctx, req):
     if ctx.version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            code, msg, node = _coordinator(ctx.broker, req.key_type, key)
+            code, msg, node = _coordinator(ctx.broker, req.key_type, key, ctx.listener)
             coordinators.append(R.Coordinator(
                 key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
                 port=node.port if node else -1, error_code=code, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coordinators)
     code, msg, node = _coordinator(ctx.broker, req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP,
-                                   req.key)
+                                   req.key, ctx.listener)
     return R(throttle_time_ms=0, error_code=code, error_message=msg,
              node_id=node.node_id if node else -1, host=node.host if node else "",
              port=node.port if node else -1)

@@ -12,6 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
                                MetadataResponse)
 
+from ..metadata import brokers_on_listener
 from ..topics import TopicError, name_error
 from .context import off_loop
 
@@ -87,7 +88,7 @@ async def handle_metadata(ctx, req):
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in broker.store.brokers()],
+                 for b in brokers_on_listener(broker.store.brokers(), ctx.listener)],
         cluster_id=broker.store.cluster_id,
         controller_id=broker.store.controller_id,
         topics=topics_out,
@@ -104,7 +105,7 @@ async def handle_describe_cluster(ctx, req):
         cluster_id=store.cluster_id, controller_id=store.controller_id,
         brokers=[R.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
                                          rack=b.rack, is_fenced=False)
-                 for b in store.brokers()],
+                 for b in brokers_on_listener(store.brokers(), ctx.listener)],
         cluster_authorized_operations=_CLUSTER_OPERATIONS
         if req.include_cluster_authorized_operations else _NOT_REQUESTED,
     )

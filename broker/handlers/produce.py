@@ -11,7 +11,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceResponse
 from protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
-from ..metadata import BrokerEndpoint
+from ..metadata import BrokerEndpoint, brokers_on_listener
 from ..partitions import LeaderLookup
 from ..topics import name_error
 from .errors import error_code_for
@@ -180,4 +180,4 @@ async def handle_produce(ctx, req):
         return None
     return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=[
         ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in leaders.values()])
+        for b in brokers_on_listener(list(leaders.values()), ctx.listener)])

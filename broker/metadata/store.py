@@ -18,12 +18,47 @@ from typing import Callable, NamedTuple
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+class ListenerEndpoint(NamedTuple):
+    """One advertised listener of a broker."""
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
 @dataclasses.dataclass(frozen=True)
 class BrokerEndpoint:
+    """A broker and where to reach it. ``host``/``port`` are the address of the
+    inter-broker listener (what brokers use between them); ``listeners`` are all
+    its advertised listeners (empty: only that one is known)."""
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[ListenerEndpoint, ...] = ()
+
+    def for_listener(self, name: str | None) -> "BrokerEndpoint | None":
+        """This broker as a client of listener ``name`` sees it (Kafka answers
+        with the endpoints of the listener a request came in on); None when the
+        broker has no such listener. ``name`` None: the inter-broker address."""
+        if name is None or not self.listeners:
+            return self
+        for lst in self.listeners:
+            if lst.name == name:
+                if lst.host == self.host and lst.port == self.port:
+                    return self
+                return BrokerEndpoint(self.node_id, lst.host, lst.port, self.rack, self.listeners)
+        return None
+
+
+def brokers_on_listener(brokers: "list[BrokerEndpoint]", name: str | None) -> list[BrokerEndpoint]:
+    """The brokers reachable on listener ``name``, with that listener's address."""
+    out = []
+    for b in brokers:
+        seen = b.for_listener(name)
+        if seen is not None:
+            out.append(seen)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,7 +42,8 @@ from kazoo.protocol.states import ZnodeStat
 
 from ..cluster.assignment import assign_replicas
 from . import zk_layout as z
-from .store import (INTERNAL_TOPICS, BrokerEndpoint, IsrUpdate, MetadataStore, MetadataUnavailableError,
+from .store import (INTERNAL_TOPICS, BrokerEndpoint, IsrUpdate, ListenerEndpoint,
+                    MetadataStore, MetadataUnavailableError,
                     PartitionMeta, TopicExistsError, TopicMeta, UnknownTopicError, kafka_id,
                     new_cluster_id)
 
@@ -79,6 +80,22 @@ def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
     """Kafka's 22-character base64url topic id -> UUID."""
     return uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_topic_id + "=="))
 
+
+
+def _broker_endpoint(reg: "z.BrokerRegistration", own: BrokerEndpoint) -> BrokerEndpoint | None:
+    """A registered broker with all its listeners; its address is the one of the
+    listener this broker talks to other brokers on (the same name on every
+    broker, as Kafka requires), else its PLAINTEXT one, else its first."""
+    listeners = tuple(ListenerEndpoint(name, host, port, reg.security_protocols.get(name, name))
+                      for name, host, port in reg.endpoints)
+    if not listeners:
+        return None
+    inter_broker = next((lst.name for lst in own.listeners
+                         if (lst.host, lst.port) == (own.host, own.port)), "PLAINTEXT")
+    chosen = (next((lst for lst in listeners if lst.name == inter_broker), None)
+              or next((lst for lst in listeners if lst.security_protocol == "PLAINTEXT"), None)
+              or listeners[0])
+    return BrokerEndpoint(reg.broker_id, chosen.host, chosen.port, reg.rack, listeners)
 
 class ZooKeeperMetadataStore(MetadataStore):
     replicates = True
@@ -190,8 +207,10 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _registration(self) -> bytes:
         e = self._endpoint
+        listeners = e.listeners or (ListenerEndpoint("PLAINTEXT", e.host, e.port, "PLAINTEXT"),)
         return z.encode_broker(z.BrokerRegistration(
-            self.broker_id, (("PLAINTEXT", e.host, e.port),), {"PLAINTEXT": "PLAINTEXT"},
+            self.broker_id, tuple((lst.name, lst.host, lst.port) for lst in listeners),
+            {lst.name: lst.security_protocol for lst in listeners},
             e.rack, int(self._clock() * 1000)))
 
     def register(self) -> None:
@@ -286,11 +305,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                 log.warning("reading the broker registrations failed (%s); keeping the last "
                             "known list", type(e).__name__)
                 return not self._closed
-            plain = [(h, p) for name, h, p in reg.endpoints
-                     if reg.security_protocols.get(name, name) == "PLAINTEXT"] or [
-                (h, p) for _, h, p in reg.endpoints]
-            if plain:
-                brokers.append(BrokerEndpoint(reg.broker_id, plain[0][0], plain[0][1], reg.rack))
+            endpoint = _broker_endpoint(reg, self._endpoint)
+            if endpoint is not None:
+                brokers.append(endpoint)
         self._brokers = brokers
         return not self._closed
 

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - uvloop is a declared dependency
 from broker.network.connection import Connection
 from broker.network.log_limit import RateLimitedLog
 from broker.network.memory import RequestMemoryPool
+from broker.network.tls import TlsConnection
 
 
 class Processor:
@@ -110,7 +111,8 @@ class Processor:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
             if self.recv_buffer_bytes > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.recv_buffer_bytes)
-            conn = Connection(self, sock, peer, connection_id)
+            conn = (Connection if self.server.tls is None else TlsConnection)(
+                self, sock, peer, connection_id)
         except OSError as e:  # peer already gone
             self.logger.debug("dropping new connection from %s: %s", peer, e)
             sock.close()

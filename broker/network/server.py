@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable
 from broker.network.log_limit import RateLimitedLog
 from broker.network.memory import RequestMemoryPool
 from broker.network.processor import Processor
+from broker.security.tls_config import ListenerTls
 
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
 
@@ -61,6 +62,8 @@ class NetworkServer:
                  backlog: int = 512,
                  listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT",
+                 tls: ListenerTls | None = None,
+                 memory_pool: RequestMemoryPool | None = None,
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
             raise ValueError("num_threads must be >= 1")
@@ -73,11 +76,14 @@ class NetworkServer:
         self.backlog = backlog
         self.listener_name = listener_name
         self.security_protocol = security_protocol
+        # SSL / SASL_SSL listeners: the TLS context (connections are TlsConnection)
+        self.tls = tls
         self.logger = logger or _log
         # -1 (Kafka's "unbounded") still gets a bound here: room for two of the
         # largest frames plus working space, so declared-but-unsent frames can
         # never hold the broker's memory hostage.
-        self.memory_pool = RequestMemoryPool(
+        # One pool per broker (queued.max.request.bytes), shared by its listeners.
+        self.memory_pool = memory_pool or RequestMemoryPool(
             queued_max_request_bytes if queued_max_request_bytes > 0
             else 2 * max_frame_bytes + 64 * 1024 * 1024)
         self.rate_log = RateLimitedLog(self.logger)
@@ -155,7 +161,7 @@ class NetworkServer:
             self._listener = await self._bind(loop)
         except OSError as e:
             raise OSError(e.errno, f"cannot listen on {self.host or '*'}:{self.port} "
-                                   f"(listeners): {e.strerror}") from None
+                                   f"(listeners: {self.listener_name}): {e.strerror}") from None
         self.port = self._listener.getsockname()[1]
 
     async def start(self) -> None:
@@ -173,8 +179,9 @@ class NetworkServer:
             self._exited.append(exited)
             p.start()
         self._acceptor = loop.create_task(self._accept_loop(self._listener))
-        self.logger.info("listening on %s:%d with %d network threads",
-                         self.host or "*", self.port, self.num_threads)
+        self.logger.info("listening on %s:%d (%s, %s) with %d network threads",
+                         self.host or "*", self.port, self.listener_name,
+                         self.security_protocol, self.num_threads)
 
     async def _bind(self, loop: asyncio.AbstractEventLoop) -> socket.socket:
         if not self.host:

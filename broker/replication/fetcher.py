@@ -20,6 +20,7 @@ holds, so once ``unfollow`` returns no follower append reaches the log.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import logging
 import threading
 import time
@@ -108,8 +109,10 @@ class _Followed:
 class ReplicaFetcher:
     def __init__(self, config: Callable[[], FetcherConfig],
                  endpoint: Callable[[int], BrokerEndpoint | None],
-                 notify: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+                 notify: Callable[[str, int], None] = lambda topic, partition: None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._config = config
+        self._tls = tls  # the inter-broker listener is SSL
         self._endpoint = endpoint
         # told when a followed log's high watermark moved: consumers reading
         # this follower (KIP-392) long-poll on it
@@ -261,7 +264,7 @@ class ReplicaFetcher:
         try:
             return await KafkaConnection.connect(
                 ep.host, ep.port, client_id=f"samsa-replica-fetcher-{cfg.broker_id}",
-                timeout=cfg.replica_socket_timeout_ms / 1000)
+                timeout=cfg.replica_socket_timeout_ms / 1000, tls=self._tls)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("cannot reach leader broker %d at %s:%d: %s", leader, ep.host, ep.port, e)
             return None

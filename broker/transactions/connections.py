@@ -7,14 +7,17 @@ fail (a newer one another caller opened meanwhile stays).
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
 
 
 class BrokerConnections:
-    def __init__(self, client_id: str, timeout_s: float) -> None:
+    def __init__(self, client_id: str, timeout_s: float,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._client_id = client_id
+        self._tls = tls  # the inter-broker listener is SSL
         self._timeout = timeout_s
         self._connections: dict[int, KafkaConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -33,7 +36,7 @@ class BrokerConnections:
                 raise ConnectionClosedError(f"broker {broker_id} is not registered")
             conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
                                                  client_id=self._client_id,
-                                                 timeout=self._timeout)
+                                                 timeout=self._timeout, tls=self._tls)
             self._connections[broker_id] = conn
             return conn
 

@@ -12,6 +12,7 @@ still wants this transaction completed.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import logging
 from typing import Callable, Protocol
 
@@ -39,10 +40,11 @@ class ClusterView(Protocol):
 
 
 class MarkerSender:
-    def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0) -> None:
+    def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._cluster = cluster
         self._timeout = request_timeout_s
-        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s)
+        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s, tls)
 
     async def close(self) -> None:
         await self._connections.close()
