@@ -1,0 +1,125 @@
+"""TLS configuration and principals, without a broker process: Kafka's
+ssl.principal.mapping.rules examples, the RFC 2253 subject, and the ssl.*
+keys that refuse start-up naming themselves."""
+from __future__ import annotations
+
+import ssl
+
+import pytest
+
+from broker.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
+from broker.security.tls_config import check_tls_config, inter_broker_tls, listener_tls
+from config import ConfigError
+from config.broker import BrokerConfig
+from tests.support.tls_certs import make_certs
+
+# Kafka's documentation (security.html, "Customizing SSL User Name").
+DOC_RULES = ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,"
+             "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+             "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L,"
+             "DEFAULT")
+
+
+@pytest.mark.parametrize("dn, name", [
+    ("CN=serviceuser,OU=ServiceUsers,O=Unknown,L=Unknown,ST=Unknown,C=Unknown", "serviceuser"),
+    ("CN=adminUser,OU=Admin,O=Unknown,L=Unknown,ST=Unknown,C=Unknown", "adminuser@admin"),
+    ("OU=x,cn=Joe.Smith,O=y", "joe.smith"),
+    ("OU=nobody", "OU=nobody"),  # DEFAULT: the DN itself
+])
+def test_documented_rules(dn, name):
+    assert SslPrincipalMapper(DOC_RULES).name(dn) == name
+
+
+def test_rules_across_lines_upper_case_and_escaped_slash():
+    mapper = SslPrincipalMapper("RULE:^CN=([^,]*),.*$/$1\\/svc/U,\n  DEFAULT")
+    assert mapper.name("CN=kafka,O=acme") == "KAFKA/SVC"
+
+
+def test_back_reference_beyond_the_groups_is_literal():
+    # One group: $12 is group 1 followed by "2"; $3 stays "$3" (as Kafka does).
+    assert SslPrincipalMapper("RULE:^CN=(.*)$/$12-$3/").name("CN=a") == "a2-$3"
+
+
+def test_no_rule_applies_is_refused():
+    with pytest.raises(NoMatchingRule):
+        SslPrincipalMapper("RULE:^CN=(.*)$/$1/").name("OU=x")
+
+
+@pytest.mark.parametrize("rules", ["RULE:^CN=(.*)$/$1", "RULE:^CN=((.*$/$1/", "NOPE"])
+def test_bad_rules_name_the_key(rules):
+    with pytest.raises(ConfigError) as e:
+        SslPrincipalMapper(rules)
+    assert "ssl.principal.mapping.rules" in str(e.value)
+
+
+def test_subject_dn_is_rfc2253_last_rdn_first_with_escapes():
+    subject = ((("countryName", "US"),), (("organizationName", "Acme, Inc"),),
+               (("commonName", "al+ice"), ("userId", "7")), (("emailAddress", "a@b.c"),))
+    assert subject_dn(subject) == ("1.2.840.113549.1.9.1=a@b.c,CN=al\\+ice+UID=7,"
+                                   "O=Acme\\, Inc,C=US")
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def _cfg(**props) -> BrokerConfig:
+    base = {"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"}
+    return BrokerConfig.from_dict({**base, **props})
+
+
+def _ssl(certs, **props):
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca), **props}
+
+
+def test_pem_files_make_a_server_context_with_client_auth(certs):
+    tls = listener_tls(_cfg(**_ssl(certs, **{"ssl.client.auth": "required"})), "SSL")
+    assert tls.context.verify_mode == ssl.CERT_REQUIRED
+    assert list(check_tls_config(_cfg(**_ssl(certs)))) == ["SSL"]
+
+
+def test_inline_pem_and_per_listener_override(certs):
+    cfg = _cfg(**{"listener.name.ssl.ssl.keystore.type": "PEM",
+                  "listener.name.ssl.ssl.keystore.certificate.chain": certs.server_cert.read_text(),
+                  "listener.name.ssl.ssl.keystore.key": certs.server_key.read_text(),
+                  "listener.name.ssl.ssl.client.auth": "requested",
+                  "ssl.truststore.type": "PEM",
+                  "ssl.truststore.certificates": certs.ca.read_text()})
+    assert listener_tls(cfg, "SSL").context.verify_mode == ssl.CERT_OPTIONAL
+
+
+@pytest.mark.parametrize("props, key", [
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type"),
+    ({"listener.name.ssl.ssl.keystore.type": "PKCS12"}, "listener.name.ssl.ssl.keystore.type"),
+    ({"ssl.keystore.location": "/no/such/file.pem"}, "ssl.keystore.location"),
+    ({"ssl.keystore.location": "CA"}, "ssl.keystore.location"),          # no private key in it
+    ({"ssl.client.auth": "required", "ssl.truststore.location": "/nope"}, "ssl.truststore.location"),
+    ({"ssl.enabled.protocols": "SSLv2"}, "ssl.enabled.protocols"),
+    ({"ssl.cipher.suites": "NOT-A-CIPHER"}, "ssl.cipher.suites"),
+])
+def test_unusable_settings_refuse_naming_the_key(certs, props, key):
+    props = {k: (str(certs.ca) if v == "CA" else v) for k, v in props.items()}
+    with pytest.raises(ConfigError) as e:
+        check_tls_config(_cfg(**_ssl(certs, **props)))
+    assert key in str(e.value)
+
+
+def test_ssl_listener_without_key_store_refuses():
+    with pytest.raises(ConfigError) as e:
+        check_tls_config(_cfg())
+    assert "ssl.keystore.location" in str(e.value)
+
+
+def test_sasl_inter_broker_listener_refuses():
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig.from_dict({"listeners": "SASL_PLAINTEXT://:9092",
+                                "inter.broker.listener.name": "SASL_PLAINTEXT"})
+    assert str(e.value).startswith("invalid value 'SASL_PLAINTEXT' for inter.broker.listener.name")
+
+
+def test_inter_broker_client_context_only_for_ssl(certs):
+    assert inter_broker_tls(_cfg(**_ssl(certs))) is None
+    ctx = inter_broker_tls(_cfg(**_ssl(certs, **{"inter.broker.listener.name": "SSL"})))
+    assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
