@@ -76,9 +76,15 @@ def _guard(target, barrier, queue, *args):
         queue.put({"error": f"{type(e).__name__}: {e}"})
 
 
-def _producer_conf(bootstrap: str, acks: str, linger_ms: int) -> dict:
+def client_conf(bootstrap: str | dict) -> dict:
+    """A worker's ``bootstrap``: host:port list, or client settings (e.g. for
+    security.protocol=SSL) that include bootstrap.servers."""
+    return {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+
+
+def _producer_conf(bootstrap: str | dict, acks: str, linger_ms: int) -> dict:
     return {
-        "bootstrap.servers": bootstrap,
+        **client_conf(bootstrap),
         "acks": acks,
         "linger.ms": linger_ms,
         # Idempotence off in every case, so acks is the only difference between
@@ -176,7 +182,7 @@ def consume_bulk_worker(barrier, queue, bootstrap: str, topic: str, partitions: 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     fetch_max = 64 * 1024 * 1024
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{os.getpid()}-{time.time_ns()}",
+    c = Consumer({**client_conf(bootstrap), "group.id": f"bench-{os.getpid()}-{time.time_ns()}",
                   "enable.auto.commit": False, "enable.partition.eof": False,
                   "fetch.max.bytes": fetch_max, "max.partition.fetch.bytes": 32 * 1024 * 1024,
                   "receive.message.max.bytes": fetch_max + 1024 * 1024,
