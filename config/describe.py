@@ -140,10 +140,13 @@ def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEn
             synonyms.pop(0)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
-            name=name, value=_broker_value(broker_cfg, name), source=int(source),
+            name=name, value=None if ck.sensitive else _broker_value(broker_cfg, name),
+            source=int(source),
             is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=name not in LIVE_KEYS,
             is_sensitive=ck.sensitive,
-            synonyms=[ConfigSynonym(s.name, s.value, int(s.source)) for s in synonyms],
+            # Kafka never answers a password's value (ssl.key.password, inline keys...)
+            synonyms=[ConfigSynonym(s.name, None if ck.sensitive else s.value, int(s.source))
+                      for s in synonyms],
             config_type=int(ck.type), documentation=ck.doc))
     return entries
 
@@ -156,7 +159,7 @@ def describe_broker_defaults(broker_cfg: BrokerConfig) -> list[ConfigEntry]:
         ck = BROKER_KEYS.get(name)
         if ck is None:
             continue
-        value = _layer_value(name, broker_cfg.dynamic_default)
+        value = None if ck.sensitive else _layer_value(name, broker_cfg.dynamic_default)
         source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         entries.append(ConfigEntry(
             name=name, value=value, source=source, is_default=False,

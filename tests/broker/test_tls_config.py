@@ -123,3 +123,14 @@ def test_inter_broker_client_context_only_for_ssl(certs):
     assert inter_broker_tls(_cfg(**_ssl(certs))) is None
     ctx = inter_broker_tls(_cfg(**_ssl(certs, **{"inter.broker.listener.name": "SSL"})))
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+
+
+def test_describe_configs_never_shows_tls_secrets(certs):
+    from config.describe import describe_broker_config
+    cfg = _cfg(**_ssl(certs, **{"ssl.key.password": "s3cret",
+                                "ssl.keystore.key": certs.server_key.read_text()}))
+    entries = {e.name: e for e in describe_broker_config(cfg)}
+    for key in ("ssl.key.password", "ssl.keystore.key"):
+        assert entries[key].is_sensitive and entries[key].value is None
+        assert all(s.value is None for s in entries[key].synonyms)
+    assert entries["ssl.keystore.location"].value == str(certs.server)
