@@ -49,7 +49,7 @@ JOIN_BELOW = 16 * 1024
 
 class TlsConnection(Connection):
     __slots__ = ("_tls", "_bio_in", "_bio_out", "_handshaken", "_cipher_out", "_mapper",
-                 "_drain_scheduled")
+                 "_drain_scheduled", "_peer_done")
 
     def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
                  connection_id: str) -> None:
@@ -62,6 +62,7 @@ class TlsConnection(Connection):
         self._handshaken = False
         self._cipher_out: memoryview | None = None  # ciphertext the socket did not take yet
         self._drain_scheduled = False
+        self._peer_done = False  # the peer's close_notify was read: nothing more comes
 
     @property
     def idle(self) -> bool:
@@ -135,9 +136,11 @@ class TlsConnection(Connection):
         return True
 
     def _read_plain(self) -> None:
-        """Decrypt into the receive buffer and dispatch frames, while reading."""
+        """Decrypt into the receive buffer and dispatch frames, unless paused
+        (after a peer EOF too: requests received before it are answered)."""
         tls = self._tls
-        while self._reading and not self.closed:
+        while not (self._paused or self.closed or self._peer_done
+                   or self._memory_waiter is not None):
             buf = self._rbuf
             end = self._rend
             if end == len(buf):  # cannot happen after _parse; never mistake it for EOF
@@ -154,19 +157,26 @@ class TlsConnection(Connection):
                 self.close(None)
                 return
             if n == 0:
-                self._on_eof()
+                self._peer_done = True
+                if not self._eof:
+                    self._on_eof()
                 return
             self._rend = end + n
             self._parse()
         if not self.closed:
             self._send_cipher()  # TLS may have answered something (e.g. a key update)
 
+    def _undecrypted(self) -> bool:
+        """Bytes taken off the socket that may still hold requests."""
+        return (self._handshaken and not self._peer_done
+                and (self._bio_in.pending > 0 or self._tls.pending() > 0))
+
     def _maybe_resume(self) -> None:
         super()._maybe_resume()
         # Bytes already taken off the socket wait in the TLS buffers: no
         # readability event will come for them.
-        if (self._reading and self._handshaken and not self._drain_scheduled
-                and (self._bio_in.pending or self._tls.pending())):
+        if (not (self._paused or self.closed or self._drain_scheduled)
+                and self._memory_waiter is None and self._undecrypted()):
             self._drain_scheduled = True
             self._loop.call_soon(self._drain)
 
@@ -275,5 +285,10 @@ class TlsConnection(Connection):
             self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self._cipher_out is None:
-            super()._maybe_finish()
+        if self._cipher_out is not None:
+            return
+        if not self._paused and self._undecrypted():
+            self._read_plain()  # what came before the EOF is answered first
+            if self.closed:
+                return
+        super()._maybe_finish()
