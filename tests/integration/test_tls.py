@@ -247,15 +247,22 @@ def _client_hello() -> bytes:
 
 
 def _closed_by_broker(sock: socket.socket, timeout: float = 30.0) -> bool:
-    """Read until the broker closes (EOF or reset); False if it keeps the socket open."""
+    """Read until the broker closes (EOF or reset); False if it keeps the socket
+    open. Whatever it sent before closing must be TLS records (an alert, a
+    server hello), never a Kafka response."""
     sock.settimeout(timeout)
+    received = b""
     try:
-        while sock.recv(65536):
-            pass
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            received += data
     except ConnectionResetError:
         pass
     except socket.timeout:
         return False
+    assert not received or received[0] in (0x15, 0x16), received[:16]  # alert, handshake
     return True
 
 
