@@ -109,7 +109,9 @@ def _load_key_store(ctx: ssl.SSLContext, keys: _Keys, required: bool) -> bool:
 
 
 def _pem_text(value: str) -> str:
-    """Kafka allows PEM in a one-line properties value; re-break it if needed."""
+    """PEM as OpenSSL reads it. A properties file joins continued lines, so
+    Kafka's inline PEM often arrives as one line: re-break it into the
+    BEGIN/END markers and 64-character base64 lines."""
     text = value.strip()
     if "\n" in text:
         return text
@@ -121,7 +123,8 @@ def _pem_text(value: str) -> str:
         if part.startswith(("BEGIN ", "END ")):
             out.append(f"-----{part}-----")
         else:
-            out.extend(part.split())
+            body = "".join(part.split())
+            out.extend(body[i:i + 64] for i in range(0, len(body), 64))
     return "\n".join(out)
 
 

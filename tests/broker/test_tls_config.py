@@ -134,3 +134,18 @@ def test_describe_configs_never_shows_tls_secrets(certs):
         assert entries[key].is_sensitive and entries[key].value is None
         assert all(s.value is None for s in entries[key].synonyms)
     assert entries["ssl.keystore.location"].value == str(certs.server)
+
+
+def test_inline_pem_joined_into_one_line_as_a_properties_file_continues_it(certs, tmp_path):
+    from config.broker import load_broker_config
+
+    def continued(pem: str) -> str:  # "key=line1 \\\n    line2 ..." as Kafka's docs write it
+        return " \\\n    ".join(pem.strip().splitlines())
+    props = tmp_path / "server.properties"
+    props.write_text("listeners=SSL://127.0.0.1:9093\n"
+                     "ssl.keystore.type=PEM\n"
+                     f"ssl.keystore.certificate.chain={continued(certs.server_cert.read_text())}\n"
+                     f"ssl.keystore.key={continued(certs.server_key.read_text())}\n")
+    cfg = load_broker_config(props, environ={})
+    assert "\n" not in cfg.ssl_keystore_key
+    assert list(check_tls_config(cfg)) == ["SSL"]
