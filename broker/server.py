@@ -18,6 +18,7 @@ from protocol.messages import ControlledShutdownRequest
 
 from .aio_client import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
+from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
@@ -154,16 +155,6 @@ def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
 
 CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
-
-
-class OffsetsNotWrittenError(Exception):
-    """A coordinator's write did not make it: this broker does not lead the
-    offsets partition (any more), or its ISR did not take the write in time.
-    ``error_code`` says which, as the partition layer answered."""
-
-    def __init__(self, message: str, error_code: ErrorCode) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 class Broker:
@@ -420,7 +411,7 @@ class Broker:
             partition it leads; an awaitable while the ISR has not got it."""
             found = partitions.leader_log(OFFSETS_TOPIC, p)
             if not found.ok:
-                raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
+                raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
                                              found.error)
             end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
                                     acks=-1).last_offset + 1
@@ -476,7 +467,7 @@ class Broker:
         code, = await self.services.partitions.wait_replicated(
             [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
         if code:
-            raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
+            raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
                                          code)
 
     def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
