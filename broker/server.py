@@ -41,6 +41,7 @@ from storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge
+from .security.sasl.settings import SaslSettings
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
@@ -75,6 +76,8 @@ class BrokerServices:
     # transactional offset commits visible or drops them (Kafka's
     # onTransactionCompleted). None: nobody listens.
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
+    sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
+        default_factory=lambda: SaslSettings({}))
 
 
 def advertised_apis() -> list:
@@ -161,6 +164,7 @@ class Broker:
     def __init__(self, cfg):
         self.cfg = cfg
         self.bind_host, self.bind_port, self.node = _endpoints(cfg)
+        self.sasl = SaslSettings.from_config(cfg)  # ConfigError: refuse to start
         self.services: BrokerServices | None = None
         self.network: NetworkServer | None = None
         self.coordinator: GroupCoordinator | None = None
@@ -228,7 +232,8 @@ class Broker:
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
-                              zk_registry=self.registry, controller=self.controller)
+                              zk_registry=self.registry, controller=self.controller,
+                              sasl=self.sasl)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for
