@@ -21,6 +21,12 @@ def _server(args) -> int:
     from .server import Broker
 
     try:
+        broker = Broker(cfg)
+    except ConfigError as e:
+        print(f"samsa: refusing to start: {e}", file=sys.stderr)
+        return 2
+
+    try:
         import uvloop
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency
@@ -32,7 +38,7 @@ def _server(args) -> int:
     from .metadata.zookeeper import ZooKeeperStoreError
 
     try:
-        clean = runner(Broker(cfg).run_until_signalled())
+        clean = runner(broker.run_until_signalled())
     except KeyboardInterrupt:
         return 0
     except ConfigError as e:  # e.g. an SSL listener's key store (read at start)

@@ -14,6 +14,16 @@ _UNAVAILABLE = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_RE
                           ErrorCode.REQUEST_TIMED_OUT})
 
 
+class CoordinatorWriteError(Exception):
+    """A coordinator's write to its internal topic did not make it;
+    ``error_code`` is the partition layer's reason (this broker does not lead
+    the partition any more, its ISR did not take the write in time, ...)."""
+
+    def __init__(self, message: str, error_code: ErrorCode) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
 def coordinator_write_error(code: int) -> ErrorCode | None:
     """The answer for a failed write's ``code``, or None when it is neither
     a moved partition nor a short ISR."""

@@ -14,6 +14,7 @@ from protocol.messages import RequestHeader, decode_request, encode_response
 
 from .handlers import HANDLERS, RequestContext
 from .handlers.api_versions import api_versions_response
+from .handlers.sasl import admits, expects_raw_token, handle_raw_token
 
 log = logging.getLogger("broker.requests")
 API_VERSIONS = 18
@@ -26,6 +27,13 @@ class Dispatcher:
         self.names = {spec.key: spec.name for spec in services.advertised_apis}
 
     async def __call__(self, conn, frame):
+        # SASL listeners: a bare token after SaslHandshake v0, and nothing but
+        # ApiVersions/SASL before authentication (decided before decoding).
+        if expects_raw_token(conn):
+            return await handle_raw_token(RequestContext(None, conn, self.services), frame)
+        if not admits(conn, int.from_bytes(frame[:2], "big", signed=True)):
+            conn.close()
+            return None
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:

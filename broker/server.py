@@ -18,6 +18,7 @@ from protocol.messages import ControlledShutdownRequest
 
 from .aio_client import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
+from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
@@ -43,6 +44,7 @@ from storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge
+from .security.sasl.settings import SaslSettings
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
@@ -77,6 +79,8 @@ class BrokerServices:
     # transactional offset commits visible or drops them (Kafka's
     # onTransactionCompleted). None: nobody listens.
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
+    sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
+        default_factory=lambda: SaslSettings({}))
 
 
 def advertised_apis() -> list:
@@ -163,20 +167,11 @@ CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 
-class OffsetsNotWrittenError(Exception):
-    """A coordinator's write did not make it: this broker does not lead the
-    offsets partition (any more), or its ISR did not take the write in time.
-    ``error_code`` says which, as the partition layer answered."""
-
-    def __init__(self, message: str, error_code: ErrorCode) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
 class Broker:
     def __init__(self, cfg):
         self.cfg = cfg
         self.node = _node(cfg)
+        self.sasl = SaslSettings.from_config(cfg)  # ConfigError: refuse to start
         # Read now: a listener's unusable key or trust store refuses start-up.
         self.listener_tls = check_tls_config(cfg)
         self.inter_broker_ssl = inter_broker_tls(cfg)
@@ -248,7 +243,8 @@ class Broker:
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
-                              zk_registry=self.registry, controller=self.controller)
+                              zk_registry=self.registry, controller=self.controller,
+                              sasl=self.sasl)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for
@@ -433,7 +429,7 @@ class Broker:
             partition it leads; an awaitable while the ISR has not got it."""
             found = partitions.leader_log(OFFSETS_TOPIC, p)
             if not found.ok:
-                raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
+                raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
                                              found.error)
             end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
                                     acks=-1).last_offset + 1
@@ -489,7 +485,7 @@ class Broker:
         code, = await self.services.partitions.wait_replicated(
             [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
         if code:
-            raise OffsetsNotWrittenError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
+            raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
                                          code)
 
     def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,

@@ -132,6 +132,24 @@ class BrokerConfig:
         "max.connections.per.ip.overrides", T.STRING, "", None, "host:count,... exceptions.")
     connections_max_idle_ms: int = _key("connections.max.idle.ms", T.LONG, 600000, None,
                                         "Idle connections are closed after this long.")
+    # SASL (broker/security/sasl/settings.py reads these and the per-listener
+    # listener.name.<listener>.* forms, and refuses bad ones at start-up).
+    sasl_enabled_mechanisms: list = _key(
+        "sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], None,
+        "SASL mechanisms served on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
+        "Kafka's default GSSAPI is not implemented, so unset means PLAIN.")
+    connections_max_reauth_ms: int = _key(
+        "connections.max.reauth.ms", T.LONG, 0, at_least(0),
+        "SASL session lifetime (KIP-368): a connection that has not re-authenticated "
+        "within it is closed at its next request; 0 = sessions never expire.")
+    connections_failed_authentication_delay_ms: int = _key(
+        "connections.failed.authentication.delay.ms", T.INT, 100, at_least(0),
+        "How long the answer to a failed SASL authentication (and the close after "
+        "it) is held back, slowing down password guessing.")
+    java_security_auth_login_config: str | None = _key(
+        "java.security.auth.login.config", T.STRING, None, None,
+        "JAAS file (KafkaServer or <listener>.KafkaServer section) for SASL/PLAIN users; "
+        "Kafka takes it as a JVM system property, samsa as this key.")
     fetch_max_bytes: int = _key("fetch.max.bytes", T.INT, 57671680, at_least(1024),
                                 "Most bytes one fetch response returns.")
 
@@ -624,8 +642,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
         if ck is None and key.startswith(LISTENER_PREFIX):
             ck = _listener_override_key(key)
             if ck is not None:
-                ck.parse(raw)  # validated under its own name; kept in raw
-                continue
+                ck.parse(raw)  # e.g. listener.name.ssl.ssl.client.auth: checked as its key
+            continue  # per-listener forms (also <mechanism>.sasl.jaas.config), read where used
         if ck is None:
             log.warning("unknown config key %r (from %s) is ignored", key, origins.get(key, "?"))
             continue

@@ -108,19 +108,40 @@ def _every_partition(offsets, code: int) -> list[PartitionError]:
     return [PartitionError(t, p, code) for t, p, *_ in offsets]
 
 
-def _txn_store_error(exc: BaseException) -> int:
-    """The TxnOffsetCommit answer for a write of the offsets partition that
-    failed (the write's ``error_code``), as Kafka's group coordinator gives
-    it: a moved partition or a short ISR as every coordinator answers them,
-    a zombie producer hears it is fenced, a record too large is
-    INVALID_COMMIT_OFFSET_SIZE."""
+def _store_error(exc: BaseException, *, too_large: int,
+                 timed_out: int | None = None,
+                 otherwise: int = int(E.COORDINATOR_NOT_AVAILABLE)) -> int:
+    """The answer for a write of the offsets partition that failed (the
+    write's ``error_code``), as Kafka's GroupMetadataManager maps it: a moved
+    partition or a short ISR as every coordinator answers them (a client
+    finds the new coordinator on NOT_COORDINATOR), a record too large as
+    ``too_large``, a timed-out wait as ``timed_out`` where the request has its
+    own answer for it."""
     code = getattr(exc, "error_code", None)
-    if code in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
-        return int(E.INVALID_PRODUCER_EPOCH)
     if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
-        return int(E.INVALID_COMMIT_OFFSET_SIZE)
+        return too_large
+    if code == E.REQUEST_TIMED_OUT and timed_out is not None:
+        return timed_out
     answer = coordinator_write_error(code) if code is not None else None
-    return int(answer if answer is not None else E.UNKNOWN_SERVER_ERROR)
+    return int(answer if answer is not None else otherwise)
+
+
+def _log_store_failure(what: str, group_id: str, exc: BaseException) -> None:
+    """A write the partition layer refused (it names why) is one line; any
+    other failure is a bug and keeps its traceback."""
+    if getattr(exc, "error_code", None) is not None:
+        log.warning("group %s: %s failed: %s", group_id, what, exc)
+    else:
+        log.error("group %s: %s failed", group_id, what, exc_info=exc)
+
+
+def _txn_store_error(exc: BaseException) -> int:
+    """TxnOffsetCommit's answer: as a commit's, except that a zombie producer
+    hears it is fenced and anything unforeseen is UNKNOWN_SERVER_ERROR."""
+    if getattr(exc, "error_code", None) in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+        return int(E.INVALID_PRODUCER_EPOCH)
+    return _store_error(exc, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE),
+                        otherwise=int(E.UNKNOWN_SERVER_ERROR))
 
 
 def _wall_ms() -> int:
@@ -487,8 +508,8 @@ class GroupCoordinator:
     async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
         try:
             await _maybe_await(self.store.store_group(record))
-        except Exception:
-            log.exception("group %s: storing group metadata failed", group.group_id)
+        except Exception as e:
+            _log_store_failure("storing group metadata", group.group_id, e)
 
     def _on_sync_timeout(self, group: Group, generation: int) -> None:
         group.sync_timer = None
@@ -680,9 +701,10 @@ class GroupCoordinator:
             try:
                 await _maybe_await(self.store.store_group(self._group_record(group)))
                 error = NONE
-            except Exception:
-                log.exception("group %s: storing group metadata failed", group.group_id)
-                error = int(E.COORDINATOR_NOT_AVAILABLE)
+            except Exception as e:
+                _log_store_failure("storing group metadata", group.group_id, e)
+                error = _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
+                                     timed_out=int(E.REBALANCE_IN_PROGRESS))
             if not (group.is_(GroupState.STABLE) and group.generation_id == generation
                     and member.join_future is fut and group.members.get(new_id) is member):
                 return fut  # a rebalance started meanwhile; it answers this join
@@ -748,9 +770,10 @@ class GroupCoordinator:
             try:
                 await _maybe_await(self.store.store_group(self._group_record(group, assignment)))
                 error = NONE
-            except Exception:
-                log.exception("group %s: storing group metadata failed", group.group_id)
-                error = int(E.COORDINATOR_NOT_AVAILABLE)
+            except Exception as e:
+                _log_store_failure("storing group metadata", group.group_id, e)
+                error = _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
+                                     timed_out=int(E.REBALANCE_IN_PROGRESS))
             # the group may have moved on while we were writing
             if group.is_(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
                 if error:
@@ -963,10 +986,11 @@ class GroupCoordinator:
             self._storing_commits.setdefault(group_id, set()).add(storing)
             try:
                 await _maybe_await(self.store.store_offsets(group_id, entries))
-            except Exception:
-                log.exception("group %s: storing offsets failed", group_id)
+            except Exception as e:
+                _log_store_failure("storing offsets", group_id, e)
+                code = _store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
                 for tp in entries:
-                    codes[tp] = int(E.COORDINATOR_NOT_AVAILABLE)
+                    codes[tp] = code
             else:
                 live = self.groups.get(group_id)
                 if live is not None:
@@ -1037,8 +1061,7 @@ class GroupCoordinator:
                                                             (producer_id, producer_epoch)))
             except Exception as e:  # noqa: BLE001 - answered with its error code
                 code = _txn_store_error(e)
-                if code == int(E.UNKNOWN_SERVER_ERROR):
-                    log.exception("group %s: storing transactional offsets failed", group_id)
+                _log_store_failure("storing transactional offsets", group_id, e)
                 for tp in entries:
                     codes[tp] = code
             else:

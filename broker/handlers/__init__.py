@@ -21,6 +21,7 @@ from .metadata import (handle_describe_cluster, handle_describe_topic_partitions
                        handle_metadata)
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
 from .produce import handle_produce
+from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .producer_ids import handle_init_producer_id
 from .reassignments import (handle_alter_partition_reassignments,
                             handle_list_partition_reassignments)
@@ -70,6 +71,8 @@ HANDLERS = {
     66: handle_list_transactions,
     61: handle_describe_producers,
     75: handle_describe_topic_partitions,
+    17: handle_sasl_handshake,
+    36: handle_sasl_authenticate,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

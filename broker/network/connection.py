@@ -360,6 +360,12 @@ class Connection:
             self._rbuf = memoryview(bytearray(MIN_CHUNK))
             self._rpos = self._rend = 0
 
+    def finish(self) -> None:
+        """Stop reading as if the peer had closed its side: what was received
+        is answered, then the connection closes."""
+        if not self.closed:
+            self._on_eof()
+
     def _on_eof(self) -> None:
         self._eof = True
         self._stop_reading()

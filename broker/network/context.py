@@ -68,5 +68,11 @@ class ConnectionContext:
         responses are discarded. For handlers that decide a peer is hopeless."""
         self._conn.close("closed by handler")
 
+    def close_after_responses(self) -> None:
+        """Read no further requests; close once the responses to those
+        already received are sent (a failed SASL authentication: the client
+        gets Kafka's error, then the connection goes)."""
+        self._conn.finish()
+
     def __repr__(self) -> str:
         return f"ConnectionContext({self.connection_id!r})"

@@ -81,4 +81,9 @@ SERVED = {
     "DescribeTopicPartitions": (75, 0, 0),
     "WriteTxnMarkers": (27, 1, 2),
     "DescribeProducers": (61, 0, 0),
+    # SASL (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554)
+    "SaslHandshake": (17, 0, 1),
+    "SaslAuthenticate": (36, 0, 2),
+    "DescribeUserScramCredentials": (50, 0, 0),
+    "AlterUserScramCredentials": (51, 0, 0),
 }

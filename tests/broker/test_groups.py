@@ -18,6 +18,7 @@ from broker.groups import (
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
+from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
@@ -790,5 +791,32 @@ async def test_group_max_size(mlog):
         r = await join(c, "g", require=False)
         assert r.error_code == E.NONE
         assert (await join(c, "g", require=False)).error_code == E.GROUP_MAX_SIZE_REACHED
+    finally:
+        await c.shutdown()
+
+
+@pytest.mark.parametrize("write_error,answer", [
+    (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR),       # moved: the client looks again
+    (E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),  # short ISR: it retries
+    (E.MESSAGE_TOO_LARGE, E.INVALID_COMMIT_OFFSET_SIZE),
+])
+async def test_a_refused_offsets_write_is_answered_as_kafka_does(mlog, write_error, answer):
+    class Refusing(ConsumerOffsetsLog):
+        refuse = False
+
+        def store_offsets(self, group_id, entries):
+            if self.refuse:
+                raise CoordinatorWriteError("__consumer_offsets-0: refused", write_error)
+            return super().store_offsets(group_id, entries)
+
+    store = Refusing(mlog.append, mlog.read_all)
+    c = GroupCoordinator(store, make_config())
+    await c.start()
+    try:
+        await c.commit_offsets("s", -1, "", None, [("t", 0, 1, -1, "")])
+        store.refuse = True
+        res = await c.commit_offsets("s", -1, "", None, [("t", 0, 2, -1, "")])
+        assert res[0].error_code == answer
+        assert (await c.fetch_offsets("s", [("t", 0)])).partitions[0].offset == 1
     finally:
         await c.shutdown()

@@ -1,4 +1,4 @@
-"""Fixtures for the data source tests: one real Spark (local mode) per test module, and
+"""Fixtures for the data source tests: one real Spark (local mode) for the whole run, and
 plain confluent-kafka clients to write test data and to read back what Spark wrote.
 
 The broker is the ``broker`` fixture of tests/conftest.py (a real samsa process per test).
@@ -16,9 +16,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.spark import local_session
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
-    """A small local Spark with the samsa data source registered; ~10 s to start, so per module."""
+    """A small local Spark with the samsa data source registered. It takes ~10 s to start,
+    so one serves every module: the tests only read and write through it (queries are
+    stopped, temporary views are not left behind), which a shared session allows."""
     session = local_session("samsa-pipeline-tests")
     try:
         yield session

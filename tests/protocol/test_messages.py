@@ -35,6 +35,8 @@ EXPECTED_RANGES = {
     "WriteTxnMarkers": (27, 1, 2), "TxnOffsetCommit": (28, 0, 5),
     "DescribeProducers": (61, 0, 0),
     "DescribeTransactions": (65, 0, 0), "ListTransactions": (66, 0, 2),
+    "SaslHandshake": (17, 0, 1), "SaslAuthenticate": (36, 0, 2),
+    "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

@@ -1,0 +1,208 @@
+"""SaslHandshake (17) and SaslAuthenticate (36), the raw-token framing of
+SaslHandshake v0, and the gate that keeps unauthenticated peers out - as
+Kafka's SaslServerAuthenticator does on SASL_PLAINTEXT and SASL_SSL listeners.
+
+The exchange on a connection:
+1. (optional) ApiVersions;
+2. SaslHandshake names a mechanism the listener enables, else
+   UNSUPPORTED_SASL_MECHANISM with the enabled list, and the connection closes;
+3. v1+: SaslAuthenticate requests carry the mechanism's tokens (KIP-152);
+   v0: the client sends each token as a bare size-prefixed frame with no
+   Kafka header and gets the answer the same way (pre-1.0 clients);
+4. success: the principal is User:<name> and every API is served; failure:
+   SASL_AUTHENTICATION_FAILED with Kafka's message (v1+) then close, or a
+   plain close (v0 raw tokens).
+Before success only ApiVersions, SaslHandshake and SaslAuthenticate are
+served; anything else closes the connection, as in Kafka, without an answer.
+
+Re-authentication (KIP-368): with connections.max.reauth.ms > 0 the session
+ends that long after authentication (SaslAuthenticate v1+ tells the client,
+in session_lifetime_ms). A client re-authenticates on the same connection
+with SaslHandshake v1 + SaslAuthenticate, as the same principal with the same
+mechanism; once the session has ended, any other request closes the
+connection.
+
+The state changes that decide how the *next* frame is read (raw token or
+request) happen before a handler first awaits, so they follow the order in
+which frames arrived.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import struct
+
+from protocol.errors import ErrorCode
+from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+
+from ..metadata.zk_layout import sanitize_entity_name
+from ..security.principal import user
+from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
+                                       client_message)
+from ..security.sasl.registry import new_server
+from .context import off_loop
+
+log = logging.getLogger("broker.sasl")
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+_BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
+_REAUTHENTICATION = frozenset((SASL_HANDSHAKE, SASL_AUTHENTICATE))
+_STATE_KEY = "sasl"
+_SIZE = struct.Struct(">i")
+
+
+@dataclasses.dataclass
+class _SaslSession:
+    """One connection's SASL state (in ConnectionContext.state)."""
+    server: SaslServer | None = None  # the exchange in progress, if any
+    mechanism: str | None = None       # the mechanism the connection authenticated with
+    raw_tokens: bool = False            # SaslHandshake v0: tokens come as bare frames
+    expires_at: float | None = None     # loop time the session ends (KIP-368)
+
+
+def _is_sasl(conn) -> bool:
+    return conn.security_protocol.startswith("SASL_")
+
+
+def _session(conn) -> _SaslSession:
+    session = conn.state.get(_STATE_KEY)
+    if session is None:
+        session = conn.state[_STATE_KEY] = _SaslSession()
+    return session
+
+
+def expects_raw_token(conn) -> bool:
+    """True when the next frame is a bare SASL token (after SaslHandshake v0)."""
+    session = conn.state.get(_STATE_KEY)
+    return session is not None and session.raw_tokens
+
+
+def admits(conn, api_key: int) -> bool:
+    """May this connection send a request of ``api_key`` now? False: close it."""
+    if not _is_sasl(conn):
+        return True
+    if not conn.authenticated:
+        return api_key in _BEFORE_AUTHENTICATION
+    session = conn.state.get(_STATE_KEY)
+    if (session is not None and session.expires_at is not None
+            and conn.loop.time() >= session.expires_at and api_key not in _REAUTHENTICATION):
+        log.debug("closing connection %s: SASL session of %s expired",
+                  conn.connection_id, conn.principal)
+        return False
+    return True
+
+
+def _user_config_lookup(broker):
+    store = broker.store
+
+    async def lookup(username: str) -> dict[str, str]:
+        return await off_loop(store.entity_configs, "users/" + sanitize_entity_name(username))
+    return lookup
+
+
+def _refuse(conn, why: str) -> None:
+    """A request out of order in the SASL exchange (Kafka's
+    IllegalSaslStateException): close at once, no answer."""
+    log.info("closing connection %s: %s", conn.connection_id, why)
+    conn.close()
+
+
+async def handle_sasl_handshake(ctx, req):
+    conn = ctx.conn
+    if not _is_sasl(conn):
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    settings = ctx.broker.sasl.for_listener(conn.listener_name)
+    session = _session(conn)
+    reauthenticating = conn.authenticated
+    if (session.server is not None and not session.server.complete) or session.raw_tokens:
+        _refuse(conn, "SaslHandshake during a SASL exchange")
+        return None
+    if reauthenticating and ctx.version == 0:
+        _refuse(conn, "SaslHandshake v0 after authentication (v0 cannot re-authenticate)")
+        return None
+    enabled = list(settings.mechanisms)
+    mechanism = req.mechanism
+    if mechanism not in enabled or (reauthenticating and mechanism != session.mechanism):
+        log.info("connection %s: SASL mechanism %r refused (enabled: %s)",
+                 conn.connection_id, mechanism, ",".join(enabled))
+        conn.close_after_responses()
+        return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                     mechanisms=enabled)
+    session.server = new_server(mechanism, settings.plain_users, _user_config_lookup(ctx.broker))
+    session.raw_tokens = ctx.version == 0
+    return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
+
+
+async def handle_sasl_authenticate(ctx, req):
+    conn = ctx.conn
+    if not _is_sasl(conn):
+        return _authenticate_response(ErrorCode.ILLEGAL_SASL_STATE,
+                                      "SaslAuthenticate on a listener without SASL")
+    session = conn.state.get(_STATE_KEY)
+    server = session.server if session is not None else None
+    if server is None or server.complete or session.raw_tokens:
+        _refuse(conn, "SaslAuthenticate without a SaslHandshake v1+ before it")
+        return None
+    try:
+        answer = await server.evaluate(req.auth_bytes or b"")
+        if server.complete:
+            lifetime_ms = _authenticated(ctx, session, server)
+        else:
+            lifetime_ms = 0
+    except SaslError as e:
+        log.info("connection %s: SASL/%s authentication failed: %s",
+                 conn.connection_id, server.mechanism, e)
+        session.server = None
+        conn.close_after_responses()
+        delay_ms = ctx.broker.sasl.failed_authentication_delay_ms
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        return _authenticate_response(ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                      client_message(server.mechanism, e))
+    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
+                                    auth_bytes=answer, session_lifetime_ms=lifetime_ms)
+
+
+async def handle_raw_token(ctx, frame) -> list | None:
+    """A bare token after SaslHandshake v0: answered as a bare size-prefixed
+    frame; a failure closes the connection (the v0 protocol has no error field)."""
+    conn = ctx.conn
+    session = conn.state[_STATE_KEY]
+    server = session.server
+    try:
+        answer = await server.evaluate(bytes(frame))
+        if server.complete:
+            session.raw_tokens = False  # Kafka requests follow
+            _authenticated(ctx, session, server)
+    except SaslError as e:
+        session.raw_tokens = False  # whatever else arrives is refused by the gate
+        delay_ms = ctx.broker.sasl.failed_authentication_delay_ms
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        _refuse(conn, f"SASL/{server.mechanism} authentication (raw tokens) failed: {e}")
+        return None
+    return [_SIZE.pack(len(answer)), answer]
+
+
+def _authenticated(ctx, session: _SaslSession, server: SaslServer) -> int:
+    """Take the completed exchange's principal; the session lifetime in ms."""
+    conn = ctx.conn
+    principal = user(server.authorization_id)
+    if conn.authenticated and principal != conn.principal:
+        raise SaslAuthenticationError(f"Cannot change principals during re-authentication "
+                                      f"from {conn.principal}: {principal}")
+    lifetime_ms = ctx.broker.sasl.for_listener(conn.listener_name).max_reauth_ms
+    conn.principal = principal
+    conn.authenticated = True
+    session.mechanism = server.mechanism
+    session.server = None
+    session.expires_at = conn.loop.time() + lifetime_ms / 1000 if lifetime_ms else None
+    log.debug("connection %s authenticated as %s with SASL/%s", conn.connection_id,
+              principal, server.mechanism)
+    return lifetime_ms
+
+
+def _authenticate_response(error: int, message: str) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse(error_code=error, error_message=message, auth_bytes=b"",
+                                    session_lifetime_ms=0)

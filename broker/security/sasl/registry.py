@@ -1,0 +1,22 @@
+"""The SASL mechanisms samsa serves, by name, and how a connection gets a
+server for one (one module per mechanism)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .mechanism import SaslServer, UserConfigLookup
+from .plain import MECHANISM as PLAIN, PlainServer
+from .scram import ScramServer
+from .scram_credential import HASHES
+
+SCRAM_MECHANISMS = tuple(HASHES)
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+
+
+def new_server(mechanism: str, plain_users: Mapping[str, str],
+               user_configs: UserConfigLookup) -> SaslServer:
+    if mechanism == PLAIN:
+        return PlainServer(plain_users)
+    if mechanism in HASHES:
+        return ScramServer(mechanism, user_configs)
+    raise ValueError(f"unsupported SASL mechanism {mechanism}")

@@ -1,0 +1,402 @@
+"""SASL on a SASL_PLAINTEXT listener, driven by real clients as against Kafka.
+
+One broker serves the module, with a single SASL_PLAINTEXT listener serving
+PLAIN (users from the listener's JAAS config), SCRAM-SHA-256 and SCRAM-SHA-512
+(credentials in the users' entity configs). Each client connects with exactly
+the properties it would use against Kafka; wrong passwords and unknown users
+get the error each client reports against Kafka. Raw-socket cases check the
+gate: an unauthenticated connection is answered nothing but ApiVersions and
+SASL, and bad SASL input closes the connection without harming the broker.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+
+from protocol.errors import ErrorCode
+from protocol.messages import (ApiVersionsRequest, MetadataRequest, RequestHeader,
+                               SaslAuthenticateRequest, SaslHandshakeRequest, decode_response,
+                               encode_request)
+from tests.support.broker_process import BrokerProcess
+from tests.support.java_client import JavaTools
+from tests.support.kafka_wire import free_port
+
+pytestmark = pytest.mark.timeout(180)
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" '
+              'user_admin="admin-secret" user_alice="alice-secret";')
+MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+PLAIN_FAILED = "Authentication failed: Invalid username or password"
+
+
+@pytest.fixture(scope="module")
+def sasl_broker():
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-sasl-"))
+    port = free_port()
+    b = BrokerProcess(work_dir, port=port, overrides={
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "sasl.enabled.mechanisms": MECHANISMS,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "offsets.topic.num.partitions": "1",
+    })
+    try:
+        yield b.start()
+    finally:
+        try:
+            b.stop()
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _log_tail_on_failure(request, sasl_broker):
+    yield
+    reports = (getattr(request.node, f"_samsa_report_{when}", None) for when in ("setup", "call"))
+    if any(getattr(r, "failed", False) for r in reports):
+        print(f"\n--- samsa broker log tail ({sasl_broker.log_path}) ---\n"
+              f"{sasl_broker.log_tail(60)}", file=sys.stderr)
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- Java client
+
+def _java_props(flag: str, mechanism: str, username: str, password: str) -> list[str]:
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+             "sasl.jaas.config": f'{module} required username="{username}" password="{password}";'}
+    out = []
+    for k, v in props.items():
+        out += [flag, f"{k}={v}"]
+    return out
+
+
+def java_roundtrip(java_tools: JavaTools, bootstrap: str, mechanism: str, username: str,
+                   password: str, lines: int = 20) -> None:
+    topic = _topic(f"java-{mechanism.lower()}")
+    values = [f"{mechanism}-{i}" for i in range(lines)]
+    java_tools.produce(bootstrap, topic, values,
+                       *_java_props("--producer-property", mechanism, username, password)).check()
+    res = java_tools.consume(bootstrap, topic, "--from-beginning", "--max-messages", lines,
+                             "--timeout-ms", 30000,
+                             *_java_props("--consumer-property", mechanism, username, password),
+                             timeout=90).check()
+    assert res.lines == values
+
+
+def test_java_client_plain(java_tools: JavaTools, sasl_broker):
+    java_roundtrip(java_tools, sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret")
+
+
+@pytest.mark.parametrize("username,password", [("alice", "wrong"), ("mallory", "x")])
+def test_java_client_plain_refused(java_tools: JavaTools, sasl_broker, username, password):
+    topic = _topic("java-refused")
+    res = java_tools.produce(sasl_broker.bootstrap, topic, ["never"],
+                             *_java_props("--producer-property", "PLAIN", username, password),
+                             timeout=90)
+    assert res.rc == 1, res
+    assert f"SaslAuthenticationException: {PLAIN_FAILED}" in res.stderr, res.stderr
+
+
+# ---------------------------------------------------------------- librdkafka
+
+def _rdkafka_conf(bootstrap: str, mechanism: str, username: str, password: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": username, "sasl.password": password}
+
+
+def rdkafka_roundtrip(bootstrap: str, mechanism: str, username: str, password: str) -> None:
+    topic = _topic(f"rdkafka-{mechanism.lower()}")
+    conf = _rdkafka_conf(bootstrap, mechanism, username, password)
+    producer = Producer(conf)
+    delivered = []
+    for i in range(10):
+        producer.produce(topic, f"v{i}".encode(),
+                         on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(30) == 0
+    assert delivered == [None] * 10
+    consumer = Consumer({**conf, "group.id": _topic("g"), "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got = []
+        for _ in range(60):
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+            if len(got) == 10:
+                break
+        assert got == [f"v{i}".encode() for i in range(10)]
+    finally:
+        consumer.close()
+
+
+def rdkafka_refusal(bootstrap: str, mechanism: str, username: str, password: str) -> KafkaError:
+    """The first error librdkafka reports for a producer with these credentials."""
+    errors: list[KafkaError] = []
+    producer = Producer({**_rdkafka_conf(bootstrap, mechanism, username, password),
+                         "error_cb": errors.append, "reconnect.backoff.ms": 1000})
+    for _ in range(30):
+        producer.poll(0.5)
+        if errors:
+            break
+    return errors[0]
+
+
+def test_librdkafka_plain(sasl_broker):
+    rdkafka_roundtrip(sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret")
+
+
+@pytest.mark.parametrize("username,password", [("alice", "wrong"), ("mallory", "x")])
+def test_librdkafka_plain_refused(sasl_broker, username, password):
+    err = rdkafka_refusal(sasl_broker.bootstrap, "PLAIN", username, password)
+    assert err.code() == KafkaError._AUTHENTICATION
+    assert f"SASL authentication error: {PLAIN_FAILED}" in err.str()
+
+
+# ---------------------------------------------------------------- kafka-python
+
+def kafka_python_roundtrip(bootstrap: str, mechanism: str, username: str, password: str,
+                           api_version=None) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    conf = dict(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism=mechanism, sasl_plain_username=username,
+                sasl_plain_password=password, api_version=api_version)
+    topic = _topic(f"kp-{mechanism.lower()}")
+    producer = KafkaProducer(**conf)
+    try:
+        for i in range(5):
+            producer.send(topic, f"k{i}".encode()).get(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                             **conf)
+    try:
+        got = []
+        for msg in consumer:
+            got.append(msg.value)
+            if len(got) == 5:
+                break
+        assert got == [f"k{i}".encode() for i in range(5)]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("api_version", [None, (0, 10, 0)], ids=["negotiated", "handshake-v0"])
+def test_kafka_python_plain(sasl_broker, api_version):
+    kafka_python_roundtrip(sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret", api_version)
+
+
+def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password: str,
+                         api_version=None) -> Exception:
+    from kafka import KafkaProducer
+    producer = None
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism=mechanism, sasl_plain_username=username,
+                                 sasl_plain_password=password, api_version=api_version,
+                                 max_block_ms=5000, request_timeout_ms=5000,
+                                 reconnect_backoff_ms=500)
+        producer.send(_topic("kp-refused"), b"never").get(timeout=10)
+    except Exception as e:  # noqa: BLE001 - the point is which error it is
+        return e
+    finally:
+        if producer is not None:
+            producer.close(timeout=1)
+    raise AssertionError("kafka-python authenticated with a wrong password")
+
+
+def test_kafka_python_plain_refused(sasl_broker):
+    from kafka.errors import KafkaTimeoutError
+    # Against Kafka too, kafka-python logs the SASL error and reports that it
+    # could not bootstrap; what shows is the broker's refusal in its log.
+    err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong")
+    assert isinstance(err, KafkaTimeoutError), repr(err)
+    err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong", (0, 10, 0))
+    assert isinstance(err, KafkaTimeoutError), repr(err)
+
+
+# ---------------------------------------------------------------- the wire
+
+class Wire:
+    """A raw connection speaking Kafka requests, for what no client would send."""
+
+    def __init__(self, broker) -> None:
+        self.sock = socket.create_connection((broker.host, broker.port), timeout=15)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, request) -> int:
+        self.correlation_id += 1
+        header = RequestHeader(api_key, version, self.correlation_id, "sasl-test")
+        self.sock.sendall(encode_request(header, request))
+        return self.correlation_id
+
+    def call(self, api_key: int, version: int, request):
+        corr = self.send(api_key, version, request)
+        got, response = decode_response(self.recv_frame(), api_key, version)
+        assert got == corr
+        return response
+
+    def send_frame(self, payload: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def recv_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    def closed_without_answer(self) -> bool:
+        """The broker closed the connection and sent nothing more."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def authenticate_plain(self, username: str, password: str, handshake_version: int = 1):
+        hs = self.call(17, handshake_version, SaslHandshakeRequest(mechanism="PLAIN"))
+        assert hs.error_code == 0
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        return self.call(36, 1, SaslAuthenticateRequest(auth_bytes=token))
+
+
+def test_unauthenticated_connection_gets_only_api_versions_and_sasl(sasl_broker):
+    w = Wire(sasl_broker)
+    try:
+        versions = w.call(18, 3, ApiVersionsRequest(client_software_name="t",
+                                                    client_software_version="1"))
+        assert versions.error_code == 0
+        assert {17, 36} <= {k.api_key for k in versions.api_keys}
+        w.send(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        assert w.closed_without_answer()
+    finally:
+        w.close()
+
+
+def test_handshake_with_a_mechanism_not_enabled(sasl_broker):
+    w = Wire(sasl_broker)
+    try:
+        hs = w.call(17, 1, SaslHandshakeRequest(mechanism="GSSAPI"))
+        assert hs.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert hs.mechanisms == MECHANISMS.split(",")
+        assert w.closed_without_answer()
+    finally:
+        w.close()
+
+
+def test_wrong_password_answer_then_close(sasl_broker):
+    w = Wire(sasl_broker)
+    try:
+        auth = w.authenticate_plain("alice", "nope")
+        assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert auth.error_message == PLAIN_FAILED
+        assert w.closed_without_answer()
+    finally:
+        w.close()
+
+
+def test_authenticated_connection_is_served(sasl_broker):
+    w = Wire(sasl_broker)
+    try:
+        auth = w.authenticate_plain("alice", "alice-secret")
+        assert auth.error_code == 0 and auth.session_lifetime_ms == 0
+        meta = w.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        assert [b.node_id for b in meta.brokers] == [0]
+    finally:
+        w.close()
+
+
+def _fuzz_cases(rng: random.Random):
+    """(name, steps): each step sends something; the connection must then close."""
+    garbage = bytes(rng.getrandbits(8) for _ in range(64))
+    plain_v0 = [("call", 17, 0, SaslHandshakeRequest(mechanism="PLAIN"))]
+    plain_v1 = [("call", 17, 1, SaslHandshakeRequest(mechanism="PLAIN"))]
+    scram_v1 = [("call", 17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))]
+    return [
+        ("authenticate without handshake",
+         [("send", 36, 1, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))]),
+        ("second handshake", plain_v1 + [("send", 17, 1, SaslHandshakeRequest(mechanism="PLAIN"))]),
+        ("raw v0 token that is garbage", plain_v0 + [("frame", garbage)]),
+        ("raw v0 empty token", plain_v0 + [("frame", b"")]),
+        ("raw v0 token then a request", plain_v0 + [("frame", b"\0alice\0wrong")]),
+        ("PLAIN token of random bytes", plain_v1 + [("auth", garbage)]),
+        ("PLAIN token with too many parts", plain_v1 + [("auth", b"a\0b\0c\0d")]),
+        ("SCRAM first message garbage", scram_v1 + [("auth", garbage)]),
+        ("SCRAM first message for nobody", scram_v1 + [("auth", b"n,,n=nobody,r=abc")]),
+        ("oversized frame", [("frame_header", 0x7FFFFFFF)]),
+        ("truncated request", [("truncated", 17)]),
+        ("produce before authentication", [("frame", b"\x00\x00\x00\x09" + garbage)]),
+        ("random frame", [("frame", garbage)]),
+    ]
+
+
+def test_sasl_fuzz_closes_connections_and_leaks_nothing(sasl_broker):
+    rng = random.Random(1605)
+    for round_ in range(3):
+        for name, steps in _fuzz_cases(rng):
+            w = Wire(sasl_broker)
+            try:
+                for step in steps:
+                    kind = step[0]
+                    if kind == "call":
+                        response = w.call(*step[1:])
+                        assert response.error_code == 0, name
+                    elif kind == "send":
+                        w.send(*step[1:])
+                    elif kind == "auth":
+                        try:
+                            auth = w.call(36, 1, SaslAuthenticateRequest(auth_bytes=step[1]))
+                        except ConnectionError:
+                            continue  # closed straight away: fine
+                        # The only answer an unauthenticated peer may get: a refusal.
+                        assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, name
+                    elif kind == "frame":
+                        w.send_frame(step[1])
+                    elif kind == "frame_header":
+                        w.sock.sendall(struct.pack(">i", step[1]) + b"\x00" * 8)
+                    elif kind == "truncated":
+                        frame = encode_request(RequestHeader(step[1], 1, 1, "t"),
+                                               SaslHandshakeRequest(mechanism="PLAIN"))
+                        w.sock.sendall(frame[:-3])
+                        w.sock.shutdown(socket.SHUT_WR)
+                # Whatever comes next must be refused: a request that would leak
+                # metadata gets no answer, the connection just closes.
+                try:
+                    w.send(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+                except OSError:
+                    pass
+                assert w.closed_without_answer(), name
+            finally:
+                w.close()
+    # ... and the broker still serves an honest client.
+    w = Wire(sasl_broker)
+    try:
+        assert w.authenticate_plain("alice", "alice-secret").error_code == 0
+    finally:
+        w.close()
+    assert "Traceback" not in sasl_broker.log_path.read_text()
+    assert os.path.exists(sasl_broker.log_path)
