@@ -3,10 +3,11 @@ client over SSL with the properties they use against Kafka; mutual TLS and its
 refusals; one port per listener in Metadata; a 3-broker cluster replicating
 over an SSL inter-broker listener; garbage on the SSL port.
 
-One broker serves the module, with three listeners:
+One broker serves the module, with four listeners:
   PLAINTEXT  plaintext
   SSL        TLS, no client certificate asked for
   MTLS       TLS with ssl.client.auth=required (a per-listener override)
+  SASL_SSL   SASL PLAIN inside TLS
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from tests.support.tls_certs import CLIENT_SUBJECT, make_certs
 pytestmark = pytest.mark.timeout(240)
 
 RECORDS = 500
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_alice="alice-secret";')
 
 
 def _tls_settings(certs) -> dict[str, str]:
@@ -61,12 +64,15 @@ def certs():
 @pytest.fixture(scope="module")
 def tls_broker(certs):
     work = Path(tempfile.mkdtemp(prefix="samsa-tls-"))
-    ports = {"PLAINTEXT": free_port(), "SSL": free_port(), "MTLS": free_port()}
+    ports = {"PLAINTEXT": free_port(), "SSL": free_port(), "MTLS": free_port(),
+             "SASL_SSL": free_port()}
     listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
     process = BrokerProcess(work, port=ports["PLAINTEXT"], overrides={
         "listeners": listeners, "advertised.listeners": listeners,
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL",
         "listener.name.mtls.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         # a half-finished handshake must not hold its connection for 10 minutes
         "connections.max.idle.ms": "4000",
         **_tls_settings(certs)})
@@ -191,6 +197,38 @@ def test_java_client_without_certificate_is_refused_by_mutual_tls(java_tools: Ja
                                 *_flags("--admin-property", _java_ssl(b.certs)), timeout=90)
     assert res.rc != 0
     assert "SslAuthenticationException" in res.stdout + res.stderr
+
+
+def test_sasl_ssl_with_every_client(java_tools: JavaTools, tls_broker):
+    """SASL PLAIN inside TLS, each client with its usual properties; a wrong
+    password is refused as Kafka refuses it."""
+    b, topic = tls_broker, _topic()
+    sasl = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret"}
+    got = _rdkafka_round_trip({**_rdkafka(b, "SASL_SSL"), **sasl}, topic, 100)
+    assert got == [b"r%d" % i for i in range(100)]
+
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer(topic, bootstrap_servers=b.address("SASL_SSL"),
+                             security_protocol="SASL_SSL", ssl_cafile=str(b.certs.ca),
+                             sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                             sasl_plain_password="alice-secret", auto_offset_reset="earliest",
+                             consumer_timeout_ms=20000, enable_auto_commit=False)
+    try:
+        assert [m.value for _, m in zip(range(100), consumer)] == got
+    finally:
+        consumer.close()
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="alice" password="alice-secret";')
+    java = [*(p for p in _java_ssl(b.certs) if not p.startswith("security.protocol=")),
+            "security.protocol=SASL_SSL", "sasl.mechanism=PLAIN",
+            f"sasl.jaas.config={jaas}"]
+    java_tools.produce(b.address("SASL_SSL"), topic, ["from-java"],
+                       *_flags("--producer-property", java)).check()
+
+    wrong = _rdkafka_refused({**_rdkafka(b, "SASL_SSL"), **sasl, "sasl.password": "nope"})
+    assert "Authentication failed" in wrong, wrong
 
 
 # ------------------------------------------------------------------ listeners
