@@ -197,6 +197,7 @@ def listener_tls(cfg: BrokerConfig, listener: str) -> ListenerTls:
     keys = _Keys(cfg, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.num_tickets = 0  # Kafka clients do not resume sessions: no tickets to write
+    ctx.options |= ssl.OP_NO_RENEGOTIATION  # a client cannot make the broker redo handshakes
     _restrict(ctx, keys)
     _load_key_store(ctx, keys, required=True)
     client_auth = keys.value("ssl.client.auth")
