@@ -153,8 +153,9 @@ def test_kafka_python_produces_and_consumes_over_ssl(tls_broker):
             f.get(timeout=30)
     finally:
         producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=20000,
-                             enable_auto_commit=False, **ssl_args)
+    # In a group: FindCoordinator must answer with the SSL listener's port too.
+    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=20000, enable_auto_commit=False, **ssl_args)
     try:
         got = [m.value for _, m in zip(range(RECORDS), consumer)]
     finally:
@@ -213,6 +214,7 @@ def test_sasl_ssl_with_every_client(java_tools: JavaTools, tls_broker):
                              security_protocol="SASL_SSL", ssl_cafile=str(b.certs.ca),
                              sasl_mechanism="PLAIN", sasl_plain_username="alice",
                              sasl_plain_password="alice-secret", auto_offset_reset="earliest",
+                             group_id=f"g-{topic}",
                              consumer_timeout_ms=20000, enable_auto_commit=False)
     try:
         assert [m.value for _, m in zip(range(100), consumer)] == got
