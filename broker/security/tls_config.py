@@ -87,7 +87,7 @@ def _load_key_store(ctx: ssl.SSLContext, keys: _Keys, required: bool) -> bool:
         try:
             ctx.load_cert_chain(location, password=password)
         except ssl.SSLError as e:
-            raise _bad_key_store(keys, key, shown, e) from None
+            raise _bad_key_store(keys, key, shown, e, _encrypted_key(location)) from None
         return True
     if not (chain and inline_key):
         missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
@@ -102,7 +102,8 @@ def _load_key_store(ctx: ssl.SSLContext, keys: _Keys, required: bool) -> bool:
         try:
             ctx.load_cert_chain(path, password=password)
         except ssl.SSLError as e:
-            raise _bad_key_store(keys, "ssl.keystore.key", "(inline PEM)", e) from None
+            raise _bad_key_store(keys, "ssl.keystore.key", "(inline PEM)", e,
+                                 "ENCRYPTED" in inline_key) from None
     finally:
         os.unlink(path)
     return True
@@ -128,9 +129,20 @@ def _pem_text(value: str) -> str:
     return "\n".join(out)
 
 
-def _bad_key_store(keys: _Keys, key: str, shown: str, e: ssl.SSLError) -> ConfigError:
-    hint = ("; the private key is encrypted: check ssl.key.password"
-            if "bad decrypt" in str(e).lower() or "password" in str(e).lower() else "")
+def _encrypted_key(path: str) -> bool:
+    """Whether a PEM file holds an encrypted private key (PKCS#8 or legacy)."""
+    try:
+        with open(path, "rb") as f:
+            return b"ENCRYPTED" in f.read(1 << 20)
+    except OSError:
+        return False
+
+
+def _bad_key_store(keys: _Keys, key: str, shown: str, e: ssl.SSLError,
+                   encrypted: bool) -> ConfigError:
+    # OpenSSL says "PEM lib" for a wrong password: name the key that is wrong.
+    hint = (f"; the private key is encrypted: check {keys.name('ssl.key.password')}"
+            if encrypted else "")
     return ConfigError(keys.name(key), shown, "a PEM private key with its certificate chain",
                        message=f"cannot use {keys.name(key)}={shown} for listener "
                                f"{keys.listener}: {e.reason or e}{hint}")

@@ -149,3 +149,18 @@ def test_inline_pem_joined_into_one_line_as_a_properties_file_continues_it(certs
     cfg = load_broker_config(props, environ={})
     assert "\n" not in cfg.ssl_keystore_key
     assert list(check_tls_config(cfg)) == ["SSL"]
+
+
+def test_encrypted_private_key_needs_the_right_ssl_key_password(certs, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    key = serialization.load_pem_private_key(certs.server_key.read_bytes(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"pw"))
+    store = tmp_path / "encrypted.pem"
+    store.write_bytes(encrypted + certs.server_cert.read_bytes())
+    ok = _cfg(**_ssl(certs, **{"ssl.keystore.location": str(store), "ssl.key.password": "pw"}))
+    assert list(check_tls_config(ok)) == ["SSL"]
+    with pytest.raises(ConfigError) as e:
+        check_tls_config(_cfg(**_ssl(certs, **{"ssl.keystore.location": str(store),
+                                               "ssl.key.password": "wrong"})))
+    assert "ssl.keystore.location" in str(e.value) and "ssl.key.password" in str(e.value)
