@@ -35,7 +35,8 @@ _KEYWORDS = {
     "organizationalUnitName": "OU", "streetAddress": "STREET",
     "domainComponent": "DC", "userId": "UID",
 }
-# Object identifiers of attributes Java writes as OID=value (emailAddress, ...).
+# Attributes without an RFC 2253 keyword: Java writes them as
+# <OID>=#<hex of the value's DER encoding>.
 _OIDS = {
     "emailAddress": "1.2.840.113549.1.9.1", "serialNumber": "2.5.4.5",
     "title": "2.5.4.12", "givenName": "2.5.4.42", "surname": "2.5.4.4",
@@ -151,14 +152,33 @@ def _escape(value: str) -> str:
     return "".join(out)
 
 
+# The string type such a value has in a certificate: PKCS#9 makes
+# emailAddress an IA5String, X.520 serialNumber and dnQualifier
+# PrintableStrings; the rest OpenSSL (and most CAs) write as UTF8String.
+_DER_TAGS = {"emailAddress": 0x16, "serialNumber": 0x13, "dnQualifier": 0x13}
+
+
+def _der_hex(name: str, value: str) -> str:
+    data = value.encode("utf-8")
+    n = len(data)
+    length = bytes([n]) if n < 0x80 else (
+        bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big"))
+    return "#" + (bytes([_DER_TAGS.get(name, 0x0C)]) + length + data).hex()
+
+
 def subject_dn(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     """The RFC 2253 DN of a certificate subject as ``ssl.SSLObject.getpeercert()``
-    returns it (RDNs in certificate order, each a tuple of (long name, value))."""
+    returns it (RDNs in certificate order, each a tuple of (long name, value)),
+    written as Java's X500Principal writes it."""
     rdns = []
     for rdn in reversed(subject):
         parts = []
         for name, value in rdn:
-            keyword = _KEYWORDS.get(name) or _OIDS.get(name) or name
-            parts.append(f"{keyword}={_escape(value)}")
+            keyword = _KEYWORDS.get(name)
+            if keyword is not None:
+                parts.append(f"{keyword}={_escape(value)}")
+            else:
+                oid = _OIDS.get(name) or name  # unknown attributes arrive as dotted OIDs
+                parts.append(f"{oid}={_der_hex(name, value)}")
         rdns.append("+".join(parts))
     return ",".join(rdns)
