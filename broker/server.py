@@ -34,6 +34,7 @@ from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
 from .partitions import PartitionLayer
+from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from storage import AppendOrigin
@@ -74,6 +75,7 @@ class BrokerServices:
     # transactional offset commits visible or drops them (Kafka's
     # onTransactionCompleted). None: nobody listens.
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
+    quotas: ClientQuotas | None = None  # client quotas; set before the broker serves
 
 
 def advertised_apis() -> list:
@@ -237,7 +239,10 @@ class Broker:
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
-                              zk_registry=self.registry, controller=self.controller)
+                              zk_registry=self.registry, controller=self.controller,
+                              quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
+                                  cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
+                                  metrics))
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for

@@ -5,6 +5,7 @@ None means no response at all (Produce with acks=0).
 """
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
@@ -70,6 +71,8 @@ HANDLERS = {
     66: handle_list_transactions,
     61: handle_describe_producers,
     75: handle_describe_topic_partitions,
+    48: handle_describe_client_quotas,
+    49: handle_alter_client_quotas,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

@@ -68,5 +68,10 @@ class ConnectionContext:
         responses are discarded. For handlers that decide a peer is hopeless."""
         self._conn.close("closed by handler")
 
+    def mute_for(self, ms: int) -> None:
+        """Stop reading this connection for ``ms`` ms (quota throttling; must
+        be called on ``loop``): responses still go out."""
+        self._conn.mute_for(ms)
+
     def __repr__(self) -> str:
         return f"ConnectionContext({self.connection_id!r})"

@@ -81,4 +81,6 @@ SERVED = {
     "DescribeTopicPartitions": (75, 0, 0),
     "WriteTxnMarkers": (27, 1, 2),
     "DescribeProducers": (61, 0, 0),
+    "DescribeClientQuotas": (48, 0, 1),
+    "AlterClientQuotas": (49, 0, 1),
 }
