@@ -563,6 +563,12 @@ class Connection:
         self._mute = self._loop.call_at(until, self._unmute)
         self._pause()
 
+    def mute_remaining(self) -> float:
+        """Seconds until a quota mute ends (0 when not muted)."""
+        if self._mute is None:
+            return 0.0
+        return max(0.0, self._mute.when() - self._loop.time())
+
     def _unmute(self) -> None:
         self._mute = None
         self._maybe_resume()

@@ -73,5 +73,9 @@ class ConnectionContext:
         be called on ``loop``): responses still go out."""
         self._conn.mute_for(ms)
 
+    def mute_remaining(self) -> float:
+        """Seconds until a ``mute_for`` ends (0 when not muted)."""
+        return self._conn.mute_remaining()
+
     def __repr__(self) -> str:
         return f"ConnectionContext({self.connection_id!r})"

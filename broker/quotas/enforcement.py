@@ -134,10 +134,24 @@ class _Metered:
         self.request_time = quotas.request.match(user, client_id)
 
     def timed(self, handling: Awaitable) -> Awaitable:
-        if self.request_time is None:
-            return handling
-        self.busy = BusyTime(handling)  # type: ignore[arg-type]
-        return self.busy
+        if self.request_time is not None:
+            self.busy = BusyTime(handling)  # type: ignore[arg-type]
+            handling = self.busy
+        if self.conn.mute_remaining() > 0:
+            return self._after_mute(handling)
+        return handling
+
+    async def _after_mute(self, handling: Awaitable) -> Any:
+        """A request read before its connection was muted (pipelined behind
+        the throttled one) is handled when the mute ends, as Kafka, reading
+        one request at a time, would only then have read it."""
+        try:
+            while (delay := self.conn.mute_remaining()) > 0:
+                await asyncio.sleep(delay)
+        except BaseException:
+            handling.close()  # type: ignore[attr-defined]  # never started: no warning
+            raise
+        return await handling
 
     async def respond(self, response: Any) -> list | None:
         quotas = self.quotas
@@ -177,9 +191,10 @@ class _Metered:
         if parts is None:
             parts = encode_response(self.header, response)
         if throttle > 0:
-            if client_throttles(self.header.api_key, self.header.api_version):
-                self.conn.mute_for(throttle)
-            else:
+            # Either way nothing more from this client is handled before the
+            # throttle time is over (Kafka reads one request at a time).
+            self.conn.mute_for(throttle)
+            if not client_throttles(self.header.api_key, self.header.api_version):
                 await asyncio.sleep(throttle / 1000.0)
         return parts
 

@@ -17,6 +17,10 @@ class BusyTime:
         self._coro = coro
         self.seconds = 0.0
 
+    def close(self) -> None:
+        """For a BusyTime never awaited (its request was cancelled first)."""
+        self._coro.close()
+
     def __await__(self) -> Generator[Any, Any, Any]:
         coro = self._coro
         clock = time.perf_counter
