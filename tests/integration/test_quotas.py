@@ -15,7 +15,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import re
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ from broker.client import SimpleClient
 from protocol.messages import (AlterClientQuotasRequest, MetadataRequest, ProduceRequest)
 from protocol.records import build_batch
 from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_wire import free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -37,8 +40,12 @@ VALUE = b"q" * 1000
 @pytest.fixture(scope="module")
 def qbroker():
     work_dir = Path(tempfile.mkdtemp(prefix="samsa-quotas-"))
+    metrics_port = free_port()
     b = BrokerProcess(work_dir, overrides={"quota.window.num": "2",
-                                           "quota.window.size.seconds": "1"})
+                                           "quota.window.size.seconds": "1",
+                                           "metrics.port": str(metrics_port),
+                                           "metrics.host": "127.0.0.1"})
+    b.metrics_port = metrics_port
     try:
         yield b.start()
     finally:
@@ -162,6 +169,14 @@ def test_produce_quota_throttles_librdkafka(qbroker):
     rate = VOLUME / (time.monotonic() - started)
     assert throttles and max(throttles) > 0
     assert 0 < rate < 3 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+    # the broker's own measurements, under the JMX exporter's names for
+    # kafka.server:type=Produce,user=,client-id=
+    with urllib.request.urlopen(f"http://127.0.0.1:{qbroker.metrics_port}/metrics",
+                                timeout=10) as r:
+        text = r.read().decode()
+    for name in ("kafka_server_produce_byte_rate", "kafka_server_produce_throttle_time"):
+        assert re.search(rf'^{name}{{client_id="quota-rdkafka",user=""}} [0-9.e+]+$', text, re.M), \
+            f"{name} for quota-rdkafka missing"
 
 
 def test_fetch_quota_throttles_a_consumer(qbroker):
