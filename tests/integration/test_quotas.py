@@ -262,3 +262,17 @@ def test_kip_219_mutes_the_connection_older_versions_get_late_answers(qbroker):
         # off by themselves: the answer itself is what waits
         assert r.throttle_time_ms > 1000
         assert answered >= r.throttle_time_ms / 1000.0 * 0.9
+
+
+def test_request_percentage_throttles_any_api(qbroker):
+    """request_percentage counts handler time; a tiny one throttles even
+    Metadata requests, with the throttle bounded by one quota window."""
+    _set_quota(qbroker.bootstrap, [("client-id", "req-time")], request_percentage=0.001)
+
+    def throttle() -> int:
+        with SimpleClient(qbroker.bootstrap, client_id="req-time") as c:
+            return c.call(METADATA, MetadataRequest(topics=None)).throttle_time_ms
+    got = throttle() or throttle()
+    assert 0 < got <= 1000   # quota.window.size.seconds = 1
+    with SimpleClient(qbroker.bootstrap, client_id="not-limited") as c:
+        assert c.call(METADATA, MetadataRequest(topics=None)).throttle_time_ms == 0
