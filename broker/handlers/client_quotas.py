@@ -8,6 +8,8 @@ and changed here, everything else in it is left as it is.
 """
 from __future__ import annotations
 
+import ipaddress
+
 from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
@@ -67,6 +69,11 @@ def check_entity(pairs: list[tuple[str, str | None]]) -> dict[str, str | None]:
         raise QuotaRequestError("Invalid empty client quota entity")
     if IP in entity and len(entity) > 1:
         raise QuotaRequestError("Invalid quota entity combination: ip with user or client-id")
+    if entity.get(IP) is not None:
+        try:
+            ipaddress.ip_address(entity[IP])
+        except ValueError:
+            raise QuotaRequestError(f"{entity[IP]} is not a valid IP address") from None
     return entity
 
 

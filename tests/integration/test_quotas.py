@@ -126,9 +126,12 @@ def test_alter_client_quotas_refusals(qbroker):
             entry([("user", "bob"), ("user", "eve")], ("producer_byte_rate", 1.0, False)),
             entry([("ip", "1.2.3.4"), ("user", "bob")], ("producer_byte_rate", 1.0, False)),
             entry([("ip", "1.2.3.4")], ("producer_byte_rate", 1.0, False)),  # not an ip key
+            entry([("ip", "not-an-ip")], ("connection_creation_rate", 1.0, False)),
+            entry([("user", "bob")], ("producer_byte_rate", -1.0, False)),
             entry([("user", "bob")], ("producer_byte_rate", 100.0, False)),  # fine
+            entry([("ip", "1.2.3.4")], ("connection_creation_rate", 5.0, False)),  # fine
         ]))
-        assert [e.error_code for e in r.entries] == [42, 42, 42, 42, 42, 0]
+        assert [e.error_code for e in r.entries] == [42, 42, 42, 42, 42, 42, 42, 0, 0]
         # validate_only checks and writes nothing
         r = c.call(ALTER_QUOTAS, R(validate_only=True, entries=[
             entry([("user", "carol")], ("consumer_byte_rate", 5.0, False))]))
@@ -138,6 +141,10 @@ def test_alter_client_quotas_refusals(qbroker):
                          capture_output=True, text=True, timeout=60)
     assert "'bob' are producer_byte_rate=100.0" in out.stdout
     assert "carol" not in out.stdout
+    out = subprocess.run([sys.executable, "-m", "broker", "configs", "--bootstrap-server",
+                          qbroker.bootstrap, "--describe", "--entity-type", "ips"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "Quota configs for ip '1.2.3.4' are connection_creation_rate=5.0"
 
 
 # ------------------------------------------------------------ enforcement
