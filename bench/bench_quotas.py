@@ -98,8 +98,8 @@ def fetch_run(bootstrap: str, rate: float, seconds: float, fetch_bytes: int | No
     c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
                   "group.id": client_id, "auto.offset.reset": "earliest",
                   "enable.auto.commit": False,
-                  **({"fetch.max.bytes": fetch_bytes, "max.partition.fetch.bytes": fetch_bytes}
-                     if fetch_bytes else {})})
+                  **({"fetch.max.bytes": fetch_bytes, "max.partition.fetch.bytes": fetch_bytes,
+                      "message.max.bytes": fetch_bytes} if fetch_bytes else {})})
     c.subscribe([topic])
     events: list[tuple[float, int]] = []
     started = None
@@ -121,6 +121,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rates", default="100000,400000,1600000")
     ap.add_argument("--window-num", type=int, default=11)
+    ap.add_argument("--kinds", default="produce,fetch,fetch_64k",
+                    help="which runs, of produce, fetch, fetch_64k")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-quotas-"))
     broker = BrokerProcess(work, overrides={"quota.window.num": str(args.window_num)}).start()
@@ -128,11 +130,15 @@ def main() -> int:
                "fetch_64k": []}
     try:
         for rate in (float(r) for r in args.rates.split(",")):
-            results["produce"].append(produce_run(broker.bootstrap, rate, args.seconds))
-            print(f"produce   quota {rate:>10.0f} B/s: measured/quota "
-                  f"{results['produce'][-1]['whole_run']:.3f} whole run, "
-                  f"{results['produce'][-1]['second_half']:.3f} second half", flush=True)
+            kinds = args.kinds.split(",")
+            if "produce" in kinds:
+                results["produce"].append(produce_run(broker.bootstrap, rate, args.seconds))
+                print(f"produce   quota {rate:>10.0f} B/s: measured/quota "
+                      f"{results['produce'][-1]['whole_run']:.3f} whole run, "
+                      f"{results['produce'][-1]['second_half']:.3f} second half", flush=True)
             for kind, size in (("fetch", None), ("fetch_64k", 65536)):
+                if kind not in kinds:
+                    continue
                 results[kind].append(fetch_run(broker.bootstrap, rate, args.seconds, size))
                 print(f"{kind:9} quota {rate:>10.0f} B/s: measured/quota "
                       f"{results[kind][-1]['whole_run']:.3f} whole run, "

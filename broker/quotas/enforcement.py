@@ -175,7 +175,7 @@ class _Metered:
                 parts = None
         throttle = max(bandwidth, request_throttle)
         if throttle > 0:
-            if bandwidth >= request_throttle:
+            if bandwidth > request_throttle:  # a tie counts as request time, as in Kafka
                 manager, match = (quotas.produce, self.produce) if self.produce is not None \
                     else (quotas.fetch, self.fetch)
             else:
