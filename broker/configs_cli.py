@@ -18,6 +18,7 @@ from config.describe import ConfigSource
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from .client import SimpleClient, error_text, run_tool
+from .quotas_cli import is_quota_command, main as quotas_main
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -135,6 +136,8 @@ def _alter(client: SimpleClient, args) -> int:
 
 
 def main(argv) -> int:
+    if is_quota_command(argv):  # users, clients, ips: client quotas (quotas_cli.py)
+        return quotas_main(argv)
     p = argparse.ArgumentParser(prog="samsa configs",
                                 description="Describe or change topic and broker configs.")
     p.add_argument("--bootstrap-server", default="localhost:9092")

@@ -38,6 +38,7 @@ from .network import NetworkServer
 from .network.memory import RequestMemoryPool
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
+from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from storage import AppendOrigin
@@ -81,6 +82,7 @@ class BrokerServices:
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
     sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
         default_factory=lambda: SaslSettings({}))
+    quotas: ClientQuotas | None = None  # client quotas; set before the broker serves
 
 
 def advertised_apis() -> list:
@@ -244,7 +246,10 @@ class Broker:
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
-                              sasl=self.sasl)
+                              sasl=self.sasl,
+                              quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
+                                  cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
+                                  metrics))
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for

@@ -367,6 +367,14 @@ class BrokerConfig:
         "How long the broker's own acks=all appends (transaction markers) wait for "
         "replication before answering REQUEST_TIMED_OUT.")
 
+    # ------------------------------------------------------------ client quotas
+    quota_window_num: int = _key(
+        "quota.window.num", T.INT, 11, at_least(1),
+        "Samples a client quota's rate is measured over.")
+    quota_window_size_seconds: int = _key(
+        "quota.window.size.seconds", T.INT, 1, at_least(1),
+        "Length of each client quota sample.")
+
     # ------------------------------------------------------------ misc
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),
                                         "Follower lag before it leaves the ISR.")

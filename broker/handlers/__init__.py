@@ -5,6 +5,7 @@ None means no response at all (Produce with acks=0).
 """
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
@@ -73,6 +74,8 @@ HANDLERS = {
     75: handle_describe_topic_partitions,
     17: handle_sasl_handshake,
     36: handle_sasl_authenticate,
+    48: handle_describe_client_quotas,
+    49: handle_alter_client_quotas,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

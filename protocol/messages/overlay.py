@@ -86,4 +86,6 @@ SERVED = {
     "SaslAuthenticate": (36, 0, 2),
     "DescribeUserScramCredentials": (50, 0, 0),
     "AlterUserScramCredentials": (51, 0, 0),
+    "DescribeClientQuotas": (48, 0, 1),
+    "AlterClientQuotas": (49, 0, 1),
 }
