@@ -30,7 +30,9 @@ from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import BrokerEndpoint, EmbeddedMetadataStore, MetadataStore, PartitionMeta
+from .metadata.acl_store import open_acl_store
 from .metadata.zookeeper import ZooKeeperMetadataStore
+from .security.acl.service import AclService
 from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
@@ -78,6 +80,8 @@ class BrokerServices:
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
     sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
         default_factory=lambda: SaslSettings({}))
+    # ACLs (authorizer.class.name set); None: every request is allowed.
+    acls: AclService | None = None
 
 
 def advertised_apis() -> list:
@@ -229,11 +233,14 @@ class Broker:
             partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
             lambda: self._ensure_transaction_topic(topics),
             cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
+        acls = (AclService.from_config(cfg, open_acl_store(store))
+                if cfg.authorizer_class_name else None)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
-                              sasl=self.sasl)
+                              sasl=self.sasl,
+                              acls=acls)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for

@@ -3,6 +3,7 @@
 A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
 None means no response at all (Produce with acks=0).
 """
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
 from .configs import (handle_alter_configs, handle_describe_configs,
@@ -73,6 +74,9 @@ HANDLERS = {
     75: handle_describe_topic_partitions,
     17: handle_sasl_handshake,
     36: handle_sasl_authenticate,
+    29: handle_describe_acls,
+    30: handle_create_acls,
+    31: handle_delete_acls,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]
