@@ -85,3 +85,21 @@ def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
         return _EVERY_OPERATION[resource_type]
     return acls.authorizer.authorized_operations(ctx.conn.principal, ctx.conn.peer_host,
                                                  resource_type, name)
+
+
+def topic_checker(ctx, operation: AclOperation):
+    """``allowed(topic name) -> bool`` for one request, deciding each name once."""
+    if not enabled(ctx):
+        return _always
+    decided: dict[str, bool] = {}
+
+    def check(name: str) -> bool:
+        verdict = decided.get(name)
+        if verdict is None:
+            verdict = decided[name] = topic(ctx, operation, name)
+        return verdict
+    return check
+
+
+def _always(_name: str) -> bool:
+    return True
