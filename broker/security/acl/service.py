@@ -6,11 +6,14 @@ change notice reaches them.
 """
 from __future__ import annotations
 
+import logging
 from typing import Iterable
 
 from ...metadata.acl_store import AclStore
 from .authorizer import AclAuthorizer, parse_super_users
 from .model import AclBinding, AclBindingFilter, ResourcePattern
+
+log = logging.getLogger("broker.security.acl")
 
 
 class AclService:
@@ -26,7 +29,10 @@ class AclService:
                                         cfg.allow_everyone_if_no_acl_found))
 
     def _reload(self, pattern: ResourcePattern) -> None:
-        self.authorizer.set_resource(pattern, self.store.load(pattern))
+        entries = self.store.load(pattern)
+        self.authorizer.set_resource(pattern, entries)
+        # as Kafka's AclAuthorizer logs each change notice it processes
+        log.info("ACLs changed for %s: %d entries", pattern, len(entries))
 
     def add(self, bindings: Iterable[AclBinding]) -> None:
         """Blocking (ZooKeeper round trips): call off the event loop."""
