@@ -26,7 +26,8 @@ from typing import NamedTuple
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
-                                   AclPermissionType, AdminClient, ConfigResource,
+                                   AclPermissionType, AdminClient, AlterConfigOpType,
+                                   ConfigEntry, ConfigResource,
                                    NewPartitions, NewTopic, ResourcePatternType, ResourceType)
 from kafka import KafkaConsumer
 from kafka.admin import ACLFilter as PyAclFilter
@@ -43,6 +44,7 @@ from broker import acls_cli
 from broker.client import SimpleClient
 from protocol.messages import MetadataRequest
 from tests.integration.conftest import require_zookeeper
+from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 
@@ -293,14 +295,14 @@ def test_configs_need_describe_configs_and_alter_configs(acl_cluster):
     with pytest.raises(KafkaException) as e:
         admin.describe_configs([broker])[broker].result(30)
     assert _error_code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    change = ConfigResource(ConfigResource.Type.TOPIC, "conf",
-                            set_config={"retention.ms": "12345"})
+    change = ConfigResource(ConfigResource.Type.TOPIC, "conf", incremental_configs=[
+        ConfigEntry("retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as e:
-        admin.alter_configs([change])[change].result(30)
+        admin.incremental_alter_configs([change])[change].result(30)
     assert _error_code(e.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     env.grant("topic:conf", "AlterConfigs")   # implies DescribeConfigs
-    admin.alter_configs([change])[change].result(30)
+    admin.incremental_alter_configs([change])[change].result(30)
     described = admin.describe_configs([topic])[topic].result(30)
     assert described["retention.ms"].value == "12345"
 
@@ -431,3 +433,44 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
     assert [b for f in deleted.values() for b in f.result(30)] == [binding]
     wait_until(lambda: all(_describe_topic_on(b, "hidden") == 29 for b in env.cluster.brokers),
                10, "the deleted ACL gone on every broker")
+
+
+# ------------------------------------------------------------------ one broker, embedded store
+
+def test_embedded_store_keeps_acls_across_restarts(tmp_path):
+    """Without ZooKeeper the ACLs live in the embedded store's file; without an
+    authorizer the ACL APIs answer SECURITY_DISABLED."""
+    binding = AclBinding(ResourceType.GROUP, "g-", ResourcePatternType.PREFIXED, "User:alice",
+                         "*", AclOperation.READ, AclPermissionType.DENY)
+    plain = BrokerProcess(tmp_path / "plain").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+        with pytest.raises(KafkaException) as e:
+            admin.create_acls([binding])[binding].result(30)
+        assert _error_code(e.value) == KafkaError.SECURITY_DISABLED
+    finally:
+        plain.stop()
+
+    broker = BrokerProcess(tmp_path / "acls", overrides={
+        "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_acls([binding])[binding].result(30)
+        broker.stop()
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        found = admin.describe_acls(AclBindingFilter(
+            ResourceType.GROUP, "g-1", ResourcePatternType.MATCH, None, None,
+            AclOperation.ANY, AclPermissionType.ANY)).result(30)
+        assert found == [binding]
+    finally:
+        broker.stop()
+
+
+def test_unknown_authorizer_class_refuses_to_start(tmp_path):
+    broker = BrokerProcess(tmp_path, overrides={"authorizer.class.name": "com.example.Mine"},
+                           startup_timeout=20)
+    with pytest.raises(Exception):
+        broker.start()
+    assert "authorizer.class.name" in broker.log_path.read_text()
