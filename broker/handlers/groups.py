@@ -422,7 +422,9 @@ async def handle_offset_fetch(ctx, req):
     # v0-v1 cannot ask for "all" (topics is not nullable there)
     topics = req.topics if v >= 2 else (req.topics or [])
     if v == 0 and broker.zk_registry is not None:
-        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics)
+        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics) \
+            if authz.group(ctx, Op.DESCRIBE, req.group_id) \
+            else OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     else:
         res = await _fetch_group(ctx, req.group_id, topics, v >= 7 and req.require_stable)
     fetched = res.partitions

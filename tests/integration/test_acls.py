@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, TopicCollection,
+                             TopicPartition)
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    AclPermissionType, AdminClient, AlterConfigOpType,
                                    ConfigEntry, ConfigResource,
@@ -246,6 +247,14 @@ def test_metadata_hides_topics_and_refuses_auto_creation(acl_cluster):
     named = env.admin().list_topics("hidden", timeout=30).topics["hidden"]
     assert named.error is not None
     assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # authorized operations, as Kafka computes them from the ACLs
+    env.grant("topic:produce", "Read", "Write")
+    admin = env.admin()
+    described = admin.describe_topics(TopicCollection(["produce"]),
+                                      include_authorized_operations=True)["produce"].result(30)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}
 
     ghost = f"auto-{uuid.uuid4().hex[:6]}"
     env.grant(f"topic:{ghost}", "Describe")   # may describe, may not create
