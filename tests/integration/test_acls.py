@@ -195,8 +195,10 @@ def acl_cluster(request):
         # The topics the matrix works on, made while the principal may create.
         env.grant("cluster", "Create")
         admin = env.admin()
-        for f in admin.create_topics([NewTopic(t, 1, 1) for t in
-                                      ("produce", "hidden", "doomed", "conf")]).values():
+        replicas = min(3, cluster.size)
+        for f in admin.create_topics([NewTopic(t, 1, replicas if t == "replicated" else 1)
+                                      for t in ("produce", "hidden", "doomed", "conf",
+                                                "replicated")]).values():
             f.result(30)
         env.grant("cluster", "Create", remove=True)
         yield env
@@ -268,6 +270,25 @@ def test_produce_and_fetch_need_write_and_read(acl_cluster):
 
     env.grant("topic:produce", "Read")
     assert _consume_all(env, "produce") == [b"allowed"]   # the refused record was never written
+
+
+def test_followers_fetch_with_cluster_action(acl_cluster):
+    """Brokers replicate as ANONYMOUS with ClusterAction: every replica gets the records."""
+    env = acl_cluster
+    env.grant("topic:replicated", "Write")
+    producer = env.producer(acks="all")
+    outcome = []
+    for i in range(10):
+        producer.produce("replicated", b"r%d" % i, on_delivery=lambda e, _m: outcome.append(e))
+    producer.flush(30)
+    assert outcome == [None] * 10
+    replicas = env.cluster.assignment("replicated")["partitions"][0]
+    assert len(replicas) == min(3, env.cluster.size)
+    for broker_id in replicas:
+        segment = (env.cluster.broker(broker_id).data_dir / "replicated-0"
+                   / "00000000000000000000.log")
+        wait_until(lambda: segment.exists() and segment.stat().st_size > 0, 30,
+                   f"the records on broker {broker_id}")
 
 
 # ------------------------------------------------------------------ metadata
@@ -479,6 +500,10 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
     assert [b for f in deleted.values() for b in f.result(30)] == [binding]
     wait_until(lambda: all(_describe_topic_on(env, b, "hidden") == 29 for b in brokers),
                10, "the deleted ACL gone on every broker")
+    if env.who.client_config:   # SASL: admin is in super.users and needs no ACL
+        superuser = AdminClient({"bootstrap.servers": env.bootstrap, **env.who.client_config,
+                                 "sasl.username": "admin", "sasl.password": "admin-secret"})
+        assert superuser.list_topics("hidden", timeout=30).topics["hidden"].error is None
 
 
 # ------------------------------------------------------------------ one broker, embedded store
