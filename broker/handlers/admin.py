@@ -61,10 +61,13 @@ def _create_topics(ctx, req):
             if meta is not None:
                 result.topic_id = meta.topic_id
                 created.append(result)
-            result.configs = [
-                R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
-                                        config_source=e.source, is_sensitive=e.is_sensitive)
-                for e in describe_topic_config(topics.config, configs)]
+            if authz.topic(ctx, Op.DESCRIBE_CONFIGS, t.name):
+                result.configs = [
+                    R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                            config_source=e.source, is_sensitive=e.is_sensitive)
+                    for e in describe_topic_config(topics.config, configs)]
+            else:  # created, but its configs are not this client's to see (as Kafka)
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except TopicError as e:
             result.error_code, result.error_message = e.code, e.message
         results.append(result)

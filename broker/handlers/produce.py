@@ -142,7 +142,9 @@ async def handle_produce(ctx, req):
                and not authz.transactional_id(ctx, Op.WRITE, req.transactional_id) else None)
     may_write = authz.topic_checker(ctx, Op.WRITE)
     if refused is None:
-        topics = [(t, meta, missing) if may_write(meta.name if meta else t.name or "")
+        # by name (before v13), even a missing topic is checked: its absence is no answer
+        topics = [(t, meta, missing) if (meta is None and version >= 13) or may_write(
+                      meta.name if meta is not None else t.name)
                   else (t, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                   for t, meta, missing in topics]
     verdicts = {}
