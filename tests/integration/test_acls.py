@@ -29,9 +29,10 @@ from typing import NamedTuple
 import pytest
 from confluent_kafka import (Consumer, KafkaError, KafkaException, Producer, TopicCollection,
                              TopicPartition)
+from confluent_kafka import ElectionType
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
                                    AclPermissionType, AdminClient, AlterConfigOpType,
-                                   ConfigEntry, ConfigResource,
+                                   ConfigEntry, ConfigResource, OffsetSpec,
                                    NewPartitions, NewTopic, ResourcePatternType, ResourceType)
 from kafka import KafkaConsumer
 from kafka.admin import ACLFilter as PyAclFilter
@@ -402,6 +403,43 @@ def _group_request(group: str):
     return ConsumerGroupTopicPartitions(group, [TopicPartition("produce", 0)])
 
 
+# ------------------------------------------------------------------ offsets, groups, cluster admin
+
+def test_offsets_groups_and_cluster_admin_refusals(acl_cluster):
+    env = acl_cluster
+    admin = env.admin()
+    env.grant("topic:produce", "Read", "Write")
+    # (ListOffsets needs Describe, as Metadata does: a client refused one never gets to the other)
+    produce = TopicPartition("produce", 0)
+    assert _produce(env, "produce", b"kept") is None
+    end = admin.list_offsets({produce: OffsetSpec.latest()})[produce].result(30).offset
+    assert end >= 1
+    cut = TopicPartition("produce", 0, 1)
+    with pytest.raises(KafkaException) as e:   # DeleteRecords needs Delete
+        admin.delete_records([cut])[cut].result(30)
+    assert _error_code(e.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    start = admin.list_offsets({produce: OffsetSpec.earliest()})[produce].result(30).offset
+    assert start == 0                           # nothing was deleted
+
+    with pytest.raises(KafkaException) as e:   # DescribeGroups needs Describe on the group
+        admin.describe_consumer_groups(["other-team"])["other-team"].result(30)
+    assert _error_code(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as e:   # DeleteGroups needs Delete on it
+        admin.delete_consumer_groups(["other-team"])["other-team"].result(30)
+    assert _error_code(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+    with pytest.raises(KafkaException) as e:   # ElectLeaders needs Alter on the cluster
+        admin.elect_leaders(ElectionType.PREFERRED, [produce]).result(30)
+    assert _error_code(e.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    py_admin = KafkaAdminClient(bootstrap_servers=env.bootstrap, **env.who.kafka_python)
+    try:   # DescribeLogDirs needs Describe on the cluster
+        dirs = py_admin.describe_log_dirs()
+    finally:
+        py_admin.close()
+    # (kafka-python keeps no top-level error: a refused broker lists no log dir at all)
+    assert len(dirs) == env.cluster.size and all(d["log_dirs"] == [] for d in dirs), dirs
+
+
 # ------------------------------------------------------------------ transactions
 
 def test_transactional_id_needs_write(acl_cluster):
@@ -500,6 +538,7 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
     assert [b for f in deleted.values() for b in f.result(30)] == [binding]
     wait_until(lambda: all(_describe_topic_on(env, b, "hidden") == 29 for b in brokers),
                10, "the deleted ACL gone on every broker")
+    env.grant("cluster", "Alter", "Describe", remove=True)   # as the other tests expect
     if env.who.client_config:   # SASL: admin is in super.users and needs no ACL
         superuser = AdminClient({"bootstrap.servers": env.bootstrap, **env.who.client_config,
                                  "sasl.username": "admin", "sasl.password": "admin-secret"})
