@@ -68,6 +68,18 @@ class Principal(NamedTuple):
     client_config: dict   # what a librdkafka client sets to be this principal
     kafka_python: dict    # ... and a kafka-python client
 
+    def java_properties(self, flag: str) -> list[str]:
+        """The Java client's properties, as ``flag key=value`` arguments."""
+        props = {}
+        if self.client_config:
+            c = self.client_config
+            props = {"security.protocol": c["security.protocol"],
+                     "sasl.mechanism": c["sasl.mechanism"],
+                     "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule"
+                                         f' required username="{c["sasl.username"]}"'
+                                         f' password="{c["sasl.password"]}";'}
+        return [a for k, v in props.items() for a in (flag, f"{k}={v}")]
+
 
 # alice authenticates with SASL PLAIN on a SASL_PLAINTEXT listener (one broker:
 # brokers cannot yet talk to each other on another listener than their only one)
@@ -199,7 +211,7 @@ def acl_cluster(request):
         replicas = min(3, cluster.size)
         for f in admin.create_topics([NewTopic(t, 1, replicas if t == "replicated" else 1)
                                       for t in ("produce", "hidden", "doomed", "conf",
-                                                "replicated")]).values():
+                                                "replicated", "java")]).values():
             f.result(30)
         env.grant("cluster", "Create", remove=True)
         yield env
@@ -271,6 +283,22 @@ def test_produce_and_fetch_need_write_and_read(acl_cluster):
 
     env.grant("topic:produce", "Read")
     assert _consume_all(env, "produce") == [b"allowed"]   # the refused record was never written
+
+
+def test_java_client_refused_then_allowed(acl_cluster, java_tools):
+    env = acl_cluster
+    env.grant("topic:java", "Describe")
+    props = env.who.java_properties("--producer-property")
+    # not idempotent: with no Write anywhere an idempotent producer is refused earlier,
+    # at InitProducerId (ClusterAuthorizationException, KIP-679), as by Kafka
+    refused = java_tools.produce(env.bootstrap, "java", ["refused"], *props,
+                                 "--producer-property", "enable.idempotence=false", timeout=90)
+    assert refused.rc != 0, refused
+    assert "TopicAuthorizationException" in refused.stderr, refused.stderr
+    env.grant("topic:java", "Write")
+    java_tools.produce(env.bootstrap, "java", ["allowed"], *props, timeout=90).check()
+    env.grant("topic:java", "Read")
+    assert _consume_all(env, "java") == [b"allowed"]
 
 
 def test_followers_fetch_with_cluster_action(acl_cluster):
