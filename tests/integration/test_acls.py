@@ -575,9 +575,10 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
 
 # ------------------------------------------------------------------ one broker, embedded store
 
-def test_embedded_store_keeps_acls_across_restarts(tmp_path):
+def test_embedded_store_keeps_acls_across_restarts(tmp_path, capsys):
     """Without ZooKeeper the ACLs live in the embedded store's file; without an
-    authorizer the ACL APIs answer SECURITY_DISABLED."""
+    authorizer the ACL APIs answer SECURITY_DISABLED; `samsa acls` over the
+    wire prints what kafka-acls prints."""
     binding = AclBinding(ResourceType.GROUP, "g-", ResourcePatternType.PREFIXED, "User:alice",
                          "*", AclOperation.READ, AclPermissionType.DENY)
     plain = BrokerProcess(tmp_path / "plain").start()
@@ -593,8 +594,15 @@ def test_embedded_store_keeps_acls_across_restarts(tmp_path):
         "authorizer.class.name": "kafka.security.auth.SimpleAclAuthorizer",
         "allow.everyone.if.no.acl.found": "true"}).start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_acls([binding])[binding].result(30)
+        capsys.readouterr()
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--add",
+                              "--deny-principal", "User:alice", "--operation", "Read",
+                              "--group", "g-", "--resource-pattern-type", "prefixed"]) == 0
+        pattern = "ResourcePattern(resourceType=GROUP, name=g-, patternType=PREFIXED)"
+        entry = "(principal=User:alice, host=*, operation=READ, permissionType=DENY)"
+        assert capsys.readouterr().out == (
+            f"Adding ACLs for resource `{pattern}`: \n \t{entry} \n\n"
+            f"Current ACLs for resource `{pattern}`: \n \t{entry} \n\n")
         broker.stop()
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -602,6 +610,16 @@ def test_embedded_store_keeps_acls_across_restarts(tmp_path):
             ResourceType.GROUP, "g-1", ResourcePatternType.MATCH, None, None,
             AclOperation.ANY, AclPermissionType.ANY)).result(30)
         assert found == [binding]
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--remove", "--force",
+                              "--group", "g-", "--resource-pattern-type", "prefixed"]) == 0
+        assert admin.describe_acls(AclBindingFilter(
+            ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+            AclOperation.ANY, AclPermissionType.ANY)).result(30) == []
+        capsys.readouterr()
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--add",
+                              "--allow-principal", "alice", "--topic", "t"]) == 1
+        assert capsys.readouterr().err == (
+            "samsa acls: Invalid principal 'alice': expected <type>:<name>, e.g. User:alice\n")
     finally:
         broker.stop()
 
