@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+import time
 from typing import Callable
 
 from kazoo.client import KazooClient
@@ -25,6 +26,7 @@ from .store import MetadataStore, MetadataUnavailableError
 log = logging.getLogger("broker.metadata.acls")
 
 Entries = frozenset[AccessControlEntry]
+NOTICE_EXPIRY_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 Change = Callable[[Entries], Entries]
 
 
@@ -107,6 +109,11 @@ class ZooKeeperAclStore(AclStore):
             zk.ensure_path(path)
         for root in (L.LITERAL_CHANGES, L.EXTENDED_CHANGES):
             self._seen[root] = set(zk.get_children(root))
+            for child in self._seen[root]:   # what earlier brokers left behind
+                try:
+                    self._purge_if_old(f"{root}/{child}", zk.exists(f"{root}/{child}").ctime)
+                except (NoNodeError, AttributeError):  # gone meanwhile (exists: None)
+                    pass
             zk.ChildrenWatch(root, lambda children, root=root: self._on_changes(root, children))
 
     def _on_changes(self, root: str, children: list[str]) -> bool:
@@ -116,7 +123,9 @@ class ZooKeeperAclStore(AclStore):
         for child in new:
             path = f"{root}/{child}"
             try:
-                pattern = L.decode_change(root, self.zk.get(path)[0])
+                data, stat = self.zk.get(path)
+                self._purge_if_old(path, stat.ctime)
+                pattern = L.decode_change(root, data)
             except NoNodeError:
                 continue
             except (ValueError, KeyError, TypeError) as e:
@@ -128,6 +137,15 @@ class ZooKeeperAclStore(AclStore):
                 except Exception:  # noqa: BLE001 - one listener must not starve the others
                     log.exception("ACL change listener failed")
         return not self._closed
+
+    def _purge_if_old(self, path: str, created_ms: int) -> None:
+        """Kafka's brokers delete change notices older than 15 minutes (every
+        broker has long since read them); so do we, or they would pile up."""
+        if time.time() * 1000 - created_ms > NOTICE_EXPIRY_MS:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
 
     def load_all(self) -> dict[ResourcePattern, Entries]:
         out = {}

@@ -652,3 +652,14 @@ def test_concurrent_writers_to_one_resource_lose_nothing(acl_cluster):
     assert stores[0].load(pattern) == frozenset(entries)
     for s in stores:
         s.close()
+
+
+def test_old_change_notices_are_purged(acl_cluster, monkeypatch):
+    """As Kafka's brokers do after 15 minutes (here: at once)."""
+    from broker.metadata import acl_store
+    zk = acl_cluster.cluster.zk_client()
+    assert zk.get_children("/kafka-acl-changes")
+    monkeypatch.setattr(acl_store, "NOTICE_EXPIRY_MS", -1)
+    acl_store.ZooKeeperAclStore(acl_cluster.cluster.zk_client(new=True)).close()
+    assert zk.get_children("/kafka-acl-changes") == []
+    assert zk.get_children("/kafka-acl-extended-changes") == []
