@@ -32,10 +32,7 @@ log = logging.getLogger("broker.handlers.groups")
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
-NO_AUTHORIZED_OPERATIONS = -2**31
-# Every classic-group operation a describing client could ask about, as Kafka's
-# AclOperation bit set (READ=3, DESCRIBE=8, DELETE=6): we have no authorizer, so all.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 
 
 def _client_host(ctx) -> str:
