@@ -156,3 +156,24 @@ def test_zookeeper_encoding_is_kafkas():
                                                 "name": "a.", "patternType": "PREFIXED"}
     assert L.decode_change(L.LITERAL_CHANGES, b"Topic:orders") == RP(RT.TOPIC, "orders")
     assert L.decode_change(L.EXTENDED_CHANGES, L.encode_change(pre)) == pre
+
+
+def test_a_remembered_decision_follows_a_change():
+    a = authz({})
+    assert not can(a, ALICE, Op.READ)
+    a.set_resource(RP(RT.TOPIC, "orders"), {allow("User:alice", Op.READ)})
+    assert can(a, ALICE, Op.READ)
+    a.set_resource(RP(RT.TOPIC, "ord", PT.PREFIXED), {deny("User:*", Op.READ)})
+    assert not can(a, ALICE, Op.READ)
+    a.replace_all({})
+    assert not can(a, ALICE, Op.READ) and not can(a, ALICE, Op.WRITE)
+
+
+def test_many_prefixed_acls_are_looked_up_by_prefix():
+    acls = {RP(RT.TOPIC, f"p{i}-", PT.PREFIXED): {allow("User:alice", Op.READ)}
+            for i in range(100)}
+    acls[RP(RT.TOPIC, "p7", PT.PREFIXED)] = {deny("User:alice", Op.READ)}
+    a = authz(acls)
+    assert can(a, ALICE, Op.READ, name="p8-x")
+    assert not can(a, ALICE, Op.READ, name="p7-x")   # both p7 and p7- apply: deny wins
+    assert not can(a, ALICE, Op.READ, name="q1-x")

@@ -41,6 +41,7 @@ _IMPLIED_BY = {
 }
 
 Acls = Mapping[ResourcePattern, frozenset[AccessControlEntry]]
+_MAX_DECISIONS = 100_000  # remembered answers, forgotten all at once beyond that
 
 
 def parse_super_users(value: str | None) -> frozenset[str]:
@@ -57,7 +58,8 @@ class AclAuthorizer:
         self.allow_if_no_acls = allow_if_no_acls
         self._lock = threading.Lock()  # one replacement of the snapshot at a time
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        self._prefixed: dict[ResourceType, tuple[ResourcePattern, ...]] = {}
+        self._prefixed: dict[ResourceType, frozenset[str]] = {}  # prefixed names by type
+        self._decisions: dict[tuple, bool] = {}
         self.replace_all(acls or {})
 
     # ------------------------------------------------------------ the cache
@@ -79,15 +81,16 @@ class AclAuthorizer:
             self._install(acls)
 
     def _install(self, acls: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        prefixed: dict[ResourceType, list[ResourcePattern]] = {}
+        prefixed: dict[ResourceType, set[str]] = {}
         for pattern in acls:
             if pattern.pattern_type == PatternType.PREFIXED:
-                prefixed.setdefault(pattern.resource_type, []).append(pattern)
+                prefixed.setdefault(pattern.resource_type, set()).add(pattern.name)
         # readers take both attributes without the lock; the prefix index may
         # lag the ACLs by one assignment, which at worst misses a change that
         # is being made at the same moment
         self._acls = acls
-        self._prefixed = {t: tuple(ps) for t, ps in prefixed.items()}
+        self._prefixed = {t: frozenset(ps) for t, ps in prefixed.items()}
+        self._decisions = {}  # every decision made under the old ACLs is void
 
     def bindings(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
         flt = flt or AclBindingFilter()
@@ -102,9 +105,15 @@ class AclAuthorizer:
         for pattern in (ResourcePattern(resource_type, name),
                         ResourcePattern(resource_type, WILDCARD_RESOURCE)):
             found.extend(acls.get(pattern, ()))
-        for pattern in self._prefixed.get(resource_type, ()):
-            if name.startswith(pattern.name):
-                found.extend(acls.get(pattern, ()))
+        prefixed = self._prefixed.get(resource_type)
+        if prefixed:
+            if len(prefixed) <= len(name):
+                candidates = [p for p in prefixed if name.startswith(p)]
+            else:  # many prefixed ACLs: look up each prefix of the name instead
+                candidates = [name[:i] for i in range(1, len(name) + 1) if name[:i] in prefixed]
+            for prefix in candidates:
+                found.extend(acls.get(ResourcePattern(resource_type, prefix, PatternType.PREFIXED),
+                                      ()))
         return found
 
     def is_super_user(self, principal: KafkaPrincipal) -> bool:
@@ -112,6 +121,21 @@ class AclAuthorizer:
 
     def authorize(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
                   resource_type: ResourceType, name: str) -> bool:
+        # Every Produce and Fetch asks the same few questions: remember the
+        # answers until the ACLs change (_install starts a new dict; a reader
+        # holding the old one may store one stale answer there, never read again).
+        key = (principal, host, operation, resource_type, name)
+        decisions = self._decisions
+        verdict = decisions.get(key)
+        if verdict is None:
+            if len(decisions) >= _MAX_DECISIONS:
+                decisions.clear()
+            verdict = decisions[key] = self._decide(principal, host, operation,
+                                                    resource_type, name)
+        return verdict
+
+    def _decide(self, principal: KafkaPrincipal, host: str, operation: AclOperation,
+                resource_type: ResourceType, name: str) -> bool:
         if self.is_super_user(principal):
             return True
         entries = self._matching(resource_type, name)
