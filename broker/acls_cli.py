@@ -4,7 +4,7 @@
         --operation Read --operation Describe --topic orders
     samsa acls --bootstrap-server H:P --add --allow-principal User:bob --producer \\
         --topic out- --resource-pattern-type prefixed
-    samsa acls --bootstrap-server H:P --list [--topic orders]
+    samsa acls --bootstrap-server H:P --list [--topic orders] [--principal User:alice]
     samsa acls --bootstrap-server H:P --remove --force --topic orders
     samsa acls --authorizer-properties zookeeper.connect=H:P --add ...   (ZooKeeper directly)
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import argparse
+import dataclasses
 import itertools
 import sys
 from typing import Iterable
@@ -302,7 +303,12 @@ def _run(backend: AclBackend, args) -> int:
         _list(backend, filters)
     else:
         pattern_type = _pattern_type(args.resource_pattern_type, adding=False)
-        _list(backend, _filters(args, pattern_type))
+        filters = _filters(args, pattern_type)
+        if not args.principal:
+            _list(backend, filters)
+        for principal in args.principal or ():
+            print(f"ACLs for principal `{principal}`")
+            _list(backend, [dataclasses.replace(f, principal=principal) for f in filters])
     return 0
 
 
@@ -330,6 +336,7 @@ def main(argv) -> int:
     p.add_argument("--consumer", action="store_true")
     p.add_argument("--idempotent", action="store_true")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--principal", action="append", help="with --list: only this principal's")
     args = p.parse_args(argv)
     if args.authorizer_properties:
         props = dict(kv.partition("=")[::2] for kv in args.authorizer_properties)

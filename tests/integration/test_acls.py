@@ -610,6 +610,13 @@ def test_embedded_store_keeps_acls_across_restarts(tmp_path, capsys):
             ResourceType.GROUP, "g-1", ResourcePatternType.MATCH, None, None,
             AclOperation.ANY, AclPermissionType.ANY)).result(30)
         assert found == [binding]
+        capsys.readouterr()
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--list",
+                              "--principal", "User:bob", "--principal", "User:alice"]) == 0
+        assert capsys.readouterr().out == (
+            "ACLs for principal `User:bob`\n"
+            "ACLs for principal `User:alice`\n"
+            f"Current ACLs for resource `{pattern}`: \n \t{entry} \n\n")
         assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--remove", "--force",
                               "--group", "g-", "--resource-pattern-type", "prefixed"]) == 0
         assert admin.describe_acls(AclBindingFilter(
