@@ -424,6 +424,12 @@ def test_groups_need_read_on_the_group_and_deny_wins(acl_cluster):
     admin = env.admin()  # kept: futures fail once their client is collected
     offsets = admin.list_consumer_group_offsets([_group_request("team-a")])["team-a"].result(30)
     assert [(tp.topic, tp.offset) for tp in offsets.topic_partitions] == [("produce", 1)]
+    # OffsetFetch of a topic the principal may not describe: refused for that topic
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    asked = ConsumerGroupTopicPartitions("team-a", [TopicPartition("hidden", 0)])
+    offsets = admin.list_consumer_group_offsets([asked])["team-a"].result(30)
+    assert [tp.error.code() for tp in offsets.topic_partitions] == [
+        KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
 def _group_request(group: str):
