@@ -7,32 +7,13 @@ AuthorizableRequestContext gives them.
 """
 from __future__ import annotations
 
-from typing import Iterable, TypeVar
-
-from protocol.errors import ErrorCode
-
 from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.acl.model import OPERATIONS_BY_RESOURCE
 
 Op = AclOperation
-T = TypeVar("T")
 
-# Kafka's error for a refused operation, by the kind of resource refused.
-DENIED_ERROR = {
-    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
-    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    ResourceType.DELEGATION_TOKEN: ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
-}
 # What the authorized-operations fields hold when nobody asked for them.
 NOT_REQUESTED = -2147483648
-# ... and, with no authorizer, every operation Kafka defines for the type.
-_EVERY_OPERATION = {
-    ResourceType.TOPIC: sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11)),
-    ResourceType.GROUP: sum(1 << op for op in (3, 6, 8)),
-    ResourceType.CLUSTER: sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)),
-}
-
 
 def enabled(ctx) -> bool:
     return getattr(ctx.broker, "acls", None) is not None
@@ -72,17 +53,12 @@ def any_of_type(ctx, operation: AclOperation, resource_type: ResourceType) -> bo
                                                  operation, resource_type)
 
 
-def topics_allowed(ctx, operation: AclOperation, names: Iterable[str]) -> set[str]:
-    """The subset of ``names`` the connection may do ``operation`` on."""
-    return {n for n in names if topic(ctx, operation, n)}
-
-
 def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
     """The bit field of Metadata's, DescribeGroups' and DescribeCluster's
     authorized operations fields."""
     acls = getattr(ctx.broker, "acls", None)
-    if acls is None:
-        return _EVERY_OPERATION[resource_type]
+    if acls is None:  # every operation Kafka defines for the type
+        return sum(1 << op for op in OPERATIONS_BY_RESOURCE[resource_type])
     return acls.authorizer.authorized_operations(ctx.conn.principal, ctx.conn.peer_host,
                                                  resource_type, name)
 
