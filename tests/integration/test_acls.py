@@ -345,6 +345,25 @@ def test_metadata_hides_topics_and_refuses_auto_creation(acl_cluster):
     assert ghost not in _topics_in_zookeeper(env)
 
 
+def test_a_deny_for_the_client_host_wins(acl_cluster):
+    """Hosts are matched against the client's address, as Kafka matches them."""
+    env = acl_cluster
+    env.zk_acls("--add", "--allow-principal", env.who.name, "--operation", "Describe",
+                "--topic", "conf", waits_for=["TOPIC:conf"])
+    assert env.admin().list_topics("conf", timeout=30).topics["conf"].error is None
+    env.zk_acls("--add", "--deny-principal", env.who.name, "--deny-host", "10.9.9.9",
+                "--operation", "Describe", "--topic", "conf", waits_for=["TOPIC:conf"])
+    assert env.admin().list_topics("conf", timeout=30).topics["conf"].error is None
+    env.zk_acls("--add", "--deny-principal", env.who.name, "--deny-host", "127.0.0.1",
+                "--operation", "Describe", "--topic", "conf", waits_for=["TOPIC:conf"])
+    error = env.admin().list_topics("conf", timeout=30).topics["conf"].error
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    env.zk_acls("--remove", "--deny-principal", env.who.name, "--deny-host", "127.0.0.1",
+                "--deny-host", "10.9.9.9", "--operation", "Describe", "--topic", "conf",
+                waits_for=["TOPIC:conf"])
+    assert env.admin().list_topics("conf", timeout=30).topics["conf"].error is None
+
+
 # ------------------------------------------------------------------ topic admin
 
 def test_topic_admin_needs_create_delete_alter(acl_cluster):
