@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -48,6 +48,10 @@ class AclStore(abc.ABC):
     def on_change(self, listener: Callable[[ResourcePattern], None]) -> None:
         """``listener(pattern)`` after a pattern's ACLs changed here or on
         another broker (ZooKeeper: on its event thread; keep it short)."""
+
+    def on_reload(self, listener: Callable[[], None]) -> None:
+        """``listener()`` when changes may have been missed (a new ZooKeeper
+        session): read everything again."""
 
     def close(self) -> None:
         pass
@@ -102,8 +106,11 @@ class ZooKeeperAclStore(AclStore):
     def __init__(self, zk: KazooClient) -> None:
         self.zk = zk
         self._listeners: list[Callable[[ResourcePattern], None]] = []
+        self._reload_listeners: list[Callable[[], None]] = []
         self._seen: dict[str, set[str]] = {}
         self._closed = False
+        self._session_lost = False
+        zk.add_listener(self._on_state)
         for path in (L.LITERAL_ACLS, L.acl_root(PatternType.PREFIXED),
                      L.LITERAL_CHANGES, L.EXTENDED_CHANGES):
             zk.ensure_path(path)
@@ -206,8 +213,29 @@ class ZooKeeperAclStore(AclStore):
     def on_change(self, listener: Callable[[ResourcePattern], None]) -> None:
         self._listeners.append(listener)
 
+    def on_reload(self, listener: Callable[[], None]) -> None:
+        self._reload_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:
+        # Notices written while the session was gone may have been purged
+        # since: after a new session, read every ACL again (as Kafka's
+        # AclAuthorizer reloads its cache). Not on kazoo's state thread.
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
+            self._session_lost = False
+            self.zk.handler.spawn(self._reload_all)
+
+    def _reload_all(self) -> None:
+        for listener in list(self._reload_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - ZooKeeper may be gone again; logged
+                log.exception("reloading the ACLs after a new ZooKeeper session failed")
+
     def close(self) -> None:
         self._closed = True
+        self.zk.remove_listener(self._on_state)
 
 
 def open_acl_store(store: MetadataStore) -> AclStore:

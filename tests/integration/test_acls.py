@@ -211,7 +211,7 @@ def acl_cluster(request):
         replicas = min(3, cluster.size)
         for f in admin.create_topics([NewTopic(t, 1, replicas if t == "replicated" else 1)
                                       for t in ("produce", "hidden", "doomed", "conf",
-                                                "replicated", "java")]).values():
+                                                "replicated", "java", "resumed")]).values():
             f.result(30)
         env.grant("cluster", "Create", remove=True)
         yield env
@@ -686,10 +686,36 @@ def test_concurrent_writers_to_one_resource_lose_nothing(acl_cluster):
         s.close()
 
 
+def test_a_broker_back_from_a_lost_session_reads_every_acl_again(acl_cluster, monkeypatch):
+    """A change made while a broker's ZooKeeper session was gone, whose notice
+    was purged meanwhile, still reaches it: a new session reloads everything."""
+    from broker.metadata import acl_store
+    env = acl_cluster
+    last = env.cluster.size - 1
+    broker = env.cluster.broker(last)
+    assert _describe_topic_on(env, broker, "resumed") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    env.cluster.pause(last)
+    try:
+        wait_until(lambda: last not in env.cluster.registered_ids(), 30,
+                   f"broker {last}'s session to expire")
+        env.zk_acls("--add", "--allow-principal", env.who.name, "--operation", "Describe",
+                    "--topic", "resumed")
+        monkeypatch.setattr(acl_store, "NOTICE_EXPIRY_MS", -1)   # purge every notice now
+        acl_store.ZooKeeperAclStore(env.cluster.zk_client(new=True)).close()
+        assert env.cluster.zk_client().get_children("/kafka-acl-changes") == []
+    finally:
+        env.cluster.resume(last)
+    env.cluster.wait_until_registered([last])
+    wait_until(lambda: _describe_topic_on(env, broker, "resumed") == 0, 30,
+               f"broker {last} to see the ACL")
+
+
 def test_old_change_notices_are_purged(acl_cluster, monkeypatch):
     """As Kafka's brokers do after 15 minutes (here: at once)."""
     from broker.metadata import acl_store
     zk = acl_cluster.cluster.zk_client()
+    acl_cluster.zk_acls("--add", "--allow-principal", "User:nobody", "--topic", "purge-me",
+                        waits_for=["TOPIC:purge-me"])
     assert zk.get_children("/kafka-acl-changes")
     monkeypatch.setattr(acl_store, "NOTICE_EXPIRY_MS", -1)
     acl_store.ZooKeeperAclStore(acl_cluster.cluster.zk_client(new=True)).close()

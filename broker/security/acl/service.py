@@ -21,6 +21,7 @@ class AclService:
         self.store = store
         self.authorizer = authorizer
         store.on_change(self._reload)
+        store.on_reload(lambda: authorizer.replace_all(store.load_all()))
         authorizer.replace_all(store.load_all())
 
     @classmethod
