@@ -166,19 +166,21 @@ async def handle_leave_group(ctx, req):
 async def handle_describe_groups(ctx, req):
     v = ctx.version
     R = DescribeGroupsResponse
-    may = [g for g in req.groups if authz.group(ctx, Op.DESCRIBE, g)]
-    described = {d.group_id: d for d in await ctx.broker.groups.describe_groups(
-        may, unknown_is_error=v >= 6)} if may else {}
+    allowed = [authz.group(ctx, Op.DESCRIBE, g) for g in req.groups]
+    may = [g for g, ok in zip(req.groups, allowed) if ok]
+    # one answer per group asked about, in order
+    described = iter(await ctx.broker.groups.describe_groups(
+        may, unknown_is_error=v >= 6) if may else ())
     with_ops = v >= 3 and req.include_authorized_operations
     groups = []
-    for group_id in req.groups:
-        d = described.get(group_id)
-        if d is None:
+    for group_id, ok in zip(req.groups, allowed):
+        if not ok:
             groups.append(R.DescribedGroup(
                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
                 group_id=group_id, group_state="", protocol_type="", protocol_data="",
                 members=[], authorized_operations=NO_AUTHORIZED_OPERATIONS))
             continue
+        d = next(described)
         ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id) if with_ops \
             else NO_AUTHORIZED_OPERATIONS
         msg = None
