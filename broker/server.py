@@ -31,7 +31,9 @@ from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
+from .metadata.acl_store import open_acl_store
 from .metadata.zookeeper import ZooKeeperMetadataStore
+from .security.acl.service import AclService
 from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
@@ -83,6 +85,8 @@ class BrokerServices:
     sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
         default_factory=lambda: SaslSettings({}))
     quotas: ClientQuotas | None = None  # client quotas; set before the broker serves
+    # ACLs (authorizer.class.name set); None: every request is allowed.
+    acls: AclService | None = None
 
 
 def advertised_apis() -> list:
@@ -242,6 +246,8 @@ class Broker:
             partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
             lambda: self._ensure_transaction_topic(topics),
             cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
+        acls = (AclService.from_config(cfg, open_acl_store(store))
+                if cfg.authorizer_class_name else None)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
@@ -249,7 +255,8 @@ class Broker:
                               sasl=self.sasl,
                               quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
                                   cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
-                                  metrics))
+                                  metrics),
+                              acls=acls)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for

@@ -43,6 +43,11 @@ DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL
 # The one replica selector Kafka ships (KIP-392); samsa implements its rules
 # itself, so it is the only value replica.selector.class takes.
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# authorizer.class.name values that turn on ACLs (Kafka's ZooKeeper-era class,
+# its predecessor, and KRaft's): the rules are AclAuthorizer's in every case.
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
+                          "kafka.security.auth.SimpleAclAuthorizer",
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 # Hosts a client cannot connect to: advertise "localhost" instead so local clients work.
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
@@ -414,6 +419,17 @@ class BrokerConfig:
         OneOf((RACK_AWARE_REPLICA_SELECTOR,), allow_none=True),
         "KIP-392: how a leader picks the replica a rack-aware consumer reads from; "
         "unset: consumers read from leaders.")
+    # ------------------------------------------------------------ authorization (ACLs)
+    authorizer_class_name: str = _key(
+        "authorizer.class.name", T.STRING, "", OneOf(("",) + AUTHORIZER_CLASS_NAMES),
+        "Turns on ACL authorization with Kafka's AclAuthorizer rules (any of Kafka's "
+        "authorizer class names); empty: every request is allowed.")
+    super_users: str | None = _key(
+        "super.users", T.STRING, None, None,
+        "Principals allowed everything, separated by semicolons (User:admin;User:broker).")
+    allow_everyone_if_no_acl_found: bool = _key(
+        "allow.everyone.if.no.acl.found", T.BOOLEAN, False, None,
+        "With an authorizer: allow an operation on a resource no ACL applies to.")
     metrics_port: int = _key(
         "metrics.port", T.INT, 0, between(0, 65535),
         "samsa: port of the Prometheus /metrics HTTP endpoint; 0 = disabled.")

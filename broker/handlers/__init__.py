@@ -3,6 +3,7 @@
 A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
 None means no response at all (Produce with acks=0).
 """
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
 from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
@@ -76,6 +77,9 @@ HANDLERS = {
     36: handle_sasl_authenticate,
     48: handle_describe_client_quotas,
     49: handle_alter_client_quotas,
+    29: handle_describe_acls,
+    30: handle_create_acls,
+    31: handle_delete_acls,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

@@ -16,6 +16,8 @@ from protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasRes
 from ..metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
 from ..quotas.entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
                                PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE)
+from . import authz
+from .authz import Op
 from .context import off_loop
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -145,6 +147,9 @@ def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, floa
 
 async def handle_describe_client_quotas(ctx, req):
     R = DescribeClientQuotasResponse
+    if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message=None, entries=None)
     try:
         found = await off_loop(describe, ctx.broker.store, req.components or [], req.strict)
     except QuotaRequestError as e:
@@ -187,12 +192,16 @@ def alter_one(store, pairs, ops, validate_only: bool) -> None:
 async def handle_alter_client_quotas(ctx, req):
     R = AlterClientQuotasResponse
     store = ctx.broker.store
+    allowed = authz.cluster(ctx, Op.ALTER_CONFIGS)  # Kafka: AlterConfigs on the cluster
     out = []
     for entry in req.entries or []:
         pairs = [(e.entity_type, e.entity_name) for e in entry.entity or []]
         code, message = ErrorCode.NONE, None
         try:
-            await off_loop(alter_one, store, pairs, entry.ops or [], req.validate_only)
+            if not allowed:
+                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            else:
+                await off_loop(alter_one, store, pairs, entry.ops or [], req.validate_only)
         except QuotaRequestError as e:
             code, message = ErrorCode.INVALID_REQUEST, str(e)
         out.append(R.EntryData(error_code=code, error_message=message, entity=[
