@@ -38,6 +38,35 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
               'user_admin="admin-secret" user_alice="alice-secret";')
 MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 PLAIN_FAILED = "Authentication failed: Invalid username or password"
+ADMIN = ("admin", "admin-secret")  # a PLAIN user: sets up the SCRAM users
+SCRAM_USERS = {"SCRAM-SHA-256": ("sam256", "sam256-secret"),
+               "SCRAM-SHA-512": ("sam512", "sam512-secret")}
+
+
+def scram_failed(mechanism: str) -> str:
+    return ("Authentication failed during authentication due to invalid credentials with "
+            f"SASL mechanism {mechanism}")
+
+
+def rdkafka_admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient(_rdkafka_conf(bootstrap, "PLAIN", *ADMIN))
+
+
+def upsert_scram(bootstrap: str, user: str, password: str, mechanism: str,
+                 iterations: int = 8192) -> None:
+    """Create or replace a SCRAM credential with AlterUserScramCredentials, the
+    way an operator does it with a Kafka client's Admin API."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    m = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+         "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}[mechanism]
+    admin = rdkafka_admin(bootstrap)  # kept: the futures die with their client
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, ScramCredentialInfo(m, iterations),
+                                      password.encode())])
+    for f in futures.values():
+        f.result(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +81,10 @@ def sasl_broker():
         "offsets.topic.num.partitions": "1",
     })
     try:
-        yield b.start()
+        b.start()
+        for mechanism, (user, password) in SCRAM_USERS.items():
+            upsert_scram(b.bootstrap, user, password, mechanism)
+        yield b
     finally:
         try:
             b.stop()
@@ -101,6 +133,19 @@ def java_roundtrip(java_tools: JavaTools, bootstrap: str, mechanism: str, userna
 
 def test_java_client_plain(java_tools: JavaTools, sasl_broker):
     java_roundtrip(java_tools, sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret")
+
+
+@pytest.mark.parametrize("mechanism", list(SCRAM_USERS))
+def test_java_client_scram(java_tools: JavaTools, sasl_broker, mechanism):
+    java_roundtrip(java_tools, sasl_broker.bootstrap, mechanism, *SCRAM_USERS[mechanism])
+
+
+def test_java_client_scram_refused(java_tools: JavaTools, sasl_broker):
+    res = java_tools.produce(sasl_broker.bootstrap, _topic("java-refused"), ["never"],
+                             *_java_props("--producer-property", "SCRAM-SHA-512", "sam512",
+                                          "wrong"), timeout=90)
+    assert res.rc == 1, res
+    assert f"SaslAuthenticationException: {scram_failed('SCRAM-SHA-512')}" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("username,password", [("alice", "wrong"), ("mallory", "x")])
@@ -161,6 +206,18 @@ def test_librdkafka_plain(sasl_broker):
     rdkafka_roundtrip(sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret")
 
 
+@pytest.mark.parametrize("mechanism", list(SCRAM_USERS))
+def test_librdkafka_scram(sasl_broker, mechanism):
+    rdkafka_roundtrip(sasl_broker.bootstrap, mechanism, *SCRAM_USERS[mechanism])
+
+
+@pytest.mark.parametrize("username,password", [("sam256", "wrong"), ("nobody", "x")])
+def test_librdkafka_scram_refused(sasl_broker, username, password):
+    err = rdkafka_refusal(sasl_broker.bootstrap, "SCRAM-SHA-256", username, password)
+    assert err.code() == KafkaError._AUTHENTICATION
+    assert f"SASL authentication error: {scram_failed('SCRAM-SHA-256')}" in err.str()
+
+
 @pytest.mark.parametrize("username,password", [("alice", "wrong"), ("mallory", "x")])
 def test_librdkafka_plain_refused(sasl_broker, username, password):
     err = rdkafka_refusal(sasl_broker.bootstrap, "PLAIN", username, password)
@@ -201,6 +258,12 @@ def test_kafka_python_plain(sasl_broker, api_version):
     kafka_python_roundtrip(sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret", api_version)
 
 
+@pytest.mark.parametrize("api_version", [None, (0, 10, 0)], ids=["negotiated", "handshake-v0"])
+@pytest.mark.parametrize("mechanism", list(SCRAM_USERS))
+def test_kafka_python_scram(sasl_broker, mechanism, api_version):
+    kafka_python_roundtrip(sasl_broker.bootstrap, mechanism, *SCRAM_USERS[mechanism], api_version)
+
+
 def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password: str,
                          api_version=None) -> Exception:
     from kafka import KafkaProducer
@@ -209,9 +272,9 @@ def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password
         producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
                                  sasl_mechanism=mechanism, sasl_plain_username=username,
                                  sasl_plain_password=password, api_version=api_version,
-                                 max_block_ms=5000, request_timeout_ms=5000,
-                                 reconnect_backoff_ms=500)
-        producer.send(_topic("kp-refused"), b"never").get(timeout=10)
+                                 bootstrap_timeout_ms=3000, max_block_ms=3000,
+                                 request_timeout_ms=3000, reconnect_backoff_ms=500)
+        producer.send(_topic("kp-refused"), b"never").get(timeout=5)
     except Exception as e:  # noqa: BLE001 - the point is which error it is
         return e
     finally:
@@ -220,12 +283,15 @@ def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password
     raise AssertionError("kafka-python authenticated with a wrong password")
 
 
-def test_kafka_python_plain_refused(sasl_broker):
+def test_kafka_python_plain_refused(sasl_broker, caplog):
     from kafka.errors import KafkaTimeoutError
-    # Against Kafka too, kafka-python logs the SASL error and reports that it
-    # could not bootstrap; what shows is the broker's refusal in its log.
-    err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong")
+    # kafka-python, against Kafka too, logs the broker's SASL error and then
+    # reports that it could not bootstrap (or fetch metadata).
+    with caplog.at_level("DEBUG", logger="kafka"):
+        err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong")
     assert isinstance(err, KafkaTimeoutError), repr(err)
+    assert f"SaslAuthenticationFailedError: {PLAIN_FAILED}" in caplog.text
+    # Handshake v0 (raw tokens, no error field): the broker just closes.
     err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong", (0, 10, 0))
     assert isinstance(err, KafkaTimeoutError), repr(err)
 
@@ -400,3 +466,64 @@ def test_sasl_fuzz_closes_connections_and_leaks_nothing(sasl_broker):
         w.close()
     assert "Traceback" not in sasl_broker.log_path.read_text()
     assert os.path.exists(sasl_broker.log_path)
+
+
+# ---------------------------------------------------------------- SCRAM credentials
+
+def test_scram_credentials_describe_alter_errors(sasl_broker):
+    from protocol.messages import (AlterUserScramCredentialsRequest as Alter,
+                                   DescribeUserScramCredentialsRequest as Describe)
+    w = Wire(sasl_broker)
+    try:
+        assert w.authenticate_plain(*ADMIN).error_code == 0
+        described = w.call(50, 0, Describe(users=None))
+        listed = {r.user: [(c.mechanism, c.iterations) for c in r.credential_infos]
+                  for r in described.results}
+        assert listed["sam256"] == [(1, 8192)] and listed["sam512"] == [(2, 8192)]
+
+        described = w.call(50, 0, Describe(users=[Describe.UserName(name=n)
+                                                  for n in ("sam256", "ghost", "dup", "dup")]))
+        assert [(r.user, r.error_code) for r in described.results] == [
+            ("sam256", 0), ("ghost", ErrorCode.RESOURCE_NOT_FOUND),
+            ("dup", ErrorCode.DUPLICATE_RESOURCE)]
+        assert described.results[1].error_message == \
+            "Attempt to describe a user credential that does not exist: ghost"
+
+        def upsert(name, mechanism, iterations):
+            return Alter.ScramCredentialUpsertion(name=name, mechanism=mechanism,
+                                                  iterations=iterations, salt=b"salt",
+                                                  salted_password=b"x" * 32)
+        altered = w.call(51, 0, Alter(
+            deletions=[Alter.ScramCredentialDeletion(name="ghost", mechanism=1),
+                       Alter.ScramCredentialDeletion(name="weird", mechanism=7)],
+            upsertions=[upsert("few", 1, 4095), upsert("many", 2, 16385), upsert("twice", 1, 4096),
+                        upsert("twice", 1, 5000), upsert("", 1, 4096)]))
+        assert {r.user: (r.error_code, r.error_message) for r in altered.results} == {
+            "ghost": (ErrorCode.RESOURCE_NOT_FOUND,
+                      "Attempt to delete a user credential that does not exist"),
+            "weird": (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"),
+            "few": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
+            "many": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"),
+            "twice": (ErrorCode.DUPLICATE_RESOURCE,
+                      "A user credential cannot be altered twice in the same request"),
+            "": (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
+        }
+        # Nothing of a refused alteration was written.
+        described = w.call(50, 0, Describe(users=[Describe.UserName(name="twice")]))
+        assert described.results[0].error_code == ErrorCode.RESOURCE_NOT_FOUND
+    finally:
+        w.close()
+
+
+def test_scram_user_created_then_deleted(sasl_broker):
+    from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
+    bootstrap = sasl_broker.bootstrap
+    upsert_scram(bootstrap, "carol", "carol-secret", "SCRAM-SHA-256", iterations=4096)
+    rdkafka_roundtrip(bootstrap, "SCRAM-SHA-256", "carol", "carol-secret")
+    admin = rdkafka_admin(bootstrap)
+    futures = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)])
+    for f in futures.values():
+        f.result(timeout=30)
+    err = rdkafka_refusal(bootstrap, "SCRAM-SHA-256", "carol", "carol-secret")
+    assert f"SASL authentication error: {scram_failed('SCRAM-SHA-256')}" in err.str()
