@@ -87,7 +87,7 @@ def admits(conn, api_key: int) -> bool:
     session = conn.state.get(_STATE_KEY)
     if (session is not None and session.expires_at is not None
             and conn.loop.time() >= session.expires_at and api_key not in _REAUTHENTICATION):
-        log.debug("closing connection %s: SASL session of %s expired",
+        log.info("closing connection %s: SASL session of %s expired",
                   conn.connection_id, conn.principal)
         return False
     return True

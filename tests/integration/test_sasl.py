@@ -15,6 +15,7 @@ import random
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -527,3 +528,99 @@ def test_scram_user_created_then_deleted(sasl_broker):
         f.result(timeout=30)
     err = rdkafka_refusal(bootstrap, "SCRAM-SHA-256", "carol", "carol-secret")
     assert f"SASL authentication error: {scram_failed('SCRAM-SHA-256')}" in err.str()
+
+
+# ---------------------------------------------------------------- re-authentication (KIP-368)
+
+REAUTH_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def reauth_broker():
+    """A broker whose SASL sessions last REAUTH_MS."""
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-sasl-reauth-"))
+    port = free_port()
+    b = BrokerProcess(work_dir, port=port, overrides={
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": REAUTH_MS,
+        "offsets.topic.num.partitions": "1",
+    })
+    try:
+        yield b.start()
+    finally:
+        try:
+            b.stop()
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def test_session_expiry_and_reauthentication_on_the_wire(reauth_broker):
+    import time
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    idle, renewing, impostor = Wire(reauth_broker), Wire(reauth_broker), Wire(reauth_broker)
+    try:
+        for w in (idle, renewing, impostor):
+            auth = w.authenticate_plain("alice", "alice-secret")
+            assert auth.error_code == 0 and auth.session_lifetime_ms == REAUTH_MS
+            assert w.call(3, 12, metadata).brokers
+        time.sleep(REAUTH_MS / 1000 + 0.3)  # the sessions end: what is being tested
+
+        # Not re-authenticated: the next request closes the connection, unanswered.
+        idle.send(3, 12, metadata)
+        assert idle.closed_without_answer()
+
+        # Re-authenticated on the same connection: served again, with a new session.
+        auth = renewing.authenticate_plain("alice", "alice-secret")
+        assert auth.error_code == 0 and auth.session_lifetime_ms == REAUTH_MS
+        assert renewing.call(3, 12, metadata).brokers
+
+        # Re-authentication may not change who the connection is.
+        auth = impostor.authenticate_plain("admin", "admin-secret")
+        assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert auth.error_message == ("Cannot change principals during re-authentication "
+                                      "from User:alice: User:admin")
+        assert impostor.closed_without_answer()
+    finally:
+        for w in (idle, renewing, impostor):
+            w.close()
+
+
+def test_java_producer_keeps_working_across_reauthentications(java_tools: JavaTools,
+                                                              reauth_broker):
+    import time
+    topic = _topic("java-reauth")
+    log_start = len(reauth_broker.log_path.read_bytes())
+    producer = java_tools.popen("ConsoleProducer", "--bootstrap-server", reauth_broker.bootstrap,
+                                "--topic", topic, "--print-acks",
+                                *_java_props("--producer-property", "PLAIN", "alice",
+                                             "alice-secret"),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    sent = []
+    try:
+        started = time.monotonic()
+        # One record at a time, each acknowledged before the next, for three
+        # session lifetimes: the producer must re-authenticate (at least twice)
+        # on its connections, and never be cut off for not doing so.
+        while time.monotonic() - started < 3 * REAUTH_MS / 1000 or len(sent) < 5:
+            value = f"r{len(sent)}"
+            producer.stdin.write(value + "\n")
+            producer.stdin.flush()
+            ack = producer.stdout.readline()
+            assert ack.endswith(f"\t{value}\n"), (ack, producer.poll())
+            sent.append(value)
+        producer.stdin.close()
+        assert producer.wait(timeout=60) == 0, producer.stderr.read()
+    finally:
+        if producer.poll() is None:
+            producer.kill()
+            producer.wait()
+    res = java_tools.consume(reauth_broker.bootstrap, topic, "--from-beginning",
+                             "--max-messages", len(sent), "--timeout-ms", 30000,
+                             *_java_props("--consumer-property", "PLAIN", "alice", "alice-secret"),
+                             timeout=90).check()
+    assert res.lines == sent
+    # No connection of it was cut off (session expired) or had a re-authentication refused.
+    assert b"broker.sasl" not in reauth_broker.log_path.read_bytes()[log_start:]
