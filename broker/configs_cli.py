@@ -15,9 +15,12 @@ import argparse
 import sys
 
 from config.describe import ConfigSource
+from config.properties import load_properties
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
+from . import scram_configs_cli
 from .client import SimpleClient, error_text, run_tool
+from .security.sasl.client import sasl_client_settings
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -78,6 +81,8 @@ def _resource(args) -> tuple[int, str, str]:
 
 
 def _describe(client: SimpleClient, args) -> int:
+    if args.entity_type == "users":
+        return scram_configs_cli.describe(client, args.entity_name)
     rtype, name, label = _resource(args)
     resp = client.call(32, DescribeConfigsRequest(
         include_synonyms=True, include_documentation=False,
@@ -108,7 +113,6 @@ def _describe(client: SimpleClient, args) -> int:
 
 
 def _alter(client: SimpleClient, args) -> int:
-    rtype, name, label = _resource(args)
     try:
         adds = parse_config_list(args.add_config or "")
     except ValueError as e:
@@ -118,6 +122,14 @@ def _alter(client: SimpleClient, args) -> int:
     if not adds and not deletes:
         print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
         return 2
+    if args.entity_type == "users":
+        other = [k for k in [*adds, *deletes] if not scram_configs_cli.is_scram_key(k)]
+        if other:
+            print(f"samsa configs: not a user config samsa knows: {', '.join(other)}",
+                  file=sys.stderr)
+            return 2
+        return scram_configs_cli.alter(client, args.entity_name, adds, deletes)
+    rtype, name, label = _resource(args)
     R = IncrementalAlterConfigsRequest
     ops = ([R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in adds.items()]
            + [R.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deletes])
@@ -138,7 +150,7 @@ def main(argv) -> int:
     p = argparse.ArgumentParser(prog="samsa configs",
                                 description="Describe or change topic and broker configs.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    p.add_argument("--entity-type", required=True, choices=("topics", "brokers", "users"))
     who = p.add_mutually_exclusive_group()
     who.add_argument("--entity-name")
     who.add_argument("--entity-default", action="store_true",
@@ -149,10 +161,21 @@ def main(argv) -> int:
     p.add_argument("--all", action="store_true", help="describe every config, not only overrides")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", metavar="K1,K2")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config")
     args = p.parse_args(argv)
+    if args.entity_type == "users" and args.alter and not args.entity_name:
+        p.error("--entity-type users --alter needs --entity-name")
     if args.entity_type == "topics" and (args.entity_default or not args.entity_name):
         p.error("--entity-type topics needs --entity-name")
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
+    sasl = None
+    if args.command_config:
+        try:
+            sasl = sasl_client_settings(load_properties(args.command_config))
+        except (OSError, ValueError) as e:
+            p.error(f"--command-config {args.command_config}: {e}")
     fn = _describe if args.describe else _alter
-    return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args))
+    return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
+                    sasl=sasl)

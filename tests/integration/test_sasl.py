@@ -624,3 +624,50 @@ def test_java_producer_keeps_working_across_reauthentications(java_tools: JavaTo
     assert res.lines == sent
     # No connection of it was cut off (session expired) or had a re-authentication refused.
     assert b"broker.sasl" not in reauth_broker.log_path.read_bytes()[log_start:]
+
+
+# ---------------------------------------------------------------- samsa configs
+
+def _samsa(*args: object) -> subprocess.CompletedProcess:
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "broker", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, cwd=repo)
+
+
+def test_samsa_configs_manages_scram_users(sasl_broker, tmp_path):
+    admin = tmp_path / "admin.properties"
+    admin.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+                     'required username="admin" password="admin-secret";\n')
+    common = ["configs", "--bootstrap-server", sasl_broker.bootstrap, "--command-config", admin]
+    res = _samsa(*common, "--alter", "--add-config",
+                 "SCRAM-SHA-256=[iterations=8192,password=dave-secret],"
+                 "SCRAM-SHA-512=[password=dave-secret]",
+                 "--entity-type", "users", "--entity-name", "dave")
+    assert (res.returncode, res.stdout) == (0, "Completed updating config for user dave.\n"), res
+    res = _samsa(*common, "--describe", "--entity-type", "users", "--entity-name", "dave")
+    assert res.stdout == ("SCRAM credential configs for user-principal 'dave' are "
+                          "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n"), res
+    rdkafka_roundtrip(sasl_broker.bootstrap, "SCRAM-SHA-512", "dave", "dave-secret")
+
+    # The user's own SCRAM login works for the tool too.
+    dave = tmp_path / "dave.properties"
+    dave.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule '
+                    'required username="dave" password="dave-secret";\n')
+    res = _samsa("configs", "--bootstrap-server", sasl_broker.bootstrap, "--command-config", dave,
+                 "--alter", "--delete-config", "SCRAM-SHA-512", "--entity-type", "users",
+                 "--entity-name", "dave")
+    assert res.returncode == 0, res
+    err = rdkafka_refusal(sasl_broker.bootstrap, "SCRAM-SHA-512", "dave", "dave-secret")
+    assert f"SASL authentication error: {scram_failed('SCRAM-SHA-512')}" in err.str()
+
+    res = _samsa(*common, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]",
+                 "--entity-type", "users", "--entity-name", "dave")
+    assert res.returncode == 1
+    assert "UNACCEPTABLE_CREDENTIAL: Too few iterations" in res.stderr
+
+    # Without credentials the tool is refused like any client.
+    res = _samsa("configs", "--bootstrap-server", sasl_broker.bootstrap, "--describe",
+                 "--entity-type", "users")
+    assert res.returncode == 1 and "closed the connection" in res.stderr, res
