@@ -10,6 +10,7 @@ SASL, and bad SASL input closes the connection without harming the broker.
 """
 from __future__ import annotations
 
+import base64
 import os
 import random
 import shutil
@@ -671,3 +672,75 @@ def test_samsa_configs_manages_scram_users(sasl_broker, tmp_path):
     res = _samsa("configs", "--bootstrap-server", sasl_broker.bootstrap, "--describe",
                  "--entity-type", "users")
     assert res.returncode == 1 and "closed the connection" in res.stderr, res
+
+
+# ---------------------------------------------------------------- a ZooKeeper cluster
+
+def test_credential_created_at_broker_0_authenticates_at_broker_2(tmp_path):
+    import hashlib
+    import hmac as hmac_
+    import json
+
+    from tests.integration.conftest import require_zookeeper
+    from tests.support.cluster import Cluster
+    from protocol.messages import AlterUserScramCredentialsRequest as Alter
+    require_zookeeper()
+
+    class SaslCluster(Cluster):
+        """Every broker with one SASL_PLAINTEXT listener."""
+        def broker_process(self, broker_id, work_dir=None):
+            port = free_port()
+            return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
+                                 broker_id=broker_id, overrides={
+                                     "zookeeper.connect": self.zookeeper_connect, **self.overrides,
+                                     "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                     "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
+
+    cluster = SaslCluster(tmp_path, 3, offsets_partitions=1, overrides={
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "offsets.topic.replication.factor": 1,
+    })
+    try:
+        cluster.start()
+        # The credential as a Kafka client's Admin API makes it (salted here,
+        # with Python's own PBKDF2, not samsa's code).
+        salt = b"pepper-and-salt"
+        salted = hashlib.pbkdf2_hmac("sha256", b"zed-secret", salt, 4096)
+        w = Wire(cluster.broker(0))
+        try:
+            assert w.authenticate_plain(*ADMIN).error_code == 0
+            altered = w.call(51, 0, Alter(deletions=[], upsertions=[
+                Alter.ScramCredentialUpsertion(name="zed", mechanism=1, iterations=4096,
+                                               salt=salt, salted_password=salted)]))
+            assert [(r.user, r.error_code) for r in altered.results] == [("zed", 0)]
+        finally:
+            w.close()
+
+        # Kafka's layout: /config/users/<user> holds the credential, and a
+        # change notice tells the other brokers.
+        zk = cluster.zk_client()
+        stored = json.loads(zk.get("/config/users/zed")[0])
+        client_key = hmac_.new(salted, b"Client Key", "sha256").digest()
+        expected = (f"salt={base64.b64encode(salt).decode()},"
+                    f"stored_key={base64.b64encode(hashlib.sha256(client_key).digest()).decode()},"
+                    f"server_key="
+                    f"{base64.b64encode(hmac_.new(salted, b'Server Key', 'sha256').digest()).decode()},"
+                    "iterations=4096")
+        assert stored == {"version": 1, "config": {"SCRAM-SHA-256": expected}}
+        notices = [json.loads(zk.get(f"/config/changes/{n}")[0])
+                   for n in zk.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "users/zed"} in notices
+
+        # Broker 2 authenticates zed.
+        broker2 = cluster.broker(2).bootstrap
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient(_rdkafka_conf(broker2, "SCRAM-SHA-256", "zed", "zed-secret"))
+        assert set(admin.list_topics(timeout=30).brokers) == {0, 1, 2}
+        err = rdkafka_refusal(broker2, "SCRAM-SHA-256", "zed", "not-zed-secret")
+        assert f"SASL authentication error: {scram_failed('SCRAM-SHA-256')}" in err.str()
+    except BaseException:
+        cluster.print_log_tails()
+        raise
+    finally:
+        cluster.stop()
