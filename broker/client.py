@@ -69,6 +69,11 @@ class SimpleClient:
             raise ClientError(str(e)) from None
 
     @property
+    def sasl(self) -> SaslClientSettings | None:
+        """How this client authenticates (the same for every broker of a cluster)."""
+        return self._sasl
+
+    @property
     def versions(self) -> dict[int, tuple[int, int]]:
         return self.core.broker_versions
 
@@ -272,7 +277,8 @@ class Cluster:
         if address is None:
             raise ClientError(f"broker {node_id} is not in the cluster's metadata")
         try:
-            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id)
+            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id,
+                                sasl=self.bootstrap.sasl)
         except OSError as e:
             raise ClientError(f"cannot reach broker {node_id} at {address}: "
                               f"{e.strerror or e}") from None

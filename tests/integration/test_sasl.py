@@ -285,17 +285,17 @@ def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password
     raise AssertionError("kafka-python authenticated with a wrong password")
 
 
-def test_kafka_python_plain_refused(sasl_broker, caplog):
+def test_kafka_python_plain_refused(sasl_broker):
     from kafka.errors import KafkaTimeoutError
-    # kafka-python, against Kafka too, logs the broker's SASL error and then
-    # reports that it could not bootstrap (or fetch metadata).
-    with caplog.at_level("DEBUG", logger="kafka"):
-        err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong")
-    assert isinstance(err, KafkaTimeoutError), repr(err)
-    assert f"SaslAuthenticationFailedError: {PLAIN_FAILED}" in caplog.text
-    # Handshake v0 (raw tokens, no error field): the broker just closes.
-    err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong", (0, 10, 0))
-    assert isinstance(err, KafkaTimeoutError), repr(err)
+    # kafka-python, against Kafka too, reports that it could not bootstrap
+    # (the SaslAuthenticationFailedError it logs on the way shows only when the
+    # answer is read before the close that follows it: kafka-python drops data
+    # that arrives together with the connection's end).
+    for api_version in (None, (0, 10, 0)):  # SaslAuthenticate, then raw tokens
+        log_start = len(sasl_broker.log_path.read_bytes())
+        err = kafka_python_refusal(sasl_broker.bootstrap, "PLAIN", "alice", "wrong", api_version)
+        assert isinstance(err, KafkaTimeoutError), repr(err)
+        assert PLAIN_FAILED.encode() in sasl_broker.log_path.read_bytes()[log_start:]
 
 
 # ---------------------------------------------------------------- the wire
