@@ -204,7 +204,8 @@ class Broker:
         logs.startup()
         notifier = AppendNotifier()
         if store.replicates:
-            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify)
+            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
+                                          sasl=self.sasl.inter_broker)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
@@ -383,7 +384,8 @@ class Broker:
         __transaction_state this broker leads, and follows that leadership."""
         services = self.services
         store = services.store
-        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000)
+        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000,
+                                           sasl=self.sasl.inter_broker)
         txn_log = PartitionTxnLog(
             services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
             lambda: self.cfg.request_timeout_ms)
@@ -401,7 +403,8 @@ class Broker:
             "describe", "list_transactions"}))
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
-                                         self.cfg.request_timeout_ms / 1000)
+                                         self.cfg.request_timeout_ms / 1000,
+                                         sasl=self.sasl.inter_broker)
         services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
 
     async def _start_groups(self) -> None:
@@ -596,7 +599,8 @@ class Broker:
             return None
         try:
             conn = await KafkaConnection.connect(ep.host, ep.port, client_id=f"samsa-broker-{me}",
-                                                 timeout=CONTROLLED_SHUTDOWN_WAIT_S)
+                                                 timeout=CONTROLLED_SHUTDOWN_WAIT_S,
+                                                 sasl=self.sasl.inter_broker)
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),

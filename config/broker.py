@@ -138,6 +138,10 @@ class BrokerConfig:
         "sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], None,
         "SASL mechanisms served on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
         "Kafka's default GSSAPI is not implemented, so unset means PLAIN.")
+    sasl_mechanism_inter_broker_protocol: str = _key(
+        "sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", None,
+        "Mechanism a broker logs in to the others with on a SASL inter-broker listener "
+        "(Kafka's default GSSAPI is not implemented, so unset means PLAIN).")
     connections_max_reauth_ms: int = _key(
         "connections.max.reauth.ms", T.LONG, 0, at_least(0),
         "SASL session lifetime (KIP-368): a connection that has not re-authenticated "

@@ -33,6 +33,7 @@ from storage.errors import OffsetsOutOfOrderError
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
+from ..security.sasl.client import SaslClientSettings
 
 log = logging.getLogger("broker.replication.fetcher")
 
@@ -108,8 +109,10 @@ class _Followed:
 class ReplicaFetcher:
     def __init__(self, config: Callable[[], FetcherConfig],
                  endpoint: Callable[[int], BrokerEndpoint | None],
-                 notify: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+                 notify: Callable[[str, int], None] = lambda topic, partition: None,
+                 sasl: SaslClientSettings | None = None) -> None:
         self._config = config
+        self._sasl = sasl  # how to log in to leaders on a SASL listener
         self._endpoint = endpoint
         # told when a followed log's high watermark moved: consumers reading
         # this follower (KIP-392) long-poll on it
@@ -261,7 +264,7 @@ class ReplicaFetcher:
         try:
             return await KafkaConnection.connect(
                 ep.host, ep.port, client_id=f"samsa-replica-fetcher-{cfg.broker_id}",
-                timeout=cfg.replica_socket_timeout_ms / 1000)
+                timeout=cfg.replica_socket_timeout_ms / 1000, sasl=self._sasl)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("cannot reach leader broker %d at %s:%d: %s", leader, ep.host, ep.port, e)
             return None

@@ -10,11 +10,14 @@ import asyncio
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
+from ..security.sasl.client import SaslClientSettings
 
 
 class BrokerConnections:
-    def __init__(self, client_id: str, timeout_s: float) -> None:
+    def __init__(self, client_id: str, timeout_s: float,
+                 sasl: SaslClientSettings | None = None) -> None:
         self._client_id = client_id
+        self._sasl = sasl  # how to log in to the other brokers (SASL listener)
         self._timeout = timeout_s
         self._connections: dict[int, KafkaConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -33,7 +36,7 @@ class BrokerConnections:
                 raise ConnectionClosedError(f"broker {broker_id} is not registered")
             conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
                                                  client_id=self._client_id,
-                                                 timeout=self._timeout)
+                                                 timeout=self._timeout, sasl=self._sasl)
             self._connections[broker_id] = conn
             return conn
 

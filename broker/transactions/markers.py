@@ -20,6 +20,7 @@ from protocol.messages import WriteTxnMarkersRequest
 
 from ..aio_client import ConnectionClosedError
 from ..metadata import BrokerEndpoint, PartitionMeta
+from ..security.sasl.client import SaslClientSettings
 from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.markers")
@@ -39,10 +40,11 @@ class ClusterView(Protocol):
 
 
 class MarkerSender:
-    def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0) -> None:
+    def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0,
+                 sasl: SaslClientSettings | None = None) -> None:
         self._cluster = cluster
         self._timeout = request_timeout_s
-        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s)
+        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s, sasl)
 
     async def close(self) -> None:
         await self._connections.close()

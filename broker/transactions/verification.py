@@ -26,6 +26,7 @@ from protocol.messages import AddPartitionsToTxnRequest
 
 from ..aio_client import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
+from ..security.sasl.client import SaslClientSettings
 from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.verification")
@@ -62,12 +63,12 @@ class TxnVerifier:
     """Lives on the transaction coordinator's loop (connections are loop-bound)."""
 
     def __init__(self, broker_id: int, locator: Locator, local_verify: LocalVerify,
-                 timeout_s: float) -> None:
+                 timeout_s: float, sasl: SaslClientSettings | None = None) -> None:
         self._broker_id = broker_id
         self._locator = locator
         self._local = local_verify
         self._timeout = timeout_s
-        self._connections = BrokerConnections("samsa-txn-verify", timeout_s)
+        self._connections = BrokerConnections("samsa-txn-verify", timeout_s, sasl)
 
     async def close(self) -> None:
         await self._connections.close()

@@ -149,3 +149,25 @@ def test_scram_refuses_token_authentication_and_few_iterations():
             b"n,,n=user,r=abc,tokenauth=true"))
     with pytest.raises(SaslError, match="Iterations 1000 is less than the minimum 4096"):
         asyncio.run(ScramServer("SCRAM-SHA-256", lookup).evaluate(b"n,,n=user,r=abc"))
+
+
+def test_brokers_of_a_cluster_log_in_to_each_other():
+    zk = {"zookeeper.connect": "127.0.0.1:2181"}
+    s = settings(**zk, **{"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+    assert tuple(s.inter_broker) == ("PLAIN", "admin", "a;b")
+    assert settings(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+                    ).inter_broker is None  # one broker: nobody to log in to
+    scram_jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                  'username="broker" password="b";')
+    s = settings(**zk, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                          "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+                              scram_jaas})
+    assert tuple(s.inter_broker) == ("SCRAM-SHA-512", "broker", "b")
+    with pytest.raises(ConfigError) as e:
+        settings(**zk, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
+    assert e.value.key == "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"
+    with pytest.raises(ConfigError) as e:
+        settings(**zk, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512"})  # PLAIN not enabled
+    assert e.value.key == "sasl.mechanism.inter.broker.protocol"

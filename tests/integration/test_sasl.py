@@ -739,6 +739,22 @@ def test_credential_created_at_broker_0_authenticates_at_broker_2(tmp_path):
         assert set(admin.list_topics(timeout=30).brokers) == {0, 1, 2}
         err = rdkafka_refusal(broker2, "SCRAM-SHA-256", "zed", "not-zed-secret")
         assert f"SASL authentication error: {scram_failed('SCRAM-SHA-256')}" in err.str()
+
+        # Brokers log in to each other too (as admin, the PLAIN listener
+        # entry's username/password): a 3-replica topic takes acks=all writes.
+        from confluent_kafka.admin import NewTopic
+        topic = _topic("replicated")
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(timeout=30)
+        conf = {**_rdkafka_conf(broker2, "SCRAM-SHA-256", "zed", "zed-secret"), "acks": "all"}
+        producer = Producer(conf)
+        delivered = []
+        for i in range(5):
+            producer.produce(topic, f"r{i}".encode(), on_delivery=lambda e, m: delivered.append(e))
+        assert producer.flush(60) == 0 and delivered == [None] * 5
+        for broker in cluster.brokers:  # every replica holds the records
+            segment = broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
+            assert segment.stat().st_size > 0, broker.log_tail(30)
+        assert "SASL authentication at" not in cluster.log_tails()
     except BaseException:
         cluster.print_log_tails()
         raise

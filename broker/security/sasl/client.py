@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import hmac
 import secrets
-from typing import Callable, Mapping, NamedTuple
+from typing import Awaitable, Callable, Generator, Mapping, NamedTuple
 
 from .jaas import JaasSyntaxError, parse_jaas_property
 from .registry import SUPPORTED_MECHANISMS
@@ -50,21 +50,17 @@ def sasl_client_settings(props: Mapping[str, str]) -> SaslClientSettings | None:
     return SaslClientSettings(mechanism, options["username"], options["password"])
 
 
-def authenticate(settings: SaslClientSettings, exchange: Callable[[bytes], bytes]) -> None:
-    """Run the mechanism; ``exchange(token)`` sends one token and returns the
-    broker's answer (raising on a refusal)."""
+def _steps(settings: SaslClientSettings) -> Generator[bytes, bytes, None]:
+    """The mechanism as a generator: yields each token to send, is sent the
+    broker's answer to it; raises SaslClientError if the broker's proof is wrong."""
     if settings.mechanism == "PLAIN":
-        exchange(b"\0" + settings.username.encode() + b"\0" + settings.password.encode())
+        yield b"\0" + settings.username.encode() + b"\0" + settings.password.encode()
         return
-    _scram(settings, exchange)
-
-
-def _scram(settings: SaslClientSettings, exchange: Callable[[bytes], bytes]) -> None:
     mechanism = settings.mechanism
     saslname = settings.username.replace("=", "=3D").replace(",", "=2C")
     client_nonce = secrets.token_hex(16)
     client_first_bare = f"n={saslname},r={client_nonce}"
-    server_first = exchange(("n,," + client_first_bare).encode()).decode()
+    server_first = (yield ("n,," + client_first_bare).encode()).decode()
     fields = dict(item.split("=", 1) for item in server_first.split(",") if "=" in item)
     nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), fields.get("i", "")
     if not nonce.startswith(client_nonce) or not salt or not iterations.isdigit():
@@ -76,9 +72,33 @@ def _scram(settings: SaslClientSettings, exchange: Callable[[bytes], bytes]) -> 
     client_key = hmac_digest(mechanism, salted, b"Client Key")
     signature = hmac_digest(mechanism, digest(mechanism, client_key), auth_message)
     proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
-    server_final = exchange(f"{without_proof},p={proof}".encode()).decode()
+    server_final = (yield f"{without_proof},p={proof}".encode()).decode()
     expected = hmac_digest(mechanism, hmac_digest(mechanism, salted, b"Server Key"),
                            auth_message)
     if not (server_final.startswith("v=") and
             hmac.compare_digest(base64.b64decode(server_final[2:]), expected)):
         raise SaslClientError("the broker's SCRAM signature is wrong")
+
+
+def authenticate(settings: SaslClientSettings, exchange: Callable[[bytes], bytes]) -> None:
+    """Run the mechanism; ``exchange(token)`` sends one token and returns the
+    broker's answer (raising on a refusal)."""
+    steps = _steps(settings)
+    try:
+        token = next(steps)
+        while True:
+            token = steps.send(exchange(token))
+    except StopIteration:
+        pass
+
+
+async def authenticate_async(settings: SaslClientSettings,
+                             exchange: Callable[[bytes], Awaitable[bytes]]) -> None:
+    """``authenticate`` for an asyncio connection (brokers talking to brokers)."""
+    steps = _steps(settings)
+    try:
+        token = next(steps)
+        while True:
+            token = steps.send(await exchange(token))
+    except StopIteration:
+        pass
