@@ -146,6 +146,10 @@ class BrokerConfig:
         "connections.max.reauth.ms", T.LONG, 0, at_least(0),
         "SASL session lifetime (KIP-368): a connection that has not re-authenticated "
         "within it is closed at its next request; 0 = sessions never expire.")
+    sasl_server_max_receive_size: int = _key(
+        "sasl.server.max.receive.size", T.INT, 524288, at_least(1),
+        "Largest frame a SASL listener reads from a connection that has not "
+        "authenticated yet (larger ones close it).")
     connections_failed_authentication_delay_ms: int = _key(
         "connections.failed.authentication.delay.ms", T.INT, 100, at_least(0),
         "How long the answer to a failed SASL authentication (and the close after "

@@ -41,6 +41,7 @@ from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
                                        client_message)
 from ..security.sasl.registry import new_server
+from ..security.sasl.settings import SaslSettings
 from .context import off_loop
 
 log = logging.getLogger("broker.sasl")
@@ -78,19 +79,28 @@ def expects_raw_token(conn) -> bool:
     return session is not None and session.raw_tokens
 
 
-def admits(conn, api_key: int) -> bool:
-    """May this connection send a request of ``api_key`` now? False: close it."""
+def admits(conn, frame, settings: SaslSettings) -> bool:
+    """May this connection send this request frame now? False: close it.
+    Before authentication only small frames (sasl.server.max.receive.size) of
+    ApiVersions and SASL are taken, so an unauthenticated peer cannot make
+    the broker work for it."""
     if not _is_sasl(conn):
         return True
     if not conn.authenticated:
-        return api_key in _BEFORE_AUTHENTICATION
+        if len(frame) > settings.max_receive_size:
+            log.info("closing connection %s: a %d-byte frame before authentication "
+                     "(sasl.server.max.receive.size %d)", conn.connection_id, len(frame),
+                     settings.max_receive_size)
+            return False
+        return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
     session = conn.state.get(_STATE_KEY)
-    if (session is not None and session.expires_at is not None
-            and conn.loop.time() >= session.expires_at and api_key not in _REAUTHENTICATION):
-        log.info("closing connection %s: SASL session of %s expired",
-                  conn.connection_id, conn.principal)
-        return False
-    return True
+    if session is None or session.expires_at is None or conn.loop.time() < session.expires_at:
+        return True
+    if int.from_bytes(frame[:2], "big", signed=True) in _REAUTHENTICATION:
+        return True
+    log.info("closing connection %s: SASL session of %s expired",
+             conn.connection_id, conn.principal)
+    return False
 
 
 def _user_config_lookup(broker):
@@ -170,6 +180,10 @@ async def handle_raw_token(ctx, frame) -> list | None:
     conn = ctx.conn
     session = conn.state[_STATE_KEY]
     server = session.server
+    if len(frame) > ctx.broker.sasl.max_receive_size:
+        _refuse(conn, f"a {len(frame)}-byte SASL token (sasl.server.max.receive.size "
+                      f"{ctx.broker.sasl.max_receive_size})")
+        return None
     try:
         answer = await server.evaluate(bytes(frame))
         if server.complete:

@@ -412,6 +412,13 @@ def _fuzz_cases(rng: random.Random):
         ("raw v0 empty token", plain_v0 + [("frame", b"")]),
         ("raw v0 token then a request", plain_v0 + [("frame", b"\0alice\0wrong")]),
         ("PLAIN token of random bytes", plain_v1 + [("auth", garbage)]),
+        ("PLAIN token of 100 KiB", plain_v1 + [("auth", b"\0alice\0" + b"x" * 100_000)]),
+        # sasl.server.max.receive.size (512 KiB) caps frames before authentication
+        ("oversized SaslAuthenticate", plain_v1 + [("send", 36, 1, SaslAuthenticateRequest(
+            auth_bytes=b"\0alice\0" + b"x" * 600_000))]),
+        ("oversized raw v0 token", plain_v0 + [("frame", b"\0alice\0" + b"x" * 600_000)]),
+        ("oversized SCRAM first message", scram_v1 + [("send", 36, 1, SaslAuthenticateRequest(
+            auth_bytes=b"n,,n=" + b"u" * 600_000 + b",r=abc"))]),
         ("PLAIN token with too many parts", plain_v1 + [("auth", b"a\0b\0c\0d")]),
         ("SCRAM first message garbage", scram_v1 + [("auth", garbage)]),
         ("SCRAM first message for nobody", scram_v1 + [("auth", b"n,,n=nobody,r=abc")]),
