@@ -20,7 +20,8 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
                                MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
 
-from .security.sasl.client import SaslClientError, SaslClientSettings, authenticate
+from .security.sasl.client import (SaslClientError, SaslClientSettings, authenticate,
+                                   sasl_client_settings)
 
 
 class ClientError(Exception):
@@ -326,6 +327,16 @@ def error_text(code: int, message: str | None = None) -> str:
     """Kafka's name for an error code, with the broker's message if any."""
     name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
     return f"{name}: {message}" if message else name
+
+
+def command_config_sasl(path: str | None) -> SaslClientSettings | None:
+    """The SASL login in a tool's ``--command-config`` file (Kafka's client
+    properties: security.protocol, sasl.mechanism, sasl.jaas.config); None
+    without a file or for PLAINTEXT. OSError/ValueError name what is wrong."""
+    if not path:
+        return None
+    from config.properties import load_properties
+    return sasl_client_settings(load_properties(path))
 
 
 def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],

@@ -15,12 +15,10 @@ import argparse
 import sys
 
 from config.describe import ConfigSource
-from config.properties import load_properties
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from . import scram_configs_cli
-from .client import SimpleClient, error_text, run_tool
-from .security.sasl.client import sasl_client_settings
+from .client import SimpleClient, command_config_sasl, error_text, run_tool
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -170,12 +168,10 @@ def main(argv) -> int:
         p.error("--entity-type topics needs --entity-name")
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
-    sasl = None
-    if args.command_config:
-        try:
-            sasl = sasl_client_settings(load_properties(args.command_config))
-        except (OSError, ValueError) as e:
-            p.error(f"--command-config {args.command_config}: {e}")
+    try:
+        sasl = command_config_sasl(args.command_config)
+    except (OSError, ValueError) as e:
+        p.error(f"--command-config {args.command_config}: {e}")
     fn = _describe if args.describe else _alter
     return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
                     sasl=sasl)
