@@ -767,3 +767,14 @@ def test_credential_created_at_broker_0_authenticates_at_broker_2(tmp_path):
         raise
     finally:
         cluster.stop()
+
+
+def test_bad_jaas_refuses_to_start_naming_the_key(tmp_path):
+    key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    res = _samsa("server", "/dev/null", "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                 "--override", f"log.dirs={tmp_path}", "--override",
+                 f'{key}=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                 'user_alice="alice-secret"')  # no ';'
+    assert res.returncode == 2, res
+    assert res.stderr.startswith(f"samsa: refusing to start: invalid value for {key}: "), res
+    assert "alice-secret" not in res.stderr
