@@ -129,8 +129,8 @@ async def handle_sasl_handshake(ctx, req):
         _refuse(conn, "SaslHandshake during a SASL exchange")
         return None
     if reauthenticating and ctx.version == 0:
-        _refuse(conn, "SaslHandshake v0 after authentication (v0 cannot re-authenticate)")
-        return None
+        # v0 cannot re-authenticate; Kafka's request handler answers it so
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(settings.mechanisms)
     mechanism = req.mechanism
     if mechanism not in enabled or (reauthenticating and mechanism != session.mechanism):
@@ -151,6 +151,10 @@ async def handle_sasl_authenticate(ctx, req):
                                       "SaslAuthenticate on a listener without SASL")
     session = conn.state.get(_STATE_KEY)
     server = session.server if session is not None else None
+    if server is None and conn.authenticated:
+        # as Kafka's request handler answers it (the connection stays)
+        return _authenticate_response(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request "
+                                      "received after successful authentication")
     if server is None or server.complete or session.raw_tokens:
         _refuse(conn, "SaslAuthenticate without a SaslHandshake v1+ before it")
         return None

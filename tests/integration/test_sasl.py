@@ -394,6 +394,14 @@ def test_authenticated_connection_is_served(sasl_broker):
         assert auth.error_code == 0 and auth.session_lifetime_ms == 0
         meta = w.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         assert [b.node_id for b in meta.brokers] == [0]
+        # SASL requests out of turn after authentication: Kafka's answers, still connected.
+        again = w.call(36, 1, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+        assert (again.error_code, again.error_message) == (
+            ErrorCode.ILLEGAL_SASL_STATE,
+            "SaslAuthenticate request received after successful authentication")
+        assert w.call(17, 0, SaslHandshakeRequest(mechanism="PLAIN")).error_code == \
+            ErrorCode.ILLEGAL_SASL_STATE
+        assert w.call(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
     finally:
         w.close()
 
