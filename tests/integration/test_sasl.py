@@ -81,6 +81,7 @@ def sasl_broker():
         "sasl.enabled.mechanisms": MECHANISMS,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "offsets.topic.num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "0",  # consumers join at once
     })
     try:
         b.start()
