@@ -18,7 +18,10 @@ from typing import Callable
 from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
-                               MetadataRequest)
+                               MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
+
+from .security.sasl.client import (SaslClientError, SaslClientSettings, authenticate,
+                                   sasl_client_settings)
 
 
 class ClientError(Exception):
@@ -26,7 +29,8 @@ class ClientError(Exception):
 
 
 class SimpleClient:
-    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0):
+    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
+                 sasl: SaslClientSettings | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"expected host:port, got {bootstrap!r}")
@@ -41,7 +45,34 @@ class SimpleClient:
         # out of step with the core and the next call starts on a fresh
         # connection instead of reading another request's answer.
         self._unsettled = False
+        self._sasl = sasl
         self._call(18, 0, ApiVersionsRequest())
+        self._authenticate()
+
+    def _authenticate(self) -> None:
+        """SASL on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate)."""
+        if self._sasl is None:
+            return
+        handshake = self.call(17, SaslHandshakeRequest(mechanism=self._sasl.mechanism),
+                              highest=1)
+        if handshake.error_code:
+            raise ClientError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
+                              f"(enabled: {', '.join(handshake.mechanisms)})")
+
+        def exchange(token: bytes) -> bytes:
+            answer = self.call(36, SaslAuthenticateRequest(auth_bytes=token))
+            if answer.error_code:
+                raise ClientError(error_text(answer.error_code, answer.error_message))
+            return bytes(answer.auth_bytes)
+        try:
+            authenticate(self._sasl, exchange)
+        except SaslClientError as e:
+            raise ClientError(str(e)) from None
+
+    @property
+    def sasl(self) -> SaslClientSettings | None:
+        """How this client authenticates (the same for every broker of a cluster)."""
+        return self._sasl
 
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
@@ -66,6 +97,7 @@ class SimpleClient:
                               f"{e.strerror or e}") from None
         self._unsettled = False
         self._call(18, 0, ApiVersionsRequest())
+        self._authenticate()
 
     def _call(self, api_key: int, version: int, request):
         if self._unsettled:
@@ -246,7 +278,8 @@ class Cluster:
         if address is None:
             raise ClientError(f"broker {node_id} is not in the cluster's metadata")
         try:
-            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id)
+            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id,
+                                sasl=self.bootstrap.sasl)
         except OSError as e:
             raise ClientError(f"cannot reach broker {node_id} at {address}: "
                               f"{e.strerror or e}") from None
@@ -296,7 +329,18 @@ def error_text(code: int, message: str | None = None) -> str:
     return f"{name}: {message}" if message else name
 
 
-def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -> int:
+def command_config_sasl(path: str | None) -> SaslClientSettings | None:
+    """The SASL login in a tool's ``--command-config`` file (Kafka's client
+    properties: security.protocol, sasl.mechanism, sasl.jaas.config); None
+    without a file or for PLAINTEXT. OSError/ValueError name what is wrong."""
+    if not path:
+        return None
+    from config.properties import load_properties
+    return sasl_client_settings(load_properties(path))
+
+
+def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
+             sasl: SaslClientSettings | None = None) -> int:
     """Connect to ``bootstrap`` (one ``host:port`` or a comma-separated list,
     tried in order, as Kafka's --bootstrap-server takes) and run ``action``; an
     unreachable broker or a broken connection is one line naming the address,
@@ -304,10 +348,13 @@ def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -
     client = None
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]:
         try:
-            client = SimpleClient(address)
+            client = SimpleClient(address, sasl=sasl)
             break
         except (OSError, ValueError) as e:  # ValueError: a port that is not a number
             error = getattr(e, "strerror", None) or e
+        except ClientError as e:  # refused authentication
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 1
     if client is None:
         print(f"{prog}: cannot reach the broker at {bootstrap}: {error}", file=sys.stderr)
         return 1

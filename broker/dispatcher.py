@@ -31,7 +31,7 @@ class Dispatcher:
         # ApiVersions/SASL before authentication (decided before decoding).
         if expects_raw_token(conn):
             return await handle_raw_token(RequestContext(None, conn, self.services), frame)
-        if not admits(conn, int.from_bytes(frame[:2], "big", signed=True)):
+        if not admits(conn, frame, self.services.sasl):
             conn.close()
             return None
         try:

@@ -19,7 +19,8 @@ import sys
 
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from .client import SimpleClient, error_text, run_tool
+from . import scram_configs_cli
+from .client import SimpleClient, command_config_sasl, error_text, run_tool
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2
@@ -94,10 +95,30 @@ def _describe(client: SimpleClient, pairs) -> int:
                         f"'{_show_name(e.entity_name)}'" for e in entry.entity)
         values = ", ".join(f"{v.key}={v.value}" for v in entry.values)
         print(f"Quota configs for {who} are {values}")
+    if [t for t, _ in pairs] == ["users"] and pairs[0][1] is not None:
+        # A user's znode also holds its SCRAM credentials; kafka-configs shows both.
+        user = None if pairs[0][1] is _NO_NAME else pairs[0][1]
+        return scram_configs_cli.describe(client, user, quiet_if_none=True)
     return 0
 
 
 def _alter(client: SimpleClient, pairs, adds: dict[str, str], deletes: list[str]) -> int:
+    scram_adds = {k: v for k, v in adds.items() if scram_configs_cli.is_scram_key(k)}
+    scram_deletes = [k for k in deletes if scram_configs_cli.is_scram_key(k)]
+    if scram_adds or scram_deletes:
+        if [t for t, _ in pairs] != ["users"] or pairs[0][1] is None:
+            print("samsa configs: SCRAM credentials belong to one named user "
+                  "(--entity-type users --entity-name NAME)", file=sys.stderr)
+            return 2
+        code = scram_configs_cli.alter(client, pairs[0][1], scram_adds, scram_deletes,
+                                       announce=False)
+        if code:
+            return code
+        adds = {k: v for k, v in adds.items() if k not in scram_adds}
+        deletes = [k for k in deletes if k not in scram_deletes]
+        if not adds and not deletes:
+            print(f"Completed updating config for user {pairs[0][1]}.")
+            return 0
     R = AlterClientQuotasRequest
     ops = []
     for key, text in adds.items():
@@ -140,12 +161,18 @@ def main(argv: list[str]) -> int:
     action.add_argument("--alter", action="store_true")
     p.add_argument("--add-config", metavar="K1=V1,K2=V2")
     p.add_argument("--delete-config", metavar="K1,K2")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config")
     args = p.parse_args(rest)
+    try:
+        sasl = command_config_sasl(args.command_config)
+    except (OSError, ValueError) as e:
+        p.error(f"--command-config {args.command_config}: {e}")
     if len({t for t, _ in pairs}) != len(pairs):
         p.error("each --entity-type may be given once")
     if args.describe:
         return run_tool("samsa configs", args.bootstrap_server,
-                        lambda client: _describe(client, pairs))
+                        lambda client: _describe(client, pairs), sasl=sasl)
     if any(n is _NO_NAME for _, n in pairs):
         p.error("--alter needs --entity-name or --entity-default for every --entity-type")
     try:
@@ -158,4 +185,4 @@ def main(argv: list[str]) -> int:
         print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
         return 2
     return run_tool("samsa configs", args.bootstrap_server,
-                    lambda client: _alter(client, pairs, adds, deletes))
+                    lambda client: _alter(client, pairs, adds, deletes), sasl=sasl)

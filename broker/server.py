@@ -47,6 +47,7 @@ from storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge
+from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.settings import SaslSettings
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
@@ -180,7 +181,7 @@ class Broker:
         self.sasl = SaslSettings.from_config(cfg)  # ConfigError: refuse to start
         # Read now: a listener's unusable key or trust store refuses start-up.
         self.listener_tls = check_tls_config(cfg)
-        self.inter_broker_ssl = inter_broker_tls(cfg)
+        self.inter_broker = InterBrokerSecurity(inter_broker_tls(cfg), self.sasl.inter_broker)
         self.services: BrokerServices | None = None
         self.networks: list[NetworkServer] = []  # one per listener, in listeners order
         self.coordinator: GroupCoordinator | None = None
@@ -221,7 +222,7 @@ class Broker:
         notifier = AppendNotifier()
         if store.replicates:
             self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
-                                          tls=self.inter_broker_ssl)
+                                          security=self.inter_broker)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
@@ -407,7 +408,7 @@ class Broker:
         services = self.services
         store = services.store
         self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000,
-                                           tls=self.inter_broker_ssl)
+                                           security=self.inter_broker)
         txn_log = PartitionTxnLog(
             services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
             lambda: self.cfg.request_timeout_ms)
@@ -426,7 +427,7 @@ class Broker:
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
-                                         tls=self.inter_broker_ssl)
+                                         security=self.inter_broker)
         services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
 
     async def _start_groups(self) -> None:
@@ -640,7 +641,8 @@ class Broker:
         try:
             conn = await KafkaConnection.connect(ep.host, ep.port, client_id=f"samsa-broker-{me}",
                                                  timeout=CONTROLLED_SHUTDOWN_WAIT_S,
-                                                 tls=self.inter_broker_ssl)
+                                                 tls=self.inter_broker.tls,
+                                                 sasl=self.inter_broker.sasl)
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),

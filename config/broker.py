@@ -143,10 +143,18 @@ class BrokerConfig:
         "sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], None,
         "SASL mechanisms served on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
         "Kafka's default GSSAPI is not implemented, so unset means PLAIN.")
+    sasl_mechanism_inter_broker_protocol: str = _key(
+        "sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", None,
+        "Mechanism a broker logs in to the others with on a SASL inter-broker listener "
+        "(Kafka's default GSSAPI is not implemented, so unset means PLAIN).")
     connections_max_reauth_ms: int = _key(
         "connections.max.reauth.ms", T.LONG, 0, at_least(0),
         "SASL session lifetime (KIP-368): a connection that has not re-authenticated "
         "within it is closed at its next request; 0 = sessions never expire.")
+    sasl_server_max_receive_size: int = _key(
+        "sasl.server.max.receive.size", T.INT, 524288, at_least(1),
+        "Largest frame a SASL listener reads from a connection that has not "
+        "authenticated yet (larger ones close it).")
     connections_failed_authentication_delay_ms: int = _key(
         "connections.failed.authentication.delay.ms", T.INT, 100, at_least(0),
         "How long the answer to a failed SASL authentication (and the close after "
@@ -666,7 +674,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
         if ck is None and key.startswith(LISTENER_PREFIX):
             ck = _listener_override_key(key)
             if ck is not None:
-                ck.parse(raw)  # e.g. listener.name.ssl.ssl.client.auth: checked as its key
+                # e.g. listener.name.ssl.ssl.client.auth: checked as its key, named as given
+                dataclasses.replace(ck, name=key).parse(raw)
             continue  # per-listener forms (also <mechanism>.sasl.jaas.config), read where used
         if ck is None:
             log.warning("unknown config key %r (from %s) is ignored", key, origins.get(key, "?"))
@@ -767,15 +776,10 @@ def _listener_override_key(key: str) -> ConfigKey | None:
 
 def _check_inter_broker_listener(fields: dict, typed: dict, listeners: list[Listener],
                                  zookeeper_connect: str | None) -> None:
-    """Brokers reach each other over PLAINTEXT or SSL only in this version; a
-    cluster needs the inter-broker listener to exist (as Kafka requires)."""
+    """A cluster needs the inter-broker listener to exist (as Kafka requires)."""
     name = fields["inter_broker_listener_name"] or fields["security_inter_broker_protocol"]
     key = ("inter.broker.listener.name" if fields["inter_broker_listener_name"]
            else "security.inter.broker.protocol")
-    protocol = fields["listener_security_protocol_map"].get(name, name)
-    if protocol.startswith("SASL_") and (key == "inter.broker.listener.name" or zookeeper_connect):
-        raise ConfigError("inter.broker.listener.name", name,
-                          "a PLAINTEXT or SSL listener (SASL between brokers is not supported)")
     if zookeeper_connect and name not in {lst.name for lst in listeners}:
         raise ConfigError(key, typed.get(key, name),
                           "a listener name from listeners (" +

@@ -24,6 +24,8 @@ from .metadata import (handle_describe_cluster, handle_describe_topic_partitions
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
 from .produce import handle_produce
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
+from .scram_credentials import (handle_alter_user_scram_credentials,
+                                handle_describe_user_scram_credentials)
 from .producer_ids import handle_init_producer_id
 from .reassignments import (handle_alter_partition_reassignments,
                             handle_list_partition_reassignments)
@@ -80,6 +82,8 @@ HANDLERS = {
     29: handle_describe_acls,
     30: handle_create_acls,
     31: handle_delete_acls,
+    50: handle_describe_user_scram_credentials,
+    51: handle_alter_user_scram_credentials,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

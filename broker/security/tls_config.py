@@ -225,10 +225,10 @@ def listener_tls(cfg: BrokerConfig, listener: str) -> ListenerTls:
 
 def inter_broker_tls(cfg: BrokerConfig) -> ssl.SSLContext | None:
     """The client side of the broker's connections to other brokers: TLS when
-    the inter-broker listener is SSL, with that listener's trust store (and its
-    key store, for listeners that require client certificates)."""
+    the inter-broker listener is SSL or SASL_SSL, with that listener's trust
+    store (and its key store, for listeners that require client certificates)."""
     listener = cfg.inter_broker_listener
-    if cfg.security_protocol(listener) != "SSL":
+    if cfg.security_protocol(listener) not in ("SSL", "SASL_SSL"):
         return None
     keys = _Keys(cfg, listener)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)

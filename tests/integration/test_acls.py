@@ -169,8 +169,8 @@ def _broker(cluster: Cluster, broker_id: int, who: Principal) -> BrokerProcess:
                              "listeners": listener, "advertised.listeners": listener,
                              "sasl.enabled.mechanisms": "PLAIN",
                              "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-                             # it would ask itself over its SASL listener, unauthenticated
-                             "controlled.shutdown.enable": "false"})
+                             # the broker logs in to itself as admin, a super user
+                             "inter.broker.listener.name": "SASL_PLAINTEXT"})
 
 
 def _start(work: Path, who: Principal) -> Cluster:
