@@ -11,10 +11,12 @@ address Metadata (or FindCoordinator) advertises for it.
 from __future__ import annotations
 
 import socket
+import ssl
 import sys
 import time
 from typing import Callable
 
+from config.errors import ConfigError
 from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
@@ -26,15 +28,17 @@ class ClientError(Exception):
 
 
 class SimpleClient:
-    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0):
+    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
+                 tls: ssl.SSLContext | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"expected host:port, got {bootstrap!r}")
         self.address = bootstrap
         self._endpoint = (host or "localhost", int(port))
         self._timeout = timeout
+        self.tls = tls  # an SSL listener (the tool's --command-config said so)
         self.core = ClientCore(client_id)
-        self.sock = socket.create_connection(self._endpoint, timeout=timeout)
+        self.sock = self._connect()
         # True from the moment a request is registered until its answer is
         # read: an exception that leaves it set (Ctrl-C, a timeout) may have
         # left half a request sent or half an answer unread, so the stream is
@@ -42,6 +46,16 @@ class SimpleClient:
         # connection instead of reading another request's answer.
         self._unsettled = False
         self._call(18, 0, ApiVersionsRequest())
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self._endpoint, timeout=self._timeout)
+        if self.tls is None:
+            return sock
+        try:
+            return self.tls.wrap_socket(sock, server_hostname=self._endpoint[0])
+        except BaseException:
+            sock.close()
+            raise
 
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
@@ -60,7 +74,7 @@ class SimpleClient:
         self.sock.close()
         self.core = ClientCore(self.core.client_id)
         try:
-            self.sock = socket.create_connection(self._endpoint, timeout=self._timeout)
+            self.sock = self._connect()
         except OSError as e:
             raise ClientError(f"cannot reach the broker at {self.address}: "
                               f"{e.strerror or e}") from None
@@ -246,7 +260,8 @@ class Cluster:
         if address is None:
             raise ClientError(f"broker {node_id} is not in the cluster's metadata")
         try:
-            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id)
+            conn = SimpleClient(address, client_id=self.bootstrap.core.client_id,
+                                tls=self.bootstrap.tls)
         except OSError as e:
             raise ClientError(f"cannot reach broker {node_id} at {address}: "
                               f"{e.strerror or e}") from None
@@ -296,17 +311,26 @@ def error_text(code: int, message: str | None = None) -> str:
     return f"{name}: {message}" if message else name
 
 
-def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -> int:
+def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
+             command_config: str | None = None) -> int:
     """Connect to ``bootstrap`` (one ``host:port`` or a comma-separated list,
     tried in order, as Kafka's --bootstrap-server takes) and run ``action``; an
     unreachable broker or a broken connection is one line naming the address,
-    never a traceback."""
+    never a traceback. ``command_config``: a Kafka client properties file
+    (--command-config), e.g. for an SSL listener."""
+    try:
+        tls = command_tls(command_config)
+    except (OSError, ConfigError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
     client = None
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]:
         try:
-            client = SimpleClient(address)
+            client = SimpleClient(address, tls=tls)
             break
-        except (OSError, ValueError) as e:  # ValueError: a port that is not a number
+        # ValueError: a port that is not a number; ClientError: the first
+        # exchange failed (e.g. a TLS listener refused the certificate)
+        except (OSError, ValueError, ClientError) as e:
             error = getattr(e, "strerror", None) or e
     if client is None:
         print(f"{prog}: cannot reach the broker at {bootstrap}: {error}", file=sys.stderr)
@@ -321,7 +345,21 @@ def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int]) -
         return 1
 
 
-def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]) -> int:
+def command_tls(path: str | None) -> ssl.SSLContext | None:
+    """The TLS context a --command-config file asks for (None: plaintext)."""
+    if not path:
+        return None
+    from broker.security.tls_config import client_tls
+    from config.properties import load_properties
+    try:
+        props = load_properties(path)
+    except OSError as e:
+        raise OSError(f"cannot read --command-config {path}: {e.strerror or e}") from None
+    return client_tls(props, f"--command-config {path}")
+
+
+def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int],
+                     command_config: str | None = None) -> int:
     """``run_tool`` for tools that talk to leaders and coordinators, not only
     to the bootstrap broker."""
     def with_cluster(client: SimpleClient) -> int:
@@ -330,4 +368,4 @@ def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]
             return action(cluster)
         finally:
             cluster.close()
-    return run_tool(prog, bootstrap, with_cluster)
+    return run_tool(prog, bootstrap, with_cluster, command_config)

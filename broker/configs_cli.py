@@ -138,6 +138,8 @@ def main(argv) -> int:
     p = argparse.ArgumentParser(prog="samsa configs",
                                 description="Describe or change topic and broker configs.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, ssl.keystore.*)")
     p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
     who = p.add_mutually_exclusive_group()
     who.add_argument("--entity-name")
@@ -155,4 +157,5 @@ def main(argv) -> int:
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
     fn = _describe if args.describe else _alter
-    return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args))
+    return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
+                    args.command_config)

@@ -343,6 +343,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="List, describe, reset offsets of "
                                                        "and delete consumer groups.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, ssl.keystore.*)")
+
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
@@ -380,4 +383,5 @@ def main(argv) -> int:
     fn = {"list": _list, "describe": _describe, "delete": _delete,
           "reset_offsets": _reset}[next(k for k in ("list", "describe", "delete",
                                                      "reset_offsets") if getattr(args, k))]
-    return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args))
+    return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args),
+                            args.command_config)

@@ -130,6 +130,8 @@ def _delete(client, args) -> int:
 def main(argv) -> int:
     p = argparse.ArgumentParser(prog="samsa topics")
     p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, ssl.keystore.*)")
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true")
@@ -153,5 +155,5 @@ def main(argv) -> int:
                      ("alter", _alter), ("delete", _delete)):
         if getattr(args, name):
             return run_tool("samsa topics", args.bootstrap_server,
-                            lambda client, fn=fn: fn(client, args))
+                            lambda client, fn=fn: fn(client, args), args.command_config)
     return 2

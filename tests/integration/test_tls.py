@@ -16,6 +16,7 @@ import random
 import shutil
 import socket
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -231,6 +232,35 @@ def test_sasl_ssl_with_every_client(java_tools: JavaTools, tls_broker):
 
     wrong = _rdkafka_refused({**_rdkafka(b, "SASL_SSL"), **sasl, "sasl.password": "nope"})
     assert "Authentication failed" in wrong, wrong
+
+
+def _samsa(*args: str) -> "subprocess.CompletedProcess[str]":
+    from tests.support.broker_process import REPO_ROOT
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO_ROOT)
+
+
+def test_samsa_tools_over_ssl_and_mutual_tls_with_command_config(tls_broker, tmp_path):
+    b, topic = tls_broker, _topic()
+    ssl_props = tmp_path / "ssl.properties"
+    ssl_props.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                         f"ssl.truststore.location={b.certs.ca}\n")
+    mtls_props = tmp_path / "mtls.properties"
+    mtls_props.write_text(ssl_props.read_text() + "ssl.keystore.type=PEM\n"
+                          f"ssl.keystore.location={b.certs.client_keystore}\n")
+    made = _samsa("topics", "--bootstrap-server", b.address("SSL"), "--command-config",
+                  str(ssl_props), "--create", "--topic", topic, "--partitions", "2")
+    assert made.returncode == 0, made.stderr
+    listed = _samsa("topics", "--bootstrap-server", b.address("MTLS"), "--command-config",
+                    str(mtls_props), "--list")
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    groups = _samsa("consumer-groups", "--bootstrap-server", b.address("SSL"), "--command-config",
+                    str(ssl_props), "--list")
+    assert groups.returncode == 0, groups.stderr
+    # Without a certificate the listener that requires one refuses: one line, no traceback.
+    refused = _samsa("topics", "--bootstrap-server", b.address("MTLS"), "--command-config",
+                     str(ssl_props), "--list")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
 
 
 # ------------------------------------------------------------------ listeners
