@@ -18,9 +18,11 @@ from typing import Any
 
 from protocol.client import ClientCore
 from protocol.errors import ProtocolError
-from protocol.messages import ApiVersionsRequest
+from protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
-API_VERSIONS = 18
+from .security.sasl.client import SaslClientError, SaslClientSettings, authenticate_async
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
 
 class ConnectionClosedError(ConnectionError):
@@ -100,9 +102,10 @@ class KafkaConnection:
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "samsa",
                       timeout: float = 30.0,
-                      tls: ssl.SSLContext | None = None) -> "KafkaConnection":
-        """Open the connection (over TLS with ``tls``: a broker's inter-broker
-        listener is SSL) and learn the broker's API versions."""
+                      tls: ssl.SSLContext | None = None,
+                      sasl: SaslClientSettings | None = None) -> "KafkaConnection":
+        """Open the connection (over TLS with ``tls``), learn the broker's API
+        versions and, on a SASL listener (``sasl`` given), authenticate."""
         address = f"{host}:{port}"
         conn = cls(None, ClientCore(client_id), address)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
@@ -119,10 +122,33 @@ class KafkaConnection:
             await asyncio.wait_for(conn.call(ApiVersionsRequest(client_software_name="samsa",
                                                                 client_software_version="0"),
                                              api_key=API_VERSIONS, version=3), timeout)
+            if sasl is not None:
+                await asyncio.wait_for(conn._authenticate(sasl), timeout)
         except BaseException:
             await conn.close()
             raise
         return conn
+
+    async def _authenticate(self, sasl: SaslClientSettings) -> None:
+        """SASL on a SASL_* listener: SaslHandshake v1, then SaslAuthenticate."""
+        handshake = await self.call(SaslHandshakeRequest(mechanism=sasl.mechanism),
+                                    api_key=SASL_HANDSHAKE, version=1)
+        if handshake.error_code:
+            raise ConnectionClosedError(f"{self.address} does not take SASL/{sasl.mechanism} "
+                                        f"(enabled: {', '.join(handshake.mechanisms)})")
+
+        async def exchange(token: bytes) -> bytes:
+            answer = await self.call(SaslAuthenticateRequest(auth_bytes=token),
+                                     api_key=SASL_AUTHENTICATE)
+            if answer.error_code:
+                raise ConnectionClosedError(f"SASL authentication at {self.address} failed: "
+                                            f"{answer.error_message}")
+            return bytes(answer.auth_bytes)
+        try:
+            await authenticate_async(sasl, exchange)
+        except SaslClientError as e:
+            raise ConnectionClosedError(f"SASL authentication at {self.address} failed: "
+                                        f"{e}") from None
 
     @property
     def closed(self) -> bool:

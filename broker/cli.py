@@ -100,11 +100,17 @@ def _leader_election(argv) -> int:
     return election_main(argv)
 
 
+def _acls(argv) -> int:
+    from .acls_cli import main as acls_main
+    return acls_main(argv)
+
+
 # Tools with Kafka's names and flags, each parsing its own arguments.
 _TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
           "get-offsets": _get_offsets, "consumer-groups": _consumer_groups,
           "console-producer": _console_producer, "console-consumer": _console_consumer,
-          "reassign-partitions": _reassign_partitions, "leader-election": _leader_election}
+          "reassign-partitions": _reassign_partitions, "leader-election": _leader_election,
+          "acls": _acls}
 
 
 def _version() -> str:

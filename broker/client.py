@@ -16,11 +16,13 @@ import sys
 import time
 from typing import Callable
 
-from config.errors import ConfigError
 from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
-                               MetadataRequest)
+                               MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
+
+from .security.sasl.client import (SaslClientError, SaslClientSettings, authenticate,
+                                   sasl_client_settings)
 
 
 class ClientError(Exception):
@@ -29,7 +31,7 @@ class ClientError(Exception):
 
 class SimpleClient:
     def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
-                 tls: ssl.SSLContext | None = None):
+                 sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"expected host:port, got {bootstrap!r}")
@@ -45,7 +47,34 @@ class SimpleClient:
         # out of step with the core and the next call starts on a fresh
         # connection instead of reading another request's answer.
         self._unsettled = False
+        self._sasl = sasl
         self._call(18, 0, ApiVersionsRequest())
+        self._authenticate()
+
+    def _authenticate(self) -> None:
+        """SASL on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate)."""
+        if self._sasl is None:
+            return
+        handshake = self.call(17, SaslHandshakeRequest(mechanism=self._sasl.mechanism),
+                              highest=1)
+        if handshake.error_code:
+            raise ClientError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
+                              f"(enabled: {', '.join(handshake.mechanisms)})")
+
+        def exchange(token: bytes) -> bytes:
+            answer = self.call(36, SaslAuthenticateRequest(auth_bytes=token))
+            if answer.error_code:
+                raise ClientError(error_text(answer.error_code, answer.error_message))
+            return bytes(answer.auth_bytes)
+        try:
+            authenticate(self._sasl, exchange)
+        except SaslClientError as e:
+            raise ClientError(str(e)) from None
+
+    @property
+    def sasl(self) -> SaslClientSettings | None:
+        """How this client authenticates (the same for every broker of a cluster)."""
+        return self._sasl
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(self._endpoint, timeout=self._timeout)
@@ -80,6 +109,7 @@ class SimpleClient:
                               f"{e.strerror or e}") from None
         self._unsettled = False
         self._call(18, 0, ApiVersionsRequest())
+        self._authenticate()
 
     def _call(self, api_key: int, version: int, request):
         if self._unsettled:
@@ -261,7 +291,7 @@ class Cluster:
             raise ClientError(f"broker {node_id} is not in the cluster's metadata")
         try:
             conn = SimpleClient(address, client_id=self.bootstrap.core.client_id,
-                                tls=self.bootstrap.tls)
+                                sasl=self.bootstrap.sasl, tls=self.bootstrap.tls)
         except OSError as e:
             raise ClientError(f"cannot reach broker {node_id} at {address}: "
                               f"{e.strerror or e}") from None
@@ -311,27 +341,50 @@ def error_text(code: int, message: str | None = None) -> str:
     return f"{name}: {message}" if message else name
 
 
+def command_config_sasl(path: str | None) -> SaslClientSettings | None:
+    """The SASL login in a tool's ``--command-config`` file (Kafka's client
+    properties: security.protocol, sasl.mechanism, sasl.jaas.config); None
+    without a file or for PLAINTEXT. OSError/ValueError name what is wrong."""
+    if not path:
+        return None
+    from config.properties import load_properties
+    return sasl_client_settings(load_properties(path))
+
+
+def command_config_tls(path: str | None) -> ssl.SSLContext | None:
+    """The TLS context a tool's ``--command-config`` file asks for
+    (security.protocol SSL or SASL_SSL, PEM trust and key stores); None
+    without a file or without TLS. OSError/ValueError name what is wrong."""
+    if not path:
+        return None
+    from broker.security.tls_config import client_tls
+    from config.properties import load_properties
+    return client_tls(load_properties(path), f"--command-config {path}")
+
+
+def command_config_security(path: str | None
+                            ) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
+    """The SASL login and the TLS context of a tool's --command-config."""
+    return command_config_sasl(path), command_config_tls(path)
+
+
 def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
-             command_config: str | None = None) -> int:
+             sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None) -> int:
     """Connect to ``bootstrap`` (one ``host:port`` or a comma-separated list,
     tried in order, as Kafka's --bootstrap-server takes) and run ``action``; an
     unreachable broker or a broken connection is one line naming the address,
-    never a traceback. ``command_config``: a Kafka client properties file
-    (--command-config), e.g. for an SSL listener."""
-    try:
-        tls = command_tls(command_config)
-    except (OSError, ConfigError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 1
+    never a traceback. ``sasl`` / ``tls``: how to reach a SASL or SSL
+    listener (from --command-config)."""
     client = None
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]:
         try:
-            client = SimpleClient(address, tls=tls)
+            client = SimpleClient(address, sasl=sasl, tls=tls)
             break
-        # ValueError: a port that is not a number; ClientError: the first
-        # exchange failed (e.g. a TLS listener refused the certificate)
-        except (OSError, ValueError, ClientError) as e:
+        except (OSError, ValueError) as e:  # ValueError: a port that is not a number
             error = getattr(e, "strerror", None) or e
+        except ClientError as e:  # refused authentication (SASL, or TLS certificates)
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 1
     if client is None:
         print(f"{prog}: cannot reach the broker at {bootstrap}: {error}", file=sys.stderr)
         return 1
@@ -345,21 +398,9 @@ def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
         return 1
 
 
-def command_tls(path: str | None) -> ssl.SSLContext | None:
-    """The TLS context a --command-config file asks for (None: plaintext)."""
-    if not path:
-        return None
-    from broker.security.tls_config import client_tls
-    from config.properties import load_properties
-    try:
-        props = load_properties(path)
-    except OSError as e:
-        raise OSError(f"cannot read --command-config {path}: {e.strerror or e}") from None
-    return client_tls(props, f"--command-config {path}")
-
-
 def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int],
-                     command_config: str | None = None) -> int:
+                     sasl: SaslClientSettings | None = None,
+                     tls: ssl.SSLContext | None = None) -> int:
     """``run_tool`` for tools that talk to leaders and coordinators, not only
     to the bootstrap broker."""
     def with_cluster(client: SimpleClient) -> int:
@@ -368,4 +409,4 @@ def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]
             return action(cluster)
         finally:
             cluster.close()
-    return run_tool(prog, bootstrap, with_cluster, command_config)
+    return run_tool(prog, bootstrap, with_cluster, sasl, tls)

@@ -17,7 +17,8 @@ import sys
 from config.describe import ConfigSource
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from .client import SimpleClient, error_text, run_tool
+from .client import SimpleClient, command_config_security, error_text, run_tool
+from .quotas_cli import is_quota_command, main as quotas_main
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -108,7 +109,6 @@ def _describe(client: SimpleClient, args) -> int:
 
 
 def _alter(client: SimpleClient, args) -> int:
-    rtype, name, label = _resource(args)
     try:
         adds = parse_config_list(args.add_config or "")
     except ValueError as e:
@@ -118,6 +118,7 @@ def _alter(client: SimpleClient, args) -> int:
     if not adds and not deletes:
         print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
         return 2
+    rtype, name, label = _resource(args)
     R = IncrementalAlterConfigsRequest
     ops = ([R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in adds.items()]
            + [R.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deletes])
@@ -135,11 +136,11 @@ def _alter(client: SimpleClient, args) -> int:
 
 
 def main(argv) -> int:
+    if is_quota_command(argv):  # users, clients, ips: quotas and SCRAM (quotas_cli.py)
+        return quotas_main(argv)
     p = argparse.ArgumentParser(prog="samsa configs",
                                 description="Describe or change topic and broker configs.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties (security.protocol=SSL, ssl.truststore.*, ssl.keystore.*)")
     p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
     who = p.add_mutually_exclusive_group()
     who.add_argument("--entity-name")
@@ -151,11 +152,18 @@ def main(argv) -> int:
     p.add_argument("--all", action="store_true", help="describe every config, not only overrides")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", metavar="K1,K2")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
     args = p.parse_args(argv)
     if args.entity_type == "topics" and (args.entity_default or not args.entity_name):
         p.error("--entity-type topics needs --entity-name")
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
+    try:
+        sasl, tls = command_config_security(args.command_config)
+    except (OSError, ValueError) as e:
+        p.error(f"--command-config {args.command_config}: {e}")
     fn = _describe if args.describe else _alter
     return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
-                    args.command_config)
+                    sasl=sasl, tls=tls)

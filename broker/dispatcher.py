@@ -31,7 +31,7 @@ class Dispatcher:
         # ApiVersions/SASL before authentication (decided before decoding).
         if expects_raw_token(conn):
             return await handle_raw_token(RequestContext(None, conn, self.services), frame)
-        if not admits(conn, int.from_bytes(frame[:2], "big", signed=True)):
+        if not admits(conn, frame, self.services.sasl):
             conn.close()
             return None
         try:
@@ -50,11 +50,11 @@ class Dispatcher:
                                           header.correlation_id)
         metrics = self.services.metrics
         name = self.names[header.api_key]
+        quota = self.services.quotas.admit(conn, header, request, len(frame))
         started = metrics.request(header.api_key, name)
         try:
-            response = await handler(RequestContext(header, conn, self.services), request)
+            response = await quota.timed(
+                handler(RequestContext(header, conn, self.services), request))
         finally:
             metrics.request_done(name, started)
-        if response is None:
-            return None
-        return encode_response(header, response)
+        return await quota.respond(response)  # encoded, throttled per client quotas

@@ -31,7 +31,9 @@ from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
+from .metadata.acl_store import open_acl_store
 from .metadata.zookeeper import ZooKeeperMetadataStore
+from .security.acl.service import AclService
 from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
@@ -39,12 +41,14 @@ from .network.memory import RequestMemoryPool
 from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
+from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge
+from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.settings import SaslSettings
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
@@ -82,6 +86,9 @@ class BrokerServices:
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
     sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
         default_factory=lambda: SaslSettings({}))
+    quotas: ClientQuotas | None = None  # client quotas; set before the broker serves
+    # ACLs (authorizer.class.name set); None: every request is allowed.
+    acls: AclService | None = None
 
 
 def advertised_apis() -> list:
@@ -175,7 +182,7 @@ class Broker:
         self.sasl = SaslSettings.from_config(cfg)  # ConfigError: refuse to start
         # Read now: a listener's unusable key or trust store refuses start-up.
         self.listener_tls = check_tls_config(cfg)
-        self.inter_broker_ssl = inter_broker_tls(cfg)
+        self.inter_broker = InterBrokerSecurity(inter_broker_tls(cfg), self.sasl.inter_broker)
         self.services: BrokerServices | None = None
         self.networks: list[NetworkServer] = []  # one per listener, in listeners order
         self.coordinator: GroupCoordinator | None = None
@@ -216,7 +223,7 @@ class Broker:
         notifier = AppendNotifier()
         if store.replicates:
             self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
-                                          tls=self.inter_broker_ssl)
+                                          security=self.inter_broker)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
@@ -241,11 +248,17 @@ class Broker:
             partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
             lambda: self._ensure_transaction_topic(topics),
             cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
+        acls = (AclService.from_config(cfg, open_acl_store(store))
+                if cfg.authorizer_class_name else None)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
-                              sasl=self.sasl)
+                              sasl=self.sasl,
+                              quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
+                                  cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
+                                  metrics),
+                              acls=acls)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
         """Follow the metadata other brokers and the controller write (logs for
@@ -396,7 +409,7 @@ class Broker:
         services = self.services
         store = services.store
         self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000,
-                                           tls=self.inter_broker_ssl)
+                                           security=self.inter_broker)
         txn_log = PartitionTxnLog(
             services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
             lambda: self.cfg.request_timeout_ms)
@@ -415,7 +428,7 @@ class Broker:
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
-                                         tls=self.inter_broker_ssl)
+                                         security=self.inter_broker)
         services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
 
     async def _start_groups(self) -> None:
@@ -632,7 +645,8 @@ class Broker:
         try:
             conn = await KafkaConnection.connect(ep.host, ep.port, client_id=f"samsa-broker-{me}",
                                                  timeout=CONTROLLED_SHUTDOWN_WAIT_S,
-                                                 tls=self.inter_broker_ssl)
+                                                 tls=self.inter_broker.tls,
+                                                 sasl=self.inter_broker.sasl)
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),

@@ -43,6 +43,11 @@ DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL
 # The one replica selector Kafka ships (KIP-392); samsa implements its rules
 # itself, so it is the only value replica.selector.class takes.
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# authorizer.class.name values that turn on ACLs (Kafka's ZooKeeper-era class,
+# its predecessor, and KRaft's): the rules are AclAuthorizer's in every case.
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
+                          "kafka.security.auth.SimpleAclAuthorizer",
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 # Hosts a client cannot connect to: advertise "localhost" instead so local clients work.
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
@@ -138,10 +143,18 @@ class BrokerConfig:
         "sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], None,
         "SASL mechanisms served on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
         "Kafka's default GSSAPI is not implemented, so unset means PLAIN.")
+    sasl_mechanism_inter_broker_protocol: str = _key(
+        "sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", None,
+        "Mechanism a broker logs in to the others with on a SASL inter-broker listener "
+        "(Kafka's default GSSAPI is not implemented, so unset means PLAIN).")
     connections_max_reauth_ms: int = _key(
         "connections.max.reauth.ms", T.LONG, 0, at_least(0),
         "SASL session lifetime (KIP-368): a connection that has not re-authenticated "
         "within it is closed at its next request; 0 = sessions never expire.")
+    sasl_server_max_receive_size: int = _key(
+        "sasl.server.max.receive.size", T.INT, 524288, at_least(1),
+        "Largest frame a SASL listener reads from a connection that has not "
+        "authenticated yet (larger ones close it).")
     connections_failed_authentication_delay_ms: int = _key(
         "connections.failed.authentication.delay.ms", T.INT, 100, at_least(0),
         "How long the answer to a failed SASL authentication (and the close after "
@@ -367,6 +380,14 @@ class BrokerConfig:
         "How long the broker's own acks=all appends (transaction markers) wait for "
         "replication before answering REQUEST_TIMED_OUT.")
 
+    # ------------------------------------------------------------ client quotas
+    quota_window_num: int = _key(
+        "quota.window.num", T.INT, 11, at_least(1),
+        "Samples a client quota's rate is measured over.")
+    quota_window_size_seconds: int = _key(
+        "quota.window.size.seconds", T.INT, 1, at_least(1),
+        "Length of each client quota sample.")
+
     # ------------------------------------------------------------ misc
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),
                                         "Follower lag before it leaves the ISR.")
@@ -406,6 +427,17 @@ class BrokerConfig:
         OneOf((RACK_AWARE_REPLICA_SELECTOR,), allow_none=True),
         "KIP-392: how a leader picks the replica a rack-aware consumer reads from; "
         "unset: consumers read from leaders.")
+    # ------------------------------------------------------------ authorization (ACLs)
+    authorizer_class_name: str = _key(
+        "authorizer.class.name", T.STRING, "", OneOf(("",) + AUTHORIZER_CLASS_NAMES),
+        "Turns on ACL authorization with Kafka's AclAuthorizer rules (any of Kafka's "
+        "authorizer class names); empty: every request is allowed.")
+    super_users: str | None = _key(
+        "super.users", T.STRING, None, None,
+        "Principals allowed everything, separated by semicolons (User:admin;User:broker).")
+    allow_everyone_if_no_acl_found: bool = _key(
+        "allow.everyone.if.no.acl.found", T.BOOLEAN, False, None,
+        "With an authorizer: allow an operation on a resource no ACL applies to.")
     metrics_port: int = _key(
         "metrics.port", T.INT, 0, between(0, 65535),
         "samsa: port of the Prometheus /metrics HTTP endpoint; 0 = disabled.")
@@ -642,7 +674,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
         if ck is None and key.startswith(LISTENER_PREFIX):
             ck = _listener_override_key(key)
             if ck is not None:
-                ck.parse(raw)  # e.g. listener.name.ssl.ssl.client.auth: checked as its key
+                # e.g. listener.name.ssl.ssl.client.auth: checked as its key, named as given
+                dataclasses.replace(ck, name=key).parse(raw)
             continue  # per-listener forms (also <mechanism>.sasl.jaas.config), read where used
         if ck is None:
             log.warning("unknown config key %r (from %s) is ignored", key, origins.get(key, "?"))
@@ -743,15 +776,10 @@ def _listener_override_key(key: str) -> ConfigKey | None:
 
 def _check_inter_broker_listener(fields: dict, typed: dict, listeners: list[Listener],
                                  zookeeper_connect: str | None) -> None:
-    """Brokers reach each other over PLAINTEXT or SSL only in this version; a
-    cluster needs the inter-broker listener to exist (as Kafka requires)."""
+    """A cluster needs the inter-broker listener to exist (as Kafka requires)."""
     name = fields["inter_broker_listener_name"] or fields["security_inter_broker_protocol"]
     key = ("inter.broker.listener.name" if fields["inter_broker_listener_name"]
            else "security.inter.broker.protocol")
-    protocol = fields["listener_security_protocol_map"].get(name, name)
-    if protocol.startswith("SASL_") and (key == "inter.broker.listener.name" or zookeeper_connect):
-        raise ConfigError("inter.broker.listener.name", name,
-                          "a PLAINTEXT or SSL listener (SASL between brokers is not supported)")
     if zookeeper_connect and name not in {lst.name for lst in listeners}:
         raise ConfigError(key, typed.get(key, name),
                           "a listener name from listeners (" +

@@ -3,8 +3,10 @@
 A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
 None means no response at all (Produce with acks=0).
 """
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
+from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
@@ -22,6 +24,8 @@ from .metadata import (handle_describe_cluster, handle_describe_topic_partitions
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
 from .produce import handle_produce
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
+from .scram_credentials import (handle_alter_user_scram_credentials,
+                                handle_describe_user_scram_credentials)
 from .producer_ids import handle_init_producer_id
 from .reassignments import (handle_alter_partition_reassignments,
                             handle_list_partition_reassignments)
@@ -73,6 +77,13 @@ HANDLERS = {
     75: handle_describe_topic_partitions,
     17: handle_sasl_handshake,
     36: handle_sasl_authenticate,
+    48: handle_describe_client_quotas,
+    49: handle_alter_client_quotas,
+    29: handle_describe_acls,
+    30: handle_create_acls,
+    31: handle_delete_acls,
+    50: handle_describe_user_scram_credentials,
+    51: handle_alter_user_scram_credentials,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

@@ -9,7 +9,11 @@ from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
                                DeleteTopicsResponse)
 
 from ..topics import TopicError
+from . import authz
+from .authz import Op
 from .context import off_loop
+
+_DENIED = "Authorization failed."
 
 
 async def handle_create_topics(ctx, req):
@@ -22,6 +26,9 @@ def _create_topics(ctx, req):
     results = []
     created = []  # results of topics created now (not validate_only)
     seen = set()
+    # Create on the cluster covers every topic; otherwise Create on the topic
+    may_create = authz.topic_checker(ctx, Op.CREATE) \
+        if not authz.cluster(ctx, Op.CREATE) else (lambda _name: True)
     for t in req.topics:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         result = R.CreatableTopicResult(name=t.name, error_code=0, error_message=None,
@@ -31,6 +38,8 @@ def _create_topics(ctx, req):
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"Create topics request contains duplicate topic {t.name}")
             seen.add(t.name)
+            if not may_create(t.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED)
             assignment = None
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
@@ -52,10 +61,13 @@ def _create_topics(ctx, req):
             if meta is not None:
                 result.topic_id = meta.topic_id
                 created.append(result)
-            result.configs = [
-                R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
-                                        config_source=e.source, is_sensitive=e.is_sensitive)
-                for e in describe_topic_config(topics.config, configs)]
+            if authz.topic(ctx, Op.DESCRIBE_CONFIGS, t.name):
+                result.configs = [
+                    R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
+                                            config_source=e.source, is_sensitive=e.is_sensitive)
+                    for e in describe_topic_config(topics.config, configs)]
+            else:  # created, but its configs are not this client's to see (as Kafka)
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except TopicError as e:
             result.error_code, result.error_message = e.code, e.message
         results.append(result)
@@ -93,6 +105,11 @@ def _delete_topics(ctx, req):
                                                       error_message=None))
                 continue
             name = meta.name
+        if not authz.topic(ctx, Op.DELETE, name):
+            results.append(R.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=_DENIED))
+            continue
         try:
             meta = topics.delete(name)
             results.append(R.DeletableTopicResult(name=name, topic_id=meta.topic_id,
@@ -113,6 +130,8 @@ def _create_partitions(ctx, req):
     results = []
     for t in req.topics:
         try:
+            if not authz.topic(ctx, Op.ALTER, t.name):
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED)
             assignment = ([list(a.broker_ids) for a in t.assignments]
                           if t.assignments is not None else None)
             topics.add_partitions(t.name, t.count, validate_only=req.validate_only,

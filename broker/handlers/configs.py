@@ -14,10 +14,13 @@ from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
 
 from ..topics import TopicError, name_error
+from . import authz
+from .authz import Op
 from .context import off_loop
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_DENIED = "Authorization failed."
 
 
 def _entries(broker, resource_type, name):
@@ -40,13 +43,25 @@ def _entries(broker, resource_type, name):
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
 
 
+def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, str] | None:
+    """Kafka's check: the operation on the topic, or on the cluster for
+    broker and broker-logger resources."""
+    if resource_type == TOPIC:
+        if not authz.topic(ctx, operation, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED
+    elif resource_type in (BROKER, BROKER_LOGGER) and not authz.cluster(ctx, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+    return None
+
+
 async def handle_describe_configs(ctx, req):
     broker = ctx.broker
-    version = ctx.version
     R = DescribeConfigsResponse
     results = []
     for res in req.resources:
-        code, message, entries = _entries(broker, res.resource_type, res.resource_name)
+        refused = _refusal(ctx, res.resource_type, res.resource_name, Op.DESCRIBE_CONFIGS)
+        code, message, entries = (*refused, []) if refused else _entries(
+            broker, res.resource_type, res.resource_name)
         if res.configuration_keys is not None:
             keys = set(res.configuration_keys)
             entries = [e for e in entries if e.name in keys]
@@ -106,7 +121,9 @@ def _alter_configs(ctx, req):
     out = []
     for res in req.resources:
         replacement = {c.name: c.value for c in res.configs if c.value is not None}
-        code, message = _alter(ctx.broker, res, lambda _old, r=replacement: r, req.validate_only)
+        code, message = _refusal(ctx, res.resource_type, res.resource_name,
+                                 Op.ALTER_CONFIGS) or _alter(
+            ctx.broker, res, lambda _old, r=replacement: r, req.validate_only)
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type,
                                                   resource_name=res.resource_name))
@@ -143,7 +160,9 @@ def _incremental_alter_configs(ctx, req):
     R = IncrementalAlterConfigsResponse
     out = []
     for res in req.resources:
-        code, message = _alter(ctx.broker, res, _incremental(res.configs), req.validate_only)
+        code, message = _refusal(ctx, res.resource_type, res.resource_name,
+                                 Op.ALTER_CONFIGS) or _alter(
+            ctx.broker, res, _incremental(res.configs), req.validate_only)
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type,
                                                   resource_name=res.resource_name))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ControlledShutdownResponse
 
+from . import authz
+from .authz import Op
 from .context import off_loop
 
 R = ControlledShutdownResponse
@@ -12,6 +14,8 @@ DECISION_TIMEOUT_S = 30.0
 
 
 async def handle_controlled_shutdown(ctx, req):
+    if not authz.cluster(ctx, Op.CLUSTER_ACTION):
+        return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
     controller = ctx.broker.controller
     if controller is None or not controller.active:
         return R(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])

@@ -4,7 +4,12 @@ where its open transaction starts (-1: none) - to find what holds a
 read_committed consumer's last stable offset back."""
 from __future__ import annotations
 
+from protocol.errors import ErrorCode
 from protocol.messages import DescribeProducersResponse
+
+from ..partitions import LeaderLookup
+from . import authz
+from .authz import Op
 
 R = DescribeProducersResponse
 
@@ -12,10 +17,12 @@ R = DescribeProducersResponse
 async def handle_describe_producers(ctx, req):
     broker = ctx.broker
     topics = []
+    may_read = authz.topic_checker(ctx, Op.READ)
     for t in req.topics:
         parts = []
         for index in t.partition_indexes:
-            found = broker.partitions.leader_log(t.name, index)
+            found = broker.partitions.leader_log(t.name, index) if may_read(t.name) \
+                else LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if not found.ok:
                 parts.append(R.PartitionResponse(partition_index=index, error_code=found.error,
                                                  error_message=None, active_producers=[]))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersResponse
 
+from . import authz
+from .authz import Op
 from .context import off_loop
 
 R = ElectLeadersResponse
@@ -30,6 +32,11 @@ async def handle_elect_leaders(ctx, req):
     election = req.election_type if version >= 1 else PREFERRED
     controller = ctx.broker.controller
     results = None
+    if not authz.cluster(ctx, Op.ALTER):
+        if version >= 1:
+            return _answer(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, {})
+        return _answer(version, ErrorCode.NONE, {
+            tp: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for tp in wanted or ()})
     if election in (PREFERRED, UNCLEAN) and controller is not None and controller.active:
         timeout = max(req.timeout_ms, 1000) / 1000
         results = await off_loop(controller.elect_leaders, wanted, election == UNCLEAN, timeout)

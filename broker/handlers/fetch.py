@@ -30,6 +30,8 @@ from protocol.records import downconvert_batches
 
 from ..metadata import brokers_on_listener
 from ..partitions import READ_COMMITTED, LeaderLookup
+from . import authz
+from .authz import Op
 from .errors import error_code_for
 
 R = FetchResponse
@@ -50,7 +52,8 @@ class _Target:
         self.read_replica = -1  # KIP-392: the replica the consumer should read from instead
 
 
-def _resolve(broker, req, version, replica_id):
+def _resolve(broker, req, version, replica_id, allowed):
+    """``allowed(topic)``: whether the fetcher may read the topic (ACLs)."""
     targets = []
     partitions = broker.partitions
     for t in req.topics:
@@ -62,7 +65,11 @@ def _resolve(broker, req, version, replica_id):
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t.partitions:
             epoch = p.current_leader_epoch if version >= 9 else -1
-            if meta is None:
+            # refused before "unknown", so a missing topic's name reveals nothing
+            name = meta.name if meta is not None else (t.topic if version < 13 else None)
+            if name is not None and not allowed(name):
+                found = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif meta is None:
                 found = LeaderLookup(missing)
             elif replica_id >= 0:
                 found = partitions.replica_log(meta.name, p.partition, epoch, replica_id)
@@ -202,7 +209,12 @@ async def handle_fetch(ctx, req):
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
     replica_id = _replica_id(req, version)
-    targets = _resolve(broker, req, version, replica_id)
+    if replica_id >= 0:  # a follower: a broker, which needs ClusterAction
+        follower_ok = authz.cluster(ctx, Op.CLUSTER_ACTION)
+        allowed = lambda _topic: follower_ok  # noqa: E731
+    else:
+        allowed = authz.topic_checker(ctx, Op.READ)
+    targets = _resolve(broker, req, version, replica_id, allowed)
     follower = replica_id >= 0
     isolation = req.isolation_level if version >= 4 else 0
     redirected = False

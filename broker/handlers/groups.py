@@ -22,6 +22,9 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
 
 from ..groups import OFFSETS_TOPIC, FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
+from ..security.acl import ResourceType
+from . import authz
+from .authz import Op
 from .context import off_loop
 from .txn_verification import opens_transaction, verification_on, verify_opening
 
@@ -29,10 +32,7 @@ log = logging.getLogger("broker.handlers.groups")
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
-NO_AUTHORIZED_OPERATIONS = -2**31
-# Every classic-group operation a describing client could ask about, as Kafka's
-# AclOperation bit set (READ=3, DESCRIBE=8, DELETE=6): we have no authorizer, so all.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 
 
 def _client_host(ctx) -> str:
@@ -46,21 +46,26 @@ def _client_id(ctx) -> str:
 
 # ------------------------------------------------------------------ FindCoordinator
 
-def _coordinator(broker, key_type: int, key: str | None, listener: str | None):
+def _coordinator(ctx, key_type: int, key: str | None):
     """(error_code, message, node) for one key: the broker that coordinates it."""
+    broker = ctx.broker
     if key_type == KEY_TYPE_TRANSACTION:
         locator = broker.txn_coordinators
         if key is None or key == "":
             return ErrorCode.INVALID_REQUEST, "Transactional id is empty", None
+        if not authz.transactional_id(ctx, Op.DESCRIBE, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, None
     elif key_type == KEY_TYPE_GROUP:
         locator = broker.coordinators
         if key is None:
             return ErrorCode.INVALID_REQUEST, "Group id is null", None
+        if not authz.group(ctx, Op.DESCRIBE, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
     answer = locator.locate(key)
     # A coordinator without the client's listener cannot be reached by it (Kafka).
-    node = answer.node.for_listener(listener) if not answer.error else None
+    node = answer.node.for_listener(ctx.listener) if not answer.error else None
     if node is None:
         return answer.error or ErrorCode.COORDINATOR_NOT_AVAILABLE, \
             "The coordinator is not available.", None
@@ -72,13 +77,13 @@ async def handle_find_coordinator(ctx, req):
     if ctx.version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            code, msg, node = _coordinator(ctx.broker, req.key_type, key, ctx.listener)
+            code, msg, node = _coordinator(ctx, req.key_type, key)
             coordinators.append(R.Coordinator(
                 key=key, node_id=node.node_id if node else -1, host=node.host if node else "",
                 port=node.port if node else -1, error_code=code, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    code, msg, node = _coordinator(ctx.broker, req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP,
-                                   req.key, ctx.listener)
+    code, msg, node = _coordinator(ctx, req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP,
+                                   req.key)
     return R(throttle_time_ms=0, error_code=code, error_message=msg,
              node_id=node.node_id if node else -1, host=node.host if node else "",
              port=node.port if node else -1)
@@ -91,12 +96,16 @@ async def handle_join_group(ctx, req):
     session = req.session_timeout_ms
     # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout for both
     rebalance = req.rebalance_timeout_ms if v >= 1 else session
+    R = JoinGroupResponse
+    if not authz.group(ctx, Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                 generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "",
+                 leader="", member_id=req.member_id, members=[])
     res = await ctx.broker.groups.join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
         _client_id(ctx), _client_host(ctx), session, rebalance, req.protocol_type,
         [(p.name, p.metadata) for p in req.protocols], require_known_member_id=v >= 4,
         reason=req.reason if v >= 8 else None)
-    R = JoinGroupResponse
     protocol_name = res.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""  # non-nullable before v7
@@ -110,6 +119,10 @@ async def handle_join_group(ctx, req):
 
 async def handle_sync_group(ctx, req):
     v = ctx.version
+    if not authz.group(ctx, Op.READ, req.group_id):
+        return SyncGroupResponse(throttle_time_ms=0,
+                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
     res = await ctx.broker.groups.sync_group(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if v >= 3 else None,
@@ -121,6 +134,9 @@ async def handle_sync_group(ctx, req):
 
 
 async def handle_heartbeat(ctx, req):
+    if not authz.group(ctx, Op.READ, req.group_id):
+        return HeartbeatResponse(throttle_time_ms=0,
+                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = await ctx.broker.groups.heartbeat(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if ctx.version >= 3 else None)
@@ -130,6 +146,9 @@ async def handle_heartbeat(ctx, req):
 async def handle_leave_group(ctx, req):
     v = ctx.version
     R = LeaveGroupResponse
+    if not authz.group(ctx, Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                 members=[])
     if v <= 2:
         res = await ctx.broker.groups.leave_group(req.group_id, [(req.member_id, None, None)])
         code = res.error_code
@@ -150,12 +169,23 @@ async def handle_leave_group(ctx, req):
 async def handle_describe_groups(ctx, req):
     v = ctx.version
     R = DescribeGroupsResponse
-    described = await ctx.broker.groups.describe_groups(list(req.groups),
-                                                        unknown_is_error=v >= 6)
-    ops = (GROUP_AUTHORIZED_OPERATIONS if v >= 3 and req.include_authorized_operations
-           else NO_AUTHORIZED_OPERATIONS)
+    allowed = [authz.group(ctx, Op.DESCRIBE, g) for g in req.groups]
+    may = [g for g, ok in zip(req.groups, allowed) if ok]
+    # one answer per group asked about, in order
+    described = iter(await ctx.broker.groups.describe_groups(
+        may, unknown_is_error=v >= 6) if may else ())
+    with_ops = v >= 3 and req.include_authorized_operations
     groups = []
-    for d in described:
+    for group_id, ok in zip(req.groups, allowed):
+        if not ok:
+            groups.append(R.DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                members=[], authorized_operations=NO_AUTHORIZED_OPERATIONS))
+            continue
+        d = next(described)
+        ops = authz.authorized_operations(ctx, ResourceType.GROUP, group_id) if with_ops \
+            else NO_AUTHORIZED_OPERATIONS
         msg = None
         if v >= 6 and d.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
             msg = f"Group {d.group_id} not found."
@@ -177,6 +207,8 @@ async def handle_list_groups(ctx, req):
         list(req.states_filter or ()) if v >= 4 else None,
         list(req.types_filter or ()) if v >= 5 else None)
     R = ListGroupsResponse
+    if not authz.cluster(ctx, Op.DESCRIBE):  # then only the groups it may describe
+        listed = [g for g in listed if authz.group(ctx, Op.DESCRIBE, g.group_id)]
     return R(throttle_time_ms=0, error_code=code,
              groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type,
                                    group_state=g.state, group_type=g.group_type)
@@ -185,10 +217,11 @@ async def handle_list_groups(ctx, req):
 
 async def handle_delete_groups(ctx, req):
     R = DeleteGroupsResponse
-    results = await ctx.broker.groups.delete_groups(list(req.groups_names))
-    return R(throttle_time_ms=0,
-             results=[R.DeletableGroupResult(group_id=gid, error_code=code)
-                      for gid, code in results])
+    may = [g for g in req.groups_names if authz.group(ctx, Op.DELETE, g)]
+    results = dict(await ctx.broker.groups.delete_groups(may)) if may else {}
+    return R(throttle_time_ms=0, results=[
+        R.DeletableGroupResult(group_id=gid, error_code=results.get(
+            gid, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for gid in req.groups_names])
 
 
 # ------------------------------------------------------------------ committed offsets
@@ -198,14 +231,22 @@ def _partition_exists(broker, topic: str, partition: int) -> bool:
     return meta is not None and 0 <= partition < meta.num_partitions
 
 
-def _commits_of_known_partitions(broker, topics, with_epoch: bool):
-    """({partition: UNKNOWN_TOPIC_OR_PARTITION} for partitions that do not
-    exist, [(topic, partition, offset, leader epoch, metadata)] for the rest):
-    an OffsetCommit's or TxnOffsetCommit's topics, as the coordinator takes them."""
+def _commits_of_known_partitions(broker, topics, with_epoch: bool, refused=None,
+                                 may_read=None):
+    """({partition: error} for partitions refused (``refused``: the whole
+    request; ``may_read(topic)`` False: that topic) or that do not exist,
+    [(topic, partition, offset, leader epoch, metadata)] for the rest): an
+    OffsetCommit's or TxnOffsetCommit's topics, as the coordinator takes them."""
     codes: dict[tuple[str, int], int] = {}
     wanted = []
     for t in topics:
         for p in t.partitions:
+            if refused:
+                codes[(t.name, p.partition_index)] = refused
+                continue
+            if may_read is not None and not may_read(t.name):
+                codes[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _partition_exists(broker, t.name, p.partition_index):
                 codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -228,7 +269,11 @@ async def handle_offset_commit(ctx, req):
     v = ctx.version
     broker = ctx.broker
     R = OffsetCommitResponse
-    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 6)
+    refused = (ErrorCode.GROUP_AUTHORIZATION_FAILED
+               if not authz.group(ctx, Op.READ, req.group_id) else None)
+    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 6,
+                                                 refused=refused,
+                                                 may_read=authz.topic_checker(ctx, Op.READ))
     registry = broker.zk_registry
     if wanted and v == 0 and registry is not None:
         # Kafka's v0 commits are ZooKeeper's (/consumers/<group>/offsets), written
@@ -265,7 +310,13 @@ async def handle_txn_offset_commit(ctx, req):
     v = ctx.version
     broker = ctx.broker
     R = TxnOffsetCommitResponse
-    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 2)
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+               if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id)
+               else ErrorCode.GROUP_AUTHORIZATION_FAILED
+               if not authz.group(ctx, Op.READ, req.group_id) else None)
+    codes, wanted = _commits_of_known_partitions(broker, req.topics, with_epoch=v >= 2,
+                                                 refused=refused,
+                                                 may_read=authz.topic_checker(ctx, Op.READ))
     verdict = await _verify_offsets_partition(ctx, req) if wanted else ErrorCode.NONE
     if verdict:
         for t, p, *_ in wanted:
@@ -321,12 +372,24 @@ async def _zookeeper_call(fn, *args):
     return result if result is not None else ErrorCode.NONE
 
 
-async def _fetch_group(broker, group_id, topics, require_stable: bool = False):
-    """One group's OffsetFetch: topics None = everything committed."""
-    partitions = None
+async def _fetch_group(ctx, group_id, topics, require_stable: bool = False):
+    """One group's OffsetFetch: topics None = everything committed. Needs
+    Describe on the group; topics without Describe are refused (named) or
+    left out (everything)."""
+    if not authz.group(ctx, Op.DESCRIBE, group_id):
+        return OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+    partitions, refused = None, []
     if topics is not None:
-        partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
-    return await broker.groups.fetch_offsets(group_id, partitions, require_stable)
+        partitions = [(t.name, p) for t in topics for p in t.partition_indexes
+                      if may_describe(t.name)]
+        refused = [FetchedOffset(t.name, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                   for t in topics for p in t.partition_indexes if not may_describe(t.name)]
+    res = await ctx.broker.groups.fetch_offsets(group_id, partitions, require_stable) \
+        if partitions or partitions is None else OffsetFetchResult(ErrorCode.NONE, [])
+    if topics is None:
+        return res._replace(partitions=[f for f in res.partitions if may_describe(f.topic)])
+    return res._replace(partitions=res.partitions + refused) if refused else res
 
 
 async def _fetch_group_from_zookeeper(registry, group_id, topics) -> OffsetFetchResult:
@@ -348,7 +411,7 @@ async def handle_offset_fetch(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups:
-            res = await _fetch_group(broker, g.group_id, g.topics, req.require_stable)
+            res = await _fetch_group(ctx, g.group_id, g.topics, req.require_stable)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=res.error_code,
                 topics=[R.OffsetFetchResponseTopics(name=topic, partitions=[
@@ -361,9 +424,11 @@ async def handle_offset_fetch(ctx, req):
     # v0-v1 cannot ask for "all" (topics is not nullable there)
     topics = req.topics if v >= 2 else (req.topics or [])
     if v == 0 and broker.zk_registry is not None:
-        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics)
+        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics) \
+            if authz.group(ctx, Op.DESCRIBE, req.group_id) \
+            else OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     else:
-        res = await _fetch_group(broker, req.group_id, topics, v >= 7 and req.require_stable)
+        res = await _fetch_group(ctx, req.group_id, topics, v >= 7 and req.require_stable)
     fetched = res.partitions
     if res.error_code != ErrorCode.NONE and v < 2 and topics:
         # no top-level error field before v2: report it on every partition asked for
@@ -381,11 +446,16 @@ async def handle_offset_fetch(ctx, req):
 async def handle_offset_delete(ctx, req):
     R = OffsetDeleteResponse
     broker = ctx.broker
+    if not authz.group(ctx, Op.DELETE, req.group_id):
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    may_read = authz.topic_checker(ctx, Op.READ)
     codes = {}
     wanted = []
     for t in req.topics:
         for p in t.partitions:
-            if _partition_exists(broker, t.name, p.partition_index):
+            if not may_read(t.name):
+                codes[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif _partition_exists(broker, t.name, p.partition_index):
                 wanted.append((t.name, p.partition_index))
             else:
                 codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -7,6 +7,9 @@ import os
 from protocol.errors import ErrorCode
 from protocol.messages import DescribeLogDirsResponse
 
+from . import authz
+from .authz import Op
+
 
 def _disk(path: str) -> tuple[int, int] | None:
     """(total, usable) bytes of the filesystem holding ``path``; None if unreadable."""
@@ -19,6 +22,9 @@ def _disk(path: str) -> tuple[int, int] | None:
 
 async def handle_describe_log_dirs(ctx, req):
     R = DescribeLogDirsResponse
+    if not authz.cluster(ctx, Op.DESCRIBE):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 results=[])
     wanted = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}

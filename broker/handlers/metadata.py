@@ -14,16 +14,10 @@ from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsR
 
 from ..metadata import brokers_on_listener
 from ..topics import TopicError, name_error
+from ..security.acl import CLUSTER_NAME, ResourceType
+from . import authz
+from .authz import NOT_REQUESTED as _NOT_REQUESTED, Op
 from .context import off_loop
-
-# Kafka's AclOperation codes a client may ask about: READ 3, WRITE 4, CREATE 5,
-# DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11. No ACLs here:
-# everything is allowed.
-_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-# The operations Kafka defines for the CLUSTER resource: CREATE 5, ALTER 7, DESCRIBE 8,
-# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12 (not WRITE).
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-_NOT_REQUESTED = -2147483648
 
 
 class _Reachable:
@@ -61,32 +55,58 @@ async def handle_metadata(ctx, req):
     broker = ctx.broker
     version = ctx.version
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
-    topic_ops = _TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False) \
-        else _NOT_REQUESTED
+    with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
     topics_out = []
     reachable = _Reachable(broker.store, ctx.listener, version)
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+
+    def topic_ops(name):
+        return authz.authorized_operations(ctx, ResourceType.TOPIC, name) \
+            if with_ops and name else _NOT_REQUESTED
 
     if req.topics is None or (version == 0 and not req.topics):
-        wanted = [(name, None) for name in sorted(broker.topics.topics())]
+        # every topic the client may describe; the others are left out silently
+        wanted = [(name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
     else:
         wanted = [(t.name, t.topic_id) for t in req.topics]
 
     for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            meta = broker.topics.by_id(topic_id)
+            if meta is not None and not may_describe(meta.name):
+                # as Kafka: ids are not secret, so say it is refused
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=None,
+                    topic_id=topic_id, partitions=[], topic_authorized_operations=_NOT_REQUESTED))
+                continue
+        elif name is not None and not may_describe(name):
+            topics_out.append(R.MetadataResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[],
+                topic_authorized_operations=_NOT_REQUESTED))
+            continue
         if name is None:
             meta = broker.topics.by_id(topic_id) if topic_id is not None else None
             if meta is None:
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
-                    partitions=[], topic_authorized_operations=topic_ops))
+                    partitions=[], topic_authorized_operations=_NOT_REQUESTED))
                 continue
         else:
             if name_error(name):
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, partitions=[],
-                    topic_authorized_operations=topic_ops))
+                    topic_authorized_operations=_NOT_REQUESTED))
                 continue
             meta = broker.topics.get(name)
+            if (meta is None and allow_create and broker.config.auto_create_topics_enable
+                    and not authz.cluster(ctx, Op.CREATE)
+                    and not authz.topic(ctx, Op.CREATE, name)):
+                # Kafka: a topic the client may not create is refused, not created
+                topics_out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[],
+                    topic_authorized_operations=_NOT_REQUESTED))
+                continue
             if meta is None and allow_create:
                 try:
                     # off the processor loop: in a cluster, creating is ZooKeeper writes
@@ -94,17 +114,17 @@ async def handle_metadata(ctx, req):
                 except TopicError as e:
                     topics_out.append(R.MetadataResponseTopic(
                         error_code=e.code, name=name, partitions=[],
-                        topic_authorized_operations=topic_ops))
+                        topic_authorized_operations=_NOT_REQUESTED))
                     continue
             if meta is None:
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[],
-                    topic_authorized_operations=topic_ops))
+                    topic_authorized_operations=_NOT_REQUESTED))
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
             partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name, reachable),
-            topic_authorized_operations=topic_ops))
+            topic_authorized_operations=topic_ops(meta.name)))
 
     return R(
         throttle_time_ms=0,
@@ -113,7 +133,8 @@ async def handle_metadata(ctx, req):
         cluster_id=broker.store.cluster_id,
         controller_id=broker.store.controller_id,
         topics=topics_out,
-        cluster_authorized_operations=_CLUSTER_OPERATIONS
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         if getattr(req, "include_cluster_authorized_operations", False) else _NOT_REQUESTED,
     )
 
@@ -127,7 +148,8 @@ async def handle_describe_cluster(ctx, req):
         brokers=[R.DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port,
                                          rack=b.rack, is_fenced=False)
                  for b in brokers_on_listener(store.brokers(), ctx.listener)],
-        cluster_authorized_operations=_CLUSTER_OPERATIONS
+        cluster_authorized_operations=authz.authorized_operations(
+            ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         if req.include_cluster_authorized_operations else _NOT_REQUESTED,
     )
 
@@ -138,10 +160,11 @@ async def handle_describe_topic_partitions(ctx, req):
     broker = ctx.broker
     R = DescribeTopicPartitionsResponse
     all_topics = broker.topics.topics()
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
     if req.topics:
         names = sorted({t.name for t in req.topics})
     else:
-        names = sorted(all_topics)
+        names = sorted(n for n in all_topics if may_describe(n))
     start_topic, start_partition = None, 0
     if req.cursor is not None:
         start_topic, start_partition = req.cursor.topic_name, req.cursor.partition_index
@@ -152,6 +175,10 @@ async def handle_describe_topic_partitions(ctx, req):
         if start_topic is not None and name < start_topic:
             continue
         meta = all_topics.get(name)
+        if not may_describe(name):
+            out.append(R.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[]))
+            continue
         if meta is None:
             out.append(R.DescribeTopicPartitionsResponseTopic(
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
@@ -175,7 +202,8 @@ async def handle_describe_topic_partitions(ctx, req):
             limit -= 1
         out.append(R.DescribeTopicPartitionsResponseTopic(
             error_code=0, name=name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=parts, topic_authorized_operations=_TOPIC_OPERATIONS))
+            partitions=parts,
+            topic_authorized_operations=authz.authorized_operations(ctx, ResourceType.TOPIC, name)))
         if next_cursor is not None:
             break
     return R(throttle_time_ms=0, topics=out, next_cursor=next_cursor)

@@ -5,8 +5,12 @@ from protocol.errors import ErrorCode
 from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
                                OffsetForLeaderEpochResponse)
 
-from ..partitions import fetch_upper_bound
+from ..partitions import LeaderLookup, fetch_upper_bound
+from . import authz
+from .authz import Op
 from .errors import error_code_for
+
+_REFUSED = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
@@ -40,11 +44,13 @@ async def handle_list_offsets(ctx, req):
     version = ctx.version
     R = ListOffsetsResponse
     topics = []
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
     for t in req.topics:
         parts = []
         for p in t.partitions:
             found = broker.partitions.leader_log(t.name, p.partition_index,
-                                                 p.current_leader_epoch)
+                                                 p.current_leader_epoch) \
+                if may_describe(t.name) else _REFUSED
             log, code = found.log, found.error
             if code:
                 parts.append(R.ListOffsetsPartitionResponse(
@@ -72,10 +78,16 @@ async def handle_offset_for_leader_epoch(ctx, req):
     broker = ctx.broker
     R = OffsetForLeaderEpochResponse
     topics = []
+    if getattr(req, "replica_id", -1) >= 0:  # a follower (v3+): a broker's ClusterAction
+        follower_ok = authz.cluster(ctx, Op.CLUSTER_ACTION)
+        may_describe = lambda _topic: follower_ok  # noqa: E731
+    else:
+        may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            found = broker.partitions.leader_log(t.topic, p.partition, p.current_leader_epoch)
+            found = broker.partitions.leader_log(t.topic, p.partition, p.current_leader_epoch) \
+                if may_describe(t.topic) else _REFUSED
             log, code = found.log, found.error
             if code:
                 parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
@@ -97,10 +109,12 @@ async def handle_delete_records(ctx, req):
     broker = ctx.broker
     R = DeleteRecordsResponse
     topics = []
+    may_delete = authz.topic_checker(ctx, Op.DELETE)
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            found = broker.partitions.leader_log(t.name, p.partition_index)
+            found = broker.partitions.leader_log(t.name, p.partition_index) \
+                if may_delete(t.name) else _REFUSED
             log = found.log
             if not found.ok:
                 parts.append(R.DeleteRecordsPartitionResult(

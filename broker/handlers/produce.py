@@ -14,6 +14,8 @@ from protocol.records import Codec, iter_batch_headers, upconvert_message_set
 from ..metadata import BrokerEndpoint, brokers_on_listener
 from ..partitions import LeaderLookup
 from ..topics import name_error
+from . import authz
+from .authz import Op
 from .errors import error_code_for
 from .txn_verification import opens_transaction, verification_on, verify_opening
 
@@ -133,15 +135,29 @@ async def handle_produce(ctx, req):
     waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
     topics = [(t, *_topic_meta(broker, version, t)) for t in req.topic_data]
+    # Kafka refuses a whole transactional request without Write on its id,
+    # and each topic without Write on it (before saying it does not exist).
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+               if req.transactional_id is not None
+               and not authz.transactional_id(ctx, Op.WRITE, req.transactional_id) else None)
+    may_write = authz.topic_checker(ctx, Op.WRITE)
+    if refused is None:
+        # by name (before v13), even a missing topic is checked: its absence is no answer
+        topics = [(t, meta, missing) if (meta is None and version >= 13) or may_write(
+                      meta.name if meta is not None else t.name)
+                  else (t, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                  for t, meta, missing in topics]
     verdicts = {}
-    if req.transactional_id is not None and acks_ok:
+    if req.transactional_id is not None and acks_ok and refused is None:
         # Leadership is looked up again below: the verification waited on the
         # coordinator, and appends go where the partition is led now.
         verdicts = await _verify_transactional(ctx, req, topics)
     for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:
-            if not acks_ok:
+            if refused is not None:
+                result = _partition_result(part.index, refused)
+            elif not acks_ok:
                 result = _partition_result(part.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif meta is None:
                 result = _partition_result(part.index, missing_code)

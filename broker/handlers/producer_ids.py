@@ -11,6 +11,9 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import InitProducerIdResponse
 
+from . import authz
+from .authz import Op
+from ..security.acl import ResourceType
 from .context import off_loop
 from .transactions import for_version
 
@@ -20,7 +23,13 @@ NO_PRODUCER_ID = -1
 
 async def handle_init_producer_id(ctx, req):
     if req.transactional_id is not None:
+        if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
+            return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await _transactional(ctx, req)
+    # KIP-679: IdempotentWrite on the cluster, or Write on some topic
+    if not (authz.cluster(ctx, Op.IDEMPOTENT_WRITE)
+            or authz.any_of_type(ctx, Op.WRITE, ResourceType.TOPIC)):
+        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     store = ctx.broker.store
     pid, epoch = req.producer_id, req.producer_epoch
     if pid >= 0 and 0 <= epoch < _MAX_EPOCH - 1:
@@ -29,6 +38,11 @@ async def handle_init_producer_id(ctx, req):
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0,
                                   producer_id=await off_loop(store.allocate_producer_id),
                                   producer_epoch=0)
+
+
+def _refused(code: ErrorCode):
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
+                                  producer_epoch=-1)
 
 
 async def _transactional(ctx, req):

@@ -7,6 +7,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 
+from . import authz
+from .authz import Op
 from .context import off_loop
 
 ALTER = AlterPartitionReassignmentsResponse
@@ -23,6 +25,10 @@ async def handle_alter_partition_reassignments(ctx, req):
     controller = ctx.broker.controller
     results = None
     allow = req.allow_replication_factor_change if ctx.version >= 1 else True
+    if not authz.cluster(ctx, Op.ALTER):
+        return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
+                     error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+                     responses=[])
     if controller is not None and controller.active:
         try:
             results = await off_loop(controller.reassign, requests,
@@ -45,6 +51,9 @@ async def handle_alter_partition_reassignments(ctx, req):
 
 
 async def handle_list_partition_reassignments(ctx, req):
+    if not authz.cluster(ctx, Op.DESCRIBE):
+        return LIST(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None, topics=[])
     controller = ctx.broker.controller
     running = controller.reassignments() if controller is not None else None
     if running is None:

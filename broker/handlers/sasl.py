@@ -41,6 +41,7 @@ from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
                                        client_message)
 from ..security.sasl.registry import new_server
+from ..security.sasl.settings import SaslSettings
 from .context import off_loop
 
 log = logging.getLogger("broker.sasl")
@@ -78,19 +79,28 @@ def expects_raw_token(conn) -> bool:
     return session is not None and session.raw_tokens
 
 
-def admits(conn, api_key: int) -> bool:
-    """May this connection send a request of ``api_key`` now? False: close it."""
+def admits(conn, frame, settings: SaslSettings) -> bool:
+    """May this connection send this request frame now? False: close it.
+    Before authentication only small frames (sasl.server.max.receive.size) of
+    ApiVersions and SASL are taken, so an unauthenticated peer cannot make
+    the broker work for it."""
     if not _is_sasl(conn):
         return True
     if not conn.authenticated:
-        return api_key in _BEFORE_AUTHENTICATION
+        if len(frame) > settings.max_receive_size:
+            log.info("closing connection %s: a %d-byte frame before authentication "
+                     "(sasl.server.max.receive.size %d)", conn.connection_id, len(frame),
+                     settings.max_receive_size)
+            return False
+        return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
     session = conn.state.get(_STATE_KEY)
-    if (session is not None and session.expires_at is not None
-            and conn.loop.time() >= session.expires_at and api_key not in _REAUTHENTICATION):
-        log.debug("closing connection %s: SASL session of %s expired",
-                  conn.connection_id, conn.principal)
-        return False
-    return True
+    if session is None or session.expires_at is None or conn.loop.time() < session.expires_at:
+        return True
+    if int.from_bytes(frame[:2], "big", signed=True) in _REAUTHENTICATION:
+        return True
+    log.info("closing connection %s: SASL session of %s expired",
+             conn.connection_id, conn.principal)
+    return False
 
 
 def _user_config_lookup(broker):
@@ -119,8 +129,8 @@ async def handle_sasl_handshake(ctx, req):
         _refuse(conn, "SaslHandshake during a SASL exchange")
         return None
     if reauthenticating and ctx.version == 0:
-        _refuse(conn, "SaslHandshake v0 after authentication (v0 cannot re-authenticate)")
-        return None
+        # v0 cannot re-authenticate; Kafka's request handler answers it so
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(settings.mechanisms)
     mechanism = req.mechanism
     if mechanism not in enabled or (reauthenticating and mechanism != session.mechanism):
@@ -141,6 +151,10 @@ async def handle_sasl_authenticate(ctx, req):
                                       "SaslAuthenticate on a listener without SASL")
     session = conn.state.get(_STATE_KEY)
     server = session.server if session is not None else None
+    if server is None and conn.authenticated:
+        # as Kafka's request handler answers it (the connection stays)
+        return _authenticate_response(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request "
+                                      "received after successful authentication")
     if server is None or server.complete or session.raw_tokens:
         _refuse(conn, "SaslAuthenticate without a SaslHandshake v1+ before it")
         return None
@@ -170,6 +184,10 @@ async def handle_raw_token(ctx, frame) -> list | None:
     conn = ctx.conn
     session = conn.state[_STATE_KEY]
     server = session.server
+    if len(frame) > ctx.broker.sasl.max_receive_size:
+        _refuse(conn, f"a {len(frame)}-byte SASL token (sasl.server.max.receive.size "
+                      f"{ctx.broker.sasl.max_receive_size})")
+        return None
     try:
         answer = await server.evaluate(bytes(frame))
         if server.complete:

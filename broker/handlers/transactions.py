@@ -16,6 +16,8 @@ from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnRespon
                                ListTransactionsResponse)
 
 from ..groups import OFFSETS_TOPIC
+from . import authz
+from .authz import Op
 
 
 def for_version(code: int, version: int, fenced_since: int) -> int:
@@ -53,6 +55,15 @@ def _topic_results(R, errors: dict[tuple[str, int], int]):
 async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
                             verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t, p) for t, ps in topics for p in ps]
+    if not verify_only:
+        # Kafka: Write on the transactional id, then on every topic; the
+        # partitions of topics allowed are then OPERATION_NOT_ATTEMPTED
+        if not authz.transactional_id(ctx, Op.WRITE, tid):
+            return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+        may_write = authz.topic_checker(ctx, Op.WRITE)
+        if not all(may_write(t) for t, _ in wanted):
+            return {tp: ErrorCode.OPERATION_NOT_ATTEMPTED if may_write(tp[0])
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted}
     if txns is None:
         return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in wanted}
     if verify_only:
@@ -77,6 +88,9 @@ async def handle_add_partitions_to_txn(ctx, req):
                                          req.v3_and_below_producer_epoch, topics, False)
         errors = {tp: for_version(code, ctx.version, 2) for tp, code in errors.items()}
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, errors))
+    if not authz.cluster(ctx, Op.CLUSTER_ACTION):  # v4+ is brokers' batched form
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 results_by_transaction=[])
     results = []
     for txn in req.transactions:
         topics = [(t.name, list(t.partitions)) for t in txn.topics]
@@ -91,6 +105,10 @@ async def handle_add_partitions_to_txn(ctx, req):
 
 async def handle_add_offsets_to_txn(ctx, req):
     txns, code = _coordinator_or_error(ctx)
+    if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
+        txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authz.group(ctx, Op.READ, req.group_id):
+        txns, code = None, ErrorCode.GROUP_AUTHORIZATION_FAILED
     if txns is not None:
         if ctx.broker.coordinators.partition_count() <= 0:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -109,6 +127,8 @@ async def handle_add_offsets_to_txn(ctx, req):
 
 async def handle_end_txn(ctx, req):
     txns, code = _coordinator_or_error(ctx)
+    if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
+        txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if txns is not None:
         code = await txns.end_transaction(req.transactional_id, req.producer_id,
                                           req.producer_epoch, req.committed)
@@ -122,12 +142,15 @@ async def handle_describe_transactions(ctx, req):
     R = DescribeTransactionsResponse
     txns, code = _coordinator_or_error(ctx)
     states = []
-    described = (await txns.describe(list(req.transactional_ids)) if txns is not None
-                 else [None] * len(req.transactional_ids))
-    for tid, d in zip(req.transactional_ids, described):
+    may = [t for t in req.transactional_ids if authz.transactional_id(ctx, Op.DESCRIBE, t)]
+    described = dict(zip(may, await txns.describe(may))) if txns is not None and may else {}
+    for tid in req.transactional_ids:
+        d = described.get(tid)
         if d is None or d.metadata is None:
+            error = (d.error if d is not None else code if tid in may
+                     else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             states.append(R.TransactionState(
-                error_code=d.error if d is not None else code, transactional_id=tid,
+                error_code=error, transactional_id=tid,
                 transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
                 producer_id=-1, producer_epoch=-1, topics=[]))
             continue
@@ -160,4 +183,5 @@ async def handle_list_transactions(ctx, req):
     return R(throttle_time_ms=0, error_code=0, unknown_state_filters=unknown,
              transaction_states=[R.TransactionState(
                  transactional_id=m.transactional_id, producer_id=m.producer_id,
-                 transaction_state=m.state.display_name) for m in listed])
+                 transaction_state=m.state.display_name) for m in listed
+                 if authz.transactional_id(ctx, Op.DESCRIBE, m.transactional_id)])

@@ -27,6 +27,8 @@ from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from storage import AppendOrigin
 
 from ..groups.store import OFFSETS_TOPIC
+from . import authz
+from .authz import Op
 from .errors import error_code_for
 
 R = WriteTxnMarkersResponse
@@ -63,6 +65,7 @@ async def handle_write_txn_markers(ctx, req):
     markers_out = []
     # acks=all: (lookup, end offset, the partition's result, topic, producer id, committed)
     appended = []
+    allowed = authz.cluster(ctx, Op.CLUSTER_ACTION)  # only brokers write markers
     for m in req.markers:
         committed = bool(m.transaction_result)
         batch = build_control_batch(CONTROL_COMMIT if committed else CONTROL_ABORT,
@@ -74,7 +77,8 @@ async def handle_write_txn_markers(ctx, req):
             parts = []
             for index in t.partition_indexes:
                 code, found, end = _append_marker(broker.partitions, t.name, index, batch,
-                                                  txn_version)
+                                                  txn_version) if allowed else (
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1)
                 result = R.WritableTxnMarkerPartitionResult(partition_index=index,
                                                             error_code=code)
                 if found is not None:

@@ -50,6 +50,8 @@ class EmbeddedMetadataStore(MetadataStore):
         self._entity_configs: dict[str, dict[str, str]] = {
             k: dict(v) for k, v in state.get("entity_configs", {}).items()}
         self._entity_config_listeners: list[Callable[[str], None]] = []
+        # ACLs by their ZooKeeper path, each Kafka's ACL JSON (acl_store.py).
+        self._acls: dict[str, str] = dict(state.get("acls", {}))
         self._next_producer_id = int(state.get("producer_id_block_end", 0))
         self._producer_id_block_end = self._next_producer_id
         self._write()
@@ -73,6 +75,7 @@ class EmbeddedMetadataStore(MetadataStore):
             "producer_id_block_end": self._producer_id_block_end,
             "broker_configs": self._broker_configs,
             "entity_configs": self._entity_configs,
+            "acls": self._acls,
         }
         tmp = self.path + ".tmp"
         try:
@@ -180,6 +183,21 @@ class EmbeddedMetadataStore(MetadataStore):
 
     def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
         self._entity_config_listeners.append(listener)
+
+    def stored_acls(self) -> dict[str, str]:
+        """Every resource's ACL JSON by its ZooKeeper path (acl_store.py)."""
+        return dict(self._acls)
+
+    def set_stored_acls(self, path: str, acl_json: str | None) -> None:
+        """Replace one resource's ACLs (None removes them), durably."""
+        with self._lock:
+            acls = dict(self._acls)
+            if acl_json is None:
+                acls.pop(path, None)
+            else:
+                acls[path] = acl_json
+            self._acls = acls
+            self._write()
 
     def allocate_producer_id(self) -> int:
         with self._lock:

@@ -162,7 +162,7 @@ class Connection:
         "_slots", "_wq", "_pending", "_inflight", "_inflight_bytes",
         "_reading", "_writing", "_paused", "_eof", "closed",
         "_flush_scheduled", "last_active",
-        "_memory", "_reserved", "_memory_waiter", "_rate_log",
+        "_memory", "_reserved", "_memory_waiter", "_rate_log", "_mute",
     )
 
     def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
@@ -206,6 +206,7 @@ class Connection:
         self._reserved = 0           # bytes reserved for the large frame being received
         self._memory_waiter: Any = None  # set while queued for a reservation
         self._rate_log = proc.rate_log
+        self._mute: Any = None  # timer ending a quota mute (mute_for)
 
     # ------------------------------------------------------------------ start
 
@@ -554,8 +555,32 @@ class Connection:
         self._paused = True
         self._stop_reading()
 
+    def mute_for(self, ms: int) -> None:
+        """Read (and dispatch) nothing from this peer for ``ms`` ms, as Kafka
+        mutes a throttled client's channel; responses still go out. A longer
+        mute extends a running one, a shorter one leaves it be."""
+        if self.closed or ms <= 0:
+            return
+        until = self._loop.time() + ms / 1000.0
+        if self._mute is not None:
+            if self._mute.when() >= until:
+                return
+            self._mute.cancel()
+        self._mute = self._loop.call_at(until, self._unmute)
+        self._pause()
+
+    def mute_remaining(self) -> float:
+        """Seconds until a quota mute ends (0 when not muted)."""
+        if self._mute is None:
+            return 0.0
+        return max(0.0, self._mute.when() - self._loop.time())
+
+    def _unmute(self) -> None:
+        self._mute = None
+        self._maybe_resume()
+
     def _maybe_resume(self) -> None:
-        if (self.closed or self._memory_waiter is not None
+        if (self.closed or self._memory_waiter is not None or self._mute is not None
                 or self._pending > self._resume_pending
                 or self._inflight >= self._max_inflight
                 or self._inflight_bytes > self._max_inflight_bytes):
@@ -594,6 +619,9 @@ class Connection:
         self._wq.clear()
         self._slots.clear()
         self._pending = 0
+        if self._mute is not None:
+            self._mute.cancel()
+            self._mute = None
         # Memory goes back now, not when the cycle collector finds this object
         # (the context refers back to it). Frames handed to handlers still
         # running keep their own buffers alive until they finish.

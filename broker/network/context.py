@@ -74,5 +74,14 @@ class ConnectionContext:
         gets Kafka's error, then the connection goes)."""
         self._conn.finish()
 
+    def mute_for(self, ms: int) -> None:
+        """Stop reading this connection for ``ms`` ms (quota throttling; must
+        be called on ``loop``): responses still go out."""
+        self._conn.mute_for(ms)
+
+    def mute_remaining(self) -> float:
+        """Seconds until a ``mute_for`` ends (0 when not muted)."""
+        return self._conn.mute_remaining()
+
     def __repr__(self) -> str:
         return f"ConnectionContext({self.connection_id!r})"

@@ -20,7 +20,6 @@ holds, so once ``unfollow`` returns no follower append reaches the log.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import logging
 import threading
 import time
@@ -34,6 +33,7 @@ from storage.errors import OffsetsOutOfOrderError
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
+from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 
 log = logging.getLogger("broker.replication.fetcher")
 
@@ -110,9 +110,9 @@ class ReplicaFetcher:
     def __init__(self, config: Callable[[], FetcherConfig],
                  endpoint: Callable[[int], BrokerEndpoint | None],
                  notify: Callable[[str, int], None] = lambda topic, partition: None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT) -> None:
         self._config = config
-        self._tls = tls  # the inter-broker listener is SSL
+        self._security = security  # TLS and SASL login of the inter-broker listener
         self._endpoint = endpoint
         # told when a followed log's high watermark moved: consumers reading
         # this follower (KIP-392) long-poll on it
@@ -264,7 +264,8 @@ class ReplicaFetcher:
         try:
             return await KafkaConnection.connect(
                 ep.host, ep.port, client_id=f"samsa-replica-fetcher-{cfg.broker_id}",
-                timeout=cfg.replica_socket_timeout_ms / 1000, tls=self._tls)
+                timeout=cfg.replica_socket_timeout_ms / 1000,
+                tls=self._security.tls, sasl=self._security.sasl)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("cannot reach leader broker %d at %s:%d: %s", leader, ep.host, ep.port, e)
             return None

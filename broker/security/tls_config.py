@@ -247,27 +247,26 @@ def listener_tls(cfg: BrokerConfig, listener: str) -> ListenerTls:
 
 def inter_broker_tls(cfg: BrokerConfig) -> ssl.SSLContext | None:
     """The client side of the broker's connections to other brokers: TLS when
-    the inter-broker listener is SSL, with that listener's trust store (and its
-    key store, for listeners that require client certificates)."""
+    the inter-broker listener is SSL or SASL_SSL, with that listener's trust
+    store (and its key store, for listeners that require client certificates)."""
     listener = cfg.inter_broker_listener
-    if cfg.security_protocol(listener) != "SSL":
+    if cfg.security_protocol(listener) not in ("SSL", "SASL_SSL"):
         return None
     return _client_context(_Keys(cfg, listener))
 
 
 def client_tls(props: Mapping[str, str], source: str) -> ssl.SSLContext | None:
     """The TLS context a Kafka client's properties ask for (security.protocol
-    SSL, ssl.truststore.*, ssl.keystore.* for client certificates), None for
-    PLAINTEXT; ConfigError for what cannot be used, SASL included (the tools
-    do not speak it yet). ``source`` names where the properties came from."""
+    SSL or SASL_SSL, ssl.truststore.*, ssl.keystore.* for client certificates),
+    None without TLS; ConfigError for what cannot be used. ``source`` names
+    where the properties came from."""
     keys = _ClientKeys(props, source)
     protocol = keys.protocol()
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
-    if protocol != "SSL":
-        raise ConfigError("security.protocol", protocol, "PLAINTEXT or SSL",
-                          message=f"{source}: security.protocol={protocol} is not supported by "
-                                  f"samsa's tools (PLAINTEXT or SSL)")
+    if protocol not in ("SSL", "SASL_SSL"):
+        raise ConfigError("security.protocol", protocol, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                          message=f"{source}: unknown security.protocol={protocol}")
     return _client_context(keys)
 
 

@@ -7,17 +7,17 @@ fail (a newer one another caller opened meanwhile stays).
 from __future__ import annotations
 
 import asyncio
-import ssl
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
+from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 
 
 class BrokerConnections:
     def __init__(self, client_id: str, timeout_s: float,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT) -> None:
         self._client_id = client_id
-        self._tls = tls  # the inter-broker listener is SSL
+        self._security = security  # TLS and SASL login of the inter-broker listener
         self._timeout = timeout_s
         self._connections: dict[int, KafkaConnection] = {}
         self._opening: dict[int, asyncio.Lock] = {}
@@ -36,7 +36,9 @@ class BrokerConnections:
                 raise ConnectionClosedError(f"broker {broker_id} is not registered")
             conn = await KafkaConnection.connect(endpoint.host, endpoint.port,
                                                  client_id=self._client_id,
-                                                 timeout=self._timeout, tls=self._tls)
+                                                 timeout=self._timeout,
+                                                 tls=self._security.tls,
+                                                 sasl=self._security.sasl)
             self._connections[broker_id] = conn
             return conn
 

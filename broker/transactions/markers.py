@@ -12,7 +12,6 @@ still wants this transaction completed.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import logging
 from typing import Callable, Protocol
 
@@ -21,6 +20,7 @@ from protocol.messages import WriteTxnMarkersRequest
 
 from ..aio_client import ConnectionClosedError
 from ..metadata import BrokerEndpoint, PartitionMeta
+from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.markers")
@@ -41,10 +41,10 @@ class ClusterView(Protocol):
 
 class MarkerSender:
     def __init__(self, cluster: ClusterView, request_timeout_s: float = 30.0,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT) -> None:
         self._cluster = cluster
         self._timeout = request_timeout_s
-        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s, tls)
+        self._connections = BrokerConnections("samsa-txn-markers", request_timeout_s, security)
 
     async def close(self) -> None:
         await self._connections.close()

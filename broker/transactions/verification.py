@@ -18,7 +18,6 @@ NOT_ENOUGH_REPLICAS, which producers retry.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import logging
 from typing import Awaitable, Callable, Protocol
 
@@ -27,6 +26,7 @@ from protocol.messages import AddPartitionsToTxnRequest
 
 from ..aio_client import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
+from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.verification")
@@ -63,12 +63,12 @@ class TxnVerifier:
     """Lives on the transaction coordinator's loop (connections are loop-bound)."""
 
     def __init__(self, broker_id: int, locator: Locator, local_verify: LocalVerify,
-                 timeout_s: float, tls: ssl.SSLContext | None = None) -> None:
+                 timeout_s: float, security: InterBrokerSecurity = PLAINTEXT) -> None:
         self._broker_id = broker_id
         self._locator = locator
         self._local = local_verify
         self._timeout = timeout_s
-        self._connections = BrokerConnections("samsa-txn-verify", timeout_s, tls)
+        self._connections = BrokerConnections("samsa-txn-verify", timeout_s, security)
 
     async def close(self) -> None:
         await self._connections.close()

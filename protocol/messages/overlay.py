@@ -27,6 +27,9 @@ VALID_VERSIONS = {
     "OffsetForLeaderEpoch": "0-4",   # 4.x: 2-4
     "DescribeConfigs": "0-4",        # 4.x: 1-4
     "DescribeLogDirs": "0-5",        # 4.x: 1-5
+    "DescribeAcls": "0-3",           # 4.x: 1-3
+    "CreateAcls": "0-3",             # 4.x: 1-3
+    "DeleteAcls": "0-3",             # 4.x: 1-3
 }
 
 # Schema message name -> list of (path of struct field names from the top, field json,
@@ -86,4 +89,9 @@ SERVED = {
     "SaslAuthenticate": (36, 0, 2),
     "DescribeUserScramCredentials": (50, 0, 0),
     "AlterUserScramCredentials": (51, 0, 0),
+    "DescribeClientQuotas": (48, 0, 1),
+    "AlterClientQuotas": (49, 0, 1),
+    "DescribeAcls": (29, 0, 3),
+    "CreateAcls": (30, 0, 3),
+    "DeleteAcls": (31, 0, 3),
 }

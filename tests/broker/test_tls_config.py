@@ -113,14 +113,7 @@ def test_ssl_listener_without_key_store_refuses():
     assert "ssl.keystore.location" in str(e.value)
 
 
-def test_sasl_inter_broker_listener_refuses():
-    with pytest.raises(ConfigError) as e:
-        BrokerConfig.from_dict({"listeners": "SASL_PLAINTEXT://:9092",
-                                "inter.broker.listener.name": "SASL_PLAINTEXT"})
-    assert str(e.value).startswith("invalid value 'SASL_PLAINTEXT' for inter.broker.listener.name")
-
-
-def test_inter_broker_client_context_only_for_ssl(certs):
+def test_inter_broker_client_context_only_for_tls_listeners(certs):
     assert inter_broker_tls(_cfg(**_ssl(certs))) is None
     ctx = inter_broker_tls(_cfg(**_ssl(certs, **{"inter.broker.listener.name": "SSL"})))
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname

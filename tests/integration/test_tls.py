@@ -257,6 +257,14 @@ def test_samsa_tools_over_ssl_and_mutual_tls_with_command_config(tls_broker, tmp
     groups = _samsa("consumer-groups", "--bootstrap-server", b.address("SSL"), "--command-config",
                     str(ssl_props), "--list")
     assert groups.returncode == 0, groups.stderr
+    sasl_ssl = tmp_path / "sasl_ssl.properties"
+    sasl_ssl.write_text(ssl_props.read_text().replace("security.protocol=SSL", "security.protocol=SASL_SSL")
+                        + "sasl.mechanism=PLAIN\nsasl.jaas.config=" + PLAIN_JAAS.replace(
+                            'username="admin" password="admin-secret" user_alice="alice-secret"',
+                            'username="alice" password="alice-secret"') + "\n")
+    described = _samsa("topics", "--bootstrap-server", b.address("SASL_SSL"), "--command-config",
+                       str(sasl_ssl), "--describe", "--topic", topic)
+    assert described.returncode == 0 and topic in described.stdout, described.stderr
     # Without a certificate the listener that requires one refuses: one line, no traceback.
     refused = _samsa("topics", "--bootstrap-server", b.address("MTLS"), "--command-config",
                      str(ssl_props), "--list")

@@ -925,3 +925,41 @@ def test_a_tool_rewriting_a_topic_without_its_id_loses_no_data(zk_cluster: Clust
     time.sleep(0.5)  # let every broker's metadata worker pass over the change
     got = _read_all(zk_cluster.bootstrap, topic, 3)
     assert len(got) == len(acks.acked) == 90
+
+
+def test_a_quota_set_through_one_broker_is_enforced_by_another(zk_cluster: Cluster):
+    """AlterClientQuotas on broker 0 writes Kafka's /config/clients/<id> znode
+    and change notice; the broker leading the partition throttles the client."""
+    from protocol.messages import AlterClientQuotasRequest as Q
+    topic, client_id = _name("quota"), _name("quota-client")
+    _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
+    leaders = zk_cluster.wait_for_leaders(topic, 3)
+    partition, leader = next(((p, b) for p, b in sorted(leaders.items()) if b != 0),
+                             sorted(leaders.items())[0])
+
+    def alter(remove: bool) -> None:
+        with SimpleClient(zk_cluster.broker(0).bootstrap) as c:
+            r = c.call(49, Q(validate_only=False, entries=[Q.EntryData(
+                entity=[Q.EntityData(entity_type="client-id", entity_name=client_id)],
+                ops=[Q.OpData(key="producer_byte_rate", value=1000.0, remove=remove)])]))
+        assert r.entries[0].error_code == 0
+
+    def throttled() -> int:
+        # a fresh connection each time: a throttled one is muted for a while
+        with SimpleClient(zk_cluster.broker(leader).bootstrap, client_id=client_id) as c:
+            r = c.call(PRODUCE, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+                ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    ProduceRequest.PartitionProduceData(
+                        index=partition, records=build_batch([(None, b"z" * 30_000, [], None)]))])]),
+                highest=12)
+        assert r.responses[0].partition_responses[0].error_code == 0
+        return r.throttle_time_ms
+
+    assert throttled() == 0
+    alter(remove=False)
+    try:
+        data, _ = zk_cluster.zk_client().get(f"/config/clients/{client_id}")
+        assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1000"}}
+        assert wait_until(throttled, 20, f"broker {leader} throttling {client_id}") > 0
+    finally:
+        alter(remove=True)

@@ -14,6 +14,12 @@ import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
+import java.util.HashMap;
+import java.util.TreeMap;
 
 /**
  * Shows what the Admin client gets for cluster and config questions (the parts of
@@ -32,16 +38,21 @@ import org.apache.kafka.common.config.ConfigResource;
  *   --describe-producers --topic T --partition P
  *       ProducerId: ID\tEpoch: E\tLastSequence: S\tLastTimestamp: TS\tCoordinatorEpoch: C\tCurrentTransactionStartOffset: O
  *                                 (one line per producer, by id; -1 for an empty optional)
+ *   --alter-quotas --quota-entity TYPE=NAME... [--add-config k=v]... [--delete-config k]...
+ *       (AlterClientQuotas; TYPE user|client-id|ip, NAME <default> for the default entity)
+ *   --describe-quotas [--quota-entity TYPE=NAME]...
+ *       TYPE=NAME[,TYPE=NAME]\tk=v[,k=v]  (DescribeClientQuotas, non-strict filter; one
+ *                                 line per entity, sorted)
  */
 public final class AdminInfo {
     public static void main(String[] argv) { ToolArgs.main(AdminInfo::run, argv); }
 
     static int run(String[] argv) throws Exception {
         ToolArgs a = new ToolArgs(argv, Set.of("--describe-cluster", "--describe-configs", "--alter-configs",
-                "--describe-producers", "--with-source"), Set.of("--bootstrap-server", "--entity-type",
+                "--describe-producers", "--with-source", "--alter-quotas", "--describe-quotas"), Set.of("--quota-entity", "--bootstrap-server", "--entity-type",
                 "--entity-name", "--add-config", "--delete-config", "--admin-property", "--topic", "--partition"));
         String action = a.action("--describe-cluster", "--describe-configs", "--alter-configs",
-                "--describe-producers");
+                "--describe-producers", "--alter-quotas", "--describe-quotas");
         Properties p = new Properties();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("--bootstrap-server"));
         p.put(AdminClientConfig.CLIENT_ID_CONFIG, "admin-info");
@@ -72,6 +83,35 @@ public final class AdminInfo {
                 }
                 return 0;
             }
+            if (action.equals("--alter-quotas")) {
+                List<ClientQuotaAlteration.Op> ops = new ArrayList<>();
+                for (Map.Entry<String, String> kv : a.keyValues("--add-config").entrySet()) {
+                    ops.add(new ClientQuotaAlteration.Op(kv.getKey(), Double.parseDouble(kv.getValue())));
+                }
+                for (String key : a.all("--delete-config")) ops.add(new ClientQuotaAlteration.Op(key, null));
+                admin.alterClientQuotas(List.of(new ClientQuotaAlteration(quotaEntity(a), ops))).all().get();
+                return 0;
+            }
+            if (action.equals("--describe-quotas")) {
+                List<ClientQuotaFilterComponent> components = new ArrayList<>();
+                for (Map.Entry<String, String> e : quotaEntity(a).entries().entrySet()) {
+                    components.add(e.getValue() == null ? ClientQuotaFilterComponent.ofDefaultEntity(e.getKey())
+                            : ClientQuotaFilterComponent.ofEntity(e.getKey(), e.getValue()));
+                }
+                Map<ClientQuotaEntity, Map<String, Double>> found =
+                        admin.describeClientQuotas(ClientQuotaFilter.contains(components)).entities().get();
+                List<String> lines = new ArrayList<>();
+                for (Map.Entry<ClientQuotaEntity, Map<String, Double>> e : found.entrySet()) {
+                    List<String> who = new ArrayList<>();
+                    new TreeMap<>(e.getKey().entries()).forEach((t, n) -> who.add(t + "=" + (n == null ? "<default>" : n)));
+                    List<String> values = new ArrayList<>();
+                    new TreeMap<>(e.getValue()).forEach((k, v) -> values.add(k + "=" + v));
+                    lines.add(String.join(",", who) + "\t" + String.join(",", values));
+                }
+                lines.sort(null);
+                lines.forEach(System.out::println);
+                return 0;
+            }
             ConfigResource resource = resource(a);
             if (action.equals("--alter-configs")) {
                 Collection<AlterConfigOp> ops = new ArrayList<>();
@@ -93,6 +133,17 @@ public final class AdminInfo {
             }
             return 0;
         }
+    }
+
+    static ClientQuotaEntity quotaEntity(ToolArgs a) {
+        Map<String, String> entries = new HashMap<>();
+        for (String pair : a.all("--quota-entity")) {
+            int at = pair.indexOf('=');
+            if (at < 0) throw new ToolArgs.UsageException("--quota-entity is TYPE=NAME, got " + pair);
+            String name = pair.substring(at + 1);
+            entries.put(pair.substring(0, at), name.equals("<default>") ? null : name);
+        }
+        return new ClientQuotaEntity(entries);
     }
 
     static ConfigResource resource(ToolArgs a) {

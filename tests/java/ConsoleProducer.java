@@ -23,19 +23,23 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   --bootstrap-server H:P --topic T [--acks all|1|0]
  *   [--compression-type none|gzip|snappy|lz4|zstd] [--producer-property k=v]...
  *   [--property parse.key=true] [--property key.separator=SEP (default TAB)]
- *   [--print-acks]
+ *   [--print-acks] [--print-metric NAME]
  *
  * --print-acks (not in the real tool): for every record the broker acknowledged, print
  * "PARTITION<TAB>OFFSET<TAB>VALUE" on stdout from the send callback, flushed at once, so a
  * crash test knows exactly which records were acknowledged before the broker died.
  * Without it nothing is printed on stdout.
+ *
+ * --print-metric NAME (not in the real tool): after the last record is acknowledged,
+ * print "NAME=VALUE" on stderr for the producer-metrics metric NAME (e.g.
+ * produce-throttle-time-max), so a test can see what the client itself measured.
  */
 public final class ConsoleProducer {
     public static void main(String[] argv) { ToolArgs.main(ConsoleProducer::run, argv); }
 
     static int run(String[] argv) throws Exception {
         ToolArgs a = new ToolArgs(argv, Set.of("--print-acks"), Set.of("--bootstrap-server", "--topic", "--acks",
-                "--compression-type", "--producer-property", "--property"));
+                "--compression-type", "--producer-property", "--property", "--print-metric"));
         String topic = a.require("--topic");
         String acks = a.get("--acks", "all");
 
@@ -87,6 +91,14 @@ public final class ConsoleProducer {
                 sent++;
             }
             producer.flush();
+            String metric = a.get("--print-metric", null);
+            if (metric != null) {
+                producer.metrics().forEach((name, m) -> {
+                    if (name.name().equals(metric) && name.group().equals("producer-metrics")) {
+                        System.err.println(metric + "=" + m.metricValue());
+                    }
+                });
+            }
         }
         if (failed.get() > 0) {
             System.err.println("ERROR: " + failed.get() + " of " + sent + " records failed, first: "

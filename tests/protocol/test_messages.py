@@ -37,6 +37,8 @@ EXPECTED_RANGES = {
     "DescribeTransactions": (65, 0, 0), "ListTransactions": (66, 0, 2),
     "SaslHandshake": (17, 0, 1), "SaslAuthenticate": (36, 0, 2),
     "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0),
+    "DescribeClientQuotas": (48, 0, 1), "AlterClientQuotas": (49, 0, 1),
+    "DescribeAcls": (29, 0, 3), "CreateAcls": (30, 0, 3), "DeleteAcls": (31, 0, 3),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

@@ -15,6 +15,10 @@ from typing import NamedTuple
 
 # Mechanism -> hash name; Kafka's ScramMechanism with its iteration bounds.
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# Kafka's ScramMechanism type ids, as AlterUserScramCredentials and
+# DescribeUserScramCredentials carry them (0 is UNKNOWN).
+MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_OF_MECHANISM = {name: t for t, name in MECHANISM_TYPES.items()}
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384  # what AlterUserScramCredentials accepts (Kafka's maxIterations)
 

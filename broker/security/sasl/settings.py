@@ -21,6 +21,7 @@ from typing import Mapping
 
 from config.errors import ConfigError
 
+from .client import SaslClientSettings
 from .jaas import JaasSyntaxError, LoginModuleEntry, parse_jaas_file, parse_jaas_property
 from .registry import SUPPORTED_MECHANISMS
 
@@ -39,6 +40,9 @@ class ListenerSasl:
 class SaslSettings:
     listeners: Mapping[str, ListenerSasl]  # upper-case listener name -> its settings
     failed_authentication_delay_ms: int = 100
+    max_receive_size: int = 524288  # largest frame before authentication
+    # How this broker authenticates to the others (None: their listener has no SASL).
+    inter_broker: SaslClientSettings | None = None
 
     def for_listener(self, name: str) -> ListenerSasl:
         found = self.listeners.get(name)
@@ -52,7 +56,43 @@ class SaslSettings:
             protocol = cfg.listener_security_protocol_map.get(listener.name, listener.name)
             if protocol.startswith("SASL_"):
                 out[listener.name] = _listener_settings(cfg, listener.name, jaas_file)
-        return cls(out, cfg.connections_failed_authentication_delay_ms)
+        return cls(out, cfg.connections_failed_authentication_delay_ms,
+                   cfg.sasl_server_max_receive_size, _inter_broker(cfg, out, jaas_file))
+
+
+def _inter_broker(cfg, listeners: Mapping[str, ListenerSasl],
+                  jaas_file: "_JaasFile") -> SaslClientSettings | None:
+    """Kafka's rule: on a SASL inter-broker listener a broker logs in to the
+    others with ``sasl.mechanism.inter.broker.protocol`` (samsa: PLAIN when
+    unset), which that listener must enable, as the ``username``/``password``
+    of its JAAS entry for that mechanism. One broker needs it too: it sends
+    transaction markers to itself over the wire."""
+    name = cfg.inter_broker_listener
+    if name not in listeners:
+        return None
+    key = "sasl.mechanism.inter.broker.protocol"
+    mechanism = cfg.sasl_mechanism_inter_broker_protocol if cfg.is_set(key) else "PLAIN"
+    if mechanism not in listeners[name].mechanisms:
+        raise ConfigError(key, mechanism, "a mechanism the inter-broker listener "
+                          f"{name} enables ({', '.join(listeners[name].mechanisms)})")
+    jaas_key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    if jaas_key in cfg.raw:
+        try:
+            entries = parse_jaas_property(str(cfg.raw[jaas_key]))
+        except JaasSyntaxError as e:
+            raise ConfigError(jaas_key, "[hidden]", "a JAAS entry",
+                              message=f"invalid value for {jaas_key}: {e}") from None
+    else:
+        entries = (jaas_file.section(f"{name.lower()}.KafkaServer")
+                   or jaas_file.section("KafkaServer") or [])
+    for entry in entries:
+        if "username" in entry.options and "password" in entry.options:
+            return SaslClientSettings(mechanism, entry.options["username"],
+                                      entry.options["password"])
+    raise ConfigError(jaas_key, None, "username and password for the broker itself",
+                      message=f"listener {name} carries traffic between brokers with SASL/"
+                              f"{mechanism}, but {jaas_key} (or the JAAS file) gives no "
+                              'username="..." password="..." for the broker to log in with')
 
 
 def _listener_settings(cfg, name: str, jaas_file: "_JaasFile") -> ListenerSasl:

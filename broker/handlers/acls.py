@@ -1,0 +1,123 @@
+"""CreateAcls, DescribeAcls and DeleteAcls, as Kafka's brokers answer them.
+
+Without an authorizer every answer is SECURITY_DISABLED. Describing needs
+Describe on the cluster, creating and deleting Alter on it
+(CLUSTER_AUTHORIZATION_FAILED otherwise). A binding Kafka would refuse
+(unknown codes, a pattern that is not LITERAL or PREFIXED, a Cluster resource
+not named kafka-cluster, a principal without a type) is INVALID_REQUEST.
+"""
+from __future__ import annotations
+
+from protocol.errors import ErrorCode
+from protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
+
+from ..metadata import MetadataUnavailableError
+from ..security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation,
+                            AclPermissionType, PatternType, ResourcePattern, ResourceType,
+                            creation_error)
+from . import authz
+from .context import off_loop
+
+_NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _filter(f, version: int) -> AclBindingFilter:
+    return AclBindingFilter(
+        ResourceType.of(f.resource_type_filter), f.resource_name_filter,
+        PatternType.of(f.pattern_type_filter) if version >= 1 else PatternType.LITERAL,
+        f.principal_filter, f.host_filter, AclOperation.of(f.operation),
+        AclPermissionType.of(f.permission_type))
+
+
+def _refusal(ctx, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+    if not authz.enabled(ctx):
+        return ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER
+    if not authz.cluster(ctx, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+    return None
+
+
+async def handle_describe_acls(ctx, req):
+    R = DescribeAclsResponse
+    refused = _refusal(ctx, AclOperation.DESCRIBE)
+    if refused:
+        return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1],
+                 resources=[])
+    flt = _filter(req, ctx.version)
+    unknown = flt.unknown_field()
+    if unknown:
+        return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+                 error_message=f"unknown {unknown} in the filter", resources=[])
+    by_pattern: dict[ResourcePattern, list[AccessControlEntry]] = {}
+    for b in ctx.broker.acls.authorizer.bindings(flt):
+        by_pattern.setdefault(b.pattern, []).append(b.entry)
+    return R(throttle_time_ms=0, error_code=0, error_message=None, resources=[
+        R.DescribeAclsResource(
+            resource_type=p.resource_type, resource_name=p.name, pattern_type=p.pattern_type,
+            acls=[R.AclDescription(principal=e.principal, host=e.host, operation=e.operation,
+                                   permission_type=e.permission) for e in entries])
+        for p, entries in by_pattern.items()])
+
+
+async def handle_create_acls(ctx, req):
+    R = CreateAclsResponse
+    refused = _refusal(ctx, AclOperation.ALTER)
+    if refused:
+        return R(throttle_time_ms=0, results=[
+            R.AclCreationResult(error_code=refused[0], error_message=refused[1])
+            for _ in req.creations])
+    results, valid = [], []
+    for c in req.creations:
+        pattern_type = PatternType.of(c.resource_pattern_type) if ctx.version >= 1 \
+            else PatternType.LITERAL
+        binding = AclBinding(
+            ResourcePattern(ResourceType.of(c.resource_type), c.resource_name, pattern_type),
+            AccessControlEntry(c.principal, c.host, AclOperation.of(c.operation),
+                               AclPermissionType.of(c.permission_type)))
+        why = creation_error(binding)
+        result = R.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if why else 0,
+                                     error_message=why)
+        results.append(result)
+        if not why:
+            valid.append((binding, result))
+    if valid:
+        try:
+            await off_loop(ctx.broker.acls.add, [b for b, _ in valid])
+        except MetadataUnavailableError as e:
+            for _, result in valid:
+                result.error_code, result.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
+    return R(throttle_time_ms=0, results=results)
+
+
+async def handle_delete_acls(ctx, req):
+    R = DeleteAclsResponse
+    refused = _refusal(ctx, AclOperation.ALTER)
+    if refused:
+        return R(throttle_time_ms=0, filter_results=[
+            R.DeleteAclsFilterResult(error_code=refused[0], error_message=refused[1],
+                                     matching_acls=[]) for _ in req.filters])
+    filters = [_filter(f, ctx.version) for f in req.filters]
+    results: list = [None] * len(filters)
+    usable = []
+    for i, flt in enumerate(filters):
+        unknown = flt.unknown_field()
+        if unknown:
+            results[i] = R.DeleteAclsFilterResult(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"unknown {unknown} in the filter", matching_acls=[])
+        else:
+            usable.append(i)
+    try:
+        deleted = await off_loop(ctx.broker.acls.remove, [filters[i] for i in usable])
+        error, message = 0, None
+    except MetadataUnavailableError as e:
+        deleted, error, message = [[] for _ in usable], ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
+    for i, found in zip(usable, deleted):
+        results[i] = R.DeleteAclsFilterResult(error_code=error, error_message=message,
+                                              matching_acls=[
+            R.DeleteAclsMatchingAcl(
+                error_code=0, error_message=None, resource_type=b.pattern.resource_type,
+                resource_name=b.pattern.name, pattern_type=b.pattern.pattern_type,
+                principal=b.entry.principal, host=b.entry.host, operation=b.entry.operation,
+                permission_type=b.entry.permission) for b in found])
+    return R(throttle_time_ms=0, filter_results=results)

@@ -1,0 +1,241 @@
+"""Quota enforcement around each request: what the dispatcher calls.
+
+``ClientQuotas.admit`` looks at a request before its handler runs (a Fetch is
+capped to what the consumer's byte quota allows in one quota window, as Kafka
+caps it, so one huge fetch cannot be throttled forever); ``respond`` records
+the request's bytes or handler time, puts the throttle time into the
+response's ``throttle_time_ms`` and encodes it. How the client is held back
+follows Kafka (KIP-219): a response version whose client throttles itself goes
+out at once and the connection is not read for the throttle time; an older
+version's response is held back for the throttle time instead. A throttled
+Fetch goes out empty and its bytes are not counted, as in Kafka.
+
+Exempt, as in Kafka: fetches from follower replicas (replication quotas are
+another matter), inter-broker requests and SASL authentication.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Awaitable
+
+from protocol.messages import RequestHeader, encode_response
+
+from ..metrics import BrokerMetrics
+from ..network.context import ConnectionContext
+from .entities import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
+                       QuotaConfigs, QuotaMatch)
+from .manager import QuotaManager, QuotaWindow
+from .timing import BusyTime
+
+PRODUCE, FETCH = 0, 1
+# ControlledShutdown, WriteTxnMarkers (cluster actions), SaslHandshake, SaslAuthenticate
+EXEMPT_APIS = frozenset({7, 27, 17, 36})
+
+# The first version of each API whose clients throttle themselves on a
+# response's throttle_time_ms (Kafka's AbstractResponse.shouldClientThrottle,
+# KIP-219); APIs not listed came after it and always do.
+CLIENT_THROTTLES_FROM = {
+    0: 6,    # Produce
+    1: 8,    # Fetch
+    2: 3,    # ListOffsets
+    3: 6,    # Metadata
+    8: 4,    # OffsetCommit
+    9: 4,    # OffsetFetch
+    10: 2,   # FindCoordinator
+    11: 3,   # JoinGroup
+    12: 2,   # Heartbeat
+    13: 2,   # LeaveGroup
+    14: 2,   # SyncGroup
+    15: 2,   # DescribeGroups
+    16: 2,   # ListGroups
+    18: 2,   # ApiVersions
+    19: 3,   # CreateTopics
+    20: 2,   # DeleteTopics
+    21: 1,   # DeleteRecords
+    22: 1,   # InitProducerId
+    23: 2,   # OffsetForLeaderEpoch
+    24: 1,   # AddPartitionsToTxn
+    25: 1,   # AddOffsetsToTxn
+    26: 1,   # EndTxn
+    28: 1,   # TxnOffsetCommit
+    29: 1,   # DescribeAcls
+    30: 1,   # CreateAcls
+    31: 1,   # DeleteAcls
+    32: 2,   # DescribeConfigs
+    33: 1,   # AlterConfigs
+    35: 1,   # DescribeLogDirs
+    37: 1,   # CreatePartitions
+    42: 1,   # DeleteGroups
+}
+
+
+def client_throttles(api_key: int, version: int) -> bool:
+    """Whether a client of this response version backs off by itself."""
+    return version >= CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+def _replica_id(request: Any, version: int) -> int:
+    if version >= 15:
+        state = request.replica_state
+        return state.replica_id if state is not None else -1
+    return request.replica_id
+
+
+def _size(parts: list) -> int:
+    return sum(len(p) if isinstance(p, (bytes, bytearray, memoryview)) else p.length
+               for p in parts)
+
+
+class _Unmetered:
+    """No quota anywhere: the request goes through untouched."""
+    __slots__ = ("header",)
+
+    def __init__(self, header: RequestHeader) -> None:
+        self.header = header
+
+    def timed(self, handling: Awaitable) -> Awaitable:
+        return handling
+
+    async def respond(self, response: Any) -> list | None:
+        return None if response is None else encode_response(self.header, response)
+
+
+class _Metered:
+    """One request under quotas: what it is measured against, and its answer."""
+    __slots__ = ("quotas", "conn", "header", "request", "frame_size", "produce", "fetch",
+                 "request_time", "busy")
+
+    def __init__(self, quotas: "ClientQuotas", conn: ConnectionContext,
+                 header: RequestHeader, request: Any, frame_size: int) -> None:
+        self.quotas = quotas
+        self.conn = conn
+        self.header = header
+        self.request = request
+        self.frame_size = frame_size
+        self.busy: BusyTime | None = None
+        user, client_id = conn.principal.name, header.client_id or ""
+        api, version = header.api_key, header.api_version
+        self.produce: QuotaMatch | None = None
+        self.fetch: QuotaMatch | None = None
+        self.request_time: QuotaMatch | None = None
+        if api == PRODUCE:
+            self.produce = quotas.produce.match(user, client_id)
+        elif api == FETCH:
+            if _replica_id(request, version) >= 0:
+                return  # a follower: exempt from every client quota
+            self.fetch = quotas.fetch.match(user, client_id)
+            if self.fetch is not None and version >= 3:
+                cap = max(1, int(quotas.fetch.max_in_window(self.fetch)))
+                if request.max_bytes <= 0 or request.max_bytes > cap:
+                    request.max_bytes = cap
+        if api in EXEMPT_APIS or (api == PRODUCE and request.acks == 0):
+            return  # Kafka does not count acks=0 produce time against the request quota
+        self.request_time = quotas.request.match(user, client_id)
+
+    def timed(self, handling: Awaitable) -> Awaitable:
+        if self.request_time is not None:
+            self.busy = BusyTime(handling)  # type: ignore[arg-type]
+            handling = self.busy
+        if self.conn.mute_remaining() > 0:
+            return self._after_mute(handling)
+        return handling
+
+    async def _after_mute(self, handling: Awaitable) -> Any:
+        """A request read before its connection was muted (pipelined behind
+        the throttled one) is handled when the mute ends, as Kafka, reading
+        one request at a time, would only then have read it."""
+        try:
+            while (delay := self.conn.mute_remaining()) > 0:
+                await asyncio.sleep(delay)
+        except BaseException:
+            handling.close()  # type: ignore[attr-defined]  # never started: no warning
+            raise
+        return await handling
+
+    async def respond(self, response: Any) -> list | None:
+        quotas = self.quotas
+        now = time.monotonic() * 1000.0
+        bandwidth = 0
+        request_throttle = 0
+        if self.request_time is not None and self.busy is not None:
+            # Kafka's unit: percent of one thread over a second
+            request_throttle = quotas.request.record(self.request_time,
+                                                     self.busy.seconds * 100.0, now)
+        parts = None
+        if self.produce is not None:
+            bandwidth = quotas.produce.record(self.produce, self.frame_size, now)
+        elif self.fetch is not None and response is not None:
+            parts = encode_response(self.header, response)
+            size = _size(parts)
+            bandwidth = quotas.fetch.record(self.fetch, size, now)
+            if bandwidth or request_throttle:
+                quotas.fetch.unrecord(self.fetch, size, now)
+                response.responses = []
+                parts = None
+        throttle = max(bandwidth, request_throttle)
+        if throttle > 0:
+            if bandwidth > request_throttle:  # a tie counts as request time, as in Kafka
+                manager, match = (quotas.produce, self.produce) if self.produce is not None \
+                    else (quotas.fetch, self.fetch)
+            else:
+                manager, match = quotas.request, self.request_time
+            manager.throttled(match, throttle, now)
+            if response is not None and "throttle_time_ms" in response._attrs:
+                response.throttle_time_ms = throttle
+                parts = None
+        if response is None:  # acks=0: nothing to delay, so the connection waits
+            if throttle > 0:
+                self.conn.mute_for(throttle)
+            return None
+        if parts is None:
+            parts = encode_response(self.header, response)
+        if throttle > 0:
+            # Either way nothing more from this client is handled before the
+            # throttle time is over (Kafka reads one request at a time).
+            self.conn.mute_for(throttle)
+            if not client_throttles(self.header.api_key, self.header.api_version):
+                await asyncio.sleep(throttle / 1000.0)
+        return parts
+
+
+class ClientQuotas:
+    """The broker's client quotas: configs, the three managers, metrics."""
+
+    def __init__(self, configs: QuotaConfigs, window: QuotaWindow,
+                 metrics: BrokerMetrics | None = None) -> None:
+        self.configs = configs
+        self.window = window
+        self.produce = QuotaManager(PRODUCER_BYTE_RATE, configs, window)
+        self.fetch = QuotaManager(CONSUMER_BYTE_RATE, configs, window)
+        # Kafka bounds a request-time throttle to one quota window
+        self.request = QuotaManager(REQUEST_PERCENTAGE, configs, window,
+                                    max_throttle_ms=window.window_ms)
+        if metrics is not None:
+            self._register_metrics(metrics)
+
+    def admit(self, conn: ConnectionContext, header: RequestHeader, request: Any,
+              frame_size: int) -> "_Metered | _Unmetered":
+        if not self.configs.any:
+            return _Unmetered(header)
+        return _Metered(self, conn, header, request, frame_size)
+
+    def _register_metrics(self, metrics: BrokerMetrics) -> None:
+        # Kafka's JMX beans kafka.server:type=Produce|Fetch|Request,user=,client-id=
+        # under the JMX exporter's names.
+        def gauge(manager: QuotaManager, pick: int):
+            def samples():
+                now = time.monotonic() * 1000.0
+                for user, client_id, rate, throttle in manager.snapshot(now):
+                    yield {"user": user, "client_id": client_id}, (rate, throttle)[pick]
+            return samples
+        for kind, manager, rate_name in (("produce", self.produce, "byte_rate"),
+                                         ("fetch", self.fetch, "byte_rate"),
+                                         ("request", self.request, "request_time")):
+            metrics.add_kafka_gauge(f"kafka_server_{kind}_{rate_name}",
+                                    f"{kind} quota usage per user/client-id "
+                                    f"({'percent of a thread' if kind == 'request' else 'bytes/s'})",
+                                    gauge(manager, 0))
+            metrics.add_kafka_gauge(f"kafka_server_{kind}_throttle_time",
+                                    f"average {kind} quota throttle time (ms) per user/client-id",
+                                    gauge(manager, 1))

@@ -1,0 +1,135 @@
+"""Which quota applies to a (user, client id): Kafka's precedence over the
+entity configs under /config/users and /config/clients.
+
+Each quota type (producer_byte_rate, consumer_byte_rate, request_percentage)
+is resolved on its own: the most specific entity that sets *that* key wins,
+in this order (names sanitized, ``<default>`` the default entity):
+
+    users/<u>/clients/<c>, users/<u>/clients/<default>, users/<u>,
+    users/<default>/clients/<c>, users/<default>/clients/<default>,
+    users/<default>, clients/<c>, clients/<default>
+
+The winner also decides who shares a measurement (Kafka's quota metric
+tags): a quota on users/<u> is one budget for all of u's client ids, one on
+clients/<c> one budget for c under any user, and a default entity still gives
+every user / client id its own budget.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import NamedTuple
+
+from broker.metadata.store import MetadataStore
+from broker.metadata.zk_layout import sanitize_entity_name
+
+log = logging.getLogger("broker.quotas")
+
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # accepted and stored, not enforced
+QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+DEFAULT = "<default>"
+
+
+class QuotaMatch(NamedTuple):
+    """The bound that applies and the (user, client id) its measurement is
+    shared under ("" for a part the matched entity does not name)."""
+    bound: float
+    user: str
+    client_id: str
+
+
+def candidate_entities(user: str, client_id: str) -> list[tuple[str, bool, bool]]:
+    """(entity path, measured per user, measured per client id) in Kafka's
+    order of precedence, for a raw user name and client id."""
+    u, c = sanitize_entity_name(user), sanitize_entity_name(client_id)
+    return [
+        (f"users/{u}/clients/{c}", True, True),
+        (f"users/{u}/clients/{DEFAULT}", True, True),
+        (f"users/{u}", True, False),
+        (f"users/{DEFAULT}/clients/{c}", True, True),
+        (f"users/{DEFAULT}/clients/{DEFAULT}", True, True),
+        (f"users/{DEFAULT}", True, False),
+        (f"clients/{c}", False, True),
+        (f"clients/{DEFAULT}", False, True),
+    ]
+
+
+def parse_quota_value(key: str, text: str) -> float:
+    """A stored quota value; ValueError for one Kafka would refuse."""
+    value = float(text)
+    if key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE) and not value.is_integer():
+        raise ValueError(f"{key} must be a whole number of bytes per second, not {text!r}")
+    if value < 0 or value != value:
+        raise ValueError(f"{key} must not be negative, not {text!r}")
+    return value
+
+
+class QuotaConfigs:
+    """Every user/client entity's quota values, kept current from the
+    metadata store's change notices (any thread), read on request paths."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._quotas: dict[str, dict[str, float]] = {}
+        self._resolved: dict[tuple[str, str, str], QuotaMatch | None] = {}
+        self.generation = 0
+        store.on_entity_config_change(self.reload)
+        for entity_type in ("users", "clients"):
+            for path in store.entity_config_paths(entity_type):
+                self.reload(path)
+
+    @property
+    def any(self) -> bool:
+        """Whether any entity has a quota at all (the fast path skips the rest)."""
+        return bool(self._quotas)
+
+    def has(self, key: str) -> bool:
+        return any(key in q for q in self._quotas.values())
+
+    def reload(self, entity_path: str) -> None:
+        if entity_path.startswith("ips/"):
+            return
+        try:
+            raw = self._store.entity_configs(entity_path)
+        except Exception:  # noqa: BLE001 - a store hiccup keeps the old values
+            log.warning("could not read quotas of %s", entity_path, exc_info=True)
+            return
+        values = {}
+        for key in QUOTA_KEYS:
+            if key in raw:
+                try:
+                    values[key] = parse_quota_value(key, raw[key])
+                except ValueError as e:
+                    log.warning("ignoring quota of %s: %s", entity_path, e)
+        with self._lock:
+            quotas = dict(self._quotas)
+            if values:
+                quotas[entity_path] = values
+            else:
+                quotas.pop(entity_path, None)
+            self._quotas = quotas
+            self._resolved = {}
+            self.generation += 1
+
+    def resolve(self, key: str, user: str, client_id: str) -> QuotaMatch | None:
+        """The quota of type ``key`` for this user and client id, or None."""
+        cache_key = (key, user, client_id)
+        resolved = self._resolved
+        try:
+            return resolved[cache_key]
+        except KeyError:
+            pass
+        quotas = self._quotas
+        match = None
+        for path, per_user, per_client in candidate_entities(user, client_id):
+            q = quotas.get(path)
+            if q is not None and key in q:
+                match = QuotaMatch(q[key], user if per_user else "",
+                                   client_id if per_client else "")
+                break
+        resolved[cache_key] = match  # a racing reload replaced the dict: harmless
+        return match

@@ -1,0 +1,58 @@
+"""The broker's ACLs: the authorizer's cache kept in step with the store.
+
+Every change goes through the store (conditional writes, change notices) and
+is applied to this broker's cache at once; other brokers apply it when the
+change notice reaches them.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from ...metadata.acl_store import AclStore
+from .authorizer import AclAuthorizer, parse_super_users
+from .model import AclBinding, AclBindingFilter, ResourcePattern
+
+log = logging.getLogger("broker.security.acl")
+
+
+class AclService:
+    def __init__(self, store: AclStore, authorizer: AclAuthorizer) -> None:
+        self.store = store
+        self.authorizer = authorizer
+        store.on_change(self._reload)
+        store.on_reload(lambda: authorizer.replace_all(store.load_all()))
+        authorizer.replace_all(store.load_all())
+
+    @classmethod
+    def from_config(cls, cfg, store: AclStore) -> "AclService":
+        return cls(store, AclAuthorizer(parse_super_users(cfg.super_users),
+                                        cfg.allow_everyone_if_no_acl_found))
+
+    def _reload(self, pattern: ResourcePattern) -> None:
+        entries = self.store.load(pattern)
+        self.authorizer.set_resource(pattern, entries)
+        # as Kafka's AclAuthorizer logs each change notice it processes
+        log.info("ACLs changed for %s: %d entries", pattern, len(entries))
+
+    def add(self, bindings: Iterable[AclBinding]) -> None:
+        """Blocking (ZooKeeper round trips): call off the event loop."""
+        by_pattern: dict[ResourcePattern, set] = {}
+        for b in bindings:
+            by_pattern.setdefault(b.pattern, set()).add(b.entry)
+        for pattern, entries in by_pattern.items():
+            new = self.store.update(pattern, lambda old, e=entries: old | e)
+            self.authorizer.set_resource(pattern, new)
+
+    def remove(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Delete what each filter matches; per filter, the bindings deleted.
+        Blocking: call off the event loop."""
+        matched = [self.authorizer.bindings(f) for f in filters]
+        patterns = {b.pattern for found in matched for b in found}
+        for pattern in patterns:
+            def drop(old, pattern=pattern):
+                return frozenset(e for e in old if not any(
+                    f.matches(AclBinding(pattern, e)) for f in filters))
+            new = self.store.update(pattern, drop)
+            self.authorizer.set_resource(pattern, new)
+        return matched

@@ -1,0 +1,125 @@
+"""Client quota arithmetic and precedence, against Kafka's rules (no clocks:
+times are given)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from broker.quotas import QuotaConfigs, QuotaManager, QuotaWindow, client_throttles
+from broker.quotas.rate import WindowedRate, throttle_time_ms
+from broker.quotas.timing import BusyTime
+
+
+def test_rate_is_measured_over_at_least_samples_minus_one_windows():
+    r = WindowedRate(11, 1000)
+    r.record(10_000, 0)
+    # 10 kB in the first millisecond is 1 kB/s over the 10 windows Kafka assumes
+    assert r.window_size(0) == 10_000
+    assert r.rate(0) == pytest.approx(1000)
+    r.record(10_000, 5500)
+    assert r.window_size(5500) == 10_500  # 5 full windows elapsed: 5 more assumed
+    assert r.rate(5500) == pytest.approx(20_000 / 10.5)
+
+
+def test_old_samples_expire():
+    r = WindowedRate(3, 1000)
+    r.record(900, 0)
+    r.record(900, 1000)
+    r.record(900, 2000)
+    assert r.rate(2000) == pytest.approx(2700 / 2.0)
+    # after samples * window the first sample is reset
+    assert r.rate(3000) == pytest.approx(1800 / 2.0)
+    assert r.rate(10_000) == 0
+
+
+def test_throttle_time_is_kafkas_formula():
+    # (rate - bound) / bound * window: twice the bound over 10 s waits 10 s
+    assert throttle_time_ms(2000, 1000, 10_000) == 10_000
+    assert throttle_time_ms(1000, 1000, 10_000) == 0
+    assert throttle_time_ms(1500, 1000, 10_000) == 5_000
+    assert throttle_time_ms(999, 1000, 10_000) == 0
+
+
+def test_manager_throttles_once_over_bound_and_recovers(tmp_path):
+    configs = QuotaConfigs(_store(tmp_path, {"clients/app": {"producer_byte_rate": "1000"}}))
+    m = QuotaManager("producer_byte_rate", configs, QuotaWindow(11, 1000))
+    match = m.match("ANONYMOUS", "app")
+    assert match is not None and match.bound == 1000
+    assert m.record(match, 9_000, 0) == 0          # 900 B/s over 10 s
+    # 20 kB over 10.1 s: (1980 - 1000) / 1000 * 10100 ms
+    assert m.record(match, 11_000, 100) == 9900
+    assert m.max_in_window(match) == pytest.approx(10_000)
+    # once the burst's window has expired the client is within its quota again
+    assert m.record(match, 1, 11_000) == 0
+
+
+def _store(tmp_path, entities):
+    store = EmbeddedMetadataStore(str(tmp_path), 0, BrokerEndpoint(0, "localhost", 9092))
+    for path, configs in entities.items():
+        store.set_entity_configs(path, configs)
+    return store
+
+
+@pytest.mark.parametrize("entities,expected", [
+    ({"users/alice/clients/app": 1, "users/alice/clients/<default>": 2, "users/alice": 3,
+      "users/<default>/clients/app": 4, "users/<default>/clients/<default>": 5,
+      "users/<default>": 6, "clients/app": 7, "clients/<default>": 8},
+     (1, "alice", "app")),
+    ({"users/alice/clients/<default>": 2, "users/alice": 3, "clients/app": 7},
+     (2, "alice", "app")),
+    ({"users/alice": 3, "users/<default>/clients/app": 4, "clients/app": 7},
+     (3, "alice", "")),
+    ({"users/<default>/clients/app": 4, "users/<default>": 6}, (4, "alice", "app")),
+    ({"users/<default>/clients/<default>": 5, "users/<default>": 6}, (5, "alice", "app")),
+    ({"users/<default>": 6, "clients/app": 7}, (6, "alice", "")),
+    ({"clients/app": 7, "clients/<default>": 8, "users/bob": 1}, (7, "", "app")),
+    ({"clients/<default>": 8, "clients/other": 1}, (8, "", "app")),
+    ({"users/bob": 1, "clients/other": 2}, None),
+])
+def test_precedence_is_kafkas(tmp_path, entities, expected):
+    store = _store(tmp_path, {p: {"consumer_byte_rate": str(v)} for p, v in entities.items()})
+    got = QuotaConfigs(store).resolve("consumer_byte_rate", "alice", "app")
+    assert (tuple(got) if got else None) == expected
+
+
+def test_each_quota_type_resolves_on_its_own(tmp_path):
+    store = _store(tmp_path, {"users/alice": {"request_percentage": "50"},
+                              "clients/app": {"producer_byte_rate": "2048"}})
+    configs = QuotaConfigs(store)
+    assert configs.resolve("producer_byte_rate", "alice", "app").bound == 2048
+    assert configs.resolve("request_percentage", "alice", "app").bound == 50
+    assert configs.resolve("consumer_byte_rate", "alice", "app") is None
+
+
+def test_changes_apply_at_once_and_sanitized_names_match(tmp_path):
+    store = _store(tmp_path, {})
+    configs = QuotaConfigs(store)
+    assert not configs.any
+    store.set_entity_configs("users/User%3Aa%2Fb", {"producer_byte_rate": "10"})
+    assert configs.resolve("producer_byte_rate", "User:a/b", "x").bound == 10
+    store.set_entity_configs("users/User%3Aa%2Fb", {"producer_byte_rate": "20"})
+    assert configs.resolve("producer_byte_rate", "User:a/b", "x").bound == 20
+    store.set_entity_configs("users/User%3Aa%2Fb", {})
+    assert configs.resolve("producer_byte_rate", "User:a/b", "x") is None
+    assert not configs.any
+
+
+def test_kip_219_versions():
+    assert not client_throttles(0, 5) and client_throttles(0, 6)      # Produce
+    assert not client_throttles(1, 7) and client_throttles(1, 8)      # Fetch
+    assert not client_throttles(3, 5) and client_throttles(3, 6)      # Metadata
+    assert client_throttles(48, 0) and client_throttles(60, 0)        # newer APIs
+
+
+def test_busy_time_counts_steps_not_waits():
+    async def handler():
+        await asyncio.sleep(0.2)
+        return 42
+
+    async def main():
+        timed = BusyTime(handler())
+        return await timed, timed.seconds
+    value, busy = asyncio.run(main())
+    assert value == 42 and busy < 0.1
