@@ -11,6 +11,7 @@ address Metadata (or FindCoordinator) advertises for it.
 from __future__ import annotations
 
 import socket
+import ssl
 import sys
 import time
 from typing import Callable
@@ -30,15 +31,16 @@ class ClientError(Exception):
 
 class SimpleClient:
     def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
-                 sasl: SaslClientSettings | None = None):
+                 sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"expected host:port, got {bootstrap!r}")
         self.address = bootstrap
         self._endpoint = (host or "localhost", int(port))
         self._timeout = timeout
+        self.tls = tls  # an SSL listener (the tool's --command-config said so)
         self.core = ClientCore(client_id)
-        self.sock = socket.create_connection(self._endpoint, timeout=timeout)
+        self.sock = self._connect()
         # True from the moment a request is registered until its answer is
         # read: an exception that leaves it set (Ctrl-C, a timeout) may have
         # left half a request sent or half an answer unread, so the stream is
@@ -74,6 +76,16 @@ class SimpleClient:
         """How this client authenticates (the same for every broker of a cluster)."""
         return self._sasl
 
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self._endpoint, timeout=self._timeout)
+        if self.tls is None:
+            return sock
+        try:
+            return self.tls.wrap_socket(sock, server_hostname=self._endpoint[0])
+        except BaseException:
+            sock.close()
+            raise
+
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
         return self.core.broker_versions
@@ -91,7 +103,7 @@ class SimpleClient:
         self.sock.close()
         self.core = ClientCore(self.core.client_id)
         try:
-            self.sock = socket.create_connection(self._endpoint, timeout=self._timeout)
+            self.sock = self._connect()
         except OSError as e:
             raise ClientError(f"cannot reach the broker at {self.address}: "
                               f"{e.strerror or e}") from None
@@ -279,7 +291,7 @@ class Cluster:
             raise ClientError(f"broker {node_id} is not in the cluster's metadata")
         try:
             conn = SimpleClient(address, client_id=self.bootstrap.core.client_id,
-                                sasl=self.bootstrap.sasl)
+                                sasl=self.bootstrap.sasl, tls=self.bootstrap.tls)
         except OSError as e:
             raise ClientError(f"cannot reach broker {node_id} at {address}: "
                               f"{e.strerror or e}") from None
@@ -339,20 +351,38 @@ def command_config_sasl(path: str | None) -> SaslClientSettings | None:
     return sasl_client_settings(load_properties(path))
 
 
+def command_config_tls(path: str | None) -> ssl.SSLContext | None:
+    """The TLS context a tool's ``--command-config`` file asks for
+    (security.protocol SSL or SASL_SSL, PEM trust and key stores); None
+    without a file or without TLS. OSError/ValueError name what is wrong."""
+    if not path:
+        return None
+    from broker.security.tls_config import client_tls
+    from config.properties import load_properties
+    return client_tls(load_properties(path), f"--command-config {path}")
+
+
+def command_config_security(path: str | None
+                            ) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
+    """The SASL login and the TLS context of a tool's --command-config."""
+    return command_config_sasl(path), command_config_tls(path)
+
+
 def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
-             sasl: SaslClientSettings | None = None) -> int:
+             sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None) -> int:
     """Connect to ``bootstrap`` (one ``host:port`` or a comma-separated list,
     tried in order, as Kafka's --bootstrap-server takes) and run ``action``; an
     unreachable broker or a broken connection is one line naming the address,
-    never a traceback."""
+    never a traceback. ``sasl`` / ``tls``: how to reach a SASL or SSL
+    listener (from --command-config)."""
     client = None
     for address in [a.strip() for a in bootstrap.split(",") if a.strip()] or [bootstrap]:
         try:
-            client = SimpleClient(address, sasl=sasl)
+            client = SimpleClient(address, sasl=sasl, tls=tls)
             break
         except (OSError, ValueError) as e:  # ValueError: a port that is not a number
             error = getattr(e, "strerror", None) or e
-        except ClientError as e:  # refused authentication
+        except ClientError as e:  # refused authentication (SASL, or TLS certificates)
             print(f"{prog}: {e}", file=sys.stderr)
             return 1
     if client is None:
@@ -368,7 +398,9 @@ def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],
         return 1
 
 
-def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]) -> int:
+def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int],
+                     sasl: SaslClientSettings | None = None,
+                     tls: ssl.SSLContext | None = None) -> int:
     """``run_tool`` for tools that talk to leaders and coordinators, not only
     to the bootstrap broker."""
     def with_cluster(client: SimpleClient) -> int:
@@ -377,4 +409,4 @@ def run_cluster_tool(prog: str, bootstrap: str, action: Callable[[Cluster], int]
             return action(cluster)
         finally:
             cluster.close()
-    return run_tool(prog, bootstrap, with_cluster)
+    return run_tool(prog, bootstrap, with_cluster, sasl, tls)

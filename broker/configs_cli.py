@@ -17,7 +17,7 @@ import sys
 from config.describe import ConfigSource
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from .client import SimpleClient, command_config_sasl, error_text, run_tool
+from .client import SimpleClient, command_config_security, error_text, run_tool
 from .quotas_cli import is_quota_command, main as quotas_main
 
 TOPIC, BROKER = 2, 4
@@ -153,16 +153,17 @@ def main(argv) -> int:
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", metavar="K1,K2")
     p.add_argument("--command-config", metavar="FILE",
-                   help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config")
+                   help="Kafka client properties: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
     args = p.parse_args(argv)
     if args.entity_type == "topics" and (args.entity_default or not args.entity_name):
         p.error("--entity-type topics needs --entity-name")
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
     try:
-        sasl = command_config_sasl(args.command_config)
+        sasl, tls = command_config_security(args.command_config)
     except (OSError, ValueError) as e:
         p.error(f"--command-config {args.command_config}: {e}")
     fn = _describe if args.describe else _alter
     return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
-                    sasl=sasl)
+                    sasl=sasl, tls=tls)

@@ -20,7 +20,8 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
                                OffsetCommitRequest, OffsetFetchRequest)
 
-from .client import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
+from .client import (ClientError, Cluster, SimpleClient, command_config_security, error_text,
+                     run_cluster_tool)
 from .groups.consumer_protocol import assignment_partitions
 
 PROG = "samsa consumer-groups"
@@ -343,6 +344,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="List, describe, reset offsets of "
                                                        "and delete consumer groups.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
@@ -380,4 +385,9 @@ def main(argv) -> int:
     fn = {"list": _list, "describe": _describe, "delete": _delete,
           "reset_offsets": _reset}[next(k for k in ("list", "describe", "delete",
                                                      "reset_offsets") if getattr(args, k))]
-    return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args))
+    try:
+        sasl, tls = command_config_security(args.command_config)
+    except (OSError, ValueError) as e:
+        p.error(f"--command-config {args.command_config}: {e}")
+    return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args),
+                            sasl=sasl, tls=tls)

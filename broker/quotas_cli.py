@@ -20,7 +20,7 @@ import sys
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from . import scram_configs_cli
-from .client import SimpleClient, command_config_sasl, error_text, run_tool
+from .client import SimpleClient, command_config_security, error_text, run_tool
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2
@@ -162,17 +162,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--add-config", metavar="K1=V1,K2=V2")
     p.add_argument("--delete-config", metavar="K1,K2")
     p.add_argument("--command-config", metavar="FILE",
-                   help="client properties: security.protocol, sasl.mechanism, sasl.jaas.config")
+                   help="Kafka client properties: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
     args = p.parse_args(rest)
     try:
-        sasl = command_config_sasl(args.command_config)
+        sasl, tls = command_config_security(args.command_config)
     except (OSError, ValueError) as e:
         p.error(f"--command-config {args.command_config}: {e}")
     if len({t for t, _ in pairs}) != len(pairs):
         p.error("each --entity-type may be given once")
     if args.describe:
         return run_tool("samsa configs", args.bootstrap_server,
-                        lambda client: _describe(client, pairs), sasl=sasl)
+                        lambda client: _describe(client, pairs), sasl=sasl, tls=tls)
     if any(n is _NO_NAME for _, n in pairs):
         p.error("--alter needs --entity-name or --entity-default for every --entity-type")
     try:
@@ -185,4 +186,4 @@ def main(argv: list[str]) -> int:
         print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
         return 2
     return run_tool("samsa configs", args.bootstrap_server,
-                    lambda client: _alter(client, pairs, adds, deletes), sasl=sasl)
+                    lambda client: _alter(client, pairs, adds, deletes), sasl=sasl, tls=tls)

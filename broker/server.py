@@ -38,6 +38,7 @@ from . import consumer_lag
 from .metrics import BrokerMetrics
 from .network import NetworkServer
 from .network.memory import RequestMemoryPool
+from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
 from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
@@ -541,10 +542,12 @@ class Broker:
 
     def _listener_servers(self) -> list[NetworkServer]:
         """One network server per listener (as Kafka, each with its own
-        num.network.threads processors), sharing the request memory pool."""
+        num.network.threads processors), sharing the request memory pool and
+        the connection counts."""
         cfg = self.cfg
         pool = RequestMemoryPool(cfg.queued_max_request_bytes if cfg.queued_max_request_bytes > 0
                                  else 2 * cfg.socket_request_max_bytes + 64 * 1024 * 1024)
+        counts = ConnectionCounts()  # max.connections(.per.ip) count over all listeners
         return [NetworkServer(
             lst.host or "0.0.0.0", lst.port, cfg.num_network_threads, None,
             max_frame_bytes=cfg.socket_request_max_bytes,
@@ -557,6 +560,7 @@ class Broker:
             security_protocol=cfg.security_protocol(lst.name),
             tls=self.listener_tls.get(lst.name),
             memory_pool=pool,
+            connection_counts=counts,
         ) for lst in cfg.listeners]
 
     async def start(self) -> None:

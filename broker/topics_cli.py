@@ -7,7 +7,7 @@ import sys
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
 
-from .client import error_text as _error, run_tool
+from .client import command_config_security, error_text as _error, run_tool
 from .metadata import kafka_id
 
 _DEFAULT_CONFIG = 5  # DescribeConfigs' config source of a key nobody set
@@ -130,6 +130,9 @@ def _delete(client, args) -> int:
 def main(argv) -> int:
     p = argparse.ArgumentParser(prog="samsa topics")
     p.add_argument("--bootstrap-server", default="localhost:9092")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties: security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true")
@@ -149,9 +152,13 @@ def main(argv) -> int:
         p.error("--topic is required")
     if args.alter and not args.partitions:
         p.error("--alter needs --partitions")
+    try:
+        sasl, tls = command_config_security(args.command_config)
+    except (OSError, ValueError) as e:
+        p.error(f"--command-config {args.command_config}: {e}")
     for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
                      ("alter", _alter), ("delete", _delete)):
         if getattr(args, name):
             return run_tool("samsa topics", args.bootstrap_server,
-                            lambda client, fn=fn: fn(client, args))
+                            lambda client, fn=fn: fn(client, args), sasl=sasl, tls=tls)
     return 2

@@ -20,15 +20,35 @@ from .authz import NOT_REQUESTED as _NOT_REQUESTED, Op
 from .context import off_loop
 
 
-def _partition_error(p) -> ErrorCode:
-    return ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+class _Reachable:
+    """Which live brokers a client of the request's listener can reach."""
+
+    def __init__(self, store, listener: str | None, version: int) -> None:
+        live = store.brokers()
+        self.brokers = brokers_on_listener(live, listener)
+        self.ids = {b.node_id for b in self.brokers}
+        self.live_ids = {b.node_id for b in live}
+        # Kafka: a live leader without the client's listener is LISTENER_NOT_FOUND
+        # from Metadata v6 on, LEADER_NOT_AVAILABLE before; no leader either way.
+        self.unlisted = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
+                         else ErrorCode.LEADER_NOT_AVAILABLE)
+
+    def leader(self, p) -> tuple[ErrorCode, int]:
+        if p.leader < 0:
+            return ErrorCode.LEADER_NOT_AVAILABLE, p.leader
+        if p.leader in self.live_ids and p.leader not in self.ids:
+            return self.unlisted, -1
+        return ErrorCode.NONE, p.leader
 
 
-def _partitions(cls, store, topic):
-    return [cls(error_code=_partition_error(p), partition_index=index, leader_id=p.leader,
-                leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr), offline_replicas=list(p.offline_replicas))
-            for index, p in sorted(store.partitions(topic).items())]
+def _partitions(cls, store, topic, reachable: _Reachable):
+    out = []
+    for index, p in sorted(store.partitions(topic).items()):
+        error, leader = reachable.leader(p)
+        out.append(cls(error_code=error, partition_index=index, leader_id=leader,
+                       leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                       isr_nodes=list(p.isr), offline_replicas=list(p.offline_replicas)))
+    return out
 
 
 async def handle_metadata(ctx, req):
@@ -38,6 +58,7 @@ async def handle_metadata(ctx, req):
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
     topics_out = []
+    reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
 
     def topic_ops(name):
@@ -102,13 +123,13 @@ async def handle_metadata(ctx, req):
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name),
+            partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name, reachable),
             topic_authorized_operations=topic_ops(meta.name)))
 
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                 for b in brokers_on_listener(broker.store.brokers(), ctx.listener)],
+                 for b in reachable.brokers],
         cluster_id=broker.store.cluster_id,
         controller_id=broker.store.controller_id,
         topics=topics_out,
@@ -149,6 +170,7 @@ async def handle_describe_topic_partitions(ctx, req):
         start_topic, start_partition = req.cursor.topic_name, req.cursor.partition_index
     limit = max(1, req.response_partition_limit)
     out, next_cursor = [], None
+    reachable = _Reachable(broker.store, ctx.listener, version=6)  # a v6+ era API
     for name in names:
         if start_topic is not None and name < start_topic:
             continue
@@ -171,8 +193,9 @@ async def handle_describe_topic_partitions(ctx, req):
             pm = known.get(p)
             if pm is None:
                 continue
+            error, leader = reachable.leader(pm)
             parts.append(R.DescribeTopicPartitionsResponsePartition(
-                error_code=_partition_error(pm), partition_index=p, leader_id=pm.leader,
+                error_code=error, partition_index=p, leader_id=leader,
                 leader_epoch=pm.leader_epoch, replica_nodes=list(pm.replicas),
                 isr_nodes=list(pm.isr), eligible_leader_replicas=[], last_known_elr=[],
                 offline_replicas=list(pm.offline_replicas)))

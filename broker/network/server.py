@@ -33,6 +33,17 @@ def _set_done(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
+class ConnectionCounts:
+    """Open connections in total and per address. max.connections and
+    max.connections.per.ip are broker-wide in Kafka, so a broker's listeners
+    share one of these."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # guards open and per_ip
+        self.open = 0
+        self.per_ip: dict[str, int] = {}
+
+
 class NetworkServer:
     """Kafka-style network layer: size-prefixed frames in, ordered responses out.
 
@@ -64,6 +75,7 @@ class NetworkServer:
                  security_protocol: str = "PLAINTEXT",
                  tls: ListenerTls | None = None,
                  memory_pool: RequestMemoryPool | None = None,
+                 connection_counts: ConnectionCounts | None = None,
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
             raise ValueError("num_threads must be >= 1")
@@ -103,9 +115,8 @@ class NetworkServer:
         self._exited: list[asyncio.Future] = []
         self._listener: socket.socket | None = None
         self._acceptor: asyncio.Task | None = None
-        self._lock = threading.Lock()       # guards _open and _per_ip
-        self._open = 0
-        self._per_ip: dict[str, int] = {}
+        self._counts = connection_counts or ConnectionCounts()
+        self._open = 0  # this listener's share of the counts (under their lock)
         self._next_proc = 0
         self._next_id = 0
         self.connections_accepted = 0
@@ -254,15 +265,17 @@ class NetworkServer:
         if not isinstance(peer, tuple):  # AF_UNIX and friends
             peer = (str(peer), 0)
         ip = peer[0]
-        with self._lock:
-            if self._open >= self.max_connections:
+        counts = self._counts
+        with counts.lock:
+            if counts.open >= self.max_connections:
                 reason = "max.connections"
-            elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            elif counts.per_ip.get(ip, 0) >= self.max_connections_per_ip:
                 reason = "max.connections.per.ip"
             else:
                 reason = None
+                counts.open += 1
+                counts.per_ip[ip] = counts.per_ip.get(ip, 0) + 1
                 self._open += 1
-                self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         if reason is not None:
             self.connections_rejected += 1
             self.rate_log.info("reject", "rejecting connection from %s: %s reached", ip, reason)
@@ -278,10 +291,12 @@ class NetworkServer:
     def _release_slot(self, peer: tuple) -> None:
         """A connection counted by the acceptor is gone (any thread)."""
         ip = peer[0]
-        with self._lock:
+        counts = self._counts
+        with counts.lock:
+            counts.open -= 1
             self._open -= 1
-            left = self._per_ip.get(ip, 0) - 1
+            left = counts.per_ip.get(ip, 0) - 1
             if left > 0:
-                self._per_ip[ip] = left
+                counts.per_ip[ip] = left
             else:
-                self._per_ip.pop(ip, None)
+                counts.per_ip.pop(ip, None)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
-from config.broker import LISTENER_PREFIX, BrokerConfig
+from config.broker import BROKER_KEYS, LISTENER_PREFIX, BrokerConfig
 from config.errors import ConfigError
 
 from .ssl_principal import SslPrincipalMapper
@@ -55,6 +55,28 @@ class _Keys:
         prefixed = f"{LISTENER_PREFIX}{self.listener.lower()}.{key}"
         return prefixed if prefixed in self.cfg.raw else key
 
+    def protocol(self) -> str:
+        return self.cfg.security_protocol(self.listener)
+
+
+class _ClientKeys(_Keys):
+    """The same keys in a client's properties (a tool's --command-config),
+    with Kafka's client defaults."""
+
+    def __init__(self, props: Mapping[str, str], source: str) -> None:
+        self.props = props
+        self.listener = source  # named in messages
+
+    def value(self, key: str) -> Any:
+        raw = self.props.get(key)
+        return BROKER_KEYS[key].parse(raw) if raw is not None else BROKER_KEYS[key].default
+
+    def name(self, key: str) -> str:
+        return key
+
+    def protocol(self) -> str:
+        return (self.props.get("security.protocol") or "PLAINTEXT").strip().upper()
+
 
 def _check_pem(keys: _Keys, type_key: str, needed: bool) -> None:
     store_type = (keys.value(type_key) or "").upper()
@@ -74,7 +96,7 @@ def _load_key_store(ctx: ssl.SSLContext, keys: _Keys, required: bool) -> bool:
         if required:
             raise ConfigError(keys.name("ssl.keystore.location"), None,
                               "a PEM file with the listener's private key and certificate chain",
-                              message=f"listener {keys.listener} is {keys.cfg.security_protocol(keys.listener)}"
+                              message=f"listener {keys.listener} is {keys.protocol()}"
                                       f" but has no key store: set ssl.keystore.location (or "
                                       f"ssl.keystore.certificate.chain and ssl.keystore.key)")
         return False
@@ -230,7 +252,25 @@ def inter_broker_tls(cfg: BrokerConfig) -> ssl.SSLContext | None:
     listener = cfg.inter_broker_listener
     if cfg.security_protocol(listener) not in ("SSL", "SASL_SSL"):
         return None
-    keys = _Keys(cfg, listener)
+    return _client_context(_Keys(cfg, listener))
+
+
+def client_tls(props: Mapping[str, str], source: str) -> ssl.SSLContext | None:
+    """The TLS context a Kafka client's properties ask for (security.protocol
+    SSL or SASL_SSL, ssl.truststore.*, ssl.keystore.* for client certificates),
+    None without TLS; ConfigError for what cannot be used. ``source`` names
+    where the properties came from."""
+    keys = _ClientKeys(props, source)
+    protocol = keys.protocol()
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        return None
+    if protocol not in ("SSL", "SASL_SSL"):
+        raise ConfigError("security.protocol", protocol, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+                          message=f"{source}: unknown security.protocol={protocol}")
+    return _client_context(keys)
+
+
+def _client_context(keys: _Keys) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     _restrict(ctx, keys)
     ctx.check_hostname = (keys.value("ssl.endpoint.identification.algorithm") or "").lower() == "https"

@@ -158,3 +158,19 @@ def test_encrypted_private_key_needs_the_right_ssl_key_password(certs, tmp_path)
         check_tls_config(_cfg(**_ssl(certs, **{"ssl.keystore.location": str(store),
                                                "ssl.key.password": "wrong"})))
     assert "ssl.keystore.location" in str(e.value) and "ssl.key.password" in str(e.value)
+
+
+def test_server_with_a_missing_key_store_refuses_to_start_naming_it(tmp_path):
+    import subprocess
+    import sys
+    from tests.support.broker_process import REPO_ROOT
+    data = tmp_path / "data"
+    p = subprocess.run([sys.executable, "-m", "broker", "server", str(REPO_ROOT / "server.properties"),
+                        "--override", "listeners=SSL://127.0.0.1:0",
+                        "--override", "listener.name.ssl.ssl.keystore.type=PEM",
+                        "--override", "listener.name.ssl.ssl.keystore.location=/no/such.pem",
+                        "--override", f"log.dirs={data}"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert p.returncode == 2
+    assert "refusing to start" in p.stderr and "listener.name.ssl.ssl.keystore.location" in p.stderr
+    assert "Traceback" not in p.stderr and not data.exists()

@@ -16,6 +16,7 @@ import random
 import shutil
 import socket
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -233,6 +234,43 @@ def test_sasl_ssl_with_every_client(java_tools: JavaTools, tls_broker):
     assert "Authentication failed" in wrong, wrong
 
 
+def _samsa(*args: str) -> "subprocess.CompletedProcess[str]":
+    from tests.support.broker_process import REPO_ROOT
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO_ROOT)
+
+
+def test_samsa_tools_over_ssl_and_mutual_tls_with_command_config(tls_broker, tmp_path):
+    b, topic = tls_broker, _topic()
+    ssl_props = tmp_path / "ssl.properties"
+    ssl_props.write_text("security.protocol=SSL\nssl.truststore.type=PEM\n"
+                         f"ssl.truststore.location={b.certs.ca}\n")
+    mtls_props = tmp_path / "mtls.properties"
+    mtls_props.write_text(ssl_props.read_text() + "ssl.keystore.type=PEM\n"
+                          f"ssl.keystore.location={b.certs.client_keystore}\n")
+    made = _samsa("topics", "--bootstrap-server", b.address("SSL"), "--command-config",
+                  str(ssl_props), "--create", "--topic", topic, "--partitions", "2")
+    assert made.returncode == 0, made.stderr
+    listed = _samsa("topics", "--bootstrap-server", b.address("MTLS"), "--command-config",
+                    str(mtls_props), "--list")
+    assert listed.returncode == 0 and topic in listed.stdout.split(), listed.stderr
+    groups = _samsa("consumer-groups", "--bootstrap-server", b.address("SSL"), "--command-config",
+                    str(ssl_props), "--list")
+    assert groups.returncode == 0, groups.stderr
+    sasl_ssl = tmp_path / "sasl_ssl.properties"
+    sasl_ssl.write_text(ssl_props.read_text().replace("security.protocol=SSL", "security.protocol=SASL_SSL")
+                        + "sasl.mechanism=PLAIN\nsasl.jaas.config=" + PLAIN_JAAS.replace(
+                            'username="admin" password="admin-secret" user_alice="alice-secret"',
+                            'username="alice" password="alice-secret"') + "\n")
+    described = _samsa("topics", "--bootstrap-server", b.address("SASL_SSL"), "--command-config",
+                       str(sasl_ssl), "--describe", "--topic", topic)
+    assert described.returncode == 0 and topic in described.stdout, described.stderr
+    # Without a certificate the listener that requires one refuses: one line, no traceback.
+    refused = _samsa("topics", "--bootstrap-server", b.address("MTLS"), "--command-config",
+                     str(ssl_props), "--list")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+
+
 # ------------------------------------------------------------------ listeners
 
 def test_metadata_answers_with_the_port_of_the_listener_asked(tls_broker):
@@ -337,21 +375,27 @@ def test_tls_garbage_closes_those_connections_and_the_broker_keeps_serving(tls_b
 
 class _SslCluster(Cluster):
     """Brokers with a PLAINTEXT listener (readiness probe) and an SSL one that
-    they replicate over (inter.broker.listener.name=SSL)."""
+    they replicate over (inter.broker.listener.name=SSL); brokers 0 and 1 have
+    a third listener, EXTRA, that broker 2 lacks."""
 
     def __init__(self, work_dir: Path, certs) -> None:
         super().__init__(work_dir, size=3)
         self.certs = certs
         self.ssl_ports = {i: free_port() for i in range(3)}
+        self.extra_ports = {i: free_port() for i in range(2)}
 
     def broker_process(self, broker_id: int, work_dir: Path | None = None) -> BrokerProcess:
         port, ssl_port = free_port(), self.ssl_ports[broker_id]
         listeners = f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}"
+        if broker_id in self.extra_ports:
+            listeners += f",EXTRA://127.0.0.1:{self.extra_ports[broker_id]}"
         return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
                              broker_id=broker_id, overrides={
                                  "zookeeper.connect": self.zookeeper_connect, **self.overrides,
                                  "listeners": listeners, "advertised.listeners": listeners,
                                  "inter.broker.listener.name": "SSL",
+                                 "listener.security.protocol.map":
+                                     "PLAINTEXT:PLAINTEXT,SSL:SSL,EXTRA:PLAINTEXT",
                                  "ssl.client.auth": "required",
                                  "default.replication.factor": "3", "min.insync.replicas": "2",
                                  **_tls_settings(self.certs)})
@@ -381,9 +425,25 @@ def test_cluster_replicates_over_an_ssl_inter_broker_listener(certs):
         zk = cluster.zk_client()
         state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])
         assert sorted(state["isr"]) == [0, 1, 2]
-        registration = json.loads(zk.get("/brokers/ids/0")[0])
+        registration = json.loads(zk.get("/brokers/ids/2")[0])
         assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
-        assert f"SSL://127.0.0.1:{cluster.ssl_ports[0]}" in registration["endpoints"]
+        assert f"SSL://127.0.0.1:{cluster.ssl_ports[2]}" in registration["endpoints"]
+
+        # A listener broker 2 lacks: Metadata over it leaves broker 2 out, and
+        # partitions it leads have no leader but LISTENER_NOT_FOUND, as Kafka answers.
+        spread = _topic()
+        admin.create_topics([NewTopic(spread, 3, 1)])[spread].result(30)
+        extra = {"bootstrap.servers": f"127.0.0.1:{cluster.extra_ports[0]}"}
+        assert _metadata_ports(extra) == set(cluster.extra_ports.values())
+        led_by = {p.id: p.leader for p in admin.list_topics(spread, timeout=20)
+                  .topics[spread].partitions.values()}
+        assert 2 in led_by.values(), led_by
+        seen = AdminClient(extra).list_topics(spread, timeout=20).topics[spread].partitions
+        for pid, p in seen.items():
+            if led_by[pid] == 2:
+                assert p.leader == -1 and p.error is not None and p.error.code() == 72, p
+            else:
+                assert p.leader == led_by[pid] and p.error is None
         ok = True
     finally:
         if not ok:

@@ -28,11 +28,11 @@ def sasl_client_settings(props: Mapping[str, str]) -> SaslClientSettings | None:
     """None for PLAINTEXT; ValueError for what samsa's tools cannot do or a
     property that is missing or malformed."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol == "PLAINTEXT":
+    if protocol in ("PLAINTEXT", "SSL"):  # TLS alone: broker/security/tls_config.client_tls
         return None
-    if protocol != "SASL_PLAINTEXT":
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         raise ValueError(f"security.protocol={protocol} is not supported by samsa's tools "
-                         "(PLAINTEXT, SASL_PLAINTEXT)")
+                         "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)")
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip()
     if mechanism not in SUPPORTED_MECHANISMS:
         raise ValueError(f"sasl.mechanism={mechanism} is not supported "
