@@ -138,7 +138,9 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     nodes[first].stop()
     second = wait_until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
                     what="another controller")[0]
-    assert nodes[second].controller.active and _epoch(kazoo) == 2
+    # /controller is written before the winner finishes taking office (as in Kafka)
+    wait_until(lambda: nodes[second].controller.active and _epoch(kazoo) == 2,
+               what="the new controller active at epoch 2")
     # The new controller acts: the old controller's partition goes offline.
     state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
     assert state["controller_epoch"] == 2

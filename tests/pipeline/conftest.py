@@ -56,6 +56,8 @@ def consume_all(bootstrap: str, topic: str, *, include_headers: bool = True,
                   "fetch.wait.max.ms": 10})
     try:
         parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        if isolation == "read_committed":
+            _wait_for_markers(bootstrap, c, topic, parts)
         rows = []
         for p in parts:
             low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
@@ -77,6 +79,23 @@ def consume_all(bootstrap: str, topic: str, *, include_headers: bool = True,
         return rows
     finally:
         c.close()
+
+
+def _wait_for_markers(bootstrap: str, committed: Consumer, topic: str, parts) -> None:
+    """Until every partition's last stable offset is its high watermark. EndTxn is
+    answered before the coordinator has written the markers (as in Kafka), so right
+    after a commit a read_committed reader may still see the transaction open."""
+    plain = Consumer({"bootstrap.servers": bootstrap, "group.id": "plain-reader"})
+    try:
+        deadline = time.monotonic() + 30
+        for p in parts:
+            tp = TopicPartition(topic, p)
+            while committed.get_watermark_offsets(tp, timeout=10)[1] < \
+                    plain.get_watermark_offsets(tp, timeout=10)[1]:
+                assert time.monotonic() < deadline, f"{topic}-{p}: a transaction stays open"
+                time.sleep(0.05)
+    finally:
+        plain.close()
 
 
 def message_row(m, include_headers: bool) -> tuple:
