@@ -322,6 +322,25 @@ def desanitize_entity_name(name: str) -> str:
     return urllib.parse.unquote(name)
 
 
+def _entity_name(name: str | None) -> str:
+    return DEFAULT_BROKER_CONFIG if name is None else sanitize_entity_name(name)
+
+
+# The one place that spells entity paths for quotas and SCRAM credentials
+# alike (None: the default entity).
+
+def user_entity_path(user: str | None) -> str:
+    return f"users/{_entity_name(user)}"
+
+
+def user_client_entity_path(user: str | None, client_id: str | None) -> str:
+    return f"users/{_entity_name(user)}/clients/{_entity_name(client_id)}"
+
+
+def client_entity_path(client_id: str | None) -> str:
+    return f"clients/{_entity_name(client_id)}"
+
+
 def entity_config_path(entity_path: str) -> str:
     """``users/alice`` -> ``/config/users/alice``; the names are sanitized
     already; only users, clients, ips and user/client pairs are entities."""
