@@ -11,7 +11,8 @@ from typing import Awaitable, Callable, Generator, Mapping, NamedTuple
 
 from .jaas import JaasSyntaxError, parse_jaas_property
 from .registry import SUPPORTED_MECHANISMS
-from .scram_credential import digest, hmac_digest, salted_password
+from .scram_credential import (MAX_ITERATIONS, MIN_ITERATIONS, digest, hmac_digest,
+                               salted_password)
 
 
 class SaslClientError(Exception):
@@ -65,6 +66,15 @@ def _steps(settings: SaslClientSettings) -> Generator[bytes, bytes, None]:
     nonce, salt, iterations = fields.get("r", ""), fields.get("s", ""), fields.get("i", "")
     if not nonce.startswith(client_nonce) or not salt or not iterations.isdigit():
         raise SaslClientError(f"bad SCRAM server first message: {server_first!r}")
+    # Kafka's ScramSaslClient refuses fewer iterations than the mechanism's
+    # minimum (a rogue server could get a cheaply crackable proof); too many
+    # would have us burn CPU on its say-so, so the mechanism's maximum bounds it.
+    if int(iterations) < MIN_ITERATIONS:
+        raise SaslClientError(f"Requested iterations {iterations} is less than the minimum "
+                              f"{MIN_ITERATIONS} for {mechanism}")
+    if int(iterations) > MAX_ITERATIONS:
+        raise SaslClientError(f"Requested iterations {iterations} is more than the maximum "
+                              f"{MAX_ITERATIONS} for {mechanism}")
     salted = salted_password(mechanism, settings.password, base64.b64decode(salt),
                              int(iterations))
     without_proof = f"c=biws,r={nonce}"
