@@ -49,6 +49,7 @@ from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge
 from .security.inter_broker import InterBrokerSecurity
+from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
@@ -72,6 +73,7 @@ class BrokerServices:
     advertised_apis: list
     metrics: BrokerMetrics
     dynamic_config: DynamicBrokerConfig
+    scram_credentials: ScramCredentialCache  # every user's SCRAM credentials, kept current
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     transactions: LoopBridge | None = None  # the transaction coordinator, once started
@@ -252,6 +254,7 @@ class Broker:
                 if cfg.authorizer_class_name else None)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
+                              scram_credentials=ScramCredentialCache(store),
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
                               sasl=self.sasl,

@@ -36,13 +36,11 @@ import struct
 from protocol.errors import ErrorCode
 from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from ..metadata.zk_layout import sanitize_entity_name
 from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
                                        client_message)
 from ..security.sasl.registry import new_server
 from ..security.sasl.settings import SaslSettings
-from .context import off_loop
 
 log = logging.getLogger("broker.sasl")
 
@@ -103,14 +101,6 @@ def admits(conn, frame, settings: SaslSettings) -> bool:
     return False
 
 
-def _user_config_lookup(broker):
-    store = broker.store
-
-    async def lookup(username: str) -> dict[str, str]:
-        return await off_loop(store.entity_configs, "users/" + sanitize_entity_name(username))
-    return lookup
-
-
 def _refuse(conn, why: str) -> None:
     """A request out of order in the SASL exchange (Kafka's
     IllegalSaslStateException): close at once, no answer."""
@@ -139,7 +129,8 @@ async def handle_sasl_handshake(ctx, req):
         conn.close_after_responses()
         return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                      mechanisms=enabled)
-    session.server = new_server(mechanism, settings.plain_users, _user_config_lookup(ctx.broker))
+    session.server = new_server(mechanism, settings.plain_users,
+                                ctx.broker.scram_credentials.credential)
     session.raw_tokens = ctx.version == 0
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 

@@ -13,7 +13,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import (AlterUserScramCredentialsResponse as AlterR,
                                DescribeUserScramCredentialsResponse as DescribeR)
 
-from ..metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
+from ..metadata.zk_layout import desanitize_entity_name, user_entity_path
+from ..security.sasl.credential_cache import ScramCredentialCache
 from ..security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                               ScramCredential, credential_from_salted)
 from . import authz
@@ -22,10 +23,6 @@ from .context import off_loop
 
 USERNAME_EMPTY = "Username must not be empty"
 UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
-
-
-def _user_path(user: str) -> str:
-    return "users/" + sanitize_entity_name(user)
 
 
 def _credential_infos(configs: dict[str, str]) -> list:
@@ -62,7 +59,7 @@ def _describe(store, users: list[str] | None) -> DescribeR:
                                     f"{user}", [])
         else:
             try:
-                infos = _credential_infos(store.entity_configs(_user_path(user)))
+                infos = _credential_infos(store.entity_configs(user_entity_path(user)))
             except ValueError as e:  # a credential someone wrote by hand, badly
                 code, message, infos = (ErrorCode.UNKNOWN_SERVER_ERROR, "Error processing "
                                         f"describe user SCRAM credential configs request: {e}", [])
@@ -83,7 +80,7 @@ async def handle_describe_user_scram_credentials(ctx, req):
     return await off_loop(_describe, ctx.broker.store, users)
 
 
-def _alter(store, upsertions, deletions) -> AlterR:
+def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> AlterR:
     failed: dict[str, tuple[int, str]] = {}
 
     def fail(user: str, code: int, message: str) -> None:
@@ -110,7 +107,7 @@ def _alter(store, upsertions, deletions) -> AlterR:
             fail(user, ErrorCode.DUPLICATE_RESOURCE,
                  "A user credential cannot be altered twice in the same request")
     users = dict.fromkeys(x.name for x in (*upsertions, *deletions) if x.name not in failed)
-    configs = {user: store.entity_configs(_user_path(user)) for user in users}
+    configs = {user: store.entity_configs(user_entity_path(user)) for user in users}
     for d in deletions:
         if d.name in configs and MECHANISM_TYPES[d.mechanism] not in configs[d.name]:
             fail(d.name, ErrorCode.RESOURCE_NOT_FOUND,
@@ -128,7 +125,9 @@ def _alter(store, upsertions, deletions) -> AlterR:
                 mechanism = MECHANISM_TYPES[u.mechanism]
                 updated[mechanism] = credential_from_salted(
                     mechanism, bytes(u.salted_password), bytes(u.salt), u.iterations).to_config()
-        store.set_entity_configs(_user_path(user), updated)
+        store.set_entity_configs(user_entity_path(user), updated)
+        # this broker's cache now, not when the change notice comes round (ZooKeeper)
+        credentials.reload(user_entity_path(user))
         succeeded.append(user)
     results = [AlterR.AlterUserScramCredentialsResult(user=user, error_code=code,
                                                       error_message=message)
@@ -145,5 +144,6 @@ async def handle_alter_user_scram_credentials(ctx, req):
         return AlterR(throttle_time_ms=0, results=[AlterR.AlterUserScramCredentialsResult(
             user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
             for user in users])
-    return await off_loop(_alter, ctx.broker.store, list(req.upsertions), list(req.deletions))
+    return await off_loop(_alter, ctx.broker.store, ctx.broker.scram_credentials,
+                          list(req.upsertions), list(req.deletions))
 

@@ -779,6 +779,75 @@ def test_credential_created_at_broker_0_authenticates_at_broker_2(tmp_path):
         cluster.stop()
 
 
+def test_scram_is_answered_from_memory_when_zookeeper_refuses_reads(tmp_path):
+    """A SCRAM attempt costs no ZooKeeper read (Kafka's CredentialCache): with
+    the user's znode unreadable by the broker, the user still authenticates
+    and a wrong password still gets Kafka's answer, not a closed connection."""
+    from kazoo.security import make_acl
+
+    from broker.security.sasl.client import SaslClientError, SaslClientSettings, authenticate
+    from tests.integration.conftest import require_zookeeper
+    from tests.support.cluster import Cluster
+    require_zookeeper()
+
+    class SaslCluster(Cluster):
+        def broker_process(self, broker_id, work_dir=None):
+            port = free_port()
+            return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
+                                 broker_id=broker_id, overrides={
+                                     "zookeeper.connect": self.zookeeper_connect, **self.overrides,
+                                     "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                     "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
+
+    cluster = SaslCluster(tmp_path, 1, offsets_partitions=1, overrides={
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "offsets.topic.replication.factor": 1,
+    })
+    zk = None
+    try:
+        cluster.start()
+        broker = cluster.broker(0)
+        upsert_scram(broker.bootstrap, "yan", "yan-secret", "SCRAM-SHA-256", iterations=4096)
+        zk = cluster.zk_client()
+        everything_but_read = make_acl("world", "anyone", write=True, create=True,
+                                       delete=True, admin=True)
+        zk.set_acls("/config/users/yan", [everything_but_read])
+
+        def scram(password: str):
+            w = Wire(broker)
+            try:
+                assert w.call(17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256")
+                              ).error_code == 0
+                answers = []
+
+                def exchange(token: bytes) -> bytes:
+                    answers.append(w.call(36, 1, SaslAuthenticateRequest(auth_bytes=token)))
+                    if answers[-1].error_code:
+                        raise SaslClientError(answers[-1].error_message)
+                    return answers[-1].auth_bytes
+                try:
+                    authenticate(SaslClientSettings("SCRAM-SHA-256", "yan", password), exchange)
+                except SaslClientError:
+                    pass
+                return answers[-1]
+            finally:
+                w.close()
+
+        assert scram("yan-secret").error_code == 0
+        refused = scram("not-yan-secret")
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.SASL_AUTHENTICATION_FAILED, scram_failed("SCRAM-SHA-256"))
+    except BaseException:
+        cluster.print_log_tails()
+        raise
+    finally:
+        if zk is not None:
+            zk.set_acls("/config/users/yan", [make_acl("world", "anyone", all=True)])
+        cluster.stop()
+
+
 def test_bad_jaas_refuses_to_start_naming_the_key(tmp_path):
     key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
     res = _samsa("server", "/dev/null", "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",

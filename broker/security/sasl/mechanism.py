@@ -13,7 +13,9 @@ Two kinds of failure, as in Kafka's SaslServerAuthenticator:
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Protocol
+from typing import Callable, Protocol
+
+from .scram_credential import ScramCredential
 
 
 class SaslError(Exception):
@@ -46,6 +48,6 @@ class SaslServer(Protocol):
         """The authenticated user name (valid once complete)."""
 
 
-# The user's entity configs ("SCRAM-SHA-256" -> credential text, ...), looked
-# up when a SCRAM client names itself; may block on ZooKeeper, hence async.
-UserConfigLookup = Callable[[str], Awaitable[dict[str, str]]]
+# A user's SCRAM credential for a mechanism, None if it has none (an
+# in-memory lookup: credential_cache.ScramCredentialCache.credential).
+ScramCredentialLookup = Callable[[str, str], ScramCredential | None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .mechanism import SaslServer, UserConfigLookup
+from .mechanism import SaslServer, ScramCredentialLookup
 from .plain import MECHANISM as PLAIN, PlainServer
 from .scram import ScramServer
 from .scram_credential import HASHES
@@ -14,9 +14,9 @@ SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 
 
 def new_server(mechanism: str, plain_users: Mapping[str, str],
-               user_configs: UserConfigLookup) -> SaslServer:
+               credentials: ScramCredentialLookup) -> SaslServer:
     if mechanism == PLAIN:
         return PlainServer(plain_users)
     if mechanism in HASHES:
-        return ScramServer(mechanism, user_configs)
+        return ScramServer(mechanism, credentials)
     raise ValueError(f"unsupported SASL mechanism {mechanism}")

@@ -1,7 +1,8 @@
 """SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677), server side, as
-Kafka's ScramSaslServer: two client messages, credentials from the user's
-entity config, no channel binding, only the ``tokenauth`` extension known
-(and refused here: samsa has no delegation tokens)."""
+Kafka's ScramSaslServer: two client messages, credentials from the broker's
+in-memory cache of the users' entity configs (credential_cache), no channel
+binding, only the ``tokenauth`` extension known (and refused here: samsa has
+no delegation tokens)."""
 from __future__ import annotations
 
 import base64
@@ -11,7 +12,7 @@ import logging
 import re
 import secrets
 
-from .mechanism import SaslAuthenticationError, SaslError, UserConfigLookup
+from .mechanism import SaslAuthenticationError, SaslError, ScramCredentialLookup
 from .scram_credential import (HASHES, MIN_ITERATIONS, ScramCredential, digest,
                                hmac_digest)
 
@@ -41,11 +42,11 @@ def _extensions(text: str) -> dict[str, str]:
 
 
 class ScramServer:
-    def __init__(self, mechanism: str, user_configs: UserConfigLookup) -> None:
+    def __init__(self, mechanism: str, credentials: ScramCredentialLookup) -> None:
         if mechanism not in HASHES:
             raise ValueError(mechanism)
         self.mechanism = mechanism
-        self._user_configs = user_configs
+        self._credentials = credentials
         self._state = "client-first"
         self._user = ""
         self._credential: ScramCredential | None = None
@@ -71,15 +72,9 @@ class ScramServer:
         if _extensions(m["extensions"]).get("tokenauth", "false").lower() == "true":
             raise SaslError("Token Authentication failed: delegation tokens are not supported")
         username = username_of(m["saslname"])
-        configs = await self._user_configs(username)
-        text = configs.get(self.mechanism)
-        if text is None:
+        credential = self._credentials(username, self.mechanism)
+        if credential is None:
             raise SaslError("Authentication failed: Invalid user credentials")
-        try:
-            credential = ScramCredential.from_config(text)
-        except ValueError as e:
-            log.warning("user %r has an unreadable %s credential: %s", username, self.mechanism, e)
-            raise SaslError("Authentication failed: Credentials could not be obtained") from None
         authzid = m["authzid"]
         if authzid and username_of(authzid) != username:
             raise SaslAuthenticationError("Authentication failed: Client requested an "
