@@ -85,10 +85,7 @@ def admits(conn, frame, settings: SaslSettings) -> bool:
     if not _is_sasl(conn):
         return True
     if not conn.authenticated:
-        if len(frame) > settings.max_receive_size:
-            log.info("closing connection %s: a %d-byte frame before authentication "
-                     "(sasl.server.max.receive.size %d)", conn.connection_id, len(frame),
-                     settings.max_receive_size)
+        if not _fits_before_authentication(conn, frame, settings):
             return False
         return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
     session = conn.state.get(_STATE_KEY)
@@ -98,6 +95,19 @@ def admits(conn, frame, settings: SaslSettings) -> bool:
         return True
     log.info("closing connection %s: SASL session of %s expired",
              conn.connection_id, conn.principal)
+    return False
+
+
+def _fits_before_authentication(conn, frame, settings: SaslSettings) -> bool:
+    """The one check of sasl.server.max.receive.size, for a request frame
+    before authentication and for a bare SaslHandshake v0 token alike (Kafka's
+    SaslServerAuthenticator reads both with that limit): False, logged, when
+    the frame is larger; the caller closes the connection."""
+    if len(frame) <= settings.max_receive_size:
+        return True
+    log.info("closing connection %s: a %d-byte frame before authentication "
+             "(sasl.server.max.receive.size %d)", conn.connection_id, len(frame),
+             settings.max_receive_size)
     return False
 
 
@@ -175,9 +185,8 @@ async def handle_raw_token(ctx, frame) -> list | None:
     conn = ctx.conn
     session = conn.state[_STATE_KEY]
     server = session.server
-    if len(frame) > ctx.broker.sasl.max_receive_size:
-        _refuse(conn, f"a {len(frame)}-byte SASL token (sasl.server.max.receive.size "
-                      f"{ctx.broker.sasl.max_receive_size})")
+    if not _fits_before_authentication(conn, frame, ctx.broker.sasl):
+        conn.close()
         return None
     try:
         answer = await server.evaluate(bytes(frame))
