@@ -13,19 +13,16 @@ import ipaddress
 from protocol.errors import ErrorCode
 from protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
-from ..metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
-from ..quotas.entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, DEFAULT,
-                               PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE)
+from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
+                                  sanitize_entity_name, user_client_entity_path,
+                                  user_entity_path)
+from ..quotas.entities import CLIENT_QUOTA_KEYS, DEFAULT, IP_QUOTA_KEYS, check_quota_value
 from . import authz
 from .authz import Op
 from .context import off_loop
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
-# key -> whether Kafka declares it a LONG (whole numbers only)
-_CLIENT_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True,
-                REQUEST_PERCENTAGE: False, CONTROLLER_MUTATION_RATE: False}
-_IP_KEYS = {"connection_creation_rate": True}
 _STORE_TYPES = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
 
 
@@ -34,18 +31,20 @@ class QuotaRequestError(Exception):
 
 
 def _keys_for(entity: dict[str, str | None]) -> dict[str, bool]:
-    return _IP_KEYS if IP in entity else _CLIENT_KEYS
+    return IP_QUOTA_KEYS if IP in entity else CLIENT_QUOTA_KEYS
 
 
 def entity_path(entity: dict[str, str | None]) -> str:
-    """{user: u, client-id: c} -> users/<u>/clients/<c> (names sanitized)."""
-    def name(t):
-        n = entity[t]
-        return DEFAULT if n is None else sanitize_entity_name(n)
+    """{user: u, client-id: c} -> users/<u>/clients/<c> (names sanitized,
+    None the default entity), spelled by zk_layout as for SCRAM credentials."""
     if set(entity) == {USER, CLIENT_ID}:
-        return f"users/{name(USER)}/clients/{name(CLIENT_ID)}"
-    (t,) = entity
-    return f"{_STORE_TYPES[t]}/{name(t)}"
+        return user_client_entity_path(entity[USER], entity[CLIENT_ID])
+    if set(entity) == {USER}:
+        return user_entity_path(entity[USER])
+    if set(entity) == {CLIENT_ID}:
+        return client_entity_path(entity[CLIENT_ID])
+    ip = entity[IP]
+    return f"ips/{DEFAULT if ip is None else sanitize_entity_name(ip)}"
 
 
 def entity_of(path: str) -> dict[str, str | None]:
@@ -80,14 +79,12 @@ def check_entity(pairs: list[tuple[str, str | None]]) -> dict[str, str | None]:
 
 
 def format_value(key: str, value: float, keys: dict[str, bool]) -> str:
-    """A quota value as Kafka writes it (a LONG key must be whole)."""
-    if value != value or value < 0:
-        raise QuotaRequestError(f"Illegal value for {key}: {value}")
-    if keys[key]:
-        if not float(value).is_integer():
-            raise QuotaRequestError(f"Configuration {key} must be a Long value")
-        return str(int(value))
-    return str(float(value))
+    """A quota value as Kafka writes it (its validity: check_quota_value)."""
+    try:
+        check_quota_value(key, value)
+    except ValueError as e:
+        raise QuotaRequestError(str(e)) from None
+    return str(int(value)) if keys[key] else str(float(value))
 
 
 # ----------------------------------------------------------------- Describe

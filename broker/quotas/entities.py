@@ -21,7 +21,8 @@ import threading
 from typing import NamedTuple
 
 from broker.metadata.store import MetadataStore
-from broker.metadata.zk_layout import sanitize_entity_name
+from broker.metadata.zk_layout import (client_entity_path, user_client_entity_path,
+                                       user_entity_path)
 
 log = logging.getLogger("broker.quotas")
 
@@ -29,6 +30,7 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # accepted and stored, not enforced
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # an ip's; stored, not enforced
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 DEFAULT = "<default>"
 
@@ -44,27 +46,39 @@ class QuotaMatch(NamedTuple):
 def candidate_entities(user: str, client_id: str) -> list[tuple[str, bool, bool]]:
     """(entity path, measured per user, measured per client id) in Kafka's
     order of precedence, for a raw user name and client id."""
-    u, c = sanitize_entity_name(user), sanitize_entity_name(client_id)
     return [
-        (f"users/{u}/clients/{c}", True, True),
-        (f"users/{u}/clients/{DEFAULT}", True, True),
-        (f"users/{u}", True, False),
-        (f"users/{DEFAULT}/clients/{c}", True, True),
-        (f"users/{DEFAULT}/clients/{DEFAULT}", True, True),
-        (f"users/{DEFAULT}", True, False),
-        (f"clients/{c}", False, True),
-        (f"clients/{DEFAULT}", False, True),
+        (user_client_entity_path(user, client_id), True, True),
+        (user_client_entity_path(user, None), True, True),
+        (user_entity_path(user), True, False),
+        (user_client_entity_path(None, client_id), True, True),
+        (user_client_entity_path(None, None), True, True),
+        (user_entity_path(None), True, False),
+        (client_entity_path(client_id), False, True),
+        (client_entity_path(None), False, True),
     ]
+
+
+# Every quota key a user / client / ip entity may hold -> whether Kafka
+# declares it a LONG (whole numbers only; the others are DOUBLE).
+CLIENT_QUOTA_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True,
+                     REQUEST_PERCENTAGE: False, CONTROLLER_MUTATION_RATE: False}
+IP_QUOTA_KEYS = {CONNECTION_CREATION_RATE: True}
+
+
+def check_quota_value(key: str, value: float) -> float:
+    """The one rule for a quota value, for AlterClientQuotas and for what
+    is read back from the store: not negative, not NaN, and whole for a LONG
+    key. ValueError (with Kafka's wording) for one Kafka would refuse."""
+    if value != value or value < 0:
+        raise ValueError(f"Illegal value for {key}: {value}")
+    if (CLIENT_QUOTA_KEYS.get(key) or IP_QUOTA_KEYS.get(key)) and not float(value).is_integer():
+        raise ValueError(f"Configuration {key} must be a Long value")
+    return value
 
 
 def parse_quota_value(key: str, text: str) -> float:
     """A stored quota value; ValueError for one Kafka would refuse."""
-    value = float(text)
-    if key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE) and not value.is_integer():
-        raise ValueError(f"{key} must be a whole number of bytes per second, not {text!r}")
-    if value < 0 or value != value:
-        raise ValueError(f"{key} must not be negative, not {text!r}")
-    return value
+    return check_quota_value(key, float(text))
 
 
 class QuotaConfigs:

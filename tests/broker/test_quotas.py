@@ -123,3 +123,52 @@ def test_busy_time_counts_steps_not_waits():
         return await timed, timed.seconds
     value, busy = asyncio.run(main())
     assert value == 42 and busy < 0.1
+
+
+def test_quota_entity_paths_are_spelled_by_zk_layout():
+    """Quota lookups, AlterClientQuotas and SCRAM credentials name the same
+    znodes: all of them go through zk_layout's entity path helpers."""
+    from broker.handlers.client_quotas import entity_path
+    from broker.metadata import zk_layout
+    from broker.quotas.entities import candidate_entities
+    user, client = "User:a/b *", "app 1"
+    paths = [p for p, _, _ in candidate_entities(user, client)]
+    assert paths == [zk_layout.user_client_entity_path(user, client),
+                     zk_layout.user_client_entity_path(user, None),
+                     zk_layout.user_entity_path(user),
+                     zk_layout.user_client_entity_path(None, client),
+                     zk_layout.user_client_entity_path(None, None),
+                     zk_layout.user_entity_path(None),
+                     zk_layout.client_entity_path(client),
+                     zk_layout.client_entity_path(None)]
+    assert entity_path({"user": user, "client-id": None}) == \
+        zk_layout.user_client_entity_path(user, None)
+    assert entity_path({"user": None}) == zk_layout.user_entity_path(None)
+    assert entity_path({"client-id": client}) == zk_layout.client_entity_path(client)
+    assert entity_path({"ip": "::1"}) == "ips/%3A%3A1"
+
+
+@pytest.mark.parametrize("key,value,ok", [
+    ("producer_byte_rate", 1024.0, True), ("producer_byte_rate", 1.5, False),
+    ("consumer_byte_rate", -1.0, False), ("consumer_byte_rate", float("nan"), False),
+    ("consumer_byte_rate", float("inf"), False), ("request_percentage", 12.5, True),
+    ("request_percentage", -0.5, False), ("request_percentage", float("nan"), False),
+    ("controller_mutation_rate", 2.5, True), ("connection_creation_rate", 2.5, False),
+    ("connection_creation_rate", 10.0, True),
+])
+def test_one_rule_for_quota_values(key, value, ok):
+    """What AlterClientQuotas accepts is exactly what the broker enforces
+    when it reads it back (one rule: entities.check_quota_value)."""
+    from broker.handlers.client_quotas import QuotaRequestError, format_value
+    from broker.quotas.entities import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS, parse_quota_value
+    keys = IP_QUOTA_KEYS if key in IP_QUOTA_KEYS else CLIENT_QUOTA_KEYS
+    try:
+        stored = format_value(key, value, keys)
+    except QuotaRequestError:
+        stored = None
+    assert (stored is not None) == ok
+    if ok:
+        assert parse_quota_value(key, stored) == value
+    else:
+        with pytest.raises(ValueError):
+            parse_quota_value(key, repr(value))
