@@ -74,6 +74,7 @@ class BrokerServices:
     metrics: BrokerMetrics
     dynamic_config: DynamicBrokerConfig
     scram_credentials: ScramCredentialCache  # every user's SCRAM credentials, kept current
+    quotas: ClientQuotas  # client quotas; every request goes through them (dispatcher)
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     transactions: LoopBridge | None = None  # the transaction coordinator, once started
@@ -88,7 +89,6 @@ class BrokerServices:
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
     sasl: SaslSettings = dataclasses.field(  # SASL_* listeners' mechanisms and PLAIN users
         default_factory=lambda: SaslSettings({}))
-    quotas: ClientQuotas | None = None  # client quotas; set before the broker serves
     # ACLs (authorizer.class.name set); None: every request is allowed.
     acls: AclService | None = None
 

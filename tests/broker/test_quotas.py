@@ -172,3 +172,16 @@ def test_one_rule_for_quota_values(key, value, ok):
     else:
         with pytest.raises(ValueError):
             parse_quota_value(key, repr(value))
+
+
+def test_broker_services_always_have_quotas():
+    """The dispatcher calls services.quotas on every request: the field is
+    required and typed as such, not Optional with a None default."""
+    import dataclasses
+    import typing
+
+    from broker.quotas import ClientQuotas
+    from broker.server import BrokerServices
+    field = {f.name: f for f in dataclasses.fields(BrokerServices)}["quotas"]
+    assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+    assert typing.get_type_hints(BrokerServices)["quotas"] is ClientQuotas
