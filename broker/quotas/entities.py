@@ -33,6 +33,9 @@ CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # accepted and stored, no
 CONNECTION_CREATION_RATE = "connection_creation_rate"  # an ip's; stored, not enforced
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
 DEFAULT = "<default>"
+# Remembered resolutions, forgotten all at once beyond that (as the ACL
+# authorizer's decisions): one per (quota type, user, client id) seen.
+MAX_RESOLVED = 100_000
 
 
 class QuotaMatch(NamedTuple):
@@ -145,5 +148,7 @@ class QuotaConfigs:
                 match = QuotaMatch(q[key], user if per_user else "",
                                    client_id if per_client else "")
                 break
+        if len(resolved) >= MAX_RESOLVED:
+            resolved.clear()  # clients that make up ids cannot grow it without bound
         resolved[cache_key] = match  # a racing reload replaced the dict: harmless
         return match

@@ -7,6 +7,11 @@ entities.py); when that pushes the measured rate over the bound the answer is
 the throttle time. Throttle times given out are recorded too, for the
 throttle-time metrics. Managers are shared by all network threads, so each
 holds a lock (Kafka's sensors are synchronized the same way).
+
+A budget nobody has used for ``INACTIVE_EXPIRY_MS`` (an hour, Kafka's
+quota sensors' inactive expiration) is dropped, so client ids that come and
+go under a <default> quota do not pile up; recording or snapshotting sweeps
+them, at most once per ``SWEEP_INTERVAL_MS``.
 """
 from __future__ import annotations
 
@@ -22,13 +27,18 @@ class QuotaWindow(NamedTuple):
     window_ms: float  # quota.window.size.seconds, in ms
 
 
-class _Budget:
-    __slots__ = ("usage", "throttles", "bound")
+INACTIVE_EXPIRY_MS = 3600 * 1000.0  # Kafka: InactiveSensorExpirationTimeSeconds
+SWEEP_INTERVAL_MS = 60 * 1000.0
 
-    def __init__(self, window: QuotaWindow) -> None:
+
+class _Budget:
+    __slots__ = ("usage", "throttles", "bound", "last_used_ms")
+
+    def __init__(self, window: QuotaWindow, now_ms: float) -> None:
         self.usage = WindowedRate(window.samples, window.window_ms)
         self.throttles = WindowedRate(window.samples, window.window_ms)
         self.bound = 0.0
+        self.last_used_ms = now_ms
 
 
 class QuotaManager:
@@ -45,6 +55,7 @@ class QuotaManager:
         self.max_throttle_ms = max_throttle_ms
         self._budgets: dict[tuple[str, str], _Budget] = {}
         self._lock = threading.Lock()
+        self._next_sweep_ms: float | None = None
 
     def match(self, user: str, client_id: str) -> QuotaMatch | None:
         return self.configs.resolve(self.key, user, client_id)
@@ -53,7 +64,8 @@ class QuotaManager:
         """Record ``value`` against the budget; the throttle time in ms (0
         while the rate stays within the bound)."""
         with self._lock:
-            budget = self._budget(match)
+            self._sweep(now_ms)
+            budget = self._budget(match, now_ms)
             budget.usage.record(value, now_ms)
             rate = budget.usage.rate(now_ms)
             throttle = throttle_time_ms(rate, match.bound, budget.usage.window_size(now_ms))
@@ -65,12 +77,12 @@ class QuotaManager:
         """Take back a value recorded for an answer that is not sent after
         all (a throttled fetch goes out empty, as in Kafka)."""
         with self._lock:
-            self._budget(match).usage.record(-value, now_ms)
+            self._budget(match, now_ms).usage.record(-value, now_ms)
 
     def throttled(self, match: QuotaMatch, throttle_ms: int, now_ms: float) -> None:
         """A response carried ``throttle_ms`` because of this quota."""
         with self._lock:
-            self._budget(match).throttles.record(throttle_ms, now_ms)
+            self._budget(match, now_ms).throttles.record(throttle_ms, now_ms)
 
     def max_in_window(self, match: QuotaMatch) -> float:
         """The most this budget may take in one go without being throttled
@@ -81,6 +93,7 @@ class QuotaManager:
     def snapshot(self, now_ms: float) -> Iterator[tuple[str, str, float, float]]:
         """(user, client id, rate per second, average throttle ms) per budget."""
         with self._lock:
+            self._sweep(now_ms)
             budgets = list(self._budgets.items())
             out = []
             for (user, client_id), b in budgets:
@@ -89,10 +102,25 @@ class QuotaManager:
                             total / events if events else 0.0))
         return iter(out)
 
-    def _budget(self, match: QuotaMatch) -> _Budget:
+    def budget_count(self) -> int:
+        """How many budgets are kept."""
+        return len(self._budgets)
+
+    def _budget(self, match: QuotaMatch, now_ms: float) -> _Budget:
         tags = (match.user, match.client_id)
         budget = self._budgets.get(tags)
         if budget is None:
-            budget = self._budgets[tags] = _Budget(self.window)
+            budget = self._budgets[tags] = _Budget(self.window, now_ms)
         budget.bound = match.bound
+        budget.last_used_ms = max(budget.last_used_ms, now_ms)
         return budget
+
+    def _sweep(self, now_ms: float) -> None:
+        """Drop budgets idle for INACTIVE_EXPIRY_MS (caller holds the lock)."""
+        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
+            return
+        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
+        expired = [tags for tags, b in self._budgets.items()
+                   if now_ms - b.last_used_ms >= INACTIVE_EXPIRY_MS]
+        for tags in expired:
+            del self._budgets[tags]

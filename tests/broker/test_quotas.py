@@ -185,3 +185,30 @@ def test_broker_services_always_have_quotas():
     field = {f.name: f for f in dataclasses.fields(BrokerServices)}["quotas"]
     assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
     assert typing.get_type_hints(BrokerServices)["quotas"] is ClientQuotas
+
+
+def test_budgets_of_idle_clients_expire(tmp_path):
+    """A <default> quota gives every client id its own budget; one idle for
+    an hour (Kafka's inactive sensor expiry) is dropped, an active one kept."""
+    from broker.quotas.manager import INACTIVE_EXPIRY_MS, SWEEP_INTERVAL_MS
+    configs = QuotaConfigs(_store(tmp_path, {"clients/<default>": {"producer_byte_rate": "1000"}}))
+    m = QuotaManager("producer_byte_rate", configs, QuotaWindow(11, 1000))
+    for i in range(500):
+        m.record(m.match("ANONYMOUS", f"c{i}"), 10, 0)
+    assert m.budget_count() == 500
+    keep = m.match("ANONYMOUS", "c7")
+    m.record(keep, 10, INACTIVE_EXPIRY_MS / 2)
+    later = INACTIVE_EXPIRY_MS + SWEEP_INTERVAL_MS
+    m.record(m.match("ANONYMOUS", "new"), 10, later)
+    assert m.budget_count() == 2  # c7 (used half an hour ago) and new
+    assert {c for _, c, _, _ in m.snapshot(later)} == {"c7", "new"}
+    assert {c for _, c, _, _ in m.snapshot(2 * later)} == set()  # snapshot sweeps too
+
+
+def test_resolved_quotas_are_bounded(tmp_path, monkeypatch):
+    from broker.quotas import entities
+    monkeypatch.setattr(entities, "MAX_RESOLVED", 50)
+    configs = QuotaConfigs(_store(tmp_path, {"clients/<default>": {"producer_byte_rate": "1000"}}))
+    for i in range(1000):
+        assert configs.resolve("producer_byte_rate", "ANONYMOUS", f"c{i}").client_id == f"c{i}"
+    assert len(configs._resolved) <= 50
