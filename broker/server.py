@@ -564,6 +564,8 @@ class Broker:
             tls=self.listener_tls.get(lst.name),
             memory_pool=pool,
             connection_counts=counts,
+            # Kafka protects the inter-broker listener only when there are others
+            inter_broker=lst.name == cfg.inter_broker_listener and len(cfg.listeners) > 1,
         ) for lst in cfg.listeners]
 
     async def start(self) -> None:

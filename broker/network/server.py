@@ -76,6 +76,7 @@ class NetworkServer:
                  tls: ListenerTls | None = None,
                  memory_pool: RequestMemoryPool | None = None,
                  connection_counts: ConnectionCounts | None = None,
+                 inter_broker: bool = False,
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
             raise ValueError("num_threads must be >= 1")
@@ -88,6 +89,11 @@ class NetworkServer:
         self.backlog = backlog
         self.listener_name = listener_name
         self.security_protocol = security_protocol
+        # The inter-broker listener of a broker with several listeners: as in
+        # Kafka (ConnectionQuotas' protected listener) the broker-wide
+        # max.connections does not refuse its connections, so clients filling
+        # the broker cannot cut replication off. max.connections.per.ip still does.
+        self.inter_broker = inter_broker
         # SSL / SASL_SSL listeners: the TLS context (connections are TlsConnection)
         self.tls = tls
         self.logger = logger or _log
@@ -267,7 +273,7 @@ class NetworkServer:
         ip = peer[0]
         counts = self._counts
         with counts.lock:
-            if counts.open >= self.max_connections:
+            if counts.open >= self.max_connections and not self.inter_broker:
                 reason = "max.connections"
             elif counts.per_ip.get(ip, 0) >= self.max_connections_per_ip:
                 reason = "max.connections.per.ip"
