@@ -29,11 +29,12 @@ class Dispatcher:
     async def __call__(self, conn, frame):
         # SASL listeners: a bare token after SaslHandshake v0, and nothing but
         # ApiVersions/SASL before authentication (decided before decoding).
-        if expects_raw_token(conn):
-            return await handle_raw_token(RequestContext(None, conn, self.services), frame)
-        if not admits(conn, frame, self.services.sasl):
-            conn.close()
-            return None
+        if conn.sasl:
+            if expects_raw_token(conn):
+                return await handle_raw_token(RequestContext(None, conn, self.services), frame)
+            if not admits(conn, frame, self.services.sasl):
+                conn.close()
+                return None
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:
@@ -48,13 +49,22 @@ class Dispatcher:
         if handler is None:
             raise UnsupportedVersionError(header.api_key, header.api_version,
                                           header.correlation_id)
-        metrics = self.services.metrics
+        services = self.services
+        metrics = services.metrics
         name = self.names[header.api_key]
-        quota = self.services.quotas.admit(conn, header, request, len(frame))
+        quotas = services.quotas
+        if not quotas.any:  # no quota anywhere: nothing to measure or throttle
+            started = metrics.request(header.api_key, name)
+            try:
+                response = await handler(RequestContext(header, conn, services), request)
+            finally:
+                metrics.request_done(name, started)
+            return None if response is None else encode_response(header, response)
+        quota = quotas.admit(conn, header, request, len(frame))
         started = metrics.request(header.api_key, name)
         try:
             response = await quota.timed(
-                handler(RequestContext(header, conn, self.services), request))
+                handler(RequestContext(header, conn, services), request))
         finally:
             metrics.request_done(name, started)
         return await quota.respond(response)  # encoded, throttled per client quotas

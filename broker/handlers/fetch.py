@@ -182,7 +182,8 @@ def _response(answers, listener: str | None):
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
              node_endpoints=[R.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
                                             rack=b.rack)
-                             for b in brokers_on_listener(list(leaders.values()), listener)])
+                             for b in brokers_on_listener(list(leaders.values()), listener)]
+             if leaders else [])
 
 
 def _count_out(metrics, answers, follower: bool) -> None:

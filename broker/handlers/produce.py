@@ -196,4 +196,4 @@ async def handle_produce(ctx, req):
         return None
     return ProduceResponse(responses=topics_out, throttle_time_ms=0, node_endpoints=[
         ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in brokers_on_listener(list(leaders.values()), ctx.listener)])
+        for b in brokers_on_listener(list(leaders.values()), ctx.listener)] if leaders else [])

@@ -31,6 +31,8 @@ class ConnectionContext:
             SASL_PLAINTEXT or SASL_SSL.
         principal: who the peer is. User:ANONYMOUS until TLS client
             authentication or SASL says otherwise; ACLs and quotas use it.
+        sasl: whether the listener is SASL_PLAINTEXT or SASL_SSL (fixed at
+            construction: the dispatcher tests it before anything SASL).
         authenticated: False while a SASL listener's connection has not yet
             completed SASL authentication (then only ApiVersions, SaslHandshake
             and SaslAuthenticate are served); True otherwise.
@@ -38,7 +40,7 @@ class ConnectionContext:
 
     __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
                  "loop", "processor", "state", "_conn", "listener_name",
-                 "security_protocol", "principal", "authenticated")
+                 "security_protocol", "principal", "sasl", "authenticated")
 
     def __init__(self, connection_id: str, peer: tuple, local: tuple,
                  loop: asyncio.AbstractEventLoop, processor: int, conn: Any, *,
@@ -56,7 +58,8 @@ class ConnectionContext:
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.principal: KafkaPrincipal = ANONYMOUS
-        self.authenticated = not security_protocol.startswith("SASL_")
+        self.sasl = security_protocol.startswith("SASL_")
+        self.authenticated = not self.sasl
 
     @property
     def closed(self) -> bool:

@@ -87,20 +87,6 @@ def _size(parts: list) -> int:
                for p in parts)
 
 
-class _Unmetered:
-    """No quota anywhere: the request goes through untouched."""
-    __slots__ = ("header",)
-
-    def __init__(self, header: RequestHeader) -> None:
-        self.header = header
-
-    def timed(self, handling: Awaitable) -> Awaitable:
-        return handling
-
-    async def respond(self, response: Any) -> list | None:
-        return None if response is None else encode_response(self.header, response)
-
-
 class _Metered:
     """One request under quotas: what it is measured against, and its answer."""
     __slots__ = ("quotas", "conn", "header", "request", "frame_size", "produce", "fetch",
@@ -214,10 +200,15 @@ class ClientQuotas:
         if metrics is not None:
             self._register_metrics(metrics)
 
+    @property
+    def any(self) -> bool:
+        """Whether any quota is configured; when not, the dispatcher skips
+        the quotas altogether (no measuring, no throttling)."""
+        return self.configs.any
+
     def admit(self, conn: ConnectionContext, header: RequestHeader, request: Any,
-              frame_size: int) -> "_Metered | _Unmetered":
-        if not self.configs.any:
-            return _Unmetered(header)
+              frame_size: int) -> "_Metered":
+        """A request under quotas (``any`` is true): what it is measured against."""
         return _Metered(self, conn, header, request, frame_size)
 
     def _register_metrics(self, metrics: BrokerMetrics) -> None:

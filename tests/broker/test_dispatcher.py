@@ -1,0 +1,96 @@
+"""The dispatcher's plaintext fast path: a connection of a listener without
+SASL never touches SASL state, and with no quota configured no quota object
+is made per request; a SASL listener's connection still goes through the
+gate, and a configured quota through ClientQuotas.admit."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker import dispatcher as dispatcher_module
+from broker.dispatcher import Dispatcher
+from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from broker.metrics import BrokerMetrics
+from broker.network.context import ConnectionContext
+from broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from broker.security.sasl.settings import SaslSettings
+from broker.server import advertised_apis
+from protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, RequestHeader,
+                               encode_request)
+
+API_VERSIONS = 18
+
+
+class _Services:
+    def __init__(self, store) -> None:
+        self.advertised_apis = advertised_apis()
+        self.metrics = BrokerMetrics()
+        self.sasl = SaslSettings({})
+        self.quotas = ClientQuotas(QuotaConfigs(store), QuotaWindow(11, 1000.0))
+
+
+def _frame() -> memoryview:
+    wire = encode_request(RequestHeader(api_key=API_VERSIONS, api_version=3, correlation_id=7,
+                                        client_id="app"),
+                          ApiVersionsRequest(client_software_name="t",
+                                             client_software_version="1"))
+    return memoryview(bytearray(wire))[4:]  # the network layer strips the size
+
+
+class _Connection:
+    """The network side of a connection, as far as the dispatcher sees it."""
+    closed = False
+
+    def mute_remaining(self) -> float:
+        return 0.0
+
+    def mute_for(self, ms: int) -> None:
+        pass
+
+
+def _conn(security_protocol: str) -> ConnectionContext:
+    return ConnectionContext("c", ("127.0.0.1", 1), ("127.0.0.1", 2), None, 0, _Connection(),
+                             security_protocol=security_protocol)
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    store = EmbeddedMetadataStore(str(tmp_path), 0, BrokerEndpoint(0, "localhost", 9092))
+    services = _Services(store)
+    d = Dispatcher(services)
+    answer = ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+
+    async def handler(ctx, req):
+        return answer
+    d.handlers[API_VERSIONS] = handler
+    calls: list[str] = []
+
+    def spy(name, real):
+        def wrapped(*a, **kw):
+            calls.append(name)
+            return real(*a, **kw)
+        return wrapped
+    monkeypatch.setattr(dispatcher_module, "expects_raw_token",
+                        spy("expects_raw_token", dispatcher_module.expects_raw_token))
+    monkeypatch.setattr(dispatcher_module, "admits", spy("admits", dispatcher_module.admits))
+    monkeypatch.setattr(services.quotas, "admit", spy("quota.admit", services.quotas.admit))
+    return store, d, calls
+
+
+def test_plaintext_without_quotas_takes_the_short_path(setup):
+    store, d, calls = setup
+    parts = asyncio.run(d(_conn("PLAINTEXT"), _frame()))
+    assert parts and calls == []
+
+
+def test_sasl_listener_and_quotas_still_take_their_paths(setup):
+    store, d, calls = setup
+    conn = _conn("SASL_PLAINTEXT")
+    assert conn.sasl and not conn.authenticated
+    assert asyncio.run(d(conn, _frame()))  # ApiVersions is allowed before authentication
+    assert calls == ["expects_raw_token", "admits"]
+    calls.clear()
+    store.set_entity_configs("clients/app", {"request_percentage": "50"})
+    assert asyncio.run(d(_conn("PLAINTEXT"), _frame()))
+    assert calls == ["quota.admit"]
