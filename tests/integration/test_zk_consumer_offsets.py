@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KTP
@@ -65,7 +66,20 @@ def _topic_on_both(bootstrap: str) -> str:
     """A topic with one partition on each broker."""
     topic = f"old-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0], [1]])])[topic].result(30)
+    for attempt in range(5):
+        try:
+            admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0], [1]])])[topic].result(30)
+            break
+        except KafkaException as e:
+            # A retriable answer (a ZooKeeper connection lost on a loaded machine: the
+            # broker says "try again") is retried, as a client with retries would;
+            # the first attempt may have created it all the same.
+            code = e.args[0].code()
+            if code == KafkaError.TOPIC_ALREADY_EXISTS and attempt:
+                break
+            if not e.args[0].retriable() or attempt == 4:
+                raise
+            time.sleep(0.5)
     p = Producer({"bootstrap.servers": bootstrap})
     for i in range(20):
         p.produce(topic, b"%d" % i, partition=i % 2)
