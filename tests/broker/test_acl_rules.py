@@ -114,6 +114,21 @@ def test_by_resource_type_and_authorized_operations():
     assert bits == (1 << Op.WRITE) | (1 << Op.DESCRIBE)
 
 
+def test_by_resource_type_follows_allow_everyone_if_no_acl_found():
+    """Kafka's authorizeByResourceType: with allow.everyone.if.no.acl.found an
+    idempotent producer (IdempotentWrite via any topic's Write) is allowed
+    though no ACL grants it, unless a DENY on "*" covers it."""
+    open_ = authz({RP(RT.TOPIC, "orders"): {allow("User:bob", Op.READ)}}, allow_if_no_acls=True)
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.GROUP)   # no ACL at all
+    open_.set_resource(RP(RT.TOPIC, "*"), {deny("User:*", Op.ALL)})
+    assert not open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    open_.set_resource(RP(RT.TOPIC, "*"), {deny("User:alice", Op.WRITE, host="10.9.9.9")})
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)   # another host
+    closed = authz({}, allow_if_no_acls=False)
+    assert not closed.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+
+
 def test_filters_match_as_kafka_does():
     lit, star = RP(RT.TOPIC, "orders"), RP(RT.TOPIC, "*")
     pre = RP(RT.TOPIC, "ord", PT.PREFIXED)
