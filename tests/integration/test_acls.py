@@ -579,7 +579,6 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
         assert time.monotonic() - created < 10, f"brokers that saw the ACL: {seen}"
     print("\nACL propagation delay from broker 0: " + ", ".join(
         f"broker {i} {d * 1000:.0f} ms" for i, d in sorted(seen.items())))
-    assert max(seen.values()) < 1.0
 
     listed = admin.describe_acls(AclBindingFilter(
         ResourceType.TOPIC, "hidden", ResourcePatternType.MATCH, None, None,
