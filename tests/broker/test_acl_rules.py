@@ -129,6 +129,19 @@ def test_by_resource_type_follows_allow_everyone_if_no_acl_found():
     assert not closed.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
 
 
+def test_names_that_cannot_be_one_acl_znode_are_refused():
+    """"/" would store the ACLs a level deeper, where loading never looks (a
+    DENY gone after a restart); "." and ".." are no ZooKeeper node names."""
+    for name in ("team/a", "team/", "/x", ".", ".."):
+        binding = AclBinding(RP(RT.GROUP, name), deny("User:alice", Op.READ))
+        assert creation_error(binding), name
+        with pytest.raises(ValueError):
+            L.acl_path(RP(RT.GROUP, name))
+    assert creation_error(AclBinding(RP(RT.GROUP, "team.a..b"), deny("User:alice", Op.READ))) \
+        is None
+    assert L.acl_path(RP(RT.GROUP, "..a", PT.PREFIXED)) == "/kafka-acl-extended/prefixed/Group/..a"
+
+
 def test_filters_match_as_kafka_does():
     lit, star = RP(RT.TOPIC, "orders"), RP(RT.TOPIC, "*")
     pre = RP(RT.TOPIC, "ord", PT.PREFIXED)

@@ -597,6 +597,33 @@ def test_acl_admin_znodes_and_propagation_to_every_broker(acl_cluster):
         assert superuser.list_topics("hidden", timeout=30).topics["hidden"].error is None
 
 
+def test_a_name_with_a_slash_is_refused_not_lost(acl_cluster):
+    """Kafka's AclAuthorizer refuses "/" in a resource name: stored a level
+    deeper (/kafka-acl/Group/team/a) a DENY would vanish at the next load."""
+    env = acl_cluster
+    env.grant("cluster", "Alter")
+    try:
+        admin = env.admin()
+        for name in ("team/a", ".."):
+            binding = AclBinding(ResourceType.GROUP, name, ResourcePatternType.LITERAL,
+                                 env.who.name, "*", AclOperation.READ, AclPermissionType.DENY)
+            with pytest.raises(KafkaException) as e:
+                admin.create_acls([binding])[binding].result(30)
+            assert _error_code(e.value) == KafkaError.INVALID_REQUEST, name
+        assert not env.cluster.zk_client().exists("/kafka-acl/Group/team")
+        # the connection is still good, and an ordinary name still lands
+        ok = AclBinding(ResourceType.GROUP, "team-a", ResourcePatternType.LITERAL,
+                        env.who.name, "*", AclOperation.READ, AclPermissionType.DENY)
+        admin.create_acls([ok])[ok].result(30)
+        assert env.cluster.zk_client().exists("/kafka-acl/Group/team-a")
+        for f in admin.delete_acls([AclBindingFilter(
+                ResourceType.GROUP, "team-a", ResourcePatternType.LITERAL, None, None,
+                AclOperation.ANY, AclPermissionType.ANY)]).values():
+            assert f.result(30) == [ok]
+    finally:
+        env.grant("cluster", "Alter", remove=True)
+
+
 # ------------------------------------------------------------------ one broker, embedded store
 
 def test_embedded_store_keeps_acls_across_restarts(tmp_path, capsys):
