@@ -205,3 +205,42 @@ def test_many_prefixed_acls_are_looked_up_by_prefix():
     assert can(a, ALICE, Op.READ, name="p8-x")
     assert not can(a, ALICE, Op.READ, name="p7-x")   # both p7 and p7- apply: deny wins
     assert not can(a, ALICE, Op.READ, name="q1-x")
+
+
+def test_a_local_write_never_installs_a_set_older_than_a_notice_did():
+    """AclService.add used to install what its own store.update returned; a
+    change notice processed meanwhile (another broker's newer write) was then
+    overwritten by the older set until the next change."""
+    from broker.metadata.acl_store import AclStore
+    from broker.security.acl.service import AclService
+
+    pattern = RP(RT.TOPIC, "orders")
+    mine, theirs = allow("User:alice", Op.READ), deny("User:alice", Op.READ)
+
+    class RacingStore(AclStore):
+        def __init__(self):
+            self.acls: dict = {}
+            self.listeners: list = []
+
+        def load_all(self):
+            return dict(self.acls)
+
+        def load(self, p):
+            return self.acls.get(p, frozenset())
+
+        def update(self, p, change):
+            new = self.acls[p] = frozenset(change(self.load(p)))
+            # before the caller goes on: another broker adds a DENY, and
+            # this broker's notice thread processes it
+            self.acls[p] = new | {theirs}
+            for listener in self.listeners:
+                listener(p)
+            return new
+
+        def on_change(self, listener):
+            self.listeners.append(listener)
+
+    service = AclService(RacingStore(), AclAuthorizer())
+    service.add([AclBinding(pattern, mine)])
+    assert {b.entry for b in service.authorizer.bindings()} == {mine, theirs}
+    assert not can(service.authorizer, ALICE, Op.READ)
