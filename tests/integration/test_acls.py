@@ -394,6 +394,27 @@ def test_topic_admin_needs_create_delete_alter(acl_cluster):
 
 # ------------------------------------------------------------------ configs
 
+def test_delete_by_id_names_no_topic_the_caller_may_not_describe(acl_cluster):
+    """DeleteTopics v6 by id: without Describe the refusal carries no name
+    (Kafka sets it null), so ids cannot be turned into names."""
+    import base64
+    import uuid as uuid_
+    from protocol.messages import DeleteTopicsRequest
+    env = acl_cluster
+    if env.who.client_config:
+        pytest.skip("the wire client here speaks PLAINTEXT only")
+    zk = json.loads(env.cluster.zk_client().get("/brokers/topics/hidden")[0])
+    topic_id = uuid_.UUID(bytes=base64.urlsafe_b64decode(zk["topic_id"] + "=="))
+    D = DeleteTopicsRequest
+    with SimpleClient(env.cluster.broker(0).bootstrap) as client:
+        resp = client.call(20, D(timeout_ms=5000, topic_names=[], topics=[
+            D.DeleteTopicState(name=None, topic_id=topic_id)]), highest=6)
+    result = resp.responses[0]
+    assert result.error_code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert result.name is None and result.topic_id == topic_id
+    assert "hidden" in _topics_in_zookeeper(env)
+
+
 def test_configs_need_describe_configs_and_alter_configs(acl_cluster):
     env = acl_cluster
     admin = env.admin()
