@@ -532,6 +532,36 @@ def test_transactional_id_needs_write(acl_cluster):
     producer.commit_transaction(30)
 
 
+def test_describe_transactions_leaves_out_topics_the_caller_may_not_describe(acl_cluster):
+    """As Kafka: DescribeTransactions lists only the topics the caller may Describe."""
+    from protocol.messages import DescribeTransactionsRequest
+    env = acl_cluster
+    if env.who.client_config:
+        pytest.skip("the wire client here speaks PLAINTEXT only")
+    env.grant("transactional-id:tx-describe", "Write")
+    env.grant("topic:hidden", "Write")
+    producer = env.producer(**{"transactional.id": "tx-describe"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("hidden", b"secret")
+    assert producer.flush(30) == 0
+    env.grant("topic:hidden", "Write", remove=True)
+    try:
+        def described():   # by whichever broker is its coordinator
+            for b in env.cluster.brokers:
+                with SimpleClient(b.bootstrap) as client:
+                    r = client.call(65, DescribeTransactionsRequest(
+                        transactional_ids=["tx-describe"])).transaction_states[0]
+                if r.error_code == 0:
+                    return r
+            return None
+        state = wait_until(described, 30, "the transaction described")
+        assert state.transaction_state == "Ongoing"
+        assert state.topics == []
+    finally:
+        producer.abort_transaction(30)
+
+
 # ------------------------------------------------------------------ ACL admin, znodes, propagation
 
 def _describe_topic_on(env: AclCluster, broker, topic: str) -> int:
