@@ -472,6 +472,24 @@ def test_groups_need_read_on_the_group_and_deny_wins(acl_cluster):
         KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
+def test_offset_fetch_v0_from_zookeeper_refuses_topics_without_describe(acl_cluster):
+    """OffsetFetch v0 reads ZooKeeper's offsets; a topic the caller may not
+    Describe is TOPIC_AUTHORIZATION_FAILED there too, as in Kafka."""
+    from protocol.messages import OffsetFetchRequest
+    env = acl_cluster
+    if env.who.client_config:
+        pytest.skip("the wire client here speaks PLAINTEXT only")
+    env.grant("group:zk-offsets", "Describe")
+    env.grant("topic:produce", "Describe")
+    O = OffsetFetchRequest
+    with SimpleClient(env.cluster.broker(0).bootstrap) as client:
+        resp = client._call(9, 0, O(group_id="zk-offsets", topics=[
+            O.OffsetFetchRequestTopic(name=t, partition_indexes=[0])
+            for t in ("hidden", "produce")]))
+    codes = {t.name: t.partitions[0].error_code for t in resp.topics}
+    assert codes == {"hidden": KafkaError.TOPIC_AUTHORIZATION_FAILED, "produce": 0}
+
+
 def _group_request(group: str):
     from confluent_kafka import ConsumerGroupTopicPartitions
     return ConsumerGroupTopicPartitions(group, [TopicPartition("produce", 0)])
