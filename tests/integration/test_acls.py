@@ -490,6 +490,27 @@ def test_offset_fetch_v0_from_zookeeper_refuses_topics_without_describe(acl_clus
     assert codes == {"hidden": KafkaError.TOPIC_AUTHORIZATION_FAILED, "produce": 0}
 
 
+def test_offset_for_leader_epoch_allows_describe_whatever_replica_id(acl_cluster):
+    """Kafka allows ClusterAction on the cluster OR Describe on the topic,
+    whatever replica_id the request carries (here: alice, without
+    ClusterAction, names a replica id and has Describe on the topic)."""
+    from broker.security.sasl.client import SaslClientSettings
+    from protocol.messages import OffsetForLeaderEpochRequest as O
+    env = acl_cluster
+    if not env.who.client_config:
+        pytest.skip("ANONYMOUS is the brokers' principal here and has ClusterAction")
+    env.grant("topic:produce", "Describe")
+    sasl = SaslClientSettings("PLAIN", env.who.client_config["sasl.username"],
+                              env.who.client_config["sasl.password"])
+    with SimpleClient(env.cluster.broker(0).bootstrap, sasl=sasl) as client:
+        resp = client.call(23, O(replica_id=1, topics=[O.OffsetForLeaderTopic(
+            topic=t, partitions=[O.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=-1, leader_epoch=0)])
+            for t in ("produce", "hidden")]))
+    codes = {t.topic: t.partitions[0].error_code for t in resp.topics}
+    assert codes == {"produce": 0, "hidden": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+
+
 def _group_request(group: str):
     from confluent_kafka import ConsumerGroupTopicPartitions
     return ConsumerGroupTopicPartitions(group, [TopicPartition("produce", 0)])
