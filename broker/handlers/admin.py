@@ -105,6 +105,13 @@ def _delete_topics(ctx, req):
                                                       error_message=None))
                 continue
             name = meta.name
+            if not authz.topic(ctx, Op.DESCRIBE, name):
+                # given only by id: a caller who may not see the topic learns
+                # no name (as Kafka, which sets it null)
+                results.append(R.DeletableTopicResult(
+                    name=None, topic_id=topic_id,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_DENIED))
+                continue
         if not authz.topic(ctx, Op.DELETE, name):
             results.append(R.DeletableTopicResult(
                 name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,

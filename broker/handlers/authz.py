@@ -16,11 +16,11 @@ Op = AclOperation
 NOT_REQUESTED = -2147483648
 
 def enabled(ctx) -> bool:
-    return getattr(ctx.broker, "acls", None) is not None
+    return ctx.broker.acls is not None
 
 
 def allowed(ctx, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
-    acls = getattr(ctx.broker, "acls", None)
+    acls = ctx.broker.acls
     if acls is None:
         return True
     return acls.authorizer.authorize(ctx.conn.principal, ctx.conn.peer_host, operation,
@@ -46,7 +46,7 @@ def transactional_id(ctx, operation: AclOperation, name: str) -> bool:
 def any_of_type(ctx, operation: AclOperation, resource_type: ResourceType) -> bool:
     """May the connection do ``operation`` on some resource of the type
     (Kafka's authorizeByResourceType)?"""
-    acls = getattr(ctx.broker, "acls", None)
+    acls = ctx.broker.acls
     if acls is None:
         return True
     return acls.authorizer.authorize_any_of_type(ctx.conn.principal, ctx.conn.peer_host,
@@ -56,7 +56,7 @@ def any_of_type(ctx, operation: AclOperation, resource_type: ResourceType) -> bo
 def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
     """The bit field of Metadata's, DescribeGroups' and DescribeCluster's
     authorized operations fields."""
-    acls = getattr(ctx.broker, "acls", None)
+    acls = ctx.broker.acls
     if acls is None:  # every operation Kafka defines for the type
         return sum(1 << op for op in OPERATIONS_BY_RESOURCE[resource_type])
     return acls.authorizer.authorized_operations(ctx.conn.principal, ctx.conn.peer_host,

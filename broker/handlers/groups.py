@@ -372,10 +372,11 @@ async def _zookeeper_call(fn, *args):
     return result if result is not None else ErrorCode.NONE
 
 
-async def _fetch_group(ctx, group_id, topics, require_stable: bool = False):
+async def _fetch_group(ctx, group_id, topics, require_stable: bool = False, fetch=None):
     """One group's OffsetFetch: topics None = everything committed. Needs
     Describe on the group; topics without Describe are refused (named) or
-    left out (everything)."""
+    left out (everything). ``fetch(partitions)``: where the offsets come from
+    (the group coordinator unless told; v0 in ZooKeeper mode: ZooKeeper)."""
     if not authz.group(ctx, Op.DESCRIBE, group_id):
         return OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
@@ -385,16 +386,19 @@ async def _fetch_group(ctx, group_id, topics, require_stable: bool = False):
                       if may_describe(t.name)]
         refused = [FetchedOffset(t.name, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                    for t in topics for p in t.partition_indexes if not may_describe(t.name)]
-    res = await ctx.broker.groups.fetch_offsets(group_id, partitions, require_stable) \
-        if partitions or partitions is None else OffsetFetchResult(ErrorCode.NONE, [])
+    if fetch is None:
+        def fetch(wanted):
+            return ctx.broker.groups.fetch_offsets(group_id, wanted, require_stable)
+    res = await fetch(partitions) if partitions or partitions is None \
+        else OffsetFetchResult(ErrorCode.NONE, [])
     if topics is None:
         return res._replace(partitions=[f for f in res.partitions if may_describe(f.topic)])
     return res._replace(partitions=res.partitions + refused) if refused else res
 
 
-async def _fetch_group_from_zookeeper(registry, group_id, topics) -> OffsetFetchResult:
+async def _fetch_group_from_zookeeper(registry, group_id,
+                                      wanted: list[tuple[str, int]]) -> OffsetFetchResult:
     """OffsetFetch v0 in ZooKeeper mode: the offsets v0 commits wrote there."""
-    wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     found = await _zookeeper_call(registry.fetch, group_id, wanted)
     if isinstance(found, ErrorCode):
         return OffsetFetchResult(found, [FetchedOffset(t, p, -1, -1, "", found)
@@ -424,9 +428,11 @@ async def handle_offset_fetch(ctx, req):
     # v0-v1 cannot ask for "all" (topics is not nullable there)
     topics = req.topics if v >= 2 else (req.topics or [])
     if v == 0 and broker.zk_registry is not None:
-        res = await _fetch_group_from_zookeeper(broker.zk_registry, req.group_id, topics) \
-            if authz.group(ctx, Op.DESCRIBE, req.group_id) \
-            else OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        # the same Describe rules as the coordinator's offsets (Kafka: v0's
+        # topics without Describe are TOPIC_AUTHORIZATION_FAILED too)
+        res = await _fetch_group(ctx, req.group_id, topics, fetch=lambda wanted:
+                                 _fetch_group_from_zookeeper(broker.zk_registry,
+                                                             req.group_id, wanted))
     else:
         res = await _fetch_group(ctx, req.group_id, topics, v >= 7 and req.require_stable)
     fetched = res.partitions

@@ -78,9 +78,11 @@ async def handle_offset_for_leader_epoch(ctx, req):
     broker = ctx.broker
     R = OffsetForLeaderEpochResponse
     topics = []
-    if getattr(req, "replica_id", -1) >= 0:  # a follower (v3+): a broker's ClusterAction
-        follower_ok = authz.cluster(ctx, Op.CLUSTER_ACTION)
-        may_describe = lambda _topic: follower_ok  # noqa: E731
+    # As Kafka, whatever replica_id says: ClusterAction (a broker) covers
+    # every topic, otherwise each needs Describe.
+    if authz.cluster(ctx, Op.CLUSTER_ACTION):
+        def may_describe(_topic: str) -> bool:
+            return True
     else:
         may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
     for t in req.topics:

@@ -106,6 +106,19 @@ def _first_transactional_write(broker, found: LeaderLookup, records) -> tuple[in
     return None
 
 
+def _holds_transactional_batches(req) -> bool:
+    """Does any partition's data hold a transactional batch (Kafka's
+    RequestUtils.hasTransactionalRecords)? Legacy message sets never do."""
+    for topic in req.topic_data:
+        for part in topic.partition_data:
+            records = part.records
+            if not records or len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
+                continue
+            if any(h.is_transactional for _, h in iter_batch_headers(records)):
+                return True
+    return False
+
+
 async def _verify_transactional(ctx, req, topics) -> dict[tuple[str, int], ErrorCode]:
     """KIP-890 part 1: the coordinator's word on every partition this request
     would open a transaction in (empty when there are none, or the check is
@@ -135,11 +148,15 @@ async def handle_produce(ctx, req):
     waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
     topics = [(t, *_topic_meta(broker, version, t)) for t in req.topic_data]
-    # Kafka refuses a whole transactional request without Write on its id,
-    # and each topic without Write on it (before saying it does not exist).
+    # Kafka refuses a whole request holding transactional batches unless it
+    # names a transactional id it may Write (even without an authorizer: a
+    # batch of no known transaction would hang read_committed readers), and
+    # each topic without Write on it (before saying it does not exist).
+    tid = req.transactional_id
     refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-               if req.transactional_id is not None
-               and not authz.transactional_id(ctx, Op.WRITE, req.transactional_id) else None)
+               if (tid is None and _holds_transactional_batches(req))
+               or (tid is not None and not authz.transactional_id(ctx, Op.WRITE, tid))
+               else None)
     may_write = authz.topic_checker(ctx, Op.WRITE)
     if refused is None:
         # by name (before v13), even a missing topic is checked: its absence is no answer

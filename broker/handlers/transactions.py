@@ -144,6 +144,7 @@ async def handle_describe_transactions(ctx, req):
     states = []
     may = [t for t in req.transactional_ids if authz.transactional_id(ctx, Op.DESCRIBE, t)]
     described = dict(zip(may, await txns.describe(may))) if txns is not None and may else {}
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
     for tid in req.transactional_ids:
         d = described.get(tid)
         if d is None or d.metadata is None:
@@ -157,7 +158,9 @@ async def handle_describe_transactions(ctx, req):
         m = d.metadata
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(m.partitions):
-            by_topic.setdefault(topic, []).append(p)
+            # as Kafka: the topics the caller may not Describe are left out
+            if may_describe(topic):
+                by_topic.setdefault(topic, []).append(p)
         states.append(R.TransactionState(
             error_code=0, transactional_id=tid, transaction_state=m.state.display_name,
             transaction_timeout_ms=m.timeout_ms, transaction_start_time_ms=m.start_ms,

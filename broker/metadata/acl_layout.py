@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 
 from ..security.acl.model import (AccessControlEntry, AclOperation, AclPermissionType,
-                                  PatternType, ResourcePattern, ResourceType)
+                                  PatternType, ResourcePattern, ResourceType,
+                                  stored_name_error)
 
 LITERAL_ACLS = "/kafka-acl"
 EXTENDED_ACLS = "/kafka-acl-extended"
@@ -35,8 +36,17 @@ def acl_root(pattern_type: PatternType) -> str:
     raise ValueError(f"no ACLs are stored for pattern type {pattern_type.name}")
 
 
+def type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+    """The parent of every ACL znode of the type (Kafka creates them at start)."""
+    return f"{acl_root(pattern_type)}/{resource_type.zk_name}"
+
+
 def acl_path(pattern: ResourcePattern) -> str:
-    return f"{acl_root(pattern.pattern_type)}/{pattern.resource_type.zk_name}/{pattern.name}"
+    """ValueError for a name that cannot be one znode (stored_name_error)."""
+    why = stored_name_error(pattern.name)
+    if why:
+        raise ValueError(why)
+    return f"{type_path(pattern.pattern_type, pattern.resource_type)}/{pattern.name}"
 
 
 def change_root(pattern_type: PatternType) -> str:

@@ -194,8 +194,10 @@ class ZooKeeperAclStore(AclStore):
                 if new == old:
                     return new
                 try:
-                    if version is None:
-                        self.zk.create(path, L.encode_acls(new), makepath=True)
+                    if version is None:   # the name is one node under its type's
+                        self.zk.ensure_path(L.type_path(pattern.pattern_type,
+                                                        pattern.resource_type))
+                        self.zk.create(path, L.encode_acls(new))
                     elif new:
                         self.zk.set(path, L.encode_acls(new), version=version)
                     else:

@@ -114,6 +114,34 @@ def test_by_resource_type_and_authorized_operations():
     assert bits == (1 << Op.WRITE) | (1 << Op.DESCRIBE)
 
 
+def test_by_resource_type_follows_allow_everyone_if_no_acl_found():
+    """Kafka's authorizeByResourceType: with allow.everyone.if.no.acl.found an
+    idempotent producer (IdempotentWrite via any topic's Write) is allowed
+    though no ACL grants it, unless a DENY on "*" covers it."""
+    open_ = authz({RP(RT.TOPIC, "orders"): {allow("User:bob", Op.READ)}}, allow_if_no_acls=True)
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.GROUP)   # no ACL at all
+    open_.set_resource(RP(RT.TOPIC, "*"), {deny("User:*", Op.ALL)})
+    assert not open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+    open_.set_resource(RP(RT.TOPIC, "*"), {deny("User:alice", Op.WRITE, host="10.9.9.9")})
+    assert open_.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)   # another host
+    closed = authz({}, allow_if_no_acls=False)
+    assert not closed.authorize_any_of_type(ALICE, HOST, Op.WRITE, RT.TOPIC)
+
+
+def test_names_that_cannot_be_one_acl_znode_are_refused():
+    """"/" would store the ACLs a level deeper, where loading never looks (a
+    DENY gone after a restart); "." and ".." are no ZooKeeper node names."""
+    for name in ("team/a", "team/", "/x", ".", ".."):
+        binding = AclBinding(RP(RT.GROUP, name), deny("User:alice", Op.READ))
+        assert creation_error(binding), name
+        with pytest.raises(ValueError):
+            L.acl_path(RP(RT.GROUP, name))
+    assert creation_error(AclBinding(RP(RT.GROUP, "team.a..b"), deny("User:alice", Op.READ))) \
+        is None
+    assert L.acl_path(RP(RT.GROUP, "..a", PT.PREFIXED)) == "/kafka-acl-extended/prefixed/Group/..a"
+
+
 def test_filters_match_as_kafka_does():
     lit, star = RP(RT.TOPIC, "orders"), RP(RT.TOPIC, "*")
     pre = RP(RT.TOPIC, "ord", PT.PREFIXED)
@@ -177,3 +205,42 @@ def test_many_prefixed_acls_are_looked_up_by_prefix():
     assert can(a, ALICE, Op.READ, name="p8-x")
     assert not can(a, ALICE, Op.READ, name="p7-x")   # both p7 and p7- apply: deny wins
     assert not can(a, ALICE, Op.READ, name="q1-x")
+
+
+def test_a_local_write_never_installs_a_set_older_than_a_notice_did():
+    """AclService.add used to install what its own store.update returned; a
+    change notice processed meanwhile (another broker's newer write) was then
+    overwritten by the older set until the next change."""
+    from broker.metadata.acl_store import AclStore
+    from broker.security.acl.service import AclService
+
+    pattern = RP(RT.TOPIC, "orders")
+    mine, theirs = allow("User:alice", Op.READ), deny("User:alice", Op.READ)
+
+    class RacingStore(AclStore):
+        def __init__(self):
+            self.acls: dict = {}
+            self.listeners: list = []
+
+        def load_all(self):
+            return dict(self.acls)
+
+        def load(self, p):
+            return self.acls.get(p, frozenset())
+
+        def update(self, p, change):
+            new = self.acls[p] = frozenset(change(self.load(p)))
+            # before the caller goes on: another broker adds a DENY, and
+            # this broker's notice thread processes it
+            self.acls[p] = new | {theirs}
+            for listener in self.listeners:
+                listener(p)
+            return new
+
+        def on_change(self, listener):
+            self.listeners.append(listener)
+
+    service = AclService(RacingStore(), AclAuthorizer())
+    service.add([AclBinding(pattern, mine)])
+    assert {b.entry for b in service.authorizer.bindings()} == {mine, theirs}
+    assert not can(service.authorizer, ALICE, Op.READ)

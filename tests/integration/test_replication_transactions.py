@@ -8,7 +8,7 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from tests.integration.test_replication import _leader, _topic, cluster_factory  # noqa: F401
 from tests.support.cluster import Cluster
-from tests.support.txn_wire import READ_COMMITTED, TxnWire, data_records
+from tests.support.txn_wire import NO_VERIFICATION, READ_COMMITTED, TxnWire, data_records
 from tests.support.waiting import wait_until
 
 
@@ -26,7 +26,7 @@ def _identical(cluster: Cluster, topic: str, brokers) -> bool:
 
 
 def test_replicas_write_the_leaders_txnindex_and_serve_read_committed(cluster_factory):
-    cluster = cluster_factory()
+    cluster = cluster_factory(overrides=NO_VERIFICATION)
     topic = _topic(cluster, partitions=1)
     leader = _leader(cluster, topic, 0)
     follower = next(b for b in range(3) if b != leader)

@@ -14,7 +14,16 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
 from protocol.errors import ErrorCode
-from tests.support.txn_wire import READ_COMMITTED, READ_UNCOMMITTED, TxnWire, data_records
+import pytest
+
+from tests.support.txn_wire import (NO_VERIFICATION, READ_COMMITTED, READ_UNCOMMITTED, TxnWire,
+                                    data_records)
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """Partitions driven without a coordinator: no KIP-890 verification."""
+    return broker_factory(NO_VERIFICATION)
 
 
 def _topic(bootstrap: str) -> str:
@@ -179,6 +188,24 @@ def test_markers_and_produce_refused_as_kafka_refuses_them(broker):
         assert w.marker(topic, a, ea + 1, commit=False, coordinator_epoch=3) == {
             0: ErrorCode.TRANSACTION_COORDINATOR_FENCED}
         assert w.latest(topic, READ_COMMITTED) == w.latest(topic, READ_UNCOMMITTED) == 2
+
+
+def test_transactional_batches_need_a_transactional_id(broker_factory):
+    """Kafka refuses a Produce holding transactional batches without a
+    transactional id, even with no authorizer: such a batch belongs to no
+    transaction a coordinator could end, and would hold read_committed
+    readers at its offset for ever."""
+    broker = broker_factory()   # defaults: verification on, no authorizer
+    topic = _topic(broker.bootstrap)
+    with TxnWire(broker.bootstrap) as w:
+        pid, epoch = w.init_pid()
+        refused = w.produce(topic, [b"orphan"], pid=pid, epoch=epoch, seq=0, transactional=True,
+                            transactional_id=None)
+        assert refused.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert w.produce(topic, [b"plain"]).error_code == ErrorCode.NONE
+        after = w.fetch(topic, 0, READ_COMMITTED)
+        assert after.high_watermark == 1 and after.last_stable_offset == 1
+        assert [v for _, v in data_records(after)] == [b"plain"]
 
 
 def test_transactions_survive_a_kill(broker):

@@ -2,7 +2,12 @@
 producer id from InitProducerId, transactional batches built by kafka-python's
 own batch builder (an implementation independent of samsa's), and the
 WriteTxnMarkers requests a coordinator would send; plus the reads that show
-the result (Fetch with an isolation level, ListOffsets, DescribeProducers)."""
+the result (Fetch with an isolation level, ListOffsets, DescribeProducers).
+
+Transactional batches go with a transactional id, as Kafka requires
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise); with no coordinator
+driving the transaction, the broker must run with
+transaction.partition.verification.enable=false (NO_VERIFICATION below)."""
 from __future__ import annotations
 
 from broker.client import SimpleClient
@@ -14,6 +19,9 @@ from tests.storage.helpers import build_batch
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = (
     0, 1, 2, 22, 27, 61)
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+# what a broker these tests drive needs: no coordinator verifies the partitions
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
+TRANSACTIONAL_ID = "txn-wire"
 
 
 class TxnWire:
@@ -36,11 +44,13 @@ class TxnWire:
         return r.producer_id, r.producer_epoch
 
     def produce(self, topic: str, values, *, pid: int = -1, epoch: int = -1, seq: int = -1,
-                transactional: bool = False, partition: int = 0, acks: int = -1):
+                transactional: bool = False, partition: int = 0, acks: int = -1,
+                transactional_id: str | None = TRANSACTIONAL_ID):
         batch = build_batch(list(values), producer_id=pid, producer_epoch=epoch,
                             base_sequence=seq, transactional=transactional)
         r = self.client.call(PRODUCE, ProduceRequest(
-            acks=acks, timeout_ms=10000, transactional_id=None, topic_data=[
+            acks=acks, timeout_ms=10000,
+            transactional_id=transactional_id if transactional else None, topic_data=[
                 ProduceRequest.TopicProduceData(name=topic, partition_data=[
                     ProduceRequest.PartitionProduceData(index=partition, records=batch)])]),
             highest=9)

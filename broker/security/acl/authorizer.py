@@ -156,15 +156,26 @@ class AclAuthorizer:
     def authorize_any_of_type(self, principal: KafkaPrincipal, host: str,
                               operation: AclOperation, resource_type: ResourceType) -> bool:
         """Kafka's authorizeByResourceType: may the principal do ``operation``
-        on at least one resource of the type? True when an ALLOW exists on some
-        pattern that no DENY for the principal covers (a literal deny on the
-        same name, a deny on "*", or a prefixed deny on a prefix of it)."""
+        on at least one resource of the type? False when a DENY on every name
+        ("*") applies; True when allow.everyone.if.no.acl.found is on (some
+        name is then free of ACLs, or allowed); otherwise True when an ALLOW
+        exists on some pattern that no DENY for the principal covers (a literal
+        deny on the same name, a deny on "*", or a prefixed deny on a prefix of
+        it)."""
         if self.is_super_user(principal):
             return True
         who = (str(principal), WILDCARD_PRINCIPAL)
         hosts = (host, WILDCARD_HOST)
         granting = _IMPLIED_BY.get(operation, frozenset({operation}))
         allows, denies = [], []
+        if any(_denies_every_name(p) and any(
+                e.principal in who and e.host in hosts
+                and e.permission == AclPermissionType.DENY
+                and e.operation in (operation, AclOperation.ALL) for e in entries)
+               for p, entries in self._acls.items() if p.resource_type == resource_type):
+            return False
+        if self.allow_if_no_acls:   # as Kafka: no deny covers every name, so some has none
+            return True
         for pattern, entries in self._acls.items():
             if pattern.resource_type != resource_type:
                 continue
@@ -201,3 +212,9 @@ class AclAuthorizer:
             if self.authorize(principal, host, op, resource_type, name):
                 bits |= 1 << op
         return bits
+
+
+def _denies_every_name(pattern: ResourcePattern) -> bool:
+    """A pattern every name of its type falls under: literal "*" (or prefix "")."""
+    return ((pattern.pattern_type == PatternType.LITERAL and pattern.name == WILDCARD_RESOURCE)
+            or (pattern.pattern_type == PatternType.PREFIXED and pattern.name == ""))

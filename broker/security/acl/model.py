@@ -191,6 +191,17 @@ class AclBindingFilter:
         return self.matches_pattern(binding.pattern) and self.matches_entry(binding.entry)
 
 
+def stored_name_error(name: str) -> str | None:
+    """Why a resource name cannot name an ACL znode, or None: "/" would make
+    it a deeper node that loading never reads (Kafka's AclAuthorizer refuses
+    it), "." and ".." are not valid ZooKeeper node names."""
+    if "/" in name:
+        return f"ACL binding contains invalid resource name: {name}"
+    if name in (".", ".."):
+        return f"Invalid resource name {name!r}: not a valid ZooKeeper node name"
+    return None
+
+
 def creation_error(binding: AclBinding) -> str | None:
     """Why Kafka refuses to create ``binding`` (INVALID_REQUEST), or None."""
     pattern, entry = binding.pattern, binding.entry
@@ -200,6 +211,9 @@ def creation_error(binding: AclBinding) -> str | None:
         return f"Invalid pattern type {pattern.pattern_type.name}: LITERAL or PREFIXED"
     if not pattern.name:
         return "Invalid empty resource name"
+    why = stored_name_error(pattern.name)
+    if why:
+        return why
     if pattern.resource_type == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
         return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if entry.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
