@@ -6,7 +6,9 @@
    broker (embedded metadata store, no ZooKeeper) written with acks=1. Both
    runs use bench/load.py's produce_worker (one librdkafka producer process,
    linger.ms=5, idempotence off) for the same ``--records`` values of
-   ``--size`` bytes, into a fresh topic each time; ``--repeats`` runs of each,
+   ``--size`` bytes, into a fresh topic each time, deleted (files and all)
+   after its run, so no run writes into a page cache the runs before it
+   filled; ``--repeats`` runs of each,
    taken in turn with both set-ups up throughout, each after a sync (no dirty
    pages of the run before to write back), medians reported: MB/s, records/s
    and the ratio RF=3/RF=1 (target >= 0.4). The three brokers, ZooKeeper and
@@ -185,6 +187,19 @@ def produce_run(bootstrap: str, topic: str, size: int, records: int, acks: str, 
     c1 = [cpu_seconds(p) or 0.0 for p in pids]
     r["broker_cpu_pct"] = 100.0 * (sum(c1) - sum(c0)) / r["seconds"]
     return r
+
+
+def drop_topic(bootstrap: str, topic: str, data_dirs: list[Path], timeout: float = 120) -> None:
+    """Delete a throughput run's topic and wait until its files are gone from
+    every data directory: with the data of every run kept, the later runs
+    wrote into a full page cache and paid for reclaiming it (CPU per MB
+    doubled from the third run on, both set-ups, the RF=3 one hit 3 times as
+    hard), so a run measured the runs before it."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=60)[topic].result(60)
+    wait_until(lambda: not any(any(d.glob(f"{topic}-*")) for d in data_dirs), timeout,
+               f"the files of {topic} to be removed", interval=0.1)
 
 
 def fmt_tp(r: dict) -> str:
@@ -501,9 +516,12 @@ def main() -> int:
     res: dict = {}
     log(f"work directory {work}; {records:,} records of {args.size} B per throughput run, "
         f"session timeout {args.session_ms} ms, {rounds} round(s) per failover kind")
-    single = BrokerProcess(work / "single", startup_timeout=60)
+    # Deleted topics' files go at once (see drop_topic), not after the default minute.
+    fast_delete = {"log.segment.delete.delay.ms": "0"}
+    single = BrokerProcess(work / "single", startup_timeout=60, overrides=fast_delete)
     cluster = MetricsCluster(work / "cluster", size=3, session_timeout_ms=args.session_ms,
-                             offsets_partitions=3, metrics=not args.no_metrics)
+                             offsets_partitions=3, metrics=not args.no_metrics,
+                             overrides=fast_delete)
     logs: list[tuple[str, Path]] = [("single broker", single.log_path)]
     try:
         # 1. the baseline (one broker, no ZooKeeper, RF=1, acks=1) and RF=3 acks=all
@@ -520,6 +538,7 @@ def main() -> int:
             r = produce_run(single.bootstrap, f"rf1-{i}", args.size, records, "1", [single.pid])
             runs["rf1"].append(r)
             log(f"  RF=1 acks=1, 1 broker:                  {fmt_tp(r)}")
+            drop_topic(single.bootstrap, f"rf1-{i}", [single.data_dir])
             create_replicated(cluster, f"rf3-{i}", 1)
             _, before = _state(cluster, f"rf3-{i}", 0)
             r = produce_run(cluster.bootstrap, f"rf3-{i}", args.size, records, "all",
@@ -529,6 +548,7 @@ def main() -> int:
             s, after = _state(cluster, f"rf3-{i}", 0)
             if after.version != before.version:  # a follower left the ISR (and came back?)
                 problems.append(f"rf3-{i}: the partition state changed during the run: {s}")
+            drop_topic(cluster.bootstrap, f"rf3-{i}", [b.data_dir for b in cluster.brokers])
             for name in ("rf1", "rf3"):
                 if runs[name][-1]["failed"]:
                     problems.append(f"{name} run {i + 1}: {runs[name][-1]['failed']} produce failures "
