@@ -108,16 +108,27 @@ def _describe(client: SimpleClient, args) -> int:
     return 0
 
 
-def _alter(client: SimpleClient, args) -> int:
+def alter_lists(add_config: str | None,
+                delete_config: str | None) -> tuple[dict[str, str], list[str]] | None:
+    """--add-config and --delete-config as (keys to set, keys to delete); None
+    (after a one-line error) when they are malformed or both empty."""
     try:
-        adds = parse_config_list(args.add_config or "")
+        adds = parse_config_list(add_config or "")
     except ValueError as e:
         print(f"samsa configs: --add-config: {e}", file=sys.stderr)
-        return 2
-    deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+        return None
+    deletes = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
     if not adds and not deletes:
         print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
+        return None
+    return adds, deletes
+
+
+def _alter(client: SimpleClient, args) -> int:
+    lists = alter_lists(args.add_config, args.delete_config)
+    if lists is None:
         return 2
+    adds, deletes = lists
     rtype, name, label = _resource(args)
     R = IncrementalAlterConfigsRequest
     ops = ([R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in adds.items()]

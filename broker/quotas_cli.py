@@ -147,7 +147,7 @@ def _alter(client: SimpleClient, pairs, adds: dict[str, str], deletes: list[str]
 
 
 def main(argv: list[str]) -> int:
-    from .configs_cli import parse_config_list
+    from .configs_cli import alter_lists
     try:
         pairs, rest = _entities(argv)
     except ValueError as e:
@@ -176,14 +176,9 @@ def main(argv: list[str]) -> int:
                         lambda client: _describe(client, pairs), sasl=sasl, tls=tls)
     if any(n is _NO_NAME for _, n in pairs):
         p.error("--alter needs --entity-name or --entity-default for every --entity-type")
-    try:
-        adds = parse_config_list(args.add_config or "")
-    except ValueError as e:
-        print(f"samsa configs: --add-config: {e}", file=sys.stderr)
+    lists = alter_lists(args.add_config, args.delete_config)
+    if lists is None:
         return 2
-    deletes = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
-    if not adds and not deletes:
-        print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
-        return 2
+    adds, deletes = lists
     return run_tool("samsa configs", args.bootstrap_server,
                     lambda client: _alter(client, pairs, adds, deletes), sasl=sasl, tls=tls)

@@ -528,7 +528,13 @@ class Connection:
             self.close(f"send failed: {e}")
             return
         self._account_sent(sent_total)
-        if wq:
+        self._after_flush(bool(wq))
+
+    def _after_flush(self, unsent: bool) -> None:
+        """After a write attempt: with output left, wait for writability;
+        with all sent, stop waiting, let a paused reader resume and finish a
+        half-closed connection (shared with the TLS connection's _flush)."""
+        if unsent:
             if not self._writing:
                 self._writing = True
                 self._loop.add_writer(self._fd, self._flush)

@@ -273,18 +273,7 @@ class TlsConnection(Connection):
         self._account_sent(taken)
         if self.closed:
             return
-        if not done:
-            if not self._writing:
-                self._writing = True
-                self._loop.add_writer(self._fd, self._flush)
-            return
-        if self._writing:
-            self._writing = False
-            self._loop.remove_writer(self._fd)
-        if self._paused:
-            self._maybe_resume()
-        if self._eof:
-            self._maybe_finish()
+        self._after_flush(not done)
 
     def _maybe_finish(self) -> None:
         if self._cipher_out is not None:
