@@ -126,17 +126,17 @@ class TopicService:
             # a config altered through another broker applies here too
             self.logs.update_topic_configs({name: self.topic_config(meta)
                                             for name, meta in known.items()})
-            for name in local_topics - set(known) - self._warned_unknown:
-                if name in self._deleted_seen:
-                    continue
-                self._warned_unknown.add(name)
-                log.warning("topic %s has logs here but is not in the cluster's metadata: "
-                            "keeping them", name)
+            # Deletions first: a topic deleted since the last pass is not in the
+            # metadata either, and must not be reported as an unknown one.
             for name in self._known_before - set(known):
                 if name in local_topics:
                     log.info("topic %s was deleted: deleting its logs", name)
                     self.logs.delete_topic(name)
                 self._deleted_seen.add(name)
+            for name in local_topics - set(known) - self._warned_unknown - self._deleted_seen:
+                self._warned_unknown.add(name)
+                log.warning("topic %s has logs here but is not in the cluster's metadata: "
+                            "keeping them", name)
             self._known_before = set(known)
 
     def drop_moved_replicas(self) -> list[tuple[str, int]]:

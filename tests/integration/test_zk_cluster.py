@@ -877,6 +877,7 @@ def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
     dirs = [d for i in range(3) for d in zk_cluster.broker(i).data_dir.glob(f"{topic}-*")]
     assert len(dirs) == 3  # one replica per partition, spread over the brokers
     zk = zk_cluster.zk_client()
+    marks = zk_cluster.log_marks()
     zk.create(f"/admin/delete_topics/{topic}", b"")
     wait_until(lambda: not zk.exists(f"/admin/delete_topics/{topic}"), what="the marker removed")
     assert not zk.exists(f"/brokers/topics/{topic}") and not zk.exists(f"/config/topics/{topic}")
@@ -884,6 +885,11 @@ def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
         zk_cluster.broker(i).bootstrap, None).topics} for i in range(3)),
         what="the topic gone from every broker's Metadata")
     wait_until(lambda: not any(d.exists() for d in dirs), what="every broker's logs deleted")
+    for i, since in marks.items():  # a deleted topic is not reported as an unknown one
+        zk_cluster.wait_for_log(i, f"topic {topic} was deleted", since)
+        with open(zk_cluster.brokers[i].log_path, "rb") as f:
+            f.seek(since)
+            assert b"is not in the cluster's metadata" not in f.read()
     # internal topics are not deleted on a marker's say-so
     _offsets_topic_leaders(zk_cluster)
     zk.create("/admin/delete_topics/__consumer_offsets", b"")
