@@ -312,9 +312,9 @@ _UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 def sanitize_entity_name(name: str) -> str:
     """A user or client id as Kafka writes it in a znode name (its Sanitizer:
     URL encoding with ``*`` as %2A and space as %20), so "User:a/b" or "*"
-    cannot escape their znode. "<default>" is the default entity, kept as is."""
-    if name == DEFAULT_BROKER_CONFIG:
-        return name
+    cannot escape their znode. A name is never the default entity: a user
+    literally called "<default>" is ``%3Cdefault%3E``, as in Kafka; the default
+    entity is spelled by ``_entity_name(None)``."""
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in name.encode("utf-8"))
 
 

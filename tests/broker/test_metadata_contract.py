@@ -346,6 +346,12 @@ def test_user_configs_in_kafkas_znodes(zk_stores, kazoo):
     from broker.metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
     name = sanitize_entity_name("CN=bob,O=x *")
     assert name == "CN%3Dbob%2CO%3Dx%20%2A" and desanitize_entity_name(name) == "CN=bob,O=x *"
+    # a principal named "<default>" is not the default entity (Kafka's Sanitizer escapes it)
+    from broker.metadata.zk_layout import user_client_entity_path, user_entity_path
+    assert user_entity_path("<default>") == "users/%3Cdefault%3E"
+    assert user_entity_path(None) == "users/<default>"
+    assert user_client_entity_path("<default>", None) == "users/%3Cdefault%3E/clients/<default>"
+    assert desanitize_entity_name(sanitize_entity_name("<default>")) == "<default>"
     a, b = zk_stores.open(broker_id=1), zk_stores.open(broker_id=2, port=9093)
     heard = []
     b.on_entity_config_change(heard.append)
