@@ -8,19 +8,31 @@ responses to requests through the sans-IO core, in order.
     conn = await KafkaConnection.connect("127.0.0.1", 9092, client_id="samsa-fetcher")
     response = await conn.call(MetadataRequest(topics=None), api_key=3)
     await conn.close()
+
+On a SASL listener whose sessions end (``connections.max.reauth.ms``, KIP-368)
+the connection re-authenticates as Kafka's clients do: once 85-95% of the
+session lifetime has passed, the next request waits while every request
+already sent is answered and SaslHandshake + SaslAuthenticate run again on
+the same connection; requests go on after that. A refused or broken
+re-authentication closes the connection (callers reconnect as after any
+other break).
 """
 from __future__ import annotations
 
 import asyncio
-import ssl
 import collections
+import logging
+import ssl
 from typing import Any
 
 from protocol.client import ClientCore
 from protocol.errors import ProtocolError
 from protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
-from .security.sasl.client import SaslClientError, SaslClientSettings, authenticate_async
+from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
+                                   authenticate_async)
+
+log = logging.getLogger("broker.aio_client")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
@@ -92,12 +104,21 @@ class _FrameProtocol(asyncio.BufferedProtocol):
 
 
 class KafkaConnection:
-    def __init__(self, protocol: _FrameProtocol, core: ClientCore, address: str) -> None:
+    def __init__(self, protocol: _FrameProtocol, core: ClientCore, address: str,
+                 timeout: float = 30.0) -> None:
         self._protocol = protocol
         self.core = core
         self.address = address
+        self._timeout = timeout
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        # set while no answer is awaited (a caller that gave up on its answer
+        # still has its request in flight: its future is done, the answer not)
+        self._nothing_in_flight = asyncio.Event()
+        self._nothing_in_flight.set()
         self._closed_error: BaseException | None = None
+        self._sasl: SaslClientSettings | None = None  # set once logged in
+        self._session = ReauthenticationClock()
+        self._reauthentication: asyncio.Task | None = None
 
     @classmethod
     async def connect(cls, host: str, port: int, *, client_id: str | None = "samsa",
@@ -107,7 +128,7 @@ class KafkaConnection:
         """Open the connection (over TLS with ``tls``), learn the broker's API
         versions and, on a SASL listener (``sasl`` given), authenticate."""
         address = f"{host}:{port}"
-        conn = cls(None, ClientCore(client_id), address)  # type: ignore[arg-type]
+        conn = cls(None, ClientCore(client_id), address, timeout)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         try:
             _, protocol = await asyncio.wait_for(
@@ -124,31 +145,86 @@ class KafkaConnection:
                                              api_key=API_VERSIONS, version=3), timeout)
             if sasl is not None:
                 await asyncio.wait_for(conn._authenticate(sasl), timeout)
+                conn._sasl = sasl
         except BaseException:
             await conn.close()
             raise
         return conn
 
     async def _authenticate(self, sasl: SaslClientSettings) -> None:
-        """SASL on a SASL_* listener: SaslHandshake v1, then SaslAuthenticate."""
-        handshake = await self.call(SaslHandshakeRequest(mechanism=sasl.mechanism),
-                                    api_key=SASL_HANDSHAKE, version=1)
+        """SASL on a SASL_* listener: SaslHandshake v1, then SaslAuthenticate;
+        the same again to re-authenticate (Kafka's clients send the handshake
+        then too). Starts the session's clock."""
+        handshake = await self._request(SaslHandshakeRequest(mechanism=sasl.mechanism),
+                                        api_key=SASL_HANDSHAKE, version=1)
         if handshake.error_code:
             raise ConnectionClosedError(f"{self.address} does not take SASL/{sasl.mechanism} "
                                         f"(enabled: {', '.join(handshake.mechanisms)})")
+        session_lifetime_ms = 0
 
         async def exchange(token: bytes) -> bytes:
-            answer = await self.call(SaslAuthenticateRequest(auth_bytes=token),
-                                     api_key=SASL_AUTHENTICATE)
+            nonlocal session_lifetime_ms
+            answer = await self._request(SaslAuthenticateRequest(auth_bytes=token),
+                                         api_key=SASL_AUTHENTICATE)
             if answer.error_code:
                 raise ConnectionClosedError(f"SASL authentication at {self.address} failed: "
                                             f"{answer.error_message}")
+            session_lifetime_ms = answer.session_lifetime_ms  # the last answer's counts
             return bytes(answer.auth_bytes)
         try:
             await authenticate_async(sasl, exchange)
         except SaslClientError as e:
             raise ConnectionClosedError(f"SASL authentication at {self.address} failed: "
                                         f"{e}") from None
+        self._session.authenticated(session_lifetime_ms)
+
+    def _reauthentication_due(self) -> bool:
+        return self._reauthentication is not None or (
+            self._sasl is not None and self._closed_error is None and self._session.due)
+
+    async def _reauthenticated(self) -> None:
+        """Wait for the connection's re-authentication, starting it if none
+        runs. Shielded: a caller that gives up (its own timeout) leaves it
+        running for the others."""
+        if self._reauthentication is None:
+            self._reauthentication = asyncio.get_running_loop().create_task(
+                self._reauthenticate(), name=f"reauthenticate {self.address}")
+        await asyncio.shield(self._reauthentication)
+
+    async def _reauthenticate(self) -> None:
+        """Once every request sent before it is answered (never interleaved
+        with them), log in again; on any failure close the connection, which
+        fails the requests waiting for it too. Never raises."""
+        sasl = self._sasl
+        assert sasl is not None
+        try:
+            await asyncio.wait_for(self._reauthenticate_when_nothing_in_flight(sasl),
+                                   self._timeout)
+        except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
+            if self._closed_error is None:
+                why = e if not isinstance(e, asyncio.TimeoutError) else \
+                    f"no answer in {self._timeout:g} s"
+                log.warning("SASL re-authentication to %s failed (%s): closing the connection",
+                            self.address, why)
+                self._fail(ConnectionClosedError(
+                    f"SASL re-authentication to {self.address} failed: {why}"))
+        except Exception as e:  # noqa: BLE001 - a bug: the connection's state is unknown
+            log.exception("SASL re-authentication to %s failed: closing the connection",
+                          self.address)
+            self._fail(ConnectionClosedError(
+                f"SASL re-authentication to {self.address} failed: {e!r}"))
+        finally:
+            self._reauthentication = None
+
+    async def _reauthenticate_when_nothing_in_flight(self, sasl: SaslClientSettings) -> None:
+        await self._nothing_in_flight.wait()
+        if self._closed_error is not None:
+            return
+        await self._authenticate(sasl)
+        log.info("re-authenticated to %s as %s with SASL/%s: session lifetime %d ms, "
+                 "next re-authentication after %s ms", self.address, sasl.username,
+                 sasl.mechanism, self._session.session_lifetime_ms,
+                 self._session.reauthenticate_after_ms)
 
     @property
     def closed(self) -> bool:
@@ -156,7 +232,15 @@ class KafkaConnection:
 
     async def call(self, request: Any, *, api_key: int, version: int | None = None,
                    expects_response: bool = True) -> Any:
-        """Send one request and wait for its response (None when none is expected)."""
+        """Send one request and wait for its response (None when none is expected),
+        re-authenticating first when the SASL session is about to end."""
+        if self._reauthentication_due():
+            await self._reauthenticated()
+        return await self._request(request, api_key=api_key, version=version,
+                                   expects_response=expects_response)
+
+    async def _request(self, request: Any, *, api_key: int, version: int | None = None,
+                       expects_response: bool = True) -> Any:
         if self._closed_error is not None:
             raise ConnectionClosedError(f"connection to {self.address} is closed: "
                                         f"{self._closed_error}")
@@ -166,6 +250,7 @@ class KafkaConnection:
         if expects_response:
             future = asyncio.get_running_loop().create_future()
             self._waiters.append(future)
+            self._nothing_in_flight.clear()
         self._protocol.transport.write(data)
         await self._protocol.drain()
         if self._closed_error is not None and future is None:
@@ -181,6 +266,8 @@ class KafkaConnection:
             self._fail(ConnectionClosedError(f"connection to {self.address} broke: {e}"))
             return
         future = self._waiters.popleft()
+        if not self._waiters:
+            self._nothing_in_flight.set()
         if not future.done():
             future.set_result(response)
 
@@ -192,6 +279,7 @@ class KafkaConnection:
             future = self._waiters.popleft()
             if not future.done():
                 future.set_exception(error)
+        self._nothing_in_flight.set()
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
 

@@ -1,12 +1,15 @@
-"""The client side of SASL/PLAIN and SCRAM, for samsa's own tools: the
-connection properties a Kafka client takes (``security.protocol``,
-``sasl.mechanism``, ``sasl.jaas.config`` with username and password, as in a
-kafka-*.sh ``--command-config`` file) and the token exchange."""
+"""The client side of SASL/PLAIN and SCRAM, for samsa's own tools and for
+brokers logging in to brokers: the connection properties a Kafka client takes
+(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config`` with username
+and password, as in a kafka-*.sh ``--command-config`` file), the token
+exchange, and when a connection must re-authenticate (KIP-368)."""
 from __future__ import annotations
 
 import base64
 import hmac
+import random
 import secrets
+import time
 from typing import Awaitable, Callable, Generator, Mapping, NamedTuple
 
 from .jaas import JaasSyntaxError, parse_jaas_property
@@ -112,3 +115,41 @@ async def authenticate_async(settings: SaslClientSettings,
             token = steps.send(await exchange(token))
     except StopIteration:
         pass
+
+
+# KIP-368, as Kafka's SaslClientAuthenticator schedules it: re-authenticate at
+# a random point between 85% and 95% of the session lifetime the broker gave.
+# The 15% left at the least covers the answer's trip and the two clocks'
+# drift; the spread keeps a client's many connections (authenticated at the
+# same moment) from re-authenticating at the same moment ever after.
+REAUTH_AT_LEAST = 0.85
+REAUTH_SPREAD = 0.10
+
+
+class ReauthenticationClock:
+    """When one connection must re-authenticate. ``authenticated`` is told
+    each (re-)authentication's session lifetime (``session_lifetime_ms`` of
+    the last SaslAuthenticate answer; 0, or a v0 answer, means the session
+    never ends); ``due`` says whether the next request must wait for a
+    re-authentication first."""
+
+    def __init__(self, now: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None) -> None:
+        self._now = now
+        self._rng = rng or random.Random()
+        self._reauthenticate_at: float | None = None
+        self.session_lifetime_ms = 0
+        self.reauthenticate_after_ms: int | None = None  # for log lines
+
+    def authenticated(self, session_lifetime_ms: int) -> None:
+        self.session_lifetime_ms = session_lifetime_ms
+        if session_lifetime_ms <= 0:
+            self._reauthenticate_at = self.reauthenticate_after_ms = None
+            return
+        share = REAUTH_AT_LEAST + self._rng.random() * REAUTH_SPREAD
+        self.reauthenticate_after_ms = int(session_lifetime_ms * share)
+        self._reauthenticate_at = self._now() + self.reauthenticate_after_ms / 1000
+
+    @property
+    def due(self) -> bool:
+        return self._reauthenticate_at is not None and self._now() >= self._reauthenticate_at

@@ -1,0 +1,150 @@
+"""Brokers re-authenticate their own SASL connections to each other (KIP-368).
+
+Three brokers with only a SASL_PLAINTEXT listener (also the inter-broker one;
+the brokers log in as ``admin`` with PLAIN) and short SASL sessions
+(``connections.max.reauth.ms``). An RF=3 topic takes acks=all writes from a
+real client (librdkafka, as ``alice``) for several session lifetimes, so each
+broker's replica fetchers use their connections to the other two throughout.
+As Kafka's brokers do, they re-authenticate those connections before the
+sessions end: the brokers' logs show the re-authentications, and no broker
+closes another's connection for an ended session (it would, and log it, for
+a connection used after its session ended), and every acknowledged record is
+read back.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import require_zookeeper
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import Cluster
+from tests.support.kafka_wire import free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+REAUTH_MS = 3000
+LIFETIMES = 4  # how long the writes go on, in session lifetimes
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" '
+              'user_admin="admin-secret" user_alice="alice-secret";')
+BROKER_PRINCIPAL = "User:admin"  # the JAAS entry's username: how brokers log in
+# broker/handlers/sasl.py's line for a connection used after its session ended
+EXPIRED = re.compile(r"closing connection \S+: SASL session of (\S+) expired")
+# broker/aio_client.py's line for a re-authentication the other broker accepted
+REAUTHENTICATED = re.compile(r"re-authenticated to (\S+) as admin with SASL/PLAIN")
+
+
+class SaslCluster(Cluster):
+    """Every broker with one SASL_PLAINTEXT listener."""
+
+    def broker_process(self, broker_id, work_dir=None):
+        port = free_port()
+        return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
+                             broker_id=broker_id, overrides={
+                                 "zookeeper.connect": self.zookeeper_connect, **self.overrides,
+                                 "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                 "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
+
+
+@pytest.fixture
+def cluster():
+    require_zookeeper()
+    work = Path(tempfile.mkdtemp(prefix="samsa-broker-reauth-"))
+    c = SaslCluster(work, 3, offsets_partitions=1, overrides={
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": REAUTH_MS,
+        "offsets.topic.replication.factor": 1,
+    })
+    try:
+        c.start()
+        yield c
+    except BaseException:
+        c.print_log_tails()
+        raise
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _client_conf(bootstrap: str) -> dict:
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+            "sasl.password": "alice-secret"}
+
+
+def _read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({**_client_conf(bootstrap), "group.id": f"check-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(values) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_brokers_reauthenticate_their_connections_to_each_other(cluster):
+    bootstrap = cluster.bootstrap
+    topic = f"reauth-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(_client_conf(bootstrap))
+    # three partitions, one led by each broker: every broker fetches from both others
+    admin.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})]
+                        )[topic].result(timeout=30)
+    cluster.wait_for_leaders(topic, 3)
+    marks = cluster.log_marks()
+
+    producer = Producer({**_client_conf(bootstrap), "acks": "all", "linger.ms": 5})
+    acknowledged: list[bytes] = []
+    failed: list[str] = []
+
+    def delivered(err, msg):
+        if err is None:
+            acknowledged.append(msg.value())
+        else:
+            failed.append(str(err))
+    started, sent = time.monotonic(), 0
+    # Writes for several session lifetimes: each fetcher connection outlives
+    # its first sessions and must be re-authenticated to go on.
+    while time.monotonic() - started < LIFETIMES * REAUTH_MS / 1000:
+        producer.produce(topic, f"r{sent}".encode(), partition=sent % 3,
+                         on_delivery=delivered)
+        sent += 1
+        producer.poll(0.01)
+    assert producer.flush(60) == 0
+    assert acknowledged, failed
+
+    read = _read_all(bootstrap, topic, len(acknowledged))
+    assert set(acknowledged) <= set(read), sorted(set(acknowledged) - set(read))[:10]
+
+    logs = {b: cluster.brokers[b].log_path.read_bytes()[marks[b]:].decode(errors="replace")
+            for b in range(3)}
+    # No broker cut off another's connection for an ended session ...
+    expired = {b: [p for p in EXPIRED.findall(text) if p == BROKER_PRINCIPAL]
+               for b, text in logs.items()}
+    assert expired == {0: [], 1: [], 2: []}, expired
+    assert not any("SASL re-authentication to" in text for text in logs.values())
+    # ... because each broker re-authenticated its connections to the other two
+    # (the leaders it fetches from), each about once a lifetime.
+    others = {b: {f"127.0.0.1:{cluster.brokers[o].port}" for o in range(3) if o != b}
+              for b in range(3)}
+    reauthenticated = {b: REAUTHENTICATED.findall(text) for b, text in logs.items()}
+    for b in range(3):
+        assert set(reauthenticated[b]) == others[b], (b, reauthenticated[b])
+        assert len(reauthenticated[b]) >= 2 * (LIFETIMES - 2), (b, reauthenticated[b])
