@@ -201,30 +201,34 @@ class KafkaConnection:
             await asyncio.wait_for(self._reauthenticate_when_nothing_in_flight(sasl),
                                    self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
-            if self._closed_error is None:
-                why = e if not isinstance(e, asyncio.TimeoutError) else \
-                    f"no answer in {self._timeout:g} s"
-                log.warning("SASL re-authentication to %s failed (%s): closing the connection",
-                            self.address, why)
-                self._fail(ConnectionClosedError(
-                    f"SASL re-authentication to {self.address} failed: {why}"))
+            why = e if not isinstance(e, asyncio.TimeoutError) else \
+                f"no answer in {self._timeout:g} s"
+            log.warning("SASL re-authentication to %s failed (%s): closing the connection",
+                        self.address, why)
+            self._closed_by_reauthentication(why)
         except Exception as e:  # noqa: BLE001 - a bug: the connection's state is unknown
             log.exception("SASL re-authentication to %s failed: closing the connection",
                           self.address)
-            self._fail(ConnectionClosedError(
-                f"SASL re-authentication to {self.address} failed: {e!r}"))
+            self._closed_by_reauthentication(repr(e))
         finally:
             self._reauthentication = None
 
     async def _reauthenticate_when_nothing_in_flight(self, sasl: SaslClientSettings) -> None:
         await self._nothing_in_flight.wait()
         if self._closed_error is not None:
-            return
+            return  # it broke meanwhile: nothing to re-authenticate
         await self._authenticate(sasl)
         log.info("re-authenticated to %s as %s with SASL/%s: session lifetime %d ms, "
                  "next re-authentication after %s ms", self.address, sasl.username,
                  sasl.mechanism, self._session.session_lifetime_ms,
                  self._session.reauthenticate_after_ms)
+
+    def _closed_by_reauthentication(self, why: object) -> None:
+        """Close; what callers are told is the failed re-authentication, even
+        when the peer's close (it closes right after a refusal) was read first."""
+        self._closed_error = ConnectionClosedError(
+            f"SASL re-authentication to {self.address} failed: {why}")
+        self._fail(self._closed_error)
 
     @property
     def closed(self) -> bool:

@@ -21,8 +21,8 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
                                MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
 
-from .security.sasl.client import (SaslClientError, SaslClientSettings, authenticate,
-                                   sasl_client_settings)
+from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
+                                   authenticate, sasl_client_settings)
 
 
 class ClientError(Exception):
@@ -48,28 +48,48 @@ class SimpleClient:
         # connection instead of reading another request's answer.
         self._unsettled = False
         self._sasl = sasl
+        # KIP-368: a SASL session that ends (connections.max.reauth.ms) is
+        # renewed on this connection before the request that would find it
+        # ended, as Kafka's clients do (a console consumer runs for hours).
+        self._session = ReauthenticationClock()
         self._call(18, 0, ApiVersionsRequest())
         self._authenticate()
 
     def _authenticate(self) -> None:
-        """SASL on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate)."""
+        """SASL on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate);
+        the same again to re-authenticate. Starts the session's clock."""
         if self._sasl is None:
             return
-        handshake = self.call(17, SaslHandshakeRequest(mechanism=self._sasl.mechanism),
-                              highest=1)
+        handshake = self._versioned_call(
+            17, SaslHandshakeRequest(mechanism=self._sasl.mechanism), highest=1)
         if handshake.error_code:
             raise ClientError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
                               f"(enabled: {', '.join(handshake.mechanisms)})")
+        session_lifetime_ms = 0
 
         def exchange(token: bytes) -> bytes:
-            answer = self.call(36, SaslAuthenticateRequest(auth_bytes=token))
+            nonlocal session_lifetime_ms
+            answer = self._versioned_call(36, SaslAuthenticateRequest(auth_bytes=token))
             if answer.error_code:
                 raise ClientError(error_text(answer.error_code, answer.error_message))
+            session_lifetime_ms = answer.session_lifetime_ms  # the last answer's counts
             return bytes(answer.auth_bytes)
         try:
             authenticate(self._sasl, exchange)
         except SaslClientError as e:
             raise ClientError(str(e)) from None
+        self._session.authenticated(session_lifetime_ms)
+
+    def _reauthenticate_if_due(self) -> None:
+        """Between requests (one at a time: nothing is in flight here). A
+        failure leaves the connection to be replaced by the next call."""
+        if self._sasl is None or self._unsettled or not self._session.due:
+            return  # an unsettled connection is replaced (and authenticated) anyway
+        try:
+            self._authenticate()
+        except ClientError as e:
+            self._unsettled = True
+            raise ClientError(f"SASL re-authentication at {self.address} failed: {e}") from None
 
     @property
     def sasl(self) -> SaslClientSettings | None:
@@ -148,6 +168,10 @@ class SimpleClient:
 
     def call(self, api_key: int, request, highest: int | None = None):
         """Send ``request`` at the highest common version (at most ``highest``)."""
+        self._reauthenticate_if_due()
+        return self._versioned_call(api_key, request, highest)
+
+    def _versioned_call(self, api_key: int, request, highest: int | None = None):
         try:
             version = self.core.version_for(api_key, highest)
         except NoCommonVersionError as e:
@@ -156,6 +180,7 @@ class SimpleClient:
 
     def send(self, api_key: int, request, highest: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
+        self._reauthenticate_if_due()
         try:
             version = self.core.version_for(api_key, highest)
         except NoCommonVersionError as e:

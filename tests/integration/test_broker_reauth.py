@@ -10,9 +10,17 @@ sessions end: the brokers' logs show the re-authentications, and no broker
 closes another's connection for an ended session (it would, and log it, for
 a connection used after its session ended), and every acknowledged record is
 read back.
+
+A single broker with short sessions checks the same rule on one connection of
+each of samsa's clients: KafkaConnection (the brokers') under pipelined
+requests and with a re-authentication the broker refuses, and SimpleClient
+(the command-line tools').
 """
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import logging
 import re
 import shutil
 import tempfile
@@ -24,6 +32,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.aio_client import ConnectionClosedError, KafkaConnection
+from broker.client import SimpleClient
+from broker.security.sasl.client import SaslClientSettings
+from protocol.messages import AlterUserScramCredentialsRequest, MetadataRequest
 from tests.integration.conftest import require_zookeeper
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
@@ -148,3 +160,116 @@ def test_brokers_reauthenticate_their_connections_to_each_other(cluster):
     for b in range(3):
         assert set(reauthenticated[b]) == others[b], (b, reauthenticated[b])
         assert len(reauthenticated[b]) >= 2 * (LIFETIMES - 2), (b, reauthenticated[b])
+
+
+# ---------------------------------------------------------------- one broker
+
+SINGLE_REAUTH_MS = 2000
+ALICE = SaslClientSettings("PLAIN", "alice", "alice-secret")
+ADMIN = SaslClientSettings("PLAIN", "admin", "admin-secret")
+METADATA = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+
+
+@pytest.fixture(scope="module")
+def reauth_broker():
+    """One broker whose SASL sessions last SINGLE_REAUTH_MS."""
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-client-reauth-"))
+    port = free_port()
+    b = BrokerProcess(work_dir, port=port, overrides={
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": SINGLE_REAUTH_MS,
+        "offsets.topic.num.partitions": "1",
+    })
+    try:
+        yield b.start()
+    finally:
+        try:
+            b.stop()
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _broker_log_since(broker, mark: int) -> str:
+    return broker.log_path.read_bytes()[mark:].decode(errors="replace")
+
+
+async def test_pipelined_connection_reauthenticates_between_requests(reauth_broker, caplog):
+    caplog.set_level(logging.INFO, logger="broker.aio_client")
+    mark = len(reauth_broker.log_path.read_bytes())
+    conn = await KafkaConnection.connect(reauth_broker.host, reauth_broker.port, sasl=ALICE)
+    answered = 0
+
+    async def keep_asking(until: float) -> None:
+        nonlocal answered
+        while asyncio.get_running_loop().time() < until:
+            assert (await conn.call(METADATA, api_key=3)).brokers
+            answered += 1
+    try:
+        # four callers, so requests are in flight whenever re-authentication
+        # comes due: it waits for their answers and the calls behind it wait
+        until = asyncio.get_running_loop().time() + 3 * SINGLE_REAUTH_MS / 1000
+        await asyncio.gather(*(keep_asking(until) for _ in range(4)))
+        assert not conn.closed
+    finally:
+        await conn.close()
+    reauthentications = [r for r in caplog.records
+                         if r.getMessage().startswith(f"re-authenticated to {reauth_broker.bootstrap}"
+                                                      " as alice with SASL/PLAIN")]
+    assert len(reauthentications) >= 2, [r.getMessage() for r in caplog.records]
+    assert answered > 4
+    assert "SASL session of User:alice expired" not in _broker_log_since(reauth_broker, mark)
+
+
+async def test_refused_reauthentication_closes_the_connection(reauth_broker, caplog):
+    caplog.set_level(logging.INFO, logger="broker.aio_client")
+    salt = b"reauth-salt"
+    salted = hashlib.pbkdf2_hmac("sha256", b"zoe-secret", salt, 4096)
+    A = AlterUserScramCredentialsRequest
+    admin = await KafkaConnection.connect(reauth_broker.host, reauth_broker.port, sasl=ADMIN)
+    try:
+        created = await admin.call(A(deletions=[], upsertions=[A.ScramCredentialUpsertion(
+            name="zoe", mechanism=1, iterations=4096, salt=salt, salted_password=salted)]),
+            api_key=51)
+        assert [r.error_code for r in created.results] == [0]
+        zoe = await KafkaConnection.connect(reauth_broker.host, reauth_broker.port,
+                                            sasl=SaslClientSettings("SCRAM-SHA-256", "zoe",
+                                                                    "zoe-secret"))
+        try:
+            assert (await zoe.call(METADATA, api_key=3)).brokers
+            # zoe's credential goes: her next login, the re-authentication, is refused
+            deleted = await admin.call(A(deletions=[A.ScramCredentialDeletion(
+                name="zoe", mechanism=1)], upsertions=[]), api_key=51)
+            assert [r.error_code for r in deleted.results] == [0]
+            await asyncio.sleep(SINGLE_REAUTH_MS / 1000)  # the session ends
+            with pytest.raises(ConnectionClosedError,
+                               match=f"SASL re-authentication to {reauth_broker.bootstrap} "
+                                     "failed: SASL authentication at .* failed: Authentication "
+                                     "failed during authentication due to invalid credentials"):
+                await zoe.call(METADATA, api_key=3)
+            assert zoe.closed
+        finally:
+            await zoe.close()
+    finally:
+        await admin.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(m.startswith(f"SASL re-authentication to {reauth_broker.bootstrap} failed")
+               and m.endswith("closing the connection") for m in warnings), warnings
+
+
+def test_tool_client_reauthenticates_on_the_same_connection(reauth_broker):
+    mark = len(reauth_broker.log_path.read_bytes())
+    with SimpleClient(reauth_broker.bootstrap, sasl=ALICE) as client:
+        sock = client.sock
+        # requests all along, and one after the session has ended unused (a
+        # console consumer between records): each finds the session renewed
+        started = time.monotonic()
+        while time.monotonic() - started < 2 * SINGLE_REAUTH_MS / 1000:
+            assert client.call(3, METADATA).brokers
+            time.sleep(0.05)
+        time.sleep(1.2 * SINGLE_REAUTH_MS / 1000)
+        assert client.call(3, METADATA).brokers
+        assert client.sock is sock  # the same connection, never replaced
+    assert "SASL session of User:alice expired" not in _broker_log_since(reauth_broker, mark)
