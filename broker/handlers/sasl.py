@@ -207,7 +207,8 @@ def _authenticated(ctx, session: _SaslSession, server: SaslServer) -> int:
     """Take the completed exchange's principal; the session lifetime in ms."""
     conn = ctx.conn
     principal = user(server.authorization_id)
-    if conn.authenticated and principal != conn.principal:
+    reauthenticated = conn.authenticated
+    if reauthenticated and principal != conn.principal:
         raise SaslAuthenticationError(f"Cannot change principals during re-authentication "
                                       f"from {conn.principal}: {principal}")
     lifetime_ms = ctx.broker.sasl.for_listener(conn.listener_name).max_reauth_ms
@@ -216,8 +217,9 @@ def _authenticated(ctx, session: _SaslSession, server: SaslServer) -> int:
     session.mechanism = server.mechanism
     session.server = None
     session.expires_at = conn.loop.time() + lifetime_ms / 1000 if lifetime_ms else None
-    log.debug("connection %s authenticated as %s with SASL/%s", conn.connection_id,
-              principal, server.mechanism)
+    log.debug("connection %s %s as %s with SASL/%s (session lifetime %d ms)",
+              conn.connection_id, "re-authenticated" if reauthenticated else "authenticated",
+              principal, server.mechanism, lifetime_ms)
     return lifetime_ms
 
 
