@@ -116,6 +116,7 @@ class KafkaConnection:
         self._nothing_in_flight = asyncio.Event()
         self._nothing_in_flight.set()
         self._closed_error: BaseException | None = None
+        self._closed_here = False  # close() was called: nothing to warn about
         self._sasl: SaslClientSettings | None = None  # set once logged in
         self._session = ReauthenticationClock()
         self._reauthentication: asyncio.Task | None = None
@@ -201,14 +202,10 @@ class KafkaConnection:
             await asyncio.wait_for(self._reauthenticate_when_nothing_in_flight(sasl),
                                    self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
-            why = e if not isinstance(e, asyncio.TimeoutError) else \
-                f"no answer in {self._timeout:g} s"
-            log.warning("SASL re-authentication to %s failed (%s): closing the connection",
-                        self.address, why)
-            self._closed_by_reauthentication(why)
+            self._closed_by_reauthentication(e if not isinstance(e, asyncio.TimeoutError)
+                                             else f"no answer in {self._timeout:g} s")
         except Exception as e:  # noqa: BLE001 - a bug: the connection's state is unknown
-            log.exception("SASL re-authentication to %s failed: closing the connection",
-                          self.address)
+            log.exception("re-authenticating to %s", self.address)
             self._closed_by_reauthentication(repr(e))
         finally:
             self._reauthentication = None
@@ -226,6 +223,10 @@ class KafkaConnection:
     def _closed_by_reauthentication(self, why: object) -> None:
         """Close; what callers are told is the failed re-authentication, even
         when the peer's close (it closes right after a refusal) was read first."""
+        if self._closed_here:
+            return  # closed on purpose (a broker stopping) while re-authenticating
+        log.warning("SASL re-authentication to %s failed (%s): closing the connection",
+                    self.address, why)
         self._closed_error = ConnectionClosedError(
             f"SASL re-authentication to {self.address} failed: {why}")
         self._fail(self._closed_error)
@@ -288,6 +289,7 @@ class KafkaConnection:
             self._protocol.transport.close()
 
     async def close(self) -> None:
+        self._closed_here = True
         self._fail(ConnectionClosedError("connection closed"))
         if self._protocol is not None:
             try:
