@@ -6,6 +6,7 @@
         --topic out- --resource-pattern-type prefixed
     samsa acls --bootstrap-server H:P --list [--topic orders] [--principal User:alice]
     samsa acls --bootstrap-server H:P --remove --force --topic orders
+    samsa acls --bootstrap-server H:P --command-config admin.properties --list  (SSL, SASL)
     samsa acls --authorizer-properties zookeeper.connect=H:P --add ...   (ZooKeeper directly)
 
 Over the wire it uses CreateAcls, DescribeAcls and DeleteAcls; with
@@ -24,13 +25,14 @@ from typing import Iterable
 
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
-from .client import SimpleClient, error_text, run_tool
+from .client import ClientConfigFlags, SimpleClient, error_text, run_tool
 from .security.acl import (CLUSTER_NAME, WILDCARD_HOST, AccessControlEntry, AclBinding,
                            AclBindingFilter, AclOperation, AclPermissionType, PatternType,
                            ResourcePattern, ResourceType)
 from .security.acl.model import OPERATIONS_BY_RESOURCE
 
 PROG = "samsa acls"
+_CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))
 
 
 class AclToolError(Exception):
@@ -337,7 +339,10 @@ def main(argv) -> int:
     p.add_argument("--idempotent", action="store_true")
     p.add_argument("--force", action="store_true")
     p.add_argument("--principal", action="append", help="with --list: only this principal's")
+    _CLIENT_CONFIG.add_to(p, "admin client (with --bootstrap-server)")
     args = p.parse_args(argv)
+    if args.authorizer_properties and _CLIENT_CONFIG.given(args):
+        p.error("--command-config goes with --bootstrap-server, not --authorizer-properties")
     if args.authorizer_properties:
         props = dict(kv.partition("=")[::2] for kv in args.authorizer_properties)
         connect = props.get("zookeeper.connect")
@@ -367,4 +372,6 @@ def main(argv) -> int:
         except AclToolError as e:
             print(f"{PROG}: {e}", file=sys.stderr)
             return 1
-    return run_tool(PROG, args.bootstrap_server or "localhost:9092", over_wire)
+    client = _CLIENT_CONFIG.load(p, args)
+    return run_tool(PROG, args.bootstrap_server or "localhost:9092", over_wire,
+                    sasl=client.sasl, tls=client.tls)

@@ -3,6 +3,7 @@
     samsa console-consumer --bootstrap-server H:P --topic T [--from-beginning]
         [--partition N [--offset earliest|latest|N]] [--max-messages N] [--group G]
         [--property print.key=true ...] [--timeout-ms N]
+        [--consumer.config client.properties] [--consumer-property KEY=VALUE ...]
 
 Fetches every partition (or one) from its leader and prints each record in
 the console consumer's default format. Without --group it starts at the log
@@ -11,6 +12,13 @@ group's committed offsets and commits where it stopped when it ends; it does
 not join the group (no rebalancing with other members): its commits are
 "simple" ones (generation -1, no member id), which the coordinator accepts
 while the group has no active members.
+
+The consumer's properties are Kafka's: ``--consumer.config FILE`` (or
+``--command-config``, its name since Kafka 4.2) and then each
+``--consumer-property KEY=VALUE`` (``--command-property``) over it. Of them
+it uses group.id (as --group) and the security keys (security.protocol,
+sasl.*, ssl.*: to reach an SSL or SASL listener); others are ignored, as the
+Java client ignores keys it does not know.
 
 It ends after --max-messages records, after --timeout-ms without a record,
 or on Ctrl-C, and then reports "Processed a total of N messages" on stderr.
@@ -31,7 +39,8 @@ from protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequ
 from protocol.records import decode_batch, iter_batch_headers
 from protocol.records.batch import NO_TIMESTAMP
 
-from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from .client import (RETRIABLE, ClientConfigFlags, ClientError, Cluster, error_text,
+                     key_value_properties, run_cluster_tool)
 
 PROG = "samsa console-consumer"
 LATEST, EARLIEST = -1, -2
@@ -365,14 +374,8 @@ def _offset(text: str) -> int:
     return value
 
 
-def _properties(items: list[str] | None, parser: argparse.ArgumentParser) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--property expects key=value, got {item!r}")
-        out[key.strip()] = value
-    return out
+_CLIENT_CONFIG = ClientConfigFlags(files=("--consumer.config", "--command-config"),
+                                   overrides=("--consumer-property", "--command-property"))
 
 
 def main(argv) -> int:
@@ -391,6 +394,7 @@ def main(argv) -> int:
     p.add_argument("--property", action="append", metavar="KEY=VALUE",
                    help="print.timestamp, print.key, print.partition, print.offset, "
                         "print.headers, print.value, key.separator, line.separator, null.literal")
+    _CLIENT_CONFIG.add_to(p, "consumer", uses="group.id")
     args = p.parse_args(argv)
     if args.offset is not None and args.partition is None:
         p.error("the partition is required when offset is specified")
@@ -398,11 +402,22 @@ def main(argv) -> int:
         p.error("--from-beginning and --offset cannot be specified together")
     if args.max_messages is not None and args.max_messages < 0:
         p.error("--max-messages must not be negative")
-    fmt = Formatter.from_properties(_properties(args.property, p))
+    try:
+        fmt = Formatter.from_properties(key_value_properties(args.property))
+    except ValueError as e:
+        p.error(f"--property {e}")
+    client = _CLIENT_CONFIG.load(p, args)
+    group_id = client.properties.get("group.id")
+    if group_id is not None and args.group is not None and group_id != args.group:
+        p.error("The group ids provided in different places (directly using '--group', via "
+                "'--consumer-property', or via '--consumer.config') do not match. Detected "
+                f"group ids: '{args.group}', '{group_id}'")
+    args.group = args.group or group_id
     out = sys.stdout.buffer
     try:
         return run_cluster_tool(PROG, args.bootstrap_server,
-                                lambda cluster: _consume(cluster, args, fmt, out))
+                                lambda cluster: _consume(cluster, args, fmt, out),
+                                sasl=client.sasl, tls=client.tls)
     except KeyboardInterrupt:
         _report(0)  # interrupted while connecting
         return 0

@@ -2,6 +2,13 @@
 
     samsa console-producer --bootstrap-server H:P --topic T \\
         [--property parse.key=true --property key.separator=:] [--producer-property acks=all]
+        [--producer.config client.properties]
+
+The producer's properties are Kafka's: ``--producer.config FILE`` and then
+each ``--producer-property KEY=VALUE`` over it. Of them it uses acks,
+compression.type and the security keys (security.protocol, sasl.*, ssl.*: to
+reach an SSL or SASL listener); others are ignored, as the Java client
+ignores keys it does not know.
 
 Reads stdin, one record per line, and sends each partition's records to that
 partition's leader (as Metadata advertises it) in v2 record batches with
@@ -28,7 +35,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
 from protocol.records import build_batch, codec_for_name
 
-from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from .client import (RETRIABLE, ClientConfigFlags, ClientError, Cluster, error_text,
+                     key_value_properties, run_cluster_tool)
 
 PROG = "samsa console-producer"
 _LAST_PRODUCE_BY_NAME = 12   # v13 names topics by id
@@ -229,17 +237,8 @@ def _produce(cluster: Cluster, args, fmt: LineFormat, acks: int, codec: int) -> 
     return 0
 
 
-def _properties(items: list[str] | None, flag: str, parser: argparse.ArgumentParser) -> dict:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"{flag} expects key=value, got {item!r}")
-        out[key.strip()] = value
-    return out
-
-
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+_CLIENT_CONFIG = ClientConfigFlags(files=("--producer.config",), overrides=("--producer-property",))
 
 
 def main(argv) -> int:
@@ -248,14 +247,17 @@ def main(argv) -> int:
     p.add_argument("--topic", required=True)
     p.add_argument("--property", action="append", metavar="KEY=VALUE",
                    help="parse.key, key.separator, ignore.error, null.marker")
-    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
-                   help="acks (all|-1|1|0), compression.type")
+    _CLIENT_CONFIG.add_to(p, "producer", uses="acks (all|-1|1|0), compression.type")
     p.add_argument("--request-required-acks", choices=sorted(_ACKS))
     p.add_argument("--compression-codec", nargs="?", const="gzip",
                    help="none, gzip (the default when given without a value), snappy, lz4, zstd")
     args = p.parse_args(argv)
-    fmt = LineFormat.from_properties(_properties(args.property, "--property", p))
-    producer_props = _properties(args.producer_property, "--producer-property", p)
+    try:
+        fmt = LineFormat.from_properties(key_value_properties(args.property))
+    except ValueError as e:
+        p.error(f"--property {e}")
+    client = _CLIENT_CONFIG.load(p, args)
+    producer_props = client.properties  # acks, compression.type; the security keys
     acks_text = args.request_required_acks or producer_props.get("acks", "all")
     if acks_text not in _ACKS:
         p.error(f"acks must be one of all, -1, 1, 0; got {acks_text!r}")
@@ -267,6 +269,7 @@ def main(argv) -> int:
     try:
         return run_cluster_tool(PROG, args.bootstrap_server,
                                 lambda cluster: _produce(cluster, args, fmt, _ACKS[acks_text],
-                                                         codec))
+                                                         codec),
+                                sasl=client.sasl, tls=client.tls)
     except KeyboardInterrupt:
         return 0  # Ctrl-C ends typing, as it does for Kafka's tool

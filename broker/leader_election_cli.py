@@ -2,6 +2,8 @@
 
     samsa leader-election --bootstrap-server H:P --election-type PREFERRED|UNCLEAN
         (--topic T --partition P | --all-topic-partitions | --path-to-json-file F)
+        [--admin.config client.properties]   (SSL, SASL: Kafka's admin client properties;
+                                              --command-config is its Kafka 4.2 name)
 
 The JSON file is Kafka's: ``{"partitions":[{"topic":"t","partition":0}]}``.
 The controller carries the elections out (ElectLeaders); the output and the
@@ -16,11 +18,12 @@ import sys
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersRequest
 
-from .client import ClientError, Cluster, error_text, run_cluster_tool
+from .client import ClientConfigFlags, ClientError, Cluster, error_text, run_cluster_tool
 
 PROG = "samsa leader-election"
 ELECT_LEADERS = 43
 TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
+_CLIENT_CONFIG = ClientConfigFlags(files=("--admin.config", "--command-config"))
 
 
 def _partitions_file(path: str) -> list[tuple[str, int]]:
@@ -80,6 +83,7 @@ def main(argv) -> int:
     which.add_argument("--all-topic-partitions", action="store_true")
     which.add_argument("--path-to-json-file")
     p.add_argument("--partition", type=int)
+    _CLIENT_CONFIG.add_to(p, "admin client")
     args = p.parse_args(argv)
     if args.topic is not None and args.partition is None:
         p.error("--topic needs --partition")
@@ -91,5 +95,7 @@ def main(argv) -> int:
         wanted = _partitions_file(args.path_to_json_file)
     else:
         wanted = [(args.topic, args.partition)]
+    client = _CLIENT_CONFIG.load(p, args)
     return run_cluster_tool(PROG, args.bootstrap_server,
-                            lambda cluster: _elect(cluster, args.election_type, wanted))
+                            lambda cluster: _elect(cluster, args.election_type, wanted),
+                            sasl=client.sasl, tls=client.tls)

@@ -5,6 +5,7 @@
     samsa reassign-partitions --bootstrap-server H:P --list
     samsa reassign-partitions --bootstrap-server H:P --topics-to-move-json-file F
         --broker-list 1,2,3 --generate
+    ... [--command-config client.properties]   (SSL, SASL: Kafka's admin client properties)
 
 The JSON files are Kafka's: ``{"version":1,"partitions":[{"topic":"t",
 "partition":0,"replicas":[1,2,3]}]}`` to reassign, ``{"version":1,
@@ -22,10 +23,11 @@ import sys
 from protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
 
-from .client import ClientError, Cluster, error_text, run_cluster_tool
+from .client import ClientConfigFlags, ClientError, Cluster, error_text, run_cluster_tool
 from .cluster.assignment import AssignmentError, assign_replicas
 
 PROG = "samsa reassign-partitions"
+_CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))
 ALTER, LIST = 45, 46
 Partition = tuple[str, int]
 
@@ -228,7 +230,9 @@ def main(argv) -> int:
     p.add_argument("--reassignment-json-file")
     p.add_argument("--topics-to-move-json-file")
     p.add_argument("--broker-list", type=_broker_list)
+    _CLIENT_CONFIG.add_to(p, "admin client")
     args = p.parse_args(argv)
+    client = _CLIENT_CONFIG.load(p, args)
     try:
         if args.list:
             action = _list
@@ -246,4 +250,4 @@ def main(argv) -> int:
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    return run_cluster_tool(PROG, args.bootstrap_server, action)
+    return run_cluster_tool(PROG, args.bootstrap_server, action, sasl=client.sasl, tls=client.tls)
