@@ -116,6 +116,16 @@ def _setup_topics(bootstrap: str, partitions: int, *names: str) -> None:
     assert [t.error_code for t in r.topics] == [0] * len(names)
 
 
+def _metric(broker: BrokerProcess, name: str, client_id: str) -> float:
+    """A per-client quota gauge from the broker's Prometheus page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics",
+                                timeout=10) as page:
+        text = page.read().decode()
+    m = re.search(rf'^{name}{{client_id="{client_id}",user=""}} ([0-9.e+]+)$', text, re.M)
+    assert m, f"{name} for {client_id} missing"
+    return float(m.group(1))
+
+
 # ------------------------------------------------------------ strict (new versions)
 
 def test_java_admin_gets_throttling_quota_exceeded_for_the_excess_topics(mbroker, java_tools):
@@ -140,13 +150,18 @@ def test_java_admin_retries_refused_topics_by_itself(mbroker, java_tools):
     """KIP-599's client side: by default the Admin client waits out the
     throttle time and asks again for the topics refused, so all are made."""
     _set_rate(mbroker.bootstrap, "java-retry", 1)   # a bucket of 2
-    names = ["jr-a", "jr-b", "jr-c"]                 # 2, 2 (overdrawn), refused then retried
+    # jr-a overdraws it (-2); jr-b is refused for 2 s, then asked for again
+    # and made, which overdraws it again (-4)
+    names = ["jr-a", "jr-b"]
     r = java_tools.run("TopicMutations", "--bootstrap-server", mbroker.bootstrap,
-                       "--client-id", "java-retry", "--create", "--partitions", "2",
+                       "--client-id", "java-retry", "--create", "--partitions", "4",
                        *[x for n in names for x in ("--topic", n)])
     assert r.rc == 0, r.stderr
     assert r.stdout.splitlines() == [f"{n}\tOK" for n in names]
-    assert _partition_counts(mbroker.bootstrap, *names) == {n: 2 for n in names}
+    assert _partition_counts(mbroker.bootstrap, *names) == {n: 4 for n in names}
+    # the retried topic was charged too: the client is over its quota now
+    with SimpleClient(mbroker.bootstrap, client_id="java-retry") as c:
+        assert _create(c, 7, 1, "jr-c").topics[0].error_code == THROTTLED
 
 
 def test_strict_versions_refuse_per_topic_with_the_throttle_time(mbroker):
@@ -173,9 +188,12 @@ def test_validate_only_and_failed_topics_cost_nothing(mbroker):
             assert [t.error_code for t in r.topics] == [0, 0] and r.throttle_time_ms == 0
         r = _create(c, 7, 50, "wv-exists")                    # refused before charging
         assert r.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS
-        # the bucket is still full, so both go through (the second on credit)
+        # the bucket is still full, so both go through (the second on credit)...
         r = _create(c, 7, 1, "wv-a", "wv-b")
         assert [t.error_code for t in r.topics] == [0, 0] and r.throttle_time_ms == 0
+        # ...and overdraw it: the quota is live
+        r = _create(c, 7, 1, "wv-c")
+        assert r.topics[0].error_code == THROTTLED and r.throttle_time_ms > 0
 
 
 def test_strict_deletes_are_counted_in_partitions(mbroker):
@@ -285,14 +303,6 @@ def test_controller_mutation_metrics(mbroker):
     with SimpleClient(mbroker.bootstrap, client_id="metered") as c:
         r = _create(c, 6, 2, "mm-a", "mm-b")
     assert [t.error_code for t in r.topics] == [0, THROTTLED]
-    with urllib.request.urlopen(f"http://127.0.0.1:{mbroker.metrics_port}/metrics",
-                                timeout=10) as page:
-        text = page.read().decode()
-    values = {}
     for name in ("kafka_server_controllermutation_mutation_rate",
                  "kafka_server_controllermutation_throttle_time"):
-        m = re.search(rf'^{name}{{client_id="metered",user=""}} ([0-9.e+]+)$', text, re.M)
-        assert m, f"{name} for metered missing"
-        values[name] = float(m.group(1))
-    assert values["kafka_server_controllermutation_mutation_rate"] > 0
-    assert values["kafka_server_controllermutation_throttle_time"] > 0
+        assert _metric(mbroker, name, "metered") > 0
