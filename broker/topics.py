@@ -268,13 +268,13 @@ class TopicService:
                 return False
             time.sleep(0.01)
 
-    def get_or_create(self, name: str) -> TopicMeta | None:
+    def get_or_create(self, name: str, charge: Charge | None = None) -> TopicMeta | None:
         """Metadata's and Produce's auto-creation, when the broker allows it."""
         meta = self.store.topic(name)
         if meta is not None or not self.config.auto_create_topics_enable:
             return meta
         try:
-            return self.create(name)
+            return self.create(name, charge=charge)
         except TopicError as e:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return self.store.topic(name)

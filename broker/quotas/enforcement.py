@@ -232,6 +232,16 @@ class ClientQuotas:
             return UNBOUNDED
         return MutationQuota(self.mutations, match, is_strict(api_key, version))
 
+    def auto_creation_quota(self, user: str, client_id: str) -> MutationQuota:
+        """What a topic created by Metadata's auto-creation is charged to:
+        permissive, and its throttle time never applied (the Metadata answer
+        is not throttled for it), as in Kafka; the partitions still count
+        against the client's next CreateTopics."""
+        match = self.mutations.match(user, client_id)
+        if match is None:
+            return UNBOUNDED
+        return MutationQuota(self.mutations, match, strict=False)
+
     def _register_metrics(self, metrics: BrokerMetrics) -> None:
         # Kafka's JMX beans kafka.server:type=Produce|Fetch|Request|ControllerMutation,
         # user=,client-id= under the JMX exporter's names.

@@ -179,6 +179,24 @@ def test_create_charges_its_partitions_after_validation(topics):
     assert ledger.charged == [4, 3, 2]
 
 
+def test_auto_creation_charges_only_what_it_creates(topics):
+    ledger = _Ledger()
+    topics.get_or_create("auto", charge=ledger)                 # num.partitions
+    topics.get_or_create("auto", charge=ledger)                 # already there
+    assert ledger.charged == [3]
+
+
+def test_auto_creation_is_never_refused(tmp_path):
+    store = _store(tmp_path, {"clients/app": {KEY: "1"}})
+    quotas = ClientQuotas(QuotaConfigs(store), QuotaWindow(2, 1000))
+    assert quotas.auto_creation_quota("ANONYMOUS", "other") is UNBOUNDED
+    quota = quotas.auto_creation_quota("ANONYMOUS", "app")
+    for _ in range(5):
+        quota.charge(10)
+    # the next strict request of the same client finds the bucket overdrawn
+    assert quotas.mutations.take_strict(quota.match, 1, 0).accepted is False
+
+
 def test_add_partitions_charges_the_increment(topics):
     ledger = _Ledger()
     topics.create("a", 2)

@@ -275,6 +275,21 @@ def test_old_clients_that_do_not_back_off_get_a_late_answer(mbroker):
     assert answered >= r.throttle_time_ms / 1000.0 * 0.9
 
 
+def test_metadata_auto_creation_counts_but_is_never_refused(mbroker):
+    """Kafka charges topics that Metadata auto-creates to the client's quota
+    (permissively, the Metadata answer not throttled for it): they are all
+    made, and the client's next CreateTopics finds its bucket overdrawn."""
+    _set_rate(mbroker.bootstrap, "auto-creator", 0.5)   # a bucket of 1
+    names = ["ac-a", "ac-b", "ac-c"]                    # num.partitions=1 each: -2
+    with SimpleClient(mbroker.bootstrap, client_id="auto-creator") as c:
+        r = c.call(METADATA, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+            name=n, topic_id=None) for n in names], allow_auto_topic_creation=True),
+            highest=9)
+        assert r.throttle_time_ms == 0
+        assert _partition_counts(mbroker.bootstrap, *names) == {n: 1 for n in names}
+        assert _create(c, 7, 1, "ac-d").topics[0].error_code == THROTTLED
+
+
 # ------------------------------------------------------------ managing it
 
 def test_samsa_configs_sets_it_and_describe_client_quotas_shows_it(mbroker):
