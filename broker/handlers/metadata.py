@@ -111,8 +111,8 @@ async def handle_metadata(ctx, req):
                 try:
                     # off the processor loop: in a cluster, creating is ZooKeeper writes;
                     # charged to the client's mutation quota, never refused (Kafka)
-                    quota = broker.quotas.auto_creation_quota(
-                        ctx.conn.principal.name, ctx.header.client_id or "")
+                    quota = broker.quotas.mutation_quota(
+                        ctx.conn.principal.name, ctx.header.client_id or "", strict=False)
                     meta = await off_loop(broker.topics.get_or_create, name, quota.charge)
                 except TopicError as e:
                     topics_out.append(R.MetadataResponseTopic(

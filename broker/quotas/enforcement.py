@@ -111,7 +111,8 @@ class _Metered:
         self.request_time: QuotaMatch | None = None
         self.mutation: MutationQuota = UNBOUNDED
         if api in STRICT_FROM:
-            self.mutation = quotas.mutation_quota(user, client_id, api, version)
+            self.mutation = quotas.mutation_quota(user, client_id,
+                                                  strict=is_strict(api, version))
         if api == PRODUCE:
             self.produce = quotas.produce.match(user, client_id)
         elif api == FETCH:
@@ -223,24 +224,16 @@ class ClientQuotas:
         """A request under quotas (``any`` is true): what it is measured against."""
         return _Metered(self, conn, header, request, frame_size)
 
-    def mutation_quota(self, user: str, client_id: str, api_key: int,
-                       version: int) -> MutationQuota:
-        """The quota a topic admin request (``STRICT_FROM``'s APIs) charges:
-        strict or permissive by its version, unbounded without a quota."""
+    def mutation_quota(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+        """What one request's topic changes are charged to (unbounded without
+        a quota): strict or permissive by the request's version for the topic
+        admin APIs; permissive for Metadata's auto-creation, whose throttle
+        time is never applied (as in Kafka, the partitions just count against
+        the client's next admin request)."""
         match = self.mutations.match(user, client_id)
         if match is None:
             return UNBOUNDED
-        return MutationQuota(self.mutations, match, is_strict(api_key, version))
-
-    def auto_creation_quota(self, user: str, client_id: str) -> MutationQuota:
-        """What a topic created by Metadata's auto-creation is charged to:
-        permissive, and its throttle time never applied (the Metadata answer
-        is not throttled for it), as in Kafka; the partitions still count
-        against the client's next CreateTopics."""
-        match = self.mutations.match(user, client_id)
-        if match is None:
-            return UNBOUNDED
-        return MutationQuota(self.mutations, match, strict=False)
+        return MutationQuota(self.mutations, match, strict)
 
     def _register_metrics(self, metrics: BrokerMetrics) -> None:
         # Kafka's JMX beans kafka.server:type=Produce|Fetch|Request|ControllerMutation,

@@ -132,16 +132,16 @@ def test_strict_from_kafkas_versions():
     assert not is_strict(37, 2) and is_strict(37, 3)
 
 
-def test_client_quotas_pick_strict_or_permissive_by_version(tmp_path):
+def test_client_quotas_resolve_the_mutation_quota(tmp_path):
     """The same precedence as every client quota (here users/<u>/clients/<default>
     over clients/<c>), one budget per (user, client id) it names."""
     store = _store(tmp_path, {"users/alice/clients/<default>": {KEY: "5"},
                               "clients/tool": {KEY: "1"}})
     quotas = ClientQuotas(QuotaConfigs(store), QuotaWindow(2, 1000))
-    assert quotas.mutation_quota("bob", "other", 19, 6) is UNBOUNDED
-    strict = quotas.mutation_quota("alice", "tool", 19, 6)
+    assert quotas.mutation_quota("bob", "other", strict=True) is UNBOUNDED
+    strict = quotas.mutation_quota("alice", "tool", strict=True)
     assert strict.strict and strict.match == (5, "alice", "tool")
-    old = quotas.mutation_quota("bob", "tool", 19, 5)
+    old = quotas.mutation_quota("bob", "tool", strict=False)
     assert not old.strict and old.match == (1, "", "tool")
 
 
@@ -186,11 +186,11 @@ def test_auto_creation_charges_only_what_it_creates(topics):
     assert ledger.charged == [3]
 
 
-def test_auto_creation_is_never_refused(tmp_path):
+def test_permissive_charges_count_against_the_next_strict_request(tmp_path):
     store = _store(tmp_path, {"clients/app": {KEY: "1"}})
     quotas = ClientQuotas(QuotaConfigs(store), QuotaWindow(2, 1000))
-    assert quotas.auto_creation_quota("ANONYMOUS", "other") is UNBOUNDED
-    quota = quotas.auto_creation_quota("ANONYMOUS", "app")
+    assert quotas.mutation_quota("ANONYMOUS", "other", strict=False) is UNBOUNDED
+    quota = quotas.mutation_quota("ANONYMOUS", "app", strict=False)
     for _ in range(5):
         quota.charge(10)
     # the next strict request of the same client finds the bucket overdrawn
