@@ -64,7 +64,7 @@ class Dispatcher:
         started = metrics.request(header.api_key, name)
         try:
             response = await quota.timed(
-                handler(RequestContext(header, conn, services), request))
+                handler(RequestContext(header, conn, services, quota.mutation), request))
         finally:
             metrics.request_done(name, started)
         return await quota.respond(response)  # encoded, throttled per client quotas

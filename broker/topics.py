@@ -3,6 +3,12 @@
 Creating a topic writes it to the metadata store and then opens its logs;
 deleting does the reverse. Handlers on every processor thread call in here, so
 changes are serialized by one lock; reads go to the store's immutable snapshot.
+
+A change a client asked for may be charged to its controller mutation quota:
+``charge`` (when given) is called with the partitions the change creates,
+deletes or adds once the change has passed validation and just before it is
+written, and what it raises stops the change (Kafka records the mutations at
+that point too, so refused or invalid requests cost nothing).
 """
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import logging
 import threading
 import time
 import weakref
+from typing import Callable
 
 from config import ConfigError
 from config.topic_keys import drop_removed_keys
@@ -22,6 +29,8 @@ from .metadata import (INTERNAL_TOPICS, MetadataStore, MetadataUnavailableError,
                        TopicExistsError, TopicMeta, UnknownTopicError)
 
 log = logging.getLogger("broker.topics")
+
+Charge = Callable[[int], None]  # see the module docstring
 
 # Each partition is a directory with open files: a request for millions of them is
 # a mistake or an attack, answered with INVALID_PARTITIONS rather than obeyed.
@@ -216,7 +225,8 @@ class TopicService:
 
     def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                configs: dict | None = None, validate_only: bool = False,
-               assignment: dict[int, list[int]] | None = None) -> TopicMeta | None:
+               assignment: dict[int, list[int]] | None = None,
+               charge: Charge | None = None) -> TopicMeta | None:
         """``assignment`` (partition -> replica broker ids) replaces the
         partition count and replication factor when given."""
         configs = drop_removed_keys(configs or {})
@@ -232,6 +242,8 @@ class TopicService:
             self.validate_new(name, num_partitions, replication_factor, configs)
             if validate_only:
                 return None
+            if charge is not None:
+                charge(num_partitions)
             try:
                 with _metadata_write():
                     meta = self.store.create_topic(name, num_partitions, configs,
@@ -256,19 +268,19 @@ class TopicService:
                 return False
             time.sleep(0.01)
 
-    def get_or_create(self, name: str) -> TopicMeta | None:
+    def get_or_create(self, name: str, charge: Charge | None = None) -> TopicMeta | None:
         """Metadata's and Produce's auto-creation, when the broker allows it."""
         meta = self.store.topic(name)
         if meta is not None or not self.config.auto_create_topics_enable:
             return meta
         try:
-            return self.create(name)
+            return self.create(name, charge=charge)
         except TopicError as e:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return self.store.topic(name)
             raise
 
-    def delete(self, name: str) -> TopicMeta:
+    def delete(self, name: str, charge: Charge | None = None) -> TopicMeta:
         if not self.config.delete_topic_enable:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED,
                              "Topic deletion is disabled.")
@@ -277,6 +289,10 @@ class TopicService:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"Topic {name} is an internal topic and cannot be deleted.")
         with self._lock:
+            if charge is not None:
+                meta = self.store.topic(name)
+                if meta is not None:  # an unknown one is answered below, uncharged
+                    charge(meta.num_partitions)
             try:
                 with _metadata_write():
                     meta = self.store.delete_topic(name)
@@ -288,7 +304,8 @@ class TopicService:
             return meta
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False,
-                       assignment: list[list[int]] | None = None) -> None:
+                       assignment: list[list[int]] | None = None,
+                       charge: Charge | None = None) -> None:
         """``assignment`` gives the replicas of the new partitions only."""
         with self._lock:
             meta = self.store.topic(name)
@@ -323,6 +340,8 @@ class TopicService:
             if validate_only:
                 return
             old = meta.num_partitions
+            if charge is not None:
+                charge(count - old)
             with _metadata_write():
                 meta = self.store.set_partition_count(
                     name, count,

@@ -1,4 +1,8 @@
-"""CreateTopics, DeleteTopics and CreatePartitions: the topic lifecycle."""
+"""CreateTopics, DeleteTopics and CreatePartitions: the topic lifecycle.
+
+Each topic's change is charged to the client's controller mutation quota
+(``ctx.mutation_quota``, see broker/quotas/mutation.py); a topic the strict
+quota refuses is answered THROTTLING_QUOTA_EXCEEDED and the others go on."""
 from __future__ import annotations
 
 import time
@@ -8,6 +12,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
                                DeleteTopicsResponse)
 
+from ..quotas.mutation import ThrottlingQuotaExceeded
 from ..topics import TopicError
 from . import authz
 from .authz import Op
@@ -49,7 +54,8 @@ def _create_topics(ctx, req):
                                      "the same time.")
                 assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             meta = topics.create(t.name, t.num_partitions, t.replication_factor, configs,
-                                 validate_only=req.validate_only, assignment=assignment)
+                                 validate_only=req.validate_only, assignment=assignment,
+                                 charge=ctx.mutation_quota.charge)
             if assignment is not None:
                 count, factor = len(assignment), len(next(iter(assignment.values())))
             else:
@@ -70,6 +76,8 @@ def _create_topics(ctx, req):
                 result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except TopicError as e:
             result.error_code, result.error_message = e.code, e.message
+        except ThrottlingQuotaExceeded as e:
+            result.error_code, result.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, str(e)
         results.append(result)
     # As Kafka does, answer once the new topics have leaders (a client producing
     # right after CreateTopics should not meet LEADER_NOT_AVAILABLE), up to the
@@ -118,12 +126,16 @@ def _delete_topics(ctx, req):
                 error_message=_DENIED))
             continue
         try:
-            meta = topics.delete(name)
+            meta = topics.delete(name, charge=ctx.mutation_quota.charge)
             results.append(R.DeletableTopicResult(name=name, topic_id=meta.topic_id,
                                                   error_code=0, error_message=None))
         except TopicError as e:
             results.append(R.DeletableTopicResult(name=name, topic_id=topic_id,
                                                   error_code=e.code, error_message=e.message))
+        except ThrottlingQuotaExceeded as e:
+            results.append(R.DeletableTopicResult(
+                name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                error_message=str(e)))
     return R(throttle_time_ms=0, responses=results)
 
 
@@ -142,10 +154,14 @@ def _create_partitions(ctx, req):
             assignment = ([list(a.broker_ids) for a in t.assignments]
                           if t.assignments is not None else None)
             topics.add_partitions(t.name, t.count, validate_only=req.validate_only,
-                                  assignment=assignment)
+                                  assignment=assignment, charge=ctx.mutation_quota.charge)
             results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=0,
                                                          error_message=None))
         except TopicError as e:
             results.append(R.CreatePartitionsTopicResult(name=t.name, error_code=e.code,
                                                          error_message=e.message))
+        except ThrottlingQuotaExceeded as e:
+            results.append(R.CreatePartitionsTopicResult(
+                name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                error_message=str(e)))
     return R(throttle_time_ms=0, results=results)

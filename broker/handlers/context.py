@@ -5,6 +5,8 @@ import asyncio
 import dataclasses
 from typing import Any, Callable, TypeVar
 
+from ..quotas.mutation import UNBOUNDED, MutationQuota
+
 T = TypeVar("T")
 
 
@@ -13,6 +15,9 @@ class RequestContext:
     header: Any            # protocol.messages.RequestHeader
     conn: Any              # broker.network.ConnectionContext
     broker: Any            # broker.server.BrokerServices
+    # What CreateTopics, DeleteTopics and CreatePartitions charge their
+    # partition mutations to (the dispatcher sets it when a quota applies)
+    mutation_quota: MutationQuota = UNBOUNDED
 
     @property
     def version(self) -> int:

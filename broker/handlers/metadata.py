@@ -109,8 +109,11 @@ async def handle_metadata(ctx, req):
                 continue
             if meta is None and allow_create:
                 try:
-                    # off the processor loop: in a cluster, creating is ZooKeeper writes
-                    meta = await off_loop(broker.topics.get_or_create, name)
+                    # off the processor loop: in a cluster, creating is ZooKeeper writes;
+                    # charged to the client's mutation quota, never refused (Kafka)
+                    quota = broker.quotas.mutation_quota(
+                        ctx.conn.principal.name, ctx.header.client_id or "", strict=False)
+                    meta = await off_loop(broker.topics.get_or_create, name, quota.charge)
                 except TopicError as e:
                     topics_out.append(R.MetadataResponseTopic(
                         error_code=e.code, name=name, partitions=[],

@@ -9,6 +9,9 @@ follows Kafka (KIP-219): a response version whose client throttles itself goes
 out at once and the connection is not read for the throttle time; an older
 version's response is held back for the throttle time instead. A throttled
 Fetch goes out empty and its bytes are not counted, as in Kafka.
+CreateTopics, DeleteTopics and CreatePartitions carry their controller
+mutation quota (mutation.py) to the handler, which charges it topic by
+topic; the throttle time it ends with is one more reason to throttle.
 
 Exempt, as in Kafka: fetches from follower replicas (replication quotas are
 another matter), inter-broker requests and SASL authentication.
@@ -23,9 +26,10 @@ from protocol.messages import RequestHeader, encode_response
 
 from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext
-from .entities import (CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE,
-                       QuotaConfigs, QuotaMatch)
-from .manager import QuotaManager, QuotaWindow
+from .entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                       REQUEST_PERCENTAGE, QuotaConfigs, QuotaMatch)
+from .manager import MutationQuotaManager, QuotaManager, QuotaWindow
+from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
 from .timing import BusyTime
 
 PRODUCE, FETCH = 0, 1
@@ -90,7 +94,7 @@ def _size(parts: list) -> int:
 class _Metered:
     """One request under quotas: what it is measured against, and its answer."""
     __slots__ = ("quotas", "conn", "header", "request", "frame_size", "produce", "fetch",
-                 "request_time", "busy")
+                 "request_time", "busy", "mutation")
 
     def __init__(self, quotas: "ClientQuotas", conn: ConnectionContext,
                  header: RequestHeader, request: Any, frame_size: int) -> None:
@@ -105,6 +109,10 @@ class _Metered:
         self.produce: QuotaMatch | None = None
         self.fetch: QuotaMatch | None = None
         self.request_time: QuotaMatch | None = None
+        self.mutation: MutationQuota = UNBOUNDED
+        if api in STRICT_FROM:
+            self.mutation = quotas.mutation_quota(user, client_id,
+                                                  strict=is_strict(api, version))
         if api == PRODUCE:
             self.produce = quotas.produce.match(user, client_id)
         elif api == FETCH:
@@ -159,11 +167,15 @@ class _Metered:
                 quotas.fetch.unrecord(self.fetch, size, now)
                 response.responses = []
                 parts = None
-        throttle = max(bandwidth, request_throttle)
+        mutation_throttle = self.mutation.throttle_ms()
+        throttle = max(bandwidth, request_throttle, mutation_throttle)
         if throttle > 0:
-            if bandwidth > request_throttle:  # a tie counts as request time, as in Kafka
+            # a tie counts as request time, as in Kafka
+            if bandwidth > request_throttle:
                 manager, match = (quotas.produce, self.produce) if self.produce is not None \
                     else (quotas.fetch, self.fetch)
+            elif mutation_throttle > request_throttle:
+                manager, match = quotas.mutations, self.mutation.match
             else:
                 manager, match = quotas.request, self.request_time
             manager.throttled(match, throttle, now)
@@ -186,7 +198,7 @@ class _Metered:
 
 
 class ClientQuotas:
-    """The broker's client quotas: configs, the three managers, metrics."""
+    """The broker's client quotas: configs, the four managers, metrics."""
 
     def __init__(self, configs: QuotaConfigs, window: QuotaWindow,
                  metrics: BrokerMetrics | None = None) -> None:
@@ -197,6 +209,7 @@ class ClientQuotas:
         # Kafka bounds a request-time throttle to one quota window
         self.request = QuotaManager(REQUEST_PERCENTAGE, configs, window,
                                     max_throttle_ms=window.window_ms)
+        self.mutations = MutationQuotaManager(CONTROLLER_MUTATION_RATE, configs, window)
         if metrics is not None:
             self._register_metrics(metrics)
 
@@ -211,21 +224,33 @@ class ClientQuotas:
         """A request under quotas (``any`` is true): what it is measured against."""
         return _Metered(self, conn, header, request, frame_size)
 
+    def mutation_quota(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
+        """What one request's topic changes are charged to (unbounded without
+        a quota): strict or permissive by the request's version for the topic
+        admin APIs; permissive for Metadata's auto-creation, whose throttle
+        time is never applied (as in Kafka, the partitions just count against
+        the client's next admin request)."""
+        match = self.mutations.match(user, client_id)
+        if match is None:
+            return UNBOUNDED
+        return MutationQuota(self.mutations, match, strict)
+
     def _register_metrics(self, metrics: BrokerMetrics) -> None:
-        # Kafka's JMX beans kafka.server:type=Produce|Fetch|Request,user=,client-id=
-        # under the JMX exporter's names.
+        # Kafka's JMX beans kafka.server:type=Produce|Fetch|Request|ControllerMutation,
+        # user=,client-id= under the JMX exporter's names.
         def gauge(manager: QuotaManager, pick: int):
             def samples():
                 now = time.monotonic() * 1000.0
                 for user, client_id, rate, throttle in manager.snapshot(now):
                     yield {"user": user, "client_id": client_id}, (rate, throttle)[pick]
             return samples
-        for kind, manager, rate_name in (("produce", self.produce, "byte_rate"),
-                                         ("fetch", self.fetch, "byte_rate"),
-                                         ("request", self.request, "request_time")):
+        for kind, manager, rate_name, unit in (
+                ("produce", self.produce, "byte_rate", "bytes/s"),
+                ("fetch", self.fetch, "byte_rate", "bytes/s"),
+                ("request", self.request, "request_time", "percent of a thread"),
+                ("controllermutation", self.mutations, "mutation_rate", "partition mutations/s")):
             metrics.add_kafka_gauge(f"kafka_server_{kind}_{rate_name}",
-                                    f"{kind} quota usage per user/client-id "
-                                    f"({'percent of a thread' if kind == 'request' else 'bytes/s'})",
+                                    f"{kind} quota usage per user/client-id ({unit})",
                                     gauge(manager, 0))
             metrics.add_kafka_gauge(f"kafka_server_{kind}_throttle_time",
                                     f"average {kind} quota throttle time (ms) per user/client-id",

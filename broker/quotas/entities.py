@@ -1,8 +1,8 @@
 """Which quota applies to a (user, client id): Kafka's precedence over the
 entity configs under /config/users and /config/clients.
 
-Each quota type (producer_byte_rate, consumer_byte_rate, request_percentage)
-is resolved on its own: the most specific entity that sets *that* key wins,
+Each quota type (producer_byte_rate, consumer_byte_rate, request_percentage,
+controller_mutation_rate) is resolved on its own: the most specific entity that sets *that* key wins,
 in this order (names sanitized, ``<default>`` the default entity):
 
     users/<u>/clients/<c>, users/<u>/clients/<default>, users/<u>,
@@ -29,9 +29,10 @@ log = logging.getLogger("broker.quotas")
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # accepted and stored, not enforced
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # partition mutations/s (mutation.py)
 CONNECTION_CREATION_RATE = "connection_creation_rate"  # an ip's; stored, not enforced
-QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
+QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE,
+              CONTROLLER_MUTATION_RATE)
 DEFAULT = "<default>"
 # Remembered resolutions, forgotten all at once beyond that (as the ACL
 # authorizer's decisions): one per (quota type, user, client id) seen.

@@ -1,10 +1,13 @@
 """Per quota type, the measurements and throttle decisions (Kafka's
 ClientQuotaManager / ClientRequestQuotaManager).
 
-One manager per type: produce bytes, fetch bytes, request handler time. A
-request's value is recorded in the budget its quota match names (see
-entities.py); when that pushes the measured rate over the bound the answer is
-the throttle time. Throttle times given out are recorded too, for the
+One manager per type: produce bytes, fetch bytes, request handler time,
+controller mutations. A request's value is recorded in the budget its quota
+match names (see entities.py); when that pushes the measured rate over the
+bound the answer is the throttle time. Controller mutations are bounded by a
+token bucket instead (``MutationQuotaManager``, Kafka's
+ControllerMutationQuotaManager); their rate is still measured, for the
+metrics. Throttle times given out are recorded too, for the
 throttle-time metrics. Managers are shared by all network threads, so each
 holds a lock (Kafka's sensors are synchronized the same way).
 
@@ -19,7 +22,7 @@ import threading
 from typing import Iterator, NamedTuple
 
 from .entities import QuotaConfigs, QuotaMatch
-from .rate import WindowedRate, throttle_time_ms
+from .rate import TokenBucket, WindowedRate, throttle_time_ms, token_throttle_ms
 
 
 class QuotaWindow(NamedTuple):
@@ -27,18 +30,25 @@ class QuotaWindow(NamedTuple):
     window_ms: float  # quota.window.size.seconds, in ms
 
 
+class Taken(NamedTuple):
+    """What became of mutations offered to the quota."""
+    accepted: bool
+    throttle_ms: int
+
+
 INACTIVE_EXPIRY_MS = 3600 * 1000.0  # Kafka: InactiveSensorExpirationTimeSeconds
 SWEEP_INTERVAL_MS = 60 * 1000.0
 
 
 class _Budget:
-    __slots__ = ("usage", "throttles", "bound", "last_used_ms")
+    __slots__ = ("usage", "throttles", "bound", "last_used_ms", "credits")
 
     def __init__(self, window: QuotaWindow, now_ms: float) -> None:
         self.usage = WindowedRate(window.samples, window.window_ms)
         self.throttles = WindowedRate(window.samples, window.window_ms)
         self.bound = 0.0
         self.last_used_ms = now_ms
+        self.credits = TokenBucket()  # used by the mutation quota only
 
 
 class QuotaManager:
@@ -124,3 +134,46 @@ class QuotaManager:
                    if now_ms - b.last_used_ms >= INACTIVE_EXPIRY_MS]
         for tags in expired:
             del self._budgets[tags]
+
+
+class MutationQuotaManager(QuotaManager):
+    """The controller mutation quota (KIP-599): partition mutations per
+    second, bounded by a token bucket holding one quota window's worth
+    (rate.TokenBucket). Two ways to take mutations, as Kafka's
+    Strict/PermissiveControllerMutationQuota: ``take_strict`` refuses them
+    once the bucket is overdrawn, ``take_permissive`` takes them anyway and
+    says how long the client should then wait. Both answer whether the
+    mutations were taken and the throttle time in ms (0: within the quota)."""
+
+    def burst(self, match: QuotaMatch) -> float:
+        """The most credits a budget holds: the bound over the quota window."""
+        return match.bound * self.window.samples * self.window.window_ms / 1000.0
+
+    def take_strict(self, match: QuotaMatch, mutations: float, now_ms: float) -> Taken:
+        """Checked first, then taken: mutations are refused (nothing taken,
+        the time until the bucket is back at zero) only while the bucket is
+        already overdrawn, so mutations go through whenever there is credit
+        left, however many they are, and without a throttle time."""
+        with self._lock:
+            self._sweep(now_ms)
+            budget = self._budget(match, now_ms)
+            burst = self.burst(match)
+            left = budget.credits.measure(match.bound, burst, now_ms)
+            if left < 0:
+                return Taken(False, token_throttle_ms(left, match.bound, self.window.window_ms))
+            budget.credits.take(mutations, match.bound, burst, now_ms)
+            budget.usage.record(mutations, now_ms)
+            return Taken(True, 0)
+
+    def take_permissive(self, match: QuotaMatch, mutations: float, now_ms: float) -> Taken:
+        """Taken first, then checked: always taken; the throttle time is how
+        long until the bucket is no longer overdrawn."""
+        with self._lock:
+            self._sweep(now_ms)
+            budget = self._budget(match, now_ms)
+            burst = self.burst(match)
+            budget.credits.take(mutations, match.bound, burst, now_ms)
+            budget.usage.record(mutations, now_ms)
+            left = budget.credits.measure(match.bound, burst, now_ms)
+            return Taken(True, token_throttle_ms(left, match.bound, self.window.window_ms))
+

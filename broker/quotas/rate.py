@@ -102,3 +102,54 @@ def throttle_time_ms(rate: float, bound: float, window_ms: float) -> int:
     if bound <= 0:
         return int(round(window_ms))
     return int(round((rate - bound) / bound * window_ms))
+
+
+class TokenBucket:
+    """Credits refilled at the quota's rate, as Kafka's TokenBucket stat
+    measures the controller mutation quota (KIP-599): a sampled rate would
+    hold one big burst (a topic with many partitions) against the client
+    until its sample expired; the bucket lets it back in as soon as the
+    credits it overdrew have been refilled.
+
+    The bucket holds at most ``burst`` credits (the bound times the quota
+    window, ``samples * window``) and starts full. Taking may overdraw it;
+    the quota is exceeded while it is below zero. The bound and burst are
+    passed on each call, so a changed quota applies at once to the credits
+    already there."""
+
+    __slots__ = ("tokens", "last_ms")
+
+    def __init__(self) -> None:
+        self.tokens: float | None = None  # None: never used, so full
+        self.last_ms = 0.0
+
+    def measure(self, bound: float, burst: float, now_ms: float) -> float:
+        """The credits left at ``now_ms`` (negative: overdrawn)."""
+        self._refill(bound, burst, now_ms)
+        assert self.tokens is not None
+        return self.tokens
+
+    def take(self, value: float, bound: float, burst: float, now_ms: float) -> None:
+        self._refill(bound, burst, now_ms)
+        assert self.tokens is not None
+        self.tokens = min(burst, self.tokens - value)
+
+    def _refill(self, bound: float, burst: float, now_ms: float) -> None:
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            elapsed = max(0.0, now_ms - self.last_ms)
+            self.tokens = min(burst, self.tokens + bound * elapsed / 1000.0)
+        self.last_ms = max(self.last_ms, now_ms)
+
+
+def token_throttle_ms(tokens: float, bound: float, window_ms: float) -> int:
+    """How long until an overdrawn bucket is back at zero credits at
+    ``bound`` per second (Kafka's ControllerMutationQuotaManager.throttleTimeMs:
+    ``-tokens / bound`` seconds); 0 when not overdrawn. A zero bound never
+    refills: the client is told to wait a quota window and ask again."""
+    if tokens >= 0:
+        return 0
+    if bound <= 0:
+        return int(round(window_ms))
+    return int(round(-tokens / bound * 1000.0))

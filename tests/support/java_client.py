@@ -59,7 +59,7 @@ JVM_FLAGS = [
 ]
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
-            "Reassign", "Eos")
+            "Reassign", "Eos", "TopicMutations")
 
 
 class JavaToolsError(RuntimeError):
