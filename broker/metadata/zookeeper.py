@@ -114,6 +114,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._lock = threading.Lock()          # serializes our own writes
         self._snapshot_lock = threading.Lock()  # one replacement of _topics at a time
         self._brokers: list[BrokerEndpoint] = []
+        self._brokers_lock = threading.Lock()  # one read of the registrations at a time
+        self._brokers_rereading = False
         self._topics: dict[str, TopicMeta] = {}
         self._watched_topics: set[str] = set()
         # Leader, epoch and ISR per partition, from the state znodes the
@@ -288,6 +290,48 @@ class ZooKeeperMetadataStore(MetadataStore):
                 time.sleep(0.5)
 
     def _on_broker_ids(self, children: list[str]) -> bool:
+        if not self._read_brokers(children):
+            self._reread_brokers_later()
+        return not self._closed
+
+    def _read_brokers(self, children: list[str]) -> bool:
+        """Read the registrations of ``children`` into the broker list; False,
+        keeping the list we have, when ZooKeeper failed us in the middle."""
+        with self._brokers_lock:
+            return self._read_brokers_locked(children)
+
+    def _reread_brokers_later(self) -> None:
+        """Read the registrations again until a read succeeds. kazoo's children
+        watch does not call us again after a reconnection when the list of ids
+        is the one it last saw, so a read that failed (a session that expired
+        while a broker came back) would leave that broker out until the next
+        registration change: its partitions' followers would never find it."""
+        with self._brokers_lock:
+            if self._brokers_rereading:
+                return
+            self._brokers_rereading = True
+
+        def reread() -> None:
+            delay = 0.2
+            try:
+                while not self._closed:
+                    time.sleep(delay)
+                    try:
+                        children = self.zk.get_children(z.BROKER_IDS)
+                    except KazooException:
+                        delay = min(delay * 2, 5.0)
+                        continue
+                    if self._read_brokers(children):
+                        log.info("broker registrations read again: %s",
+                                 sorted(b.node_id for b in self._brokers))
+                        return
+                    delay = min(delay * 2, 5.0)
+            finally:
+                with self._brokers_lock:
+                    self._brokers_rereading = False
+        self.zk.handler.spawn(reread)
+
+    def _read_brokers_locked(self, children: list[str]) -> bool:
         brokers = []
         for child in sorted(children, key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0)):
             if not child.isdigit():
@@ -300,16 +344,17 @@ class ZooKeeperMetadataStore(MetadataStore):
                 log.warning("ignoring broker registration: %s", e)
                 continue
             except KazooException as e:
-                # The session went while reading (seen when ZooKeeper restarts): keep
-                # the list we have; the watch reads it again once reconnected.
+                # The session went while reading (seen when ZooKeeper restarts, or
+                # this broker was paused past its session): keep the list we have
+                # and read it again (_reread_brokers_later).
                 log.warning("reading the broker registrations failed (%s); keeping the last "
-                            "known list", type(e).__name__)
-                return not self._closed
+                            "known list and reading it again", type(e).__name__)
+                return False
             endpoint = _broker_endpoint(reg, self._endpoint)
             if endpoint is not None:
                 brokers.append(endpoint)
         self._brokers = brokers
-        return not self._closed
+        return True
 
     def _on_controller(self, data: bytes | None, _stat: object) -> bool:
         try:

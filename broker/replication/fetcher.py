@@ -119,6 +119,7 @@ class ReplicaFetcher:
         self._config = config
         self._security = security  # TLS and SASL login of the inter-broker listener
         self._endpoint = endpoint
+        self._unregistered_leaders: set[int] = set()  # warned about once each
         # told when a followed log's high watermark moved: consumers reading
         # this follower (KIP-392) long-poll on it
         self._notify = notify
@@ -268,7 +269,12 @@ class ReplicaFetcher:
     async def _connect(self, leader: int, cfg: FetcherConfig) -> KafkaConnection | None:
         ep = self._endpoint(leader)
         if ep is None:
+            if leader not in self._unregistered_leaders:
+                self._unregistered_leaders.add(leader)
+                log.warning("leader broker %d has no registration this broker knows of: "
+                            "waiting for it to fetch its partitions", leader)
             return None
+        self._unregistered_leaders.discard(leader)
         try:
             return await KafkaConnection.connect(
                 ep.host, ep.port, client_id=f"samsa-replica-fetcher-{cfg.broker_id}",

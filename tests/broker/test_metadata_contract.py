@@ -362,3 +362,31 @@ def test_user_configs_in_kafkas_znodes(zk_stores, kazoo):
     notices = sorted(kazoo.get_children("/samsa-test/config/changes"))
     assert _json(kazoo, f"/samsa-test/config/changes/{notices[-1]}") == {
         "version": 2, "entity_path": f"users/{name}"}
+
+
+def test_a_registration_that_could_not_be_read_is_read_again(zk_stores, kazoo, caplog):
+    """A broker registration whose read failed (in the field: this broker's
+    session expired while another broker came back; here: a ZooKeeper ACL that
+    refuses the read, lifted afterwards) is read again until it can be, although
+    the list of broker ids does not change meanwhile, so no watch fires again.
+    Without it, followers never found that broker and its partitions never got
+    their full ISR back (seen in a 100-round nemesis run)."""
+    from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
+    a = zk_stores.open(broker_id=1)
+    a.register()
+    b = zk_stores.open(broker_id=2, port=9093)
+    b.register()
+    wait_until(lambda: {x.node_id for x in a.brokers()} == {1, 2}, what="broker 2 seen")
+    path = "/samsa-test/brokers/ids/2"
+    registration = kazoo.get(path)[0]
+    b.close()
+    wait_until(lambda: {x.node_id for x in a.brokers()} == {1}, what="broker 2 gone")
+    kazoo.add_auth("digest", "nemesis:secret")
+    kazoo.create(path, registration, acl=[make_digest_acl("nemesis", "secret", all=True)])
+    wait_until(lambda: "reading the broker registrations failed (NoAuthError)" in caplog.text,
+               what="a's read of broker 2's registration refused")
+    assert {x.node_id for x in a.brokers()} == {1}
+    kazoo.set_acls(path, OPEN_ACL_UNSAFE)
+    wait_until(lambda: {x.node_id for x in a.brokers()} == {1, 2}, 15,
+               "broker 2's registration read again")
+    kazoo.delete(path)
