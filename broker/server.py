@@ -419,6 +419,12 @@ class Broker:
                                 "Average throttle (ms) of connections over their address's "
                                 "connection_creation_rate, closed unserved",
                                 per_listener(lambda r: r.ip_throttle_time))
+        # Kafka's AcceptorBlockedPercent meter: its count is the nanoseconds
+        # the listener's acceptor waited (samsa's acceptor waits only on rates)
+        metrics.add_kafka_gauge("kafka_network_acceptor_acceptorblockedpercent_count",
+                                "Nanoseconds the listener's acceptor waited on connection rates",
+                                lambda: [({"listener": n.listener_name}, n.accept_blocked_ns)
+                                         for n in self.networks])
 
     def _ensure_offsets_topic(self, topics: TopicService) -> None:
         """Create __consumer_offsets (compacted: only the last commit per key matters)

@@ -67,8 +67,8 @@ class NetworkServer:
 
     Metrics (read from any thread; processor-side ones are sums over threads):
     ``connections_accepted``, ``connections_rejected``, ``connections_throttled``,
-    ``connections_open``, ``connections_closed``, ``requests``, ``bytes_in``,
-    ``bytes_out``.
+    ``accept_blocked_ns``, ``connections_open``, ``connections_closed``,
+    ``requests``, ``bytes_in``, ``bytes_out``.
     """
 
     def __init__(self, host: str, port: int, num_threads: int, handler: Handler | None, *,
@@ -147,6 +147,7 @@ class NetworkServer:
         self.connections_accepted = 0
         self.connections_rejected = 0
         self.connections_throttled = 0  # closed unserved: over their address's rate
+        self.accept_blocked_ns = 0  # the acceptor's waits on connection rates, in total
 
     # ------------------------------------------------------------------ metrics
 
@@ -295,11 +296,14 @@ class NetworkServer:
                     # Over the broker's or this listener's connection rate:
                     # this socket and the ones queued behind it in the
                     # backlog wait (Kafka's acceptor waits the same way).
+                    started = time.monotonic_ns()
                     try:
                         await asyncio.sleep(delay_ms / 1000.0)
                     except asyncio.CancelledError:
                         sock.close()
                         raise
+                    finally:
+                        self.accept_blocked_ns += time.monotonic_ns() - started
             self._hand_off(sock, peer, local)
 
     def _hand_off(self, sock: socket.socket, peer: Any, local: tuple) -> None:
