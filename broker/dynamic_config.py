@@ -90,7 +90,8 @@ class DynamicBrokerConfig:
             except Exception as e:  # noqa: BLE001 - keep what is in effect
                 log.error("ignoring the stored dynamic broker configs: %s", e)
                 return
-            if effective == self.current:
+            # raw too: per-listener keys (listener.name.<l>.*) live only there
+            if effective == self.current and effective.raw == self.current.raw:
                 return
             self.current = effective
             log.info("dynamic broker configs changed through another broker: applied")

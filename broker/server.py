@@ -42,6 +42,8 @@ from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
 from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
+from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
 from storage import AppendOrigin
@@ -187,6 +189,10 @@ class Broker:
         self.inter_broker = InterBrokerSecurity(inter_broker_tls(cfg), self.sasl.inter_broker)
         self.services: BrokerServices | None = None
         self.networks: list[NetworkServer] = []  # one per listener, in listeners order
+        # Connection creation rates, broker-wide, per listener and per
+        # address, shared by the listeners (quota.window.* are static)
+        self.connection_rates = ConnectionRateQuotas(QuotaWindow(
+            cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0))
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
@@ -252,6 +258,7 @@ class Broker:
             cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
         acls = (AclService.from_config(cfg, open_acl_store(store))
                 if cfg.authorizer_class_name else None)
+        self._ip_connection_rates = IpConnectionRateConfigs(store, self.connection_rates)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               scram_credentials=ScramCredentialCache(store),
@@ -380,6 +387,44 @@ class Broker:
         for network in self.networks:
             network.max_connections = cfg.max_connections
             network.max_connections_per_ip = cfg.max_connections_per_ip
+        self._apply_connection_rates(cfg)
+
+    def _apply_connection_rates(self, cfg) -> None:
+        """max.connection.creation.rate, broker-wide and per listener."""
+        key = "max.connection.creation.rate"
+        self.connection_rates.set_rates(
+            cfg.max_connection_creation_rate,
+            {lst.name: cfg.listener_value(lst.name, key) for lst in cfg.listeners})
+
+    def _connection_rate_gauges(self, metrics: BrokerMetrics) -> None:
+        """Kafka's socket-server-metrics of KIP-612, under the JMX exporter's
+        names: accept rates and the average throttle times handed out."""
+        rates = self.connection_rates
+        prefix = "kafka_server_socket_server_metrics_"
+
+        def per_listener(pick: Callable[[ListenerRates], float]):
+            return lambda: [({"listener": r.listener}, pick(r))
+                            for r in rates.listener_rates(time.monotonic() * 1000.0)]
+        metrics.add_kafka_gauge(prefix + "broker_connection_accept_rate",
+                                "New connections per second the broker-wide rate bounds",
+                                lambda: [({}, rates.broker_accept_rate(time.monotonic() * 1000.0))])
+        metrics.add_kafka_gauge(prefix + "connection_accept_rate",
+                                "New connections per second per listener",
+                                per_listener(lambda r: r.accept_rate))
+        metrics.add_kafka_gauge(prefix + "connection_accept_throttle_time",
+                                "Average delay (ms) of accepts over the broker's or the "
+                                "listener's max.connection.creation.rate",
+                                per_listener(lambda r: r.throttle_time))
+        metrics.add_kafka_gauge(prefix + "ip_connection_accept_throttle_time",
+                                "Average throttle (ms) of connections over their address's "
+                                "connection_creation_rate, closed unserved",
+                                per_listener(lambda r: r.ip_throttle_time))
+        # Kafka's AcceptorBlockedPercent meter: its count is the nanoseconds
+        # the listener's acceptor waited (samsa's acceptor waits only on rates)
+        metrics.add_kafka_gauge("kafka_network_acceptor_acceptorblockedpercent_count",
+                                "Nanoseconds the listener's acceptor waited on connection rates",
+                                lambda: [({"listener": n.listener_name}, n.accept_blocked_ns)
+                                         for n in self.networks])
 
     def _ensure_offsets_topic(self, topics: TopicService) -> None:
         """Create __consumer_offsets (compacted: only the last commit per key matters)
@@ -564,6 +609,7 @@ class Broker:
             tls=self.listener_tls.get(lst.name),
             memory_pool=pool,
             connection_counts=counts,
+            connection_rates=self.connection_rates,
             # Kafka protects the inter-broker listener only when there are others
             inter_broker=lst.name == cfg.inter_broker_listener and len(cfg.listeners) > 1,
         ) for lst in cfg.listeners]
@@ -585,6 +631,7 @@ class Broker:
             network.max_connections = cfg.max_connections
             network.max_connections_per_ip = cfg.max_connections_per_ip
             network.set_handler(dispatcher)
+        self._apply_connection_rates(cfg)
         if self.controller is not None:
             # As Kafka does: register once the logs and groups are loaded, then
             # process requests (connections wait in the listen backlog meanwhile).
@@ -597,8 +644,10 @@ class Broker:
             await network.start()
         self._serving = True
         m = self.services.metrics
-        for attr in ("connections_open", "connections_accepted", "bytes_in", "bytes_out"):
+        for attr in ("connections_open", "connections_accepted", "connections_throttled",
+                     "bytes_in", "bytes_out"):
             m.add_source(attr, lambda a=attr: sum(getattr(n, a) for n in self.networks))
+        self._connection_rate_gauges(m)
         for attr in ("request_memory_used", "request_memory_waiting"):  # one shared pool
             m.add_source(attr, lambda a=attr: getattr(self.network, a))
         if getattr(cfg, "metrics_port", 0):

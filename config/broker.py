@@ -135,6 +135,11 @@ class BrokerConfig:
                                        "Most connections from one address.")
     max_connections_per_ip_overrides: str = _key(
         "max.connections.per.ip.overrides", T.STRING, "", None, "host:count,... exceptions.")
+    max_connection_creation_rate: int = _key(
+        "max.connection.creation.rate", T.INT, INT_MAX, at_least(0),
+        "New connections per second the broker accepts over its listeners (the "
+        "inter-broker one of several excepted); above it the acceptor waits. Per "
+        "listener as listener.name.<listener>.max.connection.creation.rate.")
     connections_max_idle_ms: int = _key("connections.max.idle.ms", T.LONG, 600000, None,
                                         "Idle connections are closed after this long.")
     # SASL (broker/security/sasl/settings.py reads these and the per-listener
@@ -672,7 +677,7 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
     for key, raw in props.items():
         ck = BROKER_KEYS.get(key)
         if ck is None and key.startswith(LISTENER_PREFIX):
-            ck = _listener_override_key(key)
+            ck = listener_override_key(key)
             if ck is not None:
                 # e.g. listener.name.ssl.ssl.client.auth: checked as its key, named as given
                 dataclasses.replace(ck, name=key).parse(raw)
@@ -767,9 +772,11 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
 LISTENER_PREFIX = "listener.name."
 
 
-def _listener_override_key(key: str) -> ConfigKey | None:
+def listener_override_key(key: str) -> ConfigKey | None:
     """The broker key a ``listener.name.<listener>.<key>`` override stands for
     (listener names have no dots), or None."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
     _, _, rest = key[len(LISTENER_PREFIX):].partition(".")
     return BROKER_KEYS.get(rest)
 
@@ -865,6 +872,6 @@ def _to_topic_value(tk, broker_value):
     return broker_value
 
 
-__all__ = ["BrokerConfig", "Listener", "LISTENER_PREFIX", "load_broker_config", "BROKER_KEYS", "BROKER_FIELDS",
+__all__ = ["BrokerConfig", "Listener", "LISTENER_PREFIX", "listener_override_key", "load_broker_config", "BROKER_KEYS", "BROKER_FIELDS",
            "env_key", "env_properties", "parse_override", "parse_topic_overrides",
            "SECURITY_PROTOCOLS"]

@@ -2,9 +2,12 @@
 
 The acceptor is one task on the loop that calls ``start()``; it accepts
 sockets, enforces ``max.connections`` / ``max.connections.per.ip`` (excess
-sockets are closed at once) and hands every accepted socket round-robin to
-one of ``num_threads`` processors (see processor.py) with
-``call_soon_threadsafe``. Everything after the hand-off happens on the
+sockets are closed at once) and the connection creation rates of
+broker/quotas/connection_rate.py (over the broker's or the listener's rate it
+waits before accepting more; a socket over its address's rate is held
+unserved and closed after the throttle time, as Kafka's acceptor does), and
+hands every accepted socket round-robin to one of ``num_threads`` processors
+(see processor.py) with ``call_soon_threadsafe``. Everything after the hand-off happens on the
 processor's loop (see connection.py for framing, ordering, sendfile and
 backpressure).
 """
@@ -15,17 +18,25 @@ import asyncio
 import logging
 import socket
 import threading
+import time
 from functools import partial
 from typing import Any, Awaitable, Callable
 
 from broker.network.log_limit import RateLimitedLog
 from broker.network.memory import RequestMemoryPool
 from broker.network.processor import Processor
+from broker.quotas.connection_rate import ConnectionRateQuotas
 from broker.security.tls_config import ListenerTls
 
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
 
 _log = logging.getLogger("broker.network")
+
+
+def _now_ms() -> float:
+    """The clock connection rates are measured on (monotonic, as the client
+    quotas')."""
+    return time.monotonic() * 1000.0
 
 
 def _set_done(fut: asyncio.Future) -> None:
@@ -55,8 +66,9 @@ class NetworkServer:
     carries the 4-byte size prefix) or None for no response.
 
     Metrics (read from any thread; processor-side ones are sums over threads):
-    ``connections_accepted``, ``connections_rejected``, ``connections_open``,
-    ``connections_closed``, ``requests``, ``bytes_in``, ``bytes_out``.
+    ``connections_accepted``, ``connections_rejected``, ``connections_throttled``,
+    ``accept_blocked_ns``, ``connections_open``, ``connections_closed``,
+    ``requests``, ``bytes_in``, ``bytes_out``.
     """
 
     def __init__(self, host: str, port: int, num_threads: int, handler: Handler | None, *,
@@ -76,6 +88,7 @@ class NetworkServer:
                  tls: ListenerTls | None = None,
                  memory_pool: RequestMemoryPool | None = None,
                  connection_counts: ConnectionCounts | None = None,
+                 connection_rates: ConnectionRateQuotas | None = None,
                  inter_broker: bool = False,
                  logger: logging.Logger | None = None) -> None:
         if num_threads < 1:
@@ -122,11 +135,19 @@ class NetworkServer:
         self._listener: socket.socket | None = None
         self._acceptor: asyncio.Task | None = None
         self._counts = connection_counts or ConnectionCounts()
+        # Shared by a broker's listeners, as the counts (None: no rate bounds)
+        self._rates = connection_rates
+        if connection_rates is not None:
+            connection_rates.add_listener(listener_name, protected=inter_broker)
+        # Sockets over their address's connection rate, until their close
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}
         self._open = 0  # this listener's share of the counts (under their lock)
         self._next_proc = 0
         self._next_id = 0
         self.connections_accepted = 0
         self.connections_rejected = 0
+        self.connections_throttled = 0  # closed unserved: over their address's rate
+        self.accept_blocked_ns = 0  # the acceptor's waits on connection rates, in total
 
     # ------------------------------------------------------------------ metrics
 
@@ -229,6 +250,10 @@ class NetworkServer:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        for sock, handle in self._throttled.items():
+            handle.cancel()
+            sock.close()
+        self._throttled.clear()
         for p in self.processors:
             if p.thread.is_alive():
                 fut = asyncio.run_coroutine_threadsafe(p.shutdown(), p.loop)
@@ -265,6 +290,20 @@ class NetworkServer:
                 self.rate_log.warning("accept", "accept failed: %s", e)
                 await asyncio.sleep(0.05)
                 continue
+            if self._rates is not None:
+                delay_ms = self._rates.accept_delay_ms(self.listener_name, _now_ms())
+                if delay_ms > 0:
+                    # Over the broker's or this listener's connection rate:
+                    # this socket and the ones queued behind it in the
+                    # backlog wait (Kafka's acceptor waits the same way).
+                    started = time.monotonic_ns()
+                    try:
+                        await asyncio.sleep(delay_ms / 1000.0)
+                    except asyncio.CancelledError:
+                        sock.close()
+                        raise
+                    finally:
+                        self.accept_blocked_ns += time.monotonic_ns() - started
             self._hand_off(sock, peer, local)
 
     def _hand_off(self, sock: socket.socket, peer: Any, local: tuple) -> None:
@@ -272,9 +311,13 @@ class NetworkServer:
             peer = (str(peer), 0)
         ip = peer[0]
         counts = self._counts
+        throttle_ms = 0
         with counts.lock:
             if counts.open >= self.max_connections and not self.inter_broker:
                 reason = "max.connections"
+            elif self._rates is not None and (throttle_ms := self._rates.ip_throttle_ms(
+                    self.listener_name, ip, _now_ms())) > 0:
+                reason = None  # neither served nor refused: see below
             elif counts.per_ip.get(ip, 0) >= self.max_connections_per_ip:
                 reason = "max.connections.per.ip"
             else:
@@ -282,6 +325,17 @@ class NetworkServer:
                 counts.open += 1
                 counts.per_ip[ip] = counts.per_ip.get(ip, 0) + 1
                 self._open += 1
+        if throttle_ms > 0:
+            # Not counted as open and never served: held for the throttle
+            # time (a client that reconnects at once is slowed down, not
+            # spun), then closed (Kafka's throttledSockets).
+            self.connections_throttled += 1
+            self.rate_log.info("throttle", "closing connection from %s in %d ms: "
+                               "over its connection_creation_rate", ip, throttle_ms)
+            handle = asyncio.get_running_loop().call_later(
+                throttle_ms / 1000.0, self._close_throttled, sock)
+            self._throttled[sock] = handle
+            return
         if reason is not None:
             self.connections_rejected += 1
             self.rate_log.info("reject", "rejecting connection from %s: %s reached", ip, reason)
@@ -293,6 +347,10 @@ class NetworkServer:
         proc = self.processors[self._next_proc]
         self._next_proc = (self._next_proc + 1) % len(self.processors)
         proc.loop.call_soon_threadsafe(proc.add_connection, sock, peer, connection_id)
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.pop(sock, None)
+        sock.close()
 
     def _release_slot(self, peer: tuple) -> None:
         """A connection counted by the acceptor is gone (any thread)."""

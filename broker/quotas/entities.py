@@ -30,7 +30,7 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # partition mutations/s (mutation.py)
-CONNECTION_CREATION_RATE = "connection_creation_rate"  # an ip's; stored, not enforced
+CONNECTION_CREATION_RATE = "connection_creation_rate"  # an ip's: see connection_rate.py
 QUOTA_KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE,
               CONTROLLER_MUTATION_RATE)
 DEFAULT = "<default>"
