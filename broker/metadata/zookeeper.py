@@ -115,7 +115,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._snapshot_lock = threading.Lock()  # one replacement of _topics at a time
         self._brokers: list[BrokerEndpoint] = []
         self._brokers_lock = threading.Lock()  # one read of the registrations at a time
-        self._brokers_rereading = False
+        self._rereads: set[str] = set()  # what _read_again_later is reading again
+        self._rereads_lock = threading.Lock()
         self._topics: dict[str, TopicMeta] = {}
         self._watched_topics: set[str] = set()
         # Leader, epoch and ISR per partition, from the state znodes the
@@ -291,7 +292,8 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _on_broker_ids(self, children: list[str]) -> bool:
         if not self._read_brokers(children):
-            self._reread_brokers_later()
+            self._read_again_later("the broker registrations", lambda: self._read_brokers(
+                self.zk.get_children(z.BROKER_IDS)))
         return not self._closed
 
     def _read_brokers(self, children: list[str]) -> bool:
@@ -300,36 +302,36 @@ class ZooKeeperMetadataStore(MetadataStore):
         with self._brokers_lock:
             return self._read_brokers_locked(children)
 
-    def _reread_brokers_later(self) -> None:
-        """Read the registrations again until a read succeeds. kazoo's children
-        watch does not call us again after a reconnection when the list of ids
-        is the one it last saw, so a read that failed (a session that expired
-        while a broker came back) would leave that broker out until the next
-        registration change: its partitions' followers would never find it."""
-        with self._brokers_lock:
-            if self._brokers_rereading:
+    def _read_again_later(self, what: str, read: Callable[[], bool]) -> None:
+        """Call ``read`` again, with a growing pause, until it returns True
+        without a ZooKeeper error; one retry per ``what`` at a time. kazoo's
+        watches do not call back after a reconnection when the znode (or list
+        of children) is the one they last saw, so a read that failed inside a
+        callback (a session that expired meanwhile, ZooKeeper restarting)
+        would otherwise leave its part of the snapshot stale until the next
+        change: a broker paused past its session never saw the broker that
+        came back meanwhile, and its followers never found that leader."""
+        with self._rereads_lock:
+            if what in self._rereads:
                 return
-            self._brokers_rereading = True
+            self._rereads.add(what)
 
-        def reread() -> None:
+        def again() -> None:
             delay = 0.2
             try:
                 while not self._closed:
                     time.sleep(delay)
                     try:
-                        children = self.zk.get_children(z.BROKER_IDS)
+                        if read():
+                            log.info("%s read again", what)
+                            return
                     except KazooException:
-                        delay = min(delay * 2, 5.0)
-                        continue
-                    if self._read_brokers(children):
-                        log.info("broker registrations read again: %s",
-                                 sorted(b.node_id for b in self._brokers))
-                        return
+                        pass
                     delay = min(delay * 2, 5.0)
             finally:
-                with self._brokers_lock:
-                    self._brokers_rereading = False
-        self.zk.handler.spawn(reread)
+                with self._rereads_lock:
+                    self._rereads.discard(what)
+        self.zk.handler.spawn(again)
 
     def _read_brokers_locked(self, children: list[str]) -> bool:
         brokers = []
@@ -346,7 +348,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             except KazooException as e:
                 # The session went while reading (seen when ZooKeeper restarts, or
                 # this broker was paused past its session): keep the list we have
-                # and read it again (_reread_brokers_later).
+                # and read it again (_read_again_later).
                 log.warning("reading the broker registrations failed (%s); keeping the last "
                             "known list and reading it again", type(e).__name__)
                 return False
@@ -381,17 +383,28 @@ class ZooKeeperMetadataStore(MetadataStore):
             if data is None:
                 self._drop(name)
                 return False  # deleted: a re-created topic gets a new watch
-            self._reload_topic(name)
+            self._reload_watched_topic(name)
             return not self._closed
 
         def on_config(_data: bytes | None, _stat: object) -> bool:
             if name in self._topics:
-                self._reload_topic(name)
+                self._reload_watched_topic(name)
             return not self._closed and name in self._watched_topics
 
         self.zk.DataWatch(z.topic_path(name), on_topic)
         self.zk.DataWatch(z.topic_config_path(name), on_config)
         self._watch_partition_states(name)
+
+    def _reload_watched_topic(self, name: str) -> None:
+        """``_reload_topic`` from a watch: a read ZooKeeper fails is tried again."""
+        def reload() -> bool:
+            self._reload_topic(name)
+            return True
+        try:
+            reload()
+        except KazooException as e:
+            log.warning("reading topic %s failed (%s); reading it again", name, type(e).__name__)
+            self._read_again_later(f"topic {name}", reload)
 
     def _watch_partition_states(self, topic: str) -> None:
         watched: set[int] = set()
@@ -514,24 +527,44 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._seen_config_changes = set(children)
         brokers_changed = False
         for child in new:
-            path = f"{z.CONFIG_CHANGES}/{child}"
             try:
-                entity = z.decode_config_change(path, self.zk.get(path)[0])
-            except (NoNodeError, z.ZNodeFormatError):
-                continue
-            if entity.startswith("brokers/"):
-                brokers_changed = True
-            elif entity.split("/", 1)[0] in ("users", "clients", "ips"):
-                self._entity_config_changed(entity)
-            elif entity.startswith("topics/") and entity[7:] in self._topics:
-                self._reload_topic(entity[7:])
+                brokers_changed |= self._apply_config_change(child)
+            except KazooException as e:
+                log.warning("reading config change %s failed (%s); reading it again", child,
+                            type(e).__name__)
+                self._read_again_later(f"config change {child}",
+                                       functools.partial(self._apply_config_change_again, child))
         if brokers_changed:
-            for listener in list(self._broker_config_listeners):
-                try:
-                    listener()
-                except Exception:  # noqa: BLE001 - one listener must not starve the others
-                    log.exception("broker config listener failed")
+            self._broker_configs_changed()
         return not self._closed
+
+    def _apply_config_change(self, child: str) -> bool:
+        """Act on one change notice; True when it was a broker config's (the
+        broker config listeners are told once per batch of notices)."""
+        path = f"{z.CONFIG_CHANGES}/{child}"
+        try:
+            entity = z.decode_config_change(path, self.zk.get(path)[0])
+        except (NoNodeError, z.ZNodeFormatError):
+            return False
+        if entity.startswith("brokers/"):
+            return True
+        if entity.split("/", 1)[0] in ("users", "clients", "ips"):
+            self._entity_config_changed(entity)
+        elif entity.startswith("topics/") and entity[7:] in self._topics:
+            self._reload_topic(entity[7:])
+        return False
+
+    def _apply_config_change_again(self, child: str) -> bool:
+        if self._apply_config_change(child):
+            self._broker_configs_changed()
+        return True
+
+    def _broker_configs_changed(self) -> None:
+        for listener in list(self._broker_config_listeners):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - one listener must not starve the others
+                log.exception("broker config listener failed")
 
     def on_topic_change(self, listener: Callable[[str], None]) -> None:
         """``listener(topic)`` after a topic's assignment or config changed, or

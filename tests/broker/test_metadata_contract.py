@@ -390,3 +390,23 @@ def test_a_registration_that_could_not_be_read_is_read_again(zk_stores, kazoo, c
     wait_until(lambda: {x.node_id for x in a.brokers()} == {1, 2}, 15,
                "broker 2's registration read again")
     kazoo.delete(path)
+
+
+def test_a_change_notice_that_could_not_be_read_is_read_again(zk_stores, kazoo, caplog):
+    """The same for a config change notice: one whose read failed is read again
+    and acted on, instead of being marked seen and lost (a quota or SCRAM
+    credential changed through another broker would never have applied here)."""
+    from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
+    a = zk_stores.open(broker_id=1)
+    heard = []
+    a.on_entity_config_change(heard.append)
+    kazoo.add_auth("digest", "nemesis:secret")
+    kazoo.ensure_path("/samsa-test/config/changes")
+    notice = kazoo.create("/samsa-test/config/changes/config_change_", json.dumps(
+        {"version": 2, "entity_path": "users/alice"}).encode(), sequence=True,
+        acl=[make_digest_acl("nemesis", "secret", all=True)])
+    wait_until(lambda: "(NoAuthError); reading it again" in caplog.text,
+               what="a's read of the notice refused")
+    assert heard == []
+    kazoo.set_acls(notice, OPEN_ACL_UNSAFE)
+    wait_until(lambda: "users/alice" in heard, 15, "the notice read again and acted on")
