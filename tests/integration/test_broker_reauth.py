@@ -38,7 +38,7 @@ from broker.client import SimpleClient
 from broker.security.sasl.client import SaslClientSettings
 from protocol.messages import AlterUserScramCredentialsRequest, MetadataRequest
 from tests.integration.conftest import require_zookeeper
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
 from tests.support.cluster import Cluster
 from tests.support.kafka_wire import free_port
 
@@ -194,23 +194,16 @@ METADATA = MetadataRequest(topics=None, allow_auto_topic_creation=False)
 @pytest.fixture(scope="module")
 def reauth_broker():
     """One broker whose SASL sessions last SINGLE_REAUTH_MS."""
-    work_dir = Path(tempfile.mkdtemp(prefix="samsa-client-reauth-"))
     port = free_port()
-    b = BrokerProcess(work_dir, port=port, overrides={
+    with broker_in_temp_dir("samsa-client-reauth-", port=port, overrides={
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
         "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "connections.max.reauth.ms": SINGLE_REAUTH_MS,
         "offsets.topic.num.partitions": "1",
-    })
-    try:
-        yield b.start()
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
+    }) as b:
+        yield b
 
 
 def _broker_log_since(broker, mark: int) -> str:

@@ -20,15 +20,12 @@ times.
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -37,7 +34,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
 
 from broker.client import SimpleClient
 from protocol.messages import AlterClientQuotasRequest, ApiVersionsRequest
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
 from tests.support.kafka_wire import api_versions_v0_request, free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -52,26 +49,15 @@ BLOCKED = "kafka_network_acceptor_acceptorblockedpercent_count"
 
 
 def _broker(window_seconds: int, port: int | None = None, **overrides: str):
-    work_dir = Path(tempfile.mkdtemp(prefix="samsa-connrate-"))
-    metrics_port = free_port()
-    b = BrokerProcess(work_dir, port=port, overrides={"quota.window.num": "2",
-                                           "quota.window.size.seconds": str(window_seconds),
-                                           "metrics.port": str(metrics_port),
-                                           "metrics.host": "127.0.0.1", **overrides})
-    b.metrics_port = metrics_port
-    return work_dir, b
+    return broker_in_temp_dir("samsa-connrate-", port=port, overrides={
+        "quota.window.num": "2", "quota.window.size.seconds": str(window_seconds),
+        **overrides}, metrics=True)
 
 
 @pytest.fixture
 def ip_broker():
-    work_dir, b = _broker(WINDOW_SECONDS)
-    try:
-        yield b.start()
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
+    with _broker(WINDOW_SECONDS) as b:
+        yield b
 
 
 def _served(sock: socket.socket, correlation_id: int) -> bool:
@@ -181,9 +167,7 @@ def test_the_default_ip_rate_and_a_specific_ip_raised_over_it(ip_broker):
 
 
 def test_the_broker_wide_rate_delays_a_burst_without_refusing_it():
-    work_dir, b = _broker(1)
-    try:
-        b.start()
+    with _broker(1) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
 
         def set_rate(value: str) -> None:
@@ -205,11 +189,6 @@ def test_the_broker_wide_rate_delays_a_burst_without_refusing_it():
         # ... because the acceptor held them back to the broker's rate
         assert _gauge(text, BLOCKED, '{listener="PLAINTEXT"}') > 0
         assert _gauge(text, "samsa_connections_throttled") == 0
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def test_the_inter_broker_listener_is_outside_the_broker_wide_rate():
@@ -217,22 +196,15 @@ def test_the_inter_broker_listener_is_outside_the_broker_wide_rate():
     other brokers connecting on the inter-broker listener (here with a rate
     of its own) are neither delayed nor use up the clients' budget."""
     client_port, internal_port = free_port(), free_port()
-    work_dir, b = _broker(1, client_port, **{
+    with _broker(1, client_port, **{
         "listeners": f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{internal_port}",
         "advertised.listeners": f"CLIENT://127.0.0.1:{client_port},"
                                 f"INTERNAL://127.0.0.1:{internal_port}",
         "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
         "max.connection.creation.rate": "3",
-        "listener.name.internal.max.connection.creation.rate": "1000"})
-    try:
-        b.start()
+        "listener.name.internal.max.connection.creation.rate": "1000"}) as b:
         assert _burst(internal_port) == (BURST, 0)
         assert _gauge(_metrics(b), BLOCKED, '{listener="INTERNAL"}') == 0
         assert _burst(client_port) == (BURST, 0)
         assert _gauge(_metrics(b), BLOCKED, '{listener="CLIENT"}') > 0
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)

@@ -14,13 +14,10 @@ refill during a request (milliseconds) cannot change which topic is refused.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -30,8 +27,7 @@ from protocol.errors import ErrorCode
 from protocol.messages import (AlterClientQuotasRequest, CreatePartitionsRequest,
                                CreateTopicsRequest, DeleteTopicsRequest,
                                DescribeClientQuotasRequest, MetadataRequest)
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_wire import free_port
+from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,20 +38,9 @@ THROTTLED = ErrorCode.THROTTLING_QUOTA_EXCEEDED
 
 @pytest.fixture(scope="module")
 def mbroker():
-    work_dir = Path(tempfile.mkdtemp(prefix="samsa-mutation-quota-"))
-    metrics_port = free_port()
-    b = BrokerProcess(work_dir, overrides={"quota.window.num": "2",
-                                           "quota.window.size.seconds": "1",
-                                           "metrics.port": str(metrics_port),
-                                           "metrics.host": "127.0.0.1"})
-    b.metrics_port = metrics_port
-    try:
-        yield b.start()
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
+    with broker_in_temp_dir("samsa-mutation-quota-", overrides={
+            "quota.window.num": "2", "quota.window.size.seconds": "1"}, metrics=True) as b:
+        yield b
 
 
 @pytest.fixture(autouse=True)

@@ -11,14 +11,11 @@ Rates are asserted with tolerant bounds (under 3x the quota), never equality.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import re
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -26,8 +23,7 @@ from confluent_kafka import Consumer, Producer
 from broker.client import SimpleClient
 from protocol.messages import (AlterClientQuotasRequest, MetadataRequest, ProduceRequest)
 from protocol.records import build_batch
-from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_wire import free_port
+from tests.support.broker_process import broker_in_temp_dir
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,20 +35,9 @@ VALUE = b"q" * 1000
 
 @pytest.fixture(scope="module")
 def qbroker():
-    work_dir = Path(tempfile.mkdtemp(prefix="samsa-quotas-"))
-    metrics_port = free_port()
-    b = BrokerProcess(work_dir, overrides={"quota.window.num": "2",
-                                           "quota.window.size.seconds": "1",
-                                           "metrics.port": str(metrics_port),
-                                           "metrics.host": "127.0.0.1"})
-    b.metrics_port = metrics_port
-    try:
-        yield b.start()
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
+    with broker_in_temp_dir("samsa-quotas-", overrides={
+            "quota.window.num": "2", "quota.window.size.seconds": "1"}, metrics=True) as b:
+        yield b
 
 
 @pytest.fixture(autouse=True)

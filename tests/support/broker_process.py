@@ -13,10 +13,13 @@ over the file. Readiness = the port answers a hand-built ApiVersions v0 request.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .kafka_wire import free_port
 from .process import ManagedProcess
@@ -58,3 +61,27 @@ class BrokerProcess(ManagedProcess):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         super().__init__("samsa broker", argv, "127.0.0.1", port, self.work_dir / "broker.log",
                          env=env, cwd=REPO_ROOT, startup_timeout=startup_timeout)
+
+
+@contextlib.contextmanager
+def broker_in_temp_dir(prefix: str, port: int | None = None,
+                       overrides: Mapping[str, object] | None = None,
+                       start: bool = True, metrics: bool = False) -> Iterator[BrokerProcess]:
+    """A broker in a fresh temporary directory (started unless ``start`` is
+    False), stopped and its directory removed afterwards, whatever happened.
+    ``metrics``: with a Prometheus page on 127.0.0.1 at ``b.metrics_port``."""
+    work_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    overrides = dict(overrides or {})
+    metrics_port = None
+    if metrics:
+        metrics_port = free_port()
+        overrides.update({"metrics.port": str(metrics_port), "metrics.host": "127.0.0.1"})
+    b = BrokerProcess(work_dir, port=port, overrides=overrides)
+    b.metrics_port = metrics_port
+    try:
+        yield b.start() if start else b
+    finally:
+        try:
+            b.stop()
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
