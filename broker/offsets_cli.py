@@ -1,6 +1,7 @@
 """`samsa get-offsets`: kafka-get-offsets over the wire.
 
     samsa get-offsets --bootstrap-server H:P --topic T [--partitions 0,1] [--time -1|-2|-3|MS]
+                      [--command-config FILE]
 
 Prints ``topic:partition:offset`` per partition, as Kafka's tool does: for
 ``--time -1`` (the default) the log end, ``-2`` the log start, ``-3`` the
@@ -12,54 +13,31 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.messages import ListOffsetsRequest, MetadataRequest
-
-from .client import SimpleClient, error_text, run_tool
+from .client import ClientConfigFlags, Cluster, run_cluster_tool
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+_CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))  # kafka-get-offsets' flag
 
 
-def _partitions_of(client: SimpleClient, topic: str) -> list[int] | None:
-    meta = client.call(3, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                          allow_auto_topic_creation=False))
-    t = meta.topics[0]
-    if t.error_code:
-        print(f"samsa get-offsets: topic {topic}: {error_text(t.error_code)}", file=sys.stderr)
-        return None
-    return sorted(p.partition_index for p in t.partitions)
-
-
-def _get_offsets(client: SimpleClient, args) -> int:
-    available = _partitions_of(client, args.topic)
-    if available is None:
-        return 1
+def _get_offsets(cluster: Cluster, args) -> int:
+    """Each partition's offset from its leader (in a cluster, as Kafka's tool
+    asks each leader)."""
+    available = sorted(cluster.leaders(args.topic))
     wanted = available if args.partitions is None else args.partitions
     missing = sorted(set(wanted) - set(available))
     if missing:
         print(f"samsa get-offsets: topic {args.topic} has no partition(s) "
               f"{','.join(map(str, missing))}", file=sys.stderr)
         return 1
-    L = ListOffsetsRequest
-    version = client.version_for(2)
-    if args.time == MAX_TIMESTAMP and version < 7:
+    if args.time == MAX_TIMESTAMP and cluster.bootstrap.version_for(2) < 7:
         print("samsa get-offsets: the broker does not support --time -3 (ListOffsets v7+)",
               file=sys.stderr)
         return 1
-    resp = client._call(2, version, L(replica_id=-1, isolation_level=0, topics=[
-        L.ListOffsetsTopic(name=args.topic, partitions=[
-            L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
-                                   timestamp=args.time, max_num_offsets=1)
-            for p in wanted])]))
-    rc = 0
-    for part in sorted(resp.topics[0].partitions, key=lambda p: p.partition_index):
-        if part.error_code:
-            print(f"samsa get-offsets: {args.topic}:{part.partition_index}: "
-                  f"{error_text(part.error_code)}", file=sys.stderr)
-            rc = 1
-            continue
-        offset = part.offset if part.offset != -1 or args.time < 0 else ""
-        print(f"{args.topic}:{part.partition_index}:{offset}")
-    return rc
+    offsets = cluster.list_offsets({(args.topic, p): args.time for p in wanted})
+    for p in wanted:
+        offset = offsets[(args.topic, p)]
+        print(f"{args.topic}:{p}:{offset if offset != -1 or args.time < 0 else ''}")
+    return 0
 
 
 def _partition_list(text: str) -> list[int]:
@@ -78,6 +56,8 @@ def main(argv) -> int:
                    help="comma-separated partitions (default: all)")
     p.add_argument("--time", type=int, default=LATEST,
                    help="-1 latest (default), -2 earliest, -3 max timestamp, or epoch ms")
+    _CLIENT_CONFIG.add_to(p, "admin client")
     args = p.parse_args(argv)
-    return run_tool("samsa get-offsets", args.bootstrap_server,
-                    lambda client: _get_offsets(client, args))
+    client = _CLIENT_CONFIG.load(p, args)
+    return run_cluster_tool("samsa get-offsets", args.bootstrap_server,
+                            lambda cluster: _get_offsets(cluster, args), client.sasl, client.tls)

@@ -203,6 +203,10 @@ def test_console_producer_and_consumer_over_ssl_and_sasl(secured, files):
                "--producer-property", f"sasl.jaas.config={_login('admin', 'admin-secret')}",
                "--producer-property", "acks=all", input="\n".join(second) + "\n"))
     wanted = sorted(first + second)
+    # kafka-get-offsets' --command-config: the log ends, over TLS
+    ends = _ok(_samsa("get-offsets", "--bootstrap-server", secured.address("SSL"),
+                      "--topic", topic, "--command-config", files.ssl))
+    assert sum(int(line.rsplit(":", 1)[1]) for line in ends.stdout.splitlines()) == len(wanted)
 
     # Over SSL, in a group: the coordinator too is reached over TLS.
     got = _ok(_samsa("console-consumer", "--bootstrap-server", secured.address("SSL", 1),
@@ -322,6 +326,7 @@ def _every_tool(cluster: _SecuredCluster, listener: str, config: Path) -> list[t
         ("leader-election", *boot, "--election-type", "preferred", "--all-topic-partitions",
          "--admin.config", config),
         ("acls", *boot, "--list", "--command-config", config),
+        ("get-offsets", *boot, "--topic", "t", "--command-config", config),
     ]
 
 
@@ -345,7 +350,8 @@ _FLAGS = [("console-producer", ("--topic", "t"), "--producer.config", "--produce
            "--admin.config", None),
           ("leader-election", ("--election-type", "preferred", "--all-topic-partitions"),
            "--command-config", None),
-          ("acls", ("--list",), "--command-config", None)]
+          ("acls", ("--list",), "--command-config", None),
+          ("get-offsets", ("--topic", "t"), "--command-config", None)]
 
 
 @pytest.mark.parametrize("tool,args,file_flag,property_flag", _FLAGS,
