@@ -49,7 +49,7 @@ class EmbeddedMetadataStore(MetadataStore):
         # Users', clients' and ips' configs by entity path, as in ZooKeeper.
         self._entity_configs: dict[str, dict[str, str]] = {
             k: dict(v) for k, v in state.get("entity_configs", {}).items()}
-        self._entity_config_listeners: list[Callable[[str], None]] = []
+        self._entity_config_listeners: list[Callable[[str, dict[str, str]], None]] = []
         # ACLs by their ZooKeeper path, each Kafka's ACL JSON (acl_store.py).
         self._acls: dict[str, str] = dict(state.get("acls", {}))
         self._next_producer_id = int(state.get("producer_id_block_end", 0))
@@ -175,13 +175,13 @@ class EmbeddedMetadataStore(MetadataStore):
             self._entity_configs = entities
             self._write()
         for listener in list(self._entity_config_listeners):
-            listener(entity_path)
+            listener(entity_path, dict(configs))
 
     def entity_config_paths(self, entity_type: str) -> list[str]:
         return sorted(p for p, c in self._entity_configs.items()
                       if p.split("/", 1)[0] == entity_type and c)
 
-    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
+    def on_entity_config_change(self, listener: Callable[[str, dict[str, str]], None]) -> None:
         self._entity_config_listeners.append(listener)
 
     def stored_acls(self) -> dict[str, str]:

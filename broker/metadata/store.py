@@ -221,9 +221,10 @@ class MetadataStore(abc.ABC):
         that has configs, user/client pairs under "users" included."""
 
     @abc.abstractmethod
-    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
-        """``listener(entity_path)`` after an entity's configs changed, here or
-        on another broker (ZooKeeper: on its event thread; keep it short)."""
+    def on_entity_config_change(self, listener: Callable[[str, dict[str, str]], None]) -> None:
+        """``listener(entity_path, configs)`` after an entity's configs changed,
+        here or on another broker, with the configs as they are now (read once
+        for every listener: ZooKeeper: on its event thread; keep it short)."""
 
     @abc.abstractmethod
     def allocate_producer_id(self) -> int:

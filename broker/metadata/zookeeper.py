@@ -114,7 +114,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._lock = threading.Lock()          # serializes our own writes
         self._snapshot_lock = threading.Lock()  # one replacement of _topics at a time
         self._brokers: list[BrokerEndpoint] = []
-        self._brokers_lock = threading.Lock()  # one read of the registrations at a time
+        self._topic_drops: dict[str, int] = {}  # times each name was dropped (_reload_topic)
+        self._brokers_lock = threading.Lock()  # guards the two counters below
+        self._broker_reads_begun = 0
+        self._broker_reads_installed = 0
         self._rereads: set[str] = set()  # what _read_again_later is reading again
         self._rereads_lock = threading.Lock()
         self._topics: dict[str, TopicMeta] = {}
@@ -127,7 +130,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._topic_listeners: list[Callable[[str], None]] = []
         self._broker_config_listeners: list[Callable[[], None]] = []
-        self._entity_config_listeners: list[Callable[[str], None]] = []
+        self._entity_config_listeners: list[Callable[[str, dict[str, str]], None]] = []
         self._seen_config_changes: set[str] = set()
         self._controller_id = -1
         self._producer_ids: tuple[int, int] = (0, -1)  # next, last of the claimed block
@@ -291,16 +294,20 @@ class ZooKeeperMetadataStore(MetadataStore):
                 time.sleep(0.5)
 
     def _on_broker_ids(self, children: list[str]) -> bool:
-        if not self._read_brokers(children):
-            self._read_again_later("the broker registrations", lambda: self._read_brokers(
-                self.zk.get_children(z.BROKER_IDS)))
+        if not self._read_brokers(self._broker_read_ticket(), children):
+            def again() -> bool:
+                ticket = self._broker_read_ticket()  # before the listing it reads
+                return self._read_brokers(ticket, self.zk.get_children(z.BROKER_IDS))
+            self._read_again_later("the broker registrations", again)
         return not self._closed
 
-    def _read_brokers(self, children: list[str]) -> bool:
-        """Read the registrations of ``children`` into the broker list; False,
-        keeping the list we have, when ZooKeeper failed us in the middle."""
+    def _broker_read_ticket(self) -> int:
+        """Reads of the registrations are numbered in the order they began;
+        only a read that began after the one installed last is installed, so
+        a slow retry cannot put back a list older than the watch's."""
         with self._brokers_lock:
-            return self._read_brokers_locked(children)
+            self._broker_reads_begun += 1
+            return self._broker_reads_begun
 
     def _read_again_later(self, what: str, read: Callable[[], bool]) -> None:
         """Call ``read`` again, with a growing pause, until it returns True
@@ -333,7 +340,10 @@ class ZooKeeperMetadataStore(MetadataStore):
                     self._rereads.discard(what)
         self.zk.handler.spawn(again)
 
-    def _read_brokers_locked(self, children: list[str]) -> bool:
+    def _read_brokers(self, ticket: int, children: list[str]) -> bool:
+        """Read the registrations of ``children`` (outside any lock: kazoo's
+        event thread must not wait on a slow retry) into the broker list;
+        False, keeping the list we have, when ZooKeeper failed us meanwhile."""
         brokers = []
         for child in sorted(children, key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0)):
             if not child.isdigit():
@@ -355,7 +365,10 @@ class ZooKeeperMetadataStore(MetadataStore):
             endpoint = _broker_endpoint(reg, self._endpoint)
             if endpoint is not None:
                 brokers.append(endpoint)
-        self._brokers = brokers
+        with self._brokers_lock:
+            if ticket > self._broker_reads_installed:
+                self._broker_reads_installed = ticket
+                self._brokers = brokers
         return True
 
     def _on_controller(self, data: bytes | None, _stat: object) -> bool:
@@ -396,15 +409,20 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._watch_partition_states(name)
 
     def _reload_watched_topic(self, name: str) -> None:
-        """``_reload_topic`` from a watch: a read ZooKeeper fails is tried again."""
-        def reload() -> bool:
-            self._reload_topic(name)
-            return True
+        """``_reload_topic`` from a watch: a read ZooKeeper fails is tried again
+        (unless the topic is deleted meanwhile: a read begun before the
+        deletion must not bring it back)."""
         try:
-            reload()
+            self._reload_topic(name)
         except KazooException as e:
             log.warning("reading topic %s failed (%s); reading it again", name, type(e).__name__)
-            self._read_again_later(f"topic {name}", reload)
+            drops = self._topic_drops.get(name, 0)
+
+            def again() -> bool:
+                if name in self._watched_topics:
+                    self._reload_topic(name, drops_seen=drops)
+                return True
+            self._read_again_later(f"topic {name}", again)
 
     def _watch_partition_states(self, topic: str) -> None:
         watched: set[int] = set()
@@ -580,6 +598,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _drop(self, name: str) -> None:
         with self._snapshot_lock:
+            self._topic_drops[name] = self._topic_drops.get(name, 0) + 1
             if name in self._topics:
                 self._topics = {n: m for n, m in self._topics.items() if n != name}
             if name in self._assignments:
@@ -589,7 +608,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._watched_topics.discard(name)
         self._topic_changed(name)
 
-    def _reload_topic(self, name: str) -> TopicMeta | None:
+    def _reload_topic(self, name: str, drops_seen: int | None = None) -> TopicMeta | None:
         """Read one topic's znodes into the snapshot (also used after our writes,
         so a caller reads its own write without waiting for the watch)."""
         try:
@@ -615,7 +634,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             try:
                 self.zk.set(z.topic_path(name), z.encode_topic(assignment), version=stat.version)
             except (BadVersionError, NoNodeError):
-                return self._reload_topic(name)
+                return self._reload_topic(name, drops_seen)
         try:
             configs = z.decode_config(z.topic_config_path(name),
                                       self.zk.get(z.topic_config_path(name))[0])
@@ -628,6 +647,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                          configs, name in INTERNAL_TOPICS)
         replicas = {p: tuple(r) for p, r in assignment.partitions.items()}
         with self._snapshot_lock:
+            if drops_seen is not None and self._topic_drops.get(name, 0) != drops_seen:
+                return None  # deleted since this read began (``drops_seen``: _drop's count)
             self._topics = {**self._topics, name: meta}
             self._assignments = {**self._assignments, name: replicas}
         self._topic_changed(name)
@@ -810,13 +831,18 @@ class ZooKeeperMetadataStore(MetadataStore):
                     log.warning("%s", e)
         return out
 
-    def on_entity_config_change(self, listener: Callable[[str], None]) -> None:
+    def on_entity_config_change(self, listener: Callable[[str, dict[str, str]], None]) -> None:
         self._entity_config_listeners.append(listener)
 
     def _entity_config_changed(self, entity_path: str) -> None:
+        """Tell the listeners, with the entity's configs read here once: a read
+        that fails raises, and the change notice is read again later
+        (_read_again_later), rather than each listener failing on its own and
+        keeping the old values for good."""
+        configs = self.entity_configs(entity_path)
         for listener in list(self._entity_config_listeners):
             try:
-                listener(entity_path)
+                listener(entity_path, configs)
             except Exception:  # noqa: BLE001 - one listener must not starve the others
                 log.exception("entity config listener failed")
 

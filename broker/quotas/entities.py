@@ -108,11 +108,13 @@ class QuotaConfigs:
     def has(self, key: str) -> bool:
         return any(key in q for q in self._quotas.values())
 
-    def reload(self, entity_path: str) -> None:
+    def reload(self, entity_path: str, configs: dict[str, str] | None = None) -> None:
+        """``entity_path``'s quotas from ``configs`` (a change notice's, read by
+        the store), or read here (start-up)."""
         if entity_path.startswith("ips/"):
             return
         try:
-            raw = self._store.entity_configs(entity_path)
+            raw = self._store.entity_configs(entity_path) if configs is None else configs
         except Exception:  # noqa: BLE001 - a store hiccup keeps the old values
             log.warning("could not read quotas of %s", entity_path, exc_info=True)
             return

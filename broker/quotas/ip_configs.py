@@ -28,14 +28,16 @@ class IpConnectionRateConfigs:
         for path in store.entity_config_paths("ips"):
             self.reload(path)
 
-    def reload(self, entity_path: str) -> None:
-        """``entity_path`` changed (any thread); other entity types are not ours."""
+    def reload(self, entity_path: str, configs: dict[str, str] | None = None) -> None:
+        """``entity_path`` changed (any thread), to ``configs`` when the store
+        read them (a change notice); other entity types are not ours."""
         if not entity_path.startswith(IPS):
             return
         name = entity_path[len(IPS):]
         ip = None if name == DEFAULT else desanitize_entity_name(name)
         try:
-            raw = self._store.entity_configs(entity_path).get(CONNECTION_CREATION_RATE)
+            raw = (self._store.entity_configs(entity_path) if configs is None
+                   else configs).get(CONNECTION_CREATION_RATE)
         except Exception:  # noqa: BLE001 - a store hiccup keeps the rate in effect
             log.warning("could not read the connection rate of %s", entity_path, exc_info=True)
             return

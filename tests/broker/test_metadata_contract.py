@@ -322,8 +322,8 @@ def test_a_broker_hears_of_config_changes_made_through_another(zk_stores):
 
 def test_user_and_client_configs_are_kept_and_listed(stores):
     store = stores.open(broker_id=5)
-    heard = []
-    store.on_entity_config_change(heard.append)
+    heard = {}
+    store.on_entity_config_change(heard.__setitem__)
     assert store.entity_configs("users/alice") == {}
     store.set_entity_configs("users/alice", {"producer_byte_rate": "1024"})
     store.set_entity_configs("users/alice/clients/app", {"consumer_byte_rate": "2048"})
@@ -331,6 +331,7 @@ def test_user_and_client_configs_are_kept_and_listed(stores):
     # This store's own writes are heard too (ZooKeeper: through the change notice).
     wait_until(lambda: set(heard) >= {"users/alice", "users/alice/clients/app",
                                       "clients/<default>"}, what="entity change notices")
+    assert heard["users/alice"] == {"producer_byte_rate": "1024"}  # the configs come along
     again = stores.reopen(store)
     assert again.entity_configs("users/alice") == {"producer_byte_rate": "1024"}
     assert again.entity_config_paths("users") == ["users/alice", "users/alice/clients/app"]
@@ -353,8 +354,8 @@ def test_user_configs_in_kafkas_znodes(zk_stores, kazoo):
     assert user_client_entity_path("<default>", None) == "users/%3Cdefault%3E/clients/<default>"
     assert desanitize_entity_name(sanitize_entity_name("<default>")) == "<default>"
     a, b = zk_stores.open(broker_id=1), zk_stores.open(broker_id=2, port=9093)
-    heard = []
-    b.on_entity_config_change(heard.append)
+    heard = {}
+    b.on_entity_config_change(heard.__setitem__)
     a.set_entity_configs(f"users/{name}", {"SCRAM-SHA-256": "salt=abc,iterations=4096"})
     assert _json(kazoo, f"/samsa-test/config/users/{name}") == {
         "version": 1, "config": {"SCRAM-SHA-256": "salt=abc,iterations=4096"}}
@@ -398,8 +399,8 @@ def test_a_change_notice_that_could_not_be_read_is_read_again(zk_stores, kazoo, 
     credential changed through another broker would never have applied here)."""
     from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
     a = zk_stores.open(broker_id=1)
-    heard = []
-    a.on_entity_config_change(heard.append)
+    heard = {}
+    a.on_entity_config_change(heard.__setitem__)
     kazoo.add_auth("digest", "nemesis:secret")
     kazoo.ensure_path("/samsa-test/config/changes")
     notice = kazoo.create("/samsa-test/config/changes/config_change_", json.dumps(
@@ -407,6 +408,30 @@ def test_a_change_notice_that_could_not_be_read_is_read_again(zk_stores, kazoo, 
         acl=[make_digest_acl("nemesis", "secret", all=True)])
     wait_until(lambda: "(NoAuthError); reading it again" in caplog.text,
                what="a's read of the notice refused")
-    assert heard == []
+    assert heard == {}
     kazoo.set_acls(notice, OPEN_ACL_UNSAFE)
     wait_until(lambda: "users/alice" in heard, 15, "the notice read again and acted on")
+
+
+
+def test_an_entity_config_that_could_not_be_read_is_read_again(zk_stores, kazoo, caplog):
+    """The notice reads, but the entity's config does not (yet): the listeners
+    are told once it does, with its configs, instead of each keeping its old
+    values for good."""
+    from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
+    a = zk_stores.open(broker_id=1)
+    heard = {}
+    a.on_entity_config_change(heard.__setitem__)
+    kazoo.add_auth("digest", "nemesis:secret")
+    entity = kazoo.create("/samsa-test/config/users/bob", json.dumps(
+        {"version": 1, "config": {"producer_byte_rate": "2048"}}).encode(), makepath=True,
+        acl=[make_digest_acl("nemesis", "secret", all=True)])
+    kazoo.ensure_path("/samsa-test/config/changes")
+    kazoo.create("/samsa-test/config/changes/config_change_", json.dumps(
+        {"version": 2, "entity_path": "users/bob"}).encode(), sequence=True)
+    wait_until(lambda: "(NoAuthError); reading it again" in caplog.text,
+               what="a's read of bob's config refused")
+    assert heard == {}
+    kazoo.set_acls(entity, OPEN_ACL_UNSAFE)
+    wait_until(lambda: heard.get("users/bob") == {"producer_byte_rate": "2048"}, 15,
+               "bob's config read again and told")

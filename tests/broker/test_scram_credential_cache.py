@@ -41,8 +41,10 @@ class CountingStore:
 
     def change(self, path: str, configs: dict[str, str]) -> None:
         self.configs[path] = configs
+        if self.down:
+            return  # a store that cannot read the entity tells its listeners once it can
         for listener in self.listeners:
-            listener(path)
+            listener(path, dict(configs))
 
 
 def test_scram_attempts_never_read_the_store():

@@ -28,13 +28,15 @@ class ScramCredentialCache:
         for path in store.entity_config_paths("users"):
             self.reload(path)
 
-    def reload(self, entity_path: str) -> None:
-        """Re-read one entity's credentials (a change notice names it)."""
+    def reload(self, entity_path: str, configs: dict[str, str] | None = None) -> None:
+        """One entity's credentials from ``configs`` (a change notice's, read
+        by the store), or read here (start-up)."""
         parts = entity_path.split("/")
         if len(parts) != 2 or parts[0] != "users":
             return  # clients, ips, user/client pairs: quotas only
         try:
-            configs = self._store.entity_configs(entity_path)
+            if configs is None:
+                configs = self._store.entity_configs(entity_path)
         except Exception:  # noqa: BLE001 - a store hiccup keeps the old credentials
             log.warning("could not read the SCRAM credentials of %s", entity_path,
                         exc_info=True)
