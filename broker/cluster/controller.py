@@ -55,6 +55,7 @@ ReassignResult = tuple[ErrorCode, str | None]
 
 
 REASSIGN_RECHECK_S = 1.0
+ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
 class NotControllerError(Exception):
@@ -181,6 +182,7 @@ class Controller:
                 log.warning("controller %d: ZooKeeper error handling %s: %s", self.broker_id,
                             kind, e)
                 self._resign(delete_znode=False)
+                self._elect_later()
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
                 log.exception("controller %d: handling %s failed", self.broker_id, kind)
             finally:
@@ -188,6 +190,17 @@ class Controller:
                     event[3].set()  # the caller waiting for it goes on either way
 
     # ---------------------------------------------------------------- election
+
+    def _elect_later(self) -> None:
+        """Stand again in a moment. After a ZooKeeper error the session may
+        live on (a connection lost and found again), and with it our
+        /controller znode: no watch fires, nobody else can win, and without
+        this the cluster had no acting controller until our session ended
+        (100-round nemesis: leaders of a paused broker never moved)."""
+        if not self._stopped:
+            timer = threading.Timer(ELECT_AGAIN_S, lambda: self._events.put(("elect",)))
+            timer.daemon = True
+            timer.start()
 
     def _try_elect(self) -> None:
         if self.active or self._stopped:
@@ -197,7 +210,15 @@ class Controller:
                                                              int(self._clock() * 1000)),
                            ephemeral=True)
         except NodeExistsError:
-            return  # someone else won; the watch tells us when it goes
+            try:
+                _, stat = self.zk.get(z.CONTROLLER)
+            except NoNodeError:
+                self._events.put(("elect",))  # gone meanwhile: stand again
+                return
+            if stat.ephemeralOwner != self.zk.client_id[0]:
+                return  # someone else won; the watch tells us when it goes
+            # Ours, from this very session: an earlier term of ours ended on a
+            # ZooKeeper error while the session lived on. Take office again.
         self.epoch, self._epoch_version = self._bump_epoch()
         self.active = True
         self._next_rebalance = time.monotonic() + self._rebalance().interval_s

@@ -335,3 +335,37 @@ def test_reassignment_validation(cluster, kazoo):
     wait_until(lambda: 2 not in controller._live, what="broker 2 gone for the controller")
     assert controller.reassign({("t", 0): [0, 1, 2]}, timeout=10)[("t", 0)][0] == 0
     assert controller.reassign({("t", 0): [3, 1, 2]}, timeout=10)[("t", 0)][0] == 0
+
+
+def test_a_controller_whose_session_outlived_a_zookeeper_error_takes_office_again(
+        cluster, kazoo):
+    """A ZooKeeper error (here: one connection loss, injected into the active
+    controller's next write) ends its term; its session, and so its
+    /controller znode, live on, so no other broker can win and no watch fires.
+    It stands again and takes office at a new epoch, instead of leaving the
+    cluster without an acting controller until its session ends."""
+    from kazoo.exceptions import ConnectionLoss
+    nodes = {i: cluster(i) for i in range(2)}
+    active = wait_until(lambda: [c] if (c := _controller(kazoo)) is not None
+                        and nodes[c].controller.active else None, what="a controller")[0]
+    _write_topic(kazoo, "t", {0: [0, 1]})
+    wait_until(lambda: _state(kazoo, "t", 0), what="online")
+    epoch = _epoch(kazoo)
+    controller = nodes[active].controller
+    real_transaction = controller.zk.transaction
+    failures = []
+
+    def lose_the_connection_once():
+        if not failures:
+            failures.append(1)
+            raise ConnectionLoss()
+        return real_transaction()
+    controller.zk.transaction = lose_the_connection_once
+    nodes[1 - active].stop()  # the controller must write: the partition's ISR shrinks
+    wait_until(lambda: failures, what="the injected connection loss")
+    wait_until(lambda: controller.active and _epoch(kazoo) > epoch, 15,
+               "the same broker in office again at a new epoch")
+    assert _controller(kazoo) == active
+    state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["isr"] == [active] and s,
+                       what="the decision it could not write, made again")
+    assert state["controller_epoch"] == _epoch(kazoo)
