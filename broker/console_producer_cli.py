@@ -4,8 +4,11 @@
         [--property parse.key=true --property key.separator=:] [--producer-property acks=all]
         [--producer.config client.properties]
 
-The producer's properties are Kafka's: ``--producer.config FILE`` and then
-each ``--producer-property KEY=VALUE`` over it. Of them it uses acks,
+The producer's properties are Kafka's: ``--producer.config FILE`` (or
+``--command-config``, its name since Kafka 4.2) and then each
+``--producer-property KEY=VALUE`` (``--command-property``) over it; Kafka
+refuses the two names of one flag together, and so does this tool. Of them it
+uses acks,
 compression.type and the security keys (security.protocol, sasl.*, ssl.*: to
 reach an SSL or SASL listener); others are ignored, as the Java client
 ignores keys it does not know.
@@ -238,7 +241,8 @@ def _produce(cluster: Cluster, args, fmt: LineFormat, acks: int, codec: int) -> 
 
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-_CLIENT_CONFIG = ClientConfigFlags(files=("--producer.config",), overrides=("--producer-property",))
+_CLIENT_CONFIG = ClientConfigFlags(files=("--producer.config", "--command-config"),
+                                   overrides=("--producer-property", "--command-property"))
 
 
 def main(argv) -> int:
