@@ -25,7 +25,8 @@ from typing import Iterable
 
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
-from .client import ClientConfigFlags, SimpleClient, error_text, run_tool
+from .client import SimpleClient, error_text, run_tool
+from .tool_config import ClientConfigFlags
 from .security.acl import (CLUSTER_NAME, WILDCARD_HOST, AccessControlEntry, AclBinding,
                            AclBindingFilter, AclOperation, AclPermissionType, PatternType,
                            ResourcePattern, ResourceType)

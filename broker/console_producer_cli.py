@@ -38,8 +38,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
 from protocol.records import build_batch, codec_for_name
 
-from .client import (RETRIABLE, ClientConfigFlags, ClientError, Cluster, error_text,
-                     key_value_properties, run_cluster_tool)
+from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from .tool_config import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-producer"
 _LAST_PRODUCE_BY_NAME = 12   # v13 names topics by id
