@@ -411,3 +411,10 @@ def test_kafka_refuses_both_names_of_one_flag_together(tmp_path):
     line = _usage_error(_samsa("acls", "--authorizer-properties", "zookeeper.connect=h:1",
                                "--list", "--command-config", props))
     assert "--command-config goes with --bootstrap-server" in line, line
+
+
+def test_a_malformed_authorizer_property_is_one_usage_error_naming_the_flag():
+    """kafka-acls parses --authorizer-properties as the tools parse
+    --command-property: a KEY without =VALUE is refused, not taken as empty."""
+    line = _usage_error(_samsa("acls", "--authorizer-properties", "zookeeper.connect", "--list"))
+    assert "--authorizer-properties expects key=value, got 'zookeeper.connect'" in line, line
