@@ -25,7 +25,8 @@ from typing import Iterable
 
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
-from .client import ClientConfigFlags, SimpleClient, error_text, run_tool
+from .client import SimpleClient, error_text, run_tool
+from .tool_config import ClientConfigFlags, key_value_properties
 from .security.acl import (CLUSTER_NAME, WILDCARD_HOST, AccessControlEntry, AclBinding,
                            AclBindingFilter, AclOperation, AclPermissionType, PatternType,
                            ResourcePattern, ResourceType)
@@ -344,7 +345,10 @@ def main(argv) -> int:
     if args.authorizer_properties and _CLIENT_CONFIG.given(args):
         p.error("--command-config goes with --bootstrap-server, not --authorizer-properties")
     if args.authorizer_properties:
-        props = dict(kv.partition("=")[::2] for kv in args.authorizer_properties)
+        try:
+            props = key_value_properties(args.authorizer_properties)
+        except ValueError as e:  # KEY alone: Kafka refuses it too (acceptMissingValue=false)
+            p.error(f"--authorizer-properties {e}")
         connect = props.get("zookeeper.connect")
         if not connect:
             print(f"{PROG}: --authorizer-properties needs zookeeper.connect=HOST:PORT",

@@ -7,16 +7,17 @@ broker advertises in ApiVersions, capped at what protocol/ can encode.
 ``Cluster`` adds what a tool needs once a cluster has more than one broker:
 connections to each partition leader and group coordinator, opened at the
 address Metadata (or FindCoordinator) advertises for it.
+
+How a tool gets the SASL login and TLS context it hands ``run_tool`` from its
+flags (``--command-config`` and the like) is ``broker.tool_config``'s.
 """
 from __future__ import annotations
 
-import argparse
 import socket
 import ssl
 import sys
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import Callable
 
 from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
@@ -24,7 +25,7 @@ from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListO
                                MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
 
 from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
-                                   authenticate, sasl_client_settings)
+                                   authenticate)
 
 
 class ClientError(Exception):
@@ -366,123 +367,6 @@ def error_text(code: int, message: str | None = None) -> str:
     """Kafka's name for an error code, with the broker's message if any."""
     name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
     return f"{name}: {message}" if message else name
-
-
-def key_value_properties(items: Iterable[str] | None) -> dict[str, str]:
-    """``KEY=VALUE`` arguments (``--property``, ``--producer-property`` ...) as a
-    dict, the later of a repeated key winning; ValueError for one without '='."""
-    out: dict[str, str] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"expects key=value, got {item!r}")
-        out[key.strip()] = value
-    return out
-
-
-class ClientConfig(NamedTuple):
-    """A tool's Kafka client properties and the security they ask for."""
-
-    properties: dict[str, str]
-    sasl: SaslClientSettings | None
-    tls: ssl.SSLContext | None
-
-
-def client_security(props: Mapping[str, str], source: str
-                    ) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
-    """The SASL login and TLS context that Kafka client properties ask for
-    (security.protocol, sasl.*, ssl.*); ValueError naming what is wrong.
-    ``source`` names where the properties came from, for messages."""
-    from broker.security.tls_config import client_tls
-    return sasl_client_settings(props), client_tls(props, source)
-
-
-@dataclass(frozen=True)
-class ClientConfigFlags:
-    """The flags with which one of Kafka's tools takes client properties: a
-    properties file (``--producer.config``, ``--command-config`` ...) and
-    optionally repeatable ``KEY=VALUE`` overrides of it (``--producer-property``).
-    Where Kafka has two names for one (KIP-1147 renamed them ``--command-config``
-    and ``--command-property`` in 4.2, keeping the old ones), both are taken
-    and refused together, as Kafka refuses them. Keys a tool does not use are
-    ignored, as Kafka's tools hand every key to the client."""
-
-    files: tuple[str, ...]
-    overrides: tuple[str, ...] = ()
-
-    @staticmethod
-    def _dest(flag: str) -> str:
-        return "client_config_" + flag.lstrip("-").replace("-", "_").replace(".", "_")
-
-    def add_to(self, parser: argparse.ArgumentParser, client: str, uses: str = "") -> None:
-        """Add the flags to ``parser``; ``client`` says whose properties they
-        are in the help ("producer", "admin client"), ``uses`` which keys
-        other than the security ones the tool reads."""
-        keys = (f"{uses}, " if uses else "") + (
-            "security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), sasl.mechanism "
-            "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), sasl.jaas.config, ssl.truststore.* and "
-            "ssl.keystore.* (PEM); other keys are ignored")
-        later = f"; {self.overrides[0]} takes precedence" if self.overrides else ""
-        helps = [f"{client} config properties file: {keys}{later}"]
-        if self.overrides:
-            helps.append(f"a {client} config property (repeatable), as in {self.files[0]}")
-        for flags, metavar, action, text in ((self.files, "FILE", "store", helps[0]),
-                                             (self.overrides, "KEY=VALUE", "append", helps[-1])):
-            if not flags:
-                continue  # (argparse cannot print an empty group in the usage)
-            group = parser.add_mutually_exclusive_group()
-            for i, flag in enumerate(flags):
-                group.add_argument(flag, metavar=metavar, action=action, dest=self._dest(flag),
-                                   help=text if i == 0 else
-                                   f"the same as {flags[0]} (its name since Kafka 4.2)")
-
-    def _given(self, flags: tuple[str, ...], args: argparse.Namespace) -> str | None:
-        return next((f for f in flags if getattr(args, self._dest(f), None) is not None), None)
-
-    def given(self, args: argparse.Namespace) -> bool:
-        """Whether any of the flags was given."""
-        return self._given(self.files + self.overrides, args) is not None
-
-    def load(self, parser: argparse.ArgumentParser, args: argparse.Namespace) -> ClientConfig:
-        """The file, then the overrides over it, and the security they ask
-        for; anything that cannot be used ends the tool with one usage error
-        line naming the flag (argparse's exit 2)."""
-        file_flag = self._given(self.files, args)
-        override_flag = self._given(self.overrides, args)
-        props: dict[str, str] = {}
-        source = []
-        if file_flag is not None:
-            path = getattr(args, self._dest(file_flag))
-            source.append(f"{file_flag} {path}")
-            from config.properties import load_properties
-            try:
-                props.update(load_properties(path))
-            except OSError as e:
-                parser.error(f"{source[0]}: {e.strerror or e}")
-            except ValueError as e:
-                parser.error(f"{source[0]}: {e}")
-        if override_flag is not None:
-            source.append(override_flag)
-            try:
-                props.update(key_value_properties(getattr(args, self._dest(override_flag))))
-            except ValueError as e:
-                parser.error(f"{override_flag} {e}")
-        where = " with ".join(source) or self.files[0]
-        try:
-            sasl, tls = client_security(props, where)
-        except (OSError, ValueError) as e:
-            parser.error(f"{where}: {e}")
-        return ClientConfig(props, sasl, tls)
-
-
-def command_config_security(path: str | None
-                            ) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
-    """The SASL login and the TLS context of a tool's ``--command-config``
-    file; neither without a file. OSError/ValueError name what is wrong."""
-    if not path:
-        return None, None
-    from config.properties import load_properties
-    return client_security(load_properties(path), f"--command-config {path}")
 
 
 def run_tool(prog: str, bootstrap: str, action: Callable[[SimpleClient], int],

@@ -17,7 +17,8 @@ import sys
 from config.describe import ConfigSource
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from .client import SimpleClient, command_config_security, error_text, run_tool
+from .client import SimpleClient, error_text, run_tool
+from .tool_config import command_config_security
 from .quotas_cli import is_quota_command, main as quotas_main
 
 TOPIC, BROKER = 2, 4

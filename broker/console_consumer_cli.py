@@ -39,8 +39,8 @@ from protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequ
 from protocol.records import decode_batch, iter_batch_headers
 from protocol.records.batch import NO_TIMESTAMP
 
-from .client import (RETRIABLE, ClientConfigFlags, ClientError, Cluster, error_text,
-                     key_value_properties, run_cluster_tool)
+from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from .tool_config import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-consumer"
 LATEST, EARLIEST = -1, -2

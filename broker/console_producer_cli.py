@@ -4,8 +4,11 @@
         [--property parse.key=true --property key.separator=:] [--producer-property acks=all]
         [--producer.config client.properties]
 
-The producer's properties are Kafka's: ``--producer.config FILE`` and then
-each ``--producer-property KEY=VALUE`` over it. Of them it uses acks,
+The producer's properties are Kafka's: ``--producer.config FILE`` (or
+``--command-config``, its name since Kafka 4.2) and then each
+``--producer-property KEY=VALUE`` (``--command-property``) over it; Kafka
+refuses the two names of one flag together, and so does this tool. Of them it
+uses acks,
 compression.type and the security keys (security.protocol, sasl.*, ssl.*: to
 reach an SSL or SASL listener); others are ignored, as the Java client
 ignores keys it does not know.
@@ -35,8 +38,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
 from protocol.records import build_batch, codec_for_name
 
-from .client import (RETRIABLE, ClientConfigFlags, ClientError, Cluster, error_text,
-                     key_value_properties, run_cluster_tool)
+from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from .tool_config import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-producer"
 _LAST_PRODUCE_BY_NAME = 12   # v13 names topics by id
@@ -238,7 +241,8 @@ def _produce(cluster: Cluster, args, fmt: LineFormat, acks: int, codec: int) -> 
 
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
-_CLIENT_CONFIG = ClientConfigFlags(files=("--producer.config",), overrides=("--producer-property",))
+_CLIENT_CONFIG = ClientConfigFlags(files=("--producer.config", "--command-config"),
+                                   overrides=("--producer-property", "--command-property"))
 
 
 def main(argv) -> int:

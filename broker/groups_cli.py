@@ -20,8 +20,8 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
                                OffsetCommitRequest, OffsetFetchRequest)
 
-from .client import (ClientError, Cluster, SimpleClient, command_config_security, error_text,
-                     run_cluster_tool)
+from .client import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
+from .tool_config import command_config_security
 from .groups.consumer_protocol import assignment_partitions
 
 PROG = "samsa consumer-groups"

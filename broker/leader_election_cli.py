@@ -18,7 +18,8 @@ import sys
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersRequest
 
-from .client import ClientConfigFlags, ClientError, Cluster, error_text, run_cluster_tool
+from .client import ClientError, Cluster, error_text, run_cluster_tool
+from .tool_config import ClientConfigFlags
 
 PROG = "samsa leader-election"
 ELECT_LEADERS = 43

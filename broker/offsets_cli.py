@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .client import ClientConfigFlags, Cluster, run_cluster_tool
+from .client import Cluster, run_cluster_tool
+from .tool_config import ClientConfigFlags
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 _CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))  # kafka-get-offsets' flag

@@ -20,7 +20,8 @@ import sys
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from . import scram_configs_cli
-from .client import SimpleClient, command_config_security, error_text, run_tool
+from .client import SimpleClient, error_text, run_tool
+from .tool_config import command_config_security
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2

@@ -23,7 +23,8 @@ import sys
 from protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
 
-from .client import ClientConfigFlags, ClientError, Cluster, error_text, run_cluster_tool
+from .client import ClientError, Cluster, error_text, run_cluster_tool
+from .tool_config import ClientConfigFlags
 from .cluster.assignment import AssignmentError, assign_replicas
 
 PROG = "samsa reassign-partitions"

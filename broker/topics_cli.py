@@ -7,7 +7,8 @@ import sys
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
 
-from .client import command_config_security, error_text as _error, run_tool
+from .client import error_text as _error, run_tool
+from .tool_config import command_config_security
 from .metadata import kafka_id
 
 _DEFAULT_CONFIG = 5  # DescribeConfigs' config source of a key nobody set

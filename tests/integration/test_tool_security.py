@@ -1,8 +1,9 @@
 """samsa's command-line tools over secured listeners, with Kafka's flags for
 client properties: the console producer (--producer.config,
---producer-property), the console consumer (--consumer.config,
---consumer-property, and --command-config/--command-property, their Kafka 4.2
-names), kafka-reassign-partitions' and kafka-acls' --command-config, and
+--producer-property) and the console consumer (--consumer.config,
+--consumer-property), each also with --command-config/--command-property,
+their Kafka 4.2 names (KIP-1147), kafka-reassign-partitions' and kafka-acls'
+--command-config, and
 kafka-leader-election's --admin.config (and --command-config).
 
 One 2-broker ZooKeeper cluster serves the module (reassignments and leader
@@ -202,7 +203,13 @@ def test_console_producer_and_consumer_over_ssl_and_sasl(secured, files):
                "--topic", topic, "--producer.config", files.wrong_password,
                "--producer-property", f"sasl.jaas.config={_login('admin', 'admin-secret')}",
                "--producer-property", "acks=all", input="\n".join(second) + "\n"))
-    wanted = sorted(first + second)
+    # Kafka 4.2's names for the same flags.
+    third = [f"command-config-{i}" for i in range(50)]
+    _ok(_samsa("console-producer", "--bootstrap-server", secured.address("SASL_SSL"),
+               "--topic", topic, "--command-config", files.wrong_password,
+               "--command-property", f"sasl.jaas.config={_login('admin', 'admin-secret')}",
+               input="\n".join(third) + "\n"))
+    wanted = sorted(first + second + third)
     # kafka-get-offsets' --command-config: the log ends, over TLS
     ends = _ok(_samsa("get-offsets", "--bootstrap-server", secured.address("SSL"),
                       "--topic", topic, "--command-config", files.ssl))
@@ -343,6 +350,7 @@ def test_an_untrusted_broker_certificate_is_one_line_in_every_tool(secured, file
 
 
 _FLAGS = [("console-producer", ("--topic", "t"), "--producer.config", "--producer-property"),
+          ("console-producer", ("--topic", "t"), "--command-config", "--command-property"),
           ("console-consumer", ("--topic", "t"), "--consumer.config", "--consumer-property"),
           ("console-consumer", ("--topic", "t"), "--command-config", "--command-property"),
           ("reassign-partitions", ("--list",), "--command-config", None),
@@ -388,6 +396,14 @@ def test_kafka_refuses_both_names_of_one_flag_together(tmp_path):
                                "--topic", "t", "--consumer.config", props,
                                "--command-config", props))
     assert "--command-config: not allowed with argument --consumer.config" in line, line
+    line = _usage_error(_samsa("console-producer", "--bootstrap-server", "127.0.0.1:1",
+                               "--topic", "t", "--producer.config", props,
+                               "--command-config", props))
+    assert "--command-config: not allowed with argument --producer.config" in line, line
+    line = _usage_error(_samsa("console-producer", "--bootstrap-server", "127.0.0.1:1",
+                               "--topic", "t", "--producer-property", "acks=1",
+                               "--command-property", "acks=1"))
+    assert "--command-property: not allowed with argument --producer-property" in line, line
     line = _usage_error(_samsa("leader-election", "--bootstrap-server", "127.0.0.1:1",
                                "--election-type", "preferred", "--all-topic-partitions",
                                "--admin.config", props, "--command-config", props))
@@ -395,3 +411,10 @@ def test_kafka_refuses_both_names_of_one_flag_together(tmp_path):
     line = _usage_error(_samsa("acls", "--authorizer-properties", "zookeeper.connect=h:1",
                                "--list", "--command-config", props))
     assert "--command-config goes with --bootstrap-server" in line, line
+
+
+def test_a_malformed_authorizer_property_is_one_usage_error_naming_the_flag():
+    """kafka-acls parses --authorizer-properties as the tools parse
+    --command-property: a KEY without =VALUE is refused, not taken as empty."""
+    line = _usage_error(_samsa("acls", "--authorizer-properties", "zookeeper.connect", "--list"))
+    assert "--authorizer-properties expects key=value, got 'zookeeper.connect'" in line, line
