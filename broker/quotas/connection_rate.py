@@ -68,7 +68,10 @@ class _Sensor:
         """Count one connection; how long to hold it back to get back within
         the bound (0 within it), never more than ``max_throttle_ms``."""
         self.rate.record(1.0, now_ms)
-        self.last_used_ms = max(self.last_used_ms, now_ms)
+        if now_ms > self.last_used_ms:
+            self.last_used_ms = now_ms
+        if self.bound == UNBOUNDED:  # measured for the metrics, never over it
+            return 0
         throttle = throttle_time_ms(self.rate.rate(now_ms), self.bound,
                                     self.rate.window_size(now_ms))
         return int(min(throttle, max_throttle_ms))
@@ -187,6 +190,8 @@ class ConnectionRateQuotas:
         throttled connection is taken back out of the address's, the
         listener's and the broker's measurements."""
         with self._lock:
+            if not self._ip_rates and self._default_ip_rate == UNBOUNDED:
+                return 0  # no ip quota at all: nothing to measure
             addr = canonical_ip(ip)
             bound = self._ip_rate(addr)
             if bound == UNBOUNDED:  # Kafka measures only addresses with a quota

@@ -37,6 +37,17 @@ def test_unbounded_by_default():
     assert served(q, "127.0.0.1", 1000) == 1000
 
 
+def test_unbounded_rates_are_still_measured():
+    # the acceptor skips the throttle arithmetic without a bound, not the count
+    q = quotas()
+    assert delays(q, "CLIENT", 4) == [0] * 4
+    assert q.broker_accept_rate(0) == pytest.approx(4.0)
+    assert {r.listener: r.accept_rate for r in q.listener_rates(0)}["CLIENT"] == pytest.approx(4.0)
+    # a bound set later judges what was measured while there was none
+    q.set_rates(5, {"CLIENT": 5, "INTERNAL": 5})
+    assert delays(q, "CLIENT", 2) == [0, 200]
+
+
 def test_over_the_broker_rate_the_acceptor_waits_kafkas_throttle():
     q = quotas(broker_rate=5)
     # 5 within the bound; the 6th makes 6/s over the one-second window:
