@@ -41,7 +41,8 @@ from .network.memory import RequestMemoryPool
 from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
-from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from .quotas import ClientQuotas, QuotaConfigs
+from .quotas.manager import client_window
 from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
@@ -191,8 +192,7 @@ class Broker:
         self.networks: list[NetworkServer] = []  # one per listener, in listeners order
         # Connection creation rates, broker-wide, per listener and per
         # address, shared by the listeners (quota.window.* are static)
-        self.connection_rates = ConnectionRateQuotas(QuotaWindow(
-            cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0))
+        self.connection_rates = ConnectionRateQuotas(client_window(cfg))
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
@@ -265,9 +265,7 @@ class Broker:
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
                               sasl=self.sasl,
-                              quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
-                                  cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
-                                  metrics),
+                              quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
                               acls=acls)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:

@@ -28,7 +28,8 @@ from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext
 from .entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                        REQUEST_PERCENTAGE, QuotaConfigs, QuotaMatch)
-from .manager import MutationQuotaManager, QuotaManager, QuotaWindow
+from .manager import (MutationQuotaManager, QuotaManager, QuotaWindow, client_window,
+                      controller_window)
 from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
 from .timing import BusyTime
 
@@ -201,7 +202,11 @@ class ClientQuotas:
     """The broker's client quotas: configs, the four managers, metrics."""
 
     def __init__(self, configs: QuotaConfigs, window: QuotaWindow,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None,
+                 mutation_window: QuotaWindow | None = None) -> None:
+        """``window``: quota.window.*; ``mutation_window``: the controller
+        mutation quota's own, controller.quota.window.* (as Kafka's
+        ControllerMutationQuotaManager), ``window`` when not given."""
         self.configs = configs
         self.window = window
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, configs, window)
@@ -209,9 +214,16 @@ class ClientQuotas:
         # Kafka bounds a request-time throttle to one quota window
         self.request = QuotaManager(REQUEST_PERCENTAGE, configs, window,
                                     max_throttle_ms=window.window_ms)
-        self.mutations = MutationQuotaManager(CONTROLLER_MUTATION_RATE, configs, window)
+        self.mutations = MutationQuotaManager(CONTROLLER_MUTATION_RATE, configs,
+                                              mutation_window or window)
         if metrics is not None:
             self._register_metrics(metrics)
+
+    @classmethod
+    def for_broker(cls, configs: QuotaConfigs, cfg: Any,
+                   metrics: BrokerMetrics | None = None) -> "ClientQuotas":
+        """The quotas of a broker configured with ``cfg`` (its windows)."""
+        return cls(configs, client_window(cfg), metrics, mutation_window=controller_window(cfg))
 
     @property
     def any(self) -> bool:

@@ -19,15 +19,30 @@ them, at most once per ``SWEEP_INTERVAL_MS``.
 from __future__ import annotations
 
 import threading
-from typing import Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from .entities import QuotaConfigs, QuotaMatch
+if TYPE_CHECKING:
+    from config.broker import BrokerConfig
+
 from .rate import TokenBucket, WindowedRate, throttle_time_ms, token_throttle_ms
 
 
 class QuotaWindow(NamedTuple):
     samples: int      # quota.window.num
     window_ms: float  # quota.window.size.seconds, in ms
+
+
+def client_window(cfg: "BrokerConfig") -> QuotaWindow:
+    """The client quotas' (and connection rates') window: quota.window.*."""
+    return QuotaWindow(cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0)
+
+
+def controller_window(cfg: "BrokerConfig") -> QuotaWindow:
+    """The controller mutation quota's window: controller.quota.window.*
+    (Kafka's ControllerMutationQuotaManager has its own config)."""
+    return QuotaWindow(cfg.controller_quota_window_num,
+                       cfg.controller_quota_window_size_seconds * 1000.0)
 
 
 class Taken(NamedTuple):
@@ -139,7 +154,8 @@ class QuotaManager:
 class MutationQuotaManager(QuotaManager):
     """The controller mutation quota (KIP-599): partition mutations per
     second, bounded by a token bucket holding one quota window's worth
-    (rate.TokenBucket). Two ways to take mutations, as Kafka's
+    (rate.TokenBucket); its window is controller.quota.window.num samples of
+    controller.quota.window.size.seconds, not the client quotas' one. Two ways to take mutations, as Kafka's
     Strict/PermissiveControllerMutationQuota: ``take_strict`` refuses them
     once the bucket is overdrawn, ``take_permissive`` takes them anyway and
     says how long the client should then wait. Both answer whether the
