@@ -225,15 +225,19 @@ class ClientQuotas:
         """The quotas of a broker configured with ``cfg`` (its windows)."""
         return cls(configs, client_window(cfg), metrics, mutation_window=controller_window(cfg))
 
-    @property
-    def any(self) -> bool:
-        """Whether any quota is configured; when not, the dispatcher skips
-        the quotas altogether (no measuring, no throttling)."""
-        return self.configs.any
+    def meters(self, api_key: int) -> bool:
+        """Whether a request of ``api_key`` may be under a quota; when not,
+        the dispatcher skips the quotas altogether (no measuring, no
+        throttling). Byte-rate and request quotas concern every request;
+        mutation quotas only CreateTopics, DeleteTopics and CreatePartitions
+        (Metadata's auto-creation charges its own, see mutation_quota)."""
+        configs = self.configs
+        return configs.any_request_quota or (configs.any_mutation_quota
+                                             and api_key in STRICT_FROM)
 
     def admit(self, conn: ConnectionContext, header: RequestHeader, request: Any,
               frame_size: int) -> "_Metered":
-        """A request under quotas (``any`` is true): what it is measured against."""
+        """A request under quotas (``meters`` is true): what it is measured against."""
         return _Metered(self, conn, header, request, frame_size)
 
     def mutation_quota(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
