@@ -43,6 +43,7 @@ from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
 from .quotas import ClientQuotas, QuotaConfigs
 from .quotas.manager import client_window
+from .quotas.rate import now_ms
 from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
@@ -402,10 +403,10 @@ class Broker:
 
         def per_listener(pick: Callable[[ListenerRates], float]):
             return lambda: [({"listener": r.listener}, pick(r))
-                            for r in rates.listener_rates(time.monotonic() * 1000.0)]
+                            for r in rates.listener_rates(now_ms())]
         metrics.add_kafka_gauge(prefix + "broker_connection_accept_rate",
                                 "New connections per second the broker-wide rate bounds",
-                                lambda: [({}, rates.broker_accept_rate(time.monotonic() * 1000.0))])
+                                lambda: [({}, rates.broker_accept_rate(now_ms()))])
         metrics.add_kafka_gauge(prefix + "connection_accept_rate",
                                 "New connections per second per listener",
                                 per_listener(lambda r: r.accept_rate))

@@ -34,7 +34,7 @@ from typing import Mapping, NamedTuple
 
 from config.values import INT_MAX
 
-from .manager import INACTIVE_EXPIRY_MS, SWEEP_INTERVAL_MS, QuotaWindow
+from .manager import IdleExpiry, QuotaWindow
 from .rate import WindowedRate, throttle_time_ms
 
 # Kafka's default for every connection creation rate (Int.MaxValue): no bound.
@@ -80,30 +80,17 @@ class _Sensor:
         self.rate.record(-1.0, now_ms)
 
 
-class _ThrottleTimes:
-    """Throttle times handed out, for their average (Kafka's Avg over the
-    quota windows, of non-zero throttles only)."""
-    __slots__ = ("times",)
-
-    def __init__(self, window: QuotaWindow) -> None:
-        self.times = WindowedRate(window.samples, window.window_ms)
-
-    def record(self, throttle_ms: int, now_ms: float) -> None:
-        self.times.record(throttle_ms, now_ms)
-
-    def average(self, now_ms: float) -> float:
-        total, events = self.times.totals(now_ms)
-        return total / events if events else 0.0
-
-
 class _Listener:
     __slots__ = ("protected", "sensor", "throttles", "ip_throttles")
 
     def __init__(self, window: QuotaWindow, protected: bool, rate: int) -> None:
         self.protected = protected
         self.sensor = _Sensor(window, rate)
-        self.throttles = _ThrottleTimes(window)     # connection-accept-throttle-time
-        self.ip_throttles = _ThrottleTimes(window)  # ip-connection-accept-throttle-time
+        # Throttle times handed out, for their average (Kafka's Avg over the
+        # quota windows, of non-zero throttles only): connection-accept- and
+        # ip-connection-accept-throttle-time.
+        self.throttles = WindowedRate(window.samples, window.window_ms)
+        self.ip_throttles = WindowedRate(window.samples, window.window_ms)
 
 
 class ListenerRates(NamedTuple):
@@ -128,7 +115,7 @@ class ConnectionRateQuotas:
         self._ip_rates: dict[str, int] = {}
         self._default_ip_rate = UNBOUNDED
         self._ips: dict[str, _Sensor] = {}
-        self._next_sweep_ms: float | None = None
+        self._expiry = IdleExpiry()
 
     # ------------------------------------------------------------ configuration
 
@@ -196,7 +183,8 @@ class ConnectionRateQuotas:
             bound = self._ip_rate(addr)
             if bound == UNBOUNDED:  # Kafka measures only addresses with a quota
                 return 0
-            self._sweep(now_ms)
+            # Kafka's IP sensors expire as the client quota sensors do
+            self._expiry.sweep(self._ips, now_ms)
             sensor = self._ips.get(addr)
             if sensor is None:
                 sensor = self._ips[addr] = _Sensor(self.window, bound, now_ms)
@@ -210,16 +198,6 @@ class ConnectionRateQuotas:
             lst.sensor.unrecord(now_ms)
             lst.ip_throttles.record(throttle, now_ms)
             return throttle
-
-    def _sweep(self, now_ms: float) -> None:
-        """Forget addresses not seen for an hour (Kafka's IP sensors expire
-        as the client quota sensors do); caller holds the lock."""
-        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
-            return
-        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
-        for addr in [a for a, s in self._ips.items()
-                     if now_ms - s.last_used_ms >= INACTIVE_EXPIRY_MS]:
-            del self._ips[addr]
 
     # ------------------------------------------------------------ metrics
 

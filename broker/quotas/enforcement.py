@@ -19,7 +19,6 @@ another matter), inter-broker requests and SASL authentication.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Awaitable
 
 from protocol.messages import RequestHeader, encode_response
@@ -31,6 +30,7 @@ from .entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BY
 from .manager import (MutationQuotaManager, QuotaManager, QuotaWindow, client_window,
                       controller_window)
 from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
+from .rate import now_ms
 from .timing import BusyTime
 
 PRODUCE, FETCH = 0, 1
@@ -150,7 +150,7 @@ class _Metered:
 
     async def respond(self, response: Any) -> list | None:
         quotas = self.quotas
-        now = time.monotonic() * 1000.0
+        now = now_ms()
         bandwidth = 0
         request_throttle = 0
         if self.request_time is not None and self.busy is not None:
@@ -256,7 +256,7 @@ class ClientQuotas:
         # user=,client-id= under the JMX exporter's names.
         def gauge(manager: QuotaManager, pick: int):
             def samples():
-                now = time.monotonic() * 1000.0
+                now = now_ms()
                 for user, client_id, rate, throttle in manager.snapshot(now):
                     yield {"user": user, "client_id": client_id}, (rate, throttle)[pick]
             return samples

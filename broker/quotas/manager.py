@@ -55,6 +55,24 @@ INACTIVE_EXPIRY_MS = 3600 * 1000.0  # Kafka: InactiveSensorExpirationTimeSeconds
 SWEEP_INTERVAL_MS = 60 * 1000.0
 
 
+class IdleExpiry:
+    """Drops the entries of a dict (values with ``last_used_ms``) idle for
+    INACTIVE_EXPIRY_MS, looking at most once per SWEEP_INTERVAL_MS (caller
+    holds the lock that guards the dict)."""
+    __slots__ = ("_next_ms",)
+
+    def __init__(self) -> None:
+        self._next_ms: float | None = None
+
+    def sweep(self, entries: dict, now_ms: float) -> None:
+        if self._next_ms is not None and now_ms < self._next_ms:
+            return
+        self._next_ms = now_ms + SWEEP_INTERVAL_MS
+        for key in [k for k, e in entries.items()
+                    if now_ms - e.last_used_ms >= INACTIVE_EXPIRY_MS]:
+            del entries[key]
+
+
 class _Budget:
     __slots__ = ("usage", "throttles", "bound", "last_used_ms", "credits")
 
@@ -80,7 +98,7 @@ class QuotaManager:
         self.max_throttle_ms = max_throttle_ms
         self._budgets: dict[tuple[str, str], _Budget] = {}
         self._lock = threading.Lock()
-        self._next_sweep_ms: float | None = None
+        self._expiry = IdleExpiry()
 
     def match(self, user: str, client_id: str) -> QuotaMatch | None:
         return self.configs.resolve(self.key, user, client_id)
@@ -122,9 +140,7 @@ class QuotaManager:
             budgets = list(self._budgets.items())
             out = []
             for (user, client_id), b in budgets:
-                total, events = b.throttles.totals(now_ms)
-                out.append((user, client_id, b.usage.rate(now_ms),
-                            total / events if events else 0.0))
+                out.append((user, client_id, b.usage.rate(now_ms), b.throttles.average(now_ms)))
         return iter(out)
 
     def budget_count(self) -> int:
@@ -142,13 +158,7 @@ class QuotaManager:
 
     def _sweep(self, now_ms: float) -> None:
         """Drop budgets idle for INACTIVE_EXPIRY_MS (caller holds the lock)."""
-        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
-            return
-        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
-        expired = [tags for tags, b in self._budgets.items()
-                   if now_ms - b.last_used_ms >= INACTIVE_EXPIRY_MS]
-        for tags in expired:
-            del self._budgets[tags]
+        self._expiry.sweep(self._budgets, now_ms)
 
 
 class MutationQuotaManager(QuotaManager):
