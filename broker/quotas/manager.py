@@ -19,7 +19,7 @@ them, at most once per ``SWEEP_INTERVAL_MS``.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from .entities import QuotaConfigs, QuotaMatch
 if TYPE_CHECKING:
@@ -74,14 +74,13 @@ class IdleExpiry:
 
 
 class _Budget:
-    __slots__ = ("usage", "throttles", "bound", "last_used_ms", "credits")
+    __slots__ = ("usage", "throttles", "bound", "last_used_ms")
 
     def __init__(self, window: QuotaWindow, now_ms: float) -> None:
         self.usage = WindowedRate(window.samples, window.window_ms)
         self.throttles = WindowedRate(window.samples, window.window_ms)
         self.bound = 0.0
         self.last_used_ms = now_ms
-        self.credits = TokenBucket()  # used by the mutation quota only
 
 
 class QuotaManager:
@@ -96,7 +95,7 @@ class QuotaManager:
         self.configs = configs
         self.window = window
         self.max_throttle_ms = max_throttle_ms
-        self._budgets: dict[tuple[str, str], _Budget] = {}
+        self._budgets: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self._expiry = IdleExpiry()
 
@@ -151,14 +150,27 @@ class QuotaManager:
         tags = (match.user, match.client_id)
         budget = self._budgets.get(tags)
         if budget is None:
-            budget = self._budgets[tags] = _Budget(self.window, now_ms)
+            budget = self._budgets[tags] = self._new_budget(now_ms)
         budget.bound = match.bound
         budget.last_used_ms = max(budget.last_used_ms, now_ms)
         return budget
 
+    def _new_budget(self, now_ms: float) -> _Budget:
+        return _Budget(self.window, now_ms)
+
     def _sweep(self, now_ms: float) -> None:
         """Drop budgets idle for INACTIVE_EXPIRY_MS (caller holds the lock)."""
         self._expiry.sweep(self._budgets, now_ms)
+
+
+class _MutationBudget(_Budget):
+    """A controller mutation budget: its rate (for the metrics) and the
+    token bucket that bounds it."""
+    __slots__ = ("credits",)
+
+    def __init__(self, window: QuotaWindow, now_ms: float) -> None:
+        super().__init__(window, now_ms)
+        self.credits = TokenBucket()
 
 
 class MutationQuotaManager(QuotaManager):
@@ -170,6 +182,9 @@ class MutationQuotaManager(QuotaManager):
     once the bucket is overdrawn, ``take_permissive`` takes them anyway and
     says how long the client should then wait. Both answer whether the
     mutations were taken and the throttle time in ms (0: within the quota)."""
+
+    def _new_budget(self, now_ms: float) -> _MutationBudget:
+        return _MutationBudget(self.window, now_ms)
 
     def burst(self, match: QuotaMatch) -> float:
         """The most credits a budget holds: the bound over the quota window."""
