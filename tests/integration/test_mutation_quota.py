@@ -7,9 +7,11 @@ client), while the others in the same request go through; older versions
 a throttled answer.
 
 One broker serves the module, each test with its own client ids. It keeps
-quota.window.num=2 one-second windows, so a client's bucket holds two
-seconds' worth of mutations (Kafka: eleven). Rates are low enough that the
-refill during a request (milliseconds) cannot change which topic is refused.
+controller.quota.window.num=2 one-second windows, so a client's bucket holds
+two seconds' worth of mutations (Kafka: eleven); quota.window.*, the other
+client quotas' window, is left at its default and does not size the bucket.
+Rates are low enough that the refill during a request (milliseconds) cannot
+change which topic is refused.
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ THROTTLED = ErrorCode.THROTTLING_QUOTA_EXCEEDED
 @pytest.fixture(scope="module")
 def mbroker():
     with broker_in_temp_dir("samsa-mutation-quota-", overrides={
-            "quota.window.num": "2", "quota.window.size.seconds": "1"}, metrics=True) as b:
+            "controller.quota.window.num": "2", "controller.quota.window.size.seconds": "1"},
+            metrics=True) as b:
         yield b
 
 
