@@ -408,8 +408,11 @@ class Broker:
                                 "New connections per second the broker-wide rate bounds",
                                 lambda: [({}, rates.broker_accept_rate(now_ms()))])
         metrics.add_kafka_gauge(prefix + "connection_accept_rate",
-                                "New connections per second per listener",
-                                per_listener(lambda r: r.accept_rate))
+                                "New connections per second per listener, and per address "
+                                "with a connection_creation_rate",
+                                lambda: per_listener(lambda r: r.accept_rate)() + [
+                                    ({"ip": ip}, rate)
+                                    for ip, rate in rates.ip_accept_rates(now_ms())])
         metrics.add_kafka_gauge(prefix + "connection_accept_throttle_time",
                                 "Average delay (ms) of accepts over the broker's or the "
                                 "listener's max.connection.creation.rate",

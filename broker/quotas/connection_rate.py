@@ -136,7 +136,8 @@ class ConnectionRateQuotas:
     def set_ip_rate(self, ip: str | None, rate: int | None) -> None:
         """An ip entity's connection_creation_rate (``ip`` None: the
         <default> entity; ``rate`` None: removed). Addresses measured so far
-        keep their measurements under the new bound."""
+        keep their measurements under the new bound; those left without one
+        are forgotten (Kafka removes their sensors)."""
         with self._lock:
             if ip is None:
                 self._default_ip_rate = UNBOUNDED if rate is None else rate
@@ -144,13 +145,10 @@ class ConnectionRateQuotas:
                 self._ip_rates.pop(canonical_ip(ip), None)
             else:
                 self._ip_rates[canonical_ip(ip)] = rate
-            for addr, sensor in self._ips.items():
+            for addr, sensor in list(self._ips.items()):
                 sensor.bound = self._ip_rate(addr)
-
-    def ip_rate(self, ip: str) -> int:
-        """The rate that bounds connections from ``ip`` (UNBOUNDED: none)."""
-        with self._lock:
-            return self._ip_rate(canonical_ip(ip))
+                if sensor.bound == UNBOUNDED:  # no quota any more: not measured
+                    del self._ips[addr]
 
     def _ip_rate(self, ip: str) -> int:
         return self._ip_rates.get(ip, self._default_ip_rate)
@@ -215,7 +213,8 @@ class ConnectionRateQuotas:
                     for name, lst in sorted(self._listeners.items())]
 
     def ip_accept_rates(self, now_ms: float) -> list[tuple[str, float]]:
-        """connection-accept-rate{ip}: per address with a quota."""
+        """connection-accept-rate{ip}: per address with a quota (the
+        metrics page's gauge)."""
         with self._lock:
             return [(addr, s.rate.rate(now_ms)) for addr, s in sorted(self._ips.items())]
 

@@ -135,6 +135,12 @@ def test_an_ip_over_its_connection_rate_gets_only_its_share_served(ip_broker):
         # (an average over the last windows: its value is unit-tested)
         assert _gauge(text, "kafka_server_socket_server_metrics_ip_connection_accept_throttle_time",
                       '{listener="PLAINTEXT"}') >= 0
+        # Kafka's connection-accept-rate per address with a quota, beside the
+        # per-listener one under the same name
+        assert _gauge(text, "kafka_server_socket_server_metrics_connection_accept_rate",
+                      '{ip="127.0.0.1"}') > 0
+        assert _gauge(text, "kafka_server_socket_server_metrics_connection_accept_rate",
+                      '{listener="PLAINTEXT"}') > 0
         # the closed ones were not counted against the address: once the
         # burst's windows have passed it is served again (and the attempts
         # refused meanwhile, several a second, are not counted either, or
