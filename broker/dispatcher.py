@@ -53,7 +53,7 @@ class Dispatcher:
         metrics = services.metrics
         name = self.names[header.api_key]
         quotas = services.quotas
-        if not quotas.any:  # no quota anywhere: nothing to measure or throttle
+        if not quotas.meters(header.api_key):  # no quota for it: nothing to measure
             started = metrics.request(header.api_key, name)
             try:
                 response = await handler(RequestContext(header, conn, services), request)

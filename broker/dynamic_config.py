@@ -69,7 +69,8 @@ class DynamicBrokerConfig:
                 default = configs
             else:
                 mine = configs
-            effective = validate(self.static, default, mine, {**changed, **dict.fromkeys(removed, "")})
+            effective = validate(self.static, default, mine,
+                                 {**changed, **dict.fromkeys(removed, "")}, before=self.current)
             if validate_only:
                 return
             self.store.set_broker_configs(entity, configs)

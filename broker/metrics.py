@@ -194,10 +194,11 @@ class BrokerMetrics:
             except Exception:  # noqa: BLE001 - a broken gauge must not break a scrape
                 log.debug("gauge %s failed", name, exc_info=True)
                 continue
-            labels = sorted(samples[0][0]) if samples else []
-            g = GaugeMetricFamily(name, help_text, labels=labels)
+            # each sample with its own labels: one Kafka metric name may
+            # carry several (connection-accept-rate per listener and per ip)
+            g = GaugeMetricFamily(name, help_text)
             for values, value in samples:
-                g.add_metric([values[k] for k in labels], float(value))
+                g.add_sample(name, {k: str(values[k]) for k in sorted(values)}, float(value))
             yield g
 
     def describe(self):

@@ -41,7 +41,9 @@ from .network.memory import RequestMemoryPool
 from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
 from .partitions import PartitionLayer
-from .quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from .quotas import ClientQuotas, QuotaConfigs
+from .quotas.manager import client_window
+from .quotas.rate import now_ms
 from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
@@ -191,8 +193,7 @@ class Broker:
         self.networks: list[NetworkServer] = []  # one per listener, in listeners order
         # Connection creation rates, broker-wide, per listener and per
         # address, shared by the listeners (quota.window.* are static)
-        self.connection_rates = ConnectionRateQuotas(QuotaWindow(
-            cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0))
+        self.connection_rates = ConnectionRateQuotas(client_window(cfg))
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
@@ -265,9 +266,7 @@ class Broker:
                               txn_coordinators=txn_coordinators,
                               zk_registry=self.registry, controller=self.controller,
                               sasl=self.sasl,
-                              quotas=ClientQuotas(QuotaConfigs(store), QuotaWindow(
-                                  cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0),
-                                  metrics),
+                              quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
                               acls=acls)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
@@ -404,13 +403,16 @@ class Broker:
 
         def per_listener(pick: Callable[[ListenerRates], float]):
             return lambda: [({"listener": r.listener}, pick(r))
-                            for r in rates.listener_rates(time.monotonic() * 1000.0)]
+                            for r in rates.listener_rates(now_ms())]
         metrics.add_kafka_gauge(prefix + "broker_connection_accept_rate",
                                 "New connections per second the broker-wide rate bounds",
-                                lambda: [({}, rates.broker_accept_rate(time.monotonic() * 1000.0))])
+                                lambda: [({}, rates.broker_accept_rate(now_ms()))])
         metrics.add_kafka_gauge(prefix + "connection_accept_rate",
-                                "New connections per second per listener",
-                                per_listener(lambda r: r.accept_rate))
+                                "New connections per second per listener, and per address "
+                                "with a connection_creation_rate",
+                                lambda: per_listener(lambda r: r.accept_rate)() + [
+                                    ({"ip": ip}, rate)
+                                    for ip, rate in rates.ip_accept_rates(now_ms())])
         metrics.add_kafka_gauge(prefix + "connection_accept_throttle_time",
                                 "Average delay (ms) of accepts over the broker's or the "
                                 "listener's max.connection.creation.rate",

@@ -392,6 +392,13 @@ class BrokerConfig:
     quota_window_size_seconds: int = _key(
         "quota.window.size.seconds", T.INT, 1, at_least(1),
         "Length of each client quota sample.")
+    controller_quota_window_num: int = _key(
+        "controller.quota.window.num", T.INT, 11, at_least(1),
+        "Samples the controller mutation quota is measured over (its token bucket "
+        "holds this many samples' worth of controller_mutation_rate).")
+    controller_quota_window_size_seconds: int = _key(
+        "controller.quota.window.size.seconds", T.INT, 1, at_least(1),
+        "Length of each controller mutation quota sample.")
 
     # ------------------------------------------------------------ misc
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),

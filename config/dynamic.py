@@ -97,9 +97,12 @@ def with_dynamic(static: BrokerConfig, cluster_default: Mapping[str, str],
 
 
 def validate(static: BrokerConfig, cluster_default: Mapping[str, str],
-             per_broker: Mapping[str, str], changed: Mapping[str, str]) -> BrokerConfig:
+             per_broker: Mapping[str, str], changed: Mapping[str, str],
+             before: BrokerConfig | None = None) -> BrokerConfig:
     """Check a change to one layer (``changed`` are its new keys) and return
-    the effective config it would give; DynamicConfigError otherwise."""
+    the effective config it would give; DynamicConfigError otherwise.
+    ``before``: the effective config the change is made to (default: the
+    static one)."""
     check_updatable(changed)
     try:
         effective = with_dynamic(static, cluster_default, per_broker)
@@ -108,10 +111,13 @@ def validate(static: BrokerConfig, cluster_default: Mapping[str, str],
     if any(k == MAX_CONNECTION_CREATION_RATE or listener_key(k) == MAX_CONNECTION_CREATION_RATE
            for k in changed):
         # Kafka's listener quotas refuse a rate of 0 when reconfigured
-        # (start-up takes it: at most one connection per quota window).
+        # (start-up takes it: at most one connection per quota window), and
+        # only a listener whose rate the change changes is reconfigured: a
+        # listener's static 0 does not block changes of the broker-wide rate.
+        before = static if before is None else before
         for lst in effective.listeners:
             rate = effective.listener_value(lst.name, MAX_CONNECTION_CREATION_RATE)
-            if rate <= 0:
+            if rate <= 0 and rate != before.listener_value(lst.name, MAX_CONNECTION_CREATION_RATE):
                 raise DynamicConfigError(f"Invalid {MAX_CONNECTION_CREATION_RATE} {rate}")
     return effective
 

@@ -26,17 +26,12 @@ from broker.network.log_limit import RateLimitedLog
 from broker.network.memory import RequestMemoryPool
 from broker.network.processor import Processor
 from broker.quotas.connection_rate import ConnectionRateQuotas
+from broker.quotas.rate import now_ms
 from broker.security.tls_config import ListenerTls
 
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
 
 _log = logging.getLogger("broker.network")
-
-
-def _now_ms() -> float:
-    """The clock connection rates are measured on (monotonic, as the client
-    quotas')."""
-    return time.monotonic() * 1000.0
 
 
 def _set_done(fut: asyncio.Future) -> None:
@@ -291,7 +286,7 @@ class NetworkServer:
                 await asyncio.sleep(0.05)
                 continue
             if self._rates is not None:
-                delay_ms = self._rates.accept_delay_ms(self.listener_name, _now_ms())
+                delay_ms = self._rates.accept_delay_ms(self.listener_name, now_ms())
                 if delay_ms > 0:
                     # Over the broker's or this listener's connection rate:
                     # this socket and the ones queued behind it in the
@@ -316,7 +311,7 @@ class NetworkServer:
             if counts.open >= self.max_connections and not self.inter_broker:
                 reason = "max.connections"
             elif self._rates is not None and (throttle_ms := self._rates.ip_throttle_ms(
-                    self.listener_name, ip, _now_ms())) > 0:
+                    self.listener_name, ip, now_ms())) > 0:
                 reason = None  # neither served nor refused: see below
             elif counts.per_ip.get(ip, 0) >= self.max_connections_per_ip:
                 reason = "max.connections.per.ip"

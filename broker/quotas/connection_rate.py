@@ -34,7 +34,7 @@ from typing import Mapping, NamedTuple
 
 from config.values import INT_MAX
 
-from .manager import INACTIVE_EXPIRY_MS, SWEEP_INTERVAL_MS, QuotaWindow
+from .manager import IdleExpiry, QuotaWindow
 from .rate import WindowedRate, throttle_time_ms
 
 # Kafka's default for every connection creation rate (Int.MaxValue): no bound.
@@ -68,7 +68,10 @@ class _Sensor:
         """Count one connection; how long to hold it back to get back within
         the bound (0 within it), never more than ``max_throttle_ms``."""
         self.rate.record(1.0, now_ms)
-        self.last_used_ms = max(self.last_used_ms, now_ms)
+        if now_ms > self.last_used_ms:
+            self.last_used_ms = now_ms
+        if self.bound == UNBOUNDED:  # measured for the metrics, never over it
+            return 0
         throttle = throttle_time_ms(self.rate.rate(now_ms), self.bound,
                                     self.rate.window_size(now_ms))
         return int(min(throttle, max_throttle_ms))
@@ -77,30 +80,17 @@ class _Sensor:
         self.rate.record(-1.0, now_ms)
 
 
-class _ThrottleTimes:
-    """Throttle times handed out, for their average (Kafka's Avg over the
-    quota windows, of non-zero throttles only)."""
-    __slots__ = ("times",)
-
-    def __init__(self, window: QuotaWindow) -> None:
-        self.times = WindowedRate(window.samples, window.window_ms)
-
-    def record(self, throttle_ms: int, now_ms: float) -> None:
-        self.times.record(throttle_ms, now_ms)
-
-    def average(self, now_ms: float) -> float:
-        total, events = self.times.totals(now_ms)
-        return total / events if events else 0.0
-
-
 class _Listener:
     __slots__ = ("protected", "sensor", "throttles", "ip_throttles")
 
     def __init__(self, window: QuotaWindow, protected: bool, rate: int) -> None:
         self.protected = protected
         self.sensor = _Sensor(window, rate)
-        self.throttles = _ThrottleTimes(window)     # connection-accept-throttle-time
-        self.ip_throttles = _ThrottleTimes(window)  # ip-connection-accept-throttle-time
+        # Throttle times handed out, for their average (Kafka's Avg over the
+        # quota windows, of non-zero throttles only): connection-accept- and
+        # ip-connection-accept-throttle-time.
+        self.throttles = WindowedRate(window.samples, window.window_ms)
+        self.ip_throttles = WindowedRate(window.samples, window.window_ms)
 
 
 class ListenerRates(NamedTuple):
@@ -125,7 +115,7 @@ class ConnectionRateQuotas:
         self._ip_rates: dict[str, int] = {}
         self._default_ip_rate = UNBOUNDED
         self._ips: dict[str, _Sensor] = {}
-        self._next_sweep_ms: float | None = None
+        self._expiry = IdleExpiry()
 
     # ------------------------------------------------------------ configuration
 
@@ -146,7 +136,8 @@ class ConnectionRateQuotas:
     def set_ip_rate(self, ip: str | None, rate: int | None) -> None:
         """An ip entity's connection_creation_rate (``ip`` None: the
         <default> entity; ``rate`` None: removed). Addresses measured so far
-        keep their measurements under the new bound."""
+        keep their measurements under the new bound; those left without one
+        are forgotten (Kafka removes their sensors)."""
         with self._lock:
             if ip is None:
                 self._default_ip_rate = UNBOUNDED if rate is None else rate
@@ -154,13 +145,10 @@ class ConnectionRateQuotas:
                 self._ip_rates.pop(canonical_ip(ip), None)
             else:
                 self._ip_rates[canonical_ip(ip)] = rate
-            for addr, sensor in self._ips.items():
+            for addr, sensor in list(self._ips.items()):
                 sensor.bound = self._ip_rate(addr)
-
-    def ip_rate(self, ip: str) -> int:
-        """The rate that bounds connections from ``ip`` (UNBOUNDED: none)."""
-        with self._lock:
-            return self._ip_rate(canonical_ip(ip))
+                if sensor.bound == UNBOUNDED:  # no quota any more: not measured
+                    del self._ips[addr]
 
     def _ip_rate(self, ip: str) -> int:
         return self._ip_rates.get(ip, self._default_ip_rate)
@@ -187,11 +175,14 @@ class ConnectionRateQuotas:
         throttled connection is taken back out of the address's, the
         listener's and the broker's measurements."""
         with self._lock:
+            if not self._ip_rates and self._default_ip_rate == UNBOUNDED:
+                return 0  # no ip quota at all: nothing to measure
             addr = canonical_ip(ip)
             bound = self._ip_rate(addr)
             if bound == UNBOUNDED:  # Kafka measures only addresses with a quota
                 return 0
-            self._sweep(now_ms)
+            # Kafka's IP sensors expire as the client quota sensors do
+            self._expiry.sweep(self._ips, now_ms)
             sensor = self._ips.get(addr)
             if sensor is None:
                 sensor = self._ips[addr] = _Sensor(self.window, bound, now_ms)
@@ -205,16 +196,6 @@ class ConnectionRateQuotas:
             lst.sensor.unrecord(now_ms)
             lst.ip_throttles.record(throttle, now_ms)
             return throttle
-
-    def _sweep(self, now_ms: float) -> None:
-        """Forget addresses not seen for an hour (Kafka's IP sensors expire
-        as the client quota sensors do); caller holds the lock."""
-        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
-            return
-        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
-        for addr in [a for a, s in self._ips.items()
-                     if now_ms - s.last_used_ms >= INACTIVE_EXPIRY_MS]:
-            del self._ips[addr]
 
     # ------------------------------------------------------------ metrics
 
@@ -232,7 +213,8 @@ class ConnectionRateQuotas:
                     for name, lst in sorted(self._listeners.items())]
 
     def ip_accept_rates(self, now_ms: float) -> list[tuple[str, float]]:
-        """connection-accept-rate{ip}: per address with a quota."""
+        """connection-accept-rate{ip}: per address with a quota (the
+        metrics page's gauge)."""
         with self._lock:
             return [(addr, s.rate.rate(now_ms)) for addr, s in sorted(self._ips.items())]
 

@@ -19,7 +19,6 @@ another matter), inter-broker requests and SASL authentication.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Awaitable
 
 from protocol.messages import RequestHeader, encode_response
@@ -28,8 +27,10 @@ from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext
 from .entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                        REQUEST_PERCENTAGE, QuotaConfigs, QuotaMatch)
-from .manager import MutationQuotaManager, QuotaManager, QuotaWindow
+from .manager import (MutationQuotaManager, QuotaManager, QuotaWindow, client_window,
+                      controller_window)
 from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
+from .rate import now_ms
 from .timing import BusyTime
 
 PRODUCE, FETCH = 0, 1
@@ -149,7 +150,7 @@ class _Metered:
 
     async def respond(self, response: Any) -> list | None:
         quotas = self.quotas
-        now = time.monotonic() * 1000.0
+        now = now_ms()
         bandwidth = 0
         request_throttle = 0
         if self.request_time is not None and self.busy is not None:
@@ -201,7 +202,11 @@ class ClientQuotas:
     """The broker's client quotas: configs, the four managers, metrics."""
 
     def __init__(self, configs: QuotaConfigs, window: QuotaWindow,
-                 metrics: BrokerMetrics | None = None) -> None:
+                 metrics: BrokerMetrics | None = None,
+                 mutation_window: QuotaWindow | None = None) -> None:
+        """``window``: quota.window.*; ``mutation_window``: the controller
+        mutation quota's own, controller.quota.window.* (as Kafka's
+        ControllerMutationQuotaManager), ``window`` when not given."""
         self.configs = configs
         self.window = window
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, configs, window)
@@ -209,19 +214,30 @@ class ClientQuotas:
         # Kafka bounds a request-time throttle to one quota window
         self.request = QuotaManager(REQUEST_PERCENTAGE, configs, window,
                                     max_throttle_ms=window.window_ms)
-        self.mutations = MutationQuotaManager(CONTROLLER_MUTATION_RATE, configs, window)
+        self.mutations = MutationQuotaManager(CONTROLLER_MUTATION_RATE, configs,
+                                              mutation_window or window)
         if metrics is not None:
             self._register_metrics(metrics)
 
-    @property
-    def any(self) -> bool:
-        """Whether any quota is configured; when not, the dispatcher skips
-        the quotas altogether (no measuring, no throttling)."""
-        return self.configs.any
+    @classmethod
+    def for_broker(cls, configs: QuotaConfigs, cfg: Any,
+                   metrics: BrokerMetrics | None = None) -> "ClientQuotas":
+        """The quotas of a broker configured with ``cfg`` (its windows)."""
+        return cls(configs, client_window(cfg), metrics, mutation_window=controller_window(cfg))
+
+    def meters(self, api_key: int) -> bool:
+        """Whether a request of ``api_key`` may be under a quota; when not,
+        the dispatcher skips the quotas altogether (no measuring, no
+        throttling). Byte-rate and request quotas concern every request;
+        mutation quotas only CreateTopics, DeleteTopics and CreatePartitions
+        (Metadata's auto-creation charges its own, see mutation_quota)."""
+        configs = self.configs
+        return configs.any_request_quota or (configs.any_mutation_quota
+                                             and api_key in STRICT_FROM)
 
     def admit(self, conn: ConnectionContext, header: RequestHeader, request: Any,
               frame_size: int) -> "_Metered":
-        """A request under quotas (``any`` is true): what it is measured against."""
+        """A request under quotas (``meters`` is true): what it is measured against."""
         return _Metered(self, conn, header, request, frame_size)
 
     def mutation_quota(self, user: str, client_id: str, *, strict: bool) -> MutationQuota:
@@ -240,7 +256,7 @@ class ClientQuotas:
         # user=,client-id= under the JMX exporter's names.
         def gauge(manager: QuotaManager, pick: int):
             def samples():
-                now = time.monotonic() * 1000.0
+                now = now_ms()
                 for user, client_id, rate, throttle in manager.snapshot(now):
                     yield {"user": user, "client_id": client_id}, (rate, throttle)[pick]
             return samples

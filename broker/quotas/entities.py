@@ -95,6 +95,11 @@ class QuotaConfigs:
         self._quotas: dict[str, dict[str, float]] = {}
         self._resolved: dict[tuple[str, str, str], QuotaMatch | None] = {}
         self.generation = 0
+        # Which kinds of quota some entity sets, for the dispatcher's fast
+        # path: a byte-rate or request quota meters every request, a
+        # mutation quota only the topic admin APIs.
+        self.any_request_quota = False   # producer/consumer_byte_rate, request_percentage
+        self.any_mutation_quota = False  # controller_mutation_rate
         store.on_entity_config_change(self.reload)
         for entity_type in ("users", "clients"):
             for path in store.entity_config_paths(entity_type):
@@ -132,6 +137,9 @@ class QuotaConfigs:
             else:
                 quotas.pop(entity_path, None)
             self._quotas = quotas
+            kinds = {k for q in quotas.values() for k in q}
+            self.any_mutation_quota = CONTROLLER_MUTATION_RATE in kinds
+            self.any_request_quota = bool(kinds - {CONTROLLER_MUTATION_RATE})
             self._resolved = {}
             self.generation += 1
 

@@ -19,15 +19,30 @@ them, at most once per ``SWEEP_INTERVAL_MS``.
 from __future__ import annotations
 
 import threading
-from typing import Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from .entities import QuotaConfigs, QuotaMatch
+if TYPE_CHECKING:
+    from config.broker import BrokerConfig
+
 from .rate import TokenBucket, WindowedRate, throttle_time_ms, token_throttle_ms
 
 
 class QuotaWindow(NamedTuple):
     samples: int      # quota.window.num
     window_ms: float  # quota.window.size.seconds, in ms
+
+
+def client_window(cfg: "BrokerConfig") -> QuotaWindow:
+    """The client quotas' (and connection rates') window: quota.window.*."""
+    return QuotaWindow(cfg.quota_window_num, cfg.quota_window_size_seconds * 1000.0)
+
+
+def controller_window(cfg: "BrokerConfig") -> QuotaWindow:
+    """The controller mutation quota's window: controller.quota.window.*
+    (Kafka's ControllerMutationQuotaManager has its own config)."""
+    return QuotaWindow(cfg.controller_quota_window_num,
+                       cfg.controller_quota_window_size_seconds * 1000.0)
 
 
 class Taken(NamedTuple):
@@ -40,15 +55,32 @@ INACTIVE_EXPIRY_MS = 3600 * 1000.0  # Kafka: InactiveSensorExpirationTimeSeconds
 SWEEP_INTERVAL_MS = 60 * 1000.0
 
 
+class IdleExpiry:
+    """Drops the entries of a dict (values with ``last_used_ms``) idle for
+    INACTIVE_EXPIRY_MS, looking at most once per SWEEP_INTERVAL_MS (caller
+    holds the lock that guards the dict)."""
+    __slots__ = ("_next_ms",)
+
+    def __init__(self) -> None:
+        self._next_ms: float | None = None
+
+    def sweep(self, entries: dict, now_ms: float) -> None:
+        if self._next_ms is not None and now_ms < self._next_ms:
+            return
+        self._next_ms = now_ms + SWEEP_INTERVAL_MS
+        for key in [k for k, e in entries.items()
+                    if now_ms - e.last_used_ms >= INACTIVE_EXPIRY_MS]:
+            del entries[key]
+
+
 class _Budget:
-    __slots__ = ("usage", "throttles", "bound", "last_used_ms", "credits")
+    __slots__ = ("usage", "throttles", "bound", "last_used_ms")
 
     def __init__(self, window: QuotaWindow, now_ms: float) -> None:
         self.usage = WindowedRate(window.samples, window.window_ms)
         self.throttles = WindowedRate(window.samples, window.window_ms)
         self.bound = 0.0
         self.last_used_ms = now_ms
-        self.credits = TokenBucket()  # used by the mutation quota only
 
 
 class QuotaManager:
@@ -63,9 +95,9 @@ class QuotaManager:
         self.configs = configs
         self.window = window
         self.max_throttle_ms = max_throttle_ms
-        self._budgets: dict[tuple[str, str], _Budget] = {}
+        self._budgets: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
-        self._next_sweep_ms: float | None = None
+        self._expiry = IdleExpiry()
 
     def match(self, user: str, client_id: str) -> QuotaMatch | None:
         return self.configs.resolve(self.key, user, client_id)
@@ -107,9 +139,7 @@ class QuotaManager:
             budgets = list(self._budgets.items())
             out = []
             for (user, client_id), b in budgets:
-                total, events = b.throttles.totals(now_ms)
-                out.append((user, client_id, b.usage.rate(now_ms),
-                            total / events if events else 0.0))
+                out.append((user, client_id, b.usage.rate(now_ms), b.throttles.average(now_ms)))
         return iter(out)
 
     def budget_count(self) -> int:
@@ -120,30 +150,41 @@ class QuotaManager:
         tags = (match.user, match.client_id)
         budget = self._budgets.get(tags)
         if budget is None:
-            budget = self._budgets[tags] = _Budget(self.window, now_ms)
+            budget = self._budgets[tags] = self._new_budget(now_ms)
         budget.bound = match.bound
         budget.last_used_ms = max(budget.last_used_ms, now_ms)
         return budget
 
+    def _new_budget(self, now_ms: float) -> _Budget:
+        return _Budget(self.window, now_ms)
+
     def _sweep(self, now_ms: float) -> None:
         """Drop budgets idle for INACTIVE_EXPIRY_MS (caller holds the lock)."""
-        if self._next_sweep_ms is not None and now_ms < self._next_sweep_ms:
-            return
-        self._next_sweep_ms = now_ms + SWEEP_INTERVAL_MS
-        expired = [tags for tags, b in self._budgets.items()
-                   if now_ms - b.last_used_ms >= INACTIVE_EXPIRY_MS]
-        for tags in expired:
-            del self._budgets[tags]
+        self._expiry.sweep(self._budgets, now_ms)
+
+
+class _MutationBudget(_Budget):
+    """A controller mutation budget: its rate (for the metrics) and the
+    token bucket that bounds it."""
+    __slots__ = ("credits",)
+
+    def __init__(self, window: QuotaWindow, now_ms: float) -> None:
+        super().__init__(window, now_ms)
+        self.credits = TokenBucket()
 
 
 class MutationQuotaManager(QuotaManager):
     """The controller mutation quota (KIP-599): partition mutations per
     second, bounded by a token bucket holding one quota window's worth
-    (rate.TokenBucket). Two ways to take mutations, as Kafka's
+    (rate.TokenBucket); its window is controller.quota.window.num samples of
+    controller.quota.window.size.seconds, not the client quotas' one. Two ways to take mutations, as Kafka's
     Strict/PermissiveControllerMutationQuota: ``take_strict`` refuses them
     once the bucket is overdrawn, ``take_permissive`` takes them anyway and
     says how long the client should then wait. Both answer whether the
     mutations were taken and the throttle time in ms (0: within the quota)."""
+
+    def _new_budget(self, now_ms: float) -> _MutationBudget:
+        return _MutationBudget(self.window, now_ms)
 
     def burst(self, match: QuotaMatch) -> float:
         """The most credits a budget holds: the bound over the quota window."""

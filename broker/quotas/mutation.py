@@ -16,11 +16,11 @@ for leaders meanwhile), as in Kafka.
 """
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 from .entities import QuotaMatch
 from .manager import MutationQuotaManager
+from .rate import now_ms
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 # The first version of each API with the strict quota (KafkaApis' strictSinceVersion)
@@ -39,10 +39,6 @@ class ThrottlingQuotaExceeded(Exception):
         self.throttle_ms = throttle_ms
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000.0
-
-
 class MutationQuota:
     """The quota one request's topic changes are charged to. ``UNBOUNDED``
     (no manager) when no controller_mutation_rate applies to the client."""
@@ -50,7 +46,7 @@ class MutationQuota:
     __slots__ = ("manager", "match", "strict", "_clock", "_throttle_ms", "_throttled_at_ms")
 
     def __init__(self, manager: MutationQuotaManager | None, match: QuotaMatch | None,
-                 strict: bool, clock: Callable[[], float] = _now_ms) -> None:
+                 strict: bool, clock: Callable[[], float] = now_ms) -> None:
         self.manager = manager
         self.match = match
         self.strict = strict

@@ -16,6 +16,13 @@ without clocks; callers hold the lock.
 """
 from __future__ import annotations
 
+import time
+
+
+def now_ms() -> float:
+    """The clock every quota is measured on: monotonic, in milliseconds."""
+    return time.monotonic() * 1000.0
+
 
 class _Sample:
     __slots__ = ("start_ms", "value", "events")
@@ -60,6 +67,12 @@ class WindowedRate:
         average per event is their quotient (Kafka's Avg over a sensor)."""
         self._purge(now_ms)
         return sum(s.value for s in self._buckets), sum(s.events for s in self._buckets)
+
+    def average(self, now_ms: float) -> float:
+        """The mean recorded value per event in the retained windows (0
+        without events): Kafka's Avg, as the throttle-time metrics use it."""
+        total, events = self.totals(now_ms)
+        return total / events if events else 0.0
 
     def window_size(self, now_ms: float) -> float:
         """Milliseconds the rate is measured over (Kafka's Rate.windowSize)."""

@@ -3,6 +3,8 @@ rules: times are given, nothing sleeps. The windows are quota.window.num=2
 of one second, so a burst is measured over one second at least."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
@@ -31,10 +33,32 @@ def served(q: ConnectionRateQuotas, ip: str, n: int, now_ms: float = 0.0,
     return sum(q.ip_throttle_ms(listener, ip, now_ms) == 0 for _ in range(n))
 
 
+_later = itertools.count(10_000.0, 10_000.0)  # each far past the last one's windows
+
+
+def bound_of(q: ConnectionRateQuotas, ip: str) -> int:
+    """The rate that bounds ``ip``, as the acceptor finds it: how many of a
+    burst of 1000 in fresh windows are served (over the one-second minimum
+    window: the rate itself), UNBOUNDED when all are."""
+    n = served(q, ip, 1000, now_ms=next(_later))
+    return UNBOUNDED if n == 1000 else n
+
+
 def test_unbounded_by_default():
     q = quotas()
     assert delays(q, "CLIENT", 1000) == [0] * 1000
     assert served(q, "127.0.0.1", 1000) == 1000
+
+
+def test_unbounded_rates_are_still_measured():
+    # the acceptor skips the throttle arithmetic without a bound, not the count
+    q = quotas()
+    assert delays(q, "CLIENT", 4) == [0] * 4
+    assert q.broker_accept_rate(0) == pytest.approx(4.0)
+    assert {r.listener: r.accept_rate for r in q.listener_rates(0)}["CLIENT"] == pytest.approx(4.0)
+    # a bound set later judges what was measured while there was none
+    q.set_rates(5, {"CLIENT": 5, "INTERNAL": 5})
+    assert delays(q, "CLIENT", 2) == [0, 200]
 
 
 def test_over_the_broker_rate_the_acceptor_waits_kafkas_throttle():
@@ -110,14 +134,13 @@ def test_a_specific_ip_wins_over_the_default_entity():
     q = quotas()
     q.set_ip_rate(None, 1)
     q.set_ip_rate("127.0.0.1", 100)
-    assert q.ip_rate("10.0.0.1") == 1 and q.ip_rate("127.0.0.1") == 100
     assert served(q, "10.0.0.1", 5) == 1
     assert served(q, "127.0.0.1", 5) == 5
     q.set_ip_rate("127.0.0.1", None)  # removed: the default applies
-    assert q.ip_rate("127.0.0.1") == 1
     assert served(q, "127.0.0.1", 5, now_ms=10) == 0  # 5 measured already
+    assert bound_of(q, "127.0.0.1") == 1 and bound_of(q, "10.0.0.1") == 1
     q.set_ip_rate(None, None)
-    assert q.ip_rate("127.0.0.1") == UNBOUNDED
+    assert bound_of(q, "127.0.0.1") == UNBOUNDED
 
 
 def test_raising_an_ip_rate_serves_an_address_already_over_it():
@@ -135,7 +158,7 @@ def test_ip_spellings_match():
     q.set_ip_rate("127.0.0.1", 1)
     assert served(q, "::ffff:127.0.0.1", 3) == 1  # a dual-stack listener's peer
     q.set_ip_rate("0:0:0:0:0:0:0:1", 1)
-    assert q.ip_rate("::1") == 1
+    assert bound_of(q, "::1") == 1
 
 
 def test_measurements_of_idle_addresses_expire():
@@ -148,17 +171,29 @@ def test_measurements_of_idle_addresses_expire():
     assert [ip for ip, _ in q.ip_accept_rates(INACTIVE_EXPIRY_MS)] == ["10.1.0.1"]
 
 
+def test_addresses_left_without_a_quota_are_forgotten():
+    q = quotas()
+    q.set_ip_rate(None, 5)
+    q.set_ip_rate("10.0.0.1", 5)
+    for ip in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        q.ip_throttle_ms("CLIENT", ip, 0)
+    q.set_ip_rate(None, None)  # only 10.0.0.1's own quota is left
+    assert [ip for ip, _ in q.ip_accept_rates(0)] == ["10.0.0.1"]
+    q.set_ip_rate("10.0.0.1", None)
+    assert q.ip_accept_rates(0) == []
+
+
 def test_ip_entity_configs_are_kept_current(tmp_path):
     store = EmbeddedMetadataStore(str(tmp_path), 0, BrokerEndpoint(0, "localhost", 9092))
     store.set_entity_configs("ips/127.0.0.1", {"connection_creation_rate": "3.0"})
     store.set_entity_configs("users/alice", {"producer_byte_rate": "10"})
     q = quotas()
     IpConnectionRateConfigs(store, q)
-    assert q.ip_rate("127.0.0.1") == 3 and q.ip_rate("10.0.0.1") == UNBOUNDED
+    assert bound_of(q, "127.0.0.1") == 3 and bound_of(q, "10.0.0.1") == UNBOUNDED
     store.set_entity_configs("ips/<default>", {"connection_creation_rate": "7"})
     store.set_entity_configs("ips/%3A%3A1", {"connection_creation_rate": "4"})  # ::1 sanitized
-    assert q.ip_rate("10.0.0.1") == 7 and q.ip_rate("::1") == 4
+    assert bound_of(q, "10.0.0.1") == 7 and bound_of(q, "::1") == 4
     store.set_entity_configs("ips/127.0.0.1", {})
-    assert q.ip_rate("127.0.0.1") == 7
+    assert bound_of(q, "127.0.0.1") == 7
     store.set_entity_configs("ips/10.0.0.2", {"connection_creation_rate": "-1"})  # by hand
-    assert q.ip_rate("10.0.0.2") == 7
+    assert bound_of(q, "10.0.0.2") == 7

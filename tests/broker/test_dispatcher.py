@@ -94,3 +94,23 @@ def test_sasl_listener_and_quotas_still_take_their_paths(setup):
     store.set_entity_configs("clients/app", {"request_percentage": "50"})
     assert asyncio.run(d(_conn("PLAINTEXT"), _frame()))
     assert calls == ["quota.admit"]
+
+
+def test_a_mutation_quota_meters_only_the_topic_admin_apis(setup, tmp_path):
+    store, d, calls = setup
+    store.set_entity_configs("clients/app", {"controller_mutation_rate": "1"})
+    assert asyncio.run(d(_conn("PLAINTEXT"), _frame()))
+    assert calls == []  # ApiVersions, and as much Produce and Fetch: the short path
+    quotas = d.services.quotas
+    assert not quotas.meters(0) and not quotas.meters(1)
+    assert quotas.meters(19) and quotas.meters(20) and quotas.meters(37)
+    # CreateTopics is still charged: admitted with the client's mutation quota
+    create = quotas.admit(_conn("PLAINTEXT"), RequestHeader(
+        api_key=19, api_version=6, correlation_id=1, client_id="app"), None, 0)
+    assert create.mutation.match == (1, "", "app") and create.mutation.strict
+    assert create.produce is create.fetch is create.request_time is None
+    # and Metadata's auto-creation charges it without being metered
+    assert quotas.mutation_quota("ANONYMOUS", "app", strict=False).match == (1, "", "app")
+    store.set_entity_configs("clients/app", {"controller_mutation_rate": "1",
+                                             "request_percentage": "50"})
+    assert quotas.meters(0) and quotas.meters(1)

@@ -132,6 +132,23 @@ def test_strict_from_kafkas_versions():
     assert not is_strict(37, 2) and is_strict(37, 3)
 
 
+def test_the_bucket_follows_the_controller_quota_window_not_the_client_one(tmp_path):
+    """Kafka's ControllerMutationQuotaManager takes its samples from
+    controller.quota.window.*: a bucket of 3 samples * 2 s * 5/s = 30
+    credits, whatever quota.window.* (10 * 1 s, 50 credits) says."""
+    cfg = load_broker_config(None, [f"log.dirs={tmp_path / 'logs'}",
+                                    "quota.window.num=10", "quota.window.size.seconds=1",
+                                    "controller.quota.window.num=3",
+                                    "controller.quota.window.size.seconds=2"], environ={})
+    store = _store(tmp_path, {"clients/admin": {KEY: "5"}})
+    quotas = ClientQuotas.for_broker(QuotaConfigs(store), cfg)
+    assert quotas.window == QuotaWindow(10, 1000)
+    match = quotas.mutations.match("ANONYMOUS", "admin")
+    assert quotas.mutations.burst(match) == 30
+    assert quotas.mutations.take_strict(match, 30, 0) == (True, 0)
+    assert quotas.mutations.take_permissive(match, 1, 0) == (True, 200)  # 1 over at 5/s
+
+
 def test_client_quotas_resolve_the_mutation_quota(tmp_path):
     """The same precedence as every client quota (here users/<u>/clients/<default>
     over clients/<c>), one budget per (user, client id) it names."""

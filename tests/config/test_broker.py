@@ -47,6 +47,8 @@ def test_defaults_match_kafka():
     assert (c.group_min_session_timeout_ms, c.group_max_session_timeout_ms) == (6000, 1800000)
     assert c.offsets_retention_minutes == 10080
     assert c.metrics_port == 0 and c.cluster_id is None
+    assert (c.quota_window_num, c.quota_window_size_seconds) == (11, 1)
+    assert (c.controller_quota_window_num, c.controller_quota_window_size_seconds) == (11, 1)
     assert c.raw == {} and c.origins == {}
 
 
@@ -188,6 +190,9 @@ def test_error_message_format():
     ("group.min.session.timeout.ms", "2000000", "group.max.session.timeout.ms"),
     ("producer.id.expiration.ms", "0", ">= 1"),
     ("producer.id.expiration.check.interval.ms", "soon", "int"),
+    ("controller.quota.window.num", "0", ">= 1"),
+    ("controller.quota.window.size.seconds", "0", ">= 1"),
+    ("controller.quota.window.size.seconds", "1.5", "integer"),
 ])
 def test_bad_values_name_key_value_allowed(key, value, allowed):
     with pytest.raises(ConfigError) as ei:

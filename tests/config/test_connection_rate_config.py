@@ -55,6 +55,18 @@ def test_a_rate_of_zero_is_refused_at_run_time_as_kafka_refuses_it(changed):
         validate(BrokerConfig.from_dict(LISTENERS), {}, changed, changed)
 
 
+def test_a_listeners_static_zero_does_not_block_broker_wide_changes():
+    # Kafka reconfigures (and validates) only the listeners whose rate changes
+    static = BrokerConfig.from_dict({**LISTENERS, f"listener.name.client.{KEY}": "0"})
+    c = validate(static, {KEY: "20"}, {}, {KEY: "20"})
+    assert c.listener_value("CLIENT", KEY) == 0 and c.listener_value("INTERNAL", KEY) == 20
+    c = validate(static, {KEY: "20"}, {KEY: "30"}, {KEY: "30"}, before=c)
+    assert c.listener_value("INTERNAL", KEY) == 30
+    # a change that makes a listener's rate 0 is still refused
+    with pytest.raises(DynamicConfigError, match=f"Invalid {KEY} 0"):
+        validate(static, {}, {KEY: "0"}, {KEY: "0"})
+
+
 def test_a_bad_run_time_value_names_the_key():
     key = f"listener.name.client.{KEY}"
     with pytest.raises(DynamicConfigError, match=key):
