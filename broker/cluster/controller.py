@@ -35,7 +35,7 @@ import time
 from typing import Callable, NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, KazooException, NoNodeError,
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
                               NodeExistsError, NotEmptyError, RolledBackError)
 from kazoo.protocol.states import ZnodeStat
 
@@ -87,6 +87,8 @@ class Controller:
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
                                         daemon=True)
         self._stopped = False
+        self._elect_later_lock = threading.Lock()
+        self._elect_pending = False  # one _elect_later retry at a time
         # Set while active:
         self.active = False
         self.epoch = 0
@@ -176,6 +178,7 @@ class Controller:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
                 self._resign(delete_znode=False)
+                self._elect_later()  # stays out unless /controller is still ours
             except KazooException as e:
                 # ZooKeeper unreachable or the session gone: decisions cannot be
                 # written; the next controller (maybe us again) starts over.
@@ -196,52 +199,75 @@ class Controller:
         live on (a connection lost and found again), and with it our
         /controller znode: no watch fires, nobody else can win, and without
         this the cluster had no acting controller until our session ended
-        (100-round nemesis: leaders of a paused broker never moved)."""
-        if not self._stopped:
-            timer = threading.Timer(ELECT_AGAIN_S, lambda: self._events.put(("elect",)))
-            timer.daemon = True
-            timer.start()
+        (100-round nemesis: leaders of a paused broker never moved). One
+        pending retry at a time."""
+        with self._elect_later_lock:
+            if self._stopped or self._elect_pending:
+                return
+            self._elect_pending = True
+
+        def stand() -> None:
+            with self._elect_later_lock:
+                self._elect_pending = False
+            self._events.put(("elect",))
+        timer = threading.Timer(ELECT_AGAIN_S, stand)
+        timer.daemon = True
+        timer.start()
 
     def _try_elect(self) -> None:
+        """Take office when /controller is free, or is still ours from this
+        very session (an earlier term of ours ended on a ZooKeeper error
+        while the session lived on). The znode and the epoch bump are one
+        transaction, as Kafka registers its controller: a broker never holds
+        office at an epoch it bumped without holding /controller."""
         if self.active or self._stopped:
             return
+        session = self.zk.client_id
+        if session is None:
+            raise ConnectionLoss()  # not connected: _run stands again later
         try:
-            self.zk.create(z.CONTROLLER, z.encode_controller(self.broker_id,
-                                                             int(self._clock() * 1000)),
-                           ephemeral=True)
-        except NodeExistsError:
-            try:
-                _, stat = self.zk.get(z.CONTROLLER)
-            except NoNodeError:
-                self._events.put(("elect",))  # gone meanwhile: stand again
-                return
-            if stat.ephemeralOwner != self.zk.client_id[0]:
+            _, held = self.zk.get(z.CONTROLLER)
+        except NoNodeError:
+            held = None
+        if held is not None and held.ephemeralOwner != session[0]:
+            return  # someone else's; the watch tells us when it goes
+        try:
+            data, epoch_stat = self.zk.get(z.CONTROLLER_EPOCH)
+            epoch = z.decode_controller_epoch(data) + 1
+        except NoNodeError:
+            epoch_stat, epoch = None, 1
+        txn = self.zk.transaction()
+        if held is None:
+            txn.create(z.CONTROLLER, z.encode_controller(self.broker_id,
+                                                         int(self._clock() * 1000)),
+                       ephemeral=True)
+        else:
+            txn.check(z.CONTROLLER, held.version)
+        if epoch_stat is None:
+            txn.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch))
+        else:
+            txn.set_data(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch),
+                         epoch_stat.version)
+        results = txn.commit()
+        failed = [r for r in results if isinstance(r, Exception)
+                  and not isinstance(r, RolledBackError)]
+        if failed:
+            if held is None and isinstance(results[0], NodeExistsError):
                 return  # someone else won; the watch tells us when it goes
-            # Ours, from this very session: an earlier term of ours ended on a
-            # ZooKeeper error while the session lived on. Take office again.
-        self.epoch, self._epoch_version = self._bump_epoch()
+            self._events.put(("elect",))  # the epoch or the znode moved meanwhile: look again
+            return
+        if self.zk.client_id != session:
+            # The session changed during the transaction: a check of "ours" made
+            # in the old one proves nothing now; look again.
+            self._events.put(("elect",))
+            return
+        epoch_result = results[1]
+        self.epoch = epoch
+        self._epoch_version = epoch_result.version if isinstance(epoch_result, ZnodeStat) else 0
         self.active = True
         self._next_rebalance = time.monotonic() + self._rebalance().interval_s
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
         self._load()
-
-    def _bump_epoch(self) -> tuple[int, int]:
-        while True:
-            try:
-                data, stat = self.zk.get(z.CONTROLLER_EPOCH)
-            except NoNodeError:
-                try:
-                    self.zk.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(1))
-                    return 1, 0
-                except NodeExistsError:
-                    continue
-            epoch = z.decode_controller_epoch(data) + 1
-            try:
-                stat = self.zk.set(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch),
-                                   version=stat.version)
-                return epoch, stat.version
-            except BadVersionError:
-                continue
 
     def _resign(self, delete_znode: bool) -> None:
         if not self.active:

@@ -416,9 +416,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._reload_topic(name)
         except KazooException as e:
             log.warning("reading topic %s failed (%s); reading it again", name, type(e).__name__)
-            drops = self._topic_drops.get(name, 0)
-
             def again() -> bool:
+                drops = self._topic_drops.get(name, 0)  # before this read begins
                 if name in self._watched_topics:
                     self._reload_topic(name, drops_seen=drops)
                 return True
@@ -839,10 +838,14 @@ class ZooKeeperMetadataStore(MetadataStore):
         that fails raises, and the change notice is read again later
         (_read_again_later), rather than each listener failing on its own and
         keeping the old values for good."""
-        configs = self.entity_configs(entity_path)
+        try:
+            configs = self.entity_configs(entity_path)
+        except z.ZNodeFormatError as e:  # written by hand or a broken tool: keep what we have
+            log.warning("ignoring entity config: %s", e)
+            return
         for listener in list(self._entity_config_listeners):
             try:
-                listener(entity_path, configs)
+                listener(entity_path, dict(configs))
             except Exception:  # noqa: BLE001 - one listener must not starve the others
                 log.exception("entity config listener failed")
 

@@ -176,10 +176,14 @@ def test_a_replaced_controller_cannot_write(cluster, kazoo):
     # Another controller took office without the old one noticing (its
     # /controller znode is still there): the epoch moved on.
     data, stat = kazoo.get("/controller_epoch")
-    kazoo.set("/controller_epoch", str(int(data) + 1).encode(), version=stat.version)
+    bumped = int(data) + 1
+    kazoo.set("/controller_epoch", str(bumped).encode(), version=stat.version)
     nodes[other].stop()  # gives the stale controller something to decide
     wait_until(lambda: not nodes[active_id].controller.active, what="the stale controller to resign")
-    assert _state(kazoo, "t", 0) == before
+    # Nothing written at the stale epoch. (/controller is still its own, from the
+    # same session, so it stands again and may decide again, at a newer epoch.)
+    after = _state(kazoo, "t", 0)
+    assert after == before or after["controller_epoch"] > bumped
 
 
 def test_every_broker_learns_leadership_changes_through_watches(cluster, kazoo):
@@ -369,3 +373,36 @@ def test_a_controller_whose_session_outlived_a_zookeeper_error_takes_office_agai
     state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["isr"] == [active] and s,
                        what="the decision it could not write, made again")
     assert state["controller_epoch"] == _epoch(kazoo)
+
+
+
+def test_a_controller_znode_with_our_id_but_another_session_is_not_ours(cluster, kazoo):
+    """The re-take compares ZooKeeper sessions, not broker ids: a /controller
+    naming this broker but held by another session (a restarted broker's old
+    one, a tool) keeps it out of office, and the epoch does not move."""
+    from kazoo.exceptions import ConnectionLoss
+    nodes = {i: cluster(i) for i in range(2)}
+    active = wait_until(lambda: [c] if (c := _controller(kazoo)) is not None
+                        and nodes[c].controller.active else None, what="a controller")[0]
+    controller = nodes[active].controller
+    data = kazoo.get("/controller")[0]
+    real_transaction = controller.zk.transaction
+    failures = []
+
+    def lose_the_connection_once():
+        if not failures:
+            failures.append(1)
+            # meanwhile another session takes /controller, with this broker's id
+            kazoo.delete("/controller")
+            kazoo.create("/controller", data, ephemeral=True)
+            raise ConnectionLoss()
+        return real_transaction()
+    controller.zk.transaction = lose_the_connection_once
+    _write_topic(kazoo, "t", {0: [0, 1]})  # the controller must write
+    wait_until(lambda: failures and not controller.active, what="the term ended")
+    epoch = _epoch(kazoo)
+    time.sleep(3 * 1.0)  # three of its retries (ELECT_AGAIN_S): it must stay out
+    assert not controller.active and not nodes[1 - active].controller.active
+    assert _epoch(kazoo) == epoch
+    kazoo.delete("/controller")  # that session's znode goes: one of them takes office
+    wait_until(lambda: any(n.controller.active for n in nodes.values()), what="a controller again")
