@@ -38,8 +38,8 @@ from broker.client import SimpleClient
 from broker.security.sasl.client import SaslClientSettings
 from protocol.messages import AlterUserScramCredentialsRequest, MetadataRequest
 from tests.integration.conftest import require_zookeeper
-from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
-from tests.support.cluster import Cluster
+from tests.support.broker_process import broker_in_temp_dir
+from tests.support.cluster import SaslPlaintextCluster
 from tests.support.kafka_wire import free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -56,23 +56,11 @@ EXPIRED = re.compile(r"closing connection \S+: SASL session of (\S+) expired")
 REAUTHENTICATED = re.compile(r"re-authenticated to (\S+) as admin with SASL/PLAIN")
 
 
-class SaslCluster(Cluster):
-    """Every broker with one SASL_PLAINTEXT listener."""
-
-    def broker_process(self, broker_id, work_dir=None):
-        port = free_port()
-        return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
-                             broker_id=broker_id, overrides={
-                                 "zookeeper.connect": self.zookeeper_connect, **self.overrides,
-                                 "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-                                 "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
-
-
 @pytest.fixture
 def cluster():
     require_zookeeper()
     work = Path(tempfile.mkdtemp(prefix="samsa-broker-reauth-"))
-    c = SaslCluster(work, 3, offsets_partitions=1, overrides={
+    c = SaslPlaintextCluster(work, 3, offsets_partitions=1, overrides={
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",

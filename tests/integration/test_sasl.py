@@ -698,21 +698,11 @@ def test_credential_created_at_broker_0_authenticates_at_broker_2(tmp_path):
     import json
 
     from tests.integration.conftest import require_zookeeper
-    from tests.support.cluster import Cluster
+    from tests.support.cluster import SaslPlaintextCluster
     from protocol.messages import AlterUserScramCredentialsRequest as Alter
     require_zookeeper()
 
-    class SaslCluster(Cluster):
-        """Every broker with one SASL_PLAINTEXT listener."""
-        def broker_process(self, broker_id, work_dir=None):
-            port = free_port()
-            return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
-                                 broker_id=broker_id, overrides={
-                                     "zookeeper.connect": self.zookeeper_connect, **self.overrides,
-                                     "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-                                     "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
-
-    cluster = SaslCluster(tmp_path, 3, offsets_partitions=1, overrides={
+    cluster = SaslPlaintextCluster(tmp_path, 3, offsets_partitions=1, overrides={
         "inter.broker.listener.name": "SASL_PLAINTEXT",  # Kafka requires it to be a listener
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
@@ -787,19 +777,10 @@ def test_scram_is_answered_from_memory_when_zookeeper_refuses_reads(tmp_path):
 
     from broker.security.sasl.client import SaslClientError, SaslClientSettings, authenticate
     from tests.integration.conftest import require_zookeeper
-    from tests.support.cluster import Cluster
+    from tests.support.cluster import SaslPlaintextCluster
     require_zookeeper()
 
-    class SaslCluster(Cluster):
-        def broker_process(self, broker_id, work_dir=None):
-            port = free_port()
-            return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
-                                 broker_id=broker_id, overrides={
-                                     "zookeeper.connect": self.zookeeper_connect, **self.overrides,
-                                     "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-                                     "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
-
-    cluster = SaslCluster(tmp_path, 1, offsets_partitions=1, overrides={
+    cluster = SaslPlaintextCluster(tmp_path, 1, offsets_partitions=1, overrides={
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,

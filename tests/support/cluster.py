@@ -24,6 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from .broker_process import BrokerProcess
+from .kafka_wire import free_port
 from .waiting import wait_until
 from .zookeeper import ZooKeeperProcess
 
@@ -254,3 +255,17 @@ class Cluster:
                 return leaders
             return None
         return wait_until(ready, timeout, f"a leader for each of {partitions} partitions of {topic}")
+
+
+class SaslPlaintextCluster(Cluster):
+    """Every broker with one SASL_PLAINTEXT listener, on a port of its own (the
+    SASL settings, the JAAS entry and the inter-broker listener come in
+    ``overrides``)."""
+
+    def broker_process(self, broker_id: int, work_dir: Path | None = None) -> BrokerProcess:
+        port = free_port()
+        return BrokerProcess(work_dir or self.work_dir / f"broker-{broker_id}", port=port,
+                             broker_id=broker_id, overrides={
+                                 "zookeeper.connect": self.zookeeper_connect, **self.overrides,
+                                 "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                 "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
