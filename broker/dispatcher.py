@@ -53,18 +53,19 @@ class Dispatcher:
         metrics = services.metrics
         name = self.names[header.api_key]
         quotas = services.quotas
-        if not quotas.meters(header.api_key):  # no quota for it: nothing to measure
-            started = metrics.request(header.api_key, name)
-            try:
-                response = await handler(RequestContext(header, conn, services), request)
-            finally:
-                metrics.request_done(name, started)
-            return None if response is None else encode_response(header, response)
-        quota = quotas.admit(conn, header, request, len(frame))
+        # No quota for this request: nothing to measure or throttle (the common
+        # case, kept to a branch: no quota objects, no extra coroutine).
+        quota = (quotas.admit(conn, header, request, len(frame))
+                 if quotas.meters(header.api_key) else None)
         started = metrics.request(header.api_key, name)
         try:
-            response = await quota.timed(
-                handler(RequestContext(header, conn, services, quota.mutation), request))
+            if quota is None:
+                response = await handler(RequestContext(header, conn, services), request)
+            else:
+                response = await quota.timed(
+                    handler(RequestContext(header, conn, services, quota.mutation), request))
         finally:
             metrics.request_done(name, started)
+        if quota is None:
+            return None if response is None else encode_response(header, response)
         return await quota.respond(response)  # encoded, throttled per client quotas
