@@ -12,6 +12,7 @@ from typing import Callable
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
 from storage import LogManager
+from storage.dir_lock import LogDirLocks
 from storage.errors import StorageError
 
 from protocol.messages import ControlledShutdownRequest
@@ -207,6 +208,7 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self._serving = False  # registered and answering requests
         self._stopping = False
+        self._dir_locks: LogDirLocks | None = None  # held from start to the end of stop
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
@@ -624,7 +626,14 @@ class Broker:
         for network in self.networks:
             await network.bind()
         _check_log_dirs(cfg.log_dirs)
-        self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        # Before anything in them is read or written (the embedded metadata
+        # store's files included): another broker on these dirs refuses this one.
+        self._dir_locks = LogDirLocks(cfg.log_dirs)
+        try:
+            self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+        except BaseException:
+            self._release_log_dirs()
+            raise
         cfg = self.cfg  # now with the stored dynamic configs
         await self._start_groups()
         await self._start_transactions()
@@ -750,12 +759,18 @@ class Broker:
             failures = await asyncio.get_running_loop().run_in_executor(
                 None, self.services.logs.shutdown)
             self.services.store.close()
+        self._release_log_dirs()
         if failures:
             log.error("samsa broker stopped, but %d write(s) failed (the next start "
                       "recovers from what was flushed): %s", len(failures), "; ".join(failures))
             return False
         log.info("samsa broker stopped cleanly")
         return True
+
+    def _release_log_dirs(self) -> None:
+        if self._dir_locks is not None:
+            self._dir_locks.release()
+            self._dir_locks = None
 
     async def run_until_signalled(self) -> bool:
         await self.start()
