@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import os
 import signal
@@ -155,6 +156,19 @@ def _check_log_dirs(dirs) -> None:
             raise StorageError(f"log.dirs: cannot create {d}: {e.strerror}") from None
         if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
             raise StorageError(f"log.dirs: {d} is not a writable directory")
+
+
+def _other_port_override(cfg, busy: str) -> str:
+    """The --override that moves listener ``busy`` to another port: every
+    listener must be given, and advertised.listeners too when it is set
+    (clients would otherwise be sent to the busy port)."""
+    def value(listeners) -> str:
+        return ",".join(f"{lst.name}://{f'[{lst.host}]' if ':' in lst.host else lst.host}:"
+                        f"{'PORT' if lst.name == busy else lst.port}" for lst in listeners)
+    hint = f"--override listeners={value(cfg.listeners)}"
+    if cfg.is_set("advertised.listeners"):
+        hint += f" --override advertised.listeners={value(cfg.advertised_listeners)}"
+    return hint
 
 
 def _node(cfg) -> BrokerEndpoint:
@@ -624,7 +638,14 @@ class Broker:
         # The ports first: a broker that cannot listen fails before it touches
         # (or creates) its log dirs.
         for network in self.networks:
-            await network.bind()
+            try:
+                await network.bind()
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                raise OSError(e.errno, f"{e.strerror}; to run this broker on another port: "
+                                       f"{_other_port_override(cfg, network.listener_name)}"
+                              ) from None
         _check_log_dirs(cfg.log_dirs)
         # Before anything in them is read or written (the embedded metadata
         # store's files included): another broker on these dirs refuses this one.

@@ -56,7 +56,8 @@ def _lock(d: str) -> int:
     except BlockingIOError:
         os.close(fd)
         raise StorageError(f"log.dirs: {d} is in use by another broker (it holds {path}); "
-                           f"stop that one, or give this one its own log.dirs") from None
+                           f"stop that one, or give this one a dir of its own "
+                           f"(--override log.dirs=DIR)") from None
     except OSError as e:
         os.close(fd)
         raise StorageError(f"log.dirs: cannot lock {path}: {e.strerror}") from None

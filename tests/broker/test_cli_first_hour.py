@@ -94,6 +94,9 @@ def test_a_port_in_use_fails_before_the_log_dirs_are_touched(tmp_path):
     assert p.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in p.stderr and "Traceback" not in p.stderr
     assert not data.exists()
+    # ... and says, in the same one line, how to run on another port
+    lines = [line for line in p.stderr.splitlines() if line.startswith("samsa:")]
+    assert len(lines) == 1 and "--override listeners=PLAINTEXT://127.0.0.1:PORT" in lines[0]
 
 
 @pytest.mark.parametrize("make_bad", ["a file", "under a file"])
