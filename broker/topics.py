@@ -320,13 +320,18 @@ class TopicService:
                                      f"{len(assignment)} assignments provided.")
                 self._check_assignment(dict(enumerate(assignment, meta.num_partitions)),
                                        meta.num_partitions)
-                # Every partition of a topic has one replica here until replica
-                # lists are kept per partition (the cluster work).
-                if any(len(r) != 1 for r in assignment):
+                # New partitions keep the topic's replication factor, as Kafka's
+                # AdminZkClient checks it against partition 0's replica list.
+                first = self.store.partition(name, 0)
+                expected = len(first.replicas) if first is not None else 1
+                bad = {p: len(r) for p, r in enumerate(assignment, meta.num_partitions)
+                       if len(r) != expected}
+                if bad:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      "Inconsistent replication factor between partitions, "
-                                     "partition 0 has 1 while the new partitions have "
-                                     f"{len(assignment[0])}.")
+                                     f"partition 0 has {expected} while partitions "
+                                     f"[{', '.join(map(str, bad))}] have replication factors "
+                                     f"[{', '.join(map(str, bad.values()))}], respectively.")
             if count <= meta.num_partitions:
                 raise TopicError(ErrorCode.INVALID_PARTITIONS,
                                  f"Topic currently has {meta.num_partitions} partitions, "

@@ -182,8 +182,12 @@ class Controller:
             except KazooException as e:
                 # ZooKeeper unreachable or the session gone: decisions cannot be
                 # written; the next controller (maybe us again) starts over.
-                log.warning("controller %d: ZooKeeper error handling %s: %s", self.broker_id,
-                            kind, e)
+                # kazoo's errors often have no message (SessionExpiredError(),
+                # ConnectionLoss()): the type says what happened. While this
+                # broker stops, its session closing under an event is expected.
+                log.log(logging.DEBUG if self._stopped else logging.WARNING,
+                        "controller %d: ZooKeeper error handling %s: %s", self.broker_id,
+                        kind, type(e).__name__ + (f" ({e})" if str(e) else ""))
                 self._resign(delete_znode=False)
                 self._elect_later()
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread

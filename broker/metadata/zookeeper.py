@@ -704,7 +704,11 @@ class ZooKeeperMetadataStore(MetadataStore):
     def delete_topic(self, name, timeout: float = 30.0) -> TopicMeta:
         """Kafka's deletion: mark the topic under /admin/delete_topics and let the
         controller delete it (it alone writes partition states, so nothing
-        re-creates what it deletes); answered once the topic's znode is gone."""
+        re-creates what it deletes); answered once the marker is gone, which
+        the controller removes last, after the topic's and its config's znodes
+        (answered when the topic's znode went, a topic re-created at once could
+        have its new config deleted by the rest of the old deletion, and the
+        marker was still there)."""
         with self._lock:
             meta = self._reload_topic(name)
             if meta is None:
@@ -716,7 +720,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         deadline = time.monotonic() + timeout
         while True:
             gone = threading.Event()
-            if not self.zk.exists(z.topic_path(name), watch=lambda _event: gone.set()):
+            if not self.zk.exists(z.delete_topic_path(name), watch=lambda _event: gone.set()):
                 break
             if not gone.wait(max(0.0, deadline - time.monotonic())):
                 raise MetadataUnavailableError(

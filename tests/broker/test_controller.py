@@ -342,7 +342,7 @@ def test_reassignment_validation(cluster, kazoo):
 
 
 def test_a_controller_whose_session_outlived_a_zookeeper_error_takes_office_again(
-        cluster, kazoo):
+        cluster, kazoo, caplog):
     """A ZooKeeper error (here: one connection loss, injected into the active
     controller's next write) ends its term; its session, and so its
     /controller znode, live on, so no other broker can win and no watch fires.
@@ -373,6 +373,10 @@ def test_a_controller_whose_session_outlived_a_zookeeper_error_takes_office_agai
     state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["isr"] == [active] and s,
                        what="the decision it could not write, made again")
     assert state["controller_epoch"] == _epoch(kazoo)
+    # kazoo's ConnectionLoss() has no message: the log names the error's type
+    assert any("ZooKeeper error handling" in r.getMessage()
+               and r.getMessage().endswith(": ConnectionLoss") for r in caplog.records), \
+        [r.getMessage() for r in caplog.records if "ZooKeeper error" in r.getMessage()]
 
 
 

@@ -914,6 +914,29 @@ def test_a_topic_deleted_while_coming_online_leaves_its_name_usable(zk_cluster: 
     assert zk_cluster.wait_for_leaders(topic, 2)
 
 
+def test_create_partitions_with_an_assignment_keeps_the_replication_factor(zk_cluster: Cluster):
+    """CreatePartitions with explicit replica lists on a topic of three replicas
+    (librdkafka's admin client, as kafka-topics --alter --replica-assignment
+    sends it): taken when the new partitions have three replicas too, and
+    refused INVALID_REPLICA_ASSIGNMENT, naming both factors, when they do not."""
+    from confluent_kafka.admin import NewPartitions
+    admin = AdminClient({"bootstrap.servers": zk_cluster.bootstrap})
+    topic = _name("grown")
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[1, 2, 0], [2, 0, 1]])])[
+        topic].result(30)
+    partitions = zk_cluster.assignment(topic)["partitions"]
+    assert (len(partitions[0]), partitions[1], partitions[2]) == (3, [1, 2, 0], [2, 0, 1])
+    assert zk_cluster.wait_for_leaders(topic, 3) == {0: zk_cluster.leaders(topic)[0], 1: 1, 2: 2}
+    with pytest.raises(KafkaException) as info:
+        admin.create_partitions([NewPartitions(topic, 4, replica_assignment=[[0]])])[
+            topic].result(30)
+    err = info.value.args[0]
+    assert err.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "partition 0 has 3" in err.str() and "[1]" in err.str(), err.str()
+    assert len(zk_cluster.assignment(topic)["partitions"]) == 3
+
+
 def test_a_tool_rewriting_a_topic_without_its_id_loses_no_data(zk_cluster: Cluster):
     """A Kafka 2.x tool (kafka-topics --zookeeper --alter) rewrites the topic's znode
     without topic_id: the topic keeps its id, and no broker takes its logs for
