@@ -28,6 +28,7 @@ from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, Group
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
+from .cluster.single_broker import SingleBrokerController
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.zk_registry import ConsumerRegistry
@@ -86,7 +87,8 @@ class BrokerServices:
     transactions: LoopBridge | None = None  # the transaction coordinator, once started
     txn_verifier: LoopBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
-    controller: Controller | None = None  # ZooKeeper mode: this broker's controller
+    # ZooKeeper mode: this broker's controller; embedded: the one-broker one
+    controller: Controller | SingleBrokerController | None = None
     # Called on the processor loop after a transaction marker is replicated in a
     # __consumer_offsets partition this broker leads, with (partition, producer
     # id, committed): where the group coordinator makes the producer's pending
@@ -280,7 +282,10 @@ class Broker:
                               self.node, advertised_apis(), metrics, dynamic,
                               scram_credentials=ScramCredentialCache(store),
                               txn_coordinators=txn_coordinators,
-                              zk_registry=self.registry, controller=self.controller,
+                              zk_registry=self.registry,
+                              # embedded: this broker is its one-broker cluster's controller
+                              controller=(self.controller if self.controller is not None
+                                          else SingleBrokerController(store)),
                               sasl=self.sasl,
                               quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
                               acls=acls)

@@ -111,7 +111,12 @@ def describe_topic_config(broker_cfg: BrokerConfig,
                                           ConfigSource.TOPIC_CONFIG))
         synonyms += _broker_synonyms(broker_cfg, [s.name for s in tk.synonyms])
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        value = render(ck.type, from_attr_value(tk, getattr(effective, tk.attr)))
+        if name in parsed and ck.type is ConfigType.LIST:
+            # a topic's own list as it set it (Kafka keeps its order:
+            # cleanup.policy "delete,compact" is not "compact,delete")
+            value = synonyms[0].value
+        else:
+            value = render(ck.type, from_attr_value(tk, getattr(effective, tk.attr)))
         entries.append(ConfigEntry(
             name=name, value=value, source=int(source),
             is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=False,

@@ -45,7 +45,7 @@ from protocol.errors import ErrorCode
 
 from . import reassignment as ra
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
-                        initial_state, remove_from_isr)
+                        election_answer, elections_reported, initial_state, remove_from_isr)
 
 log = logging.getLogger("broker.cluster.controller")
 
@@ -505,24 +505,18 @@ class Controller:
                 out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 continue
             state = self._states[tp][0]
-            if unclean:
-                if state.leader in self._live:
-                    out[tp] = ErrorCode.ELECTION_NOT_NEEDED
-                    continue
+            answer = election_answer(replicas, state, self._live, self._electable, unclean)
+            if answer is not None:
+                out[tp] = answer
+            elif unclean:
                 self._decide(tp, lambda s, r=replicas: elect_offline(r, s, self._electable, True))
                 ok = self._states.get(tp, (state,))[0].leader in self._electable
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-            elif state.leader == replicas[0]:
-                out[tp] = ErrorCode.ELECTION_NOT_NEEDED
-            elif replicas[0] not in self._electable or replicas[0] not in state.isr:
-                out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             else:
                 self._decide(tp, lambda s, r=replicas: elect_preferred(r, s, self._electable))
                 ok = self._states.get(tp, (state,))[0].leader == replicas[0]
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-        if partitions is None:  # "all partitions": Kafka answers only the ones it acted on
-            out = {tp: e for tp, e in out.items() if e != ErrorCode.ELECTION_NOT_NEEDED}
-        return out
+        return elections_reported(out, partitions is None)
 
     def _periodic_due(self) -> bool:
         return self._rebalance_due() or (bool(self._reassigning)
@@ -605,8 +599,7 @@ class Controller:
         out: dict[Partition, ReassignResult] = {}
         for tp, target in requests.items():
             if tp[1] not in self._assignments.get(tp[0], {}) or tp[0] in deleting:
-                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           f"partition {tp[0]}-{tp[1]} does not exist")
+                out[tp] = ra.unknown_partition(tp)
             else:
                 running = self._reassigning.get(tp)
                 current = self._assignments[tp[0]][tp[1]]
@@ -614,13 +607,10 @@ class Controller:
                 if target is None:
                     out[tp] = self._cancel(tp)
                 else:
-                    reason = ra.check_target(target, self._live, original)
-                    if reason is not None:
-                        out[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason)
-                    elif not allow_replication_factor_change and len(target) != len(original):
-                        out[tp] = (ErrorCode.INVALID_REPLICATION_FACTOR,
-                                   f"the replication factor would change from {len(original)} "
-                                   f"to {len(target)}, which the request does not allow")
+                    refused = ra.refusal(target, self._live, original,
+                                         allow_replication_factor_change)
+                    if refused is not None:
+                        out[tp] = refused
                     elif ra.begin(current, running, target) is None:
                         # The original replicas: nothing to move, and a running
                         # reassignment is cancelled (as Kafka treats it).
@@ -711,8 +701,7 @@ class Controller:
         """Back to the original replicas, at once: the added ones are dropped."""
         running = self._reassigning.get(tp)
         if running is None:
-            return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
-                    f"no reassignment of {tp[0]}-{tp[1]} is in progress")
+            return ra.nothing_to_cancel(tp)
         self._read_state(tp)
         state = self._states.get(tp, (None,))[0]
         if state is not None and not ra.can_cancel(running, state, self._electable):

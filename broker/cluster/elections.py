@@ -21,7 +21,9 @@ Kafka's rules, kept here:
 from __future__ import annotations
 
 import dataclasses
-from typing import AbstractSet, Sequence
+from typing import AbstractSet, Mapping, Sequence
+
+from protocol.errors import ErrorCode
 
 NO_LEADER = -1
 
@@ -98,3 +100,27 @@ def elect_for_shutdown(replicas: Sequence[int], state: LeaderAndIsr, live: Abstr
     if any(r in shutting_down for r in state.isr) and staying:
         return state.with_change(state.leader, staying)
     return None
+
+
+def election_answer(replicas: Sequence[int], state: LeaderAndIsr, live: AbstractSet[int],
+                    electable: AbstractSet[int], unclean: bool) -> ErrorCode | None:
+    """ElectLeaders' answer for a partition when it is known without electing
+    (Kafka's): unclean, a partition whose leader is alive needs no election;
+    preferred, one led by its first replica needs none, and one whose first
+    replica cannot lead (down, shutting down, out of the ISR) cannot have it.
+    None: elect, and the election's outcome is the answer."""
+    if unclean:
+        return ErrorCode.ELECTION_NOT_NEEDED if state.leader in live else None
+    if state.leader == replicas[0]:
+        return ErrorCode.ELECTION_NOT_NEEDED
+    if replicas[0] not in electable or replicas[0] not in state.isr:
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    return None
+
+
+def elections_reported(results: Mapping, every_partition: bool) -> dict:
+    """An election of every partition (no partitions named) answers only the
+    partitions it acted on, as Kafka's does; named ones are all answered."""
+    if not every_partition:
+        return dict(results)
+    return {tp: e for tp, e in results.items() if e != ErrorCode.ELECTION_NOT_NEEDED}

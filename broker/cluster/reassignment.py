@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import AbstractSet, Sequence
 
+from protocol.errors import ErrorCode
+
 from .elections import NO_LEADER, LeaderAndIsr
 
 
@@ -70,6 +72,29 @@ def check_target(target: Sequence[int], live: AbstractSet[int],
     if dead:
         return f"the replica list has brokers that are not alive: {dead}"
     return None
+
+
+def refusal(target: Sequence[int], live: AbstractSet[int], original: Sequence[int],
+            allow_replication_factor_change: bool = True) -> tuple[ErrorCode, str] | None:
+    """Kafka's answer refusing a move of a partition whose replicas were
+    ``original`` to ``target`` (None: it may start)."""
+    reason = check_target(target, live, original)
+    if reason is not None:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, reason
+    if not allow_replication_factor_change and len(target) != len(original):
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"the replication factor would change from {len(original)} "
+                f"to {len(target)}, which the request does not allow")
+    return None
+
+
+def unknown_partition(tp: tuple[str, int]) -> tuple[ErrorCode, str]:
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp[0]}-{tp[1]} does not exist"
+
+
+def nothing_to_cancel(tp: tuple[str, int]) -> tuple[ErrorCode, str]:
+    return (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+            f"no reassignment of {tp[0]}-{tp[1]} is in progress")
 
 
 def begin(current: Sequence[int], running: Reassignment | None,

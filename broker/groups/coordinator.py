@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode, ProtocolError
 
 from ..coordinator_errors import coordinator_write_error
+from ..network.log_limit import RateLimitedLog
 from .consumer_protocol import assignment_partitions, subscription_topics
 from .group import Group, GroupState, Member
 from .log_format import GroupRecord, MemberRecord, OffsetAndMetadata
@@ -178,6 +179,7 @@ class GroupCoordinator:
         # was valid for the previous generation is being written, and the new owner
         # of a partition must see that commit when it asks where to start.
         self._storing_commits: dict[str, set[asyncio.Future]] = {}
+        self._refusal_log = RateLimitedLog(log)
         # Offsets-topic partitions being (re)loaded after this broker took them
         # over, with how many loads are still to run (leadership can go and come
         # back before the first has run): their groups answer
@@ -964,16 +966,15 @@ class GroupCoordinator:
         if group is None:
             if generation_id >= 0:
                 # a member of a generation we never had (or a group we deleted)
-                return _every_partition(offsets, int(E.ILLEGAL_GENERATION))
-            if member_id or group_instance_id is not None:
-                return _every_partition(offsets, int(E.UNKNOWN_MEMBER_ID))
+                return self._refuse_commit(group_id, offsets, int(E.ILLEGAL_GENERATION),
+                                           generation_id, member_id, "the group does not exist")
+            # outside group management: a "simple" group that only keeps offsets
             group = self.groups[group_id] = Group(group_id)
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if err:
-            return _every_partition(offsets, err)
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            # it has this generation's JoinGroup answer, not its assignment yet
-            return _every_partition(offsets, int(E.REBALANCE_IN_PROGRESS))
+            return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
+                                       f"the group is {group.state}, generation "
+                                       f"{group.generation_id}")
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # PreparingRebalance still commits: the next heartbeat tells it to rejoin
             self._schedule_heartbeat(group, group.get(member_id))
@@ -1045,15 +1046,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id)
-        if group.is_(GroupState.DEAD):
-            return _every_partition(offsets, int(E.COORDINATOR_NOT_AVAILABLE))
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            if group.is_static_member_fenced(group_instance_id, member_id):
-                return _every_partition(offsets, int(E.FENCED_INSTANCE_ID))
-            if member_id and not group.has(member_id):
-                return _every_partition(offsets, int(E.UNKNOWN_MEMBER_ID))
-            if generation_id >= 0 and generation_id != group.generation_id:
-                return _every_partition(offsets, int(E.ILLEGAL_GENERATION))
+        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
+                                           transactional=True)
+        if err:
+            return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
+                                       f"transactional, the group is {group.state}, "
+                                       f"generation {group.generation_id}")
         codes, entries = self._offset_entries(offsets, self._time_ms(), None)
         if entries:
             try:
@@ -1091,21 +1089,47 @@ class GroupCoordinator:
 
     @staticmethod
     def _validate_offset_commit(group: Group, generation_id: int, member_id: str,
-                                group_instance_id: str | None) -> int:
+                                group_instance_id: str | None,
+                                transactional: bool = False) -> int:
+        """Who may commit, as Kafka's classic group decides it (one rule for
+        OffsetCommit and TxnOffsetCommit)."""
         if group.is_(GroupState.DEAD):
             return int(E.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            # From outside group management (admin tools, a "simple" consumer,
+            # the ZooKeeper-era consumers that send their own member id with
+            # generation -1): nobody's generation to protect while the group
+            # has no members, so the member id is not looked at.
+            return NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
-            if group.is_static_member_fenced(group_instance_id, member_id):
-                return int(E.FENCED_INSTANCE_ID)
+            if group_instance_id is not None:
+                if group.static_member_id(group_instance_id) is None:
+                    return int(E.UNKNOWN_MEMBER_ID)
+                if group.is_static_member_fenced(group_instance_id, member_id):
+                    return int(E.FENCED_INSTANCE_ID)
             if not group.has(member_id):
                 return int(E.UNKNOWN_MEMBER_ID)
             if generation_id != group.generation_id:
                 return int(E.ILLEGAL_GENERATION)
-            return NONE
-        if not group.is_(GroupState.EMPTY):
-            # while a group has members only they may commit
+        elif not transactional and not group.is_(GroupState.EMPTY):
+            # while a group has members only they may commit (a transactional
+            # commit before KIP-447 carries no member, and is not refused)
             return int(E.UNKNOWN_MEMBER_ID)
+        if not transactional and group.is_(GroupState.COMPLETING_REBALANCE):
+            # it has this generation's JoinGroup answer, not its assignment yet
+            return int(E.REBALANCE_IN_PROGRESS)
         return NONE
+
+    def _refuse_commit(self, group_id: str, offsets: list, code: int, generation_id: int,
+                       member_id: str, why: str) -> list[PartitionError]:
+        """Every partition of a refused commit answers ``code``; the refusal
+        is logged (at most a line per error code every interval), since
+        a client that ignores the answer otherwise loses its offsets silently."""
+        self._refusal_log.info(
+            f"commit-refused:{code}",
+            "group %s: offset commit (generation %d, member %r) refused with %s: %s",
+            group_id, generation_id, member_id, ErrorCode(code).name, why)
+        return _every_partition(offsets, code)
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,

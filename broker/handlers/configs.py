@@ -6,9 +6,12 @@ restarts; broker configs are static (server.properties, environment,
 """
 from __future__ import annotations
 
-from config import describe_broker_config, describe_topic_config
+from config import (BROKER_KEYS, TOPIC_KEYS, ConfigType, describe_broker_config,
+                    describe_topic_config)
+from config.broker import listener_override_key
 from config.describe import describe_broker_defaults
 from config.dynamic import DynamicConfigError
+from config.values import ConfigKey, render
 from protocol.errors import ErrorCode
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
@@ -130,7 +133,15 @@ def _alter_configs(ctx, req):
     return R(throttle_time_ms=0, responses=out)
 
 
-def _incremental(ops):
+def _key_of(resource_type: int, name: str) -> ConfigKey | None:
+    """The definition of a config key of a topic or broker resource."""
+    if resource_type == TOPIC:
+        tk = TOPIC_KEYS.get(name)
+        return tk.key if tk is not None else None
+    return BROKER_KEYS.get(name) or listener_override_key(name)
+
+
+def _incremental(ops, resource_type: int):
     def apply(configs):
         for op in ops:
             if op.config_operation == SET:
@@ -138,7 +149,21 @@ def _incremental(ops):
             elif op.config_operation == DELETE:
                 configs.pop(op.name, None)
             elif op.config_operation in (APPEND, SUBTRACT):
-                items = [v for v in configs.get(op.name, "").split(",") if v]
+                key = _key_of(resource_type, op.name)
+                verb = "append" if op.config_operation == APPEND else "subtract"
+                if key is None:
+                    raise TopicError(ErrorCode.INVALID_CONFIG, "Unknown " + (
+                        "topic" if resource_type == TOPIC else "broker")
+                        + f" config name: {op.name}")
+                if key.type is not ConfigType.LIST:
+                    raise TopicError(ErrorCode.INVALID_REQUEST, f"Config value {verb} is not "
+                                     f"allowed for config key: {op.name}")
+                # A key not set starts from its default, as Kafka's does
+                # (cleanup.policy APPEND compact is "delete,compact").
+                current = configs.get(op.name)
+                if current is None:
+                    current = render(ConfigType.LIST, key.default) or ""
+                items = [v for v in current.split(",") if v]
                 for v in (op.value or "").split(","):
                     if op.config_operation == APPEND and v and v not in items:
                         items.append(v)
@@ -162,7 +187,7 @@ def _incremental_alter_configs(ctx, req):
     for res in req.resources:
         code, message = _refusal(ctx, res.resource_type, res.resource_name,
                                  Op.ALTER_CONFIGS) or _alter(
-            ctx.broker, res, _incremental(res.configs), req.validate_only)
+            ctx.broker, res, _incremental(res.configs, res.resource_type), req.validate_only)
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type,
                                                   resource_name=res.resource_name))

@@ -32,6 +32,10 @@ class _Reachable:
         # from Metadata v6 on, LEADER_NOT_AVAILABLE before; no leader either way.
         self.unlisted = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
                          else ErrorCode.LEADER_NOT_AVAILABLE)
+        # Kafka answers Metadata v0 with only the replicas a client can reach
+        # (live, with its listener) and REPLICA_NOT_AVAILABLE when some are
+        # missing: the ZooKeeper-era health checks read a broker down from it.
+        self.only_reachable_replicas = version == 0
 
     def leader(self, p) -> tuple[ErrorCode, int]:
         if p.leader < 0:
@@ -40,14 +44,28 @@ class _Reachable:
             return self.unlisted, -1
         return ErrorCode.NONE, p.leader
 
+    def partition(self, p) -> tuple[ErrorCode, int, list[int], list[int]]:
+        """(error, leader, replicas, isr) of a partition as this request's
+        version shows them."""
+        error, leader = self.leader(p)
+        replicas, isr = list(p.replicas), list(p.isr)
+        if self.only_reachable_replicas:
+            shown = [r for r in replicas if r in self.ids]
+            shown_isr = [r for r in isr if r in self.ids]
+            if error == ErrorCode.NONE and (len(shown) < len(replicas)
+                                            or len(shown_isr) < len(isr)):
+                error = ErrorCode.REPLICA_NOT_AVAILABLE
+            replicas, isr = shown, shown_isr
+        return error, leader, replicas, isr
+
 
 def _partitions(cls, store, topic, reachable: _Reachable):
     out = []
     for index, p in sorted(store.partitions(topic).items()):
-        error, leader = reachable.leader(p)
+        error, leader, replicas, isr = reachable.partition(p)
         out.append(cls(error_code=error, partition_index=index, leader_id=leader,
-                       leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                       isr_nodes=list(p.isr), offline_replicas=list(p.offline_replicas)))
+                       leader_epoch=p.leader_epoch, replica_nodes=replicas,
+                       isr_nodes=isr, offline_replicas=list(p.offline_replicas)))
     return out
 
 

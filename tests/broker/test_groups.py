@@ -399,9 +399,13 @@ async def test_simple_consumer_commits_and_fetches(coord):
     assert ("simple", "", "Empty") in [tuple(g)[:3] for g in listed]
 
 
-async def test_commit_generation_and_member_checks(coord):
+async def test_commit_generation_and_member_checks(coord, caplog):
+    caplog.set_level("INFO", logger="broker.groups.coordinator")
     res = await coord.commit_offsets("nogroup", 3, "m", None, [("t", 0, 1, -1, "")])
     assert res[0].error_code == E.ILLEGAL_GENERATION
+    # the refusal says why in the broker's log, not only in the answer
+    assert any("nogroup" in r.getMessage() and "ILLEGAL_GENERATION" in r.getMessage()
+               for r in caplog.records)
     (a, b), _ = await stable_group(coord, "g")
     ok = await coord.commit_offsets("g", 1, a.member_id, None, [("t", 0, 10, -1, "x")])
     assert ok[0].error_code == E.NONE

@@ -11,7 +11,7 @@ import uuid
 
 from broker.client import SimpleClient
 from protocol.errors import ErrorCode
-from protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest,
+from protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest, ElectLeadersRequest,
                                DescribeConfigsRequest, DescribeTopicPartitionsRequest,
                                FetchRequest, IncrementalAlterConfigsRequest,
                                InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
@@ -321,3 +321,58 @@ def test_absurd_partition_counts_are_refused(broker):
         assert grow.results[0].error_code == ErrorCode.INVALID_PARTITIONS
         assert len(c.call(METADATA, MetadataRequest(allow_auto_topic_creation=False, topics=[
             MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].partitions) == 1
+
+
+def test_one_broker_answers_the_controller_admin_apis(broker):
+    """The embedded broker is the controller Metadata names: ElectLeaders and
+    the partition reassignment APIs get a one-broker Kafka's answers, not
+    NOT_CONTROLLER (kafka-python's admin client sends them to the controller)."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import (ElectionNotNeededError, InvalidReplicationAssignmentError,
+                              NoReassignmentInProgressError, UnknownTopicOrPartitionError)
+
+    topic = f"ctl-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+        # preferred election: the only replica leads already
+        resp = admin.elect_leaders(0, {topic: [0, 1, 9]}, raise_errors=False)
+        assert resp.error_code == 0
+        got = {(r.topic, p.partition_id): (p.error_code, p.error_message)
+               for r in resp.replica_election_results for p in r.partition_result}
+        assert {tp: e for tp, (e, _) in got.items()} == {
+            (topic, 0): ElectionNotNeededError.errno, (topic, 1): ElectionNotNeededError.errno,
+            (topic, 9): UnknownTopicOrPartitionError.errno}
+        assert all(m for _, m in got.values())
+        # unclean: the leader is alive, nothing to do either
+        resp = admin.elect_leaders(1, {topic: [0]}, raise_errors=False)
+        assert [p.error_code for r in resp.replica_election_results
+                for p in r.partition_result] == [ElectionNotNeededError.errno]
+        # kafka-python names every partition itself: each is answered
+        resp = admin.elect_leaders(0, None, raise_errors=False)
+        codes = {(r.topic, p.partition_id): p.error_code
+                 for r in resp.replica_election_results for p in r.partition_result}
+        assert {(topic, 0), (topic, 1), ("__consumer_offsets", 0)} <= set(codes)
+        assert set(codes.values()) == {ElectionNotNeededError.errno}
+        # no partitions named (null): only those acted on are answered, and none was
+        with SimpleClient(broker.bootstrap) as c:
+            resp = c.call(43, ElectLeadersRequest(election_type=0, topic_partitions=None,
+                                                  timeout_ms=10000))
+        assert (resp.error_code, resp.replica_election_results) == (0, [])
+
+        assert admin.list_partition_reassignments() == {}
+        assert admin.list_partition_reassignments({topic: [0]}) == {}
+        results = admin.alter_partition_reassignments({
+            TopicPartition(topic, 0): [0],  # where it is: nothing to move
+            TopicPartition(topic, 1): [0, 7],  # no broker 7
+            TopicPartition(topic, 5): [0],  # no such partition
+        })
+        assert results == {TopicPartition(topic, 0): None,
+                           TopicPartition(topic, 1): InvalidReplicationAssignmentError,
+                           TopicPartition(topic, 5): UnknownTopicOrPartitionError}
+        assert admin.alter_partition_reassignments({TopicPartition(topic, 0): None}) == {
+            TopicPartition(topic, 0): NoReassignmentInProgressError}
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()

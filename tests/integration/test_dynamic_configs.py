@@ -44,6 +44,30 @@ def test_removing_the_last_cleanup_policy_is_accepted(admin):
     assert _describe(admin, ResourceType.TOPIC, "t")["cleanup.policy"].value == ""
 
 
+def test_append_and_subtract_start_from_the_default_of_a_key_not_set(admin):
+    """Kafka appends to (and subtracts from) a list key's default when the
+    resource does not set it: cleanup.policy APPEND compact is delete,compact."""
+    def op(key, value, kind):
+        return ConfigEntry(key, value, incremental_operation=kind)
+    A, S = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
+    admin.create_topics([NewTopic("appended", 1, 1)])["appended"].result(30)
+    _incremental(admin, ResourceType.TOPIC, "appended", op("cleanup.policy", "compact", A))
+    assert _describe(admin, ResourceType.TOPIC, "appended")["cleanup.policy"].value == \
+        "delete,compact"
+    admin.create_topics([NewTopic("subtracted", 1, 1)])["subtracted"].result(30)
+    _incremental(admin, ResourceType.TOPIC, "subtracted", op("cleanup.policy", "delete", S))
+    assert _describe(admin, ResourceType.TOPIC, "subtracted")["cleanup.policy"].value == ""
+
+    _incremental(admin, ResourceType.BROKER, "0", op("log.cleanup.policy", "compact", A))
+    entry = _describe(admin, ResourceType.BROKER, "0")["log.cleanup.policy"]
+    assert (entry.value, entry.source) == ("delete,compact",
+                                           ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # a key that is not a list cannot be appended to, as Kafka answers
+    with pytest.raises(KafkaException,
+                       match="Config value append is not allowed for config key: retention.ms"):
+        _incremental(admin, ResourceType.TOPIC, "appended", op("retention.ms", "1", A))
+
+
 def test_topic_keys_removed_in_kafka_4_are_accepted_and_ignored(broker, admin):
     admin.create_topics([NewTopic("legacy", 1, 1, config={
         "message.format.version": "2.8", "message.downconversion.enable": "true",

@@ -433,3 +433,39 @@ def test_commits_survive_compaction_of_the_offsets_topic(broker_factory):
     last = commits - 1
     assert got == {(TOPIC, 0): (last, f"m{last}", 0),
                    (TOPIC, 1): (2 * last, f"m{2 * last}", 0)}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_commit_with_generation_minus_one_and_own_member_id(wbroker, version):
+    """The ZooKeeper-era balanced consumers (pykafka) commit with generation -1
+    and a member id of their own making: Kafka takes it while the group has no
+    members (unknown or Empty), and refuses it while a live group has members."""
+    group = _gid()
+    made_up = f"pykafka-{uuid.uuid4().hex[:6]}"
+    with Client(wbroker) as c:
+        first = c.call(8, version, _commit_request(version, group, [(TOPIC, 0, 31)],
+                                                   member=made_up))
+        assert first.topics[0].partitions[0].error_code == 0  # unknown group
+        again = c.call(8, version, _commit_request(version, group, [(TOPIC, 1, 32)],
+                                                   member=made_up))
+        assert again.topics[0].partitions[0].error_code == 0  # now an Empty group
+        fetched = _fetched(c.call(9, 1, _fetch_request(1, group, {TOPIC: [0, 1]})), 1)
+        assert fetched == {(TOPIC, 0): (31, "m31", 0), (TOPIC, 1): (32, "m32", 0)}
+
+        J = JoinGroupRequest
+        joined = c.call(11, 3, J(group_id=group, session_timeout_ms=6000,
+                                 rebalance_timeout_ms=6000, member_id="", protocol_type="wire",
+                                 protocols=[J.JoinGroupRequestProtocol(name="p", metadata=b"")]))
+        assert joined.error_code == 0
+        try:
+            live = c.call(8, version, _commit_request(version, group, [(TOPIC, 0, 40)],
+                                                      member=made_up))
+            assert live.topics[0].partitions[0].error_code == E.UNKNOWN_MEMBER_ID
+            # the member itself, with generation -1, is not of this generation
+            own = c.call(8, version, _commit_request(version, group, [(TOPIC, 0, 41)],
+                                                     member=joined.member_id))
+            assert own.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
+            fetched = _fetched(c.call(9, 1, _fetch_request(1, group, {TOPIC: [0]})), 1)
+            assert fetched == {(TOPIC, 0): (31, "m31", 0)}
+        finally:
+            c.call(13, 0, LeaveGroupRequest(group_id=group, member_id=joined.member_id))

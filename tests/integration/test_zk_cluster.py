@@ -603,6 +603,48 @@ def test_killed_broker_partitions_go_offline_and_come_back(cluster_factory):
     assert collections.Counter(everything) == collections.Counter(before.acked + during.acked)
 
 
+def test_metadata_v0_leaves_a_dead_replica_out(cluster_factory):
+    """Kafka's Metadata v0 (and only v0) lists just the replicas a client can
+    reach and answers REPLICA_NOT_AVAILABLE for a partition missing one: the
+    ZooKeeper-era health checks read a broker down from exactly that."""
+    cluster = cluster_factory()
+    topic = _name("v0")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 2)], operation_timeout=30)[topic].result(30)
+    cluster.wait_for_leaders(topic, 3)
+    victim = next(i for i in range(3) if i != cluster.controller_id())
+    survivor = cluster.broker(next(i for i in range(3) if i != victim)).bootstrap
+    replicas = cluster.assignment(topic)["partitions"]
+    hit = {p for p, r in replicas.items() if victim in r}
+    assert hit and len(hit) < 3, replicas  # two replicas over three brokers
+    cluster.kill(victim)
+
+    def partitions(version):
+        with SimpleClient(survivor) as c:
+            resp = c.call(METADATA, MetadataRequest(topics=[
+                MetadataRequest.MetadataRequestTopic(name=topic)]), highest=version)
+        return {p.partition_index: p for p in resp.topics[0].partitions}, resp.brokers
+
+    def victim_gone_and_led():
+        parts, brokers = partitions(1)
+        return (victim not in {b.node_id for b in brokers}
+                and all(p.error_code == 0 for p in parts.values()) and parts)
+    wait_until(victim_gone_and_led, 30, f"broker {victim} gone and every partition led")
+
+    v0, _ = partitions(0)
+    for p, meta in v0.items():
+        assert victim not in meta.replica_nodes and victim not in meta.isr_nodes, (p, meta)
+        if p in hit:
+            assert meta.error_code == ErrorCode.REPLICA_NOT_AVAILABLE, (p, meta)
+            assert meta.replica_nodes == [r for r in replicas[p] if r != victim]
+        else:
+            assert (meta.error_code, meta.replica_nodes) == (0, replicas[p]), (p, meta)
+        assert meta.leader_id >= 0 and meta.leader_id != victim
+    v1, _ = partitions(1)  # later versions still name every replica
+    for p in hit:
+        assert (v1[p].error_code, v1[p].replica_nodes) == (0, replicas[p]), v1[p]
+
+
 def test_killed_controller_is_replaced_and_clients_carry_on(cluster_factory):
     cluster = cluster_factory()
     topic = _name("ctl")
