@@ -38,7 +38,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(tree: str, records: int) -> tuple[float, float]:
+def run(tree: str, records: int, compression: str = "none") -> tuple[float, float]:
     work = tempfile.mkdtemp(prefix="samsa-cpu-")
     port = _free_port()
     with open(f"{work}/server.properties", "w") as f:
@@ -63,7 +63,7 @@ def run(tree: str, records: int) -> tuple[float, float]:
         admin.create_topics([NewTopic("cpu", 1, 1)])["cpu"].result(30)
         start = _cpu_seconds(broker.pid)
         producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                             "linger.ms": 5})
+                             "linger.ms": 5, "compression.type": compression})
         value = b"x" * 1024
         for _ in range(records):
             while True:
@@ -95,9 +95,11 @@ def main() -> None:
     p.add_argument("--tree", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--compression", default="none",
+                   help="the producer's compression.type (none, gzip, snappy, lz4, zstd)")
     args = p.parse_args()
     for _ in range(args.runs):
-        produce, fetch = run(args.tree, args.records)
+        produce, fetch = run(args.tree, args.records, args.compression)
         print(f"produce_cpu_s {produce:.2f} fetch_cpu_s {fetch:.2f}", flush=True)
 
 

@@ -21,19 +21,50 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 
-# What was installed, and from which pyproject.toml: nothing to do when both match.
+# Debian packages, when missing: root installs directly, others via sudo.
+apt_install() {
+    local SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+# The C record walker (setup.py: protocol/records/_walker.c) needs a compiler
+# and the headers of the venv's Python (Debian's python3 has them in
+# python3-dev; a pyenv or python.org build ships its own). Without them samsa
+# still installs and validates records in Python, slower.
+build_need=()
+command -v gcc >/dev/null 2>&1 || build_need+=(gcc libc6-dev)
+py_include=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+[ -e "$py_include/Python.h" ] || build_need+=(python3-dev)
+if [ "${#build_need[@]}" -gt 0 ]; then
+    if apt_install "${build_need[@]}"; then
+        build_need=()
+    else
+        echo "setup: could not install ${build_need[*]}: records will be validated in Python (slower)" >&2
+    fi
+fi
+
+# What was installed, and from which sources: nothing to do when they match
+# (and the C walker was built, when it can be).
 stamp=".venv/.samsa-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${extras:-[base]}"
+want="$(cat pyproject.toml setup.py protocol/records/_walker.c | sha256sum | cut -d' ' -f1) ${extras:-[base]}"
 have="$(cat "$stamp" 2>/dev/null || true)"
+walker_built() { .venv/bin/python -c 'import protocol.records._walker' 2>/dev/null; }
+# installed before a compiler or the headers were there: build it now
+[ "${#build_need[@]}" -gt 0 ] || walker_built || have=""
 if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then
     .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
     # (the build backend's warnings about editable installs are not for users)
     PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"
     echo "$want" > "$stamp"
 fi
+if ! walker_built; then
+    echo "setup: the C record walker is not built (needs gcc and Python.h): records will be" \
+         "validated in Python, slower" >&2
+fi
 
 if [ "$want_test" = 1 ]; then
-    # Debian packages the tests use as real peers. Root installs directly; others via sudo.
+    # Debian packages the tests use as real peers.
     need=()
     command -v kcat >/dev/null 2>&1 || need+=(kcat)
     command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
@@ -47,9 +78,6 @@ if [ "$want_test" = 1 ]; then
     command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
     command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
     if [ "${#need[@]}" -gt 0 ]; then
-        SUDO=""
-        [ "$(id -u)" = 0 ] || SUDO="sudo"
-        $SUDO apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+        apt_install "${need[@]}"
     fi
 fi

@@ -1,10 +1,11 @@
 """Record batch v2 (magic 2) headers: read, validate, and patch in place.
 
 This is the produce hot path: the broker validates each incoming batch with
-header fields and one CRC-32C pass, never decoding individual records, then the
-log patches ``baseOffset`` / ``partitionLeaderEpoch`` in place. Neither of those
-two fields is covered by the CRC (it starts at ``attributes``), which is why
-Kafka put them first and why patching them needs no CRC recomputation.
+header fields, one CRC-32C pass and one walk over its records' framing (the C
+walker of walker.py, which never copies a key or value), then the log patches
+``baseOffset`` / ``partitionLeaderEpoch`` in place. Neither of those two fields
+is covered by the CRC (it starts at ``attributes``), which is why Kafka put
+them first and why patching them needs no CRC recomputation.
 
 Layout (big-endian), 61 bytes before the records::
 
@@ -32,7 +33,9 @@ from typing import Iterator, NamedTuple
 from crc32c import crc32c as _crc32c
 
 from protocol.errors import ProtocolError
+from protocol.records.codecs import decompress
 from protocol.records.errors import CorruptRecordError, InvalidRecordError
+from protocol.records.walker import walk_records
 
 # -- layout constants ---------------------------------------------------------
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
@@ -191,14 +194,32 @@ def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
         return _crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + size])
 
 
+def walk_batch_records(mv: memoryview, pos: int, end: int, attributes: int, count: int) -> None:
+    """Check the framing of every record of the batch at mv[pos:end], as Kafka's
+    LogValidator does for a producer's batch (see walker.py for the rules):
+    CorruptRecordError (CORRUPT_MESSAGE) for the first fault. A compressed
+    batch's records are checked in its decompressed body, as Kafka does; the
+    body is dropped afterwards (the log keeps the compressed bytes).
+    """
+    codec = attributes & CODEC_MASK
+    if not codec:
+        walk_records(mv, pos + BATCH_OVERHEAD, end, count, True, None)
+        return
+    data = decompress(codec, mv[pos + BATCH_OVERHEAD:end])
+    try:
+        walk_records(data, 0, len(data), count, True, None)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"in the decompressed records: {exc}", pos) from None
+
+
 def validate_single_batch(buf) -> BatchHeader | None:
     """Fast path of ``validate_batches(buf)`` for the common produce payload of
     exactly one batch: its header when it passes every check validate_batches
-    makes (length, magic, CRC-32C, counts), else None, and the caller runs
-    ``validate_batches`` for the verdict (another batch count, or the error to
-    raise). Saves the per-call list, ValidatedBatch and memoryview context of the
-    general walk, and decodes the header once. ``buf`` must be bytes, bytearray
-    or a contiguous one-dimensional byte memoryview.
+    makes (length, magic, CRC-32C, counts, records), else None, and the caller
+    runs ``validate_batches`` for the verdict (another batch count, or the error
+    to raise). Saves the per-call list, ValidatedBatch and memoryview context of
+    the general walk, and decodes the header once. ``buf`` must be bytes,
+    bytearray or a contiguous one-dimensional byte memoryview.
     """
     end = len(buf)
     if end < BATCH_OVERHEAD:
@@ -209,12 +230,18 @@ def validate_single_batch(buf) -> BatchHeader | None:
     #    base_ts, max_ts, producer_id, producer_epoch, base_sequence, records_count
     if length + LOG_OVERHEAD != end or length < MIN_BATCH_LENGTH or f[3] != 2:
         return None
-    if _crc32c((buf if type(buf) is memoryview else memoryview(buf))[ATTRIBUTES_OFFSET:]) != f[4]:
+    mv = buf if type(buf) is memoryview else memoryview(buf)
+    if _crc32c(mv[ATTRIBUTES_OFFSET:]) != f[4]:
         return None
     count = f[12]
     if count <= 0 or f[6] != count - 1:
         return None
-    if not (f[5] & CODEC_MASK) and count * 7 > length - MIN_BATCH_LENGTH:
+    attributes = f[5]
+    if not (attributes & CODEC_MASK) and count * 7 > length - MIN_BATCH_LENGTH:
+        return None
+    try:
+        walk_batch_records(mv, 0, end, attributes, count)
+    except ProtocolError:
         return None
     return _tuple_new(BatchHeader, f)
 
@@ -226,7 +253,8 @@ def validate_batches(buf, *, check_counts: bool = True,
     Per batch: length field >= 49 and within the buffer, magic == 2, CRC-32C
     (CorruptRecordError for any of these); with ``check_counts`` (produce path,
     like Kafka's LogValidator) records_count > 0 and lastOffsetDelta ==
-    records_count - 1 (InvalidRecordError). Log recovery passes
+    records_count - 1 (InvalidRecordError), then the framing of every record
+    (``walk_batch_records``: CorruptRecordError). Log recovery passes
     ``check_counts=False``: compaction legitimately leaves batches whose count
     is below lastOffsetDelta + 1, or even empty, on disk.
     ``allow_trailing_partial`` stops quietly at an incomplete last batch instead
@@ -279,6 +307,7 @@ def validate_batches(buf, *, check_counts: bool = True,
                     raise InvalidRecordError(
                         f"records count {count} cannot fit in {length - MIN_BATCH_LENGTH} bytes",
                         pos)
+                walk_batch_records(mv, pos, nxt, hdr.attributes, count)
             out.append(ValidatedBatch(pos, hdr))
             pos = nxt
     return out

@@ -1,7 +1,8 @@
 """Records inside v2 batches: decode (with decompression) and build.
 
 Only the cold paths use this (conversion, compaction, dump-log, tests): produce
-and fetch move batches as opaque bytes (see batch.py).
+checks records' framing without decoding them (batch.py, walker.py) and fetch
+moves batches as opaque bytes.
 
 Record layout (all varints zigzag)::
 
@@ -23,8 +24,8 @@ from protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, LO
                                     BatchHeader, iter_batch_headers, read_batch_header)
 from protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
 from protocol.records.errors import CorruptRecordError
-from protocol.records.varint import (decode_varint, decode_varlong, encode_varint,
-                                     encode_varlong)
+from protocol.records.varint import encode_varint, encode_varlong
+from protocol.records.walker import walk_records
 
 
 
@@ -57,59 +58,29 @@ class Record(NamedTuple):
 
 def _decode_records(data, pos: int, end: int, count: int, base_offset: int,
                     base_ts: int, append_time: int | None) -> list[Record]:
-    """Decode ``count`` records from data[pos:end]; the records must fill it exactly."""
+    """Decode ``count`` records from data[pos:end]; the records must fill it exactly.
+
+    The framing is the record walker's (walker.py, the same check produce
+    makes): it hands back each field's position, and this only slices.
+    Offset deltas may have gaps (compaction leaves them on disk).
+    """
+    fields: list = []
+    walk_records(data, pos, end, count, False, fields)
     out: list[Record] = []
     append = out.append
-    if count < 0:
-        raise CorruptRecordError(f"negative records count {count}")
-    # 7 bytes is the smallest possible record; a count above what the bytes can
-    # hold is corrupt, and we can say so before looping.
-    if count * 7 > end - pos:
-        raise CorruptRecordError(
-            f"records count {count} cannot fit in {end - pos} bytes of records")
-    for _ in range(count):
-        length, pos = decode_varint(data, pos, end)
-        if length < 6 or length > end - pos:
-            raise CorruptRecordError(f"record length {length} invalid or past the end", pos)
-        rend = pos + length
-        pos += 1  # attributes: unused by the format so far
-        ts_delta, pos = decode_varlong(data, pos, rend)
-        off_delta, pos = decode_varint(data, pos, rend)
-        key, pos = _nullable_bytes(data, pos, rend, "key")
-        value, pos = _nullable_bytes(data, pos, rend, "value")
-        hcount, pos = decode_varint(data, pos, rend)
+    for off_delta, ts_delta, kpos, klen, vpos, vlen, hfields in fields:
         headers = []
-        if hcount:
-            if hcount < 0 or hcount * 2 > rend - pos:
-                raise CorruptRecordError(f"invalid header count {hcount}", pos)
-            for _h in range(hcount):
-                hklen, pos = decode_varint(data, pos, rend)
-                if hklen < 0 or hklen > rend - pos:
-                    raise CorruptRecordError(f"invalid header key length {hklen}", pos)
-                try:
-                    hkey = bytes(data[pos:pos + hklen]).decode("utf-8")
-                except UnicodeDecodeError:
-                    raise CorruptRecordError("header key is not valid UTF-8", pos) from None
-                pos += hklen
-                hvlen, pos = decode_varint(data, pos, rend)
-                if hvlen < 0:
-                    if hvlen != -1:
-                        raise CorruptRecordError(f"invalid header value length {hvlen}", pos)
-                    hval = None
-                else:
-                    if hvlen > rend - pos:
-                        raise CorruptRecordError(
-                            f"header value length {hvlen} past the end of the record", pos)
-                    hval = bytes(data[pos:pos + hvlen])
-                    pos += hvlen
-                headers.append((hkey, hval))
-        if pos != rend:
-            raise CorruptRecordError(
-                f"record declared {length} bytes but its fields used {length - (rend - pos)}", pos)
+        for hkpos, hklen, hvpos, hvlen in hfields:
+            try:
+                hkey = bytes(data[hkpos:hkpos + hklen]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise CorruptRecordError("header key is not valid UTF-8", hkpos) from None
+            headers.append((hkey, bytes(data[hvpos:hvpos + hvlen]) if hvlen >= 0 else None))
         ts = append_time if append_time is not None else base_ts + ts_delta
-        append(Record(off_delta, ts_delta, key, value, headers, base_offset + off_delta, ts))
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records", pos)
+        append(Record(off_delta, ts_delta,
+                      bytes(data[kpos:kpos + klen]) if klen >= 0 else None,
+                      bytes(data[vpos:vpos + vlen]) if vlen >= 0 else None,
+                      headers, base_offset + off_delta, ts))
     return out
 
 
@@ -143,18 +114,6 @@ def decode_batch(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
 def iter_records(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
     """Records of the v2 batch at ``pos`` with absolute offsets and timestamps."""
     return iter(decode_batch(buf, pos, max_output=max_output)[1])
-
-
-def _nullable_bytes(data, pos: int, rend: int, what: str):
-    """A record's varint-length-prefixed key or value (-1 = null), bounded by the record."""
-    n, pos = decode_varint(data, pos, rend)
-    if n < 0:
-        if n != -1:
-            raise CorruptRecordError(f"invalid {what} length {n}", pos)
-        return None, pos
-    if n > rend - pos:
-        raise CorruptRecordError(f"{what} length {n} past the end of the record", pos)
-    return bytes(data[pos:pos + n]), pos + n
 
 
 def iter_all_records(buf, *, max_output: int = DEFAULT_MAX_OUTPUT

@@ -3,19 +3,27 @@
 When records of a batch break a rule (no key on a compacted topic, a
 timestamp outside the topic's window), the whole request is refused and
 nothing is appended, but the response names each record at fault by its
-index, so clients fail exactly those."""
+index, so clients fail exactly those.
+
+A record whose framing is broken inside a batch with a correct CRC (a
+"poison pill") is refused with CORRUPT_MESSAGE on every topic, as Kafka's
+LogValidator does, so it never reaches the log and its readers (issue 24,
+item 10)."""
 from __future__ import annotations
 
 import time
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
 from kafka.record import MemoryRecordsBuilder
 
 from broker.client import SimpleClient
 from protocol.errors import ErrorCode
 from protocol.messages import ListOffsetsRequest, ProduceRequest
+from tests.protocol.test_walker import poison_batch
+from tests.support.waiting import wait_until
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -111,3 +119,40 @@ def test_librdkafka_reports_the_refusal_to_the_application(broker, admin):
     assert all(e.code() == KafkaError.INVALID_RECORD for e in reports)
     with SimpleClient(broker.bootstrap) as client:
         assert _log_end(client, "compacted2") == 0
+
+
+@pytest.mark.parametrize("walker", ["compiled", "python"])
+def test_a_poison_pill_is_refused_and_readers_get_the_next_record(broker_factory, walker,
+                                                                   monkeypatch):
+    if walker == "python":
+        monkeypatch.setenv("SAMSA_PURE_PYTHON_RECORDS", "1")
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _topic(admin, "poison")
+    with SimpleClient(broker.bootstrap) as client:
+        part = _produce(client, "poison", bytes(poison_batch()))
+        assert part.error_code == ErrorCode.CORRUPT_MESSAGE
+        assert "1073741824" in part.error_message
+        assert _log_end(client, "poison") == 0  # nothing appended
+        good = _produce(client, "poison", _batch([(b"k", b"after the pill", None)]))
+        assert good.error_code == ErrorCode.NONE and good.base_offset == 0
+    # librdkafka used to stall silently before the good record, kafka-python
+    # to raise CorruptRecordError: both now read it.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "poison-rd",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["poison"])
+        msg = wait_until(lambda: consumer.poll(0.5), 30, "librdkafka to read the record")
+        assert msg.error() is None and msg.value() == b"after the pill" and msg.offset() == 0
+    finally:
+        consumer.close()
+    kp = KafkaConsumer("poison", bootstrap_servers=broker.bootstrap, group_id="poison-kp",
+                       auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        batches = wait_until(lambda: kp.poll(500), 30, "kafka-python to read the record")
+        (records,) = batches.values()
+        assert [(r.offset, r.value) for r in records] == [(0, b"after the pill")]
+    finally:
+        kp.close()
+    if walker == "python":
+        assert broker.log_tail(400).count("records are validated in Python") == 1

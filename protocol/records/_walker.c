@@ -1,0 +1,308 @@
+/* The record walker of v2 batches in C: protocol/records/walker.py is its
+ * contract, its pure-Python twin (the fallback when this module is not built)
+ * and its documentation. Both must accept and refuse exactly the same bytes,
+ * with the same message and position (tests/protocol/test_walker.py fuzzes
+ * them against each other).
+ *
+ * walk_records(buf, pos, end, count, consecutive, fields)
+ *
+ * Why C: the produce path walks every record of every batch, as Kafka's
+ * LogValidator does, and a Python loop over ~1000 records per batch would
+ * cost more than the rest of the append. Here a record costs a few varint
+ * reads and never touches its key or value bytes.
+ *
+ * Plain CPython C API, no third-party headers. Untrusted input: every length
+ * is checked against the bytes present before it moves the position, and all
+ * arithmetic is on 64-bit values that cannot overflow (lengths are int32).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static PyObject *corrupt_error; /* protocol.records.errors.CorruptRecordError */
+
+/* A refusal, formatted only once the walk stopped: the message and its args. */
+typedef struct {
+    Py_ssize_t pos;
+    const char *fmt;   /* PyUnicode_FromFormat format taking up to three long longs */
+    long long a, b, c;
+} fault_t;
+
+#define FAIL(F, P, FMT, A, B, C) \
+    do { (F)->pos = (P); (F)->fmt = (FMT); (F)->a = (A); (F)->b = (B); (F)->c = (C); return -1; } while (0)
+
+/* Unsigned LEB128 of at most max_bytes, never reading at or after end; then
+ * zigzag. Mirrors protocol/records/varint.py decode_uvarint/decode_varint/
+ * decode_varlong, messages included. */
+static int
+read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, int64_t *out,
+            fault_t *f)
+{
+    Py_ssize_t i = *pos, limit = *pos + max_bytes;
+    uint64_t result = 0;
+    int shift = 0, overflow = 0;
+    for (;;) {
+        if (i >= end)
+            FAIL(f, i, "varint runs past the end of the data", 0, 0, 0);
+        if (i >= limit)
+            FAIL(f, i, max_bytes == 5 ? "varint longer than 5 bytes" : "varint longer than 10 bytes",
+                 0, 0, 0);
+        uint8_t b = p[i++];
+        uint64_t bits = b & 0x7F;
+        /* the 10th byte of a varlong lands at bit 63: only its lowest bit fits */
+        if (shift == 63 && bits > 1)
+            overflow = 1;
+        result |= bits << shift;
+        if (b < 0x80)
+            break;
+        shift += 7;
+    }
+    if (max_bytes == 5) {
+        if (result > 0xFFFFFFFFULL)
+            FAIL(f, i, "varint overflows int32", 0, 0, 0);
+    } else if (overflow) {
+        FAIL(f, i, "varlong overflows int64", 0, 0, 0);
+    }
+    *out = (int64_t)((result >> 1) ^ (~(result & 1) + 1));
+    *pos = i;
+    return 0;
+}
+
+/* One record's fields: positions are absolute in the buffer. */
+typedef struct {
+    int64_t timestamp_delta;
+    int64_t offset_delta;
+    Py_ssize_t key_pos, value_pos, headers_pos;
+    int64_t key_len, value_len, header_count;  /* -1: null key/value */
+} record_t;
+
+/* A varint-length-prefixed nullable field (key, value, header value). */
+static int
+read_bytes_field(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t rend, int64_t *len,
+                 const char *what_invalid, const char *what_past, long long index, fault_t *f)
+{
+    if (read_varint(p, pos, rend, 5, len, f))
+        return -1;
+    if (*len < 0) {
+        if (*len != -1)
+            FAIL(f, *pos, what_invalid, index, *len, 0);
+        return 0;
+    }
+    if (*len > rend - *pos)
+        FAIL(f, *pos, what_past, index, *len, 0);
+    *pos += *len;
+    return 0;
+}
+
+/* Read the record at *pos (which must end by end) into r; *pos moves past it. */
+static int
+read_record(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, long long index, record_t *r,
+            fault_t *f)
+{
+    int64_t length, v;
+    if (read_varint(p, pos, end, 5, &length, f))
+        return -1;
+    if (length < 6 || length > end - *pos)
+        FAIL(f, *pos, "record %lld: length %lld invalid or past the end", index, length, 0);
+    Py_ssize_t rend = *pos + length;
+    *pos += 1;  /* attributes: no bit is defined for records */
+    if (read_varint(p, pos, rend, 10, &r->timestamp_delta, f))
+        return -1;
+    if (read_varint(p, pos, rend, 5, &r->offset_delta, f))
+        return -1;
+    if (read_bytes_field(p, pos, rend, &r->key_len, "record %lld: invalid key length %lld",
+                         "record %lld: key length %lld past the end of the record", index, f))
+        return -1;
+    r->key_pos = r->key_len >= 0 ? *pos - r->key_len : *pos;
+    if (read_bytes_field(p, pos, rend, &r->value_len, "record %lld: invalid value length %lld",
+                         "record %lld: value length %lld past the end of the record", index, f))
+        return -1;
+    r->value_pos = r->value_len >= 0 ? *pos - r->value_len : *pos;
+    if (read_varint(p, pos, rend, 5, &r->header_count, f))
+        return -1;
+    /* each header takes at least two bytes (its two length varints) */
+    if (r->header_count < 0 || r->header_count * 2 > rend - *pos)
+        FAIL(f, *pos, "record %lld: invalid header count %lld", index, r->header_count, 0);
+    r->headers_pos = *pos;
+    for (int64_t h = 0; h < r->header_count; h++) {
+        if (read_varint(p, pos, rend, 5, &v, f))
+            return -1;
+        if (v < 0 || v > rend - *pos)
+            FAIL(f, *pos, "record %lld: invalid header key length %lld", index, v, 0);
+        *pos += v;
+        if (read_bytes_field(p, pos, rend, &v, "record %lld: invalid header value length %lld",
+                             "record %lld: header value length %lld past the end of the record",
+                             index, f))
+            return -1;
+    }
+    if (*pos != rend)
+        FAIL(f, *pos, "record %lld: declared %lld bytes but its fields used %lld", index, length,
+             length - (rend - *pos));
+    return 0;
+}
+
+/* The (key pos, key len, value pos, value len) of each header, as a tuple of tuples. */
+static PyObject *
+header_fields(const uint8_t *p, Py_ssize_t pos, int64_t count)
+{
+    PyObject *out = PyTuple_New((Py_ssize_t)count);
+    if (out == NULL)
+        return NULL;
+    fault_t unused;
+    for (int64_t h = 0; h < count; h++) {
+        int64_t klen, vlen;
+        /* already validated by read_record: these reads cannot fail */
+        read_varint(p, &pos, PY_SSIZE_T_MAX, 5, &klen, &unused);
+        Py_ssize_t kpos = pos;
+        pos += klen;
+        read_varint(p, &pos, PY_SSIZE_T_MAX, 5, &vlen, &unused);
+        Py_ssize_t vpos = pos;
+        if (vlen > 0)
+            pos += vlen;
+        PyObject *t = Py_BuildValue("(nLnL)", kpos, (long long)klen, vpos, (long long)vlen);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, (Py_ssize_t)h, t);
+    }
+    return out;
+}
+
+static int
+as_ssize(PyObject *o, Py_ssize_t *out)
+{
+    *out = PyLong_AsSsize_t(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *
+walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "walk_records(buf, pos, end, count, consecutive, fields) takes 6 arguments");
+        return NULL;
+    }
+    Py_ssize_t pos, end, count;
+    if (as_ssize(args[1], &pos) || as_ssize(args[2], &end) || as_ssize(args[3], &count))
+        return NULL;
+    int consecutive = PyObject_IsTrue(args[4]);
+    if (consecutive < 0)
+        return NULL;
+    PyObject *fields = args[5];
+    if (fields != Py_None && !PyList_Check(fields)) {
+        PyErr_SetString(PyExc_TypeError, "fields must be a list or None");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || end > view.len || pos > end) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos/end outside the buffer");
+        return NULL;
+    }
+    const uint8_t *p = (const uint8_t *)view.buf;
+    fault_t f = {0};
+    int failed = 0;
+    /* 7 bytes is the smallest record: refuse an impossible count before looping */
+    if (count < 0 || count > (end - pos) / 7) {
+        f.pos = pos;
+        f.fmt = "records count %lld cannot fit in %lld bytes of records";
+        f.a = count;
+        f.b = end - pos;
+        failed = 1;
+    }
+    record_t r;
+    for (Py_ssize_t i = 0; !failed && i < count; i++) {
+        Py_ssize_t start = pos;
+        if (read_record(p, &pos, end, i, &r, &f)) {
+            failed = 1;
+            break;
+        }
+        /* Kafka: offsets inside a batch go up by one from its base offset */
+        if (consecutive && r.offset_delta != i) {
+            f.pos = start;
+            f.fmt = "record %lld: offset delta %lld, expected %lld";
+            f.a = i;
+            f.b = r.offset_delta;
+            f.c = i;
+            failed = 1;
+            break;
+        }
+        if (fields != Py_None) {
+            PyObject *headers = header_fields(p, r.headers_pos, r.header_count);
+            if (headers == NULL)
+                goto error;
+            PyObject *t = Py_BuildValue("(LLnLnLN)", (long long)r.offset_delta,
+                                        (long long)r.timestamp_delta, r.key_pos,
+                                        (long long)r.key_len, r.value_pos,
+                                        (long long)r.value_len, headers);
+            if (t == NULL)
+                goto error;
+            int rc = PyList_Append(fields, t);
+            Py_DECREF(t);
+            if (rc < 0)
+                goto error;
+        }
+    }
+    if (!failed && pos != end) {
+        f.pos = pos;
+        f.fmt = "%lld bytes left after the last of %lld records";
+        f.a = end - pos;
+        f.b = count;
+        failed = 1;
+    }
+    PyBuffer_Release(&view);
+    if (!failed)
+        Py_RETURN_NONE;
+    PyObject *msg = PyUnicode_FromFormat(f.fmt, f.a, f.b, f.c);
+    if (msg == NULL)
+        return NULL;
+    PyObject *exc = PyObject_CallFunction(corrupt_error, "(Nn)", msg, f.pos);
+    if (exc != NULL) {
+        PyErr_SetObject(corrupt_error, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+error:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
+     "walk_records(buf, pos, end, count, consecutive, fields): see protocol/records/walker.py"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+exec_module(PyObject *module)
+{
+    (void)module;
+    PyObject *errors = PyImport_ImportModule("protocol.records.errors");
+    if (errors == NULL)
+        return -1;
+    corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    return corrupt_error == NULL ? -1 : 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+    {0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "protocol.records._walker",
+    "Record walker of v2 batches (see protocol/records/walker.py).", 0, methods, slots,
+    NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__walker(void)
+{
+    return PyModuleDef_Init(&moduledef);
+}

@@ -1,0 +1,127 @@
+"""The record walker: the framing of every record in a v2 batch, checked as
+Kafka's DefaultRecord.readFrom and LogValidator check it.
+
+``walk_records(buf, pos, end, count, consecutive, fields)`` walks ``count``
+records that must fill ``buf[pos:end]`` exactly (uncompressed record bytes:
+a batch's body after its 61-byte header, or what its codec decompressed to)
+and raises CorruptRecordError (Kafka's CORRUPT_MESSAGE) naming the first
+fault and its byte position. Per record:
+
+- length varint: at least 6 (the smallest record) and within ``end``;
+- attributes (one byte, no bit defined), timestamp delta varlong, offset delta varint;
+- with ``consecutive`` the offset delta is the record's index (Kafka's
+  "incremental offsets": what every producer writes; compaction leaves gaps,
+  so stored batches are read with ``consecutive=False``);
+- key and value length varints: -1 (null) or within the record;
+- header count >= 0 and at most half the bytes left (each header takes two
+  length varints at least), each header key length >= 0 and value length
+  -1 or more, both within the record;
+- the fields use exactly the record's declared length;
+
+then no bytes may follow the last record. Varints are strict (varint.py):
+one longer than its type or running off the record is corrupt.
+
+``fields``, when a list, receives for each record the tuple
+``(offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
+headers)``, positions absolute in ``buf`` and -1 lengths for null, with
+``headers`` a tuple of ``(key_pos, key_len, value_pos, value_len)``: the
+field offsets record decoders slice from, without a second parse.
+
+The implementation is the C module ``_walker`` (built by setup.py; the
+produce path walks every record, which in Python would cost more than the
+rest of an append). This module holds its pure-Python twin, used when the C
+module is not built or ``SAMSA_PURE_PYTHON_RECORDS=1`` asks for it; both
+accept and refuse the same bytes with the same messages
+(tests/protocol/test_walker.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from protocol.records.errors import CorruptRecordError
+from protocol.records.varint import decode_varint, decode_varlong
+
+log = logging.getLogger(__name__)
+
+
+def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
+                    fields: list | None) -> None:
+    """The pure-Python walker (see the module docstring)."""
+    if pos < 0 or end > len(buf) or pos > end:
+        raise ValueError("pos/end outside the buffer")
+    if count < 0 or count > (end - pos) // 7:
+        raise CorruptRecordError(
+            f"records count {count} cannot fit in {end - pos} bytes of records", pos)
+    for i in range(count):
+        start = pos
+        length, pos = decode_varint(buf, pos, end)
+        if length < 6 or length > end - pos:
+            raise CorruptRecordError(f"record {i}: length {length} invalid or past the end", pos)
+        rend = pos + length
+        pos += 1  # attributes: no bit is defined for records
+        ts_delta, pos = decode_varlong(buf, pos, rend)
+        off_delta, pos = decode_varint(buf, pos, rend)
+        klen, pos = decode_varint(buf, pos, rend)
+        if klen < -1:
+            raise CorruptRecordError(f"record {i}: invalid key length {klen}", pos)
+        if klen > rend - pos:
+            raise CorruptRecordError(
+                f"record {i}: key length {klen} past the end of the record", pos)
+        kpos = pos
+        if klen > 0:
+            pos += klen
+        vlen, pos = decode_varint(buf, pos, rend)
+        if vlen < -1:
+            raise CorruptRecordError(f"record {i}: invalid value length {vlen}", pos)
+        if vlen > rend - pos:
+            raise CorruptRecordError(
+                f"record {i}: value length {vlen} past the end of the record", pos)
+        vpos = pos
+        if vlen > 0:
+            pos += vlen
+        hcount, pos = decode_varint(buf, pos, rend)
+        if hcount < 0 or hcount * 2 > rend - pos:
+            raise CorruptRecordError(f"record {i}: invalid header count {hcount}", pos)
+        headers = []
+        for _ in range(hcount):
+            hklen, pos = decode_varint(buf, pos, rend)
+            if hklen < 0 or hklen > rend - pos:
+                raise CorruptRecordError(f"record {i}: invalid header key length {hklen}", pos)
+            hkpos = pos
+            pos += hklen
+            hvlen, pos = decode_varint(buf, pos, rend)
+            if hvlen < -1:
+                raise CorruptRecordError(f"record {i}: invalid header value length {hvlen}", pos)
+            if hvlen > rend - pos:
+                raise CorruptRecordError(
+                    f"record {i}: header value length {hvlen} past the end of the record", pos)
+            headers.append((hkpos, hklen, pos, hvlen))
+            if hvlen > 0:
+                pos += hvlen
+        if pos != rend:
+            raise CorruptRecordError(f"record {i}: declared {length} bytes but its fields used "
+                                     f"{length - (rend - pos)}", pos)
+        if consecutive and off_delta != i:
+            raise CorruptRecordError(
+                f"record {i}: offset delta {off_delta}, expected {i}", start)
+        if fields is not None:
+            fields.append((off_delta, ts_delta, kpos, klen, vpos, vlen, tuple(headers)))
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records", pos)
+
+
+def _select():
+    if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
+        log.warning("SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
+        return walk_records_py, False
+    try:
+        from protocol.records._walker import walk_records as compiled
+    except ImportError:
+        log.warning("the compiled record walker (protocol/records/_walker.c) is not built: "
+                    "records are validated in Python, slower (pip install -e . builds it)")
+        return walk_records_py, False
+    return compiled, True
+
+
+walk_records, COMPILED = _select()

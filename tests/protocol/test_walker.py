@@ -1,0 +1,174 @@
+"""The record walker (protocol/records/walker.py): the C module and its
+pure-Python twin accept and refuse the same bytes, with the same message and
+position and the same field offsets, on real batches, random bytes and
+mutated batches; and produce's batch validation refuses a malformed record
+inside a batch whose CRC is right (issue 24, item 10)."""
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from kafka.record import MemoryRecordsBuilder
+
+from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, build_batch,
+                              decode_batch, validate_batches, write_crc)
+from protocol.records.batch import validate_single_batch
+from protocol.records.varint import encode_varint, encode_varlong
+from protocol.records.walker import COMPILED, walk_records, walk_records_py
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
+
+# setup.py builds it; a checkout without it runs the fallback only, and says so here
+requires_c = pytest.mark.skipif(not COMPILED, reason="protocol/records/_walker.c is not built")
+
+
+def _outcome(walker, buf, pos, end, count, consecutive):
+    """What a walker makes of the bytes: ("ok", fields) or ("corrupt", message, position)."""
+    fields: list = []
+    try:
+        walker(buf, pos, end, count, consecutive, fields)
+    except CorruptRecordError as exc:
+        return "corrupt", str(exc), exc.offset
+    return "ok", fields
+
+
+def _agree(buf, pos, end, count, consecutive=True):
+    py = _outcome(walk_records_py, buf, pos, end, count, consecutive)
+    if COMPILED:
+        assert _outcome(walk_records, buf, pos, end, count, consecutive) == py
+    return py
+
+
+def poison_batch() -> bytearray:
+    """The attack: a valid v2 header and CRC around records Kafka refuses
+    (a record length of 2^30, a key length of 2^31 as a varlong-sized varint,
+    then random bytes)."""
+    body = bytearray()
+    encode_varint(1 << 30, body)           # record length
+    body.append(0)                          # attributes
+    encode_varlong(0, body)                 # timestamp delta
+    encode_varint(0, body)                  # offset delta
+    body += b"\x80\x80\x80\x80\x10"       # key length 2^31: not an int32 varint
+    body += bytes(range(7, 250, 3))         # random bytes
+    buf = bytearray(BATCH_OVERHEAD) + body
+    struct.pack_into(">qiibIhiqqqhii", buf, 0, 0, len(buf) - 12, -1, 2, 0, 0, 0,
+                     1_700_000_000_000, 1_700_000_000_000, -1, -1, -1, 1)
+    write_crc(buf, 0)
+    return buf
+
+
+def kp_batch(codec, n=5):
+    b = MemoryRecordsBuilder(2, codec, 1 << 20)
+    for i in range(n):
+        b.append(1_700_000_000_000 + i, b"key-%d" % i if i % 3 else None, b"v" * (i * 40),
+                 [("h%d" % i, b"x" if i % 2 else None)] * (i % 3))
+    b.close()
+    return bytes(b.buffer())
+
+
+def test_the_poison_pill_is_corrupt_in_both_walkers():
+    buf = poison_batch()
+    kind, message, at = _agree(buf, BATCH_OVERHEAD, len(buf), 1)
+    assert kind == "corrupt" and "length 1073741824 invalid or past the end" in message
+    assert at == BATCH_OVERHEAD + 5
+    # produce's checks: the fast path declines, the general one says why
+    assert validate_single_batch(buf) is None
+    with pytest.raises(CorruptRecordError, match="1073741824"):
+        validate_batches(buf)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_real_batches_walk_and_yield_the_fields_decoders_slice(codec):
+    buf = kp_batch(codec, n=9)
+    assert validate_single_batch(buf) is not None
+    _, records = decode_batch(buf)
+    assert [r.key for r in records] == [b"key-%d" % i if i % 3 else None for i in range(9)]
+    assert [r.headers for r in records] == [[("h%d" % i, b"x" if i % 2 else None)] * (i % 3)
+                                            for i in range(9)]
+    if codec == Codec.NONE:
+        kind, fields = _agree(buf, BATCH_OVERHEAD, len(buf), 9)
+        assert kind == "ok" and [f[0] for f in fields] == list(range(9))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_malformed_record_inside_a_compressed_batch_is_corrupt(codec):
+    records = bytearray()
+    encode_varint(6, records)
+    records += b"\x00\x00\x00\x01\x01\x00"  # a 6-byte record...
+    records += b"\x07"                      # ...and a byte the record count does not cover
+    from protocol.records.codecs import compress
+    body = compress(codec, records) if codec else bytes(records)
+    buf = bytearray(BATCH_OVERHEAD) + body
+    struct.pack_into(">qiibIhiqqqhii", buf, 0, 0, len(buf) - 12, -1, 2, 0, codec, 0,
+                     1, 1, -1, -1, -1, 1)
+    write_crc(buf, 0)
+    assert validate_single_batch(buf) is None
+    with pytest.raises(CorruptRecordError, match="1 bytes left after the last of 1 records"):
+        validate_batches(buf)
+
+
+def test_offset_deltas_must_count_up_from_zero_on_produce_only():
+    buf = build_batch([(b"a", b"1", [], 5), (b"b", b"2", [], 5)])
+    from protocol.records.records import Record
+    gap = build_batch([Record(0, 0, b"a", b"1"), Record(2, 0, b"b", b"2")],
+                      last_offset_delta=1)
+    assert _agree(buf, BATCH_OVERHEAD, len(buf), 2)[0] == "ok"
+    kind, message, at = _agree(gap, BATCH_OVERHEAD, len(gap), 2)
+    assert kind == "corrupt" and "record 1: offset delta 2, expected 1" in message
+    # stored (compacted) batches keep their gaps and still decode
+    assert _agree(gap, BATCH_OVERHEAD, len(gap), 2, consecutive=False)[0] == "ok"
+    assert [r.offset_delta for r in decode_batch(gap)[1]] == [0, 2]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.binary(max_size=120), st.integers(0, 25), st.booleans())
+def test_random_bytes_agree(data, count, consecutive):
+    _agree(data, 0, len(data), count, consecutive)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.integers(0, 4), st.integers(0, 10_000), st.binary(min_size=1, max_size=8),
+       st.sampled_from(["overwrite", "insert", "delete"]), st.integers(-2, 2))
+def test_mutated_batches_agree(which, where, junk, how, count_shift):
+    buf = kp_batch(Codec.NONE, n=which + 3)
+    body = bytearray(buf[BATCH_OVERHEAD:])
+    at = where % len(body)
+    if how == "overwrite":
+        body[at:at + len(junk)] = junk
+    elif how == "insert":
+        body[at:at] = junk
+    else:
+        del body[at:at + len(junk)]
+    _agree(body, 0, len(body), which + 3 + count_shift)
+    # the batch around the mutated records, CRC fixed: produce takes it exactly
+    # when the walker does
+    full = bytearray(buf[:BATCH_OVERHEAD]) + body
+    struct.pack_into(">i", full, 8, len(full) - 12)
+    write_crc(full, 0)
+    taken = _agree(body, 0, len(body), which + 3)[0] == "ok"
+    assert (validate_single_batch(full) is not None) == taken
+
+
+@requires_c
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64), st.integers(-5, 80), st.integers(-5, 80), st.integers(-3, 30))
+def test_out_of_range_arguments_are_refused_not_read(data, pos, end, count):
+    for walker in (walk_records, walk_records_py):
+        try:
+            walker(data, pos, end, count, True, None)
+        except (CorruptRecordError, ValueError):
+            pass
+
+
+def test_the_fallback_is_chosen_by_the_environment_and_says_so():
+    code = ("from protocol.records.walker import COMPILED, walk_records, walk_records_py;"
+            "assert not COMPILED and walk_records is walk_records_py")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "SAMSA_PURE_PYTHON_RECORDS": "1"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("records are validated in Python") == 1
