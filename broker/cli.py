@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import sys
 
@@ -55,62 +56,47 @@ def _server(args) -> int:
     return 0 if clean else 1
 
 
-def _dump_log(argv) -> int:
-    from storage.dump_log import main as dump_log_main
-    return dump_log_main(argv)
+def server_main(argv) -> int:
+    parser = argparse.ArgumentParser(prog="samsa server", description="Run a broker.")
+    # Required, as kafka-server-start requires it: a broker started without one
+    # would silently listen on every interface with data under /tmp.
+    parser.add_argument("config", help="server.properties file (the repository's is a "
+                                       "single-node default: localhost:9092, data in ./data)")
+    parser.add_argument("--override", action="append", metavar="KEY=VALUE",
+                        help="override one config key (repeatable)")
+    return _server(parser.parse_args(argv))
 
 
-def _topics(argv) -> int:
-    from .topics_cli import main as topics_main
-    return topics_main(argv)
+# Every command: its name, the function that runs it ("module:function", given
+# the arguments after the name and parsing them itself, as each of Kafka's
+# tools does) and its line in `samsa --help`. Dispatch, --help and the tests
+# (which hold README.md to it) read this one table: a new tool is one line here.
+COMMANDS = {
+    "server": ("broker.cli:server_main", "kafka-server-start: run a broker"),
+    "dump-log": ("storage.dump_log:main", "kafka-dump-log: print segment files"),
+    "topics": ("broker.topics_cli:main",
+               "kafka-topics: create, list, describe, alter and delete topics"),
+    "configs": ("broker.configs_cli:main", "kafka-configs: describe and alter the "
+                "configs of topics and brokers, quotas and SCRAM credentials"),
+    "consumer-groups": ("broker.groups_cli:main", "kafka-consumer-groups: list, describe, "
+                        "reset the offsets of and delete consumer groups"),
+    "get-offsets": ("broker.offsets_cli:main",
+                    "kafka-get-offsets: the offsets of partitions at a point in time"),
+    "console-producer": ("broker.console_producer_cli:main",
+                         "kafka-console-producer: send lines of stdin as records"),
+    "console-consumer": ("broker.console_consumer_cli:main",
+                         "kafka-console-consumer: print a topic's records"),
+    "reassign-partitions": ("broker.reassign_cli:main",
+                            "kafka-reassign-partitions: move partitions between brokers"),
+    "leader-election": ("broker.leader_election_cli:main",
+                        "kafka-leader-election: elect preferred or unclean leaders"),
+    "acls": ("broker.acls_cli:main", "kafka-acls: add, list and remove ACLs"),
+}
 
 
-def _configs(argv) -> int:
-    from .configs_cli import main as configs_main
-    return configs_main(argv)
-
-
-def _consumer_groups(argv) -> int:
-    from .groups_cli import main as groups_main
-    return groups_main(argv)
-
-
-def _get_offsets(argv) -> int:
-    from .offsets_cli import main as offsets_main
-    return offsets_main(argv)
-
-
-def _console_producer(argv) -> int:
-    from .console_producer_cli import main as producer_main
-    return producer_main(argv)
-
-
-def _console_consumer(argv) -> int:
-    from .console_consumer_cli import main as consumer_main
-    return consumer_main(argv)
-
-
-def _reassign_partitions(argv) -> int:
-    from .reassign_cli import main as reassign_main
-    return reassign_main(argv)
-
-
-def _leader_election(argv) -> int:
-    from .leader_election_cli import main as election_main
-    return election_main(argv)
-
-
-def _acls(argv) -> int:
-    from .acls_cli import main as acls_main
-    return acls_main(argv)
-
-
-# Tools with Kafka's names and flags, each parsing its own arguments.
-_TOOLS = {"dump-log": _dump_log, "topics": _topics, "configs": _configs,
-          "get-offsets": _get_offsets, "consumer-groups": _consumer_groups,
-          "console-producer": _console_producer, "console-consumer": _console_consumer,
-          "reassign-partitions": _reassign_partitions, "leader-election": _leader_election,
-          "acls": _acls}
+def _run(name: str, argv) -> int:
+    module, _, function = COMMANDS[name][0].partition(":")
+    return getattr(importlib.import_module(module), function)(argv)
 
 
 def _version() -> str:
@@ -138,33 +124,16 @@ def _main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
-    if argv and argv[0] in _TOOLS:
-        return _TOOLS[argv[0]](argv[1:])
-    parser = argparse.ArgumentParser(prog="samsa", description="A Kafka-compatible broker.")
+    if argv and argv[0] in COMMANDS:
+        return _run(argv[0], argv[1:])
+    parser = argparse.ArgumentParser(prog="samsa",
+                                     description="A Kafka-compatible broker, and Kafka's tools.")
     parser.add_argument("--version", action="version", version=f"samsa {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    srv = sub.add_parser("server", help="run a broker")
-    # Required, as kafka-server-start requires it: a broker started without one
-    # would silently listen on every interface with data under /tmp.
-    srv.add_argument("config", help="server.properties file (the repository's is a "
-                                    "single-node default: localhost:9092, data in ./data)")
-    srv.add_argument("--override", action="append", metavar="KEY=VALUE",
-                     help="override one config key (repeatable)")
-    sub.add_parser("dump-log", help="print segment files like kafka-dump-log", add_help=False)
-    sub.add_parser("topics", help="create/list/describe/delete topics", add_help=False)
-    sub.add_parser("configs", help="describe/alter topic and broker configs (kafka-configs)",
-                   add_help=False)
-    sub.add_parser("consumer-groups", help="list, describe, reset offsets of and delete "
-                   "consumer groups (kafka-consumer-groups)", add_help=False)
-    sub.add_parser("get-offsets", help="offsets at a point in time (kafka-get-offsets)",
-                   add_help=False)
-    sub.add_parser("console-producer", help="send lines of stdin as records "
-                   "(kafka-console-producer)", add_help=False)
-    sub.add_parser("console-consumer", help="print a topic's records "
-                   "(kafka-console-consumer)", add_help=False)
-    args = parser.parse_args(argv)
-    if args.command == "server":
-        return _server(args)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                title="commands (each takes --help)")
+    for name, (_, help_line) in COMMANDS.items():
+        sub.add_parser(name, help=help_line, add_help=False)
+    parser.parse_args(argv)  # --help, --version, or no or an unknown command: exits
     return 2
 
 

@@ -254,7 +254,8 @@ class TopicService:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                  f"Topic '{name}' already exists.") from None
             self._open_logs(meta, range(num_partitions))
-            log.info("created topic %s with %d partitions", name, num_partitions)
+            log.info("created topic %s with %d partition%s", name, num_partitions,
+                     "" if num_partitions == 1 else "s")
             return meta
 
     def wait_for_leaders(self, name: str, deadline: float) -> bool:

@@ -15,6 +15,8 @@ extras=""
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+    # The first run is quiet for a minute otherwise (later runs only check).
+    echo "setup: creating .venv and installing samsa${extras:+ with its test dependencies} (first run, a minute or more)..." >&2
     if ! "$PY" -m venv .venv >/dev/null; then
         echo "setup: could not create .venv with $PY; on Debian: apt-get install python3-venv" >&2
         exit 1
@@ -53,6 +55,7 @@ walker_built() { .venv/bin/python -c 'import protocol.records._walker' 2>/dev/nu
 # installed before a compiler or the headers were there: build it now
 [ "${#build_need[@]}" -gt 0 ] || walker_built || have=""
 if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then
+    [ -e "$stamp" ] && echo "setup: reinstalling samsa${extras:+ with its test dependencies} into .venv..." >&2
     .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
     # (the build backend's warnings about editable installs are not for users)
     PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"

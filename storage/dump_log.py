@@ -54,7 +54,7 @@ def _start_offset(path: str) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="dump-log",
+        prog="samsa dump-log",
         description="This tool helps to parse a log file and dump its contents to the console, "
                     "useful for debugging a seemingly corrupt log segment.")
     parser.add_argument("--files", required=True,

@@ -1,10 +1,12 @@
 """The `samsa` command line: a bad config refuses to start, and `samsa topics` works."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
 
+from broker.cli import COMMANDS
 from tests.support.broker_process import REPO_ROOT
 
 
@@ -50,3 +52,29 @@ def test_topics_against_no_broker_is_a_clear_error():
     p = _samsa("topics", "--bootstrap-server", "127.0.0.1:1", "--list")
     assert p.returncode == 1 and "samsa topics:" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def _listed_in_help() -> list[str]:
+    """The command names `samsa --help` shows, in its order."""
+    p = _samsa("--help")
+    assert p.returncode == 0, p.stderr
+    return re.findall(r"^    ([a-z][a-z-]*)(?: |$)", p.stdout, re.M)
+
+
+def test_help_lists_every_command_and_each_one_runs():
+    assert _listed_in_help() == list(COMMANDS)
+    for name in COMMANDS:
+        p = _samsa(name, "--help")
+        assert p.returncode == 0 and p.stdout.startswith(f"usage: samsa {name} "), (name, p)
+
+
+def _readme_section(title: str) -> str:
+    readme = (REPO_ROOT / "README.md").read_text()
+    start = readme.index(f"\n## {title}\n")
+    end = readme.find("\n## ", start + 1)
+    return readme[start:end if end >= 0 else None]
+
+
+def test_readme_shows_every_command_and_no_other():
+    shown = re.findall(r"\bsamsa ([a-z][a-z-]*)", _readme_section("Using it"))
+    assert set(shown) == set(COMMANDS)

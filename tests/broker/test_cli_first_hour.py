@@ -2,8 +2,10 @@
 gets one clear line and the right exit code, never a traceback."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -17,12 +19,31 @@ from storage.log import Log
 from tests.storage.helpers import batch_of
 from tests.support.broker_process import REPO_ROOT, BrokerProcess
 from tests.support.kafka_wire import free_port
+from tests.support.process import ManagedProcess
 
 
-def _samsa(*args, stdout=subprocess.PIPE, cwd=None, timeout=60):
+def _samsa(*args, stdout=subprocess.PIPE, cwd=None, timeout=60, input=None):
     return subprocess.run([sys.executable, "-m", "broker", *args], stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=timeout,
-                          cwd=cwd or REPO_ROOT)
+                          cwd=cwd or REPO_ROOT, input=input)
+
+
+def _readme_commands() -> list[str]:
+    """The shell lines of README.md's code blocks, continuation lines joined
+    and comments dropped, as a user pastes them."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", readme, re.S):
+        lines += [re.sub(r"\s+#.*", "", line).strip()
+                  for line in block.replace("\\\n", " ").splitlines()]
+    return lines
+
+
+def _as_run_here(command: str, bootstrap: str) -> list[str]:
+    """A README ``.venv/bin/samsa ...`` line's arguments, pointed at ``bootstrap``."""
+    words = shlex.split(command)
+    assert words[0] == ".venv/bin/samsa", command
+    return [bootstrap if w == "localhost:9092" else w for w in words[1:]]
 
 
 def _into_closed_pipe(*args):
@@ -143,3 +164,62 @@ def test_readme_links_only_to_files_in_the_repository():
         path = (REPO_ROOT / target).resolve()
         assert REPO_ROOT in path.parents or path == REPO_ROOT, target
         assert path.exists(), target
+
+
+def test_the_readme_produce_and_consume_lines_end_and_print_the_record(broker):
+    commands = _readme_commands()
+    produce = next(c for c in commands if c.startswith("echo ") and "console-producer" in c)
+    echo, _, produce = produce.partition(" | ")
+    p = _samsa(*_as_run_here(produce, broker.bootstrap), input=shlex.split(echo)[1] + "\n")
+    assert p.returncode == 0, p.stderr
+    consume = next(c for c in commands if "console-consumer" in c and "my-topic" in c)
+    # Before: --max-messages 10 after producing one record waited forever.
+    p = _samsa(*_as_run_here(consume, broker.bootstrap), timeout=30)
+    assert (p.returncode, p.stdout) == (0, "k1\thello\n"), p.stderr
+    # The console producer created my-topic (num.partitions=1): the broker says so in English.
+    assert "created topic my-topic with 1 partition\n" in broker.log_path.read_text()
+
+
+def test_the_readme_says_how_to_start_on_another_port(tmp_path):
+    line = re.search(r"`(\./scripts/start\.sh --override listeners=[^`]*)`",
+                     (REPO_ROOT / "README.md").read_text()).group(1)
+    port = free_port()
+    args = [re.sub(r":\d+$", f":{port}", w) for w in shlex.split(line)[1:]]
+    # start.sh's command, with the data in the test's directory rather than ./data
+    server = ManagedProcess(
+        "samsa broker", [sys.executable, "-m", "broker", "server", "server.properties", *args,
+                         "--override", f"log.dirs={tmp_path / 'data'}"],
+        "127.0.0.1", port, tmp_path / "broker.log", cwd=REPO_ROOT)
+    server.start()
+    try:
+        p = _samsa("topics", "--bootstrap-server", f"127.0.0.1:{port}", "--list")
+        assert p.returncode == 0, p.stderr
+    finally:
+        server.stop()
+
+
+def _setup_in(tmp_path: Path, python: str) -> subprocess.CompletedProcess:
+    """scripts/setup.sh in a copy of what it reads, with PYTHON=python."""
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    for name in ("scripts/setup.sh", "pyproject.toml"):
+        (tmp_path / name).write_bytes((REPO_ROOT / name).read_bytes())
+    return subprocess.run(["bash", "scripts/setup.sh"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHON": python})
+
+
+def test_setup_says_what_its_first_run_does(tmp_path):
+    # A Python that cannot make the venv ends the run early, right after the line.
+    p = _setup_in(tmp_path, "false")
+    assert p.returncode == 1
+    assert p.stderr.splitlines() == [
+        "setup: creating .venv and installing samsa (first run, a minute or more)...",
+        "setup: could not create .venv with false; on Debian: apt-get install python3-venv"]
+
+
+def test_setup_is_quiet_when_there_is_nothing_to_do(tmp_path):
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    digest = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    (tmp_path / ".venv" / ".samsa-installed").write_text(f"{digest} [base]\n")
+    p = _setup_in(tmp_path, "false")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
