@@ -24,6 +24,36 @@ def _parse_configs(items):
     return out
 
 
+def _parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics' --replica-assignment, its checks and its words: the
+    partitions separated by commas, each one's broker ids (its preferred
+    leader first) by colons, e.g. 0:1:2,1:2:0."""
+    partitions: list[list[int]] = []
+    for i, part in enumerate(text.split(",")):
+        brokers = []
+        for word in part.split(":"):
+            try:
+                brokers.append(int(word.strip()))
+            except ValueError:
+                raise ValueError(f"--replica-assignment {text}: {word.strip()!r} is not a broker "
+                                 f"id (partitions separated by commas, their broker ids by "
+                                 f"colons, e.g. 0:1:2,1:2:0)") from None
+        twice = sorted({b for b in brokers if brokers.count(b) > 1})
+        if twice:
+            raise ValueError("Partition replica lists may not contain duplicate entries: "
+                             + ",".join(map(str, twice)))
+        if partitions and len(brokers) != len(partitions[0]):
+            raise ValueError(f"Partition {i} has different replication factor: "
+                             f"[{', '.join(map(str, brokers))}]")
+        partitions.append(brokers)
+    return partitions
+
+
+def _failed(reason: str) -> int:
+    print(f"Error while executing topic command: {reason}", file=sys.stderr)
+    return 1
+
+
 def _metadata(client, topics=None):
     req = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else [
         MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
@@ -31,17 +61,19 @@ def _metadata(client, topics=None):
 
 
 def _create(client, args) -> int:
+    # An explicit assignment stands for the partition count and replication factor.
     req = CreateTopicsRequest(timeout_ms=30000, validate_only=False, topics=[
         CreateTopicsRequest.CreatableTopic(
             name=args.topic, num_partitions=args.partitions or -1,
             replication_factor=args.replication_factor or -1,
+            assignments=[CreateTopicsRequest.CreatableReplicaAssignment(
+                partition_index=i, broker_ids=brokers)
+                for i, brokers in enumerate(args.assignment or [])],
             configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                      for k, v in _parse_configs(args.config).items()])])
     result = client.call(19, req).topics[0]
     if result.error_code:
-        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
-              file=sys.stderr)
-        return 1
+        return _failed(_error(result.error_code, result.error_message))
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -102,14 +134,21 @@ def _print_partitions(topic, partitions) -> None:
 
 
 def _alter(client, args) -> int:
+    new = None
+    if args.assignment is not None:
+        # As kafka-topics: the assignment lists every partition, the existing
+        # ones too; those after them are the new partitions'.
+        topic = _metadata(client, [args.topic]).topics[0]
+        if topic.error_code:
+            return _failed(_error(topic.error_code))
+        new = [CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=brokers)
+               for brokers in args.assignment[len(topic.partitions):]]
     req = CreatePartitionsRequest(timeout_ms=30000, validate_only=False, topics=[
         CreatePartitionsRequest.CreatePartitionsTopic(name=args.topic, count=args.partitions,
-                                                      assignments=None)])
+                                                      assignments=new)])
     result = client.call(37, req).results[0]
     if result.error_code:
-        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
-              file=sys.stderr)
-        return 1
+        return _failed(_error(result.error_code, result.error_message))
     return 0
 
 
@@ -122,9 +161,7 @@ def _delete(client, args) -> int:
         req = DeleteTopicsRequest(timeout_ms=30000, topic_names=[args.topic])
     result = client.call(20, req).responses[0]
     if result.error_code:
-        print(f"Error while executing topic command: {_error(result.error_code, result.error_message)}",
-              file=sys.stderr)
-        return 1
+        return _failed(_error(result.error_code, result.error_message))
     return 0
 
 
@@ -140,6 +177,9 @@ def main(argv) -> int:
     p.add_argument("--topic")
     p.add_argument("--partitions", type=int)
     p.add_argument("--replication-factor", type=int)
+    p.add_argument("--replica-assignment", metavar="BROKERS:OF:P0,BROKERS:OF:P1,...",
+                   help="with --create or --alter: each partition's broker ids, e.g. "
+                        "0:1:2,1:2:0 (with --alter the existing partitions come first)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
     only = p.add_mutually_exclusive_group()
     only.add_argument("--under-replicated-partitions", action="store_true",
@@ -153,6 +193,18 @@ def main(argv) -> int:
         p.error("--topic is required")
     if args.alter and not args.partitions:
         p.error("--alter needs --partitions")
+    # kafka-topics' checks and words (an empty assignment is none, as there)
+    args.assignment = None
+    if args.replica_assignment:
+        for other in ("list", "describe", "delete") + (
+                ("partitions", "replication_factor") if args.create else ()):
+            if getattr(args, other):
+                p.error(f'Option "[replica-assignment]" can\'t be used with option '
+                        f'"[{other.replace("_", "-")}]"')
+        try:
+            args.assignment = _parse_replica_assignment(args.replica_assignment)
+        except ValueError as e:
+            return _failed(str(e))
     try:
         sasl, tls = command_config_security(args.command_config)
     except (OSError, ValueError) as e:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from broker.cli import COMMANDS
 from tests.support.broker_process import REPO_ROOT
 
@@ -78,3 +80,95 @@ def _readme_section(title: str) -> str:
 def test_readme_shows_every_command_and_no_other():
     shown = re.findall(r"\bsamsa ([a-z][a-z-]*)", _readme_section("Using it"))
     assert set(shown) == set(COMMANDS)
+
+
+def _placement(describe_out: str) -> dict[int, tuple[str, str]]:
+    """Partition -> (Leader, Replicas) from kafka-topics --describe lines."""
+    return {int(m["p"]): (m["leader"], m["replicas"]) for m in re.finditer(
+        r"Partition: (?P<p>\d+)\tLeader: (?P<leader>\S+)\tReplicas: (?P<replicas>\S+)",
+        describe_out)}
+
+
+def test_topics_replica_assignment_on_one_broker(broker):
+    b = ["--bootstrap-server", broker.bootstrap]
+    p = _samsa("topics", *b, "--create", "--topic", "placed", "--replica-assignment", "0,0")
+    assert (p.returncode, p.stdout) == (0, "Created topic placed.\n"), p.stderr
+    out = _samsa("topics", *b, "--describe", "--topic", "placed").stdout
+    assert "PartitionCount: 2\tReplicationFactor: 1" in out
+    assert _placement(out) == {0: ("0", "0"), 1: ("0", "0")}
+    # --alter: the list names every partition, the existing ones first (as Kafka's)
+    p = _samsa("topics", *b, "--alter", "--topic", "placed", "--partitions", "3",
+               "--replica-assignment", "0,0,0")
+    assert p.returncode == 0, p.stderr
+    assert len(_placement(_samsa("topics", *b, "--describe", "--topic", "placed").stdout)) == 3
+    # A broker that is not there: the broker's refusal, in one line.
+    p = _samsa("topics", *b, "--create", "--topic", "nowhere", "--replica-assignment", "0:7")
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("Error while executing topic command: INVALID_REPLICA_ASSIGNMENT")
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+    assert "nowhere" not in _samsa("topics", *b, "--list").stdout.split()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0:x", "'x' is not a broker id (partitions separated by commas, their broker ids "
+            "by colons, e.g. 0:1:2,1:2:0)"),
+    ("0:1,", "'' is not a broker id"),
+    ("1:0:1", "Partition replica lists may not contain duplicate entries: 1"),
+    ("0:1,2", "Partition 1 has different replication factor: [2]"),
+])
+def test_topics_replica_assignment_syntax_is_one_line(value, message):
+    # Refused before any broker is asked: nothing listens on port 1.
+    p = _samsa("topics", "--bootstrap-server", "127.0.0.1:1", "--create", "--topic", "t",
+               "--replica-assignment", value)
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    assert p.stderr.startswith("Error while executing topic command: ")
+    assert message in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("other", [["--partitions", "2"], ["--replication-factor", "1"]])
+def test_topics_replica_assignment_excludes_counts_on_create(other):
+    p = _samsa("topics", "--bootstrap-server", "127.0.0.1:1", "--create", "--topic", "t",
+               "--replica-assignment", "0", *other)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert errors == [f'samsa topics: error: Option "[replica-assignment]" can\'t be used '
+                      f'with option "[{other[0][2:]}]"'], p.stderr
+
+
+def test_topics_replica_assignment_on_a_cluster(tmp_path):
+    """Three brokers in ZooKeeper mode: the replicas land where the assignment
+    says, its first broker leads, as --describe shows."""
+    from tests.support.cluster import Cluster
+    from tests.support.waiting import wait_until
+    from tests.support.zookeeper import zookeeper_installed
+
+    if not zookeeper_installed():
+        pytest.fail("ZooKeeper is not installed (scripts/setup.sh --test installs it)")
+    cluster = Cluster(tmp_path / "cluster", size=3, offsets_partitions=3)
+    b = ["--bootstrap-server", None]
+
+    def describe(topic: str) -> str:
+        return _samsa("topics", *b, "--describe", "--topic", topic).stdout
+
+    try:
+        cluster.start()
+        b[1] = cluster.broker(2).bootstrap
+        p = _samsa("topics", *b, "--create", "--topic", "placed",
+                   "--replica-assignment", "0:1:2,1:2:0")
+        assert p.returncode == 0, p.stderr
+        # (the broker asked may learn of the leaders a moment after the answer)
+        expected = {0: ("0", "0,1,2"), 1: ("1", "1,2,0")}
+        wait_until(lambda: _placement(describe("placed")) == expected, 30,
+                   f"placed described as {expected}")
+        assert "PartitionCount: 2\tReplicationFactor: 3" in describe("placed")
+
+        p = _samsa("topics", *b, "--create", "--topic", "single", "--replica-assignment", "2,1")
+        assert p.returncode == 0, p.stderr
+        p = _samsa("topics", *b, "--alter", "--topic", "single", "--partitions", "3",
+                   "--replica-assignment", "2,1,0")
+        assert p.returncode == 0, p.stderr
+        expected = {0: ("2", "2"), 1: ("1", "1"), 2: ("0", "0")}
+        wait_until(lambda: _placement(describe("single")) == expected, 30,
+                   f"single described as {expected}")
+    finally:
+        cluster.stop()
