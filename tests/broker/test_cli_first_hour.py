@@ -198,10 +198,14 @@ def test_the_readme_says_how_to_start_on_another_port(tmp_path):
         server.stop()
 
 
+# What setup.sh's install stamp hashes, in its order: a change to any of them reinstalls.
+_INSTALL_SOURCES = ("pyproject.toml", "setup.py", "protocol/records/_walker.c")
+
+
 def _setup_in(tmp_path: Path, python: str) -> subprocess.CompletedProcess:
     """scripts/setup.sh in a copy of what it reads, with PYTHON=python."""
-    (tmp_path / "scripts").mkdir(exist_ok=True)
-    for name in ("scripts/setup.sh", "pyproject.toml"):
+    for name in ("scripts/setup.sh", *_INSTALL_SOURCES):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((REPO_ROOT / name).read_bytes())
     return subprocess.run(["bash", "scripts/setup.sh"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PYTHON": python})
@@ -218,8 +222,13 @@ def test_setup_says_what_its_first_run_does(tmp_path):
 
 def test_setup_is_quiet_when_there_is_nothing_to_do(tmp_path):
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
-    digest = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    # The test run's own venv stands in for a set-up one (a symlink would lose the
+    # venv: Python finds pyvenv.cfg beside the path it was started by).
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    digest = hashlib.sha256(b"".join((REPO_ROOT / name).read_bytes()
+                                     for name in _INSTALL_SOURCES)).hexdigest()
     (tmp_path / ".venv" / ".samsa-installed").write_text(f"{digest} [base]\n")
     p = _setup_in(tmp_path, "false")
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
