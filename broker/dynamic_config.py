@@ -70,7 +70,8 @@ class DynamicBrokerConfig:
             else:
                 mine = configs
             effective = validate(self.static, default, mine,
-                                 {**changed, **dict.fromkeys(removed, "")}, before=self.current)
+                                 {**changed, **dict.fromkeys(removed, "")}, before=self.current,
+                                 per_broker_level=entity is not None)
             if validate_only:
                 return
             self.store.set_broker_configs(entity, configs)
