@@ -23,7 +23,6 @@ from .context import off_loop
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_DENIED = "Authorization failed."
 
 
 def _entries(broker, resource_type, name):
@@ -51,9 +50,9 @@ def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, 
     broker and broker-logger resources."""
     if resource_type == TOPIC:
         if not authz.topic(ctx, operation, name):
-            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, authz.TOPIC_DENIED
     elif resource_type in (BROKER, BROKER_LOGGER) and not authz.cluster(ctx, operation):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
     return None
 
 
