@@ -33,6 +33,17 @@ def _set(key, value):
     return ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
 
 
+def _set_cluster_default(broker, key, value):
+    """IncrementalAlterConfigs SET on the cluster-wide default (resource name
+    "", which librdkafka cannot address: sent as kafka-configs --entity-default
+    sends it); the resource's answer."""
+    with SimpleClient(broker.bootstrap) as client:
+        R = IncrementalAlterConfigsRequest
+        return client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[R.AlterableConfig(
+                name=key, config_operation=0, value=value)])])).responses[0]
+
+
 def _segments(broker, topic):
     return sorted(f for f in os.listdir(broker.data_dir / f"{topic}-0") if f.endswith(".log"))
 
@@ -101,12 +112,8 @@ def test_dynamic_broker_config_applies_without_restart_and_is_kept(broker, admin
     # The cluster-wide default (resource name "", which librdkafka cannot
     # address: sent as kafka-configs --entity-default sends it), described on
     # its own resource and felt by every topic.
+    assert _set_cluster_default(broker, "log.retention.ms", "3600000").error_code == 0
     with SimpleClient(broker.bootstrap) as client:
-        R = IncrementalAlterConfigsRequest
-        altered = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
-            resource_type=4, resource_name="", configs=[R.AlterableConfig(
-                name="log.retention.ms", config_operation=0, value="3600000")])]))
-        assert altered.responses[0].error_code == 0
         D = DescribeConfigsRequest
         defaults = client.call(32, D(include_synonyms=True, include_documentation=False,
                                      resources=[D.DescribeConfigsResource(
@@ -163,13 +170,9 @@ def test_every_key_kafka_changes_at_run_time_is_kept_and_described(broker, admin
     broker.restart()  # kept in the metadata store
     check(AdminClient({"bootstrap.servers": broker.bootstrap}))
     # a per-broker key is refused at the cluster-default level, as Kafka does
-    with SimpleClient(broker.bootstrap) as client:
-        R = IncrementalAlterConfigsRequest
-        refused = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
-            resource_type=4, resource_name="", configs=[R.AlterableConfig(
-                name="sasl.enabled.mechanisms", config_operation=0, value="PLAIN")])]))
-    assert refused.responses[0].error_code == 42
-    assert "broker id must be specified" in refused.responses[0].error_message
+    refused = _set_cluster_default(broker, "sasl.enabled.mechanisms", "PLAIN")
+    assert refused.error_code == 42
+    assert "broker id must be specified" in refused.error_message
 
 
 def test_cluster_authorized_operations_are_the_cluster_resources(admin):
