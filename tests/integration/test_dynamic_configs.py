@@ -145,6 +145,7 @@ def test_keys_that_cannot_change_at_run_time_are_refused(admin):
         _incremental(admin, ResourceType.BROKER, "0", _set("background.threads", "many"))
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 def test_every_key_kafka_changes_at_run_time_is_kept_and_described(broker, admin):
     """librdkafka's broker tests change keys samsa does not use (Kerberos,
     thread counts): Kafka takes them, keeps them and describes them as
