@@ -1037,3 +1037,24 @@ def test_a_dynamic_key_samsa_does_not_use_is_kept_in_zookeeper(zk_cluster: Clust
                 v, ConfigSource.DYNAMIC_BROKER_CONFIG.value), described[k]
     finally:
         alter(AlterConfigOpType.DELETE)
+
+    # a cluster-wide default set through broker 0 reaches broker 1's answers
+    from protocol.messages import IncrementalAlterConfigsRequest as R
+
+    def set_default(op, value=None):
+        with SimpleClient(zk_cluster.broker(0).bootstrap) as c:
+            r = c.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[R.AlterableConfig(
+                    name="log.cleaner.threads", config_operation=op, value=value)])]))
+        assert r.responses[0].error_code == 0, r
+
+    def described_on_broker_1():
+        res = ConfigResource(ResourceType.BROKER, "1")
+        entry = admin.describe_configs([res])[res].result(30)["log.cleaner.threads"]
+        return entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value and entry
+    set_default(0, "3")
+    try:
+        assert wait_until(described_on_broker_1, 30, "broker 1 to describe the default").value \
+            == "3"
+    finally:
+        set_default(1)
