@@ -1,16 +1,16 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 Topic configs are overrides kept in the metadata store, so they survive
-restarts; broker configs are static (server.properties, environment,
---override) and can be described but not altered at run time.
+restarts; broker configs are the static ones (server.properties,
+environment, --override) under the dynamic layers that AlterConfigs and
+IncrementalAlterConfigs change on a BROKER resource (config/dynamic.py says
+which keys, broker/dynamic_config.py keeps and applies them).
 """
 from __future__ import annotations
 
-from config import (BROKER_KEYS, TOPIC_KEYS, ConfigType, describe_broker_config,
-                    describe_topic_config)
-from config.broker import listener_override_key
+from config import TOPIC_KEYS, ConfigType, describe_broker_config, describe_topic_config
 from config.describe import describe_broker_defaults
-from config.dynamic import DynamicConfigError
+from config.dynamic import DynamicConfigError, key_definition
 from config.values import ConfigKey, render
 from protocol.errors import ErrorCode
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
@@ -137,7 +137,7 @@ def _key_of(resource_type: int, name: str) -> ConfigKey | None:
     if resource_type == TOPIC:
         tk = TOPIC_KEYS.get(name)
         return tk.key if tk is not None else None
-    return BROKER_KEYS.get(name) or listener_override_key(name)
+    return key_definition(name)
 
 
 def _incremental(ops, resource_type: int):

@@ -73,6 +73,11 @@ def test_append_and_subtract_start_from_the_default_of_a_key_not_set(admin):
     entry = _describe(admin, ResourceType.BROKER, "0")["log.cleanup.policy"]
     assert (entry.value, entry.source) == ("delete,compact",
                                            ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # a list key samsa keeps without using it starts from Kafka's default too
+    _incremental(admin, ResourceType.BROKER, "0",
+                 op("sasl.kerberos.principal.to.local.rules", "RULE:x", A))
+    assert _describe(admin, ResourceType.BROKER, "0")[
+        "sasl.kerberos.principal.to.local.rules"].value == "DEFAULT,RULE:x"
     # a key that is not a list cannot be appended to, as Kafka answers
     with pytest.raises(KafkaException,
                        match="Config value append is not allowed for config key: retention.ms"):
