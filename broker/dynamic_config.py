@@ -70,7 +70,8 @@ class DynamicBrokerConfig:
             else:
                 mine = configs
             effective = validate(self.static, default, mine,
-                                 {**changed, **dict.fromkeys(removed, "")}, before=self.current)
+                                 {**changed, **dict.fromkeys(removed, "")}, before=self.current,
+                                 per_broker_level=entity is not None)
             if validate_only:
                 return
             self.store.set_broker_configs(entity, configs)
@@ -91,8 +92,11 @@ class DynamicBrokerConfig:
             except Exception as e:  # noqa: BLE001 - keep what is in effect
                 log.error("ignoring the stored dynamic broker configs: %s", e)
                 return
-            # raw too: per-listener keys (listener.name.<l>.*) live only there
-            if effective == self.current and effective.raw == self.current.raw:
+            # raw too: per-listener keys (listener.name.<l>.*) live only there;
+            # and the layers: keys kept but not applied are still described
+            if (effective == self.current and effective.raw == self.current.raw
+                    and effective.dynamic_default == self.current.dynamic_default
+                    and effective.dynamic_broker == self.current.dynamic_broker):
                 return
             self.current = effective
             log.info("dynamic broker configs changed through another broker: applied")

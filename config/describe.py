@@ -12,7 +12,7 @@ import enum
 from typing import Mapping, NamedTuple
 
 from .broker import BROKER_KEYS, BrokerConfig, parse_topic_overrides
-from .dynamic import LIVE_KEYS
+from .dynamic import STORED_ONLY_KEYS, is_dynamic, key_definition
 from .topic_keys import TOPIC_KEYS, from_attr_value
 from .values import ConfigType, render
 
@@ -60,15 +60,10 @@ _BROKER_SYNONYM_GROUPS = [
 _GROUP_OF = {k: g for g in _BROKER_SYNONYM_GROUPS for k in g}
 
 
-def _broker_value(cfg: BrokerConfig, key: str) -> str | None:
-    """The broker key's own value as given (or its default), rendered."""
-    ck = BROKER_KEYS[key]
-    value = ck.parse(cfg.raw[key]) if key in cfg.raw else ck.default
-    return render(ck.type, value)
-
-
 def _layer_value(key: str, raw: Mapping[str, str]) -> str | None:
-    ck = BROKER_KEYS[key]
+    ck = key_definition(key)
+    if ck is None:  # a listener key samsa has no definition for: as stored
+        return raw[key]
     return render(ck.type, ck.parse(raw[key]))
 
 
@@ -82,9 +77,10 @@ def _broker_synonyms(cfg: BrokerConfig, names) -> list[ConfigSynonym]:
                           (cfg.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
                           (static, ConfigSource.STATIC_BROKER_CONFIG)):
         out += [ConfigSynonym(n, _layer_value(n, layer), source) for n in names if n in layer]
-    out += [ConfigSynonym(n, render(BROKER_KEYS[n].type, BROKER_KEYS[n].default),
-                          ConfigSource.DEFAULT_CONFIG)
-            for n in names if BROKER_KEYS[n].default is not None]
+    for n in names:
+        ck = key_definition(n)
+        if ck is not None and ck.default is not None:
+            out.append(ConfigSynonym(n, render(ck.type, ck.default), ConfigSource.DEFAULT_CONFIG))
     return out
 
 
@@ -127,16 +123,21 @@ def describe_topic_config(broker_cfg: BrokerConfig,
 
 
 def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEntry]:
-    """Every broker key (or just `keys`), sorted by name.
+    """Every broker key (or just `keys`), sorted by name: samsa's own, the
+    other keys Kafka changes at run time, and the per-listener keys stored.
 
-    The source is the highest layer that sets the key (DYNAMIC_BROKER_CONFIG,
-    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, else DEFAULT_CONFIG);
-    keys samsa changes at run time are not read-only.
+    The value and source are the highest layer's that sets the key
+    (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+    else DEFAULT_CONFIG); keys Kafka changes at run time are not read-only.
     """
+    if keys is None:
+        keys = {*BROKER_KEYS, *STORED_ONLY_KEYS, *broker_cfg.dynamic_broker,
+                *broker_cfg.dynamic_default}
     entries = []
-    for name in sorted(BROKER_KEYS if keys is None else keys):
-        ck = BROKER_KEYS.get(name)
-        if ck is None:
+    for name in sorted(set(keys)):
+        ck = key_definition(name)
+        if ck is None and name not in broker_cfg.dynamic_broker \
+                and name not in broker_cfg.dynamic_default:
             continue
         group = _GROUP_OF.get(name, (name,))
         synonyms = _broker_synonyms(broker_cfg, group)
@@ -144,15 +145,17 @@ def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEn
         while synonyms and synonyms[0].name != name:
             synonyms.pop(0)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+        sensitive = ck.sensitive if ck is not None else False
         entries.append(ConfigEntry(
-            name=name, value=None if ck.sensitive else _broker_value(broker_cfg, name),
+            name=name, value=None if sensitive or not synonyms else synonyms[0].value,
             source=int(source),
-            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=name not in LIVE_KEYS,
-            is_sensitive=ck.sensitive,
+            is_default=source == ConfigSource.DEFAULT_CONFIG, read_only=not is_dynamic(name),
+            is_sensitive=sensitive,
             # Kafka never answers a password's value (ssl.key.password, inline keys...)
-            synonyms=[ConfigSynonym(s.name, None if ck.sensitive else s.value, int(s.source))
+            synonyms=[ConfigSynonym(s.name, None if sensitive else s.value, int(s.source))
                       for s in synonyms],
-            config_type=int(ck.type), documentation=ck.doc))
+            config_type=int(ck.type) if ck is not None else int(ConfigType.UNKNOWN),
+            documentation=ck.doc if ck is not None else ""))
     return entries
 
 
@@ -161,16 +164,16 @@ def describe_broker_defaults(broker_cfg: BrokerConfig) -> list[ConfigEntry]:
     describes them: only the keys set at that level."""
     entries = []
     for name in sorted(broker_cfg.dynamic_default):
-        ck = BROKER_KEYS.get(name)
-        if ck is None:
-            continue
-        value = None if ck.sensitive else _layer_value(name, broker_cfg.dynamic_default)
+        ck = key_definition(name)
+        sensitive = ck.sensitive if ck is not None else False
+        value = None if sensitive else _layer_value(name, broker_cfg.dynamic_default)
         source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         entries.append(ConfigEntry(
             name=name, value=value, source=source, is_default=False,
-            read_only=name not in LIVE_KEYS, is_sensitive=ck.sensitive,
-            synonyms=[ConfigSynonym(name, value, source)], config_type=int(ck.type),
-            documentation=ck.doc))
+            read_only=not is_dynamic(name), is_sensitive=sensitive,
+            synonyms=[ConfigSynonym(name, value, source)],
+            config_type=int(ck.type) if ck is not None else int(ConfigType.UNKNOWN),
+            documentation=ck.doc if ck is not None else ""))
     return entries
 
 

@@ -33,7 +33,7 @@ def _refusal(ctx, operation: AclOperation) -> tuple[ErrorCode, str] | None:
     if not authz.enabled(ctx):
         return ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER
     if not authz.cluster(ctx, operation):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
     return None
 
 

@@ -18,7 +18,6 @@ from . import authz
 from .authz import Op
 from .context import off_loop
 
-_DENIED = "Authorization failed."
 
 
 async def handle_create_topics(ctx, req):
@@ -44,7 +43,7 @@ def _create_topics(ctx, req):
                                  f"Create topics request contains duplicate topic {t.name}")
             seen.add(t.name)
             if not may_create(t.name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED)
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authz.DENIED)
             assignment = None
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
@@ -118,12 +117,12 @@ def _delete_topics(ctx, req):
                 # no name (as Kafka, which sets it null)
                 results.append(R.DeletableTopicResult(
                     name=None, topic_id=topic_id,
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_DENIED))
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=authz.DENIED))
                 continue
         if not authz.topic(ctx, Op.DELETE, name):
             results.append(R.DeletableTopicResult(
                 name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                error_message=_DENIED))
+                error_message=authz.DENIED))
             continue
         try:
             meta = topics.delete(name, charge=ctx.mutation_quota.charge)
@@ -150,7 +149,7 @@ def _create_partitions(ctx, req):
     for t in req.topics:
         try:
             if not authz.topic(ctx, Op.ALTER, t.name):
-                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED)
+                raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authz.DENIED)
             assignment = ([list(a.broker_ids) for a in t.assignments]
                           if t.assignments is not None else None)
             topics.add_partitions(t.name, t.count, validate_only=req.validate_only,

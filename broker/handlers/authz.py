@@ -15,6 +15,13 @@ Op = AclOperation
 # What the authorized-operations fields hold when nobody asked for them.
 NOT_REQUESTED = -2147483648
 
+# Kafka's words for a refusal: its Errors' default messages, and the
+# "Authorization failed." its topic admin APIs write. A refusal carries one
+# wherever Kafka's does (librdkafka aborts on some null messages).
+DENIED = "Authorization failed."
+TOPIC_DENIED = "Topic authorization failed."
+CLUSTER_DENIED = "Cluster authorization failed."
+
 def enabled(ctx) -> bool:
     return ctx.broker.acls is not None
 

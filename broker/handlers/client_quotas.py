@@ -146,7 +146,7 @@ async def handle_describe_client_quotas(ctx, req):
     R = DescribeClientQuotasResponse
     if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                 error_message=None, entries=None)
+                 error_message=authz.CLUSTER_DENIED, entries=None)
     try:
         found = await off_loop(describe, ctx.broker.store, req.components or [], req.strict)
     except QuotaRequestError as e:
@@ -196,7 +196,7 @@ async def handle_alter_client_quotas(ctx, req):
         code, message = ErrorCode.NONE, None
         try:
             if not allowed:
-                code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
             else:
                 await off_loop(alter_one, store, pairs, entry.ops or [], req.validate_only)
         except QuotaRequestError as e:

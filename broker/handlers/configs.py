@@ -1,16 +1,16 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 Topic configs are overrides kept in the metadata store, so they survive
-restarts; broker configs are static (server.properties, environment,
---override) and can be described but not altered at run time.
+restarts; broker configs are the static ones (server.properties,
+environment, --override) under the dynamic layers that AlterConfigs and
+IncrementalAlterConfigs change on a BROKER resource (config/dynamic.py says
+which keys, broker/dynamic_config.py keeps and applies them).
 """
 from __future__ import annotations
 
-from config import (BROKER_KEYS, TOPIC_KEYS, ConfigType, describe_broker_config,
-                    describe_topic_config)
-from config.broker import listener_override_key
+from config import TOPIC_KEYS, ConfigType, describe_broker_config, describe_topic_config
 from config.describe import describe_broker_defaults
-from config.dynamic import DynamicConfigError
+from config.dynamic import DynamicConfigError, key_definition
 from config.values import ConfigKey, render
 from protocol.errors import ErrorCode
 from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
@@ -23,7 +23,6 @@ from .context import off_loop
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_DENIED = "Authorization failed."
 
 
 def _entries(broker, resource_type, name):
@@ -51,9 +50,9 @@ def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, 
     broker and broker-logger resources."""
     if resource_type == TOPIC:
         if not authz.topic(ctx, operation, name):
-            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, authz.TOPIC_DENIED
     elif resource_type in (BROKER, BROKER_LOGGER) and not authz.cluster(ctx, operation):
-        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, _DENIED
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
     return None
 
 
@@ -138,7 +137,7 @@ def _key_of(resource_type: int, name: str) -> ConfigKey | None:
     if resource_type == TOPIC:
         tk = TOPIC_KEYS.get(name)
         return tk.key if tk is not None else None
-    return BROKER_KEYS.get(name) or listener_override_key(name)
+    return key_definition(name)
 
 
 def _incremental(ops, resource_type: int):

@@ -27,7 +27,8 @@ async def handle_alter_partition_reassignments(ctx, req):
     allow = req.allow_replication_factor_change if ctx.version >= 1 else True
     if not authz.cluster(ctx, Op.ALTER):
         return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
-                     error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
+                     error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                     error_message=authz.CLUSTER_DENIED,
                      responses=[])
     if controller is not None and controller.active:
         try:
@@ -53,7 +54,7 @@ async def handle_alter_partition_reassignments(ctx, req):
 async def handle_list_partition_reassignments(ctx, req):
     if not authz.cluster(ctx, Op.DESCRIBE):
         return LIST(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    error_message=None, topics=[])
+                    error_message=authz.CLUSTER_DENIED, topics=[])
     controller = ctx.broker.controller
     running = controller.reassignments() if controller is not None else None
     if running is None:

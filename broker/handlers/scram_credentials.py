@@ -73,10 +73,15 @@ def _describe(store, users: list[str] | None) -> DescribeR:
 
 
 async def handle_describe_user_scram_credentials(ctx, req):
-    if not authz.cluster(ctx, Op.DESCRIBE):  # Kafka: Describe on the cluster
-        return DescribeR(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                         error_message=None, results=[])
     users = None if req.users is None else [u.name for u in req.users]
+    if not authz.cluster(ctx, Op.DESCRIBE):  # Kafka: Describe on the cluster
+        # the refusal, for the request and each user asked about (librdkafka
+        # aborts the whole client on a null message here)
+        code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
+        return DescribeR(throttle_time_ms=0, error_code=code, error_message=message, results=[
+            DescribeR.DescribeUserScramCredentialsResult(
+                user=user, error_code=code, error_message=message, credential_infos=[])
+            for user in users or ()])
     return await off_loop(_describe, ctx.broker.store, users)
 
 
@@ -140,10 +145,10 @@ def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> A
 
 async def handle_alter_user_scram_credentials(ctx, req):
     if not authz.cluster(ctx, Op.ALTER):  # Kafka: Alter on the cluster, every user refused
-        users = dict.fromkeys([u.name for u in req.upsertions] + [d.name for d in req.deletions])
+        users = sorted({u.name for u in req.upsertions} | {d.name for d in req.deletions})
         return AlterR(throttle_time_ms=0, results=[AlterR.AlterUserScramCredentialsResult(
-            user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
-            for user in users])
+            user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=authz.CLUSTER_DENIED) for user in users])
     return await off_loop(_alter, ctx.broker.store, ctx.broker.scram_credentials,
                           list(req.upsertions), list(req.deletions))
 

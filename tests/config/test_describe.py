@@ -1,6 +1,7 @@
 """DescribeConfigs entries: values, sources, synonyms, types."""
 from config import (ConfigSource, ConfigType, describe_broker_config, describe_topic_config,
                     load_broker_config, TOPIC_KEYS, BROKER_KEYS)
+from config.dynamic import STORED_ONLY_KEYS
 
 S = ConfigSource
 
@@ -68,7 +69,8 @@ def test_broker_describe_sources():
     c = load("num.partitions=3", "log.retention.hours=2", "log.dirs=/a,/b",
              env={"KAFKA_AUTO_CREATE_TOPICS_ENABLE": "FALSE"})
     entries = describe_broker_config(c)
-    assert [e.name for e in entries] == sorted(BROKER_KEYS)
+    # samsa's keys and the other keys Kafka changes at run time
+    assert [e.name for e in entries] == sorted({*BROKER_KEYS, *STORED_ONLY_KEYS})
     e = by_name(entries)
     assert e["num.partitions"].value == "3" and e["num.partitions"].source == S.STATIC_BROKER_CONFIG
     assert e["num.partitions"].synonyms == [("num.partitions", "3", S.STATIC_BROKER_CONFIG),
@@ -76,7 +78,9 @@ def test_broker_describe_sources():
     assert e["auto.create.topics.enable"].value == "false"
     assert e["auto.create.topics.enable"].source == S.STATIC_BROKER_CONFIG
     assert e["num.network.threads"].source == S.DEFAULT_CONFIG and e["num.network.threads"].is_default
-    assert e["num.network.threads"].value == "3" and e["num.network.threads"].read_only
+    # dynamic in Kafka, so not read-only; broker.id never is
+    assert e["num.network.threads"].value == "3" and not e["num.network.threads"].read_only
+    assert e["broker.id"].read_only
     assert e["log.dirs"].value == "/a,/b" and e["log.dirs"].source == S.STATIC_BROKER_CONFIG
     hours = e["log.retention.hours"]
     assert hours.value == "2" and hours.source == S.STATIC_BROKER_CONFIG

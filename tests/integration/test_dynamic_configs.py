@@ -33,6 +33,17 @@ def _set(key, value):
     return ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
 
 
+def _set_cluster_default(broker, key, value):
+    """IncrementalAlterConfigs SET on the cluster-wide default (resource name
+    "", which librdkafka cannot address: sent as kafka-configs --entity-default
+    sends it); the resource's answer."""
+    with SimpleClient(broker.bootstrap) as client:
+        R = IncrementalAlterConfigsRequest
+        return client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[R.AlterableConfig(
+                name=key, config_operation=0, value=value)])])).responses[0]
+
+
 def _segments(broker, topic):
     return sorted(f for f in os.listdir(broker.data_dir / f"{topic}-0") if f.endswith(".log"))
 
@@ -62,6 +73,11 @@ def test_append_and_subtract_start_from_the_default_of_a_key_not_set(admin):
     entry = _describe(admin, ResourceType.BROKER, "0")["log.cleanup.policy"]
     assert (entry.value, entry.source) == ("delete,compact",
                                            ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    # a list key samsa keeps without using it starts from Kafka's default too
+    _incremental(admin, ResourceType.BROKER, "0",
+                 op("sasl.kerberos.principal.to.local.rules", "RULE:x", A))
+    assert _describe(admin, ResourceType.BROKER, "0")[
+        "sasl.kerberos.principal.to.local.rules"].value == "DEFAULT,RULE:x"
     # a key that is not a list cannot be appended to, as Kafka answers
     with pytest.raises(KafkaException,
                        match="Config value append is not allowed for config key: retention.ms"):
@@ -101,12 +117,8 @@ def test_dynamic_broker_config_applies_without_restart_and_is_kept(broker, admin
     # The cluster-wide default (resource name "", which librdkafka cannot
     # address: sent as kafka-configs --entity-default sends it), described on
     # its own resource and felt by every topic.
+    assert _set_cluster_default(broker, "log.retention.ms", "3600000").error_code == 0
     with SimpleClient(broker.bootstrap) as client:
-        R = IncrementalAlterConfigsRequest
-        altered = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
-            resource_type=4, resource_name="", configs=[R.AlterableConfig(
-                name="log.retention.ms", config_operation=0, value="3600000")])]))
-        assert altered.responses[0].error_code == 0
         D = DescribeConfigsRequest
         defaults = client.call(32, D(include_synonyms=True, include_documentation=False,
                                      resources=[D.DescribeConfigsResource(
@@ -123,15 +135,50 @@ def test_dynamic_broker_config_applies_without_restart_and_is_kept(broker, admin
 
 
 def test_keys_that_cannot_change_at_run_time_are_refused(admin):
-    for key, value, says in [("broker.id", "7", "Cannot update these configs dynamically"),
-                             ("log.dirs", "/elsewhere", "Cannot update these configs dynamically"),
-                             ("num.network.threads", "5", "cannot change these configs at run time")]:
+    for key, value, says in [
+            ("broker.id", "7", "Cannot update these configs dynamically: broker.id"),
+            ("log.dirs", "/elsewhere", "Cannot update these configs dynamically: log.dirs"),
+            ("ssl.keystore.location", "/k.jks",
+             "only per-listener using the listener prefix: ssl.keystore.location")]:
         with pytest.raises(KafkaException) as info:
             _incremental(admin, ResourceType.BROKER, "0", _set(key, value))
         assert info.value.args[0].code() == 42 or "INVALID_REQUEST" in info.value.args[0].name()
         assert says in info.value.args[0].str()
     with pytest.raises(KafkaException, match="log.segment.bytes"):
         _incremental(admin, ResourceType.BROKER, "0", _set("log.segment.bytes", "-1"))
+    with pytest.raises(KafkaException, match="background.threads"):
+        _incremental(admin, ResourceType.BROKER, "0", _set("background.threads", "many"))
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
+def test_every_key_kafka_changes_at_run_time_is_kept_and_described(broker, admin):
+    """librdkafka's broker tests change keys samsa does not use (Kerberos,
+    thread counts): Kafka takes them, keeps them and describes them as
+    dynamic, and so does samsa."""
+    keys = {"sasl.kerberos.min.time.before.relogin": "60001", "background.threads": "11",
+            "num.io.threads": "9", "log.cleaner.threads": "2", "metric.reporters": "",
+            "listener.name.plaintext.ssl.keystore.location": "/keys/k.jks"}
+    _incremental(admin, ResourceType.BROKER, "0", *[_set(k, v) for k, v in keys.items()])
+    # the legacy AlterConfigs replaces the broker's whole dynamic set
+    res = ConfigResource(ResourceType.BROKER, "0", set_config={
+        **keys, "num.replica.fetchers": "3"})
+    admin.alter_configs([res])[res].result(30)
+
+    def check(admin):
+        described = _describe(admin, ResourceType.BROKER, "0")
+        for key, value in {**keys, "num.replica.fetchers": "3"}.items():
+            entry = described[key]
+            assert (entry.value, entry.source) == (
+                value, ConfigSource.DYNAMIC_BROKER_CONFIG.value), (key, entry)
+            assert not entry.is_read_only, key
+        assert described["broker.id"].is_read_only
+    check(admin)
+    broker.restart()  # kept in the metadata store
+    check(AdminClient({"bootstrap.servers": broker.bootstrap}))
+    # a per-broker key is refused at the cluster-default level, as Kafka does
+    refused = _set_cluster_default(broker, "sasl.enabled.mechanisms", "PLAIN")
+    assert refused.error_code == 42
+    assert "broker id must be specified" in refused.error_message
 
 
 def test_cluster_authorized_operations_are_the_cluster_resources(admin):

@@ -1034,3 +1034,50 @@ def test_a_quota_set_through_one_broker_is_enforced_by_another(zk_cluster: Clust
         assert wait_until(throttled, 20, f"broker {leader} throttling {client_id}") > 0
     finally:
         alter(remove=True)
+
+
+def test_a_dynamic_key_samsa_does_not_use_is_kept_in_zookeeper(zk_cluster: Cluster):
+    """A key Kafka changes at run time but samsa does not use (Kerberos,
+    thread counts) is accepted, written to Kafka's /config/brokers/<id>, and
+    described as the broker's dynamic config."""
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ConfigSource, ResourceType)
+    admin = AdminClient({"bootstrap.servers": zk_cluster.bootstrap})
+    keys = {"sasl.kerberos.min.time.before.relogin": "60001", "background.threads": "11"}
+
+    def alter(op):
+        res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=op) for k, v in keys.items()])
+        admin.incremental_alter_configs([res])[res].result(30)
+    alter(AlterConfigOpType.SET)
+    try:
+        stored = json.loads(zk_cluster.zk_client().get("/config/brokers/1")[0])
+        assert {k: stored["config"].get(k) for k in keys} == keys
+        res = ConfigResource(ResourceType.BROKER, "1")
+        described = admin.describe_configs([res])[res].result(30)
+        for k, v in keys.items():
+            assert (described[k].value, described[k].source) == (
+                v, ConfigSource.DYNAMIC_BROKER_CONFIG.value), described[k]
+    finally:
+        alter(AlterConfigOpType.DELETE)
+
+    # a cluster-wide default set through broker 0 reaches broker 1's answers
+    from protocol.messages import IncrementalAlterConfigsRequest as R
+
+    def set_default(op, value=None):
+        with SimpleClient(zk_cluster.broker(0).bootstrap) as c:
+            r = c.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[R.AlterableConfig(
+                    name="log.cleaner.threads", config_operation=op, value=value)])]))
+        assert r.responses[0].error_code == 0, r
+
+    def described_on_broker_1():
+        res = ConfigResource(ResourceType.BROKER, "1")
+        entry = admin.describe_configs([res])[res].result(30)["log.cleaner.threads"]
+        return entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value and entry
+    set_default(0, "3")
+    try:
+        assert wait_until(described_on_broker_1, 30, "broker 1 to describe the default").value \
+            == "3"
+    finally:
+        set_default(1)
