@@ -5,7 +5,6 @@ with real logs, and the worker not run at all after the change."""
 from __future__ import annotations
 
 import pytest
-from kazoo.client import KazooClient
 
 from broker.metadata import BrokerEndpoint
 from broker.metadata import zk_layout as z
@@ -15,23 +14,10 @@ from broker.replication.manager import ReplicaManager
 from config.topic import TopicConfig
 from protocol.errors import ErrorCode
 from storage.manager import LogManager
+from tests.broker.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
 from tests.support.waiting import wait_until
 
-ROOT = "/takeup-test"
 ME = 0
-
-
-@pytest.fixture
-def kazoo(zookeeper):
-    client = KazooClient(hosts=zookeeper.connect)
-    client.start(timeout=20)
-    client.ensure_path(ROOT)
-    client.chroot = ROOT
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture
