@@ -117,8 +117,12 @@ class PartitionLayer:
                 return LeaderLookup(code, leader_epoch=meta.leader_epoch)
         replica = self.replicas.leader(topic, partition)
         if replica is None or replica.leader_epoch != meta.leader_epoch or replica.fenced:
-            # Named leader, but not taken up yet (the log is being opened, or the
-            # role changing): not a leader until it is, as in Kafka.
+            # Named leader at an epoch the role worker has not reached: take it
+            # up now rather than refuse until the worker's next pass.
+            replica = self.replicas.take_up(topic, partition)
+        if replica is None or replica.leader_epoch != meta.leader_epoch or replica.fenced:
+            # Still not taken up (the log is not opened yet, or fenced at this
+            # epoch): not a leader until it is, as in Kafka.
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
         return LeaderLookup(ErrorCode.NONE, replica.log, meta.leader_epoch, replica=replica)
 

@@ -17,7 +17,10 @@ This store is the broker's view of that shared state:
   conditional updates on znode versions where two writers could race
   (partition counts, producer-id blocks);
 - when its session expires it re-registers the broker and re-reads
-  everything, since watches and ephemeral nodes died with the session.
+  everything, since watches and ephemeral nodes died with the session (the
+  watches' re-reads share a few threads: _WatchReadPool);
+- until the broker registers, a lost connection or an expired session is
+  waited out rather than failing the broker's start (_StartingKazooClient).
 
 Partition state and leader election are the controller's
 (broker/cluster/controller.py). DeleteTopics through a broker writes Kafka's
@@ -34,11 +37,16 @@ import time
 import uuid
 from typing import Callable
 
+from concurrent.futures import ThreadPoolExecutor
+
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
-                              NodeExistsError, OperationTimeoutError)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
+                              KazooException, NoNodeError, NodeExistsError,
+                              OperationTimeoutError, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from ..cluster.assignment import assign_replicas
 from . import zk_layout as z
@@ -74,6 +82,121 @@ def retriable_on_zookeeper_errors(method):
             raise MetadataUnavailableError(
                 f"ZooKeeper is not reachable ({type(e).__name__}); try again") from e
     return wrapper
+
+
+WATCH_READ_THREADS = 8  # kazoo's watch re-reads after a reconnection, at a time
+WAIT_WARNING_S = 10.0  # how often a start waiting for ZooKeeper says so
+
+
+class _WatchReadPool(SequentialThreadingHandler):
+    """kazoo's threading handler, except that the watch recipes' re-reads run
+    on a few threads: kazoo spawns a thread per DataWatch each time the
+    connection comes back (and per ChildrenWatch whose watch was lost), and
+    this store keeps a watch per partition state, so every session expiry
+    started a thread per partition (~1,000 on a broker with 1,000
+    partitions). Everything else kazoo spawns (its connection loop, its
+    event workers) and this store's own retries keep a thread each."""
+
+    def __init__(self, workers: int = WATCH_READ_THREADS) -> None:
+        super().__init__()
+        self._workers_max = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def spawn(self, func, *args, **kwargs):
+        if isinstance(getattr(func, "__self__", None), (DataWatch, ChildrenWatch)):
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self._workers_max,
+                                                    thread_name_prefix="samsa-zk-watch")
+                return self._pool.submit(func, *args, **kwargs)
+        return super().spawn(func, *args, **kwargs)
+
+    def stop(self) -> None:
+        super().stop()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            # a re-read still queued has nothing to read from a stopped client
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _StartingKazooClient(KazooClient):
+    """A kazoo client whose reads and writes wait for ZooKeeper while
+    ``patient`` is set (the broker is starting), as Kafka's ZooKeeperClient
+    waits until it is connected again: a connection lost, or a session that
+    expired meanwhile (kazoo opens a new one by itself), is waited out instead
+    of failing the broker's start halfway with SessionExpiredError. Once the
+    broker serves, a ZooKeeper error is a retriable error for the request
+    that met it, not a wait on a request handler.
+
+    The wait goes through kazoo's asynchronous calls with a bounded wait: a
+    request queued while the connection was down is dropped unanswered by
+    kazoo when the session turns out to have expired, and its synchronous
+    call would wait for ever."""
+
+    _WAITS = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.patient = False
+        self._waited_since: float | None = None  # this wait began (None: not waiting)
+        self._warned = 0.0
+
+    def _patiently(self, name: str, *args, **kwargs):
+        if not self.patient:
+            return getattr(super(), name)(*args, **kwargs)
+        call = getattr(self, name + "_async")
+        while True:
+            try:
+                if self._live.wait(1.0):
+                    result = call(*args, **kwargs).get(
+                        timeout=max(self._session_timeout / 1000, 2.0))
+                    if self._waited_since is not None:
+                        log.info("ZooKeeper answers again (waited %.1f s)",
+                                 time.monotonic() - self._waited_since)
+                        self._waited_since = None
+                    return result
+            except ConnectionClosedError:
+                raise  # closed by us: stopping
+            except self._WAITS as e:
+                if not self.patient:
+                    raise
+                self._note_wait(type(e).__name__)
+                continue
+            if self._stopped.is_set():
+                raise ConnectionClosedError("the ZooKeeper client was closed")
+            if not self.patient:
+                raise ConnectionLoss()
+            self._note_wait("not connected")
+
+    def _note_wait(self, why: str) -> None:
+        now = time.monotonic()
+        if self._waited_since is None:
+            self._waited_since = self._warned = now
+        elif now - self._warned < WAIT_WARNING_S:
+            return
+        self._warned = now
+        log.warning("ZooKeeper is not answering (%s); this broker waits for it to start",
+                    why)
+
+    def get(self, *args, **kwargs):
+        return self._patiently("get", *args, **kwargs)
+
+    def get_children(self, *args, **kwargs):
+        return self._patiently("get_children", *args, **kwargs)
+
+    def exists(self, *args, **kwargs):
+        return self._patiently("exists", *args, **kwargs)
+
+    def create(self, *args, **kwargs):
+        return self._patiently("create", *args, **kwargs)
+
+    def set(self, *args, **kwargs):
+        return self._patiently("set", *args, **kwargs)
+
+    def ensure_path(self, *args, **kwargs):
+        return self._patiently("ensure_path", *args, **kwargs)
 
 
 def topic_uuid(kafka_topic_id: str) -> uuid.UUID:
@@ -142,7 +265,13 @@ class ZooKeeperMetadataStore(MetadataStore):
         if chroot:
             self._ensure_chroot(hosts, chroot, timeout)
         self._session_timeout = session_timeout_ms / 1000
-        self.zk = KazooClient(hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000)
+        self.zk = _StartingKazooClient(
+            hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000,
+            handler=_WatchReadPool(),
+            # the watch recipes' re-reads: for as long as it takes, but a
+            # second apart at most (kazoo's default backs off to an hour)
+            command_retry=KazooRetry(max_tries=-1, max_delay=1.0))
+        self.zk.patient = True  # until the broker registers (register())
         try:
             self.zk.start(timeout=timeout)
         except KazooTimeoutError:
@@ -156,6 +285,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.cluster_id = self._read_or_create_cluster_id()
             if register:
                 self._register_at_start()
+                self.zk.patient = False
             self.zk.add_listener(self._on_state)
             self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
             self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
@@ -220,12 +350,15 @@ class ZooKeeperMetadataStore(MetadataStore):
             e.rack, int(self._clock() * 1000)))
 
     def register(self) -> None:
-        """Announce this broker in /brokers/ids (see __init__'s register)."""
+        """Announce this broker in /brokers/ids (see __init__'s register); from
+        here on a ZooKeeper error fails the call that met it instead of
+        waiting (_StartingKazooClient)."""
         try:
             self._register_at_start()
         except (KazooException, KazooTimeoutError) as e:
             raise ZooKeeperStoreError(f"registering broker {self.broker_id} in ZooKeeper "
                                       f"failed ({type(e).__name__})") from None
+        self.zk.patient = False
 
     def _register_at_start(self) -> None:
         """Register, waiting out a registration left by this broker's previous

@@ -5,9 +5,10 @@ Roles follow the metadata store: ``sync_roles`` compares every local log
 with its partition's leader and epoch and makes this broker leader (a new
 ``LeaderReplica``, the leader epoch begun in the log) or follower (handed to
 the replica fetcher, which first truncates to the divergence point). It runs
-on the local-replica worker after every metadata change, and for a single log
+on the local-replica worker after every metadata change, for a single log
 as soon as it is opened, so a partition is never served before its role is
-known.
+known, and for a single partition when a request finds this broker named its
+leader at an epoch not taken up yet (``take_up``).
 
 The ISR thread writes the ISR changes leaders propose (a follower caught up,
 or lagging for longer than ``replica.lag.time.max.ms``) to the store, one at a
@@ -77,11 +78,15 @@ class ReplicaManager:
     # ------------------------------------------------------------ roles
 
     def sync_roles(self) -> None:
-        """Every local log's role, from the metadata as it is now."""
-        with self._roles_lock:
-            logs = self._logs.all_logs()
-            for (topic, partition), lg in logs.items():
+        """Every local log's role, from the metadata as it is now. The lock is
+        taken per partition: a request that finds this broker named leader
+        takes that one partition up meanwhile (take_up) instead of waiting
+        for a pass over every log."""
+        for (topic, partition), lg in self._logs.all_logs().items():
+            with self._roles_lock:
                 self._sync(topic, partition, lg)
+        with self._roles_lock:
+            logs = self._logs.all_logs()  # as now: one opened during the pass stays
             for key in [k for k in self._leaders if k not in logs]:
                 self._give_up(key)
             if self.follower is not None:
@@ -90,6 +95,19 @@ class ReplicaManager:
     def log_opened(self, lg: ReplicaLog) -> None:
         with self._roles_lock:
             self._sync(lg.topic, lg.partition, lg)
+
+    def take_up(self, topic: str, partition: int) -> LeaderReplica | None:
+        """The partition's role from the metadata as it is now, at once: the
+        metadata names this broker leader (at an epoch) the role worker has not
+        reached yet. As Kafka's broker leads from the moment it handles
+        LeaderAndIsr, a request right after the change is served, not refused
+        NOT_LEADER_OR_FOLLOWER until the next pass over every log."""
+        lg = self._logs.get_log(topic, partition)
+        if lg is None:
+            return None  # not opened here yet: opening it takes the role up
+        with self._roles_lock:
+            self._sync(topic, partition, lg)
+            return self._leaders.get((topic, partition))
 
     def _sync(self, topic: str, partition: int, lg: ReplicaLog) -> None:
         key = (topic, partition)

@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -795,6 +796,106 @@ def test_expired_session_broker_registers_again_and_serves(cluster_factory):
     _wait_settled(cluster, topic, 6)
     everything = _read_all(cluster.bootstrap, topic, 6)
     assert collections.Counter(everything) == collections.Counter(before.acked + after.acked)
+
+
+def test_a_session_expiry_does_not_start_a_thread_per_partition(cluster_factory):
+    """Each ZooKeeper watch re-reads its znode when a new session begins, and a
+    broker watches every partition's state: the re-reads share a few threads
+    instead of one thread each (a broker with 1,000 partitions started ~1,000
+    threads at every session expiry)."""
+    cluster = cluster_factory(size=1)
+    topic = _name("many")
+    partitions = 300
+    _create_topic(cluster.bootstrap, topic, partitions)
+    cluster.wait_for_leaders(topic, partitions, timeout=120)
+    broker = cluster.broker(0)
+    zk = cluster.zk_client()
+    tasks = Path(f"/proc/{broker.pid}/task")
+    settled = len(list(tasks.iterdir()))
+    cluster.pause(0)
+    try:
+        wait_until(lambda: not zk.exists("/brokers/ids/0"), 30,
+                   "ZooKeeper to expire the paused broker's session")
+    finally:
+        cluster.resume(0)
+    peak = settled
+    done = False
+
+    def sample() -> None:
+        nonlocal peak
+        while not done:
+            try:
+                peak = max(peak, len(list(tasks.iterdir())))
+            except OSError:  # a thread ending while listed
+                pass
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        cluster.wait_until_registered([0])
+        epochs = wait_until(lambda: all(s["leader"] == 0 for s in (
+            cluster.partition_state(topic, p) for p in range(partitions))), 60,
+            "the broker leading its partitions again")
+        assert epochs
+        wait_until(lambda: all(code == 0 for code, _ in
+                               _partition_errors(broker.bootstrap, topic).values()),
+                   60, "the broker's Metadata showing every partition led")
+    finally:
+        done = True
+        sampler.join()
+    assert peak - settled < partitions / 3, (settled, peak)
+
+
+@pytest.mark.parametrize("fault", ["paused", "killed"])
+def test_a_broker_starting_while_zookeeper_is_away_comes_up_when_it_is_back(cluster_factory,
+                                                                             fault):
+    """ZooKeeper stops answering (SIGSTOP) or dies (SIGKILL, then starts again)
+    while a broker starts, for longer than the broker's session: the broker
+    waits, takes the new session ZooKeeper gives it, and comes up and serves
+    once ZooKeeper is back, as Kafka's does, instead of exiting on
+    SessionExpiredError halfway through its start."""
+    cluster = cluster_factory(size=1)
+    topic = _name("restarted")
+    _create_topic(cluster.bootstrap, topic, 3)
+    cluster.wait_for_leaders(topic, 3)
+    before = _produce_keyed(cluster.bootstrap, topic, 30)
+    cluster.terminate(0)
+    broker = cluster.broker(0)
+    since = broker.log_path.stat().st_size
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            broker.start()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            failures.append(e)
+    starting = threading.Thread(target=start)
+    starting.start()
+
+    def connected() -> bool:
+        # the broker's own session (the first one checks the chroot and closes)
+        with open(broker.log_path, "rb") as f:
+            f.seek(since)
+            return f.read().count(b"Zookeeper connection established") >= 2
+    wait_until(connected, 30, "the starting broker connected to ZooKeeper", interval=0.01)
+    if fault == "paused":
+        cluster.zk.pause()
+    else:
+        cluster.zk.kill()
+    # The fault lasts past the broker's session, so ZooKeeper expires it.
+    time.sleep(cluster.session_timeout_ms / 1000 * 2)
+    if fault == "paused":
+        cluster.zk.resume()
+    else:
+        cluster.zk.start()
+    starting.join(120)
+    assert not starting.is_alive() and not failures, failures
+    # the fault met the start (not a broker already up)
+    cluster.wait_for_log(0, "this broker waits for it to start", since)
+    cluster.wait_until_registered([0])
+    cluster.wait_for_leaders(topic, 3)
+    after = _produce_keyed(cluster.bootstrap, topic, 30, prefix="after-")
+    got = _read_all(cluster.bootstrap, topic, 3)
+    assert len(got) == len(before.acked) + len(after.acked)
 
 
 def test_paused_controller_is_replaced_and_fenced(cluster_factory):

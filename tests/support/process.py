@@ -122,6 +122,14 @@ class ManagedProcess:
             except ProcessLookupError:
                 pass
 
+    def pause(self) -> None:
+        """SIGSTOP: it holds its sockets but answers nothing."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after pause() (a no-op otherwise)."""
+        self._signal(signal.SIGCONT)
+
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM, wait up to ``timeout``, then SIGKILL. Returns the exit code (None if never started)."""
         if self.proc is None:

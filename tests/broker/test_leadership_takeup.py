@@ -1,0 +1,65 @@
+"""A broker serves a partition from the moment its metadata names it leader
+(Kafka's broker leads from the LeaderAndIsr that says so), not from the
+moment its role worker next passes over every log: against a real ZooKeeper,
+with real logs, and the worker not run at all after the change."""
+from __future__ import annotations
+
+import pytest
+
+from broker.metadata import BrokerEndpoint
+from broker.metadata import zk_layout as z
+from broker.metadata.zookeeper import ZooKeeperMetadataStore
+from broker.partitions import PartitionLayer
+from broker.replication.manager import ReplicaManager
+from config.topic import TopicConfig
+from protocol.errors import ErrorCode
+from storage.manager import LogManager
+from tests.broker.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
+from tests.support.waiting import wait_until
+
+ME = 0
+
+
+@pytest.fixture
+def broker(zookeeper, kazoo, tmp_path):
+    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, ME,
+                                   BrokerEndpoint(ME, "127.0.0.1", 9000), session_timeout_ms=6000)
+    logs = LogManager([str(tmp_path / "data")], TopicConfig(), ME, store.cluster_id)
+    replicas = ReplicaManager(store, logs, ME, lambda t, p: None, lag_time_max_ms=lambda: 10_000)
+    try:
+        yield store, logs, replicas, PartitionLayer(store, logs, ME, replicas)
+    finally:
+        logs.shutdown()
+        store.close()
+
+
+def _write_state(kazoo, topic, leader, epoch, isr):
+    path = z.partition_state_path(topic, 0)
+    data = z.encode_partition_state(z.PartitionState(leader, epoch, tuple(isr), 1))
+    if kazoo.exists(path):
+        kazoo.set(path, data)
+    else:
+        kazoo.create(path, data, makepath=True)
+
+
+@pytest.mark.parametrize("before", ["leading at an older epoch", "following"])
+def test_a_partition_is_served_as_soon_as_the_metadata_names_this_broker_leader(
+        broker, kazoo, before):
+    store, logs, replicas, partitions = broker
+    kazoo.create(z.topic_path("t"), z.encode_topic(z.TopicAssignment({0: [0, 1]})),
+                 makepath=True)
+    first_leader = ME if before.startswith("leading") else 1
+    _write_state(kazoo, "t", first_leader, 0, [0, 1])
+    wait_until(lambda: (m := store.partition("t", 0)) and m.leader == first_leader,
+               what="the first state")
+    meta = store.topic("t")
+    replicas.log_opened(logs.create_log("t", 0, topic_id=meta.topic_id))  # as the worker does
+    assert partitions.leader_log("t", 0).ok == (first_leader == ME)
+
+    # The controller moves the partition to a new epoch led here (an ISR
+    # shrink, a failover); the store learns it, the role worker has not run.
+    _write_state(kazoo, "t", ME, 1, [0])
+    wait_until(lambda: store.partition("t", 0).leader_epoch == 1, what="the new state")
+    found = partitions.leader_log("t", 0)
+    assert (found.error, found.leader_epoch) == (ErrorCode.NONE, 1)
+    assert found.replica.leader_epoch == 1
