@@ -307,7 +307,21 @@ _ZSTD_FEED = 512
 
 
 def _zstd_decode(data, limit: int) -> bytes:
-    mv = memoryview(bytes(data))
+    data = bytes(data)
+    # One frame that declares its size within the limit (librdkafka's do)
+    # decodes in one call, three times faster than feeding it in slices: the
+    # output buffer is that size and a frame producing more is an error. Produce
+    # decompresses every zstd batch to check its records.
+    try:
+        declared = _zstd.frame_content_size(data)
+    except _zstd.ZstdError:
+        declared = -1
+    if 0 <= declared <= limit:
+        try:
+            return _zstd.ZstdDecompressor().decompress(data, allow_extra_data=False)
+        except _zstd.ZstdError:
+            pass  # several frames, or a broken one: the general path says which
+    mv = memoryview(data)
     dctx = _zstd.ZstdDecompressor()
     out = bytearray()
     pos = 0
