@@ -71,17 +71,28 @@ def decode_uvarint(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
         shift += 7
 
 
-def decode_varint(buf, pos: int, end: int) -> tuple[int, int]:
-    """Signed int32 zigzag varint at ``pos``: (value, next position)."""
-    u, pos = decode_uvarint(buf, pos, end, 5)
-    if u > 0xFFFFFFFF:
-        raise CorruptRecordError("varint overflows int32", pos)
-    return (u >> 1) ^ -(u & 1), pos
+def _zigzag_decoder(max_bytes: int, limit: int, overflow: str):
+    """A signed zigzag decoder of at most ``max_bytes`` whose unsigned form
+    stays within ``limit``: (value, next position)."""
+    def decode(buf, pos: int, end: int) -> tuple[int, int]:
+        # most record fields take one or two bytes: no second call for them
+        # (the pure-Python record walker reads seven varints per record)
+        if pos + 1 < end:
+            b = buf[pos]
+            if b < 0x80:
+                return (b >> 1) ^ -(b & 1), pos + 1
+            c = buf[pos + 1]
+            if c < 0x80:
+                u = (b & 0x7F) | (c << 7)
+                return (u >> 1) ^ -(u & 1), pos + 2
+        u, pos = decode_uvarint(buf, pos, end, max_bytes)
+        if u > limit:
+            raise CorruptRecordError(overflow, pos)
+        return (u >> 1) ^ -(u & 1), pos
+    return decode
 
 
-def decode_varlong(buf, pos: int, end: int) -> tuple[int, int]:
-    """Signed int64 zigzag varlong at ``pos``: (value, next position)."""
-    u, pos = decode_uvarint(buf, pos, end, 10)
-    if u > 0xFFFFFFFFFFFFFFFF:
-        raise CorruptRecordError("varlong overflows int64", pos)
-    return (u >> 1) ^ -(u & 1), pos
+decode_varint = _zigzag_decoder(5, 0xFFFFFFFF, "varint overflows int32")
+decode_varint.__doc__ = "Signed int32 zigzag varint at ``pos``: (value, next position)."
+decode_varlong = _zigzag_decoder(10, 0xFFFFFFFFFFFFFFFF, "varlong overflows int64")
+decode_varlong.__doc__ = "Signed int64 zigzag varlong at ``pos``: (value, next position)."

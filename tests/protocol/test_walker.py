@@ -172,3 +172,37 @@ def test_the_fallback_is_chosen_by_the_environment_and_says_so():
                           env={**os.environ, "SAMSA_PURE_PYTHON_RECORDS": "1"}, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("records are validated in Python") == 1
+
+
+def _record(ts=b"\x00", off=b"\x00", key=b"\x01", value=b"\x01", headers=b"\x00"):
+    """One record from raw field bytes, its length prefix computed."""
+    body = b"\x00" + ts + off + key + value + headers
+    out = bytearray()
+    encode_varint(len(body), out)
+    return bytes(out) + body
+
+
+@pytest.mark.parametrize("record, fault", [
+    (_record(ts=b"\xff" * 9 + b"\x02"), "varlong overflows int64"),
+    (_record(ts=b"\xff" * 10 + b"\x00"), "varint longer than 10 bytes"),
+    (_record(off=b"\xff\xff\xff\xff\x1f"), "varint overflows int32"),
+    (_record(off=b"\xff\xff\xff\xff\xff\x00"), "varint longer than 5 bytes"),
+    (_record(key=b"\x03"), "record 0: invalid key length -2"),
+    (_record(key=b"\x0a"), "record 0: key length 5 past the end of the record"),
+    (_record(value=b"\x05"), "record 0: invalid value length -3"),
+    (_record(headers=b"\x01"), "record 0: invalid header count -1"),
+    (_record(headers=b"\x02\x01\x00"), "record 0: invalid header key length -1"),
+    (_record(headers=b"\x02\x00\x03"), "record 0: invalid header value length -2"),
+    (_record(headers=b"\x02\x00\x04x"), "record 0: header value length 2 past the end"),
+    (_record(off=b"\x02"), "record 0: offset delta 1, expected 0"),
+    (_record(headers=b"\x04"), "record 0: invalid header count 2"),
+])
+def test_each_field_fault_is_named_alike(record, fault):
+    kind, message, _ = _agree(record, 0, len(record), 1)
+    assert kind == "corrupt" and fault in message
+
+
+def test_a_record_longer_than_its_fields_is_corrupt():
+    rec = bytearray(_record(headers=b"\x00\x00"))  # one byte its fields do not use
+    kind, message, _ = _agree(bytes(rec), 0, len(rec), 1)
+    assert kind == "corrupt" and "record 0: declared 7 bytes but its fields used 6" in message
