@@ -29,7 +29,6 @@ for longer than that takes.
 """
 from __future__ import annotations
 
-import contextlib
 import heapq
 import functools
 import logging
@@ -599,8 +598,21 @@ class LogManager:
         """Swap the caught-up copy in for the current log; False when it cannot
         now (appends came in, the log was truncated) or the move was dropped."""
         cleaner = self.cleaner
-        # no compaction pass is half-way through the log while its files change
-        with (cleaner._lock if cleaner is not None else contextlib.nullcontext()), self._lock:
+        # No compaction pass is half-way through the log while its files change.
+        # A pass can take long: rather than hold up the scheduler's other tasks
+        # behind it, the next turn tries again.
+        if cleaner is not None and not cleaner.try_hold():
+            return False
+        try:
+            return self._swap(key, move)
+        finally:
+            if cleaner is not None:
+                cleaner.release()
+
+    def _swap(self, key, move: "_Move") -> bool:
+        """(_finish_move, the cleaner's lock held.)"""
+        cleaner = self.cleaner
+        with self._lock:
             cur = self._logs.get(key)
             if self._moves.get(key) is not move or cur is None:
                 return False

@@ -218,3 +218,46 @@ def test_alter_replica_log_dirs_v0_on_the_wire(broker_factory, tmp_path):
     assert codes == {("w", 0): 0, ("w", 1): 0, ("w", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     wait_until(lambda: _where(dirs, "w-0") == [dirs[1]] and _where(dirs, "w-1") == [dirs[1]],
                what="both partitions in the second dir")
+
+
+def test_follower_replica_moves_while_replicating(cluster_factory, tmp_path, java_tools):
+    """In a ZooKeeper cluster: the Admin client routes the move to the broker
+    named; a follower's log moves while the replica fetcher appends to it, and
+    stays in sync; a partition the broker holds no replica of is
+    REPLICA_NOT_AVAILABLE."""
+    dirs = {i: [str(tmp_path / f"b{i}" / "d1"), str(tmp_path / f"b{i}" / "d2")] for i in (0, 1)}
+    cluster = cluster_factory(size=2, overrides={"log.segment.delete.delay.ms": 0,
+                                                 "replica.alter.log.dirs.io.max.bytes.per.second": 200000},
+                              broker_overrides={i: {"log.dirs": ",".join(d)} for i, d in dirs.items()})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for f in admin.create_topics([NewTopic("r", 1, -1, replica_assignment=[[0, 1]]),
+                                  NewTopic("only1", 1, -1, replica_assignment=[[1]])]).values():
+        f.result(30)
+    cluster.wait_for_leaders("r", 1)
+    _produce(cluster.bootstrap, "r", 0, 400)
+    (src,) = _where(dirs[1], "r-0")
+    (dst,) = [d for d in dirs[1] if d != src]
+
+    def alter(broker, path, partition):
+        return java_tools.run("LogDirs", "--bootstrap-server", cluster.bootstrap, "--alter",
+                              "--broker", broker, "--dir", path, "--partition", partition).check().lines
+
+    # broker 0 holds no replica of only1: REPLICA_NOT_AVAILABLE; broker 1 does
+    q = AlterReplicaLogDirsRequest
+    with SimpleClient(cluster.broker(0).bootstrap) as client:
+        resp = client.call(34, q(dirs=[q.AlterReplicaLogDir(path=dirs[0][1], topics=[
+            q.AlterReplicaLogDirTopic(name="only1", partitions=[0])])]))
+    assert resp.results[0].partitions[0].error_code == ErrorCode.REPLICA_NOT_AVAILABLE
+    (here,) = _where(dirs[1], "only1-0")
+    assert alter(1, here, "only1:0") == ["only1-0\tOK"]
+
+    assert alter(1, dst, "r:0") == ["r-0\tOK"]
+    _produce(cluster.bootstrap, "r", 400, 200)   # replicated into the moving follower
+    wait_until(lambda: _where(dirs[1], "r-0") == [dst], timeout=60, what="the follower's move")
+    _produce(cluster.bootstrap, "r", 600, 100)
+    wait_until(lambda: sorted(cluster.partition_state("r", 0)["isr"]) == [0, 1],
+               what="both replicas in sync")
+    # the moved follower holds every record: leading, it serves them all
+    cluster.kill(0)
+    wait_until(lambda: cluster.partition_state("r", 0)["leader"] == 1, what="broker 1 leading")
+    assert _consume_all(cluster.broker(1).bootstrap, "r", 700) == list(range(700))

@@ -179,7 +179,7 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
     dst = next(d for d in dirs if d != src)
     before = _batches(lg)
     assert lm.alter_log_dir("t", 0, dst)
-    wait_until(lambda: os.path.dirname(lg.dir) == dst, what="the move")
+    wait_until(lambda: _partition_dirs(src) == [], what="the move")
     lm.shutdown()
     # the state between the two renames: the old one done, the copy not yet renamed
     future_name = "t-0." + "ab" * 16 + "-future"
@@ -190,3 +190,27 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
     lg2 = lm2.get_log("t", 0)
     assert os.path.dirname(lg2.dir) == dst and _batches(lg2) == before
     assert _partition_dirs(dst) == ["t-0"]
+
+
+def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers):
+    """A follower cut back to a divergence point mid-move: the copy holds
+    batches the log no longer has, so it starts over rather than keep them."""
+    lm = managers(dirs)
+    lm.startup()
+    lg = lm.create_log("t", 0, CFG)
+    for _ in range(40):
+        lg.append(batch_of(5, size=50), leader_epoch=1)
+    src = os.path.dirname(lg.dir)
+    dst = next(d for d in dirs if d != src)
+    lm.move_bytes_per_second = 3000
+    assert lm.alter_log_dir("t", 0, dst)
+    wait_until(lambda: lm.future_logs_by_dir()[dst][0].log_end_offset >= 20, what="a partial copy")
+    lg.truncate_to(10)
+    for _ in range(5):
+        lg.append(batch_of(4, size=70), leader_epoch=2)
+    expected = _batches(lg)
+    lm.move_bytes_per_second = 10 ** 12
+    wait_until(lambda: _partition_dirs(src) == [], what="the move")
+    assert os.path.dirname(lg.dir) == dst and lg.log_end_offset == 30
+    assert _batches(lg) == expected
+    assert lg.leader_epochs.entries == [(1, 0), (2, 10)]
