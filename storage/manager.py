@@ -404,31 +404,37 @@ class LogManager:
     def _retire(self, keys: list[tuple[str, int]], suffix: str) -> int:
         with self._lock:
             for key in keys:
-                topic = key[0]
                 if key in self._moves:   # its copy in another dir goes first
                     self._cancel_move(key)
                 lg = self._logs.pop(key)
                 d = self._log_dir_of.pop(key)
                 if self.cleaner is not None:
                     self.cleaner.forget(*key)
-                with lg._lock:
-                    lg.closed = True
-                target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{suffix}")
-                try:
-                    os.rename(lg.dir, target)
-                    fsync_dir(d)
-                except OSError as exc:
-                    log.warning("could not rename %s to %s: %s", lg.dir, target, exc)
-                    target = lg.dir
-                if suffix != DELETE_DIR_SUFFIX:
-                    self._schedule(lg.close_handles, 0)
-                    continue
-
-                def remove(lg=lg, target=target):
-                    lg.close_handles()
-                    shutil.rmtree(target, ignore_errors=True)
-                self._schedule(remove, lg.config.file_delete_delay_ms)
+                self._retire_dir(lg, d, key, suffix)
             return len(keys)
+
+    def _retire_dir(self, lg: Log, d: str, key, suffix: str) -> None:
+        """Take ``lg`` (in log dir ``d``) out of service: its directory is
+        renamed ``<topic>-<p>.<uuid><suffix>`` now; a deleted one is removed
+        after file.delete.delay.ms (in-flight reads of it stay valid), a stray
+        one only closed."""
+        with lg._lock:
+            lg.closed = True
+        target = os.path.join(d, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{suffix}")
+        try:
+            os.rename(lg.dir, target)
+            fsync_dir(d)
+        except OSError as exc:
+            log.warning("could not rename %s to %s: %s", lg.dir, target, exc)
+            target = lg.dir
+        if suffix != DELETE_DIR_SUFFIX:
+            self._schedule(lg.close_handles, 0)
+            return
+
+        def remove():
+            lg.close_handles()
+            shutil.rmtree(target, ignore_errors=True)
+        self._schedule(remove, lg.config.file_delete_delay_ms)
 
     def update_topic_config(self, topic: str, config) -> None:
         self.update_topic_configs({topic: config})
@@ -508,21 +514,8 @@ class LogManager:
         """(Manager lock held.) Drop the copy: renamed now, deleted after file.delete.delay.ms."""
         future = self._moves.pop(key).future
         d = os.path.dirname(future.dir)
-        with future._lock:
-            future.closed = True
-        target = os.path.join(d, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        try:
-            os.rename(future.dir, target)
-            fsync_dir(d)
-        except OSError as exc:
-            log.warning("could not rename %s to %s: %s", future.dir, target, exc)
-            target = future.dir
+        self._retire_dir(future, d, key, DELETE_DIR_SUFFIX)
         log.info("stopped moving %s-%d to %s", key[0], key[1], d)
-
-        def remove():
-            future.close_handles()
-            shutil.rmtree(target, ignore_errors=True)
-        self._schedule(remove, future.config.file_delete_delay_ms)
 
     def future_logs_by_dir(self) -> dict[str, list[Log]]:
         """The copies of moves in progress, by the log dir they are moving to."""

@@ -58,18 +58,24 @@ def _last_offset_after(data: bytes) -> int:
     return end
 
 
+def _filled(managers, dirs, batches=40, epoch=1):
+    """A started manager with one log t-0 of ``batches`` 5-record batches:
+    (manager, log, its dir, the other dir)."""
+    lm = managers(dirs)
+    lm.startup()
+    lg = lm.create_log("t", 0, CFG)
+    for _ in range(batches):
+        lg.append(batch_of(5, size=50), leader_epoch=epoch)
+    src = os.path.dirname(lg.dir)
+    return lm, lg, src, next(d for d in dirs if d != src)
+
+
 def _partition_dirs(d):
     return sorted(n for n in os.listdir(d) if n.startswith("t-"))
 
 
 def test_move_copies_while_appending_then_swaps_and_survives_restart(dirs, managers):
-    lm = managers(dirs)
-    lm.startup()
-    lg = lm.create_log("t", 0, CFG)
-    src = os.path.dirname(lg.dir)
-    dst = next(d for d in dirs if d != src)
-    for _ in range(40):
-        lg.append(batch_of(5, size=50), leader_epoch=3)
+    lm, lg, src, dst = _filled(managers, dirs, epoch=3)
     lg.update_high_watermark(lg.log_end_offset)
     assert len(lg.segments) > 3
     # slow enough that appends land while the copy is being made
@@ -128,13 +134,7 @@ def test_errors_and_no_ops(dirs, managers, tmp_path):
 
 
 def test_moving_back_cancels_a_move_and_removes_the_copy(dirs, managers):
-    lm = managers(dirs)
-    lm.startup()
-    lg = lm.create_log("t", 0, CFG)
-    for _ in range(40):
-        lg.append(batch_of(5, size=50))
-    src = os.path.dirname(lg.dir)
-    dst = next(d for d in dirs if d != src)
+    lm, lg, src, dst = _filled(managers, dirs)
     lm.move_bytes_per_second = 1000
     assert lm.alter_log_dir("t", 0, dst)
     wait_until(lambda: any(n.endswith("-future") for n in _partition_dirs(dst)))
@@ -145,13 +145,7 @@ def test_moving_back_cancels_a_move_and_removes_the_copy(dirs, managers):
 
 
 def test_a_move_interrupted_by_a_stop_goes_on_after_it(dirs, managers):
-    lm = managers(dirs)
-    lm.startup()
-    lg = lm.create_log("t", 0, CFG)
-    for _ in range(40):
-        lg.append(batch_of(5, size=50), leader_epoch=1)
-    src = os.path.dirname(lg.dir)
-    dst = next(d for d in dirs if d != src)
+    lm, lg, src, dst = _filled(managers, dirs)
     before = _batches(lg)
     lm.move_bytes_per_second = 3000
     assert lm.alter_log_dir("t", 0, dst)
@@ -170,13 +164,7 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
     """The old directory is renamed for deletion before the copy takes the
     partition's name: a stop in between leaves only the complete copy, which
     the next start takes as the partition's log."""
-    lm = managers(dirs)
-    lm.startup()
-    lg = lm.create_log("t", 0, CFG)
-    for _ in range(10):
-        lg.append(batch_of(5, size=50), leader_epoch=1)
-    src = os.path.dirname(lg.dir)
-    dst = next(d for d in dirs if d != src)
+    lm, lg, src, dst = _filled(managers, dirs, batches=10)
     before = _batches(lg)
     assert lm.alter_log_dir("t", 0, dst)
     wait_until(lambda: _partition_dirs(src) == [], what="the move")
@@ -195,13 +183,7 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
 def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers):
     """A follower cut back to a divergence point mid-move: the copy holds
     batches the log no longer has, so it starts over rather than keep them."""
-    lm = managers(dirs)
-    lm.startup()
-    lg = lm.create_log("t", 0, CFG)
-    for _ in range(40):
-        lg.append(batch_of(5, size=50), leader_epoch=1)
-    src = os.path.dirname(lg.dir)
-    dst = next(d for d in dirs if d != src)
+    lm, lg, src, dst = _filled(managers, dirs)
     lm.move_bytes_per_second = 3000
     assert lm.alter_log_dir("t", 0, dst)
     wait_until(lambda: lm.future_logs_by_dir()[dst][0].log_end_offset >= 20, what="a partial copy")
