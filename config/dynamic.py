@@ -48,6 +48,7 @@ NOT_LIVE_KEYS: frozenset[str] = frozenset({
     "listener.security.protocol.map", "max.connections.per.ip.overrides",
     "metric.reporters", "producer.id.expiration.ms",
     "follower.replication.throttled.rate", "leader.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
 })
 
 
