@@ -123,11 +123,20 @@ def _replicas(resp):
             for r in resp.results for t in r.topics for p in t.partitions}
 
 
+def _set_move_rate(b, rate):
+    """replica.alter.log.dirs.io.max.bytes.per.second in the broker's
+    server.properties (read at its next start)."""
+    key = "replica.alter.log.dirs.io.max.bytes.per.second"
+    lines = [ln for ln in b.config_path.read_text().splitlines() if not ln.startswith(key)]
+    b.config_path.write_text("\n".join(lines + [f"{key}={rate}"]) + "\n")
+
+
 def test_java_admin_moves_a_partition_between_log_dirs(broker_factory, tmp_path, java_tools):
-    # slow enough that the move is seen in progress, and records land during it
-    b, dirs = _two_dir_broker(broker_factory, tmp_path,
-                              **{"replica.alter.log.dirs.io.max.bytes.per.second": 100000,
-                                 "log.segment.delete.delay.ms": 0})
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    b = broker_factory({"log.dirs": ",".join(dirs), "log.segment.delete.delay.ms": 0},
+                       start=False)
+    _set_move_rate(b, 2000)   # so slow that the move is still going when looked at
+    b.start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic("moved", 1, 1)])["moved"].result(30)
     _produce(b.bootstrap, "moved", 0, 600)
@@ -146,8 +155,17 @@ def test_java_admin_moves_a_partition_between_log_dirs(broker_factory, tmp_path,
     assert len(future) == 1 and future[0].endswith("future=true"), described
     assert len(current) == 1 and current[0].endswith("future=false"), described
     lag = int(future[0].split("lag=")[1].split("\t")[0])
-    assert lag > 0, described
+    assert 0 < lag <= 700, described
+    replica = java_tools.run("LogDirs", "--bootstrap-server", b.bootstrap, "--describe-replica",
+                             "--broker", 0, "--partition", "moved:0").check().lines
+    assert replica[0].startswith(f"current={src}\tcurrentLag=0\tfuture={dst}\tfutureLag="), replica
     assert any(n.startswith("moved-0.") and n.endswith("-future") for n in os.listdir(dst))
+    assert _consume_all(b.bootstrap, "moved", 700) == list(range(700))   # served meanwhile
+
+    # killed mid-move, restarted without the throttle: the move goes on and ends
+    b.kill()
+    _set_move_rate(b, 10 ** 12)
+    b.start()
 
     def moved():
         replicas = _replicas(_describe(b.bootstrap))
