@@ -532,6 +532,15 @@ class LogManager:
             cur = self._logs.get(key)
         if move is None or cur is None or self._shut_down:
             return
+        dst = os.path.dirname(move.future.dir)
+        if not self.log_dir_online(dst):
+            # the destination went away (a failed disk): Kafka drops the future
+            # replica of an offline dir; the partition stays where it is
+            log.error("stopping the move of %s-%d: log dir %s is offline", key[0], key[1], dst)
+            with self._lock:
+                if self._moves.get(key) is move:
+                    self._cancel_move(key)
+            return
         rate = self.move_bytes_per_second
         # a turn's share of replica.alter.log.dirs.io.max.bytes.per.second (a
         # tenth of a second's worth), and the pause that keeps to the rate after it
@@ -546,8 +555,7 @@ class LogManager:
             elif rate < LONG_MAX:
                 delay = (move.future.size_in_bytes() - start_size) * 1000 / rate
         except Exception as exc:  # a disk error, a segment deleted under the read
-            log.warning("moving %s-%d to %s: %s (retrying)", key[0], key[1],
-                        os.path.dirname(move.future.dir), exc)
+            log.warning("moving %s-%d to %s: %s (retrying)", key[0], key[1], dst, exc)
             delay = MOVE_RETRY_MS
         if not self._shut_down and self._moves.get(key) is move:
             self._scheduler.schedule(functools.partial(self._move_step, key), delay)

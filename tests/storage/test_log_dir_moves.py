@@ -196,3 +196,15 @@ def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers):
     assert os.path.dirname(lg.dir) == dst and lg.log_end_offset == 30
     assert _batches(lg) == expected
     assert lg.leader_epochs.entries == [(1, 0), (2, 10)]
+
+
+def test_a_destination_that_goes_offline_stops_the_move(dirs, managers):
+    lm, lg, src, dst = _filled(managers, dirs)
+    lm.move_bytes_per_second = 2000
+    assert lm.alter_log_dir("t", 0, dst)
+    wait_until(lambda: lm.future_logs_by_dir().get(dst), what="the copy")
+    os.rename(dst, dst + ".gone")   # as a disk that failed
+    wait_until(lambda: not lm.future_logs_by_dir(), what="the move given up")
+    assert os.path.dirname(lg.dir) == src and lg.log_end_offset == 200
+    lg.append(batch_of(1))   # the partition goes on where it was
+    assert lg.log_end_offset == 201
