@@ -1,9 +1,14 @@
 """From a request frame to its response parts: decode, dispatch, encode.
 
 Malformed frames raise, which makes the network layer close that connection
-with a log line; a well-formed request for an API or version we do not serve
-is answered (ApiVersions with error 35 and the list of what we do serve, as
-clients expect) or, for other APIs, closes the connection like Kafka does.
+with a log line. A well-formed request for an API or version we do not serve
+is answered where the protocol allows it: ApiVersions of any version gets a v0
+response with UNSUPPORTED_VERSION (35) and the list of what we do serve, which
+every client can read and retries from (Kafka's ApiKeys.isVersionEnabled
+accepts any ApiVersions version for this). Any other API's response could only
+be encoded in the version asked for, which we do not speak, so the connection
+is closed with a log line naming what is served, as Kafka's
+SocketServer.parseRequestHeader does (UnsupportedVersionException, channel closed).
 """
 from __future__ import annotations
 

@@ -246,6 +246,7 @@ class Broker:
                               cfg.producer_id_expiration_check_interval_ms),
                           topic_config_provider=lambda topic: _stored_topic_config(
                               self.cfg, store, topic))
+        logs.move_bytes_per_second = cfg.replica_alter_log_dirs_io_max_bytes_per_second
         logs.startup()
         notifier = AppendNotifier()
         if store.replicates:

@@ -416,6 +416,10 @@ class BrokerConfig:
                                          "Pause after a follower's fetch failed.")
     replica_socket_timeout_ms: int = _key("replica.socket.timeout.ms", T.INT, 30000,
                                           at_least(1), "A follower's request timeout.")
+    replica_alter_log_dirs_io_max_bytes_per_second: int = _key(
+        "replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, LONG_MAX, at_least(1),
+        "Bytes per second a partition moving to another log dir (AlterReplicaLogDirs) is "
+        "copied at.")
     controlled_shutdown_enable: bool = _key(
         "controlled.shutdown.enable", T.BOOLEAN, True, None,
         "Move leadership off a broker before it stops.")

@@ -126,6 +126,8 @@ KAFKA_DYNAMIC_KEYS: frozenset[str] = LIVE_KEYS | SECURITY_KEYS | _LISTENER_KEYS 
         "max.connections.per.ip.overrides",
         # producer state
         "producer.id.expiration.ms", "transaction.partition.verification.enable",
+        # log-dir moves (AlterReplicaLogDirs): the copy's rate, applied at start
+        "replica.alter.log.dirs.io.max.bytes.per.second",
     })
 
 

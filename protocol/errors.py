@@ -19,11 +19,15 @@ class ProtocolError(Exception):
 class UnsupportedVersionError(ProtocolError):
     """A well-formed header asking for an API key or version the broker does not serve."""
 
-    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
+                 served: str | None = None):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
-        super().__init__(f"unsupported api_key {api_key} version {api_version}")
+        # ``served``: what is served of that API ("Metadata v0-13"), for the log line
+        super().__init__(f"unsupported api_key {api_key} version {api_version}"
+                         + (f" (this broker serves {served})" if served
+                            else " (an API this broker does not serve)"))
 
 
 class ErrorCode(enum.IntEnum):

@@ -593,6 +593,15 @@ class LogCleaner:
                 self.write_checkpoint(d)
         return done
 
+    def try_hold(self) -> bool:
+        """Keep passes from starting until ``release``; False (nothing held)
+        while one is running. A log moving to another dir is swapped in
+        under it, so no pass is half-way through the files being replaced."""
+        return self._lock.acquire(blocking=False)
+
+    def release(self) -> None:
+        self._lock.release()
+
     def forget(self, topic: str, partition: int) -> None:
         """A deleted partition: a later one of the same name starts from scratch."""
         key = (topic, partition)

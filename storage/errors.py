@@ -93,3 +93,16 @@ class TransactionCoordinatorFencedError(StorageError):
     partition saw for the producer: a zombie coordinator (Kafka's code 52)."""
 
     error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class LogDirNotFoundError(StorageError):
+    """A log dir that is not one of this broker's ``log.dirs`` (AlterReplicaLogDirs)."""
+
+    error_code = ErrorCode.LOG_DIR_NOT_FOUND
+
+
+class InvalidTopicError(StorageError):
+    """A topic name the storage cannot hold (a moved replica's directory name
+    would be longer than a file name may be, Kafka's KAFKA-4893 check)."""
+
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION

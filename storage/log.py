@@ -37,6 +37,7 @@ Reads take an upper bound (``max_offset``) from their caller.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import logging
 import os
@@ -177,6 +178,10 @@ class Log:
         self._request_flush = flush_requester
         self._request_checkpoint = checkpoint_requester
         self.closed = False
+        # Bumped by every truncation that removes data: a copy of this log made
+        # alongside it (a move to another log dir) knows its bytes may no
+        # longer match and starts over.
+        self.truncations = 0
         self.recovery_point = recovery_point
         self.last_flush_ms = int(time.time() * 1000)
         os.makedirs(directory, exist_ok=True)
@@ -1146,6 +1151,7 @@ class Log:
                 doomed = segs[i + 1:]
                 log.info("truncating %s-%d to offset %d (log end %d)",
                          self.topic, self.partition, offset, leo)
+                self.truncations += 1
                 # first out of the way: their names may be reused by later rolls
                 retired = [(d, d.rename_to_deleted()) for d in doomed]
                 new_leo, old_file = seg.truncate_to(offset)
@@ -1192,6 +1198,7 @@ class Log:
         """(Both locks held.)"""
         log.info("truncating %s-%d fully, restarting at offset %d",
                  self.topic, self.partition, offset)
+        self.truncations += 1
         retired = [(d, d.rename_to_deleted()) for d in self._segs[0]]
         new = LogSegment(self.dir, offset, self.config, create=True)
         # _segs before _end: a reader pairing the old end with the new segment
@@ -1247,6 +1254,32 @@ class Log:
             for seg in self._segs[0]:
                 seg.close()
             self.closed = True
+
+    @contextlib.contextmanager
+    def frozen(self):
+        """Hold off every change (appends, truncation, retention, flushes) for
+        the duration; reads go on. A move to another log dir swaps its copy in
+        under it, so nothing lands in the old files after the copy caught up."""
+        with self._lock, self._flush_lock:
+            yield
+
+    def reopen_at(self, directory: str) -> tuple[LogSegment, ...]:
+        """(Inside ``frozen``.) Continue from ``directory``, a closed, complete
+        copy of this log (the moved replica, now named ``<topic>-<partition>``
+        in its new log dir): segments, producer state and leader epochs come
+        from its files, the log start offset and high watermark stay this
+        log's. The object stays the same, so everything holding it (leader and
+        follower replicas, waiting fetches) goes on unchanged, as a Kafka log's
+        renameDir keeps the UnifiedLog. Returns the old segments: their files
+        stay open (in-flight reads of them stay valid) until the caller closes them."""
+        old = self._segs[0]
+        self.dir = directory
+        self.producer_state = ProducerStateManager(directory)
+        self.leader_epochs = LeaderEpochCache(directory)
+        self._load(True, self.log_start_offset, self.high_watermark)
+        # the copy was flushed whole when it was closed
+        self.recovery_point = self._end[0]
+        return old
 
     def close_handles(self, trim: bool = True) -> None:
         """Close files without flushing or snapshots (topic deletion; ``trim=False``

@@ -47,15 +47,23 @@ from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPO
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
 from storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
-from storage.errors import StorageError
-from storage.log import Log, parse_partition_dir
+from storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
+                            StorageError)
+from storage.log import AppendOrigin, Log, parse_partition_dir
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
-_IGNORED_DIR_SUFFIXES = ("-future", STRAY_DIR_SUFFIX)
+FUTURE_DIR_SUFFIX = "-future"
+# A move to another log dir copies this much per scheduler turn, so the
+# scheduler's other tasks (retention, checkpoints, deletions) are not held up
+# behind a large partition; reads from the current log are this large.
+MOVE_STEP_BYTES = 8 << 20
+MOVE_READ_BYTES = 1 << 20
+MOVE_RETRY_MS = 1000
+MAX_DIR_NAME = 255
 
 
 class _Scheduler(threading.Thread):
@@ -147,6 +155,9 @@ class _Flusher(threading.Thread):
 
 
 class LogManager:
+    # replica.alter.log.dirs.io.max.bytes.per.second (the broker sets it)
+    move_bytes_per_second = LONG_MAX
+
     def __init__(self, log_dirs, default_config, broker_id: int, cluster_id: str,
                  retention_check_interval_ms: int = 300000, *,
                  checkpoint_interval_ms: int = 60000,
@@ -196,6 +207,11 @@ class LogManager:
                                            if callable(producer_id_expiration_ms)
                                            else lambda: producer_id_expiration_ms)
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        # AlterReplicaLogDirs: partitions being copied to another log dir, and
+        # where partitions not held here yet are to be created
+        self._moves: dict[tuple[str, int], _Move] = {}
+        self._preferred_dirs: dict[tuple[str, int], str] = {}
+        self._found_futures: list[tuple[tuple[str, int], str, bool]] = []
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -205,6 +221,7 @@ class LogManager:
             self._check_meta_properties(d)
         for d in self.log_dirs:
             self._load_dir(d)
+        self._load_futures()
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_MARKER)
             if os.path.exists(marker):
@@ -224,6 +241,8 @@ class LogManager:
         self._scheduler.schedule(self._flush_ms_task, self.flush_check_interval_ms)
         self._scheduler.schedule(self._producer_expiration_task,
                                  self.producer_id_expiration_check_interval_ms)
+        for key in list(self._moves):   # moves the last run did not finish go on
+            self._scheduler.schedule(functools.partial(self._move_step, key), 0)
 
     def _check_meta_properties(self, d: str) -> None:
         props = read_properties(os.path.join(d, META_PROPERTIES))
@@ -255,7 +274,15 @@ class LogManager:
                 # a topic deletion the last run did not finish
                 self._scheduler.schedule(lambda p=path: shutil.rmtree(p, ignore_errors=True), 0)
                 continue
-            if name.endswith(_IGNORED_DIR_SUFFIXES):
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                try:
+                    key = _parse_suffixed_dir(name, FUTURE_DIR_SUFFIX)
+                except ValueError:
+                    log.warning("ignoring directory %s: not a partition directory", path)
+                else:
+                    self._found_futures.append((key, path, clean))
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
                 log.warning("ignoring directory %s (not a partition this broker serves)", path)
                 continue
             try:
@@ -333,7 +360,7 @@ class LogManager:
             counts = {d: 0 for d in self.log_dirs}
             for k, d in self._log_dir_of.items():
                 counts[d] = counts.get(d, 0) + 1
-            d = min(self.log_dirs, key=lambda x: counts[x])
+            d = self._preferred_dirs.pop(key, None) or min(self.log_dirs, key=lambda x: counts[x])
             path = os.path.join(d, f"{topic}-{partition}")
             os.makedirs(path, exist_ok=True)
             if topic_id is not None:
@@ -370,34 +397,44 @@ class LogManager:
         with self._lock:
             keys = [k for k in self._logs if k[0] == topic]
             self._topic_configs.pop(topic, None)
+            for k in [k for k in self._preferred_dirs if k[0] == topic]:
+                del self._preferred_dirs[k]
             return self._retire(keys, suffix)
 
     def _retire(self, keys: list[tuple[str, int]], suffix: str) -> int:
         with self._lock:
             for key in keys:
-                topic = key[0]
+                if key in self._moves:   # its copy in another dir goes first
+                    self._cancel_move(key)
                 lg = self._logs.pop(key)
                 d = self._log_dir_of.pop(key)
                 if self.cleaner is not None:
                     self.cleaner.forget(*key)
-                with lg._lock:
-                    lg.closed = True
-                target = os.path.join(d, f"{topic}-{key[1]}.{uuid.uuid4().hex}{suffix}")
-                try:
-                    os.rename(lg.dir, target)
-                    fsync_dir(d)
-                except OSError as exc:
-                    log.warning("could not rename %s to %s: %s", lg.dir, target, exc)
-                    target = lg.dir
-                if suffix != DELETE_DIR_SUFFIX:
-                    self._schedule(lg.close_handles, 0)
-                    continue
-
-                def remove(lg=lg, target=target):
-                    lg.close_handles()
-                    shutil.rmtree(target, ignore_errors=True)
-                self._schedule(remove, lg.config.file_delete_delay_ms)
+                self._retire_dir(lg, d, key, suffix)
             return len(keys)
+
+    def _retire_dir(self, lg: Log, d: str, key, suffix: str) -> None:
+        """Take ``lg`` (in log dir ``d``) out of service: its directory is
+        renamed ``<topic>-<p>.<uuid><suffix>`` now; a deleted one is removed
+        after file.delete.delay.ms (in-flight reads of it stay valid), a stray
+        one only closed."""
+        with lg._lock:
+            lg.closed = True
+        target = os.path.join(d, f"{key[0]}-{key[1]}.{uuid.uuid4().hex}{suffix}")
+        try:
+            os.rename(lg.dir, target)
+            fsync_dir(d)
+        except OSError as exc:
+            log.warning("could not rename %s to %s: %s", lg.dir, target, exc)
+            target = lg.dir
+        if suffix != DELETE_DIR_SUFFIX:
+            self._schedule(lg.close_handles, 0)
+            return
+
+        def remove():
+            lg.close_handles()
+            shutil.rmtree(target, ignore_errors=True)
+        self._schedule(remove, lg.config.file_delete_delay_ms)
 
     def update_topic_config(self, topic: str, config) -> None:
         self.update_topic_configs({topic: config})
@@ -410,6 +447,259 @@ class LogManager:
                 config = configs.get(t)
                 if config is not None:
                     lg.config = config
+
+    # ------------------------------------------------------------------ moves between log dirs
+    # AlterReplicaLogDirs, as Kafka does it: a "future" replica
+    # <dest>/<topic>-<p>.<uuid>-future is filled from the current log (batches
+    # appended as a replica appends them, so its indexes, producer state and
+    # leader epochs are its own) while the current log keeps serving; once it
+    # has caught up, with the current log frozen for the last batches, the
+    # current directory is renamed for deletion, the copy takes the name
+    # <dest>/<topic>-<p>, and the Log object reopens from it.
+
+    def log_dir_online(self, d: str) -> bool:
+        """Whether log dir ``d`` can be used: it exists and can be listed and written."""
+        try:
+            os.statvfs(d)
+        except OSError:
+            return False
+        return os.path.isdir(d) and os.access(d, os.R_OK | os.W_OK | os.X_OK)
+
+    def alter_log_dir(self, topic: str, partition: int, destination: str) -> bool:
+        """Move the partition's log to log dir ``destination`` (in the background).
+        False when this broker holds no log of it: the destination is then
+        remembered, and the log is created there if it comes here later (Kafka's
+        preferred log dir). Moving to the dir it is in is a no-op, which also
+        stops a move to another dir in progress. Raises LogDirNotFoundError (not
+        one of log.dirs, given as an absolute path), StorageError (the dir is
+        offline), InvalidTopicError (the copy's directory name would be too long)."""
+        key = (topic, partition)
+        future_name = f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        if len(future_name) > MAX_DIR_NAME:
+            raise InvalidTopicError(f"the topic name {topic!r} is too long to move its partitions")
+        if destination not in self.log_dirs:
+            raise LogDirNotFoundError(f"log dir {destination} is not one of log.dirs")
+        if not self.log_dir_online(destination):
+            raise StorageError(f"log dir {destination} is offline")
+        with self._lock:
+            move = self._moves.get(key)
+            if move is not None and os.path.dirname(move.future.dir) != destination:
+                self._cancel_move(key)
+            cur = self._logs.get(key)
+            if cur is None:
+                self._preferred_dirs[key] = destination
+                return False
+            if self._log_dir_of[key] == destination or key in self._moves:
+                return True
+            path = os.path.join(destination, future_name)
+            os.makedirs(path)
+            if cur.topic_id is not None:
+                write_partition_metadata(path, cur.topic_id)
+            fsync_dir(destination)
+            future = Log(path, topic, partition, cur.config, topic_id=cur.topic_id,
+                         log_start_offset=cur.log_start_offset, scheduler=self._schedule,
+                         flush_requester=self._request_flush)
+            self._start_move(key, future)
+        log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], destination)
+        return True
+
+    def _start_move(self, key, future: Log) -> None:
+        """(Manager lock held.)"""
+        cleaned = self.cleaner.first_dirty_offset(*key) if self.cleaner is not None else None
+        self._moves[key] = _Move(future, cleaned)
+        if self._started and not self._shut_down:
+            self._scheduler.schedule(functools.partial(self._move_step, key), 0)
+
+    def _cancel_move(self, key) -> None:
+        """(Manager lock held.) Drop the copy: renamed now, deleted after file.delete.delay.ms."""
+        future = self._moves.pop(key).future
+        d = os.path.dirname(future.dir)
+        self._retire_dir(future, d, key, DELETE_DIR_SUFFIX)
+        log.info("stopped moving %s-%d to %s", key[0], key[1], d)
+
+    def future_logs_by_dir(self) -> dict[str, list[Log]]:
+        """The copies of moves in progress, by the log dir they are moving to."""
+        out: dict[str, list[Log]] = {}
+        with self._lock:
+            for move in self._moves.values():
+                out.setdefault(os.path.dirname(move.future.dir), []).append(move.future)
+        return out
+
+    def _move_step(self, key) -> None:
+        """One scheduler turn of a move: copy a slice, or finish when caught up."""
+        with self._lock:
+            move = self._moves.get(key)
+            cur = self._logs.get(key)
+        if move is None or cur is None or self._shut_down:
+            return
+        dst = os.path.dirname(move.future.dir)
+        if not self.log_dir_online(dst):
+            # the destination went away (a failed disk): Kafka drops the future
+            # replica of an offline dir; the partition stays where it is
+            log.error("stopping the move of %s-%d: log dir %s is offline", key[0], key[1], dst)
+            with self._lock:
+                if self._moves.get(key) is move:
+                    self._cancel_move(key)
+            return
+        rate = self.move_bytes_per_second
+        # a turn's share of replica.alter.log.dirs.io.max.bytes.per.second (a
+        # tenth of a second's worth), and the pause that keeps to the rate after it
+        budget = max(1, min(MOVE_STEP_BYTES, rate // 10))
+        delay = 0
+        try:
+            start_size = move.future.size_in_bytes()
+            if self._copy(cur, move, budget):
+                if self._finish_move(key, move):
+                    return
+                delay = 10   # appends raced the last check: next turn
+            elif rate < LONG_MAX:
+                delay = (move.future.size_in_bytes() - start_size) * 1000 / rate
+        except Exception as exc:  # a disk error, a segment deleted under the read
+            log.warning("moving %s-%d to %s: %s (retrying)", key[0], key[1], dst, exc)
+            delay = MOVE_RETRY_MS
+        if not self._shut_down and self._moves.get(key) is move:
+            self._scheduler.schedule(functools.partial(self._move_step, key), delay)
+
+    @staticmethod
+    def _copy(cur: Log, move: "_Move", budget: int | None) -> bool:
+        """Append what ``cur`` has beyond the copy's end to the copy, up to
+        ``budget`` bytes (None: all); True when the copy has reached cur's end."""
+        future = move.future
+        if move.truncations != cur.truncations:
+            # The current log was cut back (a follower's truncation) since the copy
+            # was checked, or the copy was made by an earlier run: start over
+            # unless it is still the start of the log.
+            if move.truncations is not None or not _copy_matches(cur, future):
+                log.info("%s-%d: restarting its copy in %s", cur.topic, cur.partition,
+                         os.path.dirname(future.dir))
+                future.truncate_fully_and_start_at(cur.log_start_offset)
+            move.truncations = cur.truncations
+        copied = 0
+        while budget is None or copied < budget:
+            start = future.log_end_offset
+            if start >= cur.log_end_offset:
+                return True
+            try:
+                if start < cur.log_start_offset:
+                    raise OffsetOutOfRangeError("below the log start")
+                want = MOVE_READ_BYTES if budget is None else min(MOVE_READ_BYTES, budget - copied)
+                read = cur.read(start, want, True)
+            except OffsetOutOfRangeError:
+                # retention went past the copy's end: it starts where the log now does
+                future.truncate_fully_and_start_at(cur.log_start_offset)
+                continue
+            if not read.regions:
+                return False
+            data = b"".join(r.read_bytes() for r in read.regions)
+            future.append(data, origin=AppendOrigin.REPLICATION)
+            copied += len(data)
+        return False
+
+    def _finish_move(self, key, move: "_Move") -> bool:
+        """Swap the caught-up copy in for the current log; False when it cannot
+        now (appends came in, the log was truncated) or the move was dropped."""
+        cleaner = self.cleaner
+        # No compaction pass is half-way through the log while its files change.
+        # A pass can take long: rather than hold up the scheduler's other tasks
+        # behind it, the next turn tries again.
+        if cleaner is not None and not cleaner.try_hold():
+            return False
+        try:
+            return self._swap(key, move)
+        finally:
+            if cleaner is not None:
+                cleaner.release()
+
+    def _swap(self, key, move: "_Move") -> bool:
+        """(_finish_move, the cleaner's lock held.)"""
+        cleaner = self.cleaner
+        with self._lock:
+            cur = self._logs.get(key)
+            if self._moves.get(key) is not move or cur is None:
+                return False
+            future = move.future
+            src, dst = self._log_dir_of[key], os.path.dirname(future.dir)
+            name = f"{key[0]}-{key[1]}"
+            retired = os.path.join(src, f"{name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            final = os.path.join(dst, name)
+            with cur.frozen():
+                if cur.closed or move.truncations != cur.truncations:
+                    return False
+                if not self._copy(cur, move, None) or future.log_end_offset != cur.log_end_offset:
+                    return False
+                # epochs begun without records yet (a leader's newest) are the log's too
+                for epoch, start in cur.leader_epochs.entries:
+                    future.leader_epochs.assign(epoch, start)
+                future.close()
+                # The old directory goes out of the way first: a stop between the
+                # two renames leaves only the (complete) copy, which start-up
+                # takes as the partition's log; never two logs of one partition.
+                os.rename(cur.dir, retired)
+                fsync_dir(src)
+                try:
+                    os.rename(future.dir, final)
+                    fsync_dir(dst)
+                except OSError:
+                    os.rename(retired, cur.dir)
+                    fsync_dir(src)
+                    raise
+                old_segments = cur.reopen_at(final)
+            del self._moves[key]
+            self._log_dir_of[key] = dst
+            if cleaner is not None:
+                cleaner.checkpoints.get(src, {}).pop(key, None)
+                if move.first_dirty is not None:
+                    cleaner.checkpoints.setdefault(dst, {})[key] = move.first_dirty
+
+        def remove():
+            for seg in old_segments:
+                try:
+                    seg.close(trim=False)
+                except OSError:
+                    pass
+            shutil.rmtree(retired, ignore_errors=True)
+        self._schedule(remove, cur.config.file_delete_delay_ms)
+        self.write_checkpoints()
+        if cleaner is not None:
+            for d in (src, dst):
+                cleaner.write_checkpoint(d)
+        log.info("moved %s-%d from %s to %s", key[0], key[1], src, dst)
+        return True
+
+    def _load_futures(self) -> None:
+        """(Start-up, after every dir is loaded.) Take up the copies of moves a
+        stop interrupted: each goes on next to its current log, or, if a stop
+        came between the two renames that finish a move (no current directory
+        left anywhere), becomes the partition's log."""
+        found, self._found_futures = self._found_futures, []
+        for key, path, clean in found:
+            d = os.path.dirname(path)
+            name = f"{key[0]}-{key[1]}"
+            if key in self._moves or self._log_dir_of.get(key) == d:
+                log.warning("ignoring directory %s: a second copy of %s", path, name)
+                continue
+            if key not in self._logs:
+                if any(os.path.isdir(os.path.join(x, name)) for x in self.log_dirs):
+                    log.warning("ignoring directory %s: %s is offline", path, name)
+                    continue
+                final = os.path.join(d, name)
+                log.warning("completing the move of %s to %s interrupted by a stop", name, d)
+                os.rename(path, final)
+                fsync_dir(d)
+                path = final
+            try:
+                lg = Log(path, key[0], key[1], self._config_for(key[0]),
+                         topic_id=read_partition_metadata(path), clean_shutdown=clean,
+                         scheduler=self._schedule, flush_requester=self._request_flush,
+                         checkpoint_requester=None if key in self._logs else self._request_checkpoint)
+            except (OSError, StorageError) as exc:
+                log.error("cannot open partition directory %s, leaving it offline: %s", path, exc)
+                continue
+            if key in self._logs:
+                self._start_move(key, lg)
+            else:
+                self._logs[key] = lg
+                self._log_dir_of[key] = d
 
     # ------------------------------------------------------------------ background
     def _retention_task(self) -> None:
@@ -458,8 +748,12 @@ class LogManager:
         return out
 
     def _logs_with_dirs(self) -> dict:
+        # (The cleaner's view.) A log being moved is not cleaned until it has
+        # moved, as Kafka pauses cleaning for it: the copy takes its batches as
+        # they are, and a cleaned-away batch would stay in the copy.
         with self._lock:
-            return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()}
+            return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()
+                    if k not in self._moves}
 
     def run_cleaner(self, now_ms: int | None = None, *, force: bool = False) -> dict:
         """One compaction pass over every compacted log that is due (``force``:
@@ -539,21 +833,26 @@ class LogManager:
             with self._lock:
                 for lg in self._logs.values():
                     lg.close_handles(trim=False)
+                for move in self._moves.values():
+                    move.future.close_handles(trim=False)
             return []
         failures: list[str] = []
         failed_dirs = set()
         with self._lock:
-            for key, lg in self._logs.items():
+            # a move in progress stays as it is and goes on at the next start
+            logs = [(k, m.future, os.path.dirname(m.future.dir)) for k, m in self._moves.items()]
+            logs += [(k, lg, self._log_dir_of[k]) for k, lg in self._logs.items()]
+            for key, lg, d in logs:
                 try:
                     lg.close()
                 except OSError as exc:
                     log.error("closing %s-%d failed: %s", key[0], key[1], exc)
                     failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                    failed_dirs.add(self._log_dir_of[key])
+                    failed_dirs.add(d)
                 except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
                     log.exception("closing %r failed", lg)
                     failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                    failed_dirs.add(self._log_dir_of[key])
+                    failed_dirs.add(d)
         failures += self.write_checkpoints()
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent
@@ -563,6 +862,44 @@ class LogManager:
                 except OSError as exc:
                     failures.append(f"writing the clean-shutdown marker: {exc}")
         return failures
+
+
+class _Move:
+    """A partition being moved to another log dir."""
+    __slots__ = ("future", "truncations", "first_dirty")
+
+    def __init__(self, future: Log, first_dirty: int | None):
+        self.future = future
+        # the current log's truncation count when the copy was last checked
+        # against it (None: not yet)
+        self.truncations: int | None = None
+        # the cleaner's checkpoint, carried over to the new dir (no cleaning
+        # while the move goes on, so the copy is as clean as the log was)
+        self.first_dirty = first_dirty
+
+
+def _copy_matches(cur: Log, future: Log) -> bool:
+    """Whether ``future`` (a copy an earlier run began) holds the start of
+    ``cur``, checked as Kafka's replicas check a leader: the copy's newest
+    leader epoch ends in the current log no earlier than the copy does."""
+    end = future.log_end_offset
+    if end > cur.log_end_offset:
+        return False
+    if end == future.log_start_offset:
+        return True   # nothing copied yet
+    epoch = future.leader_epochs.latest_epoch
+    if epoch < 0:
+        return False
+    found, epoch_end = cur.end_offset_for_epoch(epoch)
+    return found == epoch and epoch_end >= end
+
+
+def _parse_suffixed_dir(name: str, suffix: str) -> tuple[str, int]:
+    """``<topic>-<partition>.<uuid-hex><suffix>`` -> (topic, partition)."""
+    stem, dot, unique = name[:-len(suffix)].rpartition(".")
+    if not dot or len(unique) != 32:
+        raise ValueError(f"not a {suffix} directory name: {name!r}")
+    return parse_partition_dir(stem)
 
 
 def _raise_fd_limit() -> None:

@@ -7,6 +7,7 @@ from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .api_versions import handle_api_versions
 from .client_quotas import handle_alter_client_quotas, handle_describe_client_quotas
+from .config_resources import handle_list_config_resources
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
@@ -14,7 +15,7 @@ from .controlled_shutdown import handle_controlled_shutdown
 from .describe_producers import handle_describe_producers
 from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
-from .log_dirs import handle_describe_log_dirs
+from .log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
                      handle_heartbeat, handle_join_group, handle_leave_group,
                      handle_list_groups, handle_offset_commit, handle_offset_delete,
@@ -62,6 +63,7 @@ HANDLERS = {
     27: handle_write_txn_markers,
     32: handle_describe_configs,
     33: handle_alter_configs,
+    34: handle_alter_replica_log_dirs,
     35: handle_describe_log_dirs,
     37: handle_create_partitions,
     42: handle_delete_groups,
@@ -74,6 +76,7 @@ HANDLERS = {
     65: handle_describe_transactions,
     66: handle_list_transactions,
     61: handle_describe_producers,
+    74: handle_list_config_resources,
     75: handle_describe_topic_partitions,
     17: handle_sasl_handshake,
     36: handle_sasl_authenticate,

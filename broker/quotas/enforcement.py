@@ -69,6 +69,7 @@ CLIENT_THROTTLES_FROM = {
     31: 1,   # DeleteAcls
     32: 2,   # DescribeConfigs
     33: 1,   # AlterConfigs
+    34: 1,   # AlterReplicaLogDirs
     35: 1,   # DescribeLogDirs
     37: 1,   # CreatePartitions
     42: 1,   # DeleteGroups

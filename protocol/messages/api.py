@@ -139,8 +139,11 @@ def decode_request(frame, *, strict: bool = False):
         raise ProtocolError("request shorter than its header", len(buf))
     key, ver, corr = _HDR.unpack_from(buf, 0)
     served = _SERVED.get(key)
-    if served is None or not served[0] <= ver <= served[1]:
+    if served is None:
         raise UnsupportedVersionError(key, ver, corr)
+    if not served[0] <= ver <= served[1]:
+        raise UnsupportedVersionError(key, ver, corr,
+                                      f"{served[2].api_name} v{served[0]}-{served[1]}")
     msg = served[2]
     try:
         client_id, pos = wire.read_nstring(buf, 8)

@@ -27,6 +27,7 @@ VALID_VERSIONS = {
     "OffsetForLeaderEpoch": "0-4",   # 4.x: 2-4
     "DescribeConfigs": "0-4",        # 4.x: 1-4
     "DescribeLogDirs": "0-5",        # 4.x: 1-5
+    "AlterReplicaLogDirs": "0-2",    # 4.x: 1-2 (v0 is v1 without throttle-first)
     "DescribeAcls": "0-3",           # 4.x: 1-3
     "CreateAcls": "0-3",             # 4.x: 1-3
     "DeleteAcls": "0-3",             # 4.x: 1-3
@@ -81,7 +82,10 @@ SERVED = {
     "AlterPartitionReassignments": (45, 0, 1),
     "ListPartitionReassignments": (46, 0, 0),
     "DescribeLogDirs": (35, 0, 5),
+    "AlterReplicaLogDirs": (34, 0, 2),
     "DescribeTopicPartitions": (75, 0, 0),
+    # KIP-1142 (Kafka 4.1): v0 is the former ListClientMetricsResources
+    "ListConfigResources": (74, 0, 1),
     "WriteTxnMarkers": (27, 1, 2),
     "DescribeProducers": (61, 0, 0),
     # SASL (KIP-43, KIP-152, KIP-368) and SCRAM credentials (KIP-554)

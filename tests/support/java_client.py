@@ -59,7 +59,7 @@ JVM_FLAGS = [
 ]
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
-            "Reassign", "Eos", "TopicMutations")
+            "Reassign", "Eos", "TopicMutations", "LogDirs")
 
 
 class JavaToolsError(RuntimeError):
