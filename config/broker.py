@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 from .errors import ConfigError
 from .properties import load_properties
 from .topic import TopicConfig
+from .zk_connect import parse_connect
 from .topic_keys import (CLEANUP_POLICIES, COMPRESSION_TYPES, MIN_SEGMENT_BYTES,
                          TIMESTAMP_TYPES, TOPIC_KEYS, drop_removed_keys, to_attr_value)
 from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, SubsetOf,
@@ -669,6 +670,7 @@ def load_broker_config(path: str | os.PathLike | None = None, overrides: Iterabl
             raise ConfigError("config file", path, "a readable .properties file",
                               message=f"cannot read config file {str(path)!r}: {e.strerror or e}"
                               ) from e
+        _check_is_broker_file(path, file_props)
         props.update(file_props)
         origins.update(dict.fromkeys(file_props, "file"))
     env_props = env_properties(environ)
@@ -679,6 +681,20 @@ def load_broker_config(path: str | os.PathLike | None = None, overrides: Iterabl
         props[key] = value
         origins[key] = "override"
     return _build(props, origins)
+
+
+def _check_is_broker_file(path, file_props: Mapping[str, str]) -> None:
+    """A file of which no key is a broker key is the wrong file (a producer's
+    config, a log4j file, a YAML file): started on it, the broker would run on
+    every default (0.0.0.0:9092, data in /tmp/kafka-logs) with only warnings
+    to say so. An empty file is not refused: it means "Kafka's defaults"."""
+    if not file_props or any(key in BROKER_KEYS or key.startswith(LISTENER_PREFIX)
+                             for key in file_props):
+        return
+    shown = ", ".join(repr(k) for k in list(file_props)[:3])
+    raise ConfigError("config file", path, "a broker's server.properties", message=(
+        f"{str(path)!r} has no broker config key (it has {shown}"
+        f"{', ...' if len(file_props) > 3 else ''}): is it a server.properties?"))
 
 
 # ---------------------------------------------------------------- building
@@ -742,6 +758,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
         fields["inter_broker_listener_name"] = ibl
 
     _check_inter_broker_listener(fields, typed, listeners, get("zookeeper.connect"))
+    if get("zookeeper.connect"):
+        parse_connect(get("zookeeper.connect"))  # refused here, not by the ZooKeeper client
 
     # log.dirs wins over log.dir.
     dirs_raw = get("log.dirs")
@@ -759,8 +777,15 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
     fields["log_roll_ms"] = _first(typed, [("log.roll.ms", 1), ("log.roll.hours", 3_600_000)])
     fields["log_roll_jitter_ms"] = _first(
         typed, [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)])
-    retention = _first(typed, [("log.retention.ms", 1), ("log.retention.minutes", 60_000),
-                               ("log.retention.hours", 3_600_000)])
+    retention_chain = [("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                       ("log.retention.hours", 3_600_000)]
+    retention = _first(typed, retention_chain)
+    if retention == 0:
+        # Kafka's KafkaConfig rule: unlimited or at least 1 ms (a negative value
+        # means unlimited, so -7 is accepted as -1; 0 would delete at once)
+        key = next(k for k, _ in retention_chain if typed.get(k) is not None)
+        raise ConfigError(key, typed[key], "-1 (unlimited; any negative value means it) "
+                                           "or a value >= 1")
     fields["log_retention_ms"] = -1 if retention < 0 else retention
     fields["log_flush_interval_ms"] = _first(
         typed, [("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)])

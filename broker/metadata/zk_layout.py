@@ -19,6 +19,9 @@ import json
 import urllib.parse
 from typing import Mapping, Sequence
 
+# zookeeper.connect is read by config/ (a bad one refuses start-up naming the key)
+from config.zk_connect import parse_connect  # noqa: F401  (z.parse_connect)
+
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -426,20 +429,3 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdBlock | None:
 def next_producer_id_block(latest: ProducerIdBlock | None, broker: int) -> ProducerIdBlock:
     start = 0 if latest is None else latest.end + 1
     return ProducerIdBlock(broker, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
-
-
-# ------------------------------------------------ zookeeper.connect (Kafka syntax)
-
-def parse_connect(connect: str) -> tuple[str, str | None]:
-    """``host:port[,host:port...][/chroot]`` -> (hosts, chroot or None)."""
-    hosts, slash, chroot = connect.partition("/")
-    if not hosts:
-        raise ValueError(f"no ZooKeeper host in {connect!r}")
-    for hp in hosts.split(","):
-        host, _, port = hp.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"{hp!r} is not host:port")
-    if not slash:
-        return hosts, None
-    chroot = "/" + chroot.rstrip("/")
-    return hosts, (None if chroot == "/" else chroot)

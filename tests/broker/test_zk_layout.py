@@ -97,19 +97,3 @@ def test_notices_and_reassignments():
 def test_bad_znodes_name_their_path(data):
     with pytest.raises(z.ZNodeFormatError, match="/brokers/topics/t/partitions/0/state"):
         z.decode_partition_state("t", 0, data)
-
-
-@pytest.mark.parametrize("connect, expected", [
-    ("zk:2181", ("zk:2181", None)),
-    ("a:1,b:2/kafka", ("a:1,b:2", "/kafka")),
-    ("a:1/kafka/prod/", ("a:1", "/kafka/prod")),
-    ("a:1/", ("a:1", None)),
-])
-def test_connect_string(connect, expected):
-    assert z.parse_connect(connect) == expected
-
-
-@pytest.mark.parametrize("connect", ["", "/chroot", "host", "a:1,b"])
-def test_bad_connect_string(connect):
-    with pytest.raises(ValueError):
-        z.parse_connect(connect)

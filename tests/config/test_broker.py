@@ -120,7 +120,7 @@ def test_env_ignores_jvm_vars_without_warning(caplog):
 
 
 def test_unknown_key_warns_and_is_kept_in_raw(caplog, tmp_path):
-    path = write(tmp_path, "no.such.key=1\n")
+    path = write(tmp_path, "broker.id=0\nno.such.key=1\n")  # (a file of only unknown keys: refused)
     with caplog.at_level(logging.WARNING, logger="config"):
         c = load("another.unknown=2", path=path)
     msgs = [r.getMessage() for r in caplog.records if r.name == "config"]
@@ -309,3 +309,35 @@ def test_repo_server_properties_loads_cleanly(caplog):
     assert c.num_partitions == 1
     assert c.advertised_listeners[0].host == "localhost"
     assert c.offsets_topic_replication_factor == 1
+
+
+@pytest.mark.parametrize("overrides, key", [
+    (("log.retention.ms=0",), "log.retention.ms"),
+    (("log.retention.minutes=0",), "log.retention.minutes"),
+    (("log.retention.hours=0",), "log.retention.hours"),
+    (("log.retention.ms=0", "log.retention.hours=5"), "log.retention.ms"),
+])
+def test_a_zero_retention_is_refused_as_kafka_refuses_it(overrides, key):
+    # KafkaConfig: "log.retention.ms must be unlimited (-1) or, greater than or
+    # equal to 1"; a negative value is unlimited (test_retention_precedence)
+    with pytest.raises(ConfigError, match=f"for {key}: expected -1"):
+        load(*overrides)
+
+
+@pytest.mark.parametrize("text", [
+    "bootstrap.servers=localhost:9092\nacks=all\nkey.serializer=x\nlinger.ms=5\n",  # a client's
+    "services:\n  kafka:\n    image: samsa\n",  # not a .properties file at all
+])
+def test_a_file_without_any_broker_key_is_refused(tmp_path, text):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match="has no broker config key.*server.properties") as e:
+        load(path=path)
+    assert path in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_file_with_one_broker_key_or_none_at_all_is_read(tmp_path):
+    assert load(path=write(tmp_path, "")).listeners == [("PLAINTEXT", "", 9092)]
+    c = load(path=write(tmp_path, "some.tool.key=1\nlog.dirs=/srv/d\n"))
+    assert c.log_dirs == ["/srv/d"]
+    c = load(path=write(tmp_path, "listener.name.plaintext.max.connections=5\n"))
+    assert c.raw["listener.name.plaintext.max.connections"] == "5"
