@@ -37,7 +37,7 @@ class Dispatcher:
         if conn.sasl:
             if expects_raw_token(conn):
                 return await handle_raw_token(RequestContext(None, conn, self.services), frame)
-            if not admits(conn, frame, self.services.sasl):
+            if not admits(conn, frame):
                 conn.close()
                 return None
         try:

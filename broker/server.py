@@ -623,9 +623,11 @@ class Broker:
         return [NetworkServer(
             lst.host or "0.0.0.0", lst.port, cfg.num_network_threads, None,
             max_frame_bytes=cfg.socket_request_max_bytes,
+            max_unauthenticated_frame_bytes=cfg.sasl_server_max_receive_size,
             max_connections=cfg.max_connections,
             max_connections_per_ip=cfg.max_connections_per_ip,
             idle_timeout_ms=cfg.connections_max_idle_ms,
+            receive_timeout_ms=cfg.request_receive_timeout_ms,
             send_buffer_bytes=cfg.socket_send_buffer_bytes,
             recv_buffer_bytes=cfg.socket_receive_buffer_bytes,
             listener_name=lst.name,

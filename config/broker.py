@@ -143,6 +143,11 @@ class BrokerConfig:
         "listener as listener.name.<listener>.max.connection.creation.rate.")
     connections_max_idle_ms: int = _key("connections.max.idle.ms", T.LONG, 600000, None,
                                         "Idle connections are closed after this long.")
+    request_receive_timeout_ms: int = _key(
+        "request.receive.timeout.ms", T.INT, 30000, at_least(1),
+        "samsa: a request must arrive in full within this long of its first byte (time "
+        "the broker spends not reading it does not count), else the connection is closed: "
+        "a client that stops or trickles mid-request gives back the memory it holds.")
     # SASL (broker/security/sasl/settings.py reads these and the per-listener
     # listener.name.<listener>.* forms, and refuses bad ones at start-up).
     sasl_enabled_mechanisms: list = _key(

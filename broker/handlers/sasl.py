@@ -40,7 +40,6 @@ from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
                                        client_message)
 from ..security.sasl.registry import new_server
-from ..security.sasl.settings import SaslSettings
 
 log = logging.getLogger("broker.sasl")
 
@@ -77,16 +76,15 @@ def expects_raw_token(conn) -> bool:
     return session is not None and session.raw_tokens
 
 
-def admits(conn, frame, settings: SaslSettings) -> bool:
+def admits(conn, frame) -> bool:
     """May this connection send this request frame now? False: close it.
-    Before authentication only small frames (sasl.server.max.receive.size) of
-    ApiVersions and SASL are taken, so an unauthenticated peer cannot make
-    the broker work for it."""
+    Before authentication only ApiVersions and SASL are taken, so an
+    unauthenticated peer cannot make the broker work for it (and the
+    connection reads no frame above sasl.server.max.receive.size from it: see
+    broker/network/connection.py, which checks the size prefix)."""
     if not _is_sasl(conn):
         return True
     if not conn.authenticated:
-        if not _fits_before_authentication(conn, frame, settings):
-            return False
         return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
     session = conn.state.get(_STATE_KEY)
     if session is None or session.expires_at is None or conn.loop.time() < session.expires_at:
@@ -95,19 +93,6 @@ def admits(conn, frame, settings: SaslSettings) -> bool:
         return True
     log.info("closing connection %s: SASL session of %s expired",
              conn.connection_id, conn.principal)
-    return False
-
-
-def _fits_before_authentication(conn, frame, settings: SaslSettings) -> bool:
-    """The one check of sasl.server.max.receive.size, for a request frame
-    before authentication and for a bare SaslHandshake v0 token alike (Kafka's
-    SaslServerAuthenticator reads both with that limit): False, logged, when
-    the frame is larger; the caller closes the connection."""
-    if len(frame) <= settings.max_receive_size:
-        return True
-    log.info("closing connection %s: a %d-byte frame before authentication "
-             "(sasl.server.max.receive.size %d)", conn.connection_id, len(frame),
-             settings.max_receive_size)
     return False
 
 
@@ -185,9 +170,6 @@ async def handle_raw_token(ctx, frame) -> list | None:
     conn = ctx.conn
     session = conn.state[_STATE_KEY]
     server = session.server
-    if not _fits_before_authentication(conn, frame, ctx.broker.sasl):
-        conn.close()
-        return None
     try:
         answer = await server.evaluate(bytes(frame))
         if server.complete:

@@ -15,19 +15,28 @@ A frame for which the buffer is too small gets a buffer of its own size, so
 frames are received in place. The view is writable (handlers may patch
 e.g. a record batch's baseOffset in place). A size prefix that is negative or
 above ``max_frame_bytes`` closes the connection as soon as the 4 bytes are
-seen, before any of the body is read.
+seen, before any of the body is read. Before a SASL listener's connection has
+authenticated, the limit is ``sasl.server.max.receive.size`` instead, checked
+on the prefix the same way (as Kafka's SaslServerAuthenticator does); while a
+request that may complete the authentication is still being handled, a
+larger prefix waits for its answer before it is judged.
 
 Large frames and memory. A size prefix is only a claim: a client that
-declares 100 MB and sends four bytes must not cost 100 MB. A frame larger
-than the working chunk (``CHUNK``) first takes a reservation of its declared
-size from the broker-wide ``RequestMemoryPool`` (``queued.max.request.bytes``;
-see memory.py): while none is to be had the connection stops reading and
-waits in line, and frames up to ``CHUNK`` on other connections are served
-as usual. With the reservation, the buffer still grows only as bytes
-arrive: first to ``FIRST_LARGE_BUFFER`` (so a 1 MiB produce request lands in
-one buffer with no copy), then doubling, so a frame costs at most about
-twice what was actually received. The reservation moves with the frame to
-its handler and is returned when the handler is done, or at close.
+declares 100 MB and sends four bytes must not cost 100 MB, nor hold memory
+others need. A frame larger than the working chunk (``CHUNK``) is received
+in the connection's chunk buffer until that is full; from then on its buffer
+grows as bytes arrive, first to ``FIRST_LARGE_BUFFER`` (so a 1 MiB produce
+request lands in one buffer with no copy), then doubling, so a frame costs at
+most about twice what was actually received. Each such buffer is paid for
+first from the broker-wide ``RequestMemoryPool`` (``queued.max.request.bytes``;
+see memory.py): while the pool has none the connection stops reading and
+waits in line, and frames up to ``CHUNK`` on other connections are served as
+usual. The reservation moves with the frame to its handler and is returned
+when the handler is done, or at close. A frame must arrive within
+``request.receive.timeout.ms`` of its first byte (time spent not reading,
+waiting for memory or paused, does not count): the processor's sweep closes
+connections whose frame does not, so a client that stops or trickles in the
+middle of a frame gives back what it holds (see ``receiving_since``).
 
 Buffer reuse. A fresh ``bytearray(n)`` is zero-filled (a profile put that at
 3-6% of produce time, one 256 KiB or ~1 MB buffer per switch). So a buffer
@@ -162,7 +171,7 @@ class Connection:
         "_slots", "_wq", "_pending", "_inflight", "_inflight_bytes",
         "_reading", "_writing", "_paused", "_eof", "closed",
         "_flush_scheduled", "last_active",
-        "_memory", "_reserved", "_memory_waiter", "_rate_log", "_mute",
+        "_memory", "_reserved", "_memory_waiter", "_rate_log", "_mute", "_frame_started",
     )
 
     def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
@@ -180,7 +189,10 @@ class Connection:
         self.ctx = ConnectionContext(connection_id, peer, local, proc.loop, proc.index, self,
                                      listener_name=proc.server.listener_name,
                                      security_protocol=proc.server.security_protocol)
-        self._max_frame = proc.max_frame_bytes
+        # The limit a size prefix is checked against: before SASL
+        # authentication sasl.server.max.receive.size (_size_refused lifts it).
+        self._max_frame = (proc.max_frame_bytes if self.ctx.authenticated
+                           else min(proc.max_frame_bytes, proc.max_unauthenticated_frame_bytes))
         self._max_pending = proc.max_pending_response_bytes
         self._resume_pending = proc.max_pending_response_bytes // 2
         self._max_inflight = proc.max_inflight_requests
@@ -203,16 +215,26 @@ class Connection:
         self._flush_scheduled = False
         self.last_active = self._loop.time()
         self._memory: RequestMemoryPool = proc.memory_pool
-        self._reserved = 0           # bytes reserved for the large frame being received
+        self._reserved = 0           # bytes reserved for the large frame's receive buffer
         self._memory_waiter: Any = None  # set while queued for a reservation
         self._rate_log = proc.rate_log
         self._mute: Any = None  # timer ending a quota mute (mute_for)
+        # Loop time the unfinished frame in the buffer began to arrive (or
+        # reading resumed), None when none is: the receive timeout's clock.
+        self._frame_started: float | None = None
 
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
         self._reading = True
         self._loop.add_reader(self._fd, self._on_readable)
+
+    @property
+    def receiving_since(self) -> float | None:
+        """Loop time since which we have been reading an unfinished frame, or
+        None (no partial frame, or not reading it: paused, waiting for
+        memory, peer EOF) - what request.receive.timeout.ms is measured on."""
+        return self._frame_started if self._reading else None
 
     @property
     def idle(self) -> bool:
@@ -262,16 +284,9 @@ class Connection:
                 need = 4
                 break
             size = _unpack_size(buf, pos)[0]
-            if size < 0 or size > self._max_frame:
-                self._rate_log.warning(
-                    "frame-size",
-                    "closing connection %s: frame size %d outside 0..%d (socket.request.max.bytes)",
-                    self.ctx.connection_id, size, self._max_frame)
-                self.close(None)
-                return
-            if size + 4 > CHUNK and not self._reserved and not self._reserve(size + 4):
+            if (size < 0 or size > self._max_frame) and self._size_refused(size):
                 self._rpos = pos
-                return  # reading stopped until the memory pool grants it
+                return  # closed, or paused until authentication is decided
             if avail - 4 < size:
                 need = 4 + size
                 break
@@ -279,18 +294,25 @@ class Connection:
             pos = start + size
             reserved = self._reserved
             self._reserved = 0
+            self._frame_started = None
             self._dispatch(buf[start:pos], size, reserved)
             if self.closed:
                 return
         self._rpos = pos
         room = len(buf) - pos
         tail = end - pos
+        if not tail:
+            self._frame_started = None
+        elif self._frame_started is None:
+            self._frame_started = self._loop.time()
         if need > CHUNK:
-            # A large frame (reserved above): receive in place while the
-            # buffer has room, then grow it by doubling what has arrived.
+            # A large frame: receive in place while the buffer has room, then
+            # grow it by doubling what has arrived, paying from the pool first.
             if room >= need or len(buf) - end >= MIN_READ:
                 return
             size = min(need, max(FIRST_LARGE_BUFFER, 2 * tail))
+            if size > self._reserved and not self._reserve(size - self._reserved):
+                return  # reading stopped until the memory pool grants it
         elif room < (need if need > MIN_READ else MIN_READ):
             size = need if need > self._chunk else self._chunk
         else:
@@ -314,26 +336,53 @@ class Connection:
     # ------------------------------------------------------------------ memory
 
     def _reserve(self, size: int) -> bool:
-        """Reserve ``size`` bytes for the large frame whose header was just
-        seen; when the pool has none, stop reading and queue for them."""
+        """Reserve ``size`` more bytes for the large frame being received;
+        when the pool has none, stop reading and queue for them."""
         if self._memory_waiter is not None:
             return False  # already queued; the grant is on its way
-        if self._memory.try_reserve(size):
-            self._reserved = size
+        if self._memory.try_reserve(self, size):
+            self._reserved += size
             return True
-        if self._memory_waiter is None:
-            self._stop_reading()
-            self._memory_waiter = self._memory.wait(self._loop, size, self._memory_granted)
+        self._stop_reading()
+        self._memory_waiter = self._memory.wait(self._loop, self, size, self._memory_granted)
         return False
 
     def _memory_granted(self, size: int) -> None:
         """The pool reserved ``size`` bytes for us (on this loop)."""
         self._memory_waiter = None
         if self.closed:
-            self._memory.release(size)
+            self._memory.release(self, size)
             return
-        self._reserved = size
+        self._reserved += size
         self._maybe_resume()
+
+    def _size_refused(self, size: int) -> bool:
+        """A size prefix above the current limit: True when the frame is not
+        to be read (the connection is closed, or paused until a request that
+        may complete SASL authentication is answered); False when the
+        connection has authenticated meanwhile and the frame is within
+        socket.request.max.bytes."""
+        full = self._proc.max_frame_bytes
+        if 0 <= size <= full:
+            if self.ctx.authenticated:
+                self._max_frame = full
+                return False
+            if self._inflight:
+                # Kafka reads one frame at a time while authenticating: judge
+                # this one by the state the requests before it leave.
+                self._pause()
+                return True
+            self._rate_log.warning(
+                "frame-size", "closing connection %s: frame size %d before authentication "
+                "above %d (sasl.server.max.receive.size)",
+                self.ctx.connection_id, size, self._max_frame)
+        else:
+            self._rate_log.warning(
+                "frame-size",
+                "closing connection %s: frame size %d outside 0..%d (socket.request.max.bytes)",
+                self.ctx.connection_id, size, full)
+        self.close(None)
+        return True
 
     def _switch_buffer(self, size: int) -> bytearray:
         """A buffer of at least ``size`` bytes to receive into next: a pooled
@@ -353,11 +402,14 @@ class Connection:
         return ba if ba is not None else bytearray(size)
 
     def shrink(self) -> None:
-        """Called by the idle sweep on quiet connections: drop a big receive
-        buffer (if nothing is half-received) so idle connections cost little."""
-        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK and not self.closed:
+        """Called by the sweep on quiet connections: drop the buffers kept for
+        reuse, and a big receive buffer if nothing is half-received, so quiet
+        connections cost little (the kept buffers are paid from no budget)."""
+        if self.closed:
+            return
+        self._pool.clear()
+        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK:
             self._chunk = MIN_CHUNK
-            self._pool.clear()
             self._rbuf = memoryview(bytearray(MIN_CHUNK))
             self._rpos = self._rend = 0
 
@@ -409,7 +461,7 @@ class Connection:
         finally:
             # The frame's large-request reservation, however the handler ended
             # (also when cancelled at shutdown).
-            self._memory.release(reserved)
+            self._memory.release(self, reserved)
         self._inflight -= 1
         self._inflight_bytes -= size
         if self.closed:
@@ -596,6 +648,8 @@ class Connection:
         if not (self._paused or self.closed or self._eof or self._reading
                 or self._memory_waiter is not None):
             self._reading = True
+            if self._frame_started is not None:
+                self._frame_started = self._loop.time()  # the time not reading is not the client's
             self._loop.add_reader(self._fd, self._on_readable)
 
     def _maybe_finish(self) -> None:
@@ -634,7 +688,7 @@ class Connection:
         if self._memory_waiter is not None:
             self._memory.cancel(self._memory_waiter)  # a grant in flight is released on arrival
             self._memory_waiter = None
-        self._memory.release(self._reserved)
+        self._memory.release(self, self._reserved)
         self._reserved = 0
         self._rbuf = _NO_BUFFER
         self._rpos = self._rend = 0

@@ -28,9 +28,11 @@ from broker.network.tls import TlsConnection
 class Processor:
     def __init__(self, index: int, server: Any, *, handler: Callable, logger: logging.Logger,
                  memory_pool: RequestMemoryPool, rate_log: RateLimitedLog,
-                 max_frame_bytes: int, max_pending_response_bytes: int,
+                 max_frame_bytes: int, max_unauthenticated_frame_bytes: int,
+                 max_pending_response_bytes: int,
                  max_inflight_requests: int, max_inflight_request_bytes: int,
-                 idle_timeout_ms: int, send_buffer_bytes: int, recv_buffer_bytes: int) -> None:
+                 idle_timeout_ms: int, receive_timeout_ms: int,
+                 send_buffer_bytes: int, recv_buffer_bytes: int) -> None:
         self.index = index
         self.server = server
         self.handler = handler
@@ -38,10 +40,13 @@ class Processor:
         self.memory_pool = memory_pool  # shared by all processors (queued.max.request.bytes)
         self.rate_log = rate_log        # shared: one budget of log lines per kind of event
         self.max_frame_bytes = max_frame_bytes
+        # sasl.server.max.receive.size: the limit before SASL authentication
+        self.max_unauthenticated_frame_bytes = max_unauthenticated_frame_bytes
         self.max_pending_response_bytes = max_pending_response_bytes
         self.max_inflight_requests = max_inflight_requests
         self.max_inflight_request_bytes = max_inflight_request_bytes
         self.idle_timeout = idle_timeout_ms / 1000.0
+        self.receive_timeout = receive_timeout_ms / 1000.0
         self.send_buffer_bytes = send_buffer_bytes
         self.recv_buffer_bytes = recv_buffer_bytes
         self.loop: asyncio.AbstractEventLoop = (uvloop.new_event_loop() if uvloop
@@ -131,17 +136,29 @@ class Processor:
     # -------------------------------------------------------------- idle sweep
 
     def _schedule_idle_check(self) -> None:
-        # A sweep every tenth of the timeout (bounded) keeps the overshoot
-        # small without a timer per connection or per request.
-        interval = min(max(self.idle_timeout / 10.0, 0.01), 5.0) if self.idle_timeout > 0 else 5.0
+        # A sweep every tenth of the shorter timeout (bounded) keeps the
+        # overshoot small without a timer per connection or per request.
+        timeout = min((t for t in (self.idle_timeout, self.receive_timeout) if t > 0),
+                      default=50.0)
+        interval = min(max(timeout / 10.0, 0.01), 5.0)
         self._idle_handle = self.loop.call_later(interval, self._idle_check)
 
     def _idle_check(self) -> None:
         now = self.loop.time()
         deadline = now - self.idle_timeout
+        frame_deadline = now - self.receive_timeout
         quiet = now - 1.0
         for conn in list(self.connections.values()):
-            if conn.idle:
+            since = conn.receiving_since
+            if since is not None and since < frame_deadline:
+                # A frame that stopped or trickles holds its buffer and the
+                # request memory it was granted: give them back.
+                self.rate_log.info(
+                    "receive-timeout", "closing connection %s: a request did not arrive within "
+                    "%d ms of its first byte (request.receive.timeout.ms)",
+                    conn.ctx.connection_id, self.receive_timeout * 1000)
+                conn.close(None)
+            elif conn.idle:
                 if self.idle_timeout > 0 and conn.last_active < deadline:
                     self.logger.debug("closing idle connection %s", conn.ctx.connection_id)
                     conn.close(None)

@@ -68,9 +68,11 @@ class NetworkServer:
 
     def __init__(self, host: str, port: int, num_threads: int, handler: Handler | None, *,
                  max_frame_bytes: int = 104857600,
+                 max_unauthenticated_frame_bytes: int = 524288,
                  max_connections: int = 2**31 - 1,
                  max_connections_per_ip: int = 2**31 - 1,
                  idle_timeout_ms: int = 600000,
+                 receive_timeout_ms: int = 30000,
                  send_buffer_bytes: int = 102400,
                  recv_buffer_bytes: int = 102400,
                  max_pending_response_bytes: int = 16 * 1024 * 1024,
@@ -116,6 +118,7 @@ class NetworkServer:
         self._proc_kwargs = dict(
             handler=handler, logger=self.logger, memory_pool=self.memory_pool,
             rate_log=self.rate_log, max_frame_bytes=max_frame_bytes,
+            max_unauthenticated_frame_bytes=max_unauthenticated_frame_bytes,
             max_pending_response_bytes=max_pending_response_bytes,
             max_inflight_requests=max_inflight_requests,
             # Frames held by running handlers are memory too; by default they
@@ -123,7 +126,8 @@ class NetworkServer:
             max_inflight_request_bytes=(max_inflight_request_bytes
                                         if max_inflight_request_bytes is not None
                                         else max(max_pending_response_bytes, 1)),
-            idle_timeout_ms=idle_timeout_ms, send_buffer_bytes=send_buffer_bytes,
+            idle_timeout_ms=idle_timeout_ms, receive_timeout_ms=receive_timeout_ms,
+            send_buffer_bytes=send_buffer_bytes,
             recv_buffer_bytes=recv_buffer_bytes)
         self.processors: list[Processor] = []
         self._exited: list[asyncio.Future] = []

@@ -597,3 +597,131 @@ async def test_bad_response_parts_close_only_that_connection(make_server):
     assert await b.request(b"ok") == array.array("i", [1, 2]).tobytes()
     await a.close()
     await b.close()
+
+
+# ---------------------------------------------------------------- request memory
+
+
+async def test_request_memory_is_paid_as_bytes_arrive(make_server):
+    """Declared sizes hold no budget: with a 2 MB budget and clients that
+    declared 100 MB frames and sent a few bytes, a 1.5 MB request is served
+    at once; a client that has really sent 1.5 MB of a frame holds budget,
+    and gives it back when it goes away."""
+    server = await make_server(queued_max_request_bytes=2_000_000)
+    claimers = []
+    for _ in range(20):
+        c = await Client.connect(server)
+        await c.send(struct.pack(">i", 100_000_000) + b"x" * 10)
+        claimers.append(c)
+    await until(lambda: server.connections_open == 20)
+    big = b"b" * 1_500_000
+    c = await Client.connect(server)
+    assert await c.request(big) == big
+    assert server.request_memory_used == 0
+    sender = await Client.connect(server)
+    await sender.send(struct.pack(">i", 100_000_000) + b"s" * 1_500_000)
+    await until(lambda: server.request_memory_used >= 1_500_000)
+    await sender.close()
+    await until(lambda: server.request_memory_used == 0)
+    assert await c.request(big) == big
+    for x in claimers + [c]:
+        await x.close()
+
+
+async def test_concurrent_large_frames_beyond_the_budget_all_finish(make_server):
+    """Many connections each half-way through a frame larger than the whole
+    budget would wait on each other forever if each only waited its turn;
+    one at a time may overdraw to finish, so every one is answered."""
+    server = await make_server(queued_max_request_bytes=1_000_000, max_frame_bytes=10_000_000)
+    bodies = [bytes([65 + i]) * 5_000_000 for i in range(6)]
+    clients = [await Client.connect(server) for _ in bodies]
+
+    async def one(c, body):
+        await c.send(frame(body))
+        return await c.response()
+
+    got = await asyncio.wait_for(asyncio.gather(*(one(c, b) for c, b in zip(clients, bodies))),
+                                 30)
+    assert got == bodies
+    await until(lambda: server.request_memory_used == 0)
+    for c in clients:
+        await c.close()
+
+
+async def test_a_frame_that_stops_or_trickles_is_closed_after_the_receive_timeout(make_server):
+    """A frame that stops arriving, or trickles, holds its buffer and memory:
+    it is closed once it has been arriving for receive_timeout_ms; a
+    connection between frames is not (that is the idle timeout's business),
+    nor is one whose frame waits for the broker."""
+    release = threading.Event()
+
+    async def handler(conn, f):
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+        return [frame(bytes(f))]
+
+    server = await make_server(handler, receive_timeout_ms=300, max_inflight_requests=1)
+    stalled = await Client.connect(server)
+    await stalled.send(struct.pack(">i", 2_000_000) + b"s" * 600_000)
+    await until(lambda: server.request_memory_used > 0)
+    trickler = await Client.connect(server)
+    between = await Client.connect(server)
+    waiting = await Client.connect(server)
+    # the second frame waits (paused) while the first one's handler runs
+    await waiting.send(frame(b"first") + frame(b"second")[:6])
+
+    async def trickle():
+        await trickler.send(struct.pack(">i", 1000))
+        while True:
+            await trickler.send(b"t")
+            await asyncio.sleep(0.02)
+
+    task = asyncio.ensure_future(trickle())
+    try:
+        assert await stalled.closed_by_server()
+        await until(lambda: server.request_memory_used == 0)
+        await until(lambda: task.done())  # the broker closed it: sending failed
+    finally:
+        task.cancel()
+    await asyncio.sleep(0.5)
+    assert server.connections_open == 2  # between and waiting
+    release.set()
+    assert await waiting.response() == b"first"
+    await waiting.send(frame(b"second")[6:])
+    assert await waiting.response() == b"second"
+    for c in (stalled, trickler, between, waiting):
+        await c.close()
+
+
+# ---------------------------------------------------------------- before authentication
+
+
+async def test_sasl_listener_checks_the_size_prefix_before_authentication(make_server):
+    """sasl.server.max.receive.size is checked on the size prefix: a larger
+    frame before authentication closes the connection before any of it is
+    read. A larger frame sent right behind the request that authenticates
+    waits for that request's answer and is then read as usual."""
+    calls = []
+
+    async def handler(conn, f):
+        body = bytes(f)
+        calls.append(len(body))
+        if body == b"login":
+            await asyncio.sleep(0.05)  # authentication takes a while
+            conn.authenticated = True
+        return [frame(body[:10])]
+
+    server = await make_server(handler, security_protocol="SASL_PLAINTEXT",
+                               max_unauthenticated_frame_bytes=1000)
+    c = await Client.connect(server)
+    await c.send(struct.pack(">i", 1001))  # the prefix only: the body never comes
+    assert await c.closed_by_server()
+    await c.close()
+    c = await Client.connect(server)
+    assert await c.request(b"a" * 1000) == b"a" * 10
+    big = b"B" * 500_000
+    await c.send(frame(b"login") + frame(big))
+    assert await c.response() == b"login"
+    assert await c.response() == big[:10]
+    assert calls == [1000, 5, 500_000]
+    await c.close()

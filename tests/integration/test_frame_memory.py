@@ -1,10 +1,12 @@
-"""A size prefix is a claim, not an allocation (issue 15, item 1).
+"""A size prefix is a claim, not an allocation (issue 15 item 1, issue 24
+items 11 and 12).
 
 Hundreds of connections each declare a 100 MB frame and send a few bytes of
-it. The broker must not allocate what they declare: its resident memory
-stays bounded while they hang on, real clients keep being served, and once
-they close, a large request (which needs the shared request-memory budget
-that the attackers' reservations held) goes through again.
+it, or trickle it. The broker must not allocate what they declare, nor let
+them hold the request-memory budget (queued.max.request.bytes) that large
+requests of real clients need: its resident memory stays bounded while they
+hang on, a producer of 600 KB records is served throughout, and connections
+whose frame stops or trickles are closed after request.receive.timeout.ms.
 
 The broker runs under an address-space limit, so a broker that did allocate
 declared sizes fails this test with a MemoryError rather than taking the
@@ -16,6 +18,7 @@ import os
 import resource
 import socket
 import struct
+import threading
 import time
 import uuid
 
@@ -117,7 +120,9 @@ def test_large_request_waits_for_memory_instead_of_failing(broker_factory):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
     hog = socket.create_connection((broker.host, broker.port), timeout=10)
-    hog.sendall(struct.pack(">i", 50_000_000) + b"\x00" * 100)
+    # What is sent is paid for, not what is declared: 1 MB of the frame
+    # really arrives and holds the whole budget.
+    hog.sendall(struct.pack(">i", 50_000_000) + b"\x00" * 1_000_000)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 2_000_000,
                          "message.timeout.ms": 60000, "linger.ms": 0})
     delivered = []
@@ -156,3 +161,79 @@ def _count_connections(pid: int) -> int:
         except FileNotFoundError:
             pass
     return established
+
+
+SILENT = 150
+TRICKLING = 150
+RECORD = 600 * 1000
+RECORDS = 30
+
+
+def _trickle(socks: list[socket.socket], stop: threading.Event) -> None:
+    """A few bytes a second on every socket until told to stop (the broker
+    closing one just drops it from the round)."""
+    while socks and not stop.wait(0.5):
+        for s in list(socks):
+            try:
+                s.send(b"t" * 50)
+            except OSError:
+                socks.remove(s)
+
+
+def test_declared_and_trickling_frames_do_not_starve_large_requests(broker_factory):
+    """300 connections declare 100 MB frames: half send nothing more, half
+    trickle 100 bytes a second. A producer of 600 KB records (each its own
+    request, larger than the receive chunk, so it needs the request-memory
+    budget) gets every record acknowledged within its 30 s request timeout
+    while they hang on, and the broker's memory stays bounded. Then the
+    attackers' frames, never finished, are closed after
+    request.receive.timeout.ms."""
+    broker = broker_factory({"request.receive.timeout.ms": 20000})
+    pid = broker.pid
+    resource.prlimit(pid, resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("big", 1, 1)])["big"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 0,
+                         "request.timeout.ms": 30000, "message.timeout.ms": 30000,
+                         "retries": 0})
+    # Warm up: the producer's connection and the broker's code paths.
+    producer.produce("big", b"w" * RECORD)
+    assert producer.flush(30) == 0
+    rss_before = _rss(pid)
+
+    silent: list[socket.socket] = []
+    trickling: list[socket.socket] = []
+    stop = threading.Event()
+    trickler = threading.Thread(target=_trickle, args=(trickling, stop), daemon=True)
+    try:
+        for i in range(SILENT + TRICKLING):
+            s = socket.create_connection((broker.host, broker.port), timeout=10)
+            s.sendall(struct.pack(">i", DECLARED) + b"\x00\x00\x00\x0c\x00\x00\x00\x01")
+            (silent if i % 2 else trickling).append(s)
+        wait_until(lambda: _count_connections(pid) >= SILENT + TRICKLING + 1,
+                   what="the broker to hold every attacking connection")
+        trickler.start()
+
+        results: list = []
+        for i in range(RECORDS):
+            producer.produce("big", bytes([i]) * RECORD,
+                             on_delivery=lambda err, msg: results.append(err))
+        assert producer.flush(60) == 0
+        rss_during = _rss(pid)
+        failed = [e for e in results if e is not None]
+        print(f"\nbroker RSS before {rss_before / 2**20:.1f} MiB, with {SILENT} silent and "
+              f"{TRICKLING} trickling 100 MB frames and {RECORDS} x {RECORD} B produced "
+              f"{rss_during / 2**20:.1f} MiB")
+        assert len(results) == RECORDS and not failed, failed
+        assert broker.is_running
+        assert rss_during - rss_before < RSS_GROWTH_LIMIT
+
+        # Neither kind ever finishes its frame: both are closed (the
+        # producer's connection stays).
+        wait_until(lambda: _count_connections(pid) <= 2, timeout=60,
+                   what="the silent and trickling connections to be closed")
+    finally:
+        stop.set()
+        for s in silent + trickling:
+            s.close()
+

@@ -407,6 +407,23 @@ def test_authenticated_connection_is_served(sasl_broker):
         w.close()
 
 
+def test_frame_above_max_receive_size_closes_at_its_size_prefix(sasl_broker):
+    """sasl.server.max.receive.size (512 KiB) is checked on the size prefix,
+    as Kafka's SaslServerAuthenticator does: an unauthenticated connection
+    that declares a larger frame is closed at once, with only the 4-byte
+    prefix sent (the broker reads none of the body, so an unauthenticated
+    client cannot push megabytes into it); before and after the handshake."""
+    for declared, handshake in ((524289, False), (100_000_000, False), (524289, True)):
+        w = Wire(sasl_broker)
+        try:
+            if handshake:
+                assert w.call(17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+            w.sock.sendall(struct.pack(">i", declared))
+            assert w.closed_without_answer()
+        finally:
+            w.close()
+
+
 def _fuzz_cases(rng: random.Random):
     """(name, steps): each step sends something; the connection must then close."""
     garbage = bytes(rng.getrandbits(8) for _ in range(64))

@@ -40,7 +40,6 @@ class ListenerSasl:
 class SaslSettings:
     listeners: Mapping[str, ListenerSasl]  # upper-case listener name -> its settings
     failed_authentication_delay_ms: int = 100
-    max_receive_size: int = 524288  # largest frame before authentication
     # How this broker authenticates to the others (None: their listener has no SASL).
     inter_broker: SaslClientSettings | None = None
 
@@ -57,7 +56,7 @@ class SaslSettings:
             if protocol.startswith("SASL_"):
                 out[listener.name] = _listener_settings(cfg, listener.name, jaas_file)
         return cls(out, cfg.connections_failed_authentication_delay_ms,
-                   cfg.sasl_server_max_receive_size, _inter_broker(cfg, out, jaas_file))
+                   _inter_broker(cfg, out, jaas_file))
 
 
 def _inter_broker(cfg, listeners: Mapping[str, ListenerSasl],
