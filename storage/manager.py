@@ -634,15 +634,21 @@ class LogManager:
                 # The old directory goes out of the way first: a stop between the
                 # two renames leaves only the (complete) copy, which start-up
                 # takes as the partition's log; never two logs of one partition.
-                os.rename(cur.dir, retired)
-                fsync_dir(src)
                 try:
-                    os.rename(future.dir, final)
-                    fsync_dir(dst)
-                except OSError:
-                    os.rename(retired, cur.dir)
+                    os.rename(cur.dir, retired)
                     fsync_dir(src)
-                    raise
+                    try:
+                        os.rename(future.dir, final)
+                        fsync_dir(dst)
+                    except OSError:
+                        os.rename(retired, cur.dir)
+                        fsync_dir(src)
+                        raise
+                except OSError as exc:
+                    # the partition stays where it is; the closed copy is dropped
+                    log.error("moving %s to %s failed: %s", name, dst, exc)
+                    self._cancel_move(key)
+                    return False
                 old_segments = cur.reopen_at(final)
             del self._moves[key]
             self._log_dir_of[key] = dst
