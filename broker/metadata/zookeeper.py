@@ -35,9 +35,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable
-
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss,
