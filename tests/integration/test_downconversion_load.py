@@ -19,6 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from protocol.messages import FetchRequest, RequestHeader, decode_response, encode_request
+from tests.support.kafka_wire import recv_exactly
 from tests.support.waiting import wait_until
 
 FETCH = 1
@@ -32,24 +33,6 @@ ANSWERED_WHILE_PROBING = 6
 # and re-encoded) and the rest of the broker. Converting the 30 fetches at
 # once took 710 MB.
 RSS_LIMIT = 600 * 2**20
-
-
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def _old_fetcher(sock: socket.socket, stop: threading.Event, fetched: list) -> None:
@@ -67,8 +50,8 @@ def _old_fetcher(sock: socket.socket, stop: threading.Event, fetched: list) -> N
         while not stop.is_set():
             correlation_id += 1
             sock.sendall(encode_request(RequestHeader(FETCH, 2, correlation_id, "old"), request))
-            (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-            _, response = decode_response(_recv_exactly(sock, size), FETCH, 2)
+            (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+            _, response = decode_response(recv_exactly(sock, size), FETCH, 2)
             fetched.append(len(response.responses[0].partitions[0].records))
     except OSError:
         pass  # the test is over: its socket was shut down
@@ -112,7 +95,7 @@ def test_old_fetches_of_compression_bombs_do_not_hold_up_other_clients(broker_fa
             probe.produce("probe", b"probe-%d" % len(results),
                           on_delivery=lambda err, msg: results.append(err))
             probe.flush(30)
-            rss_peak = max(rss_peak, _rss(broker.pid))
+            rss_peak = max(rss_peak, broker.rss())
             assert len(results) < 10_000, "the old fetches are not being answered"
             stop.wait(0.05)
         failed = [e for e in results if e is not None]
@@ -120,7 +103,7 @@ def test_old_fetches_of_compression_bombs_do_not_hold_up_other_clients(broker_fa
               f"writes failed meanwhile; broker RSS peak {rss_peak / 2**20:.0f} MiB")
         assert not failed, failed
         assert rss_peak < RSS_LIMIT
-        assert broker.is_running
+        assert broker.is_running()
     finally:
         stop.set()
         for s in socks:
