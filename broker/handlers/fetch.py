@@ -8,6 +8,15 @@ data is read and down-converted in memory.
 No fetch sessions are kept: every answer has session id 0, which tells the
 client to send full requests (KIP-227 allows it).
 
+Down-conversion (Fetch v0-3) is the one place a small request makes the
+broker work hard: one 60 KB gzip batch of zeros decompresses to 64 MiB. So
+it happens once, when the answer is final (not on every pass of a long
+poll), on a worker thread (``_CONVERTERS``, two broker-wide) instead of the
+processor loop that serves other connections, and within the fetch's limits:
+at most max_bytes (partition_max_bytes per partition) are decoded, beyond
+the first batch, which is always converted so a fetcher gets past it (see
+protocol.records.downconvert_within).
+
 Consumers read up to the high watermark; with isolation_level=1
 (read_committed, v4+) up to the last stable offset, and the answer lists the
 aborted transactions overlapping the records returned (KIP-98), so the client
@@ -23,10 +32,11 @@ rack (``preferred_read_replica``, no records) and answers at once.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 from protocol.errors import ErrorCode
 from protocol.messages import FetchResponse
-from protocol.records import downconvert_batches
+from protocol.records import downconvert_within
 
 from ..metadata import brokers_on_listener
 from ..partitions import READ_COMMITTED, LeaderLookup
@@ -36,6 +46,9 @@ from .errors import error_code_for
 
 R = FetchResponse
 _INT32_MAX = 0x7FFFFFFF
+# Where down-conversions run: bounded, so old fetchers cannot take every core
+# (nor hold more than two conversions' memory), and off the processor loops.
+_CONVERTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="samsa-downconvert")
 
 
 class _Target:
@@ -82,12 +95,20 @@ def _resolve(broker, req, version, replica_id, allowed):
     return targets
 
 
+class _Unconverted:
+    """Fetch v0-3: a partition's regions, to be down-converted once the answer
+    is final (``_downconvert``)."""
+    __slots__ = ("regions",)
+
+    def __init__(self, regions) -> None:
+        self.regions = regions
+
+
 def _records_value(regions, version):
     if not regions:
         return b""
     if version <= 3:
-        data = b"".join(r.read_bytes() for r in regions)
-        return downconvert_batches(data, 0 if version <= 1 else 1)
+        return _Unconverted(regions)
     if len(regions) == 1:
         return regions[0]
     return b"".join(r.read_bytes() for r in regions)
@@ -186,6 +207,56 @@ def _response(answers, listener: str | None):
              if leaders else [])
 
 
+def _convert(jobs, magic: int, budget: int, conn) -> list | None:
+    """On a converter thread: each (regions, partition max bytes) as a message
+    set of ``magic``, or the exception that stopped it. Together they decode
+    at most ``budget`` bytes (each at most its partition's), beyond the
+    first batch of the first partition with records. None: the fetcher went
+    away while this waited for a thread, so nobody wants the work."""
+    if conn is not None and conn.closed:
+        return None
+    out = []
+    first = True
+    for regions, partition_max in jobs:
+        try:
+            data = b"".join(r.read_bytes() for r in regions)
+            records, decoded = downconvert_within(data, magic, min(partition_max, budget),
+                                                  first_batch=first)
+        except Exception as e:  # noqa: BLE001 - answered as the partition's error code
+            out.append(e)
+            continue
+        budget -= decoded
+        first = first and not records
+        out.append(records)
+    return out
+
+
+async def _downconvert(ctx, answers, version: int, max_bytes: int) -> bool:
+    """Down-convert the partitions read for Fetch v0-3, off the loop; False
+    when the connection closed before it was done."""
+    pending = [(t, p) for t, p in answers if isinstance(p.records, _Unconverted)]
+    if not pending:
+        return True
+    results = await asyncio.get_running_loop().run_in_executor(
+        _CONVERTERS, _convert, [(p.records.regions, t.max_bytes) for t, p in pending],
+        0 if version <= 1 else 1, max_bytes, ctx.conn)
+    if results is None:
+        return False
+    for (_, p), result in zip(pending, results):
+        if isinstance(result, Exception):
+            p.error_code, p.records = error_code_for(result), b""
+        else:
+            p.records = result
+    return True
+
+
+async def _answer(ctx, answers, version: int, max_bytes: int, follower: bool):
+    if version <= 3 and not await _downconvert(ctx, answers, version, max_bytes):
+        return None  # no connection to answer on
+    _count_out(ctx.broker.metrics, answers, follower)
+    return _response(answers, ctx.listener)
+
+
 def _count_out(metrics, answers, follower: bool) -> None:
     """Bytes out to consumers per topic, to followers apart (as Kafka's
     BytesOutPerSec and ReplicationBytesOutPerSec)."""
@@ -243,11 +314,9 @@ async def handle_fetch(ctx, req):
                 or waiter is None):
             if waiter is not None:
                 waiter.cancel()
-            _count_out(broker.metrics, answers, follower)
-            return _response(answers, ctx.listener)
+            return await _answer(ctx, answers, version, max_bytes, follower)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
             answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
-            _count_out(broker.metrics, answers, follower)
-            return _response(answers, ctx.listener)
+            return await _answer(ctx, answers, version, max_bytes, follower)

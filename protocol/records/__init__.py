@@ -17,7 +17,7 @@ from protocol.records.records import (CONTROL_ABORT, CONTROL_COMMIT, Record, bui
 from protocol.records.legacy import (LegacyMessage, build_message_set, expand_wrapper,
                                      is_legacy, iter_message_set, parse_message_set,
                                      validate_message_set)
-from protocol.records.convert import downconvert_batches, upconvert_message_set
+from protocol.records.convert import downconvert_batches, downconvert_within, upconvert_message_set
 
 __all__ = [
     # errors
@@ -35,5 +35,5 @@ __all__ = [
     "LegacyMessage", "is_legacy", "iter_message_set", "expand_wrapper", "parse_message_set",
     "build_message_set", "validate_message_set",
     # conversion
-    "upconvert_message_set", "downconvert_batches",
+    "upconvert_message_set", "downconvert_batches", "downconvert_within",
 ]

@@ -84,7 +84,15 @@ def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = Tru
 
 
 def downconvert_batches(buf, magic: int, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
-    """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1 message set.
+    """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1
+    message set, all of them (see ``downconvert_within``)."""
+    return downconvert_within(buf, magic, None, max_output=max_output)[0]
+
+
+def downconvert_within(buf, magic: int, budget: int | None, *, first_batch: bool = True,
+                       max_output: int = DEFAULT_MAX_OUTPUT) -> tuple[bytes, int]:
+    """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1 message
+    set: (the message set, bytes decoded for it).
 
     Absolute offsets are kept. An uncompressed batch becomes plain messages; a
     compressed batch becomes one wrapper with the same codec (zstd raises
@@ -93,55 +101,90 @@ def downconvert_batches(buf, magic: int, *, max_output: int = DEFAULT_MAX_OUTPUT
     skipped. A partial trailing batch (a fetch cut at max_bytes) is ignored.
     Legacy entries already in the input are kept as they are when their magic
     is not above ``magic``, else rewritten.
+
+    ``budget`` bounds the work: at most that many bytes are decoded
+    (decompressed, or read as they are), beyond the first batch when
+    ``first_batch`` (a fetcher must always get past a batch larger than its
+    limits; ``max_output`` bounds that one). A later batch is decompressed
+    with at most what is left, and one that does not fit ends the message set
+    there, as a fetch limit does: the next fetch starts with it. None: no bound.
     """
     if magic not in (0, 1):
         raise ValueError(f"down-conversion target must be magic 0 or 1, not {magic}")
     out: list[bytes] = []
+    decoded = 0
     mv = memoryview(buf)
     if mv.ndim != 1 or mv.itemsize != 1:
         mv = mv.cast("B")
     end = len(mv)
     pos = 0
     while end - pos >= 17:
-        entry_magic = peek_magic(mv, pos)
-        if entry_magic >= 2:
-            if end - pos < BATCH_OVERHEAD:
-                break  # incomplete trailing batch header
-            hdr = read_batch_header(mv, pos)
-            if hdr.batch_length < MIN_BATCH_LENGTH:
-                raise CorruptRecordError(f"batch length {hdr.batch_length} too small", pos)
-            if pos + hdr.size > end:
-                break  # incomplete trailing batch
-            bpos = pos
-            pos += hdr.size
-            if hdr.magic != 2:
-                raise CorruptRecordError(f"unsupported magic {hdr.magic}", bpos)
-            if hdr.attributes & CONTROL_MASK or hdr.records_count == 0:
-                continue
-            codec = hdr.attributes & CODEC_MASK
-            if codec == Codec.ZSTD:
-                raise UnsupportedCompressionError(
-                    f"zstd-compressed batch at offset {hdr.base_offset} cannot be "
-                    f"down-converted to magic {magic}")
-            _, recs = decode_batch(mv, bpos, max_output=max_output, header=hdr)
-            ts_type = 1 if hdr.attributes & TIMESTAMP_TYPE_MASK else 0
-            out.append(build_message_set(
-                [(r.key, r.value, r.timestamp) for r in recs], magic, codec,
-                timestamp_type=ts_type if magic else 0,
-                offsets=[r.offset for r in recs],
-                log_append_time=hdr.max_timestamp if ts_type else None))
+        if budget is None or (first_batch and not out):
+            limit = max_output
         else:
-            entries = iter_message_set(mv[pos:], strict=False)
-            m = next(entries, None)
-            if m is None:
+            limit = min(max_output, budget - decoded)
+            if limit <= 0:
                 break
-            if m.magic <= magic:
-                out.append(bytes(mv[pos:pos + m.size]))
+        try:
+            if peek_magic(mv, pos) >= 2:
+                if end - pos < BATCH_OVERHEAD:
+                    break  # incomplete trailing batch header
+                hdr = read_batch_header(mv, pos)
+                if hdr.batch_length < MIN_BATCH_LENGTH:
+                    raise CorruptRecordError(f"batch length {hdr.batch_length} too small", pos)
+                if pos + hdr.size > end:
+                    break  # incomplete trailing batch
+                if hdr.magic != 2:
+                    raise CorruptRecordError(f"unsupported magic {hdr.magic}", pos)
+                if hdr.attributes & CONTROL_MASK or hdr.records_count == 0:
+                    pos += hdr.size
+                    continue
+                codec = hdr.attributes & CODEC_MASK
+                if codec == Codec.ZSTD:
+                    raise UnsupportedCompressionError(
+                        f"zstd-compressed batch at offset {hdr.base_offset} cannot be "
+                        f"down-converted to magic {magic}")
+                if hdr.size > limit:
+                    break
+                _, recs = decode_batch(mv, pos, max_output=limit, header=hdr)
+                size = max(hdr.size, _payload(recs))
+                if size > limit:
+                    break
+                ts_type = 1 if hdr.attributes & TIMESTAMP_TYPE_MASK else 0
+                converted = build_message_set(
+                    [(r.key, r.value, r.timestamp) for r in recs], magic, codec,
+                    timestamp_type=ts_type if magic else 0,
+                    offsets=[r.offset for r in recs],
+                    log_append_time=hdr.max_timestamp if ts_type else None)
+                step = hdr.size
             else:
-                inner = expand_wrapper(m, max_output=max_output)
-                codec = m.attributes & CODEC_MASK
-                out.append(build_message_set(
-                    [(i.key, i.value, i.timestamp) for i in inner], magic, codec,
-                    offsets=[i.offset for i in inner]))
-            pos += m.size
-    return b"".join(out)
+                m = next(iter_message_set(mv[pos:], strict=False), None)
+                if m is None:
+                    break
+                step = m.size
+                if m.magic <= magic:
+                    size = m.size
+                    if size > limit:
+                        break
+                    converted = bytes(mv[pos:pos + m.size])
+                else:
+                    inner = expand_wrapper(m, max_output=limit)
+                    size = max(m.size, _payload(inner))
+                    if size > limit:
+                        break
+                    converted = build_message_set(
+                        [(i.key, i.value, i.timestamp) for i in inner], magic,
+                        m.attributes & CODEC_MASK, offsets=[i.offset for i in inner])
+        except CorruptRecordError:
+            if limit < max_output:
+                break  # perhaps only larger than what is left: the next fetch starts here
+            raise
+        out.append(converted)
+        decoded += size
+        pos += step
+    return b"".join(out), decoded
+
+
+def _payload(records) -> int:
+    """Bytes of keys and values: what decoding a batch or wrapper produced, near enough."""
+    return sum(len(r.key or b"") + len(r.value or b"") for r in records)

@@ -36,14 +36,6 @@ RSS_GROWTH_LIMIT = 64 * 1024 * 1024
 ADDRESS_SPACE_LIMIT = 6 * 1024 ** 3
 
 
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def _round_trip(bootstrap: str, values: list[bytes]) -> list[bytes]:
     """Produce ``values`` to a new topic and read them back with real clients."""
     topic = f"t-{uuid.uuid4().hex[:8]}"
@@ -77,7 +69,7 @@ def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
     resource.prlimit(pid, resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     # Warm up: the clients' first round trip loads code and caches.
     assert _round_trip(broker.bootstrap, [b"warm-up"]) == [b"warm-up"]
-    rss_before = _rss(pid)
+    rss_before = broker.rss()
 
     attackers = []
     try:
@@ -87,15 +79,15 @@ def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
             s.sendall(struct.pack(">i", DECLARED) + b"\x00\x00\x00\x0c\x00\x00\x00\x01")
             attackers.append(s)
         # Every attacker is accepted and its bytes read by the broker.
-        wait_until(lambda: broker.is_running and _count_connections(pid) >= ATTACKERS,
+        wait_until(lambda: broker.is_running() and _count_connections(pid) >= ATTACKERS,
                what="the broker to hold every attacking connection")
 
         small = [f"small-{i}".encode() for i in range(50)]
         assert _round_trip(broker.bootstrap, small) == small
-        rss_during = _rss(pid)
+        rss_during = broker.rss()
         print(f"\nbroker RSS before the attack {rss_before / 2**20:.1f} MiB, with {ATTACKERS} "
               f"connections declaring {DECLARED // 10**6} MB each {rss_during / 2**20:.1f} MiB")
-        assert broker.is_running
+        assert broker.is_running()
         assert rss_during - rss_before < RSS_GROWTH_LIMIT
     finally:
         for s in attackers:
@@ -106,7 +98,7 @@ def test_declared_frames_cost_no_memory_and_others_are_served(broker_factory):
     # chunk, so it needs the shared budget) is received and answered.
     big = [b"x" * 1_500_000]
     assert _round_trip(broker.bootstrap, big) == big
-    rss_after = _rss(pid)
+    rss_after = broker.rss()
     print(f"broker RSS after they closed and a 1.5 MB request {rss_after / 2**20:.1f} MiB")
     assert rss_after - rss_before < RSS_GROWTH_LIMIT
 
@@ -199,7 +191,7 @@ def test_declared_and_trickling_frames_do_not_starve_large_requests(broker_facto
     # Warm up: the producer's connection and the broker's code paths.
     producer.produce("big", b"w" * RECORD)
     assert producer.flush(30) == 0
-    rss_before = _rss(pid)
+    rss_before = broker.rss()
 
     silent: list[socket.socket] = []
     trickling: list[socket.socket] = []
@@ -219,13 +211,13 @@ def test_declared_and_trickling_frames_do_not_starve_large_requests(broker_facto
             producer.produce("big", bytes([i]) * RECORD,
                              on_delivery=lambda err, msg: results.append(err))
         assert producer.flush(60) == 0
-        rss_during = _rss(pid)
+        rss_during = broker.rss()
         failed = [e for e in results if e is not None]
         print(f"\nbroker RSS before {rss_before / 2**20:.1f} MiB, with {SILENT} silent and "
               f"{TRICKLING} trickling 100 MB frames and {RECORDS} x {RECORD} B produced "
               f"{rss_during / 2**20:.1f} MiB")
         assert len(results) == RECORDS and not failed, failed
-        assert broker.is_running
+        assert broker.is_running()
         assert rss_during - rss_before < RSS_GROWTH_LIMIT
 
         # Neither kind ever finishes its frame: both are closed (the

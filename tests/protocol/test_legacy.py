@@ -13,7 +13,8 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import (Codec, CorruptRecordError, UnsupportedCompressionError,
                               build_batch, build_control_batch, build_message_set,
-                              downconvert_batches, expand_wrapper, is_legacy, iter_message_set,
+                              downconvert_batches, downconvert_within, expand_wrapper, is_legacy,
+                              iter_message_set,
                               iter_records, parse_message_set, read_batch_header,
                               set_log_append_time, upconvert_message_set, validate_batches,
                               validate_message_set)
@@ -389,6 +390,31 @@ def test_downconvert_passes_legacy_entries_through():
     assert {m.magic for m in iter_message_set(down)} == {0}
     assert [m.offset for m in parse_message_set(down)] == [0, 1, 2, 3, 4]
     assert down.startswith(v0)
+
+
+def test_downconvert_within_a_budget_always_converts_the_first_batch():
+    """The work of a down-conversion is bounded by the fetch's limit: a batch
+    that decompresses to 8 MiB is converted when it comes first (a fetcher
+    must get past it), and ends the message set when it comes later and
+    does not fit what is left; without ever being decompressed further."""
+    small = build_batch([(b"k", b"v" * 1000, [], TS)], base_offset=0, codec=Codec.GZIP)
+    bomb = build_batch([(None, bytes(8 << 20), [], TS)], base_offset=1, codec=Codec.GZIP)
+    after = build_batch([(b"z", b"z", [], TS)], base_offset=2)
+    assert len(bomb) < 20_000
+    down, decoded = downconvert_within(small + bomb + after, 1, 100_000)
+    assert [o for o, *_ in kp_read(down)] == [0] and 1000 <= decoded < 2000
+    down, decoded = downconvert_within(bomb + after, 1, 100_000)
+    assert [o for o, *_ in kp_read(down)] == [1] and decoded >= 8 << 20
+    assert [o for o, *_ in kp_read(downconvert_within(small + after, 1, 100_000)[0])] == [0, 2]
+    down, _ = downconvert_within(bomb + after, 1, 100_000, first_batch=False)
+    assert down == b""  # a later partition of the same fetch: nothing fits
+    assert downconvert_within(small + bomb, 1, None)[0] == downconvert_batches(small + bomb, 1)
+    # a corrupt batch past the budget is not this fetch's business; alone it is
+    corrupt = bytearray(bomb)
+    corrupt[-20:] = b"\xff" * 20
+    assert [o for o, *_ in kp_read(downconvert_within(small + corrupt, 1, 100_000)[0])] == [0]
+    with pytest.raises(CorruptRecordError):
+        downconvert_within(bytes(corrupt), 1, 100_000)
 
 
 def test_downconvert_empty_and_tiny_inputs():

@@ -21,7 +21,8 @@ def api_versions_v0_request(correlation_id: int, client_id: str = "samsa-tests")
     return struct.pack(">i", len(body)) + body
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from ``sock``; ConnectionError if it closes first."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -41,10 +42,10 @@ def probe_api_versions(host: str, port: int, timeout: float = 2.0, correlation_i
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(api_versions_v0_request(correlation_id))
-        (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+        (size,) = struct.unpack(">i", recv_exactly(sock, 4))
         if not 6 <= size <= 1 << 20:
             raise ConnectionError(f"implausible ApiVersions response size {size}")
-        payload = _recv_exactly(sock, size)
+        payload = recv_exactly(sock, size)
     got_cid, error_code = struct.unpack_from(">ih", payload, 0)
     if got_cid != correlation_id:
         raise ConnectionError(f"ApiVersions answered correlation id {got_cid}, sent {correlation_id}")

@@ -62,6 +62,14 @@ class ManagedProcess:
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def rss(self) -> int:
+        """The process's resident memory now, in bytes (VmRSS)."""
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError(f"no VmRSS for process {self.pid}")
+
     def log_tail(self, lines: int = 60) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
