@@ -14,9 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -141,4 +143,48 @@ def test_a_full_disk_logs_one_line_per_kind_not_one_per_request(broker_on_small_
     assert 1 <= text.count("storage error") <= most, text
     assert 1 <= text.count("storing offsets failed") <= most, text
     assert "similar message(s) suppressed" in text or elapsed < 10
+    assert "Traceback" not in text
+
+
+def test_a_follower_on_a_full_disk_logs_one_line_per_interval(small_disk, cluster_factory):
+    """A follower whose disk is full fails to append every fetch from its
+    leader (every replica.fetch.backoff.ms): one line per interval, not a
+    traceback per fetch per partition."""
+    disk = small_disk("4m")
+    cluster = cluster_factory(size=2, overrides={"replica.fetch.backoff.ms": "50",
+                                                 "replica.lag.time.max.ms": "3000"},
+                              broker_overrides={1: {"log.dirs": str(disk / "data")}})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def created() -> bool:
+        # (refused while the broker asked has not seen the other one register)
+        try:
+            admin.create_topics([NewTopic("r", 2, replica_assignment=[[0, 1], [0, 1]])],
+                                operation_timeout=30)["r"].result(30)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return True
+            if e.args[0].code() != KafkaError.INVALID_REPLICA_ASSIGNMENT:
+                raise
+            return False
+        return True
+    wait_until(created, 30, "topic r created on both brokers")
+    cluster.wait_for_leaders("r", 2)
+    wait_until(lambda: all(sorted((cluster.partition_state("r", p) or {}).get("isr", []))
+                           == [0, 1] for p in range(2)), 30, "both replicas in sync")
+    _fill(disk)
+    started = time.monotonic()
+    producer = Producer({"bootstrap.servers": cluster.broker(0).bootstrap, "acks": 1})
+    for p in range(2):
+        for _ in range(20):
+            producer.produce("r", b"v" * 1000, partition=p)
+    assert producer.flush(30) == 0
+    # The follower drops out of the ISR after 3 s of failing: ~60 fetches
+    # per partition failed by then.
+    wait_until(lambda: all((cluster.partition_state("r", p) or {}).get("isr") == [0]
+                           for p in range(2)), 60, "the follower out of the ISR")
+    elapsed = time.monotonic() - started
+    text = cluster.broker(1).log_path.read_text()
+    assert "No space left on device" in text
+    assert 1 <= text.count("applying the leader's records failed") <= 2 * (2 + elapsed // 10)
     assert "Traceback" not in text
