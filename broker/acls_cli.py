@@ -104,8 +104,15 @@ class ZooKeeperBackend(AclBackend):
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
+        from config import ConfigError
+        from config.zk_connect import parse_connect
+
         from .metadata.acl_store import ZooKeeperAclStore
-        self.zk = KazooClient(hosts=connect, timeout=15)
+        try:
+            hosts, chroot = parse_connect(connect)  # kazoo's own parse raises a bare ValueError
+        except ConfigError as e:
+            raise AclToolError(str(e)) from None
+        self.zk = KazooClient(hosts=hosts + (chroot or ""), timeout=15)
         try:
             self.zk.start(timeout=15)
         except KazooTimeoutError:

@@ -55,6 +55,7 @@ from .results import (
 from .store import OFFSETS_TOPIC, OffsetStore
 
 log = logging.getLogger(__name__)
+_store_log = RateLimitedLog(log)  # expected write failures (_log_store_failure)
 
 E = ErrorCode
 NONE = int(E.NONE)
@@ -128,10 +129,14 @@ def _store_error(exc: BaseException, *, too_large: int,
 
 
 def _log_store_failure(what: str, group_id: str, exc: BaseException) -> None:
-    """A write the partition layer refused (it names why) is one line; any
-    other failure is a bug and keeps its traceback."""
-    if getattr(exc, "error_code", None) is not None:
-        log.warning("group %s: %s failed: %s", group_id, what, exc)
+    """A write the partition layer refused (it names why) or the disk failed
+    (full, read-only) is expected: one line, at most one per kind per interval
+    however many groups commit; any other failure is a bug and keeps its
+    traceback."""
+    code = getattr(exc, "error_code", None)
+    if code is not None or isinstance(exc, OSError):
+        kind = f"{what}:{code if code is not None else getattr(exc, 'errno', None)}"
+        _store_log.warning(kind, "group %s: %s failed: %s", group_id, what, exc)
     else:
         log.error("group %s: %s failed", group_id, what, exc_info=exc)
 

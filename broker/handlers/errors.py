@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import logging
 
+from broker.network.log_limit import RateLimitedLog
 from protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger("broker.handlers")
+# A full or failing disk fails every write the same way: one line per kind of
+# error per interval, not one per request (a full disk wrote ~1,500 in 2 minutes).
+_storage_log = RateLimitedLog(log)
 
 _BY_NAME = {
     "CorruptRecordError": ErrorCode.CORRUPT_MESSAGE,
@@ -34,7 +38,8 @@ def error_code_for(exc: BaseException) -> ErrorCode:
     if isinstance(exc, ProtocolError):
         return ErrorCode.CORRUPT_MESSAGE
     if isinstance(exc, OSError):
-        log.error("storage error: %s", exc)
+        _storage_log.log(f"storage-{exc.errno}", logging.ERROR,
+                         "storage error (answered KAFKA_STORAGE_ERROR): %s", exc)
         return ErrorCode.KAFKA_STORAGE_ERROR
     log.exception("unexpected error in a handler", exc_info=exc)
     return ErrorCode.UNKNOWN_SERVER_ERROR

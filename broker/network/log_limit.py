@@ -1,9 +1,12 @@
-"""Log lines from the network layer, at most one per kind per interval.
+"""Log lines of events a peer or the machine can repeat at will, at most one
+per kind per interval.
 
 Whatever a client does is one line of ours per event: a client that opens
-connections in a loop and sends garbage, or a broker out of descriptors
-refusing accepts, would otherwise write megabytes of identical warnings and
-bury everything else. Each kind of event (a key chosen by the caller, e.g.
+connections in a loop and sends garbage, a broker out of descriptors refusing
+accepts, or a full disk failing every produce and offset commit would
+otherwise write megabytes of identical lines and bury everything else. The
+network layer, the handlers' storage errors and the group coordinator's
+failed writes use it. Each kind of event (a key chosen by the caller, e.g.
 "frame-size") logs at most once per ``interval`` seconds; the next line that
 gets through says how many were suppressed in between.
 """
@@ -17,7 +20,8 @@ from typing import Callable
 
 
 class RateLimitedLog:
-    """Thread-safe: processor threads and the acceptor share one."""
+    """Thread-safe: processor threads and the acceptor share one, handler
+    threads another."""
 
     def __init__(self, logger: logging.Logger, interval: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:

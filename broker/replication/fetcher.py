@@ -37,10 +37,12 @@ from storage import AppendOrigin
 from storage.errors import OffsetsOutOfOrderError
 
 from ..aio_client import ConnectionClosedError, KafkaConnection
+from ..network.log_limit import RateLimitedLog
 from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 
 log = logging.getLogger("broker.replication.fetcher")
+_disk_log = RateLimitedLog(log)  # the follower's disk errors (see _apply's caller)
 
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 FETCH_VERSION = 12            # topic names, replica_id in the request body
@@ -407,6 +409,13 @@ class ReplicaFetcher:
                 else:
                     try:
                         self._apply(f, p)
+                    except OSError as e:
+                        # a full or failing disk fails every fetch of every
+                        # partition the same way: one line per interval
+                        _disk_log.log(f"apply-{e.errno}", logging.ERROR,
+                                      "%s-%d: applying the leader's records failed: %s",
+                                      t.topic, p.partition_index, e)
+                        self._delay(f, cfg)
                     except Exception:  # noqa: BLE001 - this partition waits, the others go on
                         log.exception("%s-%d: applying the leader's records failed",
                                       t.topic, p.partition_index)

@@ -57,3 +57,13 @@ def test_a_config_file_without_a_broker_key_refuses_to_start(tmp_path):
     line = _one_line(proc)
     assert str(wrong) in line and "no broker config key" in line
     assert not (tmp_path / "data").exists()
+
+
+def test_the_acls_tool_reads_zookeeper_connect_by_the_same_rule():
+    proc = subprocess.run([sys.executable, "-m", "broker", "acls", "--authorizer-properties",
+                           "zookeeper.connect=bogus:abc", "--list"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "zookeeper.connect" in lines[0] and "not a number" in lines[0]
