@@ -1,7 +1,8 @@
 """Produce: validate each partition's batches and append them to its log.
 
-Batches are never decoded record by record here: the log validates headers and
-CRCs and patches offsets in place. Produce v0-2 carry legacy message sets
+Batches are never decoded record by record here: the log validates headers,
+CRCs and the framing of every record (protocol/records/walker.py, without
+copying a key or value) and patches offsets in place. Produce v0-2 carry legacy message sets
 (magic 0/1), which are up-converted to v2 batches first, so the log only ever
 holds v2 data written by samsa.
 """

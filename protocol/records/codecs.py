@@ -125,22 +125,34 @@ def _too_big(codec, limit) -> CorruptRecordError:
         f"{Codec(codec).name.lower()} data decompresses to more than {limit} bytes")
 
 
+def _joined(parts: list) -> bytes:
+    """The decoded pieces as one bytes object, copied once (one piece: not at all).
+
+    Produce decompresses every compressed batch to check its records; growing a
+    bytearray piece by piece instead reallocated and page-faulted its way to
+    the full size each time (2 ms instead of 0.2 ms for a 1 MiB zstd batch).
+    """
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 # -- gzip ---------------------------------------------------------------------
 
 def _gunzip(data, limit: int) -> bytes:
-    out = bytearray()
+    parts = []
+    size = 0
     buf = bytes(data)
     while True:
         d = zlib.decompressobj(31)
-        room = limit - len(out) + 1
-        out += d.decompress(buf, room)
-        if len(out) > limit:
+        piece = d.decompress(buf, limit - size + 1)
+        size += len(piece)
+        if size > limit:
             raise _too_big(Codec.GZIP, limit)
         if not d.eof:
             raise CorruptRecordError("truncated gzip stream")
+        parts.append(piece)
         buf = d.unused_data
         if not buf:
-            return bytes(out)
+            return _joined(parts)
 
 
 # -- snappy -------------------------------------------------------------------
@@ -183,7 +195,8 @@ def _snappy_raw(block, budget: int) -> bytes:
 def _snappy_decode(data, limit: int) -> bytes:
     data = bytes(data)
     if len(data) >= 16 and data[:8] == XERIAL_MAGIC:
-        out = bytearray()
+        parts = []
+        size = 0
         pos = 16
         end = len(data)
         while pos < end:
@@ -193,9 +206,11 @@ def _snappy_decode(data, limit: int) -> bytes:
             pos += 4
             if n > end - pos:
                 raise CorruptRecordError("xerial snappy block runs past the end")
-            out += _snappy_raw(data[pos:pos + n], limit - len(out))
+            piece = _snappy_raw(data[pos:pos + n], limit - size)
+            size += len(piece)
+            parts.append(piece)
             pos += n
-        return bytes(out)
+        return _joined(parts) if parts else b""
     return _snappy_raw(data, limit)
 
 
@@ -266,37 +281,36 @@ def _lz4_set_header_checksum(frame, *, broken: bool) -> bytes:
     return frame[:hc_pos] + bytes((hc,)) + frame[hc_pos + 1:]
 
 
-# LZ4 expands at most 255-fold (a match's length costs one byte per 255 bytes
-# it copies): input this much smaller than the room left cannot pass the limit.
-_LZ4_MAX_RATIO = 256
+# Output per call: the decompressor's buffer is this size, whatever the frame
+# holds. One unbounded call grows its buffer by reallocation (hundreds of page
+# faults per 1 MiB batch in a long-running broker); one bounded by the whole
+# limit allocates the limit. Produce decompresses every lz4 batch.
+_LZ4_STEP = 64 << 10
 
 
 def _lz4_decode(data, limit: int) -> bytes:
-    out = bytearray()
+    parts = []
+    size = 0
     buf = bytes(data)
     while True:
         # Accept both the correct and Kafka 0.8's broken header checksum; the
         # batch/message CRC already guards these bytes.
         buf = _lz4_set_header_checksum(buf, broken=False)
         d = _lz4f.LZ4FrameDecompressor()
-        room = limit - len(out)
-        # The bounded call (max_length) is ten times slower than the plain one,
-        # and produce decompresses every lz4 batch to check its records: bound
-        # only what could pass the limit.
-        if len(buf) * _LZ4_MAX_RATIO <= room:
-            chunk = d.decompress(buf)
-        else:
-            chunk = d.decompress(buf, max_length=room + 1)
-        if len(chunk) > room:
-            raise _too_big(Codec.LZ4, limit)
+        piece = d.decompress(buf, max_length=min(_LZ4_STEP, limit - size + 1))
+        while True:
+            size += len(piece)
+            if size > limit:
+                raise _too_big(Codec.LZ4, limit)
+            parts.append(piece)
+            if d.eof or d.needs_input:
+                break
+            piece = d.decompress(b"", max_length=min(_LZ4_STEP, limit - size + 1))
         if not d.eof:
             raise CorruptRecordError("truncated lz4 frame")
         buf = d.unused_data
-        if not out and not buf:
-            return chunk  # one frame: no copy
-        out += chunk
         if not buf:
-            return bytes(out)
+            return _joined(parts)
 
 
 # -- zstd ---------------------------------------------------------------------
@@ -323,7 +337,8 @@ def _zstd_decode(data, limit: int) -> bytes:
             pass  # several frames, or a broken one: the general path says which
     mv = memoryview(data)
     dctx = _zstd.ZstdDecompressor()
-    out = bytearray()
+    parts = []
+    size = 0
     pos = 0
     end = len(mv)
     if end == 0:
@@ -333,11 +348,14 @@ def _zstd_decode(data, limit: int) -> bytes:
         while pos < end and not dobj.eof:
             chunk = mv[pos:pos + _ZSTD_FEED]
             pos += len(chunk)
-            out += dobj.decompress(chunk)
-            if len(out) > limit:
-                raise _too_big(Codec.ZSTD, limit)
+            piece = dobj.decompress(chunk)
+            if piece:
+                size += len(piece)
+                if size > limit:
+                    raise _too_big(Codec.ZSTD, limit)
+                parts.append(piece)
         if not dobj.eof:
             raise CorruptRecordError("truncated zstd frame")
         unused = dobj.unused_data
         pos -= len(unused)
-    return bytes(out)
+    return _joined(parts) if parts else b""
