@@ -1,7 +1,7 @@
 """The record walker: the framing of every record in a v2 batch, checked as
 Kafka's DefaultRecord.readFrom and LogValidator check it.
 
-``walk_records(buf, pos, end, count, consecutive, fields)`` walks ``count``
+``walk_records(buf, pos, end, count, consecutive, fields[, first])`` walks ``count``
 records that must fill ``buf[pos:end]`` exactly (uncompressed record bytes:
 a batch's body after its 61-byte header, or what its codec decompressed to)
 and raises CorruptRecordError (Kafka's CORRUPT_MESSAGE) naming the first
@@ -20,6 +20,14 @@ fault and its byte position. Per record:
 
 then no bytes may follow the last record. Varints are strict (varint.py):
 one longer than its type or running off the record is corrupt.
+
+``first`` (default 0) is the index of the record at ``pos`` in its batch,
+for the offset-delta rule and the messages; ``walk_prefix(buf, pos, end,
+count, consecutive, first)`` walks the records of a batch's body that arrive
+in pieces (decompressed ones): up to ``count`` records that lie wholly before
+``end``, stopping quietly before one whose length varint or bytes continue
+past it, and returns ``(position reached, records walked)``; the caller
+walks the rest with ``walk_records`` once the last piece is in.
 
 ``fields``, when a list, receives for each record the tuple
 ``(offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
@@ -46,14 +54,14 @@ log = logging.getLogger(__name__)
 
 
 def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
-                    fields: list | None) -> None:
+                    fields: list | None, first: int = 0) -> None:
     """The pure-Python walker (see the module docstring)."""
-    if pos < 0 or end > len(buf) or pos > end:
+    if pos < 0 or end > len(buf) or pos > end or first < 0:
         raise ValueError("pos/end outside the buffer")
     if count < 0 or count > (end - pos) // 7:
         raise CorruptRecordError(
             f"records count {count} cannot fit in {end - pos} bytes of records", pos)
-    for i in range(count):
+    for i in range(first, first + count):
         start = pos
         length, pos = decode_varint(buf, pos, end)
         if length < 6 or length > end - pos:
@@ -108,20 +116,43 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
         if fields is not None:
             fields.append((off_delta, ts_delta, kpos, klen, vpos, vlen, tuple(headers)))
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records", pos)
+        raise CorruptRecordError(
+            f"{end - pos} bytes left after the last of {first + count} records", pos)
+
+
+def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
+                   first: int) -> tuple[int, int]:
+    """The pure-Python ``walk_prefix`` (see the module docstring)."""
+    if pos < 0 or end > len(buf) or pos > end or first < 0:
+        raise ValueError("pos/end outside the buffer")
+    walked = 0
+    while walked < count:
+        # the length varint continues in the next piece
+        if end - pos < 5 and all(b >= 0x80 for b in buf[pos:end]):
+            break
+        length, body = decode_varint(buf, pos, end)
+        if length < 6:
+            raise CorruptRecordError(
+                f"record {first + walked}: length {length} invalid or past the end", body)
+        if length > end - body:
+            break  # so does the record
+        walk_records_py(buf, pos, body + length, 1, consecutive, None, first + walked)
+        pos = body + length
+        walked += 1
+    return pos, walked
 
 
 def _select():
     if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
         log.warning("SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
-        return walk_records_py, False
+        return walk_records_py, walk_prefix_py, False
     try:
-        from protocol.records._walker import walk_records as compiled
+        from protocol.records._walker import walk_prefix, walk_records
     except ImportError:
         log.warning("the compiled record walker (protocol/records/_walker.c) is not built: "
                     "records are validated in Python, slower (pip install -e . builds it)")
-        return walk_records_py, False
-    return compiled, True
+        return walk_records_py, walk_prefix_py, False
+    return walk_records, walk_prefix, True
 
 
-walk_records, COMPILED = _select()
+walk_records, walk_prefix, COMPILED = _select()
