@@ -70,24 +70,10 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
         pos += 1  # attributes: no bit is defined for records
         ts_delta, pos = decode_varlong(buf, pos, rend)
         off_delta, pos = decode_varint(buf, pos, rend)
-        klen, pos = decode_varint(buf, pos, rend)
-        if klen < -1:
-            raise CorruptRecordError(f"record {i}: invalid key length {klen}", pos)
-        if klen > rend - pos:
-            raise CorruptRecordError(
-                f"record {i}: key length {klen} past the end of the record", pos)
-        kpos = pos
-        if klen > 0:
-            pos += klen
-        vlen, pos = decode_varint(buf, pos, rend)
-        if vlen < -1:
-            raise CorruptRecordError(f"record {i}: invalid value length {vlen}", pos)
-        if vlen > rend - pos:
-            raise CorruptRecordError(
-                f"record {i}: value length {vlen} past the end of the record", pos)
-        vpos = pos
-        if vlen > 0:
-            pos += vlen
+        klen, kpos = _nullable_length(buf, pos, rend, i, "key")
+        pos = kpos + klen if klen > 0 else kpos
+        vlen, vpos = _nullable_length(buf, pos, rend, i, "value")
+        pos = vpos + vlen if vlen > 0 else vpos
         hcount, pos = decode_varint(buf, pos, rend)
         if hcount < 0 or hcount * 2 > rend - pos:
             raise CorruptRecordError(f"record {i}: invalid header count {hcount}", pos)
@@ -96,17 +82,9 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
             hklen, pos = decode_varint(buf, pos, rend)
             if hklen < 0 or hklen > rend - pos:
                 raise CorruptRecordError(f"record {i}: invalid header key length {hklen}", pos)
-            hkpos = pos
-            pos += hklen
-            hvlen, pos = decode_varint(buf, pos, rend)
-            if hvlen < -1:
-                raise CorruptRecordError(f"record {i}: invalid header value length {hvlen}", pos)
-            if hvlen > rend - pos:
-                raise CorruptRecordError(
-                    f"record {i}: header value length {hvlen} past the end of the record", pos)
-            headers.append((hkpos, hklen, pos, hvlen))
-            if hvlen > 0:
-                pos += hvlen
+            hvlen, hvpos = _nullable_length(buf, pos + hklen, rend, i, "header value")
+            headers.append((pos, hklen, hvpos, hvlen))
+            pos = hvpos + hvlen if hvlen > 0 else hvpos
         if pos != rend:
             raise CorruptRecordError(f"record {i}: declared {length} bytes but its fields used "
                                      f"{length - (rend - pos)}", pos)
@@ -118,6 +96,18 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
     if pos != end:
         raise CorruptRecordError(
             f"{end - pos} bytes left after the last of {first + count} records", pos)
+
+
+def _nullable_length(buf, pos: int, rend: int, index: int, what: str) -> tuple[int, int]:
+    """(length, position after it) of a key, value or header value: -1 (null)
+    or bytes that end within the record."""
+    n, pos = decode_varint(buf, pos, rend)
+    if n < -1:
+        raise CorruptRecordError(f"record {index}: invalid {what} length {n}", pos)
+    if n > rend - pos:
+        raise CorruptRecordError(f"record {index}: {what} length {n} past the end of the record",
+                                 pos)
+    return n, pos
 
 
 def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
