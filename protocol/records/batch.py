@@ -33,9 +33,9 @@ from typing import Iterator, NamedTuple
 from crc32c import crc32c as _crc32c
 
 from protocol.errors import ProtocolError
-from protocol.records.codecs import decompress
+from protocol.records.codecs import iter_decompress
 from protocol.records.errors import CorruptRecordError, InvalidRecordError
-from protocol.records.walker import walk_records
+from protocol.records.walker import walk_prefix, walk_records
 
 # -- layout constants ---------------------------------------------------------
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
@@ -197,19 +197,40 @@ def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
 def walk_batch_records(mv: memoryview, pos: int, end: int, attributes: int, count: int) -> None:
     """Check the framing of every record of the batch at mv[pos:end], as Kafka's
     LogValidator does for a producer's batch (see walker.py for the rules):
-    CorruptRecordError (CORRUPT_MESSAGE) for the first fault. A compressed
-    batch's records are checked in its decompressed body, as Kafka does; the
-    body is dropped afterwards (the log keeps the compressed bytes).
+    CorruptRecordError (CORRUPT_MESSAGE) for the first fault.
+
+    A compressed batch's records are checked in its decompressed body, as
+    Kafka does, piece by piece as the codec yields them (the log keeps the
+    compressed bytes): a buffer of the whole body, allocated and freed for
+    every batch, page-faulted its way through a running broker and cost more
+    than the decompression.
     """
     codec = attributes & CODEC_MASK
     if not codec:
         walk_records(mv, pos + BATCH_OVERHEAD, end, count, True, None)
         return
-    data = decompress(codec, mv[pos + BATCH_OVERHEAD:end])
     try:
-        walk_records(data, 0, len(data), count, True, None)
+        walk_record_pieces(iter_decompress(codec, mv[pos + BATCH_OVERHEAD:end]), count)
     except CorruptRecordError as exc:
         raise CorruptRecordError(f"in the decompressed records: {exc}", pos) from None
+
+
+def walk_record_pieces(pieces, count: int) -> None:
+    """``walk_records`` over the concatenation of ``pieces`` (bytes-like),
+    without building it: only a record that spans pieces is copied."""
+    walked = 0
+    rest = bytearray()  # the start of a record that continues in the next piece
+    for piece in pieces:
+        if rest:
+            rest += piece
+            piece = rest
+        at, n = walk_prefix(piece, 0, len(piece), count - walked, True, walked)
+        walked += n
+        if piece is rest:
+            del rest[:at]
+        else:
+            rest += memoryview(piece)[at:]
+    walk_records(rest, 0, len(rest), count - walked, True, None, walked)
 
 
 def validate_single_batch(buf) -> BatchHeader | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from typing import Iterator
 
 import lz4.frame as _lz4f
 import snappy as _snappy
@@ -95,18 +96,33 @@ def compress(codec: int, data, *, magic: int = 2) -> bytes:
 
 def decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
     """Decompress one codec payload; CorruptRecordError if invalid or larger than ``max_output``."""
+    parts = list(iter_decompress(codec, data, max_output=max_output))
+    # one piece is returned as it is; several are copied once (growing a
+    # bytearray instead page-faulted its way to the full size each time)
+    out = parts[0] if len(parts) == 1 else b"".join(parts)  # (none: b"")
+    if len(out) > max_output:
+        raise _too_big(codec, max_output)
+    return out
+
+
+def iter_decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[bytes]:
+    """The decompressed payload in pieces of at most ``PIECE`` bytes or so (a
+    snappy block, a zstd window may be larger), never more than ``max_output``
+    in all; errors as ``decompress``. Produce checks the records of every
+    compressed batch in these pieces: no buffer of the whole output, whose
+    allocation page-faulted in a running broker on every batch."""
     codec = _as_codec(codec)
     try:
         if codec == Codec.NONE:
-            out = bytes(data)
+            yield bytes(data)
         elif codec == Codec.GZIP:
-            out = _gunzip(data, max_output)
+            yield from _gunzip(data, max_output)
         elif codec == Codec.SNAPPY:
-            out = _snappy_decode(data, max_output)
+            yield from _snappy_decode(data, max_output)
         elif codec == Codec.LZ4:
-            out = _lz4_decode(data, max_output)
+            yield from _lz4_decode(data, max_output)
         else:
-            out = _zstd_decode(data, max_output)
+            yield from _zstd_decode(data, max_output)
     except CorruptRecordError:
         raise
     except (zlib.error, _zstd.ZstdError, RuntimeError, ValueError, TypeError, OverflowError,
@@ -115,9 +131,11 @@ def decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> byt
         raise CorruptRecordError(f"cannot decompress {codec.name.lower()} data: {e}") from None
     except Exception as e:  # noqa: BLE001 - any codec library failure is bad input
         raise CorruptRecordError(f"cannot decompress {codec.name.lower()} data: {e!r}") from None
-    if len(out) > max_output:
-        raise _too_big(codec, max_output)
-    return out
+
+
+# Output per decoder call where the library lets us bound it: below glibc's
+# mmap threshold, so the pieces come from (and go back to) the heap.
+PIECE = 64 * 1024
 
 
 def _too_big(codec, limit) -> CorruptRecordError:
@@ -125,34 +143,28 @@ def _too_big(codec, limit) -> CorruptRecordError:
         f"{Codec(codec).name.lower()} data decompresses to more than {limit} bytes")
 
 
-def _joined(parts: list) -> bytes:
-    """The decoded pieces as one bytes object, copied once (one piece: not at all).
-
-    Produce decompresses every compressed batch to check its records; growing a
-    bytearray piece by piece instead reallocated and page-faulted its way to
-    the full size each time (2 ms instead of 0.2 ms for a 1 MiB zstd batch).
-    """
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 # -- gzip ---------------------------------------------------------------------
 
-def _gunzip(data, limit: int) -> bytes:
-    parts = []
+def _gunzip(data, limit: int) -> Iterator[bytes]:
     size = 0
     buf = bytes(data)
     while True:
         d = zlib.decompressobj(31)
-        piece = d.decompress(buf, limit - size + 1)
-        size += len(piece)
-        if size > limit:
-            raise _too_big(Codec.GZIP, limit)
+        while True:
+            piece = d.decompress(buf, PIECE)
+            buf = d.unconsumed_tail
+            if piece:
+                size += len(piece)
+                if size > limit:
+                    raise _too_big(Codec.GZIP, limit)
+                yield piece
+            if d.eof or not (piece or buf):
+                break
         if not d.eof:
             raise CorruptRecordError("truncated gzip stream")
-        parts.append(piece)
         buf = d.unused_data
         if not buf:
-            return _joined(parts)
+            return
 
 
 # -- snappy -------------------------------------------------------------------
@@ -192,10 +204,9 @@ def _snappy_raw(block, budget: int) -> bytes:
     return _snappy.decompress(bytes(block))
 
 
-def _snappy_decode(data, limit: int) -> bytes:
+def _snappy_decode(data, limit: int) -> Iterator[bytes]:
     data = bytes(data)
     if len(data) >= 16 and data[:8] == XERIAL_MAGIC:
-        parts = []
         size = 0
         pos = 16
         end = len(data)
@@ -208,10 +219,10 @@ def _snappy_decode(data, limit: int) -> bytes:
                 raise CorruptRecordError("xerial snappy block runs past the end")
             piece = _snappy_raw(data[pos:pos + n], limit - size)
             size += len(piece)
-            parts.append(piece)
             pos += n
-        return _joined(parts) if parts else b""
-    return _snappy_raw(data, limit)
+            yield piece
+        return
+    yield _snappy_raw(data, limit)
 
 
 # -- lz4 ----------------------------------------------------------------------
@@ -281,15 +292,7 @@ def _lz4_set_header_checksum(frame, *, broken: bool) -> bytes:
     return frame[:hc_pos] + bytes((hc,)) + frame[hc_pos + 1:]
 
 
-# Output per call: the decompressor's buffer is this size, whatever the frame
-# holds. One unbounded call grows its buffer by reallocation (hundreds of page
-# faults per 1 MiB batch in a long-running broker); one bounded by the whole
-# limit allocates the limit. Produce decompresses every lz4 batch.
-_LZ4_STEP = 64 << 10
-
-
-def _lz4_decode(data, limit: int) -> bytes:
-    parts = []
+def _lz4_decode(data, limit: int) -> Iterator[bytes]:
     size = 0
     buf = bytes(data)
     while True:
@@ -297,20 +300,23 @@ def _lz4_decode(data, limit: int) -> bytes:
         # batch/message CRC already guards these bytes.
         buf = _lz4_set_header_checksum(buf, broken=False)
         d = _lz4f.LZ4FrameDecompressor()
-        piece = d.decompress(buf, max_length=min(_LZ4_STEP, limit - size + 1))
+        # Bounded steps: one unbounded call grows its buffer by reallocation,
+        # one bounded by the whole limit allocates the limit.
+        piece = d.decompress(buf, max_length=PIECE)
         while True:
             size += len(piece)
             if size > limit:
                 raise _too_big(Codec.LZ4, limit)
-            parts.append(piece)
+            if piece:
+                yield piece
             if d.eof or d.needs_input:
                 break
-            piece = d.decompress(b"", max_length=min(_LZ4_STEP, limit - size + 1))
+            piece = d.decompress(b"", max_length=PIECE)
         if not d.eof:
             raise CorruptRecordError("truncated lz4 frame")
         buf = d.unused_data
         if not buf:
-            return _joined(parts)
+            return
 
 
 # -- zstd ---------------------------------------------------------------------
@@ -320,24 +326,23 @@ def _lz4_decode(data, limit: int) -> bytes:
 _ZSTD_FEED = 512
 
 
-def _zstd_decode(data, limit: int) -> bytes:
+def _zstd_decode(data, limit: int) -> Iterator[bytes]:
     data = bytes(data)
     # One frame that declares its size within the limit (librdkafka's do)
     # decodes in one call, three times faster than feeding it in slices: the
-    # output buffer is that size and a frame producing more is an error. Produce
-    # decompresses every zstd batch to check its records.
+    # output buffer is that size and a frame producing more is an error.
     try:
         declared = _zstd.frame_content_size(data)
     except _zstd.ZstdError:
         declared = -1
-    if 0 <= declared <= limit:
+    if 0 <= declared <= min(limit, PIECE):
         try:
-            return _zstd.ZstdDecompressor().decompress(data, allow_extra_data=False)
+            yield _zstd.ZstdDecompressor().decompress(data, allow_extra_data=False)
+            return
         except _zstd.ZstdError:
             pass  # several frames, or a broken one: the general path says which
     mv = memoryview(data)
     dctx = _zstd.ZstdDecompressor()
-    parts = []
     size = 0
     pos = 0
     end = len(mv)
@@ -353,9 +358,8 @@ def _zstd_decode(data, limit: int) -> bytes:
                 size += len(piece)
                 if size > limit:
                     raise _too_big(Codec.ZSTD, limit)
-                parts.append(piece)
+                yield piece
         if not dobj.eof:
             raise CorruptRecordError("truncated zstd frame")
         unused = dobj.unused_data
         pos -= len(unused)
-    return _joined(parts) if parts else b""

@@ -1,7 +1,7 @@
 """The record walker: the framing of every record in a v2 batch, checked as
 Kafka's DefaultRecord.readFrom and LogValidator check it.
 
-``walk_records(buf, pos, end, count, consecutive, fields)`` walks ``count``
+``walk_records(buf, pos, end, count, consecutive, fields[, first])`` walks ``count``
 records that must fill ``buf[pos:end]`` exactly (uncompressed record bytes:
 a batch's body after its 61-byte header, or what its codec decompressed to)
 and raises CorruptRecordError (Kafka's CORRUPT_MESSAGE) naming the first
@@ -20,6 +20,14 @@ fault and its byte position. Per record:
 
 then no bytes may follow the last record. Varints are strict (varint.py):
 one longer than its type or running off the record is corrupt.
+
+``first`` (default 0) is the index of the record at ``pos`` in its batch,
+for the offset-delta rule and the messages; ``walk_prefix(buf, pos, end,
+count, consecutive, first)`` walks the records of a batch's body that arrive
+in pieces (decompressed ones): up to ``count`` records that lie wholly before
+``end``, stopping quietly before one whose length varint or bytes continue
+past it, and returns ``(position reached, records walked)``; the caller
+walks the rest with ``walk_records`` once the last piece is in.
 
 ``fields``, when a list, receives for each record the tuple
 ``(offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
@@ -46,14 +54,14 @@ log = logging.getLogger(__name__)
 
 
 def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
-                    fields: list | None) -> None:
+                    fields: list | None, first: int = 0) -> None:
     """The pure-Python walker (see the module docstring)."""
-    if pos < 0 or end > len(buf) or pos > end:
+    if pos < 0 or end > len(buf) or pos > end or first < 0:
         raise ValueError("pos/end outside the buffer")
     if count < 0 or count > (end - pos) // 7:
         raise CorruptRecordError(
             f"records count {count} cannot fit in {end - pos} bytes of records", pos)
-    for i in range(count):
+    for i in range(first, first + count):
         start = pos
         length, pos = decode_varint(buf, pos, end)
         if length < 6 or length > end - pos:
@@ -62,24 +70,10 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
         pos += 1  # attributes: no bit is defined for records
         ts_delta, pos = decode_varlong(buf, pos, rend)
         off_delta, pos = decode_varint(buf, pos, rend)
-        klen, pos = decode_varint(buf, pos, rend)
-        if klen < -1:
-            raise CorruptRecordError(f"record {i}: invalid key length {klen}", pos)
-        if klen > rend - pos:
-            raise CorruptRecordError(
-                f"record {i}: key length {klen} past the end of the record", pos)
-        kpos = pos
-        if klen > 0:
-            pos += klen
-        vlen, pos = decode_varint(buf, pos, rend)
-        if vlen < -1:
-            raise CorruptRecordError(f"record {i}: invalid value length {vlen}", pos)
-        if vlen > rend - pos:
-            raise CorruptRecordError(
-                f"record {i}: value length {vlen} past the end of the record", pos)
-        vpos = pos
-        if vlen > 0:
-            pos += vlen
+        klen, kpos = _nullable_length(buf, pos, rend, i, "key")
+        pos = kpos + klen if klen > 0 else kpos
+        vlen, vpos = _nullable_length(buf, pos, rend, i, "value")
+        pos = vpos + vlen if vlen > 0 else vpos
         hcount, pos = decode_varint(buf, pos, rend)
         if hcount < 0 or hcount * 2 > rend - pos:
             raise CorruptRecordError(f"record {i}: invalid header count {hcount}", pos)
@@ -88,17 +82,9 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
             hklen, pos = decode_varint(buf, pos, rend)
             if hklen < 0 or hklen > rend - pos:
                 raise CorruptRecordError(f"record {i}: invalid header key length {hklen}", pos)
-            hkpos = pos
-            pos += hklen
-            hvlen, pos = decode_varint(buf, pos, rend)
-            if hvlen < -1:
-                raise CorruptRecordError(f"record {i}: invalid header value length {hvlen}", pos)
-            if hvlen > rend - pos:
-                raise CorruptRecordError(
-                    f"record {i}: header value length {hvlen} past the end of the record", pos)
-            headers.append((hkpos, hklen, pos, hvlen))
-            if hvlen > 0:
-                pos += hvlen
+            hvlen, hvpos = _nullable_length(buf, pos + hklen, rend, i, "header value")
+            headers.append((pos, hklen, hvpos, hvlen))
+            pos = hvpos + hvlen if hvlen > 0 else hvpos
         if pos != rend:
             raise CorruptRecordError(f"record {i}: declared {length} bytes but its fields used "
                                      f"{length - (rend - pos)}", pos)
@@ -108,20 +94,55 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
         if fields is not None:
             fields.append((off_delta, ts_delta, kpos, klen, vpos, vlen, tuple(headers)))
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records", pos)
+        raise CorruptRecordError(
+            f"{end - pos} bytes left after the last of {first + count} records", pos)
+
+
+def _nullable_length(buf, pos: int, rend: int, index: int, what: str) -> tuple[int, int]:
+    """(length, position after it) of a key, value or header value: -1 (null)
+    or bytes that end within the record."""
+    n, pos = decode_varint(buf, pos, rend)
+    if n < -1:
+        raise CorruptRecordError(f"record {index}: invalid {what} length {n}", pos)
+    if n > rend - pos:
+        raise CorruptRecordError(f"record {index}: {what} length {n} past the end of the record",
+                                 pos)
+    return n, pos
+
+
+def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
+                   first: int) -> tuple[int, int]:
+    """The pure-Python ``walk_prefix`` (see the module docstring)."""
+    if pos < 0 or end > len(buf) or pos > end or first < 0:
+        raise ValueError("pos/end outside the buffer")
+    walked = 0
+    while walked < count:
+        # the length varint continues in the next piece
+        if end - pos < 5 and all(b >= 0x80 for b in buf[pos:end]):
+            break
+        length, body = decode_varint(buf, pos, end)
+        if length < 6:
+            raise CorruptRecordError(
+                f"record {first + walked}: length {length} invalid or past the end", body)
+        if length > end - body:
+            break  # so does the record
+        walk_records_py(buf, pos, body + length, 1, consecutive, None, first + walked)
+        pos = body + length
+        walked += 1
+    return pos, walked
 
 
 def _select():
     if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
         log.warning("SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
-        return walk_records_py, False
+        return walk_records_py, walk_prefix_py, False
     try:
-        from protocol.records._walker import walk_records as compiled
+        from protocol.records._walker import walk_prefix, walk_records
     except ImportError:
         log.warning("the compiled record walker (protocol/records/_walker.c) is not built: "
                     "records are validated in Python, slower (pip install -e . builds it)")
-        return walk_records_py, False
-    return compiled, True
+        return walk_records_py, walk_prefix_py, False
+    return walk_records, walk_prefix, True
 
 
-walk_records, COMPILED = _select()
+walk_records, walk_prefix, COMPILED = _select()

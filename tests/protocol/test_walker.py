@@ -16,9 +16,10 @@ from kafka.record import MemoryRecordsBuilder
 
 from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, build_batch,
                               decode_batch, validate_batches, write_crc)
-from protocol.records.batch import validate_single_batch
+from protocol.records.batch import validate_single_batch, walk_record_pieces
 from protocol.records.varint import encode_varint, encode_varlong
-from protocol.records.walker import COMPILED, walk_records, walk_records_py
+from protocol.records.walker import (COMPILED, walk_prefix, walk_prefix_py, walk_records,
+                                     walk_records_py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
@@ -163,6 +164,11 @@ def test_out_of_range_arguments_are_refused_not_read(data, pos, end, count):
             walker(data, pos, end, count, True, None)
         except (CorruptRecordError, ValueError):
             pass
+    for walker in (walk_prefix, walk_prefix_py):
+        try:
+            walker(data, pos, end, count, True, count % 3)
+        except (CorruptRecordError, ValueError):
+            pass
 
 
 def test_the_fallback_is_chosen_by_the_environment_and_says_so():
@@ -206,3 +212,45 @@ def test_a_record_longer_than_its_fields_is_corrupt():
     rec = bytearray(_record(headers=b"\x00\x00"))  # one byte its fields do not use
     kind, message, _ = _agree(bytes(rec), 0, len(rec), 1)
     assert kind == "corrupt" and "record 0: declared 7 bytes but its fields used 6" in message
+
+
+def _prefix_outcome(walker, buf, count, consecutive, first):
+    try:
+        return walker(buf, 0, len(buf), count, consecutive, first)
+    except CorruptRecordError as exc:
+        return "corrupt", str(exc), exc.offset
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 4), st.integers(0, 10_000), st.binary(max_size=6), st.integers(0, 3000),
+       st.integers(0, 12), st.booleans())
+def test_walk_prefix_agrees_and_stops_only_before_a_cut_record(which, where, junk, cut, count,
+                                                                consecutive):
+    body = bytearray(kp_batch(Codec.NONE, n=which + 3)[BATCH_OVERHEAD:])
+    at = where % len(body)
+    body[at:at + len(junk)] = junk
+    piece = bytes(body[:cut % (len(body) + 1)])
+    py = _prefix_outcome(walk_prefix_py, piece, count, consecutive, 2 if consecutive else 0)
+    if COMPILED:
+        assert _prefix_outcome(walk_prefix, piece, count, consecutive,
+                               2 if consecutive else 0) == py
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 4), st.integers(0, 10_000), st.binary(max_size=6),
+       st.lists(st.integers(0, 3000), max_size=6), st.integers(-1, 1))
+def test_records_in_pieces_get_the_verdict_of_the_whole(which, where, junk, cuts, count_shift):
+    n = which + 3
+    body = bytearray(kp_batch(Codec.NONE, n=n)[BATCH_OVERHEAD:])
+    if junk:
+        at = where % len(body)
+        body[at:at + len(junk)] = junk
+    body = bytes(body)
+    bounds = sorted({c % (len(body) + 1) for c in cuts} | {0, len(body)})
+    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:])]
+    whole = _outcome(walk_records, body, 0, len(body), n + count_shift, True)[0]
+    try:
+        walk_record_pieces(pieces, n + count_shift)
+        assert whole == "ok"
+    except CorruptRecordError:
+        assert whole == "corrupt"
