@@ -206,3 +206,44 @@ def test_a_record_longer_than_its_fields_is_corrupt():
     rec = bytearray(_record(headers=b"\x00\x00"))  # one byte its fields do not use
     kind, message, _ = _agree(bytes(rec), 0, len(rec), 1)
     assert kind == "corrupt" and "record 0: declared 7 bytes but its fields used 6" in message
+
+
+# A record of 50 headers, each key length written in five bytes (0), whose
+# buffer a finalizer rewrites during the walk: the last header's key length
+# becomes 2^31 - 1. The collection that runs it comes from the objects the
+# walker builds for the fields (gc threshold 1), after the record was checked.
+_REWRITTEN_DURING_THE_WALK = """
+import gc
+from protocol.records.walker import walk_records
+from protocol.records.varint import encode_varint
+body = bytearray([0, 0, 0, 1, 1])
+encode_varint(50, body)
+for _ in range(50):
+    body += b"\\x80\\x80\\x80\\x80\\x00"
+    encode_varint(-1, body)
+buf = bytearray()
+encode_varint(len(body), buf)
+buf += body
+last = len(buf) - 6
+class Rewriter:
+    def __del__(self):
+        buf[last:last + 5] = b"\\xfe\\xff\\xff\\xff\\x0f"
+r = Rewriter(); r.cycle = r; del r
+gc.set_threshold(1)
+try:
+    walk_records(buf, 0, len(buf), 1, True, [])
+except RuntimeError as e:
+    print(e)
+"""
+
+
+@requires_c
+def test_a_buffer_rewritten_during_the_walk_is_refused_not_read_past():
+    """The C walker's field offsets re-read the headers after building
+    objects, which can run a finalizer that rewrites a bytearray's bytes:
+    those reads were unbounded, and a header length rewritten to 2^31 read
+    2 GiB past the buffer (a segfault); now they are bounded by the record."""
+    proc = subprocess.run([sys.executable, "-c", _REWRITTEN_DURING_THE_WALK], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "bytes changed while they were walked" in proc.stdout
