@@ -196,20 +196,26 @@ def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
 
 def walk_batch_records(mv: memoryview, pos: int, end: int, attributes: int, count: int) -> None:
     """Check the framing of every record of the batch at mv[pos:end], as Kafka's
-    LogValidator does for a producer's batch (see walker.py for the rules):
-    CorruptRecordError (CORRUPT_MESSAGE) for the first fault. A compressed
-    batch's records are checked in its decompressed body, as Kafka does; the
-    body is dropped afterwards (the log keeps the compressed bytes).
+    LogValidator does for a producer's batch (see walker.py for the rules). A
+    compressed batch's records are checked in its decompressed body, as Kafka
+    does; the body is dropped afterwards (the log keeps the compressed bytes).
+
+    The first fault is InvalidRecordError (INVALID_RECORD), Kafka's answer: its
+    DefaultRecord.readFrom throws InvalidRecordException for such a record, and
+    a producer fails the batch at once, where CORRUPT_MESSAGE is retriable (a
+    Java producer would resend the same bytes until delivery.timeout.ms). A
+    codec that cannot decompress the body stays CorruptRecordError, as in Kafka.
     """
     codec = attributes & CODEC_MASK
     if not codec:
-        walk_records(mv, pos + BATCH_OVERHEAD, end, count, True, None)
-        return
-    data = decompress(codec, mv[pos + BATCH_OVERHEAD:end])
+        body, start, stop, where = mv, pos + BATCH_OVERHEAD, end, ""
+    else:
+        body = decompress(codec, mv[pos + BATCH_OVERHEAD:end])
+        start, stop, where = 0, len(body), "in the decompressed records: "
     try:
-        walk_records(data, 0, len(data), count, True, None)
+        walk_records(body, start, stop, count, True, None)
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"in the decompressed records: {exc}", pos) from None
+        raise InvalidRecordError(f"{where}{exc}", pos if codec else None) from None
 
 
 def validate_single_batch(buf) -> BatchHeader | None:
@@ -254,7 +260,7 @@ def validate_batches(buf, *, check_counts: bool = True,
     (CorruptRecordError for any of these); with ``check_counts`` (produce path,
     like Kafka's LogValidator) records_count > 0 and lastOffsetDelta ==
     records_count - 1 (InvalidRecordError), then the framing of every record
-    (``walk_batch_records``: CorruptRecordError). Log recovery passes
+    (``walk_batch_records``: InvalidRecordError). Log recovery passes
     ``check_counts=False``: compaction legitimately leaves batches whose count
     is below lastOffsetDelta + 1, or even empty, on disk.
     ``allow_trailing_partial`` stops quietly at an incomplete last batch instead

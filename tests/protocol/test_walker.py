@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.record import MemoryRecordsBuilder
 
-from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, build_batch,
-                              decode_batch, validate_batches, write_crc)
+from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, InvalidRecordError,
+                              build_batch, decode_batch, validate_batches, write_crc)
 from protocol.records.batch import validate_single_batch
 from protocol.records.varint import encode_varint, encode_varlong
 from protocol.records.walker import COMPILED, walk_records, walk_records_py
@@ -76,9 +76,10 @@ def test_the_poison_pill_is_corrupt_in_both_walkers():
     kind, message, at = _agree(buf, BATCH_OVERHEAD, len(buf), 1)
     assert kind == "corrupt" and "length 1073741824 invalid or past the end" in message
     assert at == BATCH_OVERHEAD + 5
-    # produce's checks: the fast path declines, the general one says why
+    # produce's checks: the fast path declines, the general one says why, as
+    # Kafka answers a producer (INVALID_RECORD, not the retriable CORRUPT_MESSAGE)
     assert validate_single_batch(buf) is None
-    with pytest.raises(CorruptRecordError, match="1073741824"):
+    with pytest.raises(InvalidRecordError, match="1073741824"):
         validate_batches(buf)
 
 
@@ -96,7 +97,7 @@ def test_real_batches_walk_and_yield_the_fields_decoders_slice(codec):
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_a_malformed_record_inside_a_compressed_batch_is_corrupt(codec):
+def test_a_malformed_record_inside_a_compressed_batch_is_invalid(codec):
     records = bytearray()
     encode_varint(6, records)
     records += b"\x00\x00\x00\x01\x01\x00"  # a 6-byte record...
@@ -108,7 +109,7 @@ def test_a_malformed_record_inside_a_compressed_batch_is_corrupt(codec):
                      1, 1, -1, -1, -1, 1)
     write_crc(buf, 0)
     assert validate_single_batch(buf) is None
-    with pytest.raises(CorruptRecordError, match="1 bytes left after the last of 1 records"):
+    with pytest.raises(InvalidRecordError, match="1 bytes left after the last of 1 records"):
         validate_batches(buf)
 
 
