@@ -122,6 +122,13 @@ def describe_topic_config(broker_cfg: BrokerConfig,
     return entries
 
 
+def _sensitive(ck) -> bool:
+    """Whether a broker key's value is withheld: a key without a definition
+    (a per-listener key stored as given) may be a password, so it is, as
+    Kafka's KafkaConfig.maybeSensitive treats a key of unknown type."""
+    return ck.sensitive if ck is not None else True
+
+
 def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEntry]:
     """Every broker key (or just `keys`), sorted by name: samsa's own, the
     other keys Kafka changes at run time, and the per-listener keys stored.
@@ -145,7 +152,7 @@ def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEn
         while synonyms and synonyms[0].name != name:
             synonyms.pop(0)
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-        sensitive = ck.sensitive if ck is not None else False
+        sensitive = _sensitive(ck)
         entries.append(ConfigEntry(
             name=name, value=None if sensitive or not synonyms else synonyms[0].value,
             source=int(source),
@@ -165,7 +172,7 @@ def describe_broker_defaults(broker_cfg: BrokerConfig) -> list[ConfigEntry]:
     entries = []
     for name in sorted(broker_cfg.dynamic_default):
         ck = key_definition(name)
-        sensitive = ck.sensitive if ck is not None else False
+        sensitive = _sensitive(ck)
         value = None if sensitive else _layer_value(name, broker_cfg.dynamic_default)
         source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         entries.append(ConfigEntry(

@@ -549,6 +549,11 @@ class LogManager:
         try:
             start_size = move.future.size_in_bytes()
             if self._copy(cur, move, budget):
+                # The copy's fsync now, while the log takes appends: the swap
+                # closes the copy under the log's append lock, and what is left
+                # to flush then (an active segment: up to segment.bytes) would
+                # hold up every produce to the partition.
+                move.future.flush()
                 if self._finish_move(key, move):
                     return
                 delay = 10   # appends raced the last check: next turn

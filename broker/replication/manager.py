@@ -106,7 +106,14 @@ class ReplicaManager:
         if lg is None:
             return None  # not opened here yet: opening it takes the role up
         with self._roles_lock:
-            self._sync(topic, partition, lg)
+            try:
+                self._sync(topic, partition, lg)
+            except Exception:  # noqa: BLE001 - the role worker logs it and tries again
+                # A role change that fails (a disk error writing the leader
+                # epoch) is not this request's error: it is answered as if
+                # the worker had not reached the partition yet.
+                log.debug("taking up %s-%d failed", topic, partition, exc_info=True)
+                return None
             return self._leaders.get((topic, partition))
 
     def _sync(self, topic: str, partition: int, lg: ReplicaLog) -> None:

@@ -76,7 +76,7 @@ read_varint(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, int max_bytes, in
 typedef struct {
     int64_t timestamp_delta;
     int64_t offset_delta;
-    Py_ssize_t key_pos, value_pos, headers_pos;
+    Py_ssize_t key_pos, value_pos, headers_pos, end;
     int64_t key_len, value_len, header_count;  /* -1: null key/value */
 } record_t;
 
@@ -109,6 +109,7 @@ read_record(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, long long index, 
     if (length < 6 || length > end - *pos)
         FAIL(f, *pos, "record %lld: length %lld invalid or past the end", index, length, 0);
     Py_ssize_t rend = *pos + length;
+    r->end = rend;
     *pos += 1;  /* attributes: no bit is defined for records */
     if (read_varint(p, pos, rend, 10, &r->timestamp_delta, f))
         return -1;
@@ -145,9 +146,14 @@ read_record(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, long long index, 
     return 0;
 }
 
-/* The (key pos, key len, value pos, value len) of each header, as a tuple of tuples. */
+/* The (key pos, key len, value pos, value len) of each header, as a tuple of
+ * tuples. read_record validated these bytes, but the objects built here can
+ * run a collection, and a finalizer can rewrite a bytearray's contents (not
+ * its size: the buffer is exported): so the reads are bounded again, by the
+ * record's end, and a length that no longer fits is an error, not a read
+ * outside the buffer. */
 static PyObject *
-header_fields(const uint8_t *p, Py_ssize_t pos, int64_t count)
+header_fields(const uint8_t *p, Py_ssize_t pos, Py_ssize_t rend, int64_t count)
 {
     PyObject *out = PyTuple_New((Py_ssize_t)count);
     if (out == NULL)
@@ -155,11 +161,12 @@ header_fields(const uint8_t *p, Py_ssize_t pos, int64_t count)
     fault_t unused;
     for (int64_t h = 0; h < count; h++) {
         int64_t klen, vlen;
-        /* already validated by read_record: these reads cannot fail */
-        read_varint(p, &pos, PY_SSIZE_T_MAX, 5, &klen, &unused);
+        if (read_varint(p, &pos, rend, 5, &klen, &unused) || klen < 0 || klen > rend - pos)
+            goto changed;
         Py_ssize_t kpos = pos;
         pos += klen;
-        read_varint(p, &pos, PY_SSIZE_T_MAX, 5, &vlen, &unused);
+        if (read_varint(p, &pos, rend, 5, &vlen, &unused) || vlen < -1 || vlen > rend - pos)
+            goto changed;
         Py_ssize_t vpos = pos;
         if (vlen > 0)
             pos += vlen;
@@ -171,6 +178,10 @@ header_fields(const uint8_t *p, Py_ssize_t pos, int64_t count)
         PyTuple_SET_ITEM(out, (Py_ssize_t)h, t);
     }
     return out;
+changed:
+    Py_DECREF(out);
+    PyErr_SetString(PyExc_RuntimeError, "the records' bytes changed while they were walked");
+    return NULL;
 }
 
 static int
@@ -247,7 +258,7 @@ walk(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t count, Py_ssi
             return -1;
         }
         if (fields != Py_None) {
-            PyObject *headers = header_fields(p, r.headers_pos, r.header_count);
+            PyObject *headers = header_fields(p, r.headers_pos, r.end, r.header_count);
             if (headers == NULL)
                 return -2;
             PyObject *t = Py_BuildValue("(LLnLnLN)", (long long)r.offset_delta,

@@ -196,8 +196,13 @@ def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
 
 def walk_batch_records(mv: memoryview, pos: int, end: int, attributes: int, count: int) -> None:
     """Check the framing of every record of the batch at mv[pos:end], as Kafka's
-    LogValidator does for a producer's batch (see walker.py for the rules):
-    CorruptRecordError (CORRUPT_MESSAGE) for the first fault.
+    LogValidator does for a producer's batch (see walker.py for the rules).
+
+    The first fault is InvalidRecordError (INVALID_RECORD), Kafka's answer: its
+    DefaultRecord.readFrom throws InvalidRecordException for such a record, and
+    a producer fails the batch at once, where CORRUPT_MESSAGE is retriable (a
+    Java producer would resend the same bytes until delivery.timeout.ms). A
+    codec that cannot decompress the body stays CorruptRecordError, as in Kafka.
 
     A compressed batch's records are checked in its decompressed body, as
     Kafka does, piece by piece as the codec yields them (the log keeps the
@@ -206,13 +211,32 @@ def walk_batch_records(mv: memoryview, pos: int, end: int, attributes: int, coun
     than the decompression.
     """
     codec = attributes & CODEC_MASK
-    if not codec:
-        walk_records(mv, pos + BATCH_OVERHEAD, end, count, True, None)
-        return
     try:
-        walk_record_pieces(iter_decompress(codec, mv[pos + BATCH_OVERHEAD:end]), count)
+        if not codec:
+            walk_records(mv, pos + BATCH_OVERHEAD, end, count, True, None)
+        else:
+            walk_record_pieces(_codec_pieces(codec, mv[pos + BATCH_OVERHEAD:end]), count)
+    except _UndecompressableBody as exc:
+        raise CorruptRecordError(str(exc), pos) from None
     except CorruptRecordError as exc:
-        raise CorruptRecordError(f"in the decompressed records: {exc}", pos) from None
+        where = "in the decompressed records: " if codec else ""
+        raise InvalidRecordError(f"{where}{exc}", pos if codec else None) from None
+
+
+class _UndecompressableBody(Exception):
+    """The codec's own failure, told apart from a record-framing fault."""
+
+
+def _codec_pieces(codec: int, data) -> Iterator[bytes]:
+    pieces = iter_decompress(codec, data)
+    while True:
+        try:
+            piece = next(pieces)
+        except StopIteration:
+            return
+        except CorruptRecordError as exc:
+            raise _UndecompressableBody(str(exc)) from None
+        yield piece
 
 
 def walk_record_pieces(pieces, count: int) -> None:
@@ -275,7 +299,7 @@ def validate_batches(buf, *, check_counts: bool = True,
     (CorruptRecordError for any of these); with ``check_counts`` (produce path,
     like Kafka's LogValidator) records_count > 0 and lastOffsetDelta ==
     records_count - 1 (InvalidRecordError), then the framing of every record
-    (``walk_batch_records``: CorruptRecordError). Log recovery passes
+    (``walk_batch_records``: InvalidRecordError). Log recovery passes
     ``check_counts=False``: compaction legitimately leaves batches whose count
     is below lastOffsetDelta + 1, or even empty, on disk.
     ``allow_trailing_partial`` stops quietly at an incomplete last batch instead

@@ -6,7 +6,8 @@ the produce handler and the log never have to guess which code a failure deserve
 - CorruptRecordError         -> CORRUPT_MESSAGE (2): bytes that cannot be trusted
   (length field past the end, wrong magic, CRC mismatch, undecodable data).
 - InvalidRecordError         -> INVALID_RECORD (87): well-formed bytes whose fields
-  break Kafka's rules (record count vs. offset delta, empty batch, ...).
+  break Kafka's rules (record count vs. offset delta, empty batch, a record's
+  framing inside a batch whose CRC is right, as DefaultRecord.readFrom refuses it, ...).
 - UnsupportedCompressionError -> UNSUPPORTED_COMPRESSION_TYPE (76): e.g. zstd in a
   format (magic 0/1) that cannot carry it.
 """

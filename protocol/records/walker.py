@@ -4,8 +4,9 @@ Kafka's DefaultRecord.readFrom and LogValidator check it.
 ``walk_records(buf, pos, end, count, consecutive, fields[, first])`` walks ``count``
 records that must fill ``buf[pos:end]`` exactly (uncompressed record bytes:
 a batch's body after its 61-byte header, or what its codec decompressed to)
-and raises CorruptRecordError (Kafka's CORRUPT_MESSAGE) naming the first
-fault and its byte position. Per record:
+and raises CorruptRecordError naming the first fault and its byte position
+(a producer's batch is answered INVALID_RECORD for it, as Kafka answers:
+batch.walk_batch_records). Per record:
 
 - length varint: at least 6 (the smallest record) and within ``end``;
 - attributes (one byte, no bit defined), timestamp delta varlong, offset delta varint;

@@ -4,6 +4,8 @@ moment its role worker next passes over every log: against a real ZooKeeper,
 with real logs, and the worker not run at all after the change."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from broker.metadata import BrokerEndpoint
@@ -63,3 +65,26 @@ def test_a_partition_is_served_as_soon_as_the_metadata_names_this_broker_leader(
     found = partitions.leader_log("t", 0)
     assert (found.error, found.leader_epoch) == (ErrorCode.NONE, 1)
     assert found.replica.leader_epoch == 1
+
+
+def test_a_take_up_that_fails_answers_not_leader_instead_of_raising(broker, kazoo):
+    """Taking up leadership writes the log's leader-epoch checkpoint; when
+    that write fails (a failing disk; here the file's name is taken by a
+    directory), the request that asked is answered NOT_LEADER_OR_FOLLOWER,
+    as before the worker's pass, instead of the error escaping into its
+    handler; the role worker logs the failure and tries again."""
+    store, logs, replicas, partitions = broker
+    kazoo.create(z.topic_path("t"), z.encode_topic(z.TopicAssignment({0: [0, 1]})),
+                 makepath=True)
+    _write_state(kazoo, "t", 1, 0, [0, 1])
+    wait_until(lambda: (m := store.partition("t", 0)) and m.leader == 1, what="the first state")
+    lg = logs.create_log("t", 0, topic_id=store.topic("t").topic_id)
+    replicas.log_opened(lg)
+    checkpoint = os.path.join(lg.dir, "leader-epoch-checkpoint")
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)
+    os.makedirs(os.path.join(checkpoint, "taken"))
+    _write_state(kazoo, "t", ME, 1, [0])
+    wait_until(lambda: store.partition("t", 0).leader_epoch == 1, what="the new state")
+    found = partitions.leader_log("t", 0)
+    assert (found.error, found.leader_epoch) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 1)

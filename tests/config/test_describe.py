@@ -90,3 +90,19 @@ def test_broker_describe_sources():
     assert e["log.cleaner.min.cleanable.ratio"].value == "0.5"
     assert e["zookeeper.connect"].value is None
     assert e["offsets.topic.replication.factor"].config_type == ConfigType.SHORT
+
+
+def test_a_stored_key_of_unknown_type_is_described_as_sensitive():
+    """A per-listener key samsa has no definition for (here a callback
+    handler's secret option) is kept as stored; its type is unknown, so it
+    may be a password: Kafka describes such a key as sensitive, without its
+    value (KafkaConfig.maybeSensitive), at either dynamic level."""
+    from config.describe import describe_broker_defaults
+    from config.dynamic import with_dynamic
+    key = "listener.name.internal.plain.sasl.server.callback.handler.secret"
+    c = with_dynamic(load(), {key: "cluster-secret"}, {key: "broker-secret"})
+    e = by_name(describe_broker_config(c))[key]
+    assert e.source == S.DYNAMIC_BROKER_CONFIG and e.is_sensitive
+    assert e.value is None and [s.value for s in e.synonyms] == [None, None]
+    d = by_name(describe_broker_defaults(c))[key]
+    assert d.is_sensitive and d.value is None and [s.value for s in d.synonyms] == [None]

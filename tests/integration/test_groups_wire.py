@@ -195,6 +195,14 @@ def test_membership_cycle(wbroker, version):
         assert (d.groups[0].group_state, d.groups[0].members) == ("Empty", [])
 
 
+def _join(c, group):
+    """JoinGroup v3 of a new member of ``group`` (protocol type "wire")."""
+    J = JoinGroupRequest
+    return c.call(11, 3, J(group_id=group, session_timeout_ms=6000, rebalance_timeout_ms=6000,
+                           member_id="", protocol_type="wire",
+                           protocols=[J.JoinGroupRequestProtocol(name="p", metadata=b"")]))
+
+
 def _commit_request(version, group, partitions, generation=-1, member=""):
     R = OffsetCommitRequest
     topics = {}
@@ -245,10 +253,7 @@ def test_offset_commit_and_fetch(wbroker, version):
                                   version)
             assert everything == {(TOPIC, 0): (11, "m11", 0), (TOPIC, 1): (22, "m22", 0)}
         # a commit from outside the group while it has a member is refused
-        J = JoinGroupRequest
-        joined = c.call(11, 3, J(group_id=group, session_timeout_ms=6000,
-                                 rebalance_timeout_ms=6000, member_id="", protocol_type="wire",
-                                 protocols=[J.JoinGroupRequestProtocol(name="p", metadata=b"")]))
+        joined = _join(c, group)
         assert joined.error_code == 0
         if version >= 1:
             stale = c.call(8, version, _commit_request(version, group, [(TOPIC, 0, 1)]))
@@ -310,12 +315,9 @@ def test_list_groups_with_states_filter(wbroker, version):
 @pytest.mark.parametrize("version", range(3))
 def test_delete_groups(wbroker, version):
     empty, active, unknown = _gid(), _gid(), _gid()
-    J = JoinGroupRequest
     with Client(wbroker) as c:
         c.call(8, 2, _commit_request(2, empty, [(TOPIC, 0, 1)]))
-        joined = c.call(11, 3, J(group_id=active, session_timeout_ms=6000,
-                                 rebalance_timeout_ms=6000, member_id="", protocol_type="wire",
-                                 protocols=[J.JoinGroupRequestProtocol(name="p", metadata=b"")]))
+        joined = _join(c, active)
         resp = c.call(42, version, DeleteGroupsRequest(groups_names=[empty, active, unknown]))
         assert {r.group_id: r.error_code for r in resp.results} == {
             empty: 0, active: E.NON_EMPTY_GROUP, unknown: E.GROUP_ID_NOT_FOUND}
@@ -452,10 +454,7 @@ def test_commit_with_generation_minus_one_and_own_member_id(wbroker, version):
         fetched = _fetched(c.call(9, 1, _fetch_request(1, group, {TOPIC: [0, 1]})), 1)
         assert fetched == {(TOPIC, 0): (31, "m31", 0), (TOPIC, 1): (32, "m32", 0)}
 
-        J = JoinGroupRequest
-        joined = c.call(11, 3, J(group_id=group, session_timeout_ms=6000,
-                                 rebalance_timeout_ms=6000, member_id="", protocol_type="wire",
-                                 protocols=[J.JoinGroupRequestProtocol(name="p", metadata=b"")]))
+        joined = _join(c, group)
         assert joined.error_code == 0
         try:
             live = c.call(8, version, _commit_request(version, group, [(TOPIC, 0, 40)],

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.record import MemoryRecordsBuilder
 
-from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, build_batch,
-                              decode_batch, validate_batches, write_crc)
+from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, InvalidRecordError,
+                              build_batch, decode_batch, validate_batches, write_crc)
 from protocol.records.batch import validate_single_batch, walk_record_pieces
 from protocol.records.varint import encode_varint, encode_varlong
 from protocol.records.walker import (COMPILED, walk_prefix, walk_prefix_py, walk_records,
@@ -77,9 +77,10 @@ def test_the_poison_pill_is_corrupt_in_both_walkers():
     kind, message, at = _agree(buf, BATCH_OVERHEAD, len(buf), 1)
     assert kind == "corrupt" and "length 1073741824 invalid or past the end" in message
     assert at == BATCH_OVERHEAD + 5
-    # produce's checks: the fast path declines, the general one says why
+    # produce's checks: the fast path declines, the general one says why, as
+    # Kafka answers a producer (INVALID_RECORD, not the retriable CORRUPT_MESSAGE)
     assert validate_single_batch(buf) is None
-    with pytest.raises(CorruptRecordError, match="1073741824"):
+    with pytest.raises(InvalidRecordError, match="1073741824"):
         validate_batches(buf)
 
 
@@ -97,7 +98,7 @@ def test_real_batches_walk_and_yield_the_fields_decoders_slice(codec):
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_a_malformed_record_inside_a_compressed_batch_is_corrupt(codec):
+def test_a_malformed_record_inside_a_compressed_batch_is_invalid(codec):
     records = bytearray()
     encode_varint(6, records)
     records += b"\x00\x00\x00\x01\x01\x00"  # a 6-byte record...
@@ -109,7 +110,7 @@ def test_a_malformed_record_inside_a_compressed_batch_is_corrupt(codec):
                      1, 1, -1, -1, -1, 1)
     write_crc(buf, 0)
     assert validate_single_batch(buf) is None
-    with pytest.raises(CorruptRecordError, match="1 bytes left after the last of 1 records"):
+    with pytest.raises(InvalidRecordError, match="1 bytes left after the last of 1 records"):
         validate_batches(buf)
 
 
@@ -254,3 +255,44 @@ def test_records_in_pieces_get_the_verdict_of_the_whole(which, where, junk, cuts
         assert whole == "ok"
     except CorruptRecordError:
         assert whole == "corrupt"
+
+
+# A record of 50 headers, each key length written in five bytes (0), whose
+# buffer a finalizer rewrites during the walk: the last header's key length
+# becomes 2^31 - 1. The collection that runs it comes from the objects the
+# walker builds for the fields (gc threshold 1), after the record was checked.
+_REWRITTEN_DURING_THE_WALK = """
+import gc
+from protocol.records.walker import walk_records
+from protocol.records.varint import encode_varint
+body = bytearray([0, 0, 0, 1, 1])
+encode_varint(50, body)
+for _ in range(50):
+    body += b"\\x80\\x80\\x80\\x80\\x00"
+    encode_varint(-1, body)
+buf = bytearray()
+encode_varint(len(body), buf)
+buf += body
+last = len(buf) - 6
+class Rewriter:
+    def __del__(self):
+        buf[last:last + 5] = b"\\xfe\\xff\\xff\\xff\\x0f"
+r = Rewriter(); r.cycle = r; del r
+gc.set_threshold(1)
+try:
+    walk_records(buf, 0, len(buf), 1, True, [])
+except RuntimeError as e:
+    print(e)
+"""
+
+
+@requires_c
+def test_a_buffer_rewritten_during_the_walk_is_refused_not_read_past():
+    """The C walker's field offsets re-read the headers after building
+    objects, which can run a finalizer that rewrites a bytearray's bytes:
+    those reads were unbounded, and a header length rewritten to 2^31 read
+    2 GiB past the buffer (a segfault); now they are bounded by the record."""
+    proc = subprocess.run([sys.executable, "-c", _REWRITTEN_DURING_THE_WALK], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "bytes changed while they were walked" in proc.stdout

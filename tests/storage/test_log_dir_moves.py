@@ -208,3 +208,29 @@ def test_a_destination_that_goes_offline_stops_the_move(dirs, managers):
     assert os.path.dirname(lg.dir) == src and lg.log_end_offset == 200
     lg.append(batch_of(1))   # the partition goes on where it was
     assert lg.log_end_offset == 201
+
+
+def test_the_copy_is_flushed_before_the_log_is_frozen_for_the_swap(dirs, managers):
+    """The swap holds the log's append lock (produce to the partition waits,
+    on the broker's event loop) while it closes the copy, and closing fsyncs
+    what is not yet flushed: the copy's active segment, up to segment.bytes
+    (1 GiB by default). That fsync is done before the freeze, so only the
+    batches caught up under it are left."""
+    lm = managers(dirs)
+    lm.startup()
+    big = TopicConfig(segment_bytes=1 << 30, file_delete_delay_ms=0)
+    lg = lm.create_log("t", 0, big)
+    for _ in range(40):
+        lg.append(batch_of(5, size=50))
+    dst = next(d for d in dirs if d != os.path.dirname(lg.dir))
+    seen = []
+    frozen = lg.frozen
+
+    def probe():
+        (future,) = lm.future_logs_by_dir()[dst]
+        seen.append((future.recovery_point, future.log_end_offset))
+        return frozen()
+    lg.frozen = probe
+    assert lm.alter_log_dir("t", 0, dst)
+    wait_until(lambda: os.path.dirname(lg.dir) == dst, what="the move")
+    assert seen == [(200, 200)]
