@@ -91,12 +91,6 @@ class GroupCoordinatorConfig:
         return cls(**kw)
 
 
-async def _maybe_await(value):
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
 @dataclass(frozen=True)
 class GroupMembership:
     """A consumer group's members now: member id -> (subscribed topics,
@@ -200,7 +194,7 @@ class GroupCoordinator:
     async def start(self) -> None:
         """Load offsets and groups from the store; loaded members get fresh session timers."""
         self._loop = asyncio.get_running_loop()
-        self._add_loaded(*await _maybe_await(self.store.load()))
+        self._add_loaded(*await self.store.load())
         self._loaded = True
 
     def _add_loaded(self, offsets, records, pending_txn=None) -> None:
@@ -233,7 +227,7 @@ class GroupCoordinator:
         broker's copy of the partition holds what that one wrote)."""
         try:
             self._forget_partition(partition)
-            self._add_loaded(*await _maybe_await(self.store.load(partition)))
+            self._add_loaded(*await self.store.load(partition))
             log.info("loaded the groups of %s-%d", OFFSETS_TOPIC, partition)
         finally:
             with self._loading_lock:
@@ -514,7 +508,7 @@ class GroupCoordinator:
 
     async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
         try:
-            await _maybe_await(self.store.store_group(record))
+            await self.store.store_group(record)
         except Exception as e:
             _log_store_failure("storing group metadata", group.group_id, e)
 
@@ -706,7 +700,7 @@ class GroupCoordinator:
                 return fut
             generation = group.generation_id
             try:
-                await _maybe_await(self.store.store_group(self._group_record(group)))
+                await self.store.store_group(self._group_record(group))
                 error = NONE
             except Exception as e:
                 _log_store_failure("storing group metadata", group.group_id, e)
@@ -775,7 +769,7 @@ class GroupCoordinator:
                     assignment[mid] = bytes(data or b"")
             generation = group.generation_id
             try:
-                await _maybe_await(self.store.store_group(self._group_record(group, assignment)))
+                await self.store.store_group(self._group_record(group, assignment))
                 error = NONE
             except Exception as e:
                 _log_store_failure("storing group metadata", group.group_id, e)
@@ -942,7 +936,7 @@ class GroupCoordinator:
         del self.groups[group.group_id]
         self._tell_membership(group)
         try:
-            await _maybe_await(self.store.delete_group(group.group_id, partitions))
+            await self.store.delete_group(group.group_id, partitions)
         except Exception:
             log.exception("group %s: deleting from the store failed", group.group_id)
             return int(E.COORDINATOR_NOT_AVAILABLE)
@@ -991,7 +985,7 @@ class GroupCoordinator:
             storing = asyncio.get_running_loop().create_future()
             self._storing_commits.setdefault(group_id, set()).add(storing)
             try:
-                await _maybe_await(self.store.store_offsets(group_id, entries))
+                await self.store.store_offsets(group_id, entries)
             except Exception as e:
                 _log_store_failure("storing offsets", group_id, e)
                 code = _store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
@@ -1060,8 +1054,8 @@ class GroupCoordinator:
         codes, entries = self._offset_entries(offsets, self._time_ms(), None)
         if entries:
             try:
-                await _maybe_await(self.store.store_offsets(group_id, entries,
-                                                            (producer_id, producer_epoch)))
+                await self.store.store_offsets(group_id, entries,
+                                                            (producer_id, producer_epoch))
             except Exception as e:  # noqa: BLE001 - answered with its error code
                 code = _txn_store_error(e)
                 _log_store_failure("storing transactional offsets", group_id, e)
@@ -1200,7 +1194,7 @@ class GroupCoordinator:
             codes[tp] = NONE
         if present:
             try:
-                await _maybe_await(self.store.delete_offsets(group_id, present))
+                await self.store.delete_offsets(group_id, present)
             except Exception:
                 log.exception("group %s: deleting offsets failed", group_id)
                 for tp in eligible:
@@ -1258,7 +1252,7 @@ class GroupCoordinator:
                     expired.append((t, p))
             if expired:
                 try:
-                    await _maybe_await(self.store.delete_offsets(group.group_id, expired))
+                    await self.store.delete_offsets(group.group_id, expired)
                 except Exception:
                     log.exception("group %s: expiring offsets failed", group.group_id)
                     continue

@@ -627,24 +627,23 @@ async def test_async_store_methods_are_awaited(mlog):
     inner = mlog.store()
 
     class AsyncStore:
-        def load(self):
-            async def go():
-                return inner.load()
-            return go()
+        async def load(self):
+            await asyncio.sleep(0)
+            return await inner.load()
 
         async def store_offsets(self, g, e):
             await asyncio.sleep(0)
-            inner.store_offsets(g, e)
+            await inner.store_offsets(g, e)
 
         async def store_group(self, r):
             await asyncio.sleep(0)
-            inner.store_group(r)
+            await inner.store_group(r)
 
         async def delete_offsets(self, g, p):
-            inner.delete_offsets(g, p)
+            await inner.delete_offsets(g, p)
 
         async def delete_group(self, g, p):
-            inner.delete_group(g, p)
+            await inner.delete_group(g, p)
 
     c = GroupCoordinator(AsyncStore(), make_config())
     await c.start()

@@ -17,13 +17,13 @@ class SlowStore:
         self.release = asyncio.Event()
         self.writing = asyncio.Event()
 
-    def load(self):
-        return self.inner.load()
+    async def load(self):
+        return await self.inner.load()
 
     async def store_offsets(self, group, entries):
         self.writing.set()
         await self.release.wait()
-        return self.inner.store_offsets(group, entries)
+        await self.inner.store_offsets(group, entries)
 
     def __getattr__(self, name):  # store_group, delete_offsets, delete_group
         return getattr(self.inner, name)
