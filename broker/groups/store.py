@@ -12,8 +12,8 @@ its in-memory state as it was.
 """
 from __future__ import annotations
 
-import logging
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, Protocol
 

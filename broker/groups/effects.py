@@ -1,0 +1,110 @@
+"""What a group state machine answers an event with, for any group type.
+
+A machine (classic/machine.py; KIP-848 consumer groups and KIP-932 share
+groups beside it later) is fed events -- a request, a timer fired, a
+partition loaded, a write done -- with the time as a parameter, and changes
+only its own plain objects. Everything else it wants done comes back as
+`Effects`, in the order it is to happen, for the runtime (coordinator.py) to
+carry out: answer a member's waiting request, make a request wait, set or
+cancel a timer, write a record, tell the membership observer. No asyncio, no
+store, no clock in here, so a machine runs in virtual time in a test.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .log_format import GroupRecord
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Answer the member's waiting JoinGroup ("join") or SyncGroup ("sync")."""
+    member: Any
+    kind: str
+    result: Any
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The member now waits for its "join" or "sync" answer; ``request``: it
+    is the answer of the request being handled (else an earlier one waits)."""
+    member: Any
+    kind: str
+    request: bool = True
+
+
+@dataclass(frozen=True)
+class SetTimer:
+    """In ``delay_ms``, feed the machine timer_fired(key, payload); a timer of
+    the same key in the same group is replaced."""
+    key: Hashable
+    delay_ms: int
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    """Write the group's record; nobody waits for it (a failure is logged)."""
+    record: GroupRecord
+
+
+@dataclass(frozen=True)
+class MembershipChanged:
+    """Tell the membership observer (the ZooKeeper registry mirror)."""
+
+
+@dataclass(frozen=True)
+class AwaitedWrite:
+    """Write ``record`` before going on: the runtime feeds the outcome (the
+    error code, NONE when written) and the time to ``then``, and carries out
+    the effects it returns -- the state changes only once the write is done,
+    as Kafka's coordinator does it."""
+    record: GroupRecord
+    then: Callable[[int, int], Effects]
+
+
+@dataclass
+class Effects:
+    """An event's outcome: ``answer`` is the request's answer now, or None
+    when the request waits (a Wait op names for what); ``ops`` in order;
+    ``write`` a write to finish before the request is answered."""
+    answer: Any = None
+    ops: list = field(default_factory=list)
+    write: AwaitedWrite | None = None
+
+    def respond(self, member, kind: str, result) -> None:
+        """Answer the member's request of ``kind`` if one waits."""
+        flag = "awaiting_" + kind
+        if getattr(member, flag):
+            setattr(member, flag, False)
+            self.ops.append(Respond(member, kind, result))
+
+    def wait(self, member, kind: str, request: bool = True) -> None:
+        setattr(member, "awaiting_" + kind, True)
+        self.ops.append(Wait(member, kind, request))
+
+    def set_timer(self, key: Hashable, delay_ms: int, payload: Any = None) -> None:
+        self.ops.append(SetTimer(key, delay_ms, payload))
+
+    def cancel_timer(self, key: Hashable) -> None:
+        self.ops.append(CancelTimer(key))
+
+    def write_record(self, record: GroupRecord) -> None:
+        self.ops.append(WriteRecord(record))
+
+    def membership_changed(self) -> None:
+        self.ops.append(MembershipChanged())
+
+    def then(self, other: Effects) -> Effects:
+        """Append another outcome's ops (and its write) to this one."""
+        self.ops.extend(other.ops)
+        if other.write is not None:
+            self.write = other.write
+        return self
