@@ -20,10 +20,12 @@ from .log_format import GroupRecord
 
 @dataclass(frozen=True)
 class Respond:
-    """Answer the member's waiting JoinGroup ("join") or SyncGroup ("sync")."""
+    """Answer the member's waiting JoinGroup ("join") or SyncGroup ("sync");
+    ``member_id``: its id when answered (a static member's changes after)."""
     member: Any
     kind: str
     result: Any
+    member_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class Effects:
         flag = "awaiting_" + kind
         if getattr(member, flag):
             setattr(member, flag, False)
-            self.ops.append(Respond(member, kind, result))
+            self.ops.append(Respond(member, kind, result, member.member_id))
 
     def wait(self, member, kind: str, request: bool = True) -> None:
         setattr(member, "awaiting_" + kind, True)
