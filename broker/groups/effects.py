@@ -103,10 +103,3 @@ class Effects:
 
     def membership_changed(self) -> None:
         self.ops.append(MembershipChanged())
-
-    def then(self, other: Effects) -> Effects:
-        """Append another outcome's ops (and its write) to this one."""
-        self.ops.extend(other.ops)
-        if other.write is not None:
-            self.write = other.write
-        return self

@@ -21,7 +21,7 @@ NONE = int(E.NONE)
 
 class Driver:
     def __init__(self, **config):
-        base = dict(group_min_session_timeout_ms=10, group_initial_rebalance_delay_ms=0)
+        base = {"group_min_session_timeout_ms": 10, "group_initial_rebalance_delay_ms": 0}
         base.update(config)
         self.machine = ClassicGroupMachine(GroupCoordinatorConfig(**base))
         self.group = self.machine.new_group("g")
@@ -269,7 +269,7 @@ def test_a_member_that_never_syncs_is_dropped_after_the_rebalance_timeout():
 
 def test_a_static_member_restarting_takes_its_place_without_a_rebalance():
     d = Driver()
-    leader, follower = stable_pair(d, a={"instance": "ia"}, b={"instance": "ib"})
+    _, follower = stable_pair(d, a={"instance": "ia"}, b={"instance": "ib"})
     follower_client = "b" if d.group.get(follower.member_id).group_instance_id == "ib" else "a"
     instance = d.group.get(follower.member_id).group_instance_id
     writes = len(d.records)
@@ -287,7 +287,7 @@ def test_a_static_member_restarting_takes_its_place_without_a_rebalance():
 
 def test_a_static_leader_restarting_is_told_not_to_reassign():
     d = Driver()
-    leader, follower = stable_pair(d, a={"instance": "ia"}, b={"instance": "ib"})
+    leader, _ = stable_pair(d, a={"instance": "ia"}, b={"instance": "ib"})
     instance = d.group.get(leader.member_id).group_instance_id
     d.join(client="x", instance=instance)
     answer = [r for mid, k, r in d.answered if k == "join"][-1]

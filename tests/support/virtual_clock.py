@@ -15,7 +15,7 @@ class _Timer:
     def __init__(self, due: int, seq: int, callback: Callable[[], None]):
         self.due, self.seq, self.callback, self.cancelled = due, seq, callback, False
 
-    def __lt__(self, other: "_Timer") -> bool:
+    def __lt__(self, other: _Timer) -> bool:
         return (self.due, self.seq) < (other.due, other.seq)
 
     def cancel(self) -> None:

@@ -256,9 +256,8 @@ class ClassicGroupMachine:
             self._sync_expired(fx, group, payload, now_ms)
         elif key[0] == "heartbeat":
             self._heartbeat_expired(fx, group, key[1], now_ms)
-        elif key[0] == "pending":
-            if key[1] in group.pending_members:
-                self._remove_pending_member(fx, group, key[1], now_ms)
+        elif key[0] == "pending" and key[1] in group.pending_members:
+            self._remove_pending_member(fx, group, key[1], now_ms)
         return fx
 
     def _heartbeat_expired(self, fx: Effects, group: Group, member: Member, now_ms: int) -> None:
@@ -598,9 +597,8 @@ class ClassicGroupMachine:
             fx.answer = SyncResult(int(E.UNKNOWN_MEMBER_ID))
         elif generation_id != group.generation_id:
             fx.answer = SyncResult(int(E.ILLEGAL_GENERATION))
-        elif protocol_type is not None and protocol_type != group.protocol_type:
-            fx.answer = SyncResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
-        elif protocol_name is not None and protocol_name != group.protocol_name:
+        elif (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
             fx.answer = SyncResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
         elif group.is_(GroupState.EMPTY):
             fx.answer = SyncResult(int(E.UNKNOWN_MEMBER_ID))
