@@ -37,6 +37,7 @@ from .effects import (
     AwaitedWrite,
     CancelTimer,
     Effects,
+    GroupMachine,
     MembershipChanged,
     Respond,
     SetTimer,
@@ -166,7 +167,7 @@ class GroupCoordinator:
         self._time_ms = clock.now_ms if clock is not None else time_ms
         self.classic = ClassicGroupMachine(self.config)
         # group type -> its state machine (JoinGroup & co. always go to "classic")
-        self._machines = {self.classic.group_type: self.classic}
+        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic}
         self.groups: dict[str, Group] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -283,7 +284,7 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
-    def _machine(self, group: Group):
+    def _machine(self, group: Group) -> GroupMachine:
         return self._machines[group.group_type]
 
     def _live(self, group: Group) -> bool:

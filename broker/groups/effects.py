@@ -11,11 +11,12 @@ store, no clock in here, so a machine runs in virtual time in a test.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .log_format import GroupRecord
+from .results import GroupDescription, GroupMembership, ListedGroup
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,46 @@ class Effects:
 
     def membership_changed(self) -> None:
         self.ops.append(MembershipChanged())
+
+
+class GroupMachine(Protocol):
+    """What the coordinator asks of the machine of a group type, beside the
+    type's own requests (the classic JoinGroup & co., a KIP-848
+    ConsumerGroupHeartbeat, a KIP-932 ShareGroupHeartbeat)."""
+
+    group_type: str
+
+    def timer_fired(self, group: Any, key: Hashable, payload: Any, now_ms: int) -> Effects:
+        """One of the group's timers is due."""
+
+    def commit_error(self, group: Any, generation_id: int, member_id: str,
+                     group_instance_id: str | None, transactional: bool = False) -> int:
+        """Whether this member may commit offsets now (an error code, NONE if so)."""
+
+    def offsets_committed(self, group: Any, member_id: str) -> Effects:
+        """A member's commit was accepted (it may count as a sign of life)."""
+
+    def offsets_deletable(self, group: Any, partitions: Sequence[tuple[str, int]]
+                          ) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete's errors: for the request, per partition."""
+
+    def expiry(self, group: Any) -> tuple[int | None, Collection[str] | None] | None:
+        """(base time, topics kept) for offsets.expired; None: none expire now."""
+
+    def forgettable(self, group: Any) -> bool:
+        """Nothing left to remember: the group goes."""
+
+    def deletable(self, group: Any) -> int:
+        """DeleteGroups' answer for the group (NONE: it may go)."""
+
+    def delete(self, group: Any, now_ms: int) -> Effects:
+        """The group goes (its timers are cancelled by the runtime)."""
+
+    def describe(self, group: Any) -> GroupDescription:
+        ...
+
+    def listed(self, group: Any) -> ListedGroup:
+        ...
+
+    def membership(self, group: Any) -> GroupMembership | None:
+        """What the membership observer is told, None if nothing."""
