@@ -13,13 +13,13 @@ import threading
 
 import pytest
 
+from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups import (
     ConsumerOffsetsLog,
     CoordinatorBridge,
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
-from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
@@ -186,7 +186,7 @@ async def test_follower_sync_waits_for_leader(coord):
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
     fsync = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id, None, None, None, []))
-    await asyncio.sleep(0.05)
+    await settle()
     assert not fsync.done()
     [d] = await coord.describe_groups(["g"])
     assert d.state == "CompletingRebalance" and all(m.assignment == b"" for m in d.members)
@@ -334,7 +334,7 @@ async def test_heartbeat_errors(coord):
     assert await coord.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
     # a third member makes the group rebalance
     c = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await settle()
     assert await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
     s = await coord.sync_group("g", 1, a.member_id, None, None, None, [])
     assert s.error_code == E.REBALANCE_IN_PROGRESS
@@ -464,7 +464,7 @@ async def test_commit_generation_and_member_checks(coord, caplog):
     assert [x.offset for x in f.partitions] == [10, -1, 6]
     # a new member makes the group rebalance: PreparingRebalance still commits
     newcomer = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await settle()
     assert (await coord.commit_offsets("g", 1, a.member_id, None, [("t", 0, 12, -1, "")])
             )[0].error_code == E.NONE
     await asyncio.gather(
