@@ -1,4 +1,9 @@
-"""Consumer groups: the classic-protocol coordinator and the offset store.
+"""Consumer groups: the coordinator and the offset store.
+
+Layout: classic/ (the classic protocol's state and its state machine),
+effects.py (what a machine answers an event with), offsets.py (committed
+offsets' rules, any group type), coordinator.py (the runtime: store, clock,
+timers, waiting requests, membership mirror), clock.py, store.py.
 
 Wiring (broker integrator):
 
@@ -40,7 +45,7 @@ API -> method (all async; results in results.py):
 """
 from .bridge import CoordinatorBridge
 from .coordinator import GroupCoordinator, GroupCoordinatorConfig
-from .group import GroupState
+from .classic import GroupState
 from .log_format import GroupRecord, MemberRecord, OffsetAndMetadata, partition_for
 from .results import (
     FetchedOffset,

@@ -1,52 +1,58 @@
-"""The classic consumer-group coordinator: Kafka's group membership and offset semantics.
+"""The group coordinator's runtime: every group of this broker, its store,
+its timers, the waiting JoinGroup/SyncGroup requests, the membership mirror.
 
 Wire-independent: handlers decode requests, call one method with plain Python
 values and copy the result (see results.py) into the response. Runs on ONE
 asyncio event loop (the one `start()` runs on); every timer and future lives
 there, so no locks are needed. Handlers running on other loops/threads go
-through `CoordinatorThread` (runner.py).
+through `CoordinatorBridge` (bridge.py).
 
-Behaviour follows Apache Kafka's classic GroupCoordinator:
-- JoinGroup waits until every known member has rejoined or the rebalance timeout
-  (the largest member rebalance timeout) passes; members that did not rejoin
-  are removed. A new empty group waits group.initial.rebalance.delay.ms,
-  extended (up to the rebalance timeout) while new members keep arriving.
-- The leader gets every member's metadata for the selected protocol and sends
-  the assignments in SyncGroup; followers wait for it.
-- Session timeouts evict silent members; members waiting on a join or sync
-  response do not expire (they are waiting on us).
-- Static members (group.instance.id, KIP-345) rejoining with a new member id
-  take over the old member's place without a rebalance when the group is
-  Stable; the old id is fenced (FENCED_INSTANCE_ID).
-- Offsets are written to the OffsetStore before they become visible.
+The rules are not here. A group's membership is decided by the state machine
+of its type (classic/machine.py for JoinGroup/SyncGroup groups; KIP-848
+consumer groups and KIP-932 share groups are to be machines beside it), fed
+each request, timer and load with the time, answering with Effects
+(effects.py) that this runtime carries out in order: answer or park the
+request, set/cancel timers on the injected Clock (clock.py), write records to
+the OffsetStore (store.py), tell the membership observer. Committed offsets
+follow offsets.py's rules for every group type; who may commit is the
+machine's. Offsets are written to the store before they become visible.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import logging
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode
 
 from ..coordinator_errors import coordinator_write_error
 from ..network.log_limit import RateLimitedLog
-from .consumer_protocol import assignment_partitions, subscription_topics
-from .group import Group, GroupState, Member
-from .log_format import GroupRecord, MemberRecord, OffsetAndMetadata
+from . import offsets as offset_rules
+from .classic import ClassicGroupMachine, Group, GroupState, Member
+from .clock import Cancellable, Clock, LoopClock, wall_ms
+from .effects import (
+    AwaitedWrite,
+    CancelTimer,
+    Effects,
+    GroupMachine,
+    MembershipChanged,
+    Respond,
+    SetTimer,
+    Wait,
+    WriteRecord,
+)
+from .log_format import GroupRecord
 from .results import (
     FetchedOffset,
     GroupDescription,
+    GroupMembership,
     JoinResult,
     LeaveMemberResult,
     LeaveResult,
     ListedGroup,
-    MemberDescription,
     OffsetDeleteResult,
     OffsetFetchResult,
     PartitionError,
@@ -59,6 +65,8 @@ _store_log = RateLimitedLog(log)  # expected write failures (_log_store_failure)
 
 E = ErrorCode
 NONE = int(E.NONE)
+
+__all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "GroupMembership"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,7 @@ class GroupCoordinatorConfig:
     new_member_join_timeout_ms: int = 300_000
 
     @classmethod
-    def from_broker_config(cls, cfg) -> "GroupCoordinatorConfig":
+    def from_broker_config(cls, cfg) -> GroupCoordinatorConfig:
         """Pick the group settings off a BrokerConfig (attribute = Kafka key, dots -> _)."""
         names = {
             "group_min_session_timeout_ms": "group_min_session_timeout_ms",
@@ -89,25 +97,6 @@ class GroupCoordinatorConfig:
         if hasattr(cfg, "offsets_retention_minutes"):
             kw["offsets_retention_ms"] = int(cfg.offsets_retention_minutes) * 60_000
         return cls(**kw)
-
-
-async def _maybe_await(value):
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-@dataclass(frozen=True)
-class GroupMembership:
-    """A consumer group's members now: member id -> (subscribed topics,
-    {topic: [partitions assigned]}); empty when the group has none."""
-    group_id: str
-    members: dict[str, tuple[tuple[str, ...], dict[str, list[int]]]]
-
-
-def _every_partition(offsets, code: int) -> list[PartitionError]:
-    """One answer for every partition of an OffsetCommit / TxnOffsetCommit."""
-    return [PartitionError(t, p, code) for t, p, *_ in offsets]
 
 
 def _store_error(exc: BaseException, *, too_large: int,
@@ -150,12 +139,9 @@ def _txn_store_error(exc: BaseException) -> int:
                         otherwise=int(E.UNKNOWN_SERVER_ERROR))
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
 
 class GroupCoordinator:
-    """Classic-protocol group coordinator for all groups of this broker.
+    """The group coordinator for all groups of this broker.
 
     Lifecycle: `await start()` (loads the store; until then every call answers
     COORDINATOR_LOAD_IN_PROGRESS), then the API methods, then `await shutdown()`
@@ -163,22 +149,33 @@ class GroupCoordinator:
     """
 
     def __init__(self, store: OffsetStore, config: GroupCoordinatorConfig | None = None,
-                 *, time_ms=_wall_ms, owns: Callable[[str], bool] = lambda group_id: True,
+                 *, time_ms: Callable[[], int] = wall_ms, clock: Clock | None = None,
+                 owns: Callable[[str], bool] = lambda group_id: True,
                  on_membership: Callable[[GroupMembership], None] | None = None):
         """owns(group_id): whether this broker coordinates the group now (in a
         cluster, whether it leads the group's __consumer_offsets partition).
         on_membership: told each consumer group's members and assignment when
         a rebalance completes, and that it has none when it empties or goes
-        (ZooKeeper mode publishes them in the ZooKeeper-era registry)."""
+        (ZooKeeper mode publishes them in the ZooKeeper-era registry).
+        clock: the time and the timers (default: time_ms and the loop start()
+        runs on)."""
         self.store = store
         self._owns = owns
         self._on_membership = on_membership
         self.config = config or GroupCoordinatorConfig()
-        self._time_ms = time_ms
+        self._clock = clock
+        self._time_ms = clock.now_ms if clock is not None else time_ms
+        self.classic = ClassicGroupMachine(self.config)
+        # group type -> its state machine (JoinGroup & co. always go to "classic")
+        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic}
         self.groups: dict[str, Group] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task] = set()
+        # group id -> timer key -> the armed timer (effects.SetTimer)
+        self._timers: dict[str, dict[Hashable, Cancellable]] = {}
+        # (member, "join" | "sync") -> the future its waiting request awaits
+        self._waiting: dict[tuple[Member, str], asyncio.Future] = {}
         # group id -> futures of offset commits accepted but still being stored.
         # OffsetFetch waits for them: a rebalance can complete while a commit that
         # was valid for the previous generation is being written, and the new owner
@@ -200,25 +197,31 @@ class GroupCoordinator:
     async def start(self) -> None:
         """Load offsets and groups from the store; loaded members get fresh session timers."""
         self._loop = asyncio.get_running_loop()
-        self._add_loaded(*await _maybe_await(self.store.load()))
+        if self._clock is None:
+            self._clock = LoopClock(self._loop, self._time_ms)
+        self._add_loaded(*await self.store.load())
         self._loaded = True
 
     def _add_loaded(self, offsets, records, pending_txn=None) -> None:
         for gid, rec in records.items():
-            self.groups[gid] = self._group_from_record(rec)
+            group, fx = self.classic.loaded(rec)
+            self.groups[gid] = group
+            self._apply_now(group, fx)
         for gid, by_tp in offsets.items():
-            group = self.groups.get(gid)
-            if group is None:
-                # offsets without group metadata: a simple consumer's group
-                group = self.groups[gid] = Group(gid)
-            group.offsets.update(by_tp)
+            # offsets without group metadata: a simple consumer's group
+            self._group_for_offsets(gid).offsets.update(by_tp)
         for gid, by_producer in (pending_txn or {}).items():
-            group = self.groups.get(gid)
-            if group is None:
-                group = self.groups[gid] = Group(gid)
+            group = self._group_for_offsets(gid)
             for pid, by_tp in by_producer.items():
                 group.pending_txn_offsets.setdefault(pid, {}).update(by_tp)
                 self._txn_groups.setdefault(pid, set()).add(gid)
+
+    def _group_for_offsets(self, group_id: str) -> Group:
+        """The group, made (an Empty classic group) when it has only offsets."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = self.classic.new_group(group_id)
+        return group
 
     def loading(self, partition: int) -> None:
         """About to take over an offsets-topic partition (callable from any
@@ -233,7 +236,7 @@ class GroupCoordinator:
         broker's copy of the partition holds what that one wrote)."""
         try:
             self._forget_partition(partition)
-            self._add_loaded(*await _maybe_await(self.store.load(partition)))
+            self._add_loaded(*await self.store.load(partition))
             log.info("loaded the groups of %s-%d", OFFSETS_TOPIC, partition)
         finally:
             with self._loading_lock:
@@ -250,44 +253,25 @@ class GroupCoordinator:
 
     def _forget_partition(self, partition: int) -> None:
         for gid in [g for g in self.groups if self.store.partition_for(g) == partition]:
-            group = self.groups.pop(gid)
-            self._cancel_group_timers(group)
-            for m in group.members.values():
-                self._resolve_join(m, JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
-                self._resolve_sync(m, SyncResult(int(E.NOT_COORDINATOR)))
+            self._release(self.groups.pop(gid))
 
     async def shutdown(self) -> None:
         self._loaded = False
         for group in self.groups.values():
-            self._cancel_group_timers(group)
-            for m in group.members.values():
-                self._resolve_join(m, JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
-                self._resolve_sync(m, SyncResult(int(E.NOT_COORDINATOR)))
+            self._release(group)
         # let pending metadata writes (an emptied group's record) reach the store
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _group_from_record(self, rec: GroupRecord) -> Group:
-        g = Group(rec.group_id)
-        g.protocol_type = rec.protocol_type or None
-        g.generation_id = rec.generation
-        g.current_state_timestamp = rec.current_state_timestamp
-        if rec.members and rec.protocol is not None:
-            g.protocol_name = rec.protocol
-            for mr in rec.members:
-                m = Member(mr.member_id, mr.group_instance_id, mr.client_id, mr.client_host,
-                           mr.rebalance_timeout_ms, mr.session_timeout_ms, rec.protocol_type,
-                           [(rec.protocol, mr.subscription)])
-                m.assignment = mr.assignment
-                g.add(m)
-                self._schedule_heartbeat(g, m)
-            if rec.leader in g.members:
-                g.leader_id = rec.leader
-            g.state = GroupState.STABLE
-            g.subscribed_topics = g.compute_subscribed_topics()
-        return g
+    def _release(self, group: Group) -> None:
+        """This broker stops coordinating the group: its timers stop and its
+        waiting members are told NOT_COORDINATOR (they find the new one)."""
+        self._cancel_timers(group.group_id)
+        for m in group.members.values():
+            self._answer(m, "join", JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
+            self._answer(m, "sync", SyncResult(int(E.NOT_COORDINATOR)))
 
-    # ================================================================ helpers
+    # ================================================================ carrying out effects
 
     def _check(self, group_id: str | None, allow_empty: bool) -> int:
         if not self._loaded:
@@ -300,258 +284,127 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
+    def _machine(self, group: Group) -> GroupMachine:
+        return self._machines[group.group_type]
+
+    def _live(self, group: Group) -> bool:
+        """False for a group object that was deleted or moved away since."""
+        return self.groups.get(group.group_id) is group
+
+    def _answer(self, member: Member, kind: str, result) -> None:
+        setattr(member, "awaiting_" + kind, False)
+        fut = self._waiting.pop((member, kind), None)
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    def _apply(self, group: Group, fx: Effects) -> asyncio.Future | None:
+        """Carry out the effects' ops in order; the future the request waits
+        on, if it waits. Timers are only armed for a group still coordinated
+        here (a write finishing after its partition moved must not arm any)."""
+        request = None
+        live = self._live(group)
+        for op in fx.ops:
+            if isinstance(op, Respond):
+                self._answer(op.member, op.kind, op.result)
+            elif isinstance(op, Wait):
+                fut = self._waiting.get((op.member, op.kind))
+                if fut is None:
+                    fut = asyncio.get_running_loop().create_future()
+                    self._waiting[(op.member, op.kind)] = fut
+                if op.request:
+                    request = fut
+            elif isinstance(op, SetTimer):
+                if live:
+                    self._set_timer(group, op)
+            elif isinstance(op, CancelTimer):
+                if live:
+                    handle = self._timers.get(group.group_id, {}).pop(op.key, None)
+                    if handle is not None:
+                        handle.cancel()
+            elif isinstance(op, WriteRecord):
+                self._spawn(self._store_group_quietly(group, op.record))
+            elif isinstance(op, MembershipChanged):
+                self._tell_membership(group)
+        return request
+
+    def _apply_now(self, group: Group, fx: Effects) -> None:
+        """Effects of an event no request waits on (a timer, a load)."""
+        self._apply(group, fx)
+        if fx.write is not None:
+            self._spawn(self._finish_write(group, fx.write))
+
+    async def _finish_write(self, group: Group, write: AwaitedWrite | None) -> None:
+        while write is not None:
+            error = await self._write_group(group, write.record)
+            after = write.then(error, self._time_ms())
+            self._apply(group, after)
+            write = after.write
+
+    async def _run(self, group: Group, fx: Effects):
+        """A request's effects: carried out, its write done, then its answer
+        (now, or once the group answers the member)."""
+        fut = self._apply(group, fx)
+        await self._finish_write(group, fx.write)
+        if fx.answer is not None:
+            return fx.answer
+        assert fut is not None, "a request neither answered nor waiting"
+        return await asyncio.shield(fut)
+
+    def _set_timer(self, group: Group, op: SetTimer) -> None:
+        timers = self._timers.setdefault(group.group_id, {})
+        old = timers.pop(op.key, None)
+        if old is not None:
+            old.cancel()
+
+        def fire() -> None:
+            if timers.get(op.key) is not handle:
+                return  # replaced or cancelled meanwhile
+            del timers[op.key]
+            if self._live(group):
+                self._apply_now(group, self._machine(group).timer_fired(
+                    group, op.key, op.payload, self._time_ms()))
+
+        assert self._clock is not None, "start() sets the clock before any timer"
+        handle = self._clock.call_later(op.delay_ms, fire)
+        timers[op.key] = handle
+
+    def _cancel_timers(self, group_id: str) -> None:
+        for handle in self._timers.pop(group_id, {}).values():
+            handle.cancel()
+
     def _tell_membership(self, group: Group) -> None:
-        if self._on_membership is None or not group.is_consumer_group():
+        if self._on_membership is None:
             return
-        members = {}
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE) \
-                and group.protocol_name is not None:
-            for m in group.members.values():
-                try:
-                    members[m.member_id] = (
-                        tuple(subscription_topics(m.metadata(group.protocol_name))),
-                        assignment_partitions(m.assignment) if m.assignment else {})
-                except ProtocolError:
-                    continue  # a client's own encoding we cannot read: leave it out
+        membership = self._machine(group).membership(group)
+        if membership is None:
+            return
         try:
-            self._on_membership(GroupMembership(group.group_id, members))
+            self._on_membership(membership)
         except Exception:  # noqa: BLE001 - an observer must not break a rebalance
             log.exception("group %s: membership observer failed", group.group_id)
 
     def _spawn(self, coro) -> None:
-        task = self._loop.create_task(coro)
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _live(self, group: Group) -> bool:
-        """False for a timer armed for a group object that was deleted since."""
-        return self.groups.get(group.group_id) is group
-
-    @staticmethod
-    def _await_join(member: Member) -> asyncio.Future:
-        if member.join_future is None:
-            member.join_future = asyncio.get_running_loop().create_future()
-        return member.join_future
-
-    @staticmethod
-    def _await_sync(member: Member) -> asyncio.Future:
-        if member.sync_future is None:
-            member.sync_future = asyncio.get_running_loop().create_future()
-        return member.sync_future
-
-    @staticmethod
-    def _resolve_join(member: Member, result: JoinResult) -> None:
-        fut, member.join_future = member.join_future, None
-        if fut is not None and not fut.done():
-            fut.set_result(result)
-
-    @staticmethod
-    def _resolve_sync(member: Member, result: SyncResult) -> None:
-        fut, member.sync_future = member.sync_future, None
-        if fut is not None and not fut.done():
-            fut.set_result(result)
-
-    def _cancel_group_timers(self, group: Group) -> None:
-        for h in (group.join_timer, group.sync_timer):
-            if h is not None:
-                h.cancel()
-        group.join_timer = group.sync_timer = None
-        for h in group.pending_members.values():
-            if h is not None:
-                h.cancel()
-        for m in group.members.values():
-            m.cancel_timer()
-
-    def _group_record(self, group: Group, assignment: dict[str, bytes] | None = None) -> GroupRecord:
-        members = []
-        if group.protocol_name is not None:
-            for m in group.members.values():
-                a = assignment.get(m.member_id, b"") if assignment is not None else m.assignment
-                members.append(MemberRecord(m.member_id, m.group_instance_id, m.client_id,
-                                            m.client_host, m.rebalance_timeout_ms,
-                                            m.session_timeout_ms,
-                                            m.metadata(group.protocol_name), a))
-        return GroupRecord(group.group_id, group.protocol_type or "", group.generation_id,
-                           group.protocol_name, group.leader_id if members else None,
-                           self._time_ms(), members)
-
-    def _join_response(self, group: Group, member_id: str, *, for_leader: bool,
-                       skip_assignment: bool = False) -> JoinResult:
-        members = []
-        if for_leader:
-            members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
-                       for m in group.members.values()]
-        return JoinResult(NONE, group.generation_id, group.protocol_type, group.protocol_name,
-                          group.leader_id or "", skip_assignment, member_id, members)
-
-    # ================================================================ heartbeat timers
-
-    def _schedule_heartbeat(self, group: Group, member: Member) -> None:
-        """(Re)arm the member's expiry: session timeout, or the join timeout while new."""
-        member.cancel_timer()
-        timeout = (self.config.new_member_join_timeout_ms if member.is_new
-                   else member.session_timeout_ms)
-        member.heartbeat_timer = self._loop.call_later(
-            timeout / 1000, self._on_heartbeat_expired, group, member)
-
-    def _on_heartbeat_expired(self, group: Group, member: Member) -> None:
-        member.heartbeat_timer = None
-        if not self._live(group) or group.members.get(member.member_id) is not member:
-            return
-        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
-            # waiting on the coordinator counts as alive
-            self._schedule_heartbeat(group, member)
-            return
-        log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_member_and_update_group(group, member)
-
-    def _on_pending_member_expired(self, group: Group, member_id: str) -> None:
-        if self._live(group) and member_id in group.pending_members:
-            group.pending_members[member_id] = None
-            self._remove_pending_member(group, member_id)
-
-    def _remove_pending_member(self, group: Group, member_id: str) -> None:
-        h = group.pending_members.pop(member_id, None)
-        if h is not None:
-            h.cancel()
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
-        self._resolve_join(member, JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member.member_id))
-        self._resolve_sync(member, SyncResult(int(E.UNKNOWN_MEMBER_ID)))
-        member.cancel_timer()
-        group.remove(member.member_id)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    # ================================================================ rebalance machinery
-
-    def _maybe_prepare_rebalance(self, group: Group) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group)
-
-    def _prepare_rebalance(self, group: Group) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            # members waiting on SyncGroup must rejoin instead
-            self._reset_and_propagate_assignment_error(group, int(E.REBALANCE_IN_PROGRESS))
-        if group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
-        was_empty = group.is_(GroupState.EMPTY)
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._time_ms())
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-        rt = group.rebalance_timeout_ms()
-        if was_empty:
-            delay = self.config.group_initial_rebalance_delay_ms
-            self._schedule_initial_join(group, min(delay, rt), max(rt - delay, 0))
-        else:
-            group.join_is_initial = False
-            group.join_timer = self._loop.call_later(rt / 1000, self._on_join_timeout, group)
-            self._try_complete_join(group)
-
-    def _schedule_initial_join(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
-        group.join_is_initial = True
-        group.join_timer = self._loop.call_later(
-            delay_ms / 1000, self._on_initial_join_expired, group, remaining_ms)
-
-    def _on_initial_join_expired(self, group: Group, remaining_ms: int) -> None:
-        group.join_timer = None
-        if not self._live(group) or not group.is_(GroupState.PREPARING_REBALANCE):
-            return
-        if group.new_member_added and remaining_ms > 0:
-            # members are still arriving: wait another delay, within the rebalance timeout
-            group.new_member_added = False
-            delay = self.config.group_initial_rebalance_delay_ms
-            self._schedule_initial_join(group, min(delay, remaining_ms),
-                                        max(remaining_ms - delay, 0))
-        else:
-            self._complete_join(group)
-
-    def _on_join_timeout(self, group: Group) -> None:
-        group.join_timer = None
-        if self._live(group):
-            self._complete_join(group)
-
-    def _try_complete_join(self, group: Group) -> None:
-        if (group.is_(GroupState.PREPARING_REBALANCE) and not group.join_is_initial
-                and group.all_joined()):
-            self._complete_join(group)
-
-    def _complete_join(self, group: Group) -> None:
-        if not group.is_(GroupState.PREPARING_REBALANCE):
-            return
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-            group.join_timer = None
-        for m in [m for m in group.members.values() if not m.awaiting_join]:
-            log.info("group %s: removing member %s, it did not rejoin in time",
-                     group.group_id, m.member_id)
-            m.cancel_timer()
-            group.remove(m.member_id)
-        group.init_next_generation(self._time_ms())
-        log.info("group %s: generation %d, %d member(s), protocol %s", group.group_id,
-                 group.generation_id, len(group.members), group.protocol_name)
-        if group.is_(GroupState.EMPTY):
-            self._spawn(self._store_group_quietly(group, self._group_record(group)))
-            self._tell_membership(group)
-            return
-        leader_view = self._join_response(group, "", for_leader=True).members
-        for m in group.members.values():
-            is_leader = group.is_leader(m.member_id)
-            self._resolve_join(m, JoinResult(
-                NONE, group.generation_id, group.protocol_type, group.protocol_name,
-                group.leader_id or "", False, m.member_id, leader_view if is_leader else []))
-            m.is_new = False
-            self._schedule_heartbeat(group, m)
-        # every member must sync within the rebalance timeout, else it is dropped
-        group.sync_timer = self._loop.call_later(
-            group.rebalance_timeout_ms() / 1000, self._on_sync_timeout, group,
-            group.generation_id)
+    async def _write_group(self, group: Group, record: GroupRecord) -> int:
+        """Write the group's record: NONE, or the error code its request answers."""
+        try:
+            await self.store.store_group(record)
+            return NONE
+        except Exception as e:
+            _log_store_failure("storing group metadata", group.group_id, e)
+            return _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
+                                timed_out=int(E.REBALANCE_IN_PROGRESS))
 
     async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
         try:
-            await _maybe_await(self.store.store_group(record))
+            await self.store.store_group(record)
         except Exception as e:
             _log_store_failure("storing group metadata", group.group_id, e)
 
-    def _on_sync_timeout(self, group: Group, generation: int) -> None:
-        group.sync_timer = None
-        if not self._live(group) or group.generation_id != generation:
-            return
-        if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE) and group.pending_sync:
-            log.info("group %s: members %s did not sync in time", group.group_id,
-                     sorted(group.pending_sync))
-            for mid in list(group.pending_sync):
-                m = group.members.get(mid)
-                if m is not None:
-                    m.cancel_timer()
-                    group.remove(mid)
-            group.pending_sync.clear()
-            self._prepare_rebalance(group)
-
-    def _remove_pending_sync(self, group: Group, member_id: str) -> None:
-        group.pending_sync.discard(member_id)
-        if not group.pending_sync and group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
-
-    def _propagate_assignment(self, group: Group, error: int) -> None:
-        for m in group.members.values():
-            if m.awaiting_sync:
-                self._resolve_sync(m, SyncResult(error, group.protocol_type,
-                                                 group.protocol_name, m.assignment))
-                self._schedule_heartbeat(group, m)
-
-    def _reset_and_propagate_assignment_error(self, group: Group, error: int) -> None:
-        for m in group.members.values():
-            m.assignment = b""
-        self._propagate_assignment(group, error)
-
-    # ================================================================ JoinGroup
+    # ================================================================ membership requests
 
     async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                          client_id: str, client_host: str, session_timeout_ms: int,
@@ -569,169 +422,17 @@ class GroupCoordinator:
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(int(E.INVALID_SESSION_TIMEOUT), member_id=member_id)
-        protocols = [(n, bytes(m or b"")) for n, m in protocols]
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
                 return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member_id)
-            group = self.groups[group_id] = Group(group_id)
+            group = self.groups[group_id] = self.classic.new_group(group_id)
         if reason:
             log.debug("group %s: join from %r: %s", group_id, member_id, reason)
-        args = (group_instance_id, client_id, client_host, session_timeout_ms,
-                rebalance_timeout_ms, protocol_type, protocols)
-        if not member_id:
-            outcome = self._join_unknown(group, require_known_member_id, *args)
-        else:
-            outcome = self._join_known(group, member_id, *args)
-        if inspect.isawaitable(outcome) and not isinstance(outcome, asyncio.Future):
-            outcome = await outcome
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-        if isinstance(outcome, asyncio.Future):
-            return await asyncio.shield(outcome)
-        return outcome
-
-    def _accepts_new_member(self, group: Group) -> bool:
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            size = sum(1 for m in group.members.values() if m.awaiting_join)
-        else:
-            size = len(group.members)
-        return size < self.config.group_max_size
-
-    def _join_unknown(self, group, require_known, instance_id, client_id, client_host,
-                      session_ms, rebalance_ms, protocol_type, protocols):
-        if group.is_(GroupState.DEAD):
-            return JoinResult(int(E.COORDINATOR_NOT_AVAILABLE))
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
-        new_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
-        if instance_id is not None:
-            old_id = group.static_member_id(instance_id)
-            if old_id is not None:
-                return self._rejoin_static_member(group, old_id, new_id, instance_id,
-                                                  session_ms, rebalance_ms, protocols)
-        if not self._accepts_new_member(group):
-            return JoinResult(int(E.GROUP_MAX_SIZE_REACHED))
-        if instance_id is None and require_known:
-            # the client must come back with this id; if it never does, forget it
-            group.pending_members[new_id] = self._loop.call_later(
-                session_ms / 1000, self._on_pending_member_expired, group, new_id)
-            return JoinResult(int(E.MEMBER_ID_REQUIRED), member_id=new_id)
-        return self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
-                                              session_ms, rebalance_ms, protocol_type, protocols)
-
-    def _join_known(self, group, member_id, instance_id, client_id, client_host,
-                    session_ms, rebalance_ms, protocol_type, protocols):
-        if group.is_(GroupState.DEAD):
-            return JoinResult(int(E.COORDINATOR_NOT_AVAILABLE), member_id=member_id)
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id=member_id)
-        if group.is_pending_member(member_id):
-            # second JoinGroup (v4+) with the id we handed out
-            if instance_id is not None and group.static_member_id(instance_id) is not None:
-                return JoinResult(int(E.FENCED_INSTANCE_ID), member_id=member_id)
-            if not self._accepts_new_member(group):
-                self._remove_pending_member(group, member_id)
-                return JoinResult(int(E.GROUP_MAX_SIZE_REACHED), member_id=member_id)
-            h = group.pending_members.pop(member_id)
-            if h is not None:
-                h.cancel()
-            return self._add_member_and_rebalance(group, member_id, instance_id, client_id,
-                                                  client_host, session_ms, rebalance_ms,
-                                                  protocol_type, protocols)
-        if group.is_static_member_fenced(instance_id, member_id):
-            return JoinResult(int(E.FENCED_INSTANCE_ID), member_id=member_id)
-        if not group.has(member_id) or (instance_id is not None
-                                        and group.static_member_id(instance_id) is None):
-            return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member_id)
-        member = group.get(member_id)
-        state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
-            return self._update_member_and_rebalance(group, member, protocols, rebalance_ms,
-                                                     session_ms)
-        if state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
-                # it lost our JoinGroup response: send the current generation again
-                return self._join_response(group, member_id,
-                                           for_leader=group.is_leader(member_id))
-            return self._update_member_and_rebalance(group, member, protocols, rebalance_ms,
-                                                     session_ms)
-        if state is GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
-                # a leader's rejoin means it wants a new assignment (e.g. new topics)
-                return self._update_member_and_rebalance(group, member, protocols,
-                                                         rebalance_ms, session_ms)
-            self._schedule_heartbeat(group, member)
-            return self._join_response(group, member_id, for_leader=False)
-        return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member_id)
-
-    def _add_member_and_rebalance(self, group, member_id, instance_id, client_id, client_host,
-                                  session_ms, rebalance_ms, protocol_type, protocols):
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_ms,
-                        session_ms, protocol_type, protocols)
-        member.is_new = True
-        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True
-        group.add(member)
-        fut = self._await_join(member)
-        # a new member cannot heartbeat yet; the join timeout cleans up clients
-        # that gave up on their JoinGroup
-        self._schedule_heartbeat(group, member)
-        self._maybe_prepare_rebalance(group)
-        return fut
-
-    def _update_member_and_rebalance(self, group, member, protocols, rebalance_ms, session_ms):
-        group.update_member(member, protocols, rebalance_ms, session_ms)
-        fut = self._await_join(member)
-        self._maybe_prepare_rebalance(group)
-        return fut
-
-    async def _rejoin_static_member(self, group: Group, old_id: str, new_id: str,
-                                    instance_id: str, session_ms: int, rebalance_ms: int,
-                                    protocols) -> JoinResult | asyncio.Future:
-        """A known group.instance.id came back with an empty member id (a restart)."""
-        member = group.get(old_id)
-        # whoever still waits under the old id is a zombie now
-        self._resolve_join(member, JoinResult(int(E.FENCED_INSTANCE_ID), member_id=old_id))
-        self._resolve_sync(member, SyncResult(int(E.FENCED_INSTANCE_ID)))
-        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.replace_static_member(instance_id, old_id, new_id)
-        self._schedule_heartbeat(group, member)
-        group.update_member(member, protocols, rebalance_ms, session_ms)
-        fut = self._await_join(member)
-        log.info("group %s: static member %s rejoined as %s", group.group_id, instance_id, new_id)
-        if group.is_(GroupState.STABLE):
-            if group.select_protocol() != group.protocol_name:
-                self._maybe_prepare_rebalance(group)
-                return fut
-            generation = group.generation_id
-            try:
-                await _maybe_await(self.store.store_group(self._group_record(group)))
-                error = NONE
-            except Exception as e:
-                _log_store_failure("storing group metadata", group.group_id, e)
-                error = _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
-                                     timed_out=int(E.REBALANCE_IN_PROGRESS))
-            if not (group.is_(GroupState.STABLE) and group.generation_id == generation
-                    and member.join_future is fut and group.members.get(new_id) is member):
-                return fut  # a rebalance started meanwhile; it answers this join
-            if error:
-                group.replace_static_member(instance_id, new_id, old_id)
-                group.update_member(member, *old)
-                self._resolve_join(member, JoinResult(error, member_id=new_id))
-                return fut
-            # no rebalance: the member gets the current generation and, via
-            # SyncGroup, its old assignment; a rejoining leader must not reassign
-            is_leader = group.is_leader(new_id)
-            self._resolve_join(member, self._join_response(
-                group, new_id, for_leader=is_leader, skip_assignment=is_leader))
-            return fut
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            # the leader may be assigning for the old id: assign again
-            self._prepare_rebalance(group)
-        return fut  # PreparingRebalance: the rebalance answers
-
-    # ================================================================ SyncGroup
+        return await self._run(group, self.classic.join(
+            group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+            rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+            self._time_ms()))
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None, protocol_type: str | None,
@@ -744,57 +445,9 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
-        if group.is_(GroupState.DEAD):
-            return SyncResult(int(E.COORDINATOR_NOT_AVAILABLE))
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return SyncResult(int(E.FENCED_INSTANCE_ID))
-        if not group.has(member_id):
-            return SyncResult(int(E.UNKNOWN_MEMBER_ID))
-        if generation_id != group.generation_id:
-            return SyncResult(int(E.ILLEGAL_GENERATION))
-        if protocol_type is not None and protocol_type != group.protocol_type:
-            return SyncResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
-        if protocol_name is not None and protocol_name != group.protocol_name:
-            return SyncResult(int(E.INCONSISTENT_GROUP_PROTOCOL))
-        member = group.get(member_id)
-        if group.is_(GroupState.EMPTY):
-            return SyncResult(int(E.UNKNOWN_MEMBER_ID))
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return SyncResult(int(E.REBALANCE_IN_PROGRESS))
-        if group.is_(GroupState.STABLE):
-            self._remove_pending_sync(group, member_id)
-            self._schedule_heartbeat(group, member)
-            return SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment)
-        # CompletingRebalance: wait for the leader's assignment
-        fut = self._await_sync(member)
-        self._remove_pending_sync(group, member_id)
-        if group.is_leader(member_id):
-            assignment = {mid: b"" for mid in group.members}
-            for mid, data in assignments:
-                if mid in assignment:
-                    assignment[mid] = bytes(data or b"")
-            generation = group.generation_id
-            try:
-                await _maybe_await(self.store.store_group(self._group_record(group, assignment)))
-                error = NONE
-            except Exception as e:
-                _log_store_failure("storing group metadata", group.group_id, e)
-                error = _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
-                                     timed_out=int(E.REBALANCE_IN_PROGRESS))
-            # the group may have moved on while we were writing
-            if group.is_(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
-                if error:
-                    self._reset_and_propagate_assignment_error(group, error)
-                    self._maybe_prepare_rebalance(group)
-                else:
-                    for m in group.members.values():
-                        m.assignment = assignment.get(m.member_id, b"")
-                    self._propagate_assignment(group, NONE)
-                    self._tell_membership(group)
-                    group.transition_to(GroupState.STABLE, self._time_ms())
-        return await asyncio.shield(fut)
-
-    # ================================================================ Heartbeat
+        return await self._run(group, self.classic.sync(
+            group, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+            assignments, self._time_ms()))
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None = None) -> int:
@@ -804,22 +457,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return int(E.UNKNOWN_MEMBER_ID)
-        if group.is_(GroupState.DEAD):
-            return int(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return int(E.FENCED_INSTANCE_ID)
-        if not group.has(member_id):
-            return int(E.UNKNOWN_MEMBER_ID)
-        if generation_id != group.generation_id:
-            return int(E.ILLEGAL_GENERATION)
-        if group.is_(GroupState.EMPTY):
-            return int(E.UNKNOWN_MEMBER_ID)
-        self._schedule_heartbeat(group, group.get(member_id))
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return int(E.REBALANCE_IN_PROGRESS)
-        return NONE
-
-    # ================================================================ LeaveGroup
+        return await self._run(group, self.classic.heartbeat(
+            group, generation_id, member_id, group_instance_id, self._time_ms()))
 
     async def leave_group(self, group_id: str,
                           members: Iterable[tuple]) -> LeaveResult:
@@ -836,44 +475,9 @@ class GroupCoordinator:
         if group is None:
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
                                       for mid, iid in members])
-        if group.is_(GroupState.DEAD):
-            return LeaveResult(int(E.COORDINATOR_NOT_AVAILABLE))
-        results = []
-        for mid, iid in members:
-            if not mid:
-                current = group.static_member_id(iid)
-                if current is None:
-                    code = int(E.UNKNOWN_MEMBER_ID)
-                else:
-                    self._remove_member_and_update_group(group, group.get(current))
-                    code = NONE
-            elif group.is_pending_member(mid):
-                self._remove_pending_member(group, mid)
-                code = NONE
-            elif group.is_static_member_fenced(iid, mid):
-                code = int(E.FENCED_INSTANCE_ID)
-            elif group.has(mid):
-                self._remove_member_and_update_group(group, group.get(mid))
-                code = NONE
-            else:
-                code = int(E.UNKNOWN_MEMBER_ID)
-            results.append(LeaveMemberResult(mid, iid, code))
-        return LeaveResult(NONE, results)
+        return await self._run(group, self.classic.leave(group, members, self._time_ms()))
 
     # ================================================================ admin
-
-    def _describe(self, group: Group) -> GroupDescription:
-        if group.is_(GroupState.STABLE):
-            members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id,
-                                         m.client_host, m.metadata(group.protocol_name),
-                                         m.assignment) for m in group.members.values()]
-            protocol = group.protocol_name or ""
-        else:
-            members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id,
-                                         m.client_host, b"", b"") for m in group.members.values()]
-            protocol = ""
-        return GroupDescription(group.group_id, NONE, str(group.state),
-                                group.protocol_type or "", protocol, members)
 
     async def describe_groups(self, group_ids: Iterable[str],
                               unknown_is_error: bool = True) -> list[GroupDescription]:
@@ -890,23 +494,21 @@ class GroupCoordinator:
                 code = int(E.GROUP_ID_NOT_FOUND) if unknown_is_error else NONE
                 out.append(GroupDescription(gid, code, str(GroupState.DEAD), "", ""))
             else:
-                out.append(self._describe(group))
+                out.append(self._machine(group).describe(group))
         return out
 
     async def list_groups(self, states_filter: Iterable[str] | None = None,
                           types_filter: Iterable[str] | None = None
                           ) -> tuple[int, list[ListedGroup]]:
         """ListGroups -> (error_code, groups). Filters match case-insensitively;
-        empty/None = no filter. All groups here are "classic"."""
+        empty/None = no filter."""
         if not self._loaded:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS), []
         states = {s.lower() for s in states_filter or ()}
         types = {t.lower() for t in types_filter or ()}
-        if types and "classic" not in types:
-            return NONE, []
-        return NONE, [ListedGroup(g.group_id, g.protocol_type or "", str(g.state))
-                      for g in self.groups.values()
+        return NONE, [self._machine(g).listed(g) for g in self.groups.values()
                       if not g.is_(GroupState.DEAD) and self._owns(g.group_id)
+                      and (not types or g.group_type in types)
                       and (not states or str(g.state).lower() in states)]
 
     def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
@@ -928,8 +530,8 @@ class GroupCoordinator:
                 out.append((gid, err))
             elif group is None or group.is_(GroupState.DEAD):
                 out.append((gid, int(E.GROUP_ID_NOT_FOUND)))
-            elif not group.is_(GroupState.EMPTY):
-                out.append((gid, int(E.NON_EMPTY_GROUP)))
+            elif err := self._machine(group).deletable(group):
+                out.append((gid, err))
             else:
                 out.append((gid, await self._remove_group(group)))
         return out
@@ -937,16 +539,21 @@ class GroupCoordinator:
     async def _remove_group(self, group: Group) -> int:
         """Empty -> Dead, forgotten in memory first (so nothing joins meanwhile), then in the store."""
         partitions = list(group.offsets)
-        self._cancel_group_timers(group)
-        group.transition_to(GroupState.DEAD, self._time_ms())
+        self._cancel_timers(group.group_id)
+        fx = self._machine(group).delete(group, self._time_ms())
         del self.groups[group.group_id]
-        self._tell_membership(group)
+        self._apply(group, fx)
         try:
-            await _maybe_await(self.store.delete_group(group.group_id, partitions))
+            await self.store.delete_group(group.group_id, partitions)
         except Exception:
             log.exception("group %s: deleting from the store failed", group.group_id)
             return int(E.COORDINATOR_NOT_AVAILABLE)
         return NONE
+
+    async def _drop_if_empty(self, group: Group) -> None:
+        """A group with nothing left to remember goes, as in Kafka."""
+        if self._live(group) and self._machine(group).forgettable(group):
+            await self._remove_group(group)
 
     # ================================================================ offsets
 
@@ -966,7 +573,7 @@ class GroupCoordinator:
 
         err = self._check(group_id, allow_empty=True)
         if err:
-            return _every_partition(offsets, err)
+            return offset_rules.every_partition(offsets, err)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -974,24 +581,25 @@ class GroupCoordinator:
                 return self._refuse_commit(group_id, offsets, int(E.ILLEGAL_GENERATION),
                                            generation_id, member_id, "the group does not exist")
             # outside group management: a "simple" group that only keeps offsets
-            group = self.groups[group_id] = Group(group_id)
-        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+            group = self._group_for_offsets(group_id)
+        machine = self._machine(group)
+        err = machine.commit_error(group, generation_id, member_id, group_instance_id)
         if err:
             return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
                                        f"the group is {group.state}, generation "
                                        f"{group.generation_id}")
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            # PreparingRebalance still commits: the next heartbeat tells it to rejoin
-            self._schedule_heartbeat(group, group.get(member_id))
+        if member_id in group.members:
+            self._apply(group, machine.offsets_committed(group, member_id))
 
         now = self._time_ms()
-        expire = now + retention_ms if retention_ms is not None and retention_ms >= 0 else None
-        codes, entries = self._offset_entries(offsets, now, expire)
+        codes, entries = offset_rules.offset_entries(
+            offsets, now, offset_rules.expire_at(now, retention_ms),
+            self.config.offset_metadata_max_bytes)
         if entries:
             storing = asyncio.get_running_loop().create_future()
             self._storing_commits.setdefault(group_id, set()).add(storing)
             try:
-                await _maybe_await(self.store.store_offsets(group_id, entries))
+                await self.store.store_offsets(group_id, entries)
             except Exception as e:
                 _log_store_failure("storing offsets", group_id, e)
                 code = _store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
@@ -1016,23 +624,6 @@ class GroupCoordinator:
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
-    def _offset_entries(self, offsets, now: int, expire: int | None
-                        ) -> tuple[dict[tuple[str, int], int],
-                                   dict[tuple[str, int], OffsetAndMetadata]]:
-        """(error per partition, the offsets to store): metadata longer than
-        offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE, the rest kept."""
-        codes: dict[tuple[str, int], int] = {}
-        entries: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for t, p, offset, epoch, metadata in offsets:
-            metadata = metadata or ""
-            if len(metadata) > self.config.offset_metadata_max_bytes:
-                codes[(t, p)] = int(E.OFFSET_METADATA_TOO_LARGE)
-            else:
-                entries[(t, p)] = OffsetAndMetadata(offset, -1 if epoch is None else epoch,
-                                                    metadata, now, expire)
-                codes[(t, p)] = NONE
-        return codes, entries
-
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str,
                                  group_instance_id: str | None,
@@ -1047,21 +638,19 @@ class GroupCoordinator:
 
         err = self._check(group_id, allow_empty=True)
         if err:
-            return _every_partition(offsets, err)
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = Group(group_id)
-        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
-                                           transactional=True)
+            return offset_rules.every_partition(offsets, err)
+        group = self._group_for_offsets(group_id)
+        err = self._machine(group).commit_error(group, generation_id, member_id,
+                                                group_instance_id, transactional=True)
         if err:
             return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
                                        f"transactional, the group is {group.state}, "
                                        f"generation {group.generation_id}")
-        codes, entries = self._offset_entries(offsets, self._time_ms(), None)
+        codes, entries = offset_rules.offset_entries(offsets, self._time_ms(), None,
+                                                     self.config.offset_metadata_max_bytes)
         if entries:
             try:
-                await _maybe_await(self.store.store_offsets(group_id, entries,
-                                                            (producer_id, producer_epoch)))
+                await self.store.store_offsets(group_id, entries, (producer_id, producer_epoch))
             except Exception as e:  # noqa: BLE001 - answered with its error code
                 code = _txn_store_error(e)
                 _log_store_failure("storing transactional offsets", group_id, e)
@@ -1092,39 +681,6 @@ class GroupCoordinator:
         if not gids:
             self._txn_groups.pop(producer_id, None)
 
-    @staticmethod
-    def _validate_offset_commit(group: Group, generation_id: int, member_id: str,
-                                group_instance_id: str | None,
-                                transactional: bool = False) -> int:
-        """Who may commit, as Kafka's classic group decides it (one rule for
-        OffsetCommit and TxnOffsetCommit)."""
-        if group.is_(GroupState.DEAD):
-            return int(E.COORDINATOR_NOT_AVAILABLE)
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            # From outside group management (admin tools, a "simple" consumer,
-            # the ZooKeeper-era consumers that send their own member id with
-            # generation -1): nobody's generation to protect while the group
-            # has no members, so the member id is not looked at.
-            return NONE
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            if group_instance_id is not None:
-                if group.static_member_id(group_instance_id) is None:
-                    return int(E.UNKNOWN_MEMBER_ID)
-                if group.is_static_member_fenced(group_instance_id, member_id):
-                    return int(E.FENCED_INSTANCE_ID)
-            if not group.has(member_id):
-                return int(E.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return int(E.ILLEGAL_GENERATION)
-        elif not transactional and not group.is_(GroupState.EMPTY):
-            # while a group has members only they may commit (a transactional
-            # commit before KIP-447 carries no member, and is not refused)
-            return int(E.UNKNOWN_MEMBER_ID)
-        if not transactional and group.is_(GroupState.COMPLETING_REBALANCE):
-            # it has this generation's JoinGroup answer, not its assignment yet
-            return int(E.REBALANCE_IN_PROGRESS)
-        return NONE
-
     def _refuse_commit(self, group_id: str, offsets: list, code: int, generation_id: int,
                        member_id: str, why: str) -> list[PartitionError]:
         """Every partition of a refused commit answers ``code``; the refusal
@@ -1134,7 +690,7 @@ class GroupCoordinator:
             f"commit-refused:{code}",
             "group %s: offset commit (generation %d, member %r) refused with %s: %s",
             group_id, generation_id, member_id, ErrorCode(code).name, why)
-        return _every_partition(offsets, code)
+        return offset_rules.every_partition(offsets, code)
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,
@@ -1183,24 +739,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return OffsetDeleteResult(int(E.GROUP_ID_NOT_FOUND))
-        codes: dict[tuple[str, int], int] = {}
-        if group.is_(GroupState.EMPTY):
-            eligible = partitions
-        elif group.is_consumer_group():
-            eligible = []
-            for t, p in partitions:
-                if group.is_subscribed_to(t):
-                    codes[(t, p)] = int(E.GROUP_SUBSCRIBED_TO_TOPIC)
-                else:
-                    eligible.append((t, p))
-        else:
-            return OffsetDeleteResult(int(E.NON_EMPTY_GROUP))
+        err, codes = self._machine(group).offsets_deletable(group, partitions)
+        if err:
+            return OffsetDeleteResult(err)
+        eligible = [tp for tp in partitions if codes[tp] == NONE]
         present = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
-        for tp in eligible:
-            codes[tp] = NONE
         if present:
             try:
-                await _maybe_await(self.store.delete_offsets(group_id, present))
+                await self.store.delete_offsets(group_id, present)
             except Exception:
                 log.exception("group %s: deleting offsets failed", group_id)
                 for tp in eligible:
@@ -1213,52 +759,23 @@ class GroupCoordinator:
         return OffsetDeleteResult(NONE, [PartitionError(t, p, codes[(t, p)])
                                          for t, p in partitions])
 
-    async def _drop_if_empty(self, group: Group) -> None:
-        """An Empty group without offsets has nothing left to remember: Kafka drops it."""
-        if self._live(group) and group.is_(GroupState.EMPTY) and not group.offsets \
-                and not group.pending_members and not group.pending_txn_offsets:
-            await self._remove_group(group)
-
     async def expire_offsets(self, now_ms: int | None = None) -> int:
-        """Drop offsets past retention (call every offsets.retention.check.interval.ms).
-
-        Kafka's rules (KIP-211): an explicit expire timestamp wins; an Empty
-        group's offsets expire retention after it became Empty; a Stable
-        consumer group's offsets of topics it no longer subscribes to expire
-        retention after their commit; a group never managed by the coordinator
-        (no protocol type) expires by commit time. Returns how many went.
-        """
+        """Drop offsets past retention (call every offsets.retention.check.interval.ms),
+        as offsets.expired decides with the base time and kept topics the
+        group's machine gives (KIP-211). Returns how many went."""
         if not self._loaded:
             return 0
         now = self._time_ms() if now_ms is None else now_ms
-        retention = self.config.offsets_retention_ms
         removed = 0
         for group in list(self.groups.values()):
-            if group.protocol_type is None and group.is_(GroupState.EMPTY):
-                base = None  # commit timestamp
-                topic_ok = None
-            elif group.is_(GroupState.EMPTY):
-                base = group.current_state_timestamp if group.current_state_timestamp >= 0 else None
-                topic_ok = None
-            elif (group.is_consumer_group() and group.is_(GroupState.STABLE)
-                  and group.subscribed_topics is not None):
-                base = None
-                topic_ok = group.subscribed_topics
-            else:
+            condition = self._machine(group).expiry(group)
+            if condition is None:
                 continue
-            expired = []
-            for (t, p), om in group.offsets.items():
-                if topic_ok is not None and t in topic_ok:
-                    continue
-                if om.expire_timestamp is not None:
-                    gone = now >= om.expire_timestamp
-                else:
-                    gone = now - (om.commit_timestamp if base is None else base) >= retention
-                if gone:
-                    expired.append((t, p))
+            expired = offset_rules.expired(group.offsets, now, self.config.offsets_retention_ms,
+                                           *condition)
             if expired:
                 try:
-                    await _maybe_await(self.store.delete_offsets(group.group_id, expired))
+                    await self.store.delete_offsets(group.group_id, expired)
                 except Exception:
                     log.exception("group %s: expiring offsets failed", group.group_id)
                     continue

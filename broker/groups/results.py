@@ -95,3 +95,10 @@ class OffsetFetchResult(NamedTuple):
 class OffsetDeleteResult(NamedTuple):
     error_code: int
     partitions: list[PartitionError] = []
+
+
+class GroupMembership(NamedTuple):
+    """A consumer group's members now: member id -> (subscribed topics,
+    {topic: [partitions assigned]}); empty when the group has none."""
+    group_id: str
+    members: dict[str, tuple[tuple[str, ...], dict[str, list[int]]]]

@@ -2,16 +2,19 @@
 
 One interface, `OffsetStore`, so the coordinator does not care whether state
 goes to the `__consumer_offsets` log (the embedded default, `ConsumerOffsetsLog`)
-or, later, to ZooKeeper. Every method may return None or an awaitable: the
-coordinator awaits awaitables, so a store that does blocking network I/O can
-hand its work to a thread without blocking the coordinator's event loop.
+or, later, to ZooKeeper. Every method but ``partition_for`` is a coroutine,
+always awaited: a write that waits for the ISR (or a store doing network I/O
+on a thread) does not block the coordinator's event loop, and the coordinator
+has one way to call its store.
 A store signals failure by raising; the coordinator answers the request with
-COORDINATOR_NOT_AVAILABLE and leaves its in-memory state as it was.
+the write's error code (COORDINATOR_NOT_AVAILABLE when it has none) and leaves
+its in-memory state as it was.
 """
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from protocol.errors import ProtocolError
@@ -59,8 +62,8 @@ DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 
 class OffsetStore(Protocol):
-    def load(self, partition: int | None = None
-             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets] | Awaitable:
+    async def load(self, partition: int | None = None
+                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
         """All committed offsets, all group records and the transactional
         offset commits whose transaction is still open, as of the last write
         (only those of the groups kept in ``partition`` when given)."""
@@ -68,21 +71,21 @@ class OffsetStore(Protocol):
     def partition_for(self, group_id: str) -> int:
         """The partition of the offsets topic that keeps the group."""
 
-    def store_offsets(self, group_id: str,
-                      entries: Mapping[TopicPartition, OffsetAndMetadata],
-                      producer: tuple[int, int] | None = None) -> None | Awaitable:
+    async def store_offsets(self, group_id: str,
+                            entries: Mapping[TopicPartition, OffsetAndMetadata],
+                            producer: tuple[int, int] | None = None) -> None:
         """Persist these offsets of the group (replacing earlier commits);
         ``producer`` (id, epoch): written in that producer's transaction."""
 
-    def store_group(self, record: GroupRecord) -> None | Awaitable:
+    async def store_group(self, record: GroupRecord) -> None:
         """Persist the group's metadata (generation, leader, members, assignments)."""
 
-    def delete_offsets(self, group_id: str,
-                       partitions: Iterable[TopicPartition]) -> None | Awaitable:
+    async def delete_offsets(self, group_id: str,
+                             partitions: Iterable[TopicPartition]) -> None:
         """Forget these committed offsets of the group."""
 
-    def delete_group(self, group_id: str,
-                     partitions: Iterable[TopicPartition]) -> None | Awaitable:
+    async def delete_group(self, group_id: str,
+                           partitions: Iterable[TopicPartition]) -> None:
         """Forget the group's metadata and these (all its) committed offsets."""
 
 
@@ -119,8 +122,12 @@ class ConsumerOffsetsLog:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
-    def load(self, partition: int | None = None
-             ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
+    async def load(self, partition: int | None = None
+                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
+        return self.replay(partition)
+
+    def replay(self, partition: int | None = None
+               ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
         """Replay the log (one partition of it when given): the last value per
         key wins, a tombstone deletes. Offsets written in a transaction wait
         for its marker: applied on COMMIT, dropped on ABORT, and returned as
@@ -186,27 +193,34 @@ class ConsumerOffsetsLog:
                 log.warning("skipping undecodable %s record: %s", OFFSETS_TOPIC, e)
         return offsets, groups, pending
 
-    def store_offsets(self, group_id, entries, producer=None):
+    async def _write(self, partition: int, recs: list[Entry],
+                     producer: tuple[int, int] | None = None) -> None:
+        """One batch to the partition. append_fn answers None once written, or
+        an awaitable while the write waits for the ISR (the partition layer
+        does not make a coroutine for the common case): awaited here, the one
+        place that knows."""
+        written = (self._append(partition, recs) if producer is None
+                   else self._append(partition, recs, producer))
+        if inspect.isawaitable(written):
+            await written
+
+    async def store_offsets(self, group_id, entries, producer=None):
         recs = [(encode_offset_key(group_id, t, p), encode_offset_value(om))
                 for (t, p), om in entries.items()]
-        if not recs:
-            return None
-        if producer is not None:
-            return self._append(self.partition_for(group_id), recs, producer)
-        return self._append(self.partition_for(group_id), recs)
+        if recs:
+            await self._write(self.partition_for(group_id), recs, producer)
 
-    def store_group(self, record: GroupRecord):
-        return self._append(self.partition_for(record.group_id),
-                            [(encode_group_key(record.group_id), encode_group_value(record))])
+    async def store_group(self, record: GroupRecord):
+        await self._write(self.partition_for(record.group_id),
+                          [(encode_group_key(record.group_id), encode_group_value(record))])
 
-    def delete_offsets(self, group_id, partitions):
+    async def delete_offsets(self, group_id, partitions):
         recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
         if recs:
-            return self._append(self.partition_for(group_id), recs)
-        return None
+            await self._write(self.partition_for(group_id), recs)
 
-    def delete_group(self, group_id, partitions):
+    async def delete_group(self, group_id, partitions):
         # offsets first, group tombstone last: the same order Kafka writes them
         recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
         recs.append((encode_group_key(group_id), None))
-        return self._append(self.partition_for(group_id), recs)
+        await self._write(self.partition_for(group_id), recs)

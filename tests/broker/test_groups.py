@@ -1,9 +1,10 @@
 """GroupCoordinator: classic group membership, rebalances, offsets, persistence.
 
 The coordinator runs for real on the test's event loop with a ConsumerOffsetsLog
-over an in-memory record list. Timeouts are small (session 200 ms, initial
-delay 0-50 ms); tests wait on outcomes with generous deadlines, never assert
-on elapsed time.
+over an in-memory record list. The tests of timeouts (session, rebalance,
+initial delay) give it a VirtualClock and advance it: nothing sleeps. The
+others use small real timeouts (initial delay 0-50 ms) and wait on outcomes
+with generous deadlines, never asserting on elapsed time.
 """
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ import threading
 
 import pytest
 
+from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups import (
     ConsumerOffsetsLog,
     CoordinatorBridge,
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
-from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
+from tests.support.virtual_clock import VirtualClock, settle
 
 # expiry tests use the short values; the rest use long ones so a slow
 # machine cannot expire members the test still needs
@@ -66,6 +68,24 @@ async def coord(mlog):
     await c.shutdown()
 
 
+INITIAL_DELAY = 50
+
+
+@pytest.fixture
+def clock():
+    return VirtualClock()
+
+
+@pytest.fixture
+async def vcoord(mlog, clock):
+    """The coordinator in virtual time: its timers fire when the test advances ``clock``."""
+    c = GroupCoordinator(mlog.store(), make_config(group_initial_rebalance_delay_ms=INITIAL_DELAY),
+                         clock=clock)
+    await c.start()
+    yield c
+    await c.shutdown()
+
+
 async def join(c, group, member_id="", *, client="client", protocols=(("range", b"meta"),),
                instance=None, session=SESSION, rebalance=REBALANCE, ptype="consumer",
                require=True):
@@ -90,13 +110,28 @@ async def wait_for(pred, timeout=5.0, interval=0.01):
         await asyncio.sleep(interval)
 
 
-async def stable_group(c, group, n=2, metas=None, instances=None, **kw):
-    """n members join concurrently and sync; the leader assigns b'assign-<member_id>'."""
+async def advance_until_done(clock, fut, step=INITIAL_DELAY, steps=200):
+    """Advance the virtual clock a step at a time until ``fut`` is answered
+    (members arriving during the initial delay extend it by another delay)."""
+    for _ in range(steps):
+        await settle()
+        if fut.done():
+            return
+        clock.advance(step)
+    raise AssertionError("not answered in virtual time")
+
+
+async def stable_group(c, group, n=2, metas=None, instances=None, clock=None, **kw):
+    """n members join concurrently and sync; the leader assigns b'assign-<member_id>'.
+    With a virtual ``clock``, the initial delay is advanced through."""
     metas = metas or [f"meta-{i}".encode() for i in range(n)]
     instances = instances or [None] * n
-    results = await asyncio.wait_for(asyncio.gather(*[
+    joins = asyncio.gather(*[
         join_fully(c, group, client=f"c{i}", protocols=[("range", metas[i])],
-                   instance=instances[i], **kw) for i in range(n)]), 5)
+                   instance=instances[i], **kw) for i in range(n)])
+    if clock is not None:
+        await advance_until_done(clock, joins)
+    results = await asyncio.wait_for(joins, 5)
     assert all(r.error_code == E.NONE for r in results), results
     gens = {r.generation_id for r in results}
     assert len(gens) == 1
@@ -151,7 +186,7 @@ async def test_follower_sync_waits_for_leader(coord):
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
     fsync = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id, None, None, None, []))
-    await asyncio.sleep(0.05)
+    await settle()
     assert not fsync.done()
     [d] = await coord.describe_groups(["g"])
     assert d.state == "CompletingRebalance" and all(m.assignment == b"" for m in d.members)
@@ -233,56 +268,61 @@ async def test_last_member_leaving_empties_the_group(coord):
     assert d.state == "Empty" and d.members == []
 
 
-async def test_session_timeout_evicts_silent_member(coord):
-    (a, b), _ = await stable_group(coord, "g", session=SHORT_SESSION)
-
-    async def a_told_to_rejoin():
-        return await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
-
-    await wait_for(a_told_to_rejoin, interval=SHORT_SESSION / 4000)
-    r = await asyncio.wait_for(join(coord, "g", a.member_id, client="c0",
+async def test_session_timeout_evicts_silent_member(vcoord, clock):
+    (a, b), _ = await stable_group(vcoord, "g", clock=clock, session=SHORT_SESSION)
+    clock.advance(SHORT_SESSION // 2)
+    assert await vcoord.heartbeat("g", 1, a.member_id) == E.NONE  # a stays, b is silent
+    clock.advance(SHORT_SESSION // 2)
+    assert await vcoord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
+    r = await asyncio.wait_for(join(vcoord, "g", a.member_id, client="c0",
                                     protocols=[("range", b"meta-0")],
                                     session=SHORT_SESSION), 5)
     assert r.generation_id == 2 and [m[0] for m in r.members] == [a.member_id]
-    assert await coord.heartbeat("g", 2, b.member_id) == E.UNKNOWN_MEMBER_ID
+    assert await vcoord.heartbeat("g", 2, b.member_id) == E.UNKNOWN_MEMBER_ID
 
 
-async def test_members_that_do_not_rejoin_are_removed_after_rebalance_timeout(coord):
-    (a, b), _ = await stable_group(coord, "g", rebalance=SHORT_REBALANCE)
+async def test_members_that_do_not_rejoin_are_removed_after_rebalance_timeout(vcoord, clock):
+    (a, b), _ = await stable_group(vcoord, "g", clock=clock, rebalance=SHORT_REBALANCE)
     leader, follower = (a, b) if a.leader == a.member_id else (b, a)
     idx = [a, b].index(leader)
     # the leader rejoins (asks for a new assignment); the follower stays away
-    r = await asyncio.wait_for(join(coord, "g", leader.member_id, client=f"c{idx}",
-                                    protocols=[("range", b"changed")],
-                                    rebalance=SHORT_REBALANCE), 5)
+    rejoin = asyncio.ensure_future(join(vcoord, "g", leader.member_id, client=f"c{idx}",
+                                        protocols=[("range", b"changed")],
+                                        rebalance=SHORT_REBALANCE))
+    await settle()
+    clock.advance(SHORT_REBALANCE - 1)
+    await settle()
+    assert not rejoin.done()  # the follower still has time to rejoin
+    clock.advance(1)
+    r = await asyncio.wait_for(rejoin, 5)
     assert r.error_code == E.NONE and r.generation_id == 2
     assert [m[0] for m in r.members] == [leader.member_id]
-    assert await coord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
+    assert await vcoord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
 
 
-async def test_unsynced_member_is_dropped_after_rebalance_timeout(coord):
-    results = await asyncio.gather(join_fully(coord, "g", client="a", rebalance=SHORT_REBALANCE),
-                                   join_fully(coord, "g", client="b", rebalance=SHORT_REBALANCE))
+async def test_unsynced_member_is_dropped_after_rebalance_timeout(vcoord, clock):
+    joins = asyncio.gather(join_fully(vcoord, "g", client="a", rebalance=SHORT_REBALANCE),
+                           join_fully(vcoord, "g", client="b", rebalance=SHORT_REBALANCE))
+    await advance_until_done(clock, joins)
+    results = await asyncio.wait_for(joins, 5)
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
-    await coord.sync_group("g", 1, leader.member_id, None, None, None, [])
+    await vcoord.sync_group("g", 1, leader.member_id, None, None, None, [])
+    clock.advance(SHORT_REBALANCE - 1)
+    assert await vcoord.heartbeat("g", 1, leader.member_id) == E.NONE
+    clock.advance(1)
+    assert await vcoord.heartbeat("g", 1, leader.member_id) == E.REBALANCE_IN_PROGRESS
+    assert await vcoord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
 
-    async def rebalancing():
-        return await coord.heartbeat("g", 1, leader.member_id) == E.REBALANCE_IN_PROGRESS
 
-    await wait_for(rebalancing)
-    assert await coord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
-
-
-async def test_pending_member_id_expires(coord):
-    r = await join(coord, "g", session=SHORT_SESSION)
+async def test_pending_member_id_expires(vcoord, clock):
+    r = await join(vcoord, "g", session=SHORT_SESSION)
     assert r.error_code == E.MEMBER_ID_REQUIRED
-
-    async def gone():
-        return not coord.groups["g"].pending_members
-
-    await wait_for(gone)
-    assert (await join(coord, "g", r.member_id)).error_code == E.UNKNOWN_MEMBER_ID
+    clock.advance(SHORT_SESSION - 1)
+    assert vcoord.groups["g"].pending_members
+    clock.advance(1)
+    assert not vcoord.groups["g"].pending_members
+    assert (await join(vcoord, "g", r.member_id)).error_code == E.UNKNOWN_MEMBER_ID
 
 
 async def test_heartbeat_errors(coord):
@@ -294,7 +334,7 @@ async def test_heartbeat_errors(coord):
     assert await coord.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
     # a third member makes the group rebalance
     c = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await settle()
     assert await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
     s = await coord.sync_group("g", 1, a.member_id, None, None, None, [])
     assert s.error_code == E.REBALANCE_IN_PROGRESS
@@ -424,7 +464,7 @@ async def test_commit_generation_and_member_checks(coord, caplog):
     assert [x.offset for x in f.partitions] == [10, -1, 6]
     # a new member makes the group rebalance: PreparingRebalance still commits
     newcomer = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await settle()
     assert (await coord.commit_offsets("g", 1, a.member_id, None, [("t", 0, 12, -1, "")])
             )[0].error_code == E.NONE
     await asyncio.gather(
@@ -566,18 +606,19 @@ async def test_reloaded_coordinator_sees_offsets_and_groups(mlog):
         await c2.shutdown()
 
 
-async def test_loaded_members_that_stay_silent_expire(mlog):
-    c1 = GroupCoordinator(mlog.store(), make_config())
+async def test_loaded_members_that_stay_silent_expire(mlog, clock):
+    c1 = GroupCoordinator(mlog.store(), make_config(), clock=clock)
     await c1.start()
-    (a,), _ = await stable_group(c1, "g", n=1, session=SHORT_SESSION)
+    await stable_group(c1, "g", n=1, clock=clock, session=SHORT_SESSION)
     await c1.shutdown()
-    c2 = GroupCoordinator(mlog.store(), make_config())
+    c2 = GroupCoordinator(mlog.store(), make_config(), clock=clock)
     await c2.start()
     try:
-        async def empty():
-            [d] = await c2.describe_groups(["g"])
-            return d.state == "Empty"
-        await wait_for(empty)
+        [d] = await c2.describe_groups(["g"])
+        assert d.state == "Stable"  # as the log left it, with fresh session timers
+        clock.advance(SHORT_SESSION)
+        [d] = await c2.describe_groups(["g"])
+        assert d.state == "Empty"
     finally:
         await c2.shutdown()
 
@@ -627,24 +668,23 @@ async def test_async_store_methods_are_awaited(mlog):
     inner = mlog.store()
 
     class AsyncStore:
-        def load(self):
-            async def go():
-                return inner.load()
-            return go()
+        async def load(self):
+            await asyncio.sleep(0)
+            return await inner.load()
 
         async def store_offsets(self, g, e):
             await asyncio.sleep(0)
-            inner.store_offsets(g, e)
+            await inner.store_offsets(g, e)
 
         async def store_group(self, r):
             await asyncio.sleep(0)
-            inner.store_group(r)
+            await inner.store_group(r)
 
         async def delete_offsets(self, g, p):
-            inner.delete_offsets(g, p)
+            await inner.delete_offsets(g, p)
 
         async def delete_group(self, g, p):
-            inner.delete_group(g, p)
+            await inner.delete_group(g, p)
 
     c = GroupCoordinator(AsyncStore(), make_config())
     await c.start()
@@ -760,15 +800,23 @@ async def test_consumers_coming_and_going_converge(coord):
     assert d.state == "Empty"
 
 
-async def test_initial_delay_gathers_members_arriving_during_it(mlog):
-    # a long initial delay: members arriving during it share the first generation
-    c = GroupCoordinator(mlog.store(), make_config(group_initial_rebalance_delay_ms=400))
+async def test_initial_delay_gathers_members_arriving_during_it(mlog, clock):
+    # a long initial delay: members arriving during it share the first generation,
+    # and each newcomer extends the wait by another delay
+    c = GroupCoordinator(mlog.store(), make_config(group_initial_rebalance_delay_ms=400),
+                         clock=clock)
     await c.start()
     try:
         first = asyncio.ensure_future(join(c, "g", client="a", require=False))
-        await asyncio.sleep(0.01)
+        await settle()
+        clock.advance(200)
         second = asyncio.ensure_future(join(c, "g", client="b", require=False))
-        ra, rb = await asyncio.wait_for(asyncio.gather(first, second), 10)
+        await settle()
+        clock.advance(200)
+        await settle()
+        assert not first.done() and not second.done()
+        clock.advance(400)
+        ra, rb = await asyncio.wait_for(asyncio.gather(first, second), 5)
         assert ra.generation_id == rb.generation_id == 1
         leader = ra if ra.leader == ra.member_id else rb
         assert len(leader.members) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from broker.groups import GroupCoordinator
+from tests.support.virtual_clock import settle
 
 from .test_groups import MemoryLog, make_config
 
@@ -17,13 +18,13 @@ class SlowStore:
         self.release = asyncio.Event()
         self.writing = asyncio.Event()
 
-    def load(self):
-        return self.inner.load()
+    async def load(self):
+        return await self.inner.load()
 
     async def store_offsets(self, group, entries):
         self.writing.set()
         await self.release.wait()
-        return self.inner.store_offsets(group, entries)
+        await self.inner.store_offsets(group, entries)
 
     def __getattr__(self, name):  # store_group, delete_offsets, delete_group
         return getattr(self.inner, name)
@@ -39,7 +40,7 @@ async def test_fetch_waits_for_a_commit_that_is_being_stored():
             "g", -1, "", None, [("t", 4, 16666, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         fetch = asyncio.create_task(coord.fetch_offsets("g", [("t", 4)]))
-        await asyncio.sleep(0.05)
+        await settle()  # the loop runs all it can; the fetch must still wait
         assert not fetch.done()  # answering now would hand out "no offset" for partition 4
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]

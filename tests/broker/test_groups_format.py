@@ -190,18 +190,18 @@ def test_load_last_value_wins_and_tombstones_delete():
         (encode_offset_key("g", "bad", 0), b"\x00\x03\x00"),  # undecodable: skipped
     ]
     store = ConsumerOffsetsLog(lambda p, e: None, lambda: recs)
-    offsets, groups, _ = store.load()
+    offsets, groups, _ = store.replay()
     assert offsets == {"g": {("t", 0): OffsetAndMetadata(2, -1, "", TS)}}
     assert groups == {"g1": GROUP}
 
 
-def test_store_writes_to_the_groups_partition():
+async def test_store_writes_to_the_groups_partition():
     written = []
     store = ConsumerOffsetsLog(lambda p, e: written.append((p, e)), lambda: [], num_partitions=50)
-    store.store_offsets("testgroup", {("t", 0): OffsetAndMetadata(1, -1, "", TS)})
-    store.store_group(GroupRecord("testgroup", "consumer", 1, None, None, TS))
-    store.delete_offsets("testgroup", [("t", 0)])
-    store.delete_group("testgroup", [("t", 1)])
+    await store.store_offsets("testgroup", {("t", 0): OffsetAndMetadata(1, -1, "", TS)})
+    await store.store_group(GroupRecord("testgroup", "consumer", 1, None, None, TS))
+    await store.delete_offsets("testgroup", [("t", 0)])
+    await store.delete_group("testgroup", [("t", 1)])
     assert [p for p, _ in written] == [27] * 4
     assert written[2][1] == [(encode_offset_key("testgroup", "t", 0), None)]
     assert written[3][1] == [(encode_offset_key("testgroup", "t", 1), None),

@@ -209,7 +209,7 @@ def test_transactional_offsets_wait_for_their_marker_on_load(committed):
     key2, value2 = _offset("g", "t", 0, 20)
     items = [(key, value), TxnRecord(key2, value2, 77), TxnMarker(77, committed)]
     store = ConsumerOffsetsLog(lambda *a: None, lambda: iter(items), 1)
-    offsets, _, pending = store.load()
+    offsets, _, pending = store.replay()
     assert offsets["g"][("t", 0)].offset == (20 if committed else 10)
     assert pending == {}
 
@@ -217,7 +217,7 @@ def test_transactional_offsets_wait_for_their_marker_on_load(committed):
 def test_transactional_offsets_without_a_marker_load_as_pending():
     key, value = _offset("g", "t", 1, 5)
     store = ConsumerOffsetsLog(lambda *a: None, lambda: iter([TxnRecord(key, value, 9)]), 1)
-    offsets, _, pending = store.load()
+    offsets, _, pending = store.replay()
     assert offsets == {} and pending["g"][9][("t", 1)].offset == 5
 
 
@@ -261,5 +261,5 @@ def test_a_plain_commit_after_a_transactional_one_stands_on_load():
     key2, value2 = _offset("g", "t", 0, 7)
     items = [TxnRecord(key, value, 5), (key2, value2), TxnMarker(5, True)]
     store = ConsumerOffsetsLog(lambda *a: None, lambda: iter(items), 1)
-    offsets, _, pending = store.load()
+    offsets, _, pending = store.replay()
     assert offsets["g"][("t", 0)].offset == 7

@@ -1,22 +1,22 @@
-"""In-memory state of one classic group and its members (no I/O, no timers policy).
+"""In-memory state of one classic group and its members (no I/O, no timers).
 
 The state machine is Kafka's:
     Empty -> PreparingRebalance -> CompletingRebalance -> Stable
     PreparingRebalance -> Empty (everyone left) ; CompletingRebalance/Stable ->
     PreparingRebalance (membership or metadata changed) ; Empty -> Dead (deleted).
-Everything that waits (join/sync responses) is an asyncio future on the member,
-resolved by the coordinator; timers live on the objects so they can be
-cancelled when a member leaves or is replaced.
+A member waiting on its JoinGroup or SyncGroup response is a flag here; the
+response itself is the runtime's (coordinator.py) to deliver, and the timers
+are the runtime's too, set and cancelled as the machine (machine.py) says.
 """
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections import Counter
 
-from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
-from .log_format import OffsetAndMetadata
 from protocol.errors import ProtocolError
+
+from ..consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
+from ..log_format import OffsetAndMetadata
 
 
 class GroupState(str, enum.Enum):
@@ -59,17 +59,9 @@ class Member:
         # a member that joined but has not completed a rebalance yet: its
         # expiry is the new-member join timeout, not the session timeout
         self.is_new = False
-        self.join_future: asyncio.Future | None = None
-        self.sync_future: asyncio.Future | None = None
-        self.heartbeat_timer: asyncio.TimerHandle | None = None
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_future is not None
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_future is not None
+        # a JoinGroup / SyncGroup of this member waits for the group's answer
+        self.awaiting_join = False
+        self.awaiting_sync = False
 
     def protocol_names(self) -> list[str]:
         return [n for n, _ in self.protocols]
@@ -91,14 +83,11 @@ class Member:
                 return n
         raise ValueError("member supports none of the candidate protocols")
 
-    def cancel_timer(self) -> None:
-        if self.heartbeat_timer is not None:
-            self.heartbeat_timer.cancel()
-            self.heartbeat_timer = None
-
 
 class Group:
     """One classic group: members, generation, selected protocol, offsets."""
+
+    group_type = "classic"
 
     def __init__(self, group_id: str, state: GroupState = GroupState.EMPTY):
         self.group_id = group_id
@@ -109,7 +98,8 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}  # insertion order = join order
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: dict[str, asyncio.TimerHandle | None] = {}
+        # member ids handed out (MEMBER_ID_REQUIRED) whose JoinGroup is still to come
+        self.pending_members: set[str] = set()
         self.pending_sync: set[str] = set()
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
@@ -119,9 +109,7 @@ class Group:
         # transaction, visible (moved to ``offsets``) only once its COMMIT
         # marker lands in the offsets partition; dropped on ABORT.
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        self.join_timer: asyncio.TimerHandle | None = None
         self.join_is_initial = False  # the initial delayed join completes only on expiry
-        self.sync_timer: asyncio.TimerHandle | None = None
         # protocol name -> how many members support it (candidate protocols)
         self._protocol_votes: Counter[str] = Counter()
 
@@ -183,7 +171,7 @@ class Group:
         candidates = self.candidate_protocols()
         if not candidates:
             raise ValueError("no protocol supported by all members")
-        votes = Counter()
+        votes: Counter[str] = Counter()
         first_seen: dict[str, int] = {}
         for i, m in enumerate(self.members.values()):
             v = m.vote(candidates)
@@ -216,7 +204,7 @@ class Group:
         self._protocol_votes.update(member.protocol_names())
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.pending_members.pop(member.member_id, None)
+        self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
