@@ -44,6 +44,10 @@ from broker.metadata.store import INTERNAL_TOPICS
 from protocol.errors import ErrorCode
 
 from . import reassignment as ra
+from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,
+                                Elect, ElectLeaders, IsrChangesNoticed, PreferredElectionAsked,
+                                Reassign, ReassignZnodeChanged, Resign, Stop, Tick, TopicChanged,
+                                TopicsChanged, TopicsMarkedForDeletion)
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         election_answer, elections_reported, initial_state, remove_from_isr)
 
@@ -83,7 +87,7 @@ class Controller:
         self._tick_queued = False
         self._next_reassign_check = 0.0
         self._clock = clock
-        self._events: queue.Queue = queue.Queue()
+        self._events: queue.Queue[ControllerEvent] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
                                         daemon=True)
         self._stopped = False
@@ -109,19 +113,19 @@ class Controller:
     def stop(self) -> None:
         """Resign (if active) and stop the event thread."""
         self._stopped = True
-        self._events.put(("stop",))
+        self._events.put(Stop())
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
 
     def _on_controller_znode(self, data: bytes | None, _stat: object) -> bool:
         if data is None:
             if self.active:  # our znode went with our session: that term is over
-                self._events.put(("resign",))
-            self._events.put(("elect",))
+                self._events.put(Resign())
+            self._events.put(Elect())
         elif self.active:
             try:
                 if z.decode_controller(data) != self.broker_id:
-                    self._events.put(("resign",))
+                    self._events.put(Resign())
             except z.ZNodeFormatError:
                 pass
         return not self._stopped
@@ -131,49 +135,23 @@ class Controller:
             try:
                 event = self._events.get(timeout=1.0)
             except queue.Empty:
-                event = ("tick",)
+                event = Tick()
             else:
                 # A steady stream of events (ISR notifications, say) must not
                 # starve the rebalance check, which otherwise runs when idle.
                 if not self._tick_queued and self._periodic_due():
                     self._tick_queued = True
-                    self._events.put(("tick",))
-            kind = event[0]
-            if kind == "tick":
+                    self._events.put(Tick())
+            if isinstance(event, Tick):
                 self._tick_queued = False
-            if kind == "stop":
+            if isinstance(event, Stop):
                 self._resign(delete_znode=True)
                 return
             try:
-                if kind == "elect":
+                if isinstance(event, Elect):
                     self._try_elect()
-                elif not self.active:
-                    continue
-                elif kind == "resign":
-                    self._resign(delete_znode=False)
-                elif kind == "brokers":
-                    self._on_brokers(event[1])
-                elif kind == "topics":
-                    self._on_topics(event[1])
-                elif kind == "topic":
-                    self._on_topic(event[1])
-                elif kind == "preferred":
-                    self._on_preferred_election()
-                elif kind == "delete":
-                    self._on_delete_topics(event[1])
-                elif kind == "isr":
-                    self._on_isr_changes(event[1])
-                elif kind == "shutdown":
-                    event[2]["remaining"] = self._on_controlled_shutdown(event[1])
-                elif kind == "elect_leaders":
-                    event[2]["results"] = self._on_elect_leaders(event[1], event[4])
-                elif kind == "reassign":
-                    event[2]["results"] = self._on_reassign(event[1], event[4])
-                elif kind == "reassign_znode":
-                    self._on_reassign_znode()
-                elif kind == "tick":
-                    self._maybe_rebalance()
-                    self._recheck_reassignments()
+                elif self.active:
+                    self._handle(event)
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -187,14 +165,43 @@ class Controller:
                 # broker stops, its session closing under an event is expected.
                 log.log(logging.DEBUG if self._stopped else logging.WARNING,
                         "controller %d: ZooKeeper error handling %s: %s", self.broker_id,
-                        kind, type(e).__name__ + (f" ({e})" if str(e) else ""))
+                        event.kind, type(e).__name__ + (f" ({e})" if str(e) else ""))
                 self._resign(delete_znode=False)
                 self._elect_later()
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
-                log.exception("controller %d: handling %s failed", self.broker_id, kind)
+                log.exception("controller %d: handling %s failed", self.broker_id, event.kind)
             finally:
-                if kind in ("shutdown", "elect_leaders", "reassign"):
-                    event[3].set()  # the caller waiting for it goes on either way
+                if isinstance(event, Answered):
+                    event.reply.done.set()  # the caller waiting for it goes on either way
+
+    def _handle(self, event: ControllerEvent) -> None:
+        """One event, while this broker is the active controller."""
+        match event:
+            case Resign():
+                self._resign(delete_znode=False)
+            case BrokersChanged(ids=ids):
+                self._on_brokers(ids)
+            case TopicsChanged(names=names):
+                self._on_topics(names)
+            case TopicChanged(topic=topic):
+                self._on_topic(topic)
+            case PreferredElectionAsked():
+                self._on_preferred_election()
+            case TopicsMarkedForDeletion(names=names):
+                self._on_delete_topics(names)
+            case IsrChangesNoticed(names=names):
+                self._on_isr_changes(names)
+            case ControlledShutdown(broker_id=broker_id, reply=reply):
+                reply.value = self._on_controlled_shutdown(broker_id)
+            case ElectLeaders(partitions=partitions, unclean=unclean, reply=reply):
+                reply.value = self._on_elect_leaders(partitions, unclean)
+            case Reassign(requests=requests, reply=reply):
+                reply.value = self._on_reassign(requests, event.allow_replication_factor_change)
+            case ReassignZnodeChanged():
+                self._on_reassign_znode()
+            case Tick():
+                self._maybe_rebalance()
+                self._recheck_reassignments()
 
     # ---------------------------------------------------------------- election
 
@@ -213,7 +220,7 @@ class Controller:
         def stand() -> None:
             with self._elect_later_lock:
                 self._elect_pending = False
-            self._events.put(("elect",))
+            self._events.put(Elect())
         timer = threading.Timer(ELECT_AGAIN_S, stand)
         timer.daemon = True
         timer.start()
@@ -258,12 +265,12 @@ class Controller:
         if failed:
             if held is None and isinstance(results[0], NodeExistsError):
                 return  # someone else won; the watch tells us when it goes
-            self._events.put(("elect",))  # the epoch or the znode moved meanwhile: look again
+            self._events.put(Elect())  # the epoch or the znode moved meanwhile: look again
             return
         if self.zk.client_id != session:
             # The session changed during the transaction: a check of "ours" made
             # in the old one proves nothing now; look again.
-            self._events.put(("elect",))
+            self._events.put(Elect())
             return
         epoch_result = results[1]
         self.epoch = epoch
@@ -311,17 +318,18 @@ class Controller:
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
         # ignored because they are handled only while active with this epoch.
-        self.zk.ChildrenWatch(z.BROKER_IDS, lambda ids: self._watch_event(epoch, "brokers", ids))
+        self.zk.ChildrenWatch(z.BROKER_IDS,
+                              lambda ids: self._watch_event(epoch, BrokersChanged(tuple(ids))))
         self.zk.ChildrenWatch(z.BROKER_TOPICS,
-                              lambda names: self._watch_event(epoch, "topics", names))
+                              lambda names: self._watch_event(epoch, TopicsChanged(tuple(names))))
         self.zk.DataWatch(z.PREFERRED_REPLICA_ELECTION,
-                          lambda data, _s: self._watch_event(epoch, "preferred", data))
-        self.zk.ChildrenWatch(z.DELETE_TOPICS,
-                              lambda names: self._watch_event(epoch, "delete", names))
+                          lambda _data, _s: self._watch_event(epoch, PreferredElectionAsked()))
+        self.zk.ChildrenWatch(z.DELETE_TOPICS, lambda names: self._watch_event(
+            epoch, TopicsMarkedForDeletion(tuple(names))))
         self.zk.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION,
-                              lambda names: self._watch_event(epoch, "isr", names))
+                              lambda names: self._watch_event(epoch, IsrChangesNoticed(tuple(names))))
         self.zk.DataWatch(z.REASSIGN_PARTITIONS,
-                          lambda data, _s: self._watch_event(epoch, "reassign_znode", data))
+                          lambda _data, _s: self._watch_event(epoch, ReassignZnodeChanged()))
 
     def _watch_topic(self, topic: str) -> None:
         epoch = self.epoch
@@ -329,13 +337,13 @@ class Controller:
         def on_change(data: bytes | None, _stat: object) -> bool:
             if data is None:
                 return False  # deleted; the topics watch forgets it
-            return self._watch_event(epoch, "topic", topic)
+            return self._watch_event(epoch, TopicChanged(topic))
         self.zk.DataWatch(z.topic_path(topic), on_change)
 
-    def _watch_event(self, epoch: int, kind: str, payload: object) -> bool:
+    def _watch_event(self, epoch: int, event: ControllerEvent) -> bool:
         if self._stopped or not self.active or self.epoch != epoch:
             return False  # this term is over: drop the watch
-        self._events.put((kind, payload))
+        self._events.put(event)
         return True
 
     @property
@@ -391,7 +399,7 @@ class Controller:
 
     # ---------------------------------------------------------------- events
 
-    def _on_brokers(self, ids: list[str]) -> None:
+    def _on_brokers(self, ids: tuple[str, ...]) -> None:
         live = {int(c) for c in ids if c.isdigit()}
         dead, born = self._live - live, live - self._live
         self._live = live
@@ -424,7 +432,7 @@ class Controller:
             shrunk = LeaderAndIsr(shrunk.leader, elected.leader_epoch, shrunk.isr)
         return shrunk or elected
 
-    def _on_topics(self, names: list[str]) -> None:
+    def _on_topics(self, names: tuple[str, ...]) -> None:
         known = set(self._assignments)
         for topic in set(names) - known:
             self._read_topic(topic)
@@ -469,12 +477,11 @@ class Controller:
         thread."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("shutdown", broker_id, result, done))
-        if not done.wait(timeout) or not self.active:
+        event = ControlledShutdown(broker_id)
+        self._events.put(event)
+        if not event.reply.wait(timeout) or not self.active:
             return None
-        return result.get("remaining")
+        return event.reply.value
 
     def elect_leaders(self, partitions: list[Partition] | None, unclean: bool,
                       timeout: float) -> dict[Partition, ErrorCode] | None:
@@ -484,12 +491,11 @@ class Controller:
         not the controller. Blocking: call it from a worker thread."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("elect_leaders", partitions, result, done, unclean))
-        if not done.wait(timeout) or not self.active:
+        event = ElectLeaders(partitions, unclean)
+        self._events.put(event)
+        if not event.reply.wait(timeout) or not self.active:
             return None
-        return result.get("results")
+        return event.reply.value
 
     def _on_elect_leaders(self, partitions: list[Partition] | None,
                           unclean: bool) -> dict[Partition, ErrorCode]:
@@ -576,14 +582,13 @@ class Controller:
         carried out). Blocking."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("reassign", requests, result, done, allow_replication_factor_change))
-        if not done.wait(timeout):
+        event = Reassign(requests, allow_replication_factor_change)
+        self._events.put(event)
+        if not event.reply.wait(timeout):
             raise TimeoutError(f"the controller did not decide within {timeout:g} s")
         if not self.active:
             return None
-        return result.get("results")
+        return event.reply.value
 
     def reassignments(self) -> dict[Partition, ra.Reassignment] | None:
         """The reassignments running now (ListPartitionReassignments); None when
@@ -792,7 +797,7 @@ class Controller:
                       and any(r in self._live and r not in self._shutting_down
                               for r in state.isr if r != broker_id))
 
-    def _on_isr_changes(self, names: list[str]) -> None:
+    def _on_isr_changes(self, names: tuple[str, ...]) -> None:
         """Leaders changed ISRs (they write the state znodes themselves and leave
         a notification): re-read those states, so the next decision starts from
         them, and remove the notifications, as Kafka's controller does."""
@@ -815,7 +820,7 @@ class Controller:
             except NoNodeError:
                 pass
 
-    def _on_delete_topics(self, names: list[str]) -> None:
+    def _on_delete_topics(self, names: tuple[str, ...]) -> None:
         """Topics marked for deletion under /admin/delete_topics (by a broker
         handling DeleteTopics, or by a ZooKeeper-era kafka-topics): their znodes
         go, brokers delete their logs when they see the topic gone, and the
