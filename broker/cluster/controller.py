@@ -36,11 +36,12 @@ from typing import Callable, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
-                              NodeExistsError, NotEmptyError, RolledBackError)
-from kazoo.protocol.states import ZnodeStat
+                              NodeExistsError, NotEmptyError)
 
 from broker.metadata import zk_layout as z
 from broker.metadata.store import INTERNAL_TOPICS
+from broker.metadata.zookeeper.writes import (ControllerZooKeeper, Create, NotControllerError,
+                                              SetData, over_kazoo)
 from protocol.errors import ErrorCode
 
 from . import reassignment as ra
@@ -62,10 +63,6 @@ REASSIGN_RECHECK_S = 1.0
 ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
-class NotControllerError(Exception):
-    """This broker's term as controller has ended (a newer epoch exists)."""
-
-
 class RebalancePolicy(NamedTuple):
     """auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
     leader.imbalance.per.broker.percentage."""
@@ -75,11 +72,11 @@ class RebalancePolicy(NamedTuple):
 
 
 class Controller:
-    def __init__(self, zk: KazooClient, broker_id: int, *,
+    def __init__(self, zk: ControllerZooKeeper | KazooClient, broker_id: int, *,
                  unclean_leader_election: Callable[[str], bool] = lambda topic: False,
                  rebalance: Callable[[], RebalancePolicy] = RebalancePolicy,
                  clock: Callable[[], float] = time.time) -> None:
-        self.zk = zk
+        self.zk: ControllerZooKeeper = over_kazoo(zk)
         self.broker_id = broker_id
         self._unclean = unclean_leader_election
         self._rebalance = rebalance
@@ -108,7 +105,7 @@ class Controller:
 
     def start(self) -> None:
         self._thread.start()
-        self.zk.DataWatch(z.CONTROLLER, self._on_controller_znode)
+        self.zk.watch_data(z.CONTROLLER, self._on_controller_znode)
 
     def stop(self) -> None:
         """Resign (if active) and stop the event thread."""
@@ -233,48 +230,36 @@ class Controller:
         office at an epoch it bumped without holding /controller."""
         if self.active or self._stopped:
             return
-        session = self.zk.client_id
+        session = self.zk.session_id()
         if session is None:
             raise ConnectionLoss()  # not connected: _run stands again later
         try:
             _, held = self.zk.get(z.CONTROLLER)
         except NoNodeError:
             held = None
-        if held is not None and held.ephemeralOwner != session[0]:
+        if held is not None and held.ephemeralOwner != session:
             return  # someone else's; the watch tells us when it goes
         try:
             data, epoch_stat = self.zk.get(z.CONTROLLER_EPOCH)
             epoch = z.decode_controller_epoch(data) + 1
         except NoNodeError:
             epoch_stat, epoch = None, 1
-        txn = self.zk.transaction()
-        if held is None:
-            txn.create(z.CONTROLLER, z.encode_controller(self.broker_id,
-                                                         int(self._clock() * 1000)),
-                       ephemeral=True)
-        else:
-            txn.check(z.CONTROLLER, held.version)
-        if epoch_stat is None:
-            txn.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch))
-        else:
-            txn.set_data(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch),
-                         epoch_stat.version)
-        results = txn.commit()
-        failed = [r for r in results if isinstance(r, Exception)
-                  and not isinstance(r, RolledBackError)]
-        if failed:
-            if held is None and isinstance(results[0], NodeExistsError):
+        claim = self.zk.claim_controller(
+            z.encode_controller(self.broker_id, int(self._clock() * 1000)),
+            None if held is None else held.version, z.encode_controller_epoch(epoch),
+            None if epoch_stat is None else epoch_stat.version)
+        if not claim.won:
+            if claim.taken:
                 return  # someone else won; the watch tells us when it goes
             self._events.put(Elect())  # the epoch or the znode moved meanwhile: look again
             return
-        if self.zk.client_id != session:
+        if self.zk.session_id() != session:
             # The session changed during the transaction: a check of "ours" made
             # in the old one proves nothing now; look again.
             self._events.put(Elect())
             return
-        epoch_result = results[1]
         self.epoch = epoch
-        self._epoch_version = epoch_result.version if isinstance(epoch_result, ZnodeStat) else 0
+        self._epoch_version = claim.epoch_version
         self.active = True
         self._next_rebalance = time.monotonic() + self._rebalance().interval_s
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
@@ -318,17 +303,17 @@ class Controller:
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
         # ignored because they are handled only while active with this epoch.
-        self.zk.ChildrenWatch(z.BROKER_IDS,
+        self.zk.watch_children(z.BROKER_IDS,
                               lambda ids: self._watch_event(epoch, BrokersChanged(tuple(ids))))
-        self.zk.ChildrenWatch(z.BROKER_TOPICS,
+        self.zk.watch_children(z.BROKER_TOPICS,
                               lambda names: self._watch_event(epoch, TopicsChanged(tuple(names))))
-        self.zk.DataWatch(z.PREFERRED_REPLICA_ELECTION,
+        self.zk.watch_data(z.PREFERRED_REPLICA_ELECTION,
                           lambda _data, _s: self._watch_event(epoch, PreferredElectionAsked()))
-        self.zk.ChildrenWatch(z.DELETE_TOPICS, lambda names: self._watch_event(
+        self.zk.watch_children(z.DELETE_TOPICS, lambda names: self._watch_event(
             epoch, TopicsMarkedForDeletion(tuple(names))))
-        self.zk.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION,
+        self.zk.watch_children(z.ISR_CHANGE_NOTIFICATION,
                               lambda names: self._watch_event(epoch, IsrChangesNoticed(tuple(names))))
-        self.zk.DataWatch(z.REASSIGN_PARTITIONS,
+        self.zk.watch_data(z.REASSIGN_PARTITIONS,
                           lambda _data, _s: self._watch_event(epoch, ReassignZnodeChanged()))
 
     def _watch_topic(self, topic: str) -> None:
@@ -338,7 +323,7 @@ class Controller:
             if data is None:
                 return False  # deleted; the topics watch forgets it
             return self._watch_event(epoch, TopicChanged(topic))
-        self.zk.DataWatch(z.topic_path(topic), on_change)
+        self.zk.watch_data(z.topic_path(topic), on_change)
 
     def _watch_event(self, epoch: int, event: ControllerEvent) -> bool:
         if self._stopped or not self.active or self.epoch != epoch:
@@ -757,25 +742,23 @@ class Controller:
             new_assignment = z.TopicAssignment(
                 {**assignment.partitions, partition: replicas}, assignment.topic_id,
                 {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
-            txn = self.zk.transaction()
-            txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-            txn.set_data(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)
+            writes = [SetData(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)]
             if new_state is not None:
-                txn.set_data(z.partition_state_path(*tp), self._state_bytes(new_state),
-                             state_and_version[1])
+                writes.append(SetData(z.partition_state_path(*tp), self._state_bytes(new_state),
+                                      state_and_version[1]))
             try:
-                results = self._commit(txn)
+                results = self.zk.commit_fenced(self._epoch_version, writes)
             except (BadVersionError, NoNodeError):
                 self._read_topic(topic)  # a leader's ISR write or a tool's: decide again
                 continue
-            self._topic_znodes[topic] = (new_assignment, results[1].version)
+            self._topic_znodes[topic] = (new_assignment, results[0])
             self._assignments[topic][partition] = list(replicas)
             if running is None:
                 self._reassigning.pop(tp, None)
             else:
                 self._reassigning[tp] = running
             if new_state is not None:
-                self._states[tp] = (new_state, results[2].version)
+                self._states[tp] = (new_state, results[1])
             return True
         log.warning("controller: gave up reassigning %s-%d after repeated conflicts", *tp)
         return False
@@ -892,21 +875,6 @@ class Controller:
         return z.encode_partition_state(z.PartitionState(state.leader, state.leader_epoch,
                                                          state.isr, self.epoch))
 
-    def _commit(self, txn) -> list:
-        results = txn.commit()
-        # The first operation checks our epoch: failing it means we were replaced.
-        if results and isinstance(results[0], BadVersionError):
-            raise NotControllerError()
-        # A failed transaction reports RolledBackError for every operation but
-        # the one that failed: raise that one (a version conflict, say).
-        failed = [r for r in results[1:] if isinstance(r, Exception)]
-        for r in failed:
-            if not isinstance(r, RolledBackError):
-                raise r
-        if failed:
-            raise failed[0]
-        return results
-
     def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:
         # Not ensure_path: that would re-create the topic's own znode (empty) if
         # the topic has just been deleted, leaving its name unusable.
@@ -917,11 +885,9 @@ class Controller:
                 pass
             except NoNodeError:
                 return  # the topic is gone
-        txn = self.zk.transaction()
-        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-        txn.create(z.partition_state_path(*tp), self._state_bytes(state))
         try:
-            self._commit(txn)
+            self.zk.commit_fenced(self._epoch_version,
+                                  [Create(z.partition_state_path(*tp), self._state_bytes(state))])
         except NodeExistsError:
             self._read_state(tp)  # created meanwhile (an older controller's write)
             return
@@ -932,11 +898,9 @@ class Controller:
                  list(state.isr))
 
     def _write(self, tp: Partition, state: LeaderAndIsr, version: int) -> None:
-        txn = self.zk.transaction()
-        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-        txn.set_data(z.partition_state_path(*tp), self._state_bytes(state), version)
-        results = self._commit(txn)
-        stat = results[1]
-        self._states[tp] = (state, stat.version if isinstance(stat, ZnodeStat) else version + 1)
+        written = self.zk.commit_fenced(
+            self._epoch_version,
+            [SetData(z.partition_state_path(*tp), self._state_bytes(state), version)])[0]
+        self._states[tp] = (state, written)
         log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1], state.leader,
                  state.leader_epoch, list(state.isr))

@@ -167,41 +167,36 @@ class AdminWrites:
             return self._cache.reload_topic(name)
 
     def broker_configs(self, broker: int | None) -> dict[str, str]:
-        path = z.broker_config_path(broker)
-        try:
-            return z.decode_config(path, self.zk.get(path)[0])
-        except NoNodeError:
-            return {}
+        return self._read_config(z.broker_config_path(broker))
 
     @retriable_on_zookeeper_errors
     def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
-        path = z.broker_config_path(broker)
-        with self._lock:
-            try:
-                self.zk.set(path, z.encode_config(configs))
-            except NoNodeError:
-                self.zk.create(path, z.encode_config(configs), makepath=True)
-            entity = z.DEFAULT_BROKER_CONFIG if broker is None else str(broker)
-            write_change_notice(self.zk, f"brokers/{entity}")
+        entity = z.DEFAULT_BROKER_CONFIG if broker is None else str(broker)
+        self._write_config(z.broker_config_path(broker), configs, f"brokers/{entity}")
 
     def entity_configs(self, entity_path: str) -> dict[str, str]:
-        path = z.entity_config_path(entity_path)
+        return self._read_config(z.entity_config_path(entity_path))
+
+    @retriable_on_zookeeper_errors
+    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        # Kafka keeps the znode with an empty config (a user's node may
+        # have a child per client id), so do we.
+        self._write_config(z.entity_config_path(entity_path), configs, entity_path)
+
+    def _read_config(self, path: str) -> dict[str, str]:
         try:
             return z.decode_config(path, self.zk.get(path)[0])
         except NoNodeError:
             return {}
 
-    @retriable_on_zookeeper_errors
-    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
-        path = z.entity_config_path(entity_path)
+    def _write_config(self, path: str, configs: dict[str, str], entity: str) -> None:
+        """A broker's or an entity's configs, then the change notice naming it."""
         with self._lock:
-            # Kafka keeps the znode with an empty config (a user's node may
-            # have a child per client id), so do we.
             try:
                 self.zk.set(path, z.encode_config(configs))
             except NoNodeError:
                 self.zk.create(path, z.encode_config(configs), makepath=True)
-            write_change_notice(self.zk, entity_path)
+            write_change_notice(self.zk, entity)
 
     @retriable_on_zookeeper_errors
     def entity_config_paths(self, entity_type: str) -> list[str]:

@@ -16,7 +16,8 @@ This store is the broker's view of that shared state, composed of parts:
 - ``admin.py``: topic and config writes, and leaders' ISR changes;
 - ``producer_ids.py``: producer-id blocks;
 - ``writes.py``: the znode reads and writes of the controller and the
-  consumer registry, and the controller's epoch-fenced transactions.
+  consumer registry (``znodes``), and the controller's epoch-fenced
+  transactions, behind typed interfaces.
 
 Partition state and leader election are the controller's
 (broker/cluster/controller.py). DeleteTopics through a broker writes Kafka's
@@ -39,6 +40,7 @@ from .cache import WatchCache
 from .change_notices import ConfigChangeNotices
 from .producer_ids import ProducerIdBlocks
 from .session import ZooKeeperSession, ZooKeeperStoreError
+from .writes import ZooKeeperWrites
 
 
 class ZooKeeperMetadataStore(MetadataStore):
@@ -57,6 +59,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                                          connection_timeout_ms=connection_timeout_ms,
                                          clock=clock)
         self.zk = self._session.zk
+        # What the controller and the consumer registry use, over this session.
+        self.znodes = ZooKeeperWrites(self.zk)
         writing = threading.Lock()  # serializes this store's own writes
         self._cache = WatchCache(self._session, endpoint)
         self._admin = AdminWrites(self._session, self._cache, writing)
