@@ -201,6 +201,13 @@ class AdminWrites:
     @retriable_on_zookeeper_errors
     def entity_config_paths(self, entity_type: str) -> list[str]:
         out = []
+
+        def if_configured(entity: str) -> None:
+            try:
+                if self.entity_configs(entity):
+                    out.append(entity)
+            except z.ZNodeFormatError as e:
+                log.warning("%s", e)
         base = f"/config/{entity_type}"
         try:
             names = sorted(self.zk.get_children(base))
@@ -208,11 +215,7 @@ class AdminWrites:
             return []
         for name in names:
             entity = f"{entity_type}/{name}"
-            try:
-                if self.entity_configs(entity):
-                    out.append(entity)
-            except z.ZNodeFormatError as e:
-                log.warning("%s", e)
+            if_configured(entity)
             if entity_type != "users":
                 continue
             try:
@@ -220,10 +223,5 @@ class AdminWrites:
             except NoNodeError:
                 continue
             for client in clients:
-                pair = f"{entity}/clients/{client}"
-                try:
-                    if self.entity_configs(pair):
-                        out.append(pair)
-                except z.ZNodeFormatError as e:
-                    log.warning("%s", e)
+                if_configured(f"{entity}/clients/{client}")
         return out
