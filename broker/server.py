@@ -311,13 +311,13 @@ class Broker:
         self.replica_sync.start()
         self.replica_sync.changed()  # what changed while this broker was down
         self.controller = Controller(
-            store.zk, self.cfg.broker_id,
+            store.znodes, self.cfg.broker_id,
             unclean_leader_election=lambda topic: self._unclean_election(store, topic),
             rebalance=lambda: RebalancePolicy(self.cfg.auto_leader_rebalance_enable,
                                               self.cfg.leader_imbalance_check_interval_seconds,
                                               self.cfg.leader_imbalance_per_broker_percentage))
         self.registry = ConsumerRegistry(
-            store.zk, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
+            store.znodes, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
 
     def _register_in_cluster(self) -> None:
         """Announce this broker (its logs and groups are loaded), then stand for

@@ -36,14 +36,19 @@ from typing import Callable, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
-                              NodeExistsError, NotEmptyError, RolledBackError)
-from kazoo.protocol.states import ZnodeStat
+                              NodeExistsError, NotEmptyError)
 
 from broker.metadata import zk_layout as z
 from broker.metadata.store import INTERNAL_TOPICS
+from broker.metadata.zookeeper.writes import (ControllerZooKeeper, Create, NotControllerError,
+                                              SetData, over_kazoo)
 from protocol.errors import ErrorCode
 
 from . import reassignment as ra
+from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,
+                                Elect, ElectLeaders, IsrChangesNoticed, PreferredElectionAsked,
+                                Reassign, ReassignZnodeChanged, Resign, Stop, Tick, TopicChanged,
+                                TopicsChanged, TopicsMarkedForDeletion)
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         election_answer, elections_reported, initial_state, remove_from_isr)
 
@@ -58,10 +63,6 @@ REASSIGN_RECHECK_S = 1.0
 ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
-class NotControllerError(Exception):
-    """This broker's term as controller has ended (a newer epoch exists)."""
-
-
 class RebalancePolicy(NamedTuple):
     """auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
     leader.imbalance.per.broker.percentage."""
@@ -71,11 +72,11 @@ class RebalancePolicy(NamedTuple):
 
 
 class Controller:
-    def __init__(self, zk: KazooClient, broker_id: int, *,
+    def __init__(self, zk: ControllerZooKeeper | KazooClient, broker_id: int, *,
                  unclean_leader_election: Callable[[str], bool] = lambda topic: False,
                  rebalance: Callable[[], RebalancePolicy] = RebalancePolicy,
                  clock: Callable[[], float] = time.time) -> None:
-        self.zk = zk
+        self.zk: ControllerZooKeeper = over_kazoo(zk)
         self.broker_id = broker_id
         self._unclean = unclean_leader_election
         self._rebalance = rebalance
@@ -83,7 +84,7 @@ class Controller:
         self._tick_queued = False
         self._next_reassign_check = 0.0
         self._clock = clock
-        self._events: queue.Queue = queue.Queue()
+        self._events: queue.Queue[ControllerEvent] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"samsa-controller-{broker_id}",
                                         daemon=True)
         self._stopped = False
@@ -104,24 +105,24 @@ class Controller:
 
     def start(self) -> None:
         self._thread.start()
-        self.zk.DataWatch(z.CONTROLLER, self._on_controller_znode)
+        self.zk.watch_data(z.CONTROLLER, self._on_controller_znode)
 
     def stop(self) -> None:
         """Resign (if active) and stop the event thread."""
         self._stopped = True
-        self._events.put(("stop",))
+        self._events.put(Stop())
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
 
     def _on_controller_znode(self, data: bytes | None, _stat: object) -> bool:
         if data is None:
             if self.active:  # our znode went with our session: that term is over
-                self._events.put(("resign",))
-            self._events.put(("elect",))
+                self._events.put(Resign())
+            self._events.put(Elect())
         elif self.active:
             try:
                 if z.decode_controller(data) != self.broker_id:
-                    self._events.put(("resign",))
+                    self._events.put(Resign())
             except z.ZNodeFormatError:
                 pass
         return not self._stopped
@@ -131,49 +132,23 @@ class Controller:
             try:
                 event = self._events.get(timeout=1.0)
             except queue.Empty:
-                event = ("tick",)
+                event = Tick()
             else:
                 # A steady stream of events (ISR notifications, say) must not
                 # starve the rebalance check, which otherwise runs when idle.
                 if not self._tick_queued and self._periodic_due():
                     self._tick_queued = True
-                    self._events.put(("tick",))
-            kind = event[0]
-            if kind == "tick":
+                    self._events.put(Tick())
+            if isinstance(event, Tick):
                 self._tick_queued = False
-            if kind == "stop":
+            if isinstance(event, Stop):
                 self._resign(delete_znode=True)
                 return
             try:
-                if kind == "elect":
+                if isinstance(event, Elect):
                     self._try_elect()
-                elif not self.active:
-                    continue
-                elif kind == "resign":
-                    self._resign(delete_znode=False)
-                elif kind == "brokers":
-                    self._on_brokers(event[1])
-                elif kind == "topics":
-                    self._on_topics(event[1])
-                elif kind == "topic":
-                    self._on_topic(event[1])
-                elif kind == "preferred":
-                    self._on_preferred_election()
-                elif kind == "delete":
-                    self._on_delete_topics(event[1])
-                elif kind == "isr":
-                    self._on_isr_changes(event[1])
-                elif kind == "shutdown":
-                    event[2]["remaining"] = self._on_controlled_shutdown(event[1])
-                elif kind == "elect_leaders":
-                    event[2]["results"] = self._on_elect_leaders(event[1], event[4])
-                elif kind == "reassign":
-                    event[2]["results"] = self._on_reassign(event[1], event[4])
-                elif kind == "reassign_znode":
-                    self._on_reassign_znode()
-                elif kind == "tick":
-                    self._maybe_rebalance()
-                    self._recheck_reassignments()
+                elif self.active:
+                    self._handle(event)
             except NotControllerError:
                 log.warning("controller %d: a newer controller took over; resigning",
                             self.broker_id)
@@ -187,14 +162,43 @@ class Controller:
                 # broker stops, its session closing under an event is expected.
                 log.log(logging.DEBUG if self._stopped else logging.WARNING,
                         "controller %d: ZooKeeper error handling %s: %s", self.broker_id,
-                        kind, type(e).__name__ + (f" ({e})" if str(e) else ""))
+                        event.kind, type(e).__name__ + (f" ({e})" if str(e) else ""))
                 self._resign(delete_znode=False)
                 self._elect_later()
             except Exception:  # noqa: BLE001 - a bug must not end the controller thread
-                log.exception("controller %d: handling %s failed", self.broker_id, kind)
+                log.exception("controller %d: handling %s failed", self.broker_id, event.kind)
             finally:
-                if kind in ("shutdown", "elect_leaders", "reassign"):
-                    event[3].set()  # the caller waiting for it goes on either way
+                if isinstance(event, Answered):
+                    event.reply.done.set()  # the caller waiting for it goes on either way
+
+    def _handle(self, event: ControllerEvent) -> None:
+        """One event, while this broker is the active controller."""
+        match event:
+            case Resign():
+                self._resign(delete_znode=False)
+            case BrokersChanged(ids=ids):
+                self._on_brokers(ids)
+            case TopicsChanged(names=names):
+                self._on_topics(names)
+            case TopicChanged(topic=topic):
+                self._on_topic(topic)
+            case PreferredElectionAsked():
+                self._on_preferred_election()
+            case TopicsMarkedForDeletion(names=names):
+                self._on_delete_topics(names)
+            case IsrChangesNoticed(names=names):
+                self._on_isr_changes(names)
+            case ControlledShutdown(broker_id=broker_id, reply=reply):
+                reply.value = self._on_controlled_shutdown(broker_id)
+            case ElectLeaders(partitions=partitions, unclean=unclean, reply=reply):
+                reply.value = self._on_elect_leaders(partitions, unclean)
+            case Reassign(requests=requests, reply=reply):
+                reply.value = self._on_reassign(requests, event.allow_replication_factor_change)
+            case ReassignZnodeChanged():
+                self._on_reassign_znode()
+            case Tick():
+                self._maybe_rebalance()
+                self._recheck_reassignments()
 
     # ---------------------------------------------------------------- election
 
@@ -213,7 +217,7 @@ class Controller:
         def stand() -> None:
             with self._elect_later_lock:
                 self._elect_pending = False
-            self._events.put(("elect",))
+            self._events.put(Elect())
         timer = threading.Timer(ELECT_AGAIN_S, stand)
         timer.daemon = True
         timer.start()
@@ -226,48 +230,36 @@ class Controller:
         office at an epoch it bumped without holding /controller."""
         if self.active or self._stopped:
             return
-        session = self.zk.client_id
+        session = self.zk.session_id()
         if session is None:
             raise ConnectionLoss()  # not connected: _run stands again later
         try:
             _, held = self.zk.get(z.CONTROLLER)
         except NoNodeError:
             held = None
-        if held is not None and held.ephemeralOwner != session[0]:
+        if held is not None and held.ephemeralOwner != session:
             return  # someone else's; the watch tells us when it goes
         try:
             data, epoch_stat = self.zk.get(z.CONTROLLER_EPOCH)
             epoch = z.decode_controller_epoch(data) + 1
         except NoNodeError:
             epoch_stat, epoch = None, 1
-        txn = self.zk.transaction()
-        if held is None:
-            txn.create(z.CONTROLLER, z.encode_controller(self.broker_id,
-                                                         int(self._clock() * 1000)),
-                       ephemeral=True)
-        else:
-            txn.check(z.CONTROLLER, held.version)
-        if epoch_stat is None:
-            txn.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch))
-        else:
-            txn.set_data(z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch),
-                         epoch_stat.version)
-        results = txn.commit()
-        failed = [r for r in results if isinstance(r, Exception)
-                  and not isinstance(r, RolledBackError)]
-        if failed:
-            if held is None and isinstance(results[0], NodeExistsError):
+        claim = self.zk.claim_controller(
+            z.encode_controller(self.broker_id, int(self._clock() * 1000)),
+            None if held is None else held.version, z.encode_controller_epoch(epoch),
+            None if epoch_stat is None else epoch_stat.version)
+        if not claim.won:
+            if claim.taken:
                 return  # someone else won; the watch tells us when it goes
-            self._events.put(("elect",))  # the epoch or the znode moved meanwhile: look again
+            self._events.put(Elect())  # the epoch or the znode moved meanwhile: look again
             return
-        if self.zk.client_id != session:
+        if self.zk.session_id() != session:
             # The session changed during the transaction: a check of "ours" made
             # in the old one proves nothing now; look again.
-            self._events.put(("elect",))
+            self._events.put(Elect())
             return
-        epoch_result = results[1]
         self.epoch = epoch
-        self._epoch_version = epoch_result.version if isinstance(epoch_result, ZnodeStat) else 0
+        self._epoch_version = claim.epoch_version
         self.active = True
         self._next_rebalance = time.monotonic() + self._rebalance().interval_s
         log.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
@@ -311,17 +303,18 @@ class Controller:
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
         # ignored because they are handled only while active with this epoch.
-        self.zk.ChildrenWatch(z.BROKER_IDS, lambda ids: self._watch_event(epoch, "brokers", ids))
-        self.zk.ChildrenWatch(z.BROKER_TOPICS,
-                              lambda names: self._watch_event(epoch, "topics", names))
-        self.zk.DataWatch(z.PREFERRED_REPLICA_ELECTION,
-                          lambda data, _s: self._watch_event(epoch, "preferred", data))
-        self.zk.ChildrenWatch(z.DELETE_TOPICS,
-                              lambda names: self._watch_event(epoch, "delete", names))
-        self.zk.ChildrenWatch(z.ISR_CHANGE_NOTIFICATION,
-                              lambda names: self._watch_event(epoch, "isr", names))
-        self.zk.DataWatch(z.REASSIGN_PARTITIONS,
-                          lambda data, _s: self._watch_event(epoch, "reassign_znode", data))
+        self.zk.watch_children(z.BROKER_IDS,
+                              lambda ids: self._watch_event(epoch, BrokersChanged(tuple(ids))))
+        self.zk.watch_children(z.BROKER_TOPICS,
+                              lambda names: self._watch_event(epoch, TopicsChanged(tuple(names))))
+        self.zk.watch_data(z.PREFERRED_REPLICA_ELECTION,
+                          lambda _data, _s: self._watch_event(epoch, PreferredElectionAsked()))
+        self.zk.watch_children(z.DELETE_TOPICS, lambda names: self._watch_event(
+            epoch, TopicsMarkedForDeletion(tuple(names))))
+        self.zk.watch_children(z.ISR_CHANGE_NOTIFICATION,
+                              lambda names: self._watch_event(epoch, IsrChangesNoticed(tuple(names))))
+        self.zk.watch_data(z.REASSIGN_PARTITIONS,
+                          lambda _data, _s: self._watch_event(epoch, ReassignZnodeChanged()))
 
     def _watch_topic(self, topic: str) -> None:
         epoch = self.epoch
@@ -329,13 +322,13 @@ class Controller:
         def on_change(data: bytes | None, _stat: object) -> bool:
             if data is None:
                 return False  # deleted; the topics watch forgets it
-            return self._watch_event(epoch, "topic", topic)
-        self.zk.DataWatch(z.topic_path(topic), on_change)
+            return self._watch_event(epoch, TopicChanged(topic))
+        self.zk.watch_data(z.topic_path(topic), on_change)
 
-    def _watch_event(self, epoch: int, kind: str, payload: object) -> bool:
+    def _watch_event(self, epoch: int, event: ControllerEvent) -> bool:
         if self._stopped or not self.active or self.epoch != epoch:
             return False  # this term is over: drop the watch
-        self._events.put((kind, payload))
+        self._events.put(event)
         return True
 
     @property
@@ -391,7 +384,7 @@ class Controller:
 
     # ---------------------------------------------------------------- events
 
-    def _on_brokers(self, ids: list[str]) -> None:
+    def _on_brokers(self, ids: tuple[str, ...]) -> None:
         live = {int(c) for c in ids if c.isdigit()}
         dead, born = self._live - live, live - self._live
         self._live = live
@@ -424,7 +417,7 @@ class Controller:
             shrunk = LeaderAndIsr(shrunk.leader, elected.leader_epoch, shrunk.isr)
         return shrunk or elected
 
-    def _on_topics(self, names: list[str]) -> None:
+    def _on_topics(self, names: tuple[str, ...]) -> None:
         known = set(self._assignments)
         for topic in set(names) - known:
             self._read_topic(topic)
@@ -469,12 +462,11 @@ class Controller:
         thread."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("shutdown", broker_id, result, done))
-        if not done.wait(timeout) or not self.active:
+        event = ControlledShutdown(broker_id)
+        self._events.put(event)
+        if not event.reply.wait(timeout) or not self.active:
             return None
-        return result.get("remaining")
+        return event.reply.value
 
     def elect_leaders(self, partitions: list[Partition] | None, unclean: bool,
                       timeout: float) -> dict[Partition, ErrorCode] | None:
@@ -484,12 +476,11 @@ class Controller:
         not the controller. Blocking: call it from a worker thread."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("elect_leaders", partitions, result, done, unclean))
-        if not done.wait(timeout) or not self.active:
+        event = ElectLeaders(partitions, unclean)
+        self._events.put(event)
+        if not event.reply.wait(timeout) or not self.active:
             return None
-        return result.get("results")
+        return event.reply.value
 
     def _on_elect_leaders(self, partitions: list[Partition] | None,
                           unclean: bool) -> dict[Partition, ErrorCode]:
@@ -576,14 +567,13 @@ class Controller:
         carried out). Blocking."""
         if not self.active:
             return None
-        result: dict = {}
-        done = threading.Event()
-        self._events.put(("reassign", requests, result, done, allow_replication_factor_change))
-        if not done.wait(timeout):
+        event = Reassign(requests, allow_replication_factor_change)
+        self._events.put(event)
+        if not event.reply.wait(timeout):
             raise TimeoutError(f"the controller did not decide within {timeout:g} s")
         if not self.active:
             return None
-        return result.get("results")
+        return event.reply.value
 
     def reassignments(self) -> dict[Partition, ra.Reassignment] | None:
         """The reassignments running now (ListPartitionReassignments); None when
@@ -752,25 +742,23 @@ class Controller:
             new_assignment = z.TopicAssignment(
                 {**assignment.partitions, partition: replicas}, assignment.topic_id,
                 {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
-            txn = self.zk.transaction()
-            txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-            txn.set_data(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)
+            writes = [SetData(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)]
             if new_state is not None:
-                txn.set_data(z.partition_state_path(*tp), self._state_bytes(new_state),
-                             state_and_version[1])
+                writes.append(SetData(z.partition_state_path(*tp), self._state_bytes(new_state),
+                                      state_and_version[1]))
             try:
-                results = self._commit(txn)
+                results = self.zk.commit_fenced(self._epoch_version, writes)
             except (BadVersionError, NoNodeError):
                 self._read_topic(topic)  # a leader's ISR write or a tool's: decide again
                 continue
-            self._topic_znodes[topic] = (new_assignment, results[1].version)
+            self._topic_znodes[topic] = (new_assignment, results[0])
             self._assignments[topic][partition] = list(replicas)
             if running is None:
                 self._reassigning.pop(tp, None)
             else:
                 self._reassigning[tp] = running
             if new_state is not None:
-                self._states[tp] = (new_state, results[2].version)
+                self._states[tp] = (new_state, results[1])
             return True
         log.warning("controller: gave up reassigning %s-%d after repeated conflicts", *tp)
         return False
@@ -792,7 +780,7 @@ class Controller:
                       and any(r in self._live and r not in self._shutting_down
                               for r in state.isr if r != broker_id))
 
-    def _on_isr_changes(self, names: list[str]) -> None:
+    def _on_isr_changes(self, names: tuple[str, ...]) -> None:
         """Leaders changed ISRs (they write the state znodes themselves and leave
         a notification): re-read those states, so the next decision starts from
         them, and remove the notifications, as Kafka's controller does."""
@@ -815,7 +803,7 @@ class Controller:
             except NoNodeError:
                 pass
 
-    def _on_delete_topics(self, names: list[str]) -> None:
+    def _on_delete_topics(self, names: tuple[str, ...]) -> None:
         """Topics marked for deletion under /admin/delete_topics (by a broker
         handling DeleteTopics, or by a ZooKeeper-era kafka-topics): their znodes
         go, brokers delete their logs when they see the topic gone, and the
@@ -887,21 +875,6 @@ class Controller:
         return z.encode_partition_state(z.PartitionState(state.leader, state.leader_epoch,
                                                          state.isr, self.epoch))
 
-    def _commit(self, txn) -> list:
-        results = txn.commit()
-        # The first operation checks our epoch: failing it means we were replaced.
-        if results and isinstance(results[0], BadVersionError):
-            raise NotControllerError()
-        # A failed transaction reports RolledBackError for every operation but
-        # the one that failed: raise that one (a version conflict, say).
-        failed = [r for r in results[1:] if isinstance(r, Exception)]
-        for r in failed:
-            if not isinstance(r, RolledBackError):
-                raise r
-        if failed:
-            raise failed[0]
-        return results
-
     def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:
         # Not ensure_path: that would re-create the topic's own znode (empty) if
         # the topic has just been deleted, leaving its name unusable.
@@ -912,11 +885,9 @@ class Controller:
                 pass
             except NoNodeError:
                 return  # the topic is gone
-        txn = self.zk.transaction()
-        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-        txn.create(z.partition_state_path(*tp), self._state_bytes(state))
         try:
-            self._commit(txn)
+            self.zk.commit_fenced(self._epoch_version,
+                                  [Create(z.partition_state_path(*tp), self._state_bytes(state))])
         except NodeExistsError:
             self._read_state(tp)  # created meanwhile (an older controller's write)
             return
@@ -927,11 +898,9 @@ class Controller:
                  list(state.isr))
 
     def _write(self, tp: Partition, state: LeaderAndIsr, version: int) -> None:
-        txn = self.zk.transaction()
-        txn.check(z.CONTROLLER_EPOCH, self._epoch_version)
-        txn.set_data(z.partition_state_path(*tp), self._state_bytes(state), version)
-        results = self._commit(txn)
-        stat = results[1]
-        self._states[tp] = (state, stat.version if isinstance(stat, ZnodeStat) else version + 1)
+        written = self.zk.commit_fenced(
+            self._epoch_version,
+            [SetData(z.partition_state_path(*tp), self._state_bytes(state), version)])[0]
+        self._states[tp] = (state, written)
         log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1], state.leader,
                  state.leader_epoch, list(state.isr))

@@ -32,6 +32,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from broker.metadata import zk_layout as z
 from broker.metadata.zookeeper import retriable_on_zookeeper_errors
+from broker.metadata.zookeeper.writes import Znodes, over_kazoo
 
 if TYPE_CHECKING:
     from .coordinator import GroupMembership
@@ -42,9 +43,9 @@ TopicPartition = tuple[str, int]
 
 
 class ConsumerRegistry:
-    def __init__(self, zk: KazooClient, *, mirror_offsets: bool = True,
+    def __init__(self, zk: Znodes | KazooClient, *, mirror_offsets: bool = True,
                  flush_interval: float = 1.0, clock: Callable[[], float] = time.time) -> None:
-        self.zk = zk
+        self.zk: Znodes = over_kazoo(zk)
         self.mirror_enabled = mirror_offsets
         self._clock = clock
         self._pending: dict[tuple[str, str, int], int] = {}  # (group, topic, p) -> offset
@@ -177,7 +178,7 @@ class ConsumerRegistry:
             self.zk.create(path, data, ephemeral=True, makepath=True)
         except NodeExistsError:
             _, stat = self.zk.get(path)
-            if stat.ephemeralOwner == self.zk.client_id[0]:
+            if stat.ephemeralOwner == self.zk.session_id():
                 self.zk.set(path, data, version=stat.version)
             else:
                 # Another session holds it: a previous coordinator whose session

@@ -1,0 +1,227 @@
+"""The ZooKeeper store's writes: topics (create, delete, grow), dynamic
+configs (topics, brokers, users/clients/IPs) and a leader's ISR changes.
+
+They go straight to ZooKeeper in the order Kafka's admin client writes them
+(topic config before the topic, then a change notice), with conditional
+updates on znode versions where two writers could race (partition counts,
+ISRs). A caller reads its own write at once: the topic is read back into the
+snapshot (WatchCache.reload_topic) rather than waiting for the watch.
+
+DeleteTopics writes Kafka's marker and waits for the controller to remove
+the topic's znodes (broker/cluster/controller.py), so it answers once the
+topic is gone.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from ...cluster.assignment import assign_replicas
+from .. import zk_layout as z
+from ..store import (IsrUpdate, MetadataUnavailableError, TopicExistsError, TopicMeta,
+                     UnknownTopicError, kafka_id)
+from .cache import WatchCache
+from .change_notices import write_change_notice
+from .session import ZooKeeperSession, retriable_on_zookeeper_errors
+
+log = logging.getLogger("broker.metadata.zookeeper")
+
+
+class AdminWrites:
+    def __init__(self, session: ZooKeeperSession, cache: WatchCache,
+                 lock: threading.Lock) -> None:
+        self.broker_id = session.broker_id
+        self.zk = session.zk
+        self._cache = cache
+        self._lock = lock  # serializes our own writes
+
+    # ------------------------------------------------------------ topics
+
+    def _assign(self, first_partition: int, count: int,
+                replication_factor: int) -> dict[int, list[int]]:
+        """Kafka's placement over the live brokers (rack-aware when they all have
+        a rack)."""
+        brokers = self._cache.brokers()
+        ids = [b.node_id for b in brokers] or [self.broker_id]
+        return assign_replicas(ids, count, replication_factor,
+                               racks={b.node_id: b.rack for b in brokers},
+                               first_partition=first_partition)
+
+    @retriable_on_zookeeper_errors
+    def create_topic(self, name, num_partitions, configs, is_internal=False,
+                     assignment=None, replication_factor=1) -> TopicMeta:
+        with self._lock:
+            if self.zk.exists(z.topic_path(name)):
+                raise TopicExistsError(name)
+            topic_id = uuid.uuid4()
+            # Config first, then the topic: whoever sees the topic sees its config.
+            self.zk.ensure_path(z.CONFIG_TOPICS)
+            try:
+                self.zk.create(z.topic_config_path(name), z.encode_config(configs))
+            except NodeExistsError:
+                self.zk.set(z.topic_config_path(name), z.encode_config(configs))
+            placed = z.TopicAssignment(assignment or self._assign(0, num_partitions,
+                                                                  replication_factor),
+                                       kafka_id(topic_id))
+            try:
+                self.zk.create(z.topic_path(name), z.encode_topic(placed))
+            except NodeExistsError:
+                raise TopicExistsError(name) from None
+            return self._cache.reload_topic(name) or TopicMeta(
+                name, topic_id, num_partitions, dict(configs), is_internal)
+
+    @retriable_on_zookeeper_errors
+    def delete_topic(self, name, timeout: float = 30.0) -> TopicMeta:
+        """Kafka's deletion: mark the topic under /admin/delete_topics and let the
+        controller delete it (it alone writes partition states, so nothing
+        re-creates what it deletes); answered once the marker is gone, which
+        the controller removes last, after the topic's and its config's znodes
+        (answered when the topic's znode went, a topic re-created at once could
+        have its new config deleted by the rest of the old deletion, and the
+        marker was still there)."""
+        with self._lock:
+            meta = self._cache.reload_topic(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            try:
+                self.zk.create(z.delete_topic_path(name), makepath=True)
+            except NodeExistsError:
+                pass  # already marked: wait for the same deletion
+        deadline = time.monotonic() + timeout
+        while True:
+            gone = threading.Event()
+            if not self.zk.exists(z.delete_topic_path(name), watch=lambda _event: gone.set()):
+                break
+            if not gone.wait(max(0.0, deadline - time.monotonic())):
+                raise MetadataUnavailableError(
+                    f"topic {name} is marked for deletion, but no controller deleted it "
+                    f"within {timeout:g} s")
+        self._cache.drop(name)
+        return meta
+
+    @retriable_on_zookeeper_errors
+    def set_partition_count(self, name, count, assignment=None) -> TopicMeta:
+        with self._lock:
+            while True:
+                try:
+                    data, stat = self.zk.get(z.topic_path(name))
+                except NoNodeError:
+                    raise UnknownTopicError(name) from None
+                current = z.decode_topic(name, data)
+                have = len(current.partitions)
+                partitions = dict(current.partitions)
+                # new partitions get as many replicas as the first one has
+                rf = len(current.partitions.get(0, ())) or 1
+                partitions.update(assignment or self._assign(have, count - have, rf))
+                updated = z.TopicAssignment(partitions, current.topic_id,
+                                            current.adding_replicas, current.removing_replicas)
+                try:
+                    self.zk.set(z.topic_path(name), z.encode_topic(updated), version=stat.version)
+                    break
+                except BadVersionError:
+                    continue  # someone else changed it: decide again on what is there now
+            return self._cache.reload_topic(name)
+
+    @retriable_on_zookeeper_errors
+    def update_isr(self, topic: str, partition: int, leader_epoch: int,
+                   isr: tuple[int, ...], version: int) -> IsrUpdate:
+        """A leader's ISR change: a conditional write of the state znode (a leader
+        replaced meanwhile, or a controller decision in between, makes it fail),
+        then a change notification for the controller, as Kafka's leaders write
+        them."""
+        path = z.partition_state_path(topic, partition)
+        data, stat = self.zk.get(path)
+        current = z.decode_partition_state(topic, partition, data)
+        if (stat.version != version or current.leader != self.broker_id
+                or current.leader_epoch != leader_epoch):
+            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
+                             stat.version)
+        new = z.PartitionState(current.leader, leader_epoch, tuple(isr), current.controller_epoch)
+        try:
+            stat = self.zk.set(path, z.encode_partition_state(new), version=version)
+        except BadVersionError:
+            data, stat = self.zk.get(path)
+            current = z.decode_partition_state(topic, partition, data)
+            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
+                             stat.version)
+        self.zk.create(z.ISR_CHANGE_PREFIX, z.encode_isr_change([(topic, partition)]),
+                       sequence=True, makepath=True)
+        return IsrUpdate(True, new.leader, new.leader_epoch, new.isr, stat.version)
+
+    # ------------------------------------------------------------ dynamic configs
+
+    @retriable_on_zookeeper_errors
+    def set_topic_configs(self, name, configs) -> TopicMeta:
+        with self._lock:
+            if not self.zk.exists(z.topic_path(name)):
+                raise UnknownTopicError(name)
+            try:
+                self.zk.set(z.topic_config_path(name), z.encode_config(configs))
+            except NoNodeError:
+                self.zk.create(z.topic_config_path(name), z.encode_config(configs))
+            write_change_notice(self.zk, f"topics/{name}")
+            return self._cache.reload_topic(name)
+
+    def broker_configs(self, broker: int | None) -> dict[str, str]:
+        return self._read_config(z.broker_config_path(broker))
+
+    @retriable_on_zookeeper_errors
+    def set_broker_configs(self, broker: int | None, configs: dict[str, str]) -> None:
+        entity = z.DEFAULT_BROKER_CONFIG if broker is None else str(broker)
+        self._write_config(z.broker_config_path(broker), configs, f"brokers/{entity}")
+
+    def entity_configs(self, entity_path: str) -> dict[str, str]:
+        return self._read_config(z.entity_config_path(entity_path))
+
+    @retriable_on_zookeeper_errors
+    def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        # Kafka keeps the znode with an empty config (a user's node may
+        # have a child per client id), so do we.
+        self._write_config(z.entity_config_path(entity_path), configs, entity_path)
+
+    def _read_config(self, path: str) -> dict[str, str]:
+        try:
+            return z.decode_config(path, self.zk.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    def _write_config(self, path: str, configs: dict[str, str], entity: str) -> None:
+        """A broker's or an entity's configs, then the change notice naming it."""
+        with self._lock:
+            try:
+                self.zk.set(path, z.encode_config(configs))
+            except NoNodeError:
+                self.zk.create(path, z.encode_config(configs), makepath=True)
+            write_change_notice(self.zk, entity)
+
+    @retriable_on_zookeeper_errors
+    def entity_config_paths(self, entity_type: str) -> list[str]:
+        out = []
+
+        def if_configured(entity: str) -> None:
+            try:
+                if self.entity_configs(entity):
+                    out.append(entity)
+            except z.ZNodeFormatError as e:
+                log.warning("%s", e)
+        base = f"/config/{entity_type}"
+        try:
+            names = sorted(self.zk.get_children(base))
+        except NoNodeError:
+            return []
+        for name in names:
+            entity = f"{entity_type}/{name}"
+            if_configured(entity)
+            if entity_type != "users":
+                continue
+            try:
+                clients = sorted(self.zk.get_children(f"{base}/{name}/clients"))
+            except NoNodeError:
+                continue
+            for client in clients:
+                if_configured(f"{entity}/clients/{client}")
+        return out

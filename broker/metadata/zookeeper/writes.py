@@ -1,0 +1,202 @@
+"""ZooKeeper as the controller and the consumer registry use it: single
+znodes (``Znodes``) and, for the controller, watches and the conditional
+multi-operation writes (``ControllerZooKeeper``), behind interfaces rather
+than the raw kazoo client.
+
+Every write the controller makes after taking office is one ZooKeeper
+transaction that first checks the version of ``/controller_epoch``
+(``commit_fenced``): a controller replaced without noticing cannot overwrite
+its successor's decisions. ``ZooKeeperWrites`` implements both interfaces
+over a kazoo client (the broker's store's, or any other).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError
+from kazoo.protocol.states import ZnodeStat
+
+from .. import zk_layout as z
+
+
+class NotControllerError(Exception):
+    """This broker's term as controller has ended (a newer epoch exists)."""
+
+
+@dataclass(frozen=True)
+class SetData:
+    """Write ``data`` to ``path`` if its version is still ``version``."""
+    path: str
+    data: bytes
+    version: int
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create ``path`` with ``data``."""
+    path: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ControllerClaim:
+    """What standing for controller came to: ``won`` with the epoch znode's
+    new version, or lost, ``taken`` when another broker holds /controller
+    (its watch says when it goes) rather than a znode having moved meanwhile
+    (look again)."""
+    won: bool
+    taken: bool = False
+    epoch_version: int = -1
+
+
+class Znodes(Protocol):
+    """Single znodes, as kazoo reads and writes them (its exceptions too)."""
+
+    def get(self, path: str) -> tuple[bytes, ZnodeStat]: ...
+
+    def get_children(self, path: str) -> list[str]: ...
+
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
+               makepath: bool = False) -> str: ...
+
+    def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat: ...
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+
+    def session_id(self) -> int | None:
+        """This client's ZooKeeper session (None: not connected); an ephemeral
+        znode's ``ephemeralOwner`` is the session that holds it."""
+        ...
+
+
+class ControllerZooKeeper(Znodes, Protocol):
+    """What the controller needs: znodes, watches, and its fenced writes."""
+
+    def watch_data(self, path: str,
+                   callback: Callable[[bytes | None, ZnodeStat | None], bool | None]) -> None:
+        """``callback(data, stat)`` now and on every change, until it returns False."""
+        ...
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], bool | None]) -> None:
+        """``callback(children)`` now and on every change, until it returns False."""
+        ...
+
+    def claim_controller(self, controller: bytes, held_version: int | None,
+                         epoch: bytes, epoch_version: int | None) -> ControllerClaim: ...
+
+    def commit_fenced(self, epoch_version: int, writes: Sequence[SetData | Create]) -> list[int]:
+        ...
+
+
+class ZooKeeperWrites:
+    """``Znodes`` and ``ControllerZooKeeper`` over a kazoo client."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self.client = client
+
+    # ------------------------------------------------------------ znodes
+
+    def get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        return self.client.get(path)
+
+    def get_children(self, path: str) -> list[str]:
+        return self.client.get_children(path)
+
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
+               makepath: bool = False) -> str:
+        return self.client.create(path, value, ephemeral=ephemeral, makepath=makepath)
+
+    def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        return self.client.set(path, value, version=version)
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        self.client.delete(path, version=version, recursive=recursive)
+
+    def session_id(self) -> int | None:
+        session = self.client.client_id
+        return None if session is None else session[0]
+
+    # ------------------------------------------------------------ watches
+
+    def watch_data(self, path: str,
+                   callback: Callable[[bytes | None, ZnodeStat | None], bool | None]) -> None:
+        self.client.DataWatch(path, callback)
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], bool | None]) -> None:
+        self.client.ChildrenWatch(path, callback)
+
+    # ------------------------------------------------------------ transactions
+
+    def transaction(self):
+        """A kazoo transaction: the one place the writes below open one."""
+        return self.client.transaction()
+
+    def claim_controller(self, controller: bytes, held_version: int | None,
+                         epoch: bytes, epoch_version: int | None) -> ControllerClaim:
+        """/controller (created ephemeral, or checked to be still the one
+        held at ``held_version``) and the epoch bump of /controller_epoch
+        (created, or set from ``epoch_version``), in one transaction, as
+        Kafka registers its controller: a broker never holds office at an
+        epoch it bumped without holding /controller."""
+        txn = self.transaction()
+        if held_version is None:
+            txn.create(z.CONTROLLER, controller, ephemeral=True)
+        else:
+            txn.check(z.CONTROLLER, held_version)
+        if epoch_version is None:
+            txn.create(z.CONTROLLER_EPOCH, epoch)
+        else:
+            txn.set_data(z.CONTROLLER_EPOCH, epoch, epoch_version)
+        results = txn.commit()
+        failed = [r for r in results if isinstance(r, Exception)
+                  and not isinstance(r, RolledBackError)]
+        if failed:
+            return ControllerClaim(False, taken=held_version is None
+                                   and isinstance(results[0], NodeExistsError))
+        epoch_result = results[1]
+        return ControllerClaim(True, epoch_version=(epoch_result.version if isinstance(
+            epoch_result, ZnodeStat) else 0))
+
+    def commit_fenced(self, epoch_version: int, writes: Sequence[SetData | Create]) -> list[int]:
+        """``writes`` in one transaction that holds only while
+        /controller_epoch is at ``epoch_version``; the znodes' versions after
+        it, in order.
+        NotControllerError when the epoch moved (we were replaced); else a
+        failed write raises its error (a version conflict: BadVersionError)."""
+        txn = self.transaction()
+        txn.check(z.CONTROLLER_EPOCH, epoch_version)
+        for write in writes:
+            if isinstance(write, SetData):
+                txn.set_data(write.path, write.data, write.version)
+            else:
+                txn.create(write.path, write.data)
+        results = txn.commit()
+        # The first operation checks our epoch: failing it means we were replaced.
+        if results and isinstance(results[0], BadVersionError):
+            raise NotControllerError()
+        # A failed transaction reports RolledBackError for every operation but
+        # the one that failed: raise that one (a version conflict, say).
+        failed = [r for r in results[1:] if isinstance(r, Exception)]
+        for r in failed:
+            if not isinstance(r, RolledBackError):
+                raise r
+        if failed:
+            raise failed[0]
+        return [_version_after(write, result) for write, result in zip(writes, results[1:])]
+
+
+def _version_after(write: SetData | Create, result: object) -> int:
+    if isinstance(write, Create):
+        return 0
+    return result.version if isinstance(result, ZnodeStat) else write.version + 1
+
+
+T = TypeVar("T")
+
+
+def over_kazoo(zk: KazooClient | T) -> ZooKeeperWrites | T:
+    """``zk`` as the interfaces: a raw kazoo client (a tool's, a test's) is
+    wrapped, anything else is taken to implement them."""
+    return ZooKeeperWrites(zk) if isinstance(zk, KazooClient) else zk
