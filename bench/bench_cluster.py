@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo.client import KazooClient
 
-from broker.client import SimpleClient  # noqa: E402
-from protocol.messages import MetadataRequest  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.zookeeper import ZooKeeperProcess  # noqa: E402
+from broker.client import SimpleClient
+from protocol.messages import MetadataRequest
+from tests.support.broker_process import BrokerProcess
+from tests.support.zookeeper import ZooKeeperProcess
 
 TOPIC = "propagation"
 

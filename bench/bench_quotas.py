@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer, Producer
 
-from broker.client import SimpleClient  # noqa: E402
-from protocol.messages import AlterClientQuotasRequest as Q  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from broker.client import SimpleClient
+from protocol.messages import AlterClientQuotasRequest as Q
+from tests.support.broker_process import BrokerProcess
 
 VALUE = b"b" * 1000
 

@@ -371,7 +371,7 @@ def main(argv) -> int:
         except AclToolError as e:
             print(f"{PROG}: {e}", file=sys.stderr)
             return 1
-        except Exception as e:  # noqa: BLE001 - ZooKeeper failures: one line
+        except Exception as e:  # ZooKeeper failures: one line
             print(f"{PROG}: ZooKeeper: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
         finally:

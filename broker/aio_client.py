@@ -204,7 +204,7 @@ class KafkaConnection:
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             self._closed_by_reauthentication(e if not isinstance(e, asyncio.TimeoutError)
                                              else f"no answer in {self._timeout:g} s")
-        except Exception as e:  # noqa: BLE001 - a bug: the connection's state is unknown
+        except Exception as e:  # a bug: the connection's state is unknown
             log.exception("re-authenticating to %s", self.address)
             self._closed_by_reauthentication(repr(e))
         finally:

@@ -368,9 +368,9 @@ def _offset(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}") from None
     if value < EARLIEST:
-        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}") from None
     return value
 
 

@@ -45,7 +45,7 @@ def _partition_list(text: str) -> list[int]:
     try:
         return sorted({int(p) for p in text.split(",") if p.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,1,2, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,1,2, got {text!r}") from None
 
 
 def main(argv) -> int:

@@ -216,7 +216,7 @@ def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,3, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,3, got {text!r}") from None
     if not ids:
         raise argparse.ArgumentTypeError("expected at least one broker id")
     return ids
@@ -241,13 +241,13 @@ def main(argv) -> int:
             if not args.topics_to_move_json_file or not args.broker_list:
                 raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             doc, brokers = _read_json(args.topics_to_move_json_file), args.broker_list
-            action = lambda cluster: _generate(cluster, doc, brokers)  # noqa: E731
+            action = lambda cluster: _generate(cluster, doc, brokers)
         else:
             if not args.reassignment_json_file:
                 raise UsageError("--execute, --verify and --cancel need --reassignment-json-file")
             wanted = parse_reassignment(_read_json(args.reassignment_json_file))
             step = _execute if args.execute else _verify if args.verify else _cancel
-            action = lambda cluster: step(cluster, wanted)  # noqa: E731
+            action = lambda cluster: step(cluster, wanted)
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2

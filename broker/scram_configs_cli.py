@@ -20,10 +20,10 @@ from protocol.messages import (AlterUserScramCredentialsRequest as Alter,
                                DescribeUserScramCredentialsRequest as Describe)
 
 from .client import SimpleClient, error_text
-
-RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
 from .security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                              TYPE_OF_MECHANISM, salted_password)
+
+RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
 
 
 def is_scram_key(key: str) -> bool:

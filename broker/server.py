@@ -523,7 +523,7 @@ class Broker:
             if found.replica.replicated(end, min_isr) == ErrorCode.NONE:
                 return None
             return self._offsets_replicated(found, end, min_isr)
-        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)  # noqa: E731
+        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)
         append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
         self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num,
                                                                partition_reader(get_log)),
@@ -604,7 +604,7 @@ class Broker:
                 removed = await self.coordinator.expire_offsets()
                 if removed:
                     log.info("expired %d committed offset(s)", removed)
-            except Exception:  # noqa: BLE001 - keep expiring on the next round
+            except Exception:  # keep expiring on the next round
                 log.exception("expiring committed offsets failed")
 
     @property

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .topic import TopicConfig
-
-log = logging.getLogger("config")
 from .values import (ConfigKey, ConfigType as T, INT_MAX, LONG_MAX, OneOf, SubsetOf,
                      at_least, between)
+
+log = logging.getLogger("config")
 
 # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest segment that can hold a record.
 MIN_SEGMENT_BYTES = 14

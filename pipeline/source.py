@@ -17,7 +17,7 @@ are in ``pipeline.stream_source`` and share the task code here (``read_partition
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pyspark.sql.datasource import (
     DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
@@ -34,6 +34,10 @@ from .options import (
     parse_read_options, parse_stream_options, parse_write_options,
 )
 from .ranges import OffsetRange
+
+if TYPE_CHECKING:
+    # Imported where used (stream_source imports this module): here only for the annotations.
+    from .stream_source import SamsaStreamReader, SamsaStreamWriter
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 

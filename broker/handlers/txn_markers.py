@@ -43,7 +43,7 @@ def _append_marker(partitions, topic: str, index: int, batch: bytes, txn_version
     try:
         res = partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1,
                                 txn_version=txn_version)
-    except Exception as e:  # noqa: BLE001 - every failure is an error code
+    except Exception as e:  # every failure is an error code
         return error_code_for(e), None, -1
     return ErrorCode.NONE, found, res.last_offset + 1
 

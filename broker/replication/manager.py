@@ -166,7 +166,7 @@ class ReplicaManager:
         if self.on_leadership is not None:
             try:
                 self.on_leadership(topic, partition, leading)
-            except Exception:  # noqa: BLE001 - a listener must not stop role changes
+            except Exception:  # a listener must not stop role changes
                 log.exception("leadership listener failed for %s-%d", topic, partition)
 
     # ------------------------------------------------------------ ISR upkeep
@@ -207,7 +207,7 @@ class ReplicaManager:
             for leader, isr in pending:
                 try:
                     self._write_isr(leader, isr)
-                except Exception:  # noqa: BLE001 - one bad znode must not end ISR upkeep
+                except Exception:  # one bad znode must not end ISR upkeep
                     log.exception("ISR change of %s-%d to %s failed; trying again",
                                   leader.topic, leader.partition, list(isr))
                     self._retry_later(leader, isr)

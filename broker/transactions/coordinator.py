@@ -166,7 +166,7 @@ class TransactionCoordinator:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 await action()
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:  # the next round tries again
                 log.exception("transaction coordinator housekeeping failed")
 
     def partition_for(self, transactional_id: str) -> int:

@@ -99,7 +99,7 @@ class _Gen:
         if ("d", st.name) in self.done:
             return fname
         self.done[("d", st.name)] = True
-        v, flex = self.v, self.flex
+        flex = self.flex
         L = [f"def {fname}(buf, pos):", f"    o = _new({self.name(st.cls)})"]
         seq = self.seq_fields(st)
         tagged = self.tagged_fields(st)
