@@ -207,10 +207,10 @@ def parse_typed(name: str, type_: ConfigType, raw: Any, key: ConfigKey | None = 
         lo, hi = _INT_BOUNDS[type_]
         if not lo <= n <= hi:
             v = key.validator if key is not None else None
+            shown: tuple[float, float] = (lo, hi)
             if isinstance(v, Range):
-                lo = lo if v.min is None else max(lo, v.min)
-                hi = hi if v.max is None else min(hi, v.max)
-            raise ConfigError(name, raw, f"an integer in [{_num(lo)}, {_num(hi)}]")
+                shown = (lo if v.min is None else max(lo, v.min), hi if v.max is None else min(hi, v.max))
+            raise ConfigError(name, raw, f"an integer in [{_num(shown[0])}, {_num(shown[1])}]")
         return n
     if type_ is ConfigType.DOUBLE:
         t = raw.strip()
