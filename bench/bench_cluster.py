@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 
 from broker.client import SimpleClient
 from protocol.messages import MetadataRequest
+from protocol.model import ApiKey
 from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperProcess
 
@@ -36,7 +37,7 @@ TOPIC = "propagation"
 
 
 def _leaders(client: SimpleClient) -> dict[int, int]:
-    resp = client.call(3, MetadataRequest(
+    resp = client.call(ApiKey.METADATA, MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None)],
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False))

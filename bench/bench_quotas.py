@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, Producer
 
 from broker.client import SimpleClient
 from protocol.messages import AlterClientQuotasRequest as Q
+from protocol.model import ApiKey
 from tests.support.broker_process import BrokerProcess
 
 VALUE = b"b" * 1000
@@ -44,7 +45,7 @@ VALUE = b"b" * 1000
 
 def _quota(bootstrap: str, client_id: str, key: str, rate: float) -> None:
     with SimpleClient(bootstrap) as c:
-        r = c.call(49, Q(validate_only=False, entries=[Q.EntryData(
+        r = c.call(ApiKey.ALTER_CLIENT_QUOTAS, Q(validate_only=False, entries=[Q.EntryData(
             entity=[Q.EntityData(entity_type="client-id", entity_name=client_id)],
             ops=[Q.OpData(key=key, value=float(rate), remove=False)])]))
     assert r.entries[0].error_code == 0, r

@@ -81,6 +81,7 @@ from bench.brokers import cpu_seconds, create_topic
 from bench.load import aggregate, latency_producer, produce_worker, run_workers
 from broker.client import SimpleClient
 from protocol.messages import FetchRequest, ProduceRequest
+from protocol.model import ApiKey
 from protocol.records import build_batch, iter_batch_headers
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
@@ -218,7 +219,7 @@ def _epochs(cluster: Cluster, topic: str, p: int, lo: int, hi: int) -> dict[int,
     offset, deadline = lo, time.monotonic() + 30
     with SimpleClient(cluster.broker(leader).bootstrap, timeout=15) as c:
         while offset <= hi and time.monotonic() < deadline:
-            r = c.call(1, FetchRequest(
+            r = c.call(ApiKey.FETCH, FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                 session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                 topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
@@ -248,7 +249,7 @@ def _raw_probe(cluster: Cluster, topic: str, parts: list[int], victim: int, befo
                 continue
             try:
                 with SimpleClient(cluster.broker(s["leader"]).bootstrap, timeout=15) as c:
-                    r = c.call(0, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+                    r = c.call(ApiKey.PRODUCE, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
                         ProduceRequest.TopicProduceData(name=topic, partition_data=[
                             ProduceRequest.PartitionProduceData(index=p, records=build_batch(
                                 [(None, value, [], int(time.time() * 1000))]))])]), highest=9)

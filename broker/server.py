@@ -17,14 +17,14 @@ from storage.dir_lock import LogDirLocks
 from storage.errors import StorageError
 
 from protocol.messages import ControlledShutdownRequest
+from protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from .aio_client import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
-from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
-                     GroupCoordinatorConfig)
+from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
@@ -58,7 +58,7 @@ from .loop_bridge import LoopBridge
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
-from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
+from .transactions import TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
 from .transactions.verification import TxnVerifier
@@ -194,7 +194,6 @@ def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
         connection_timeout_ms=cfg.zookeeper_connection_timeout_ms, register=False)
 
 
-CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 
@@ -744,7 +743,7 @@ class Broker:
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),
-                    api_key=CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
+                    api_key=ApiKey.CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
             finally:
                 await conn.close()
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:

@@ -22,11 +22,12 @@ from typing import Callable
 from config import ConfigError
 from config.topic_keys import drop_removed_keys
 from protocol.errors import ErrorCode
+from protocol.model import INTERNAL_TOPICS
 from protocol.topic_name import collision_key, topic_name_error
 
 from .cluster.assignment import AssignmentError, check_assignment
-from .metadata import (INTERNAL_TOPICS, MetadataStore, MetadataUnavailableError,
-                       TopicExistsError, TopicMeta, UnknownTopicError)
+from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
+                       UnknownTopicError)
 
 log = logging.getLogger("broker.topics")
 

@@ -23,10 +23,10 @@ import time
 
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersResponse
+from protocol.model import OFFSETS_TOPIC
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from storage import AppendOrigin
 
-from ..groups.store import OFFSETS_TOPIC
 from . import authz
 from .authz import Op
 from .errors import error_code_for

@@ -17,8 +17,8 @@ from protocol.messages import overlay, wire
 from protocol.messages.codegen import get_decoder, get_encoder
 from protocol.messages.model import build_classes
 from protocol.messages.schema import MessageSpec, load_message
+from protocol.model import ApiKey
 
-API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
 # Exceptions that malformed bytes can provoke inside generated decoders.
@@ -83,7 +83,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible response versions, else 0; always 0 for ApiVersions."""
     spec = API_BY_KEY.get(api_key)
-    if api_key != API_VERSIONS_KEY and spec is not None \
+    if api_key != ApiKey.API_VERSIONS and spec is not None \
             and spec.response_cls._message.is_flexible(api_version):
         return 1
     return 0
@@ -158,7 +158,7 @@ def decode_request(frame, *, strict: bool = False):
 
 
 def _response_header(key: int, version: int, msg: MessageSpec, corr: int) -> bytes:
-    if key != API_VERSIONS_KEY and msg.is_flexible(version):
+    if key != ApiKey.API_VERSIONS and msg.is_flexible(version):
         return _I32.pack(corr) + b"\x00"
     return _I32.pack(corr)
 
@@ -234,7 +234,7 @@ def decode_response(frame, api_key: int, api_version: int):
     try:
         corr = _I32.unpack_from(buf, 0)[0]
         pos = 4
-        if api_key != API_VERSIONS_KEY and msg.is_flexible(api_version):
+        if api_key != ApiKey.API_VERSIONS and msg.is_flexible(api_version):
             pos = _skip_tag_buffer(buf, pos)
         obj, pos = get_decoder(msg, api_version)(buf, pos)
     except _DECODE_ERRORS as e:
