@@ -10,12 +10,12 @@ parse it before it knows which versions the broker speaks.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from protocol.errors import ProtocolError, UnsupportedVersionError
 from protocol.messages import overlay, wire
 from protocol.messages.codegen import get_decoder, get_encoder
-from protocol.messages.model import build_classes
+from protocol.messages.model import Message, build_classes
 from protocol.messages.schema import MessageSpec, load_message
 from protocol.model import ApiKey
 
@@ -38,12 +38,12 @@ class ApiSpec(NamedTuple):
     name: str
     min_version: int
     max_version: int
-    request_cls: type
-    response_cls: type
+    request_cls: type[Message]
+    response_cls: type[Message]
 
 
-def _load_all():
-    classes: dict[str, type] = {}
+def _load_all() -> tuple[dict[str, type[Message]], dict[int, ApiSpec]]:
+    classes: dict[str, type[Message]] = {}
     by_key: dict[int, ApiSpec] = {}
     for api_name, (key, lo, hi) in overlay.SERVED.items():
         req_spec = load_message(api_name + "Request", api_name)
@@ -64,7 +64,7 @@ MESSAGE_CLASSES, API_BY_KEY = _load_all()
 _SERVED = {k: (s.min_version, s.max_version, s.request_cls._message) for k, s in API_BY_KEY.items()}
 
 
-def _as_view(frame) -> memoryview:
+def _as_view(frame: wire.Buf) -> memoryview:
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
@@ -89,7 +89,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 0
 
 
-def decode_request_header(frame, header_version: int) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: wire.Buf, header_version: int) -> tuple[RequestHeader, int]:
     """Parse a request header of the given version -> (RequestHeader, body offset).
     v0: key, version, correlation id; v1 adds the nullable int16 client_id (never
     compact); v2 adds a tag buffer."""
@@ -116,14 +116,14 @@ def encode_request_header(hdr: RequestHeader, header_version: int) -> bytes:
     return b"".join(out)
 
 
-def _skip_tag_buffer(buf, pos):
+def _skip_tag_buffer(buf: wire.Buf, pos: int) -> int:
     n, pos = wire.read_uvarint(buf, pos)
     if n:
         pos = wire.skip_tags(buf, pos, n)
     return pos
 
 
-def decode_request(frame, *, strict: bool = False):
+def decode_request(frame: wire.Buf, *, strict: bool = False) -> tuple[RequestHeader, Any]:
     """frame (without the 4-byte size) -> (RequestHeader, request object).
 
     Raises UnsupportedVersionError when the header is fine but the key/version is
@@ -163,12 +163,12 @@ def _response_header(key: int, version: int, msg: MessageSpec, corr: int) -> byt
     return _I32.pack(corr)
 
 
-def _check_version(msg: MessageSpec, version: int):
+def _check_version(msg: MessageSpec, version: int) -> None:
     if not msg.valid[0] <= version <= msg.valid[1]:
         raise ValueError(f"{msg.name} has no version {version}")
 
 
-def encode_response(hdr, resp, version: int | None = None) -> list:
+def encode_response(hdr: RequestHeader, resp: Message, version: int | None = None) -> list[Any]:
     """-> [bytes(size prefix + response header + body...), region, bytes, ...].
 
     Records values that are regions (not bytes-like, with an int ``length``) become
@@ -205,7 +205,7 @@ def encode_response(hdr, resp, version: int | None = None) -> list:
     return parts
 
 
-def encode_request(hdr: RequestHeader, req) -> bytes:
+def encode_request(hdr: RequestHeader, req: Message) -> bytes:
     """Client side (tests, tools): size prefix + request header v1/v2 + body, as bytes.
     Records values must be bytes-like here."""
     msg = type(req)._message
@@ -222,7 +222,7 @@ def encode_request(hdr: RequestHeader, req) -> bytes:
     return b"".join(out)
 
 
-def decode_response(frame, api_key: int, api_version: int):
+def decode_response(frame: wire.Buf, api_key: int, api_version: int) -> tuple[int, Any]:
     """Client side: response frame (without size) -> (correlation_id, response object)."""
     spec = API_BY_KEY.get(api_key)
     if spec is None:
@@ -244,7 +244,7 @@ def decode_response(frame, api_key: int, api_version: int):
     return corr, obj
 
 
-def decode_body(cls, data, version: int):
+def decode_body(cls: type[Message], data: wire.Buf, version: int) -> Any:
     """Decode just a message body (no header) of class ``cls`` at ``version``."""
     msg = cls._message
     _check_version(msg, version)
@@ -258,7 +258,7 @@ def decode_body(cls, data, version: int):
     return obj
 
 
-def encode_body(obj, version: int) -> bytes:
+def encode_body(obj: Message, version: int) -> bytes:
     """Encode just a message body (no header, no size) of ``obj`` at ``version``."""
     msg = type(obj)._message
     _check_version(msg, version)
