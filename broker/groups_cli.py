@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
@@ -44,7 +44,7 @@ _DESCRIBE_WIDTHS = (15, 15, -10, -15, -15, -15, 15, 15, 0)  # <0: fixed, 0: unpa
 _RESET_WIDTHS = (-30, -30, -10, -15)
 
 
-def _print_table(rows: list[tuple[str, ...]], widths: tuple[int, ...]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]], widths: tuple[int, ...]) -> None:
     """Kafka's printf formats: a positive width is a minimum that grows with the
     widest value below the header, a negative one is fixed, 0 is no padding."""
     data = rows[1:]
