@@ -34,7 +34,7 @@ class ClientError(Exception):
 
 
 class SimpleClient:
-    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
+    def __init__(self, bootstrap: str, client_id: str | None = "samsa-cli", timeout: float = 30.0,
                  sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
