@@ -34,6 +34,8 @@ from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
 from .rate import now_ms
 from .timing import BusyTime
 
+# Bound once: looking a member up on the enum class costs on every request.
+_PRODUCE, _FETCH = ApiKey.PRODUCE, ApiKey.FETCH
 # Cluster actions and authentication are never throttled.
 EXEMPT_APIS = frozenset({ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS,
                          ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -116,9 +118,9 @@ class _Metered:
         if api in STRICT_FROM:
             self.mutation = quotas.mutation_quota(user, client_id,
                                                   strict=is_strict(api, version))
-        if api == ApiKey.PRODUCE:
+        if api == _PRODUCE:
             self.produce = quotas.produce.match(user, client_id)
-        elif api == ApiKey.FETCH:
+        elif api == _FETCH:
             if _replica_id(request, version) >= 0:
                 return  # a follower: exempt from every client quota
             self.fetch = quotas.fetch.match(user, client_id)
@@ -126,7 +128,7 @@ class _Metered:
                 cap = max(1, int(quotas.fetch.max_in_window(self.fetch)))
                 if request.max_bytes <= 0 or request.max_bytes > cap:
                     request.max_bytes = cap
-        if api in EXEMPT_APIS or (api == ApiKey.PRODUCE and request.acks == 0):
+        if api in EXEMPT_APIS or (api == _PRODUCE and request.acks == 0):
             return  # Kafka does not count acks=0 produce time against the request quota
         self.request_time = quotas.request.match(user, client_id)
 

@@ -26,6 +26,10 @@ _DECODE_ERRORS = (IndexError, struct.error, ValueError, OverflowError, TypeError
 _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, UnicodeError)
 
 
+# Bound once: looking a member up on the enum class costs on every frame.
+_API_VERSIONS = ApiKey.API_VERSIONS
+
+
 class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
@@ -83,7 +87,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible response versions, else 0; always 0 for ApiVersions."""
     spec = API_BY_KEY.get(api_key)
-    if api_key != ApiKey.API_VERSIONS and spec is not None \
+    if api_key != _API_VERSIONS and spec is not None \
             and spec.response_cls._message.is_flexible(api_version):
         return 1
     return 0
@@ -158,7 +162,7 @@ def decode_request(frame: wire.Buf, *, strict: bool = False) -> tuple[RequestHea
 
 
 def _response_header(key: int, version: int, msg: MessageSpec, corr: int) -> bytes:
-    if key != ApiKey.API_VERSIONS and msg.is_flexible(version):
+    if key != _API_VERSIONS and msg.is_flexible(version):
         return _I32.pack(corr) + b"\x00"
     return _I32.pack(corr)
 
@@ -234,7 +238,7 @@ def decode_response(frame: wire.Buf, api_key: int, api_version: int) -> tuple[in
     try:
         corr = _I32.unpack_from(buf, 0)[0]
         pos = 4
-        if api_key != ApiKey.API_VERSIONS and msg.is_flexible(api_version):
+        if api_key != _API_VERSIONS and msg.is_flexible(api_version):
             pos = _skip_tag_buffer(buf, pos)
         obj, pos = get_decoder(msg, api_version)(buf, pos)
     except _DECODE_ERRORS as e:
