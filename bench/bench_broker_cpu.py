@@ -57,7 +57,7 @@ def run(tree: str, records: int, compression: str = "none") -> tuple[float, floa
                 break
             except OSError:
                 if time.monotonic() > deadline or broker.poll() is not None:
-                    raise SystemExit("the broker did not start")
+                    raise SystemExit("the broker did not start") from None
                 time.sleep(0.05)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("cpu", 1, 1)])["cpu"].result(30)

@@ -25,18 +25,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo.client import KazooClient
 
-from broker.client import SimpleClient  # noqa: E402
-from protocol.messages import MetadataRequest  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.zookeeper import ZooKeeperProcess  # noqa: E402
+from broker.client import SimpleClient
+from protocol.messages import MetadataRequest
+from protocol.model import ApiKey
+from tests.support.broker_process import BrokerProcess
+from tests.support.zookeeper import ZooKeeperProcess
 
 TOPIC = "propagation"
 
 
 def _leaders(client: SimpleClient) -> dict[int, int]:
-    resp = client.call(3, MetadataRequest(
+    resp = client.call(ApiKey.METADATA, MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None)],
         allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False))

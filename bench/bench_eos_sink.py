@@ -33,11 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.spark import local_session  # noqa: E402
+from tests.support.broker_process import BrokerProcess
+from tests.support.spark import local_session
 
 IN = "eos-bench-in"
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.checker import NEMESES, run_checker  # noqa: E402
-from tests.support.cluster import Cluster  # noqa: E402
+from tests.support.checker import NEMESES, run_checker
+from tests.support.cluster import Cluster
 
 
 def main() -> int:

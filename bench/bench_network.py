@@ -23,7 +23,6 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,9 +30,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import uvloop  # noqa: E402
+import uvloop
 
-from broker.network import NetworkServer  # noqa: E402
+from broker.network import NetworkServer
 
 HOST = "127.0.0.1"
 SIZE = struct.Struct(">i")

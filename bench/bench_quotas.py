@@ -33,18 +33,19 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer, Producer
 
-from broker.client import SimpleClient  # noqa: E402
-from protocol.messages import AlterClientQuotasRequest as Q  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+from broker.client import SimpleClient
+from protocol.messages import AlterClientQuotasRequest as Q
+from protocol.model import ApiKey
+from tests.support.broker_process import BrokerProcess
 
 VALUE = b"b" * 1000
 
 
 def _quota(bootstrap: str, client_id: str, key: str, rate: float) -> None:
     with SimpleClient(bootstrap) as c:
-        r = c.call(49, Q(validate_only=False, entries=[Q.EntryData(
+        r = c.call(ApiKey.ALTER_CLIENT_QUOTAS, Q(validate_only=False, entries=[Q.EntryData(
             entity=[Q.EntityData(entity_type="client-id", entity_name=client_id)],
             ops=[Q.OpData(key=key, value=float(rate), remove=False)])]))
     assert r.entries[0].error_code == 0, r

@@ -75,17 +75,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kazoo.exceptions import NodeExistsError, NoNodeError  # noqa: E402
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bench.brokers import cpu_seconds, create_topic  # noqa: E402
-from bench.load import aggregate, latency_producer, produce_worker, run_workers  # noqa: E402
-from broker.client import SimpleClient  # noqa: E402
-from protocol.messages import FetchRequest, ProduceRequest  # noqa: E402
-from protocol.records import build_batch, iter_batch_headers  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.cluster import Cluster  # noqa: E402
-from tests.support.kafka_wire import free_port  # noqa: E402
-from tests.support.waiting import wait_until  # noqa: E402
+from bench.brokers import cpu_seconds, create_topic
+from bench.load import aggregate, latency_producer, produce_worker, run_workers
+from broker.client import SimpleClient
+from protocol.messages import FetchRequest, ProduceRequest
+from protocol.model import ApiKey
+from protocol.records import build_batch, iter_batch_headers
+from tests.support.broker_process import BrokerProcess
+from tests.support.cluster import Cluster
+from tests.support.kafka_wire import free_port
+from tests.support.waiting import wait_until
 
 PROBE_INTERVAL_S = 0.010
 # The failover probes: acks=all, one record per batch, short client back-offs and
@@ -218,7 +219,7 @@ def _epochs(cluster: Cluster, topic: str, p: int, lo: int, hi: int) -> dict[int,
     offset, deadline = lo, time.monotonic() + 30
     with SimpleClient(cluster.broker(leader).bootstrap, timeout=15) as c:
         while offset <= hi and time.monotonic() < deadline:
-            r = c.call(1, FetchRequest(
+            r = c.call(ApiKey.FETCH, FetchRequest(
                 replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                 session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                 topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
@@ -248,7 +249,7 @@ def _raw_probe(cluster: Cluster, topic: str, parts: list[int], victim: int, befo
                 continue
             try:
                 with SimpleClient(cluster.broker(s["leader"]).bootstrap, timeout=15) as c:
-                    r = c.call(0, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+                    r = c.call(ApiKey.PRODUCE, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
                         ProduceRequest.TopicProduceData(name=topic, partition_data=[
                             ProduceRequest.PartitionProduceData(index=p, records=build_batch(
                                 [(None, value, [], int(time.time() * 1000))]))])]), highest=9)
@@ -415,7 +416,7 @@ def measure_lag(cluster: MetricsCluster, topic: str, size: int, rate: int, secon
         try:
             done["result"] = run_workers(latency_producer, [(cluster.bootstrap, topic, size, rate, seconds)],
                                          timeout=seconds + 120)[0]
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             done["error"] = f"{type(e).__name__}: {e}"
 
     th = threading.Thread(target=load, daemon=True)

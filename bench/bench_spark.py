@@ -47,12 +47,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.cpu_time import tree_cpu  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.spark import local_session  # noqa: E402
+from bench.cpu_time import tree_cpu
+from tests.support.broker_process import BrokerProcess
+from tests.support.spark import local_session
 
 TOPIC = "bench-spark"
 PARTITIONS = 4

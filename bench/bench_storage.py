@@ -21,10 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from config.topic import TopicConfig  # noqa: E402
-from protocol.records import build_batch  # noqa: E402
-from storage.log import Log  # noqa: E402
-from storage.manager import LogManager  # noqa: E402
+from config.topic import TopicConfig
+from protocol.records import build_batch
+from storage.log import Log
+from storage.manager import LogManager
 
 
 def make_batch(batch_bytes: int) -> bytes:

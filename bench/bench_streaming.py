@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.spark import local_session  # noqa: E402
+from tests.support.broker_process import BrokerProcess
+from tests.support.spark import local_session
 
 IN, OUT_SPARK, OUT_PIPE = "latency-in", "latency-out-spark", "latency-out-pipe"
 PARTITIONS = 4
@@ -108,7 +108,7 @@ def pipe(bootstrap: str, stop: threading.Event) -> None:
 
 def summarize(lat: list[float], expected: int) -> dict:
     lat = sorted(lat)
-    pct = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)  # noqa: E731
+    pct = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)
     return {"delivered": len(lat), "expected": expected, "p50_ms": pct(0.50), "p95_ms": pct(0.95),
             "p99_ms": pct(0.99), "max_ms": round(lat[-1], 1), "mean_ms": round(statistics.fmean(lat), 1)}
 

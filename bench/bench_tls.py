@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench.brokers import cpu_seconds, create_topic  # noqa: E402
-from bench.load import aggregate, consume_bulk_worker, produce_worker, run_workers  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
-from tests.support.kafka_wire import free_port  # noqa: E402
-from tests.support.tls_certs import make_certs  # noqa: E402
+from bench.brokers import cpu_seconds, create_topic
+from bench.load import aggregate, consume_bulk_worker, produce_worker, run_workers
+from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_wire import free_port
+from tests.support.tls_certs import make_certs
 
 PROTOCOLS = ("PLAINTEXT", "SSL")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.brokers import create_topic, running  # noqa: E402
+from bench.brokers import create_topic, running
 
 
 def _produce(bootstrap: str, topic: str, records: int, size: int, per_txn: int) -> float:

@@ -19,9 +19,9 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from protocol.errors import ProtocolError  # noqa: E402
-from protocol.messages import API_BY_KEY, decode_request, decode_response  # noqa: E402
-from tests.protocol.test_fuzz_corpus import mutate, random_frame, seed_frames  # noqa: E402
+from protocol.errors import ProtocolError
+from protocol.messages import API_BY_KEY, decode_request, decode_response
+from tests.protocol.test_fuzz_corpus import mutate, random_frame, seed_frames
 
 
 def main():

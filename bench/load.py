@@ -52,7 +52,7 @@ def run_workers(target: Callable | None, args_list: list[tuple], timeout: float)
                 results.append(queue.get(timeout=min(left, 1.0)))
             except Exception:  # queue.Empty
                 if not any(p.is_alive() for p in procs) and queue.empty():
-                    raise LoadError(f"{name}: workers exited, {len(results)}/{len(procs)} reported")
+                    raise LoadError(f"{name}: workers exited, {len(results)}/{len(procs)} reported") from None
     finally:
         for p in procs:
             p.join(5)

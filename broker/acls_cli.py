@@ -24,6 +24,7 @@ import sys
 from typing import Iterable
 
 from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from protocol.model import ApiKey
 
 from .client import SimpleClient, error_text, run_tool
 from .tool_config import ClientConfigFlags, key_value_properties
@@ -59,7 +60,7 @@ class WireBackend(AclBackend):
 
     def add(self, bindings):
         R = CreateAclsRequest
-        resp = self.client.call(30, R(creations=[R.AclCreation(
+        resp = self.client.call(ApiKey.CREATE_ACLS, R(creations=[R.AclCreation(
             resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
             resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal,
             host=b.entry.host, operation=b.entry.operation,
@@ -78,14 +79,14 @@ class WireBackend(AclBackend):
 
     def remove(self, flt):
         R = DeleteAclsRequest
-        resp = self.client.call(31, R(filters=[R.DeleteAclsFilter(**self._filter_fields(flt))]))
+        resp = self.client.call(ApiKey.DELETE_ACLS, R(filters=[R.DeleteAclsFilter(**self._filter_fields(flt))]))
         for r in resp.filter_results:
             if r.error_code:
                 raise AclToolError(f"Error while removing ACLs: "
                                    f"{error_text(r.error_code, r.error_message)}")
 
     def list(self, flt):
-        resp = self.client.call(29, DescribeAclsRequest(**self._filter_fields(flt)))
+        resp = self.client.call(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest(**self._filter_fields(flt)))
         if resp.error_code:
             raise AclToolError(f"Error while listing ACLs: "
                                f"{error_text(resp.error_code, resp.error_message)}")
@@ -371,7 +372,7 @@ def main(argv) -> int:
         except AclToolError as e:
             print(f"{PROG}: {e}", file=sys.stderr)
             return 1
-        except Exception as e:  # noqa: BLE001 - ZooKeeper failures: one line
+        except Exception as e:  # ZooKeeper failures: one line
             print(f"{PROG}: ZooKeeper: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
         finally:

@@ -6,7 +6,7 @@ requests between brokers, async tools and tests). Requests may be pipelined:
 responses to requests through the sans-IO core, in order.
 
     conn = await KafkaConnection.connect("127.0.0.1", 9092, client_id="samsa-fetcher")
-    response = await conn.call(MetadataRequest(topics=None), api_key=3)
+    response = await conn.call(MetadataRequest(topics=None), api_key=ApiKey.METADATA)
     await conn.close()
 
 On a SASL listener whose sessions end (``connections.max.reauth.ms``, KIP-368)
@@ -28,13 +28,13 @@ from typing import Any
 from protocol.client import ClientCore
 from protocol.errors import ProtocolError
 from protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from protocol.model import ApiKey
 
 from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
                                    authenticate_async)
 
 log = logging.getLogger("broker.aio_client")
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
 
 class ConnectionClosedError(ConnectionError):
@@ -143,7 +143,7 @@ class KafkaConnection:
         try:
             await asyncio.wait_for(conn.call(ApiVersionsRequest(client_software_name="samsa",
                                                                 client_software_version="0"),
-                                             api_key=API_VERSIONS, version=3), timeout)
+                                             api_key=ApiKey.API_VERSIONS, version=3), timeout)
             if sasl is not None:
                 await asyncio.wait_for(conn._authenticate(sasl), timeout)
                 conn._sasl = sasl
@@ -157,7 +157,7 @@ class KafkaConnection:
         the same again to re-authenticate (Kafka's clients send the handshake
         then too). Starts the session's clock."""
         handshake = await self._request(SaslHandshakeRequest(mechanism=sasl.mechanism),
-                                        api_key=SASL_HANDSHAKE, version=1)
+                                        api_key=ApiKey.SASL_HANDSHAKE, version=1)
         if handshake.error_code:
             raise ConnectionClosedError(f"{self.address} does not take SASL/{sasl.mechanism} "
                                         f"(enabled: {', '.join(handshake.mechanisms)})")
@@ -166,7 +166,7 @@ class KafkaConnection:
         async def exchange(token: bytes) -> bytes:
             nonlocal session_lifetime_ms
             answer = await self._request(SaslAuthenticateRequest(auth_bytes=token),
-                                         api_key=SASL_AUTHENTICATE)
+                                         api_key=ApiKey.SASL_AUTHENTICATE)
             if answer.error_code:
                 raise ConnectionClosedError(f"SASL authentication at {self.address} failed: "
                                             f"{answer.error_message}")
@@ -204,7 +204,7 @@ class KafkaConnection:
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             self._closed_by_reauthentication(e if not isinstance(e, asyncio.TimeoutError)
                                              else f"no answer in {self._timeout:g} s")
-        except Exception as e:  # noqa: BLE001 - a bug: the connection's state is unknown
+        except Exception as e:  # a bug: the connection's state is unknown
             log.exception("re-authenticating to %s", self.address)
             self._closed_by_reauthentication(repr(e))
         finally:

@@ -36,10 +36,10 @@ class AppendNotifier:
 
     def notify(self, topic: str, partition: int) -> None:
         with self._lock:
-            waiters = self._waiters.get((topic, partition))
-            if not waiters:
+            waiting = self._waiters.get((topic, partition))
+            if not waiting:
                 return
-            waiters = list(waiters)
+            waiters = list(waiting)
         for loop, fut in waiters:
             try:
                 loop.call_soon_threadsafe(_wake, fut)

@@ -23,6 +23,7 @@ from protocol.client import ClientCore, NoCommonVersionError
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
                                MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
+from protocol.model import ApiKey
 
 from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
                                    authenticate)
@@ -33,7 +34,7 @@ class ClientError(Exception):
 
 
 class SimpleClient:
-    def __init__(self, bootstrap: str, client_id: str = "samsa-cli", timeout: float = 30.0,
+    def __init__(self, bootstrap: str, client_id: str | None = "samsa-cli", timeout: float = 30.0,
                  sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None):
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
@@ -55,7 +56,7 @@ class SimpleClient:
         # renewed on this connection before the request that would find it
         # ended, as Kafka's clients do (a console consumer runs for hours).
         self._session = ReauthenticationClock()
-        self._call(18, 0, ApiVersionsRequest())
+        self._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
         self._authenticate()
 
     def _authenticate(self) -> None:
@@ -72,7 +73,7 @@ class SimpleClient:
 
         def exchange(token: bytes) -> bytes:
             nonlocal session_lifetime_ms
-            answer = self._versioned_call(36, SaslAuthenticateRequest(auth_bytes=token))
+            answer = self._versioned_call(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token))
             if answer.error_code:
                 raise ClientError(error_text(answer.error_code, answer.error_message))
             session_lifetime_ms = answer.session_lifetime_ms  # the last answer's counts
@@ -131,7 +132,7 @@ class SimpleClient:
             raise ClientError(f"cannot reach the broker at {self.address}: "
                               f"{e.strerror or e}") from None
         self._unsettled = False
-        self._call(18, 0, ApiVersionsRequest())
+        self._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
         self._authenticate()
 
     def _call(self, api_key: int, version: int, request):
@@ -223,7 +224,7 @@ class Cluster:
         """A Metadata response for ``topics`` (None: all); learns broker addresses."""
         req = MetadataRequest(allow_auto_topic_creation=auto_create, topics=None if topics is None
                               else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
-        resp = self.bootstrap.call(3, req)
+        resp = self.bootstrap.call(ApiKey.METADATA, req)
         for b in resp.brokers:
             self._learn(b.node_id, f"{b.host}:{b.port}")
         return resp
@@ -279,7 +280,7 @@ class Cluster:
                 if leader < 0:
                     retry.update({(t, p): todo[(t, p)] for t, ps in topics.items() for p in ps})
                     continue
-                resp = self.broker(leader).call(2, L(replica_id=-1, isolation_level=0, topics=[
+                resp = self.broker(leader).call(ApiKey.LIST_OFFSETS, L(replica_id=-1, isolation_level=0, topics=[
                     L.ListOffsetsTopic(name=t, partitions=[
                         L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
                                                timestamp=todo[(t, p)], max_num_offsets=1)
@@ -345,12 +346,12 @@ class Cluster:
         raise AssertionError("unreachable")
 
     def _find_coordinator(self, group_id: str) -> tuple[int, str, int, int, str | None]:
-        if self.bootstrap.version_for(10) >= 4:  # v4+ batches keys
-            resp = self.bootstrap.call(10, FindCoordinatorRequest(key_type=0,
+        if self.bootstrap.version_for(ApiKey.FIND_COORDINATOR) >= 4:  # v4+ batches keys
+            resp = self.bootstrap.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key_type=0,
                                                                   coordinator_keys=[group_id]))
             c = resp.coordinators[0]
             return c.node_id, c.host, c.port, c.error_code, c.error_message
-        resp = self.bootstrap.call(10, FindCoordinatorRequest(key=group_id, key_type=0))
+        resp = self.bootstrap.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=group_id, key_type=0))
         return resp.node_id, resp.host, resp.port, resp.error_code, resp.error_message
 
     def _drop(self, node_id: int) -> None:

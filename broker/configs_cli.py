@@ -16,6 +16,7 @@ import sys
 
 from config.describe import ConfigSource
 from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from protocol.model import ApiKey
 
 from .client import SimpleClient, error_text, run_tool
 from .tool_config import command_config_security
@@ -81,7 +82,7 @@ def _resource(args) -> tuple[int, str, str]:
 
 def _describe(client: SimpleClient, args) -> int:
     rtype, name, label = _resource(args)
-    resp = client.call(32, DescribeConfigsRequest(
+    resp = client.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
         include_synonyms=True, include_documentation=False,
         resources=[DescribeConfigsRequest.DescribeConfigsResource(
             resource_type=rtype, resource_name=name, configuration_keys=None)]))
@@ -134,7 +135,7 @@ def _alter(client: SimpleClient, args) -> int:
     R = IncrementalAlterConfigsRequest
     ops = ([R.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in adds.items()]
            + [R.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in deletes])
-    resp = client.call(44, R(validate_only=False, resources=[R.AlterConfigsResource(
+    resp = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, R(validate_only=False, resources=[R.AlterConfigsResource(
         resource_type=rtype, resource_name=name, configs=ops)]))
     result = resp.responses[0]
     if result.error_code:

@@ -36,6 +36,7 @@ from typing import BinaryIO
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequest
+from protocol.model import ApiKey
 from protocol.records import decode_batch, iter_batch_headers
 from protocol.records.batch import NO_TIMESTAMP
 
@@ -163,7 +164,7 @@ class Consumer:
                                      partition_max_bytes=_PARTITION_MAX_BYTES)
                     for p in parts])])
         try:
-            resp = self.cluster.broker(leader).call(1, req, highest=_LAST_FETCH_BY_NAME)
+            resp = self.cluster.broker(leader).call(ApiKey.FETCH, req, highest=_LAST_FETCH_BY_NAME)
         except ClientError as e:
             # the leader is gone or unreachable: ask Metadata (through the
             # bootstrap broker, whose failure does end the tool) who leads now,
@@ -220,7 +221,7 @@ class Group:
     def committed(self, partitions: list[int]) -> dict[int, int]:
         conn = self.cluster.coordinator(self.group_id)
         O = OffsetFetchRequest
-        resp = conn.call(9, O(group_id=self.group_id, require_stable=False, topics=[
+        resp = conn.call(ApiKey.OFFSET_FETCH, O(group_id=self.group_id, require_stable=False, topics=[
             O.OffsetFetchRequestTopic(name=self.topic, partition_indexes=partitions)]),
             highest=_LAST_OFFSET_FETCH_ONE_GROUP)
         if resp.error_code:
@@ -231,7 +232,7 @@ class Group:
     def commit(self, positions: dict[int, int]) -> None:
         conn = self.cluster.coordinator(self.group_id)
         C = OffsetCommitRequest
-        resp = conn.call(8, C(group_id=self.group_id, generation_id_or_member_epoch=-1,
+        resp = conn.call(ApiKey.OFFSET_COMMIT, C(group_id=self.group_id, generation_id_or_member_epoch=-1,
                               member_id="", group_instance_id=None, retention_time_ms=-1,
                               topics=[C.OffsetCommitRequestTopic(name=self.topic, partitions=[
                                   C.OffsetCommitRequestPartition(
@@ -368,9 +369,9 @@ def _offset(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}") from None
     if value < EARLIEST:
-        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected earliest, latest or an offset, got {text!r}") from None
     return value
 
 

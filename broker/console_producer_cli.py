@@ -36,6 +36,7 @@ from typing import Iterator
 
 from protocol.errors import ErrorCode
 from protocol.messages import ProduceRequest
+from protocol.model import ApiKey
 from protocol.records import build_batch, codec_for_name
 
 from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
@@ -196,9 +197,9 @@ class Sender:
             try:
                 conn = self.cluster.broker(leader)
                 if self.acks == 0:
-                    conn.send(0, req, highest=_LAST_PRODUCE_BY_NAME)
+                    conn.send(ApiKey.PRODUCE, req, highest=_LAST_PRODUCE_BY_NAME)
                     continue
-                resp = conn.call(0, req, highest=_LAST_PRODUCE_BY_NAME)
+                resp = conn.call(ApiKey.PRODUCE, req, highest=_LAST_PRODUCE_BY_NAME)
             except ClientError as e:
                 # the leader went away: retried after Metadata names the next one
                 self.cluster.forget(leader)

@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from protocol.messages import ListOffsetsRequest
+from protocol.model import TopicPartition
+from protocol.model import ApiKey
 
 from .client import ClientError, SimpleClient
 
 log = logging.getLogger(__name__)
 
 Labels = dict[str, str]
-TopicPartition = tuple[str, int]
 Committed = Callable[[], dict[str, dict[TopicPartition, int]]]
 LATEST = -1  # ListOffsets' "latest": the high watermark for a read-uncommitted client
 
@@ -101,7 +102,7 @@ class RemoteWatermarks:
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         with SimpleClient(address, client_id="samsa-consumer-lag", timeout=self._timeout) as c:
-            resp = c.call(2, L(replica_id=-1, isolation_level=0, topics=[
+            resp = c.call(ApiKey.LIST_OFFSETS, L(replica_id=-1, isolation_level=0, topics=[
                 L.ListOffsetsTopic(name=t, partitions=[
                     L.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
                                            timestamp=LATEST, max_num_offsets=1) for p in ps])

@@ -16,13 +16,13 @@ import logging
 
 from protocol.errors import ErrorCode, UnsupportedVersionError
 from protocol.messages import RequestHeader, decode_request, encode_response
+from protocol.model import ApiKey
 
 from .handlers import HANDLERS, RequestContext
 from .handlers.api_versions import api_versions_response
 from .handlers.sasl import admits, expects_raw_token, handle_raw_token
 
 log = logging.getLogger("broker.requests")
-API_VERSIONS = 18
 
 
 class Dispatcher:
@@ -43,8 +43,8 @@ class Dispatcher:
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as e:
-            if e.api_key == API_VERSIONS:
-                header = RequestHeader(api_key=API_VERSIONS, api_version=0,
+            if e.api_key == ApiKey.API_VERSIONS:
+                header = RequestHeader(api_key=ApiKey.API_VERSIONS, api_version=0,
                                        correlation_id=e.correlation_id, client_id=None)
                 response = api_versions_response(self.services.advertised_apis,
                                                  ErrorCode.UNSUPPORTED_VERSION)

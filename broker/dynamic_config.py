@@ -38,7 +38,7 @@ class DynamicBrokerConfig:
                    ) -> BrokerConfig:
         try:
             return with_dynamic(self.static, cluster_default, per_broker)
-        except Exception as e:  # noqa: BLE001 - stored by another version or by hand
+        except Exception as e:  # stored by another version or by hand
             if not at_start:
                 raise
             log.error("ignoring the stored dynamic broker configs: %s", e)
@@ -89,7 +89,7 @@ class DynamicBrokerConfig:
             try:
                 effective = with_dynamic(self.static, self.store.broker_configs(None),
                                          self.store.broker_configs(self.broker_id))
-            except Exception as e:  # noqa: BLE001 - keep what is in effect
+            except Exception as e:  # keep what is in effect
                 log.error("ignoring the stored dynamic broker configs: %s", e)
                 return
             # raw too: per-listener keys (listener.name.<l>.*) live only there;

@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
                                OffsetCommitRequest, OffsetFetchRequest)
+from protocol.model import TopicPartition
+from protocol.model import ApiKey
 
 from .client import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
 from .tool_config import command_config_security
@@ -30,7 +32,6 @@ LATEST, EARLIEST = -1, -2
 # States in which nobody consumes, so offsets may be rewritten under the group.
 _INACTIVE = ("Empty", "Dead")
 
-TopicPartition = tuple[str, int]
 
 
 # kafka-consumer-groups' tables (ConsumerGroupCommand): a blank line, then
@@ -43,7 +44,7 @@ _DESCRIBE_WIDTHS = (15, 15, -10, -15, -15, -15, 15, 15, 0)  # <0: fixed, 0: unpa
 _RESET_WIDTHS = (-30, -30, -10, -15)
 
 
-def _print_table(rows: list[tuple[str, ...]], widths: tuple[int, ...]) -> None:
+def _print_table(rows: Sequence[tuple[str, ...]], widths: tuple[int, ...]) -> None:
     """Kafka's printf formats: a positive width is a minimum that grows with the
     widest value below the header, a negative one is fixed, 0 is no padding."""
     data = rows[1:]
@@ -56,7 +57,7 @@ def _print_table(rows: list[tuple[str, ...]], widths: tuple[int, ...]) -> None:
 
 def _describe_group(cluster: Cluster, group_id: str):
     conn = cluster.coordinator(group_id)
-    return conn.call(15, DescribeGroupsRequest(groups=[group_id],
+    return conn.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=[group_id],
                                                include_authorized_operations=False)).groups[0]
 
 
@@ -92,7 +93,7 @@ def _list(cluster: Cluster, args) -> int:
             failed = True
             continue
         try:
-            resp = conn.call(16, ListGroupsRequest(states_filter=[], types_filter=[]))
+            resp = conn.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[], types_filter=[]))
             error = error_text(resp.error_code) if resp.error_code else None
         except ClientError as e:
             cluster.forget(node_id)
@@ -178,7 +179,7 @@ def _delete(cluster: Cluster, args) -> int:
         by_coordinator.setdefault(id(conn), (conn, []))[1].append(g)
     results: dict[str, int] = {}
     for conn, groups in by_coordinator.values():
-        resp = conn.call(42, DeleteGroupsRequest(groups_names=groups))
+        resp = conn.call(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=groups))
         results.update({r.group_id: r.error_code for r in resp.results})
     failed = {g: code for g, code in results.items() if code}
     done = [g for g in results if not results[g]]
@@ -270,7 +271,7 @@ def _commit(cluster: Cluster, plan: ResetPlan) -> None:
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (t, p), o in sorted(plan.offsets.items()):
         by_topic.setdefault(t, []).append((p, o))
-    resp = cluster.coordinator(plan.group).call(8, C(
+    resp = cluster.coordinator(plan.group).call(ApiKey.OFFSET_COMMIT, C(
         group_id=plan.group, generation_id_or_member_epoch=-1, member_id="",
         group_instance_id=None, retention_time_ms=-1, topics=[
             C.OffsetCommitRequestTopic(name=t, partitions=[

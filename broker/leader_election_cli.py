@@ -17,12 +17,12 @@ import sys
 
 from protocol.errors import ErrorCode
 from protocol.messages import ElectLeadersRequest
+from protocol.model import ApiKey
 
 from .client import ClientError, Cluster, error_text, run_cluster_tool
 from .tool_config import ClientConfigFlags
 
 PROG = "samsa leader-election"
-ELECT_LEADERS = 43
 TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 _CLIENT_CONFIG = ClientConfigFlags(files=("--admin.config", "--command-config"))
 
@@ -44,7 +44,7 @@ def _elect(cluster: Cluster, election: str, wanted: list[tuple[str, int]] | None
     for t, p in wanted or ():
         by_topic.setdefault(t, []).append(p)
     R = ElectLeadersRequest
-    resp = cluster.controller().call(ELECT_LEADERS, R(
+    resp = cluster.controller().call(ApiKey.ELECT_LEADERS, R(
         election_type=TYPES[election], timeout_ms=30000,
         topic_partitions=None if wanted is None else [
             R.TopicPartitions(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())]))

@@ -185,13 +185,13 @@ class BrokerMetrics:
             g = GaugeMetricFamily(f"samsa_{name}", name.replace("_", " "))
             try:
                 g.add_metric([], float(fn()))
-            except Exception:  # noqa: BLE001 - a broken gauge must not break a scrape
+            except Exception:  # a broken gauge must not break a scrape
                 continue
             yield g
         for name, help_text, fn in self._kafka_gauges:
             try:
                 samples = list(fn())
-            except Exception:  # noqa: BLE001 - a broken gauge must not break a scrape
+            except Exception:  # a broken gauge must not break a scrape
                 log.debug("gauge %s failed", name, exc_info=True)
                 continue
             # each sample with its own labels: one Kafka metric name may

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from protocol.model import ApiKey
+
 from .client import Cluster, run_cluster_tool
 from .tool_config import ClientConfigFlags
 
@@ -30,7 +32,7 @@ def _get_offsets(cluster: Cluster, args) -> int:
         print(f"samsa get-offsets: topic {args.topic} has no partition(s) "
               f"{','.join(map(str, missing))}", file=sys.stderr)
         return 1
-    if args.time == MAX_TIMESTAMP and cluster.bootstrap.version_for(2) < 7:
+    if args.time == MAX_TIMESTAMP and cluster.bootstrap.version_for(ApiKey.LIST_OFFSETS) < 7:
         print("samsa get-offsets: the broker does not support --time -3 (ListOffsets v7+)",
               file=sys.stderr)
         return 1
@@ -45,7 +47,7 @@ def _partition_list(text: str) -> list[int]:
     try:
         return sorted({int(p) for p in text.split(",") if p.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,1,2, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,1,2, got {text!r}") from None
 
 
 def main(argv) -> int:

@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from protocol.model import ApiKey
 
 from . import scram_configs_cli
 from .client import SimpleClient, error_text, run_tool
@@ -85,7 +86,7 @@ def _describe(client: SimpleClient, pairs) -> int:
         else:
             components.append(R.ComponentData(entity_type=t, match_type=_MATCH_EXACT,
                                               match=name))
-    resp = client.call(48, R(components=components, strict=True))
+    resp = client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, R(components=components, strict=True))
     if resp.error_code:
         print(f"Error while executing config command: "
               f"{error_text(resp.error_code, resp.error_message)}", file=sys.stderr)
@@ -132,7 +133,7 @@ def _alter(client: SimpleClient, pairs, adds: dict[str, str], deletes: list[str]
         ops.append(R.OpData(key=key, value=value, remove=False))
     ops += [R.OpData(key=k, value=0.0, remove=True) for k in deletes]
     entity = [R.EntityData(entity_type=QUOTA_ENTITY_TYPES[t], entity_name=n) for t, n in pairs]
-    resp = client.call(49, R(entries=[R.EntryData(entity=entity, ops=ops)],
+    resp = client.call(ApiKey.ALTER_CLIENT_QUOTAS, R(entries=[R.EntryData(entity=entity, ops=ops)],
                              validate_only=False))
     for entry in resp.entries:
         if entry.error_code:

@@ -22,6 +22,7 @@ import sys
 
 from protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
+from protocol.model import TopicPartition
 
 from .client import ClientError, Cluster, error_text, run_cluster_tool
 from .tool_config import ClientConfigFlags
@@ -30,7 +31,6 @@ from .cluster.assignment import AssignmentError, assign_replicas
 PROG = "samsa reassign-partitions"
 _CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))
 ALTER, LIST = 45, 46
-Partition = tuple[str, int]
 
 
 class UsageError(Exception):
@@ -50,12 +50,12 @@ def _read_json(path: str) -> dict:
     return value
 
 
-def parse_reassignment(value: dict) -> dict[Partition, list[int]]:
+def parse_reassignment(value: dict) -> dict[TopicPartition, list[int]]:
     """{(topic, partition): replicas} from a reassignment JSON document."""
     entries = value.get("partitions")
     if not isinstance(entries, list) or not entries:
         raise UsageError("the reassignment JSON has no \"partitions\" list")
-    out: dict[Partition, list[int]] = {}
+    out: dict[TopicPartition, list[int]] = {}
     for e in entries:
         try:
             tp = (str(e["topic"]), int(e["partition"]))
@@ -68,13 +68,13 @@ def parse_reassignment(value: dict) -> dict[Partition, list[int]]:
     return out
 
 
-def _document(assignment: dict[Partition, list[int]]) -> str:
+def _document(assignment: dict[TopicPartition, list[int]]) -> str:
     return json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
         for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
 
 
-def _current(cluster: Cluster, topics: set[str]) -> dict[Partition, list[int]]:
+def _current(cluster: Cluster, topics: set[str]) -> dict[TopicPartition, list[int]]:
     out = {}
     for t in cluster.metadata(sorted(topics)).topics:
         if t.error_code:
@@ -84,7 +84,7 @@ def _current(cluster: Cluster, topics: set[str]) -> dict[Partition, list[int]]:
     return out
 
 
-def _alter(cluster: Cluster, wanted: dict[Partition, list[int] | None]) -> dict[Partition, str]:
+def _alter(cluster: Cluster, wanted: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, str]:
     """AlterPartitionReassignments at the controller: {partition: error text} of the refused."""
     R = AlterPartitionReassignmentsRequest
     by_topic: dict[str, list] = {}
@@ -100,7 +100,7 @@ def _alter(cluster: Cluster, wanted: dict[Partition, list[int] | None]) -> dict[
             for t in resp.responses for p in t.partitions if p.error_code}
 
 
-def _ongoing(cluster: Cluster) -> dict[Partition, tuple[list[int], list[int], list[int]]]:
+def _ongoing(cluster: Cluster) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
     resp = cluster.controller().call(LIST, ListPartitionReassignmentsRequest(timeout_ms=30000,
                                                                             topics=None))
     if resp.error_code:
@@ -114,7 +114,7 @@ def _names(partitions) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(partitions))
 
 
-def _execute(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
+def _execute(cluster: Cluster, wanted: dict[TopicPartition, list[int]]) -> int:
     current = _current(cluster, {t for t, _ in wanted})
     missing = sorted(tp for tp in wanted if tp not in current)
     if missing:
@@ -132,7 +132,7 @@ def _execute(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
     return 1 if refused else 0
 
 
-def _verify(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
+def _verify(cluster: Cluster, wanted: dict[TopicPartition, list[int]]) -> int:
     ongoing = _ongoing(cluster)
     current = _current(cluster, {t for t, _ in wanted})
     print("Status of partition reassignment:")
@@ -152,7 +152,7 @@ def _verify(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
     return rc
 
 
-def _cancel(cluster: Cluster, wanted: dict[Partition, list[int]]) -> int:
+def _cancel(cluster: Cluster, wanted: dict[TopicPartition, list[int]]) -> int:
     # As Kafka's tool: only the reassignments running now are cancelled.
     active = [tp for tp in wanted if tp in _ongoing(cluster)]
     if not active:
@@ -195,7 +195,7 @@ def _generate(cluster: Cluster, topics_doc: dict, brokers: list[int]) -> int:
     if unknown:
         raise ClientError(f"brokers not in the cluster: {','.join(map(str, unknown))}")
     current = _current(cluster, set(topics))
-    proposed: dict[Partition, list[int]] = {}
+    proposed: dict[TopicPartition, list[int]] = {}
     for topic in topics:
         parts = sorted(p for t, p in current if t == topic)
         rf = len(current[(topic, parts[0])])
@@ -216,7 +216,7 @@ def _broker_list(text: str) -> list[int]:
     try:
         ids = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,3, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,3, got {text!r}") from None
     if not ids:
         raise argparse.ArgumentTypeError("expected at least one broker id")
     return ids
@@ -241,13 +241,13 @@ def main(argv) -> int:
             if not args.topics_to_move_json_file or not args.broker_list:
                 raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
             doc, brokers = _read_json(args.topics_to_move_json_file), args.broker_list
-            action = lambda cluster: _generate(cluster, doc, brokers)  # noqa: E731
+            action = lambda cluster: _generate(cluster, doc, brokers)
         else:
             if not args.reassignment_json_file:
                 raise UsageError("--execute, --verify and --cancel need --reassignment-json-file")
             wanted = parse_reassignment(_read_json(args.reassignment_json_file))
             step = _execute if args.execute else _verify if args.verify else _cancel
-            action = lambda cluster: step(cluster, wanted)  # noqa: E731
+            action = lambda cluster: step(cluster, wanted)
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2

@@ -18,12 +18,13 @@ from protocol.errors import ErrorCode
 
 from protocol.messages import (AlterUserScramCredentialsRequest as Alter,
                                DescribeUserScramCredentialsRequest as Describe)
+from protocol.model import ApiKey
 
 from .client import SimpleClient, error_text
-
-RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
 from .security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                              TYPE_OF_MECHANISM, salted_password)
+
+RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND
 
 
 def is_scram_key(key: str) -> bool:
@@ -63,7 +64,7 @@ def alter(client: SimpleClient, user: str, adds: dict[str, str], deletes: list[s
         return 2
     deletions = [Alter.ScramCredentialDeletion(name=user, mechanism=TYPE_OF_MECHANISM[m])
                  for m in deletes]
-    resp = client.call(51, Alter(deletions=deletions, upsertions=upsertions))
+    resp = client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, Alter(deletions=deletions, upsertions=upsertions))
     for result in resp.results:
         if result.error_code:
             print(f"Error while executing config command: "
@@ -78,7 +79,7 @@ def describe(client: SimpleClient, user: str | None, *, quiet_if_none: bool = Fa
     """``quiet_if_none``: a user without credentials is not an error (the
     user's quotas were described alongside)."""
     users = None if user is None else [Describe.UserName(name=user)]
-    resp = client.call(50, Describe(users=users))
+    resp = client.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, Describe(users=users))
     if resp.error_code:
         print(f"Error while describing SCRAM credentials: "
               f"{error_text(resp.error_code, resp.error_message)}", file=sys.stderr)

@@ -17,14 +17,14 @@ from storage.dir_lock import LogDirLocks
 from storage.errors import StorageError
 
 from protocol.messages import ControlledShutdownRequest
+from protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from .aio_client import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
-from .groups import (OFFSETS_TOPIC, ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator,
-                     GroupCoordinatorConfig)
+from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
@@ -58,7 +58,7 @@ from .loop_bridge import LoopBridge
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
-from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig
+from .transactions import TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
 from .transactions.verification import TxnVerifier
@@ -194,7 +194,6 @@ def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
         connection_timeout_ms=cfg.zookeeper_connection_timeout_ms, register=False)
 
 
-CONTROLLED_SHUTDOWN = 7
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 
@@ -523,7 +522,7 @@ class Broker:
             if found.replica.replicated(end, min_isr) == ErrorCode.NONE:
                 return None
             return self._offsets_replicated(found, end, min_isr)
-        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)  # noqa: E731
+        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)
         append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
         self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num,
                                                                partition_reader(get_log)),
@@ -604,7 +603,7 @@ class Broker:
                 removed = await self.coordinator.expire_offsets()
                 if removed:
                     log.info("expired %d committed offset(s)", removed)
-            except Exception:  # noqa: BLE001 - keep expiring on the next round
+            except Exception:  # keep expiring on the next round
                 log.exception("expiring committed offsets failed")
 
     @property
@@ -744,7 +743,7 @@ class Broker:
             try:
                 resp = await asyncio.wait_for(conn.call(
                     ControlledShutdownRequest(broker_id=me, broker_epoch=-1),
-                    api_key=CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
+                    api_key=ApiKey.CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
             finally:
                 await conn.close()
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:

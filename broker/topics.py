@@ -17,16 +17,17 @@ import logging
 import threading
 import time
 import weakref
-from typing import Callable
+from typing import Any, Callable
 
 from config import ConfigError
 from config.topic_keys import drop_removed_keys
 from protocol.errors import ErrorCode
+from protocol.model import INTERNAL_TOPICS
 from protocol.topic_name import collision_key, topic_name_error
 
 from .cluster.assignment import AssignmentError, check_assignment
-from .metadata import (INTERNAL_TOPICS, MetadataStore, MetadataUnavailableError,
-                       TopicExistsError, TopicMeta, UnknownTopicError)
+from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
+                       UnknownTopicError)
 
 log = logging.getLogger("broker.topics")
 
@@ -72,7 +73,7 @@ class TopicService:
         self._lock = threading.RLock()
         # Called once per Log object (e.g. to hook fetch wake-ups onto its appends).
         self._on_log_opened = on_log_opened
-        self._seen_logs = weakref.WeakSet()
+        self._seen_logs: weakref.WeakSet[Any] = weakref.WeakSet()
         # sync_local_replicas: the topics seen last time (a topic that leaves this
         # set was deleted), and the unknown local topics already warned about.
         self._known_before: set[str] = set(store.topics())

@@ -6,6 +6,7 @@ import sys
 
 from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
+from protocol.model import ApiKey
 
 from .client import error_text as _error, run_tool
 from .tool_config import command_config_security
@@ -57,7 +58,7 @@ def _failed(reason: str) -> int:
 def _metadata(client, topics=None):
     req = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else [
         MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
-    return client.call(3, req)
+    return client.call(ApiKey.METADATA, req)
 
 
 def _create(client, args) -> int:
@@ -71,7 +72,7 @@ def _create(client, args) -> int:
                 for i, brokers in enumerate(args.assignment or [])],
             configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                      for k, v in _parse_configs(args.config).items()])])
-    result = client.call(19, req).topics[0]
+    result = client.call(ApiKey.CREATE_TOPICS, req).topics[0]
     if result.error_code:
         return _failed(_error(result.error_code, result.error_message))
     print(f"Created topic {args.topic}.")
@@ -106,7 +107,7 @@ def _describe(client, args) -> int:
         if selected is not None:
             _print_partitions(t, [p for p in t.partitions if selected(p)])
             continue
-        configs = client.call(32, DescribeConfigsRequest(resources=[
+        configs = client.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(resources=[
             DescribeConfigsRequest.DescribeConfigsResource(resource_type=2, resource_name=t.name,
                                                            configuration_keys=None)]))
         # Kafka's "Configs:" lists every value not at its default
@@ -146,20 +147,20 @@ def _alter(client, args) -> int:
     req = CreatePartitionsRequest(timeout_ms=30000, validate_only=False, topics=[
         CreatePartitionsRequest.CreatePartitionsTopic(name=args.topic, count=args.partitions,
                                                       assignments=new)])
-    result = client.call(37, req).results[0]
+    result = client.call(ApiKey.CREATE_PARTITIONS, req).results[0]
     if result.error_code:
         return _failed(_error(result.error_code, result.error_message))
     return 0
 
 
 def _delete(client, args) -> int:
-    version = client.version_for(20)
+    version = client.version_for(ApiKey.DELETE_TOPICS)
     if version >= 6:
         req = DeleteTopicsRequest(timeout_ms=30000, topics=[
             DeleteTopicsRequest.DeleteTopicState(name=args.topic)])
     else:
         req = DeleteTopicsRequest(timeout_ms=30000, topic_names=[args.topic])
-    result = client.call(20, req).responses[0]
+    result = client.call(ApiKey.DELETE_TOPICS, req).responses[0]
     if result.error_code:
         return _failed(_error(result.error_code, result.error_message))
     return 0

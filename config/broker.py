@@ -17,16 +17,16 @@ import functools
 import logging
 import os
 import re
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from .errors import ConfigError
 from .properties import load_properties
 from .topic import TopicConfig
 from .zk_connect import parse_connect
 from .topic_keys import (CLEANUP_POLICIES, COMPRESSION_TYPES, MIN_SEGMENT_BYTES,
-                         TIMESTAMP_TYPES, TOPIC_KEYS, drop_removed_keys, to_attr_value)
+                         TIMESTAMP_TYPES, TOPIC_KEYS, TopicKey, drop_removed_keys, to_attr_value)
 from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, SubsetOf,
-                     at_least, between)
+                     Validator, at_least, between)
 
 log = logging.getLogger("config")
 
@@ -53,8 +53,8 @@ AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
 
-def _key(name, type_, default, validator=None, doc="", *, value=dataclasses.MISSING,
-         factory=None):
+def _key(name: str, type_: T, default: Any, validator: Validator | None = None, doc: str = "", *,
+         value: Any = dataclasses.MISSING, factory: Callable[[], Any] | None = None) -> Any:
     """Declare a field fed by Kafka key `name`.
 
     `default` is the key's own default (what DescribeConfigs shows, may be None);
@@ -73,11 +73,11 @@ def _key(name, type_, default, validator=None, doc="", *, value=dataclasses.MISS
     return dataclasses.field(default=value, metadata=md)
 
 
-def _default_listeners():
+def _default_listeners() -> list[Listener]:
     return [Listener("PLAINTEXT", "", 9092)]
 
 
-def _default_advertised():
+def _default_advertised() -> list[Listener]:
     return [Listener("PLAINTEXT", "localhost", 9092)]
 
 
@@ -94,15 +94,15 @@ class BrokerConfig:
         "samsa: cluster id to use; None = keep/generate the one in meta.properties.")
 
     # ------------------------------------------------------------ network
-    listeners: list = _key(
+    listeners: list[Listener] = _key(
         "listeners", T.STRING, DEFAULT_LISTENERS, None,
         "Comma list of NAME://host:port to bind; empty host = all interfaces, port 0 = any.",
         factory=_default_listeners)
-    advertised_listeners: list = _key(
+    advertised_listeners: list[Listener] = _key(
         "advertised.listeners", T.STRING, None, None,
         "Listeners given to clients; default: listeners with a wildcard host as localhost.",
         factory=_default_advertised)
-    listener_security_protocol_map: dict = _key(
+    listener_security_protocol_map: dict[str, str] = _key(
         "listener.security.protocol.map", T.STRING, DEFAULT_SECURITY_PROTOCOL_MAP, None,
         "Listener name -> security protocol.",
         factory=lambda: _parse_protocol_map(DEFAULT_SECURITY_PROTOCOL_MAP))
@@ -150,7 +150,7 @@ class BrokerConfig:
         "a client that stops or trickles mid-request gives back the memory it holds.")
     # SASL (broker/security/sasl/settings.py reads these and the per-listener
     # listener.name.<listener>.* forms, and refuses bad ones at start-up).
-    sasl_enabled_mechanisms: list = _key(
+    sasl_enabled_mechanisms: list[str] = _key(
         "sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], None,
         "SASL mechanisms served on SASL_* listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
         "Kafka's default GSSAPI is not implemented, so unset means PLAIN.")
@@ -178,7 +178,7 @@ class BrokerConfig:
                                 "Most bytes one fetch response returns.")
 
     # ------------------------------------------------------------ log dirs
-    log_dirs: list = _key("log.dirs", T.STRING, None, None,
+    log_dirs: list[str] = _key("log.dirs", T.STRING, None, None,
                           "Comma list of data directories (wins over log.dir).",
                           value=["/tmp/kafka-logs"])
     log_dir: str = _key("log.dir", T.STRING, "/tmp/kafka-logs", None,
@@ -285,7 +285,7 @@ class BrokerConfig:
         "Down-convert batches for old fetchers.")
 
     # ------------------------------------------------------------ cleaner
-    log_cleanup_policy: list = _key("log.cleanup.policy", T.LIST, ["delete"],
+    log_cleanup_policy: list[str] = _key("log.cleanup.policy", T.LIST, ["delete"],
                                     SubsetOf(CLEANUP_POLICIES, allow_empty=True),
                                     "delete and/or compact; empty keeps everything.")
     log_cleaner_enable: bool = _key("log.cleaner.enable", T.BOOLEAN, True, None,
@@ -505,13 +505,13 @@ class BrokerConfig:
         "ssl.client.auth", T.STRING, "none", OneOf(("required", "requested", "none")),
         "Whether clients of SSL listeners must (required) or may (requested) present "
         "a certificate.")
-    ssl_enabled_protocols: list = _key(
+    ssl_enabled_protocols: list[str] = _key(
         "ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"],
         SubsetOf(("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")), "TLS versions allowed.")
     ssl_protocol: str = _key(
         "ssl.protocol", T.STRING, "TLSv1.3", None,
         "Kafka's SSLContext protocol; samsa checks it names a TLS version.")
-    ssl_cipher_suites: list = _key(
+    ssl_cipher_suites: list[str] = _key(
         "ssl.cipher.suites", T.LIST, [], None,
         "Cipher suites allowed (OpenSSL or IANA names); empty: OpenSSL's defaults.")
     ssl_endpoint_identification_algorithm: str = _key(
@@ -525,14 +525,14 @@ class BrokerConfig:
     # ------------------------------------------------------------ provenance
     # Everything given (file, then env, then overrides; later wins), unknown keys
     # included, as strings; and where each given key came from.
-    raw: dict = dataclasses.field(default_factory=dict, compare=False)
-    origins: dict = dataclasses.field(default_factory=dict, compare=False)
+    raw: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    origins: dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
     # The layers ``raw`` was merged from (see config/dynamic.py): the static
     # keys (file, env, overrides), the cluster-wide dynamic defaults and this
     # broker's dynamic keys, for DescribeConfigs' sources and synonyms.
-    static_raw: dict = dataclasses.field(default_factory=dict, compare=False)
-    dynamic_default: dict = dataclasses.field(default_factory=dict, compare=False)
-    dynamic_broker: dict = dataclasses.field(default_factory=dict, compare=False)
+    static_raw: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    dynamic_default: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    dynamic_broker: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     # ------------------------------------------------------------ API
     @classmethod
@@ -600,7 +600,7 @@ class BrokerConfig:
 
         The network layer calls this after binding, so Metadata advertises real ports.
         """
-        def fix(lsts):
+        def fix(lsts: list[Listener]) -> list[Listener]:
             return [lst._replace(port=ports[lst.name]) if lst.port == 0 and lst.name in ports
                     else lst for lst in lsts]
         return dataclasses.replace(self, listeners=fix(self.listeners),
@@ -657,7 +657,7 @@ def parse_override(text: str) -> tuple[str, str]:
     return key, value
 
 
-def load_broker_config(path: str | os.PathLike | None = None, overrides: Iterable[str] = (),
+def load_broker_config(path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = (),
                        environ: Mapping[str, str] = os.environ) -> BrokerConfig:
     """Load the broker config: defaults < file < environment (KAFKA_*) < overrides.
 
@@ -688,7 +688,7 @@ def load_broker_config(path: str | os.PathLike | None = None, overrides: Iterabl
     return _build(props, origins)
 
 
-def _check_is_broker_file(path, file_props: Mapping[str, str]) -> None:
+def _check_is_broker_file(path: str | os.PathLike[str], file_props: Mapping[str, str]) -> None:
     """A file of which no key is a broker key is the wrong file (a producer's
     config, a log4j file, a YAML file): started on it, the broker would run on
     every default (0.0.0.0:9092, data in /tmp/kafka-logs) with only warnings
@@ -719,7 +719,7 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
             continue
         typed[key] = ck.parse(raw)
 
-    def get(key):
+    def get(key: str) -> Any:
         return typed[key] if key in typed else BROKER_KEYS[key].default
 
     fields: dict[str, Any] = {}
@@ -822,7 +822,7 @@ def listener_override_key(key: str) -> ConfigKey | None:
     return BROKER_KEYS.get(rest)
 
 
-def _check_inter_broker_listener(fields: dict, typed: dict, listeners: list[Listener],
+def _check_inter_broker_listener(fields: dict[str, Any], typed: dict[str, Any], listeners: list[Listener],
                                  zookeeper_connect: str | None) -> None:
     """A cluster needs the inter-broker listener to exist (as Kafka requires)."""
     name = fields["inter_broker_listener_name"] or fields["security_inter_broker_protocol"]
@@ -834,15 +834,17 @@ def _check_inter_broker_listener(fields: dict, typed: dict, listeners: list[List
                           ", ".join(lst.name for lst in listeners) + ")")
 
 
-def _first(typed: dict, chain) -> int:
+def _first(typed: dict[str, Any], chain: Sequence[tuple[str, int]]) -> int:
     """Value of the first key of `chain` that was given, else of the first with a default."""
     for key, scale in chain:
         if typed.get(key) is not None:
-            return typed[key] * scale
+            given: int = typed[key] * scale
+            return given
     for key, scale in chain:
         default = BROKER_KEYS[key].default
         if default is not None:
-            return default * scale
+            scaled: int = default * scale
+            return scaled
     raise AssertionError(f"no default for {chain}")
 
 
@@ -889,7 +891,8 @@ def _parse_protocol_map(raw: str) -> dict[str, str]:
     return out
 
 
-def parse_topic_overrides(overrides: Mapping[str, str | None] | None):
+def parse_topic_overrides(overrides: Mapping[str, str | None] | None
+                          ) -> Iterator[tuple[TopicKey, Any]]:
     """Yield (TopicKey, typed value) for each given override; ConfigError if bad."""
     for key, raw in drop_removed_keys(overrides or {}).items():
         tk = TOPIC_KEYS.get(key)
@@ -902,7 +905,7 @@ def parse_topic_overrides(overrides: Mapping[str, str | None] | None):
         yield tk, tk.key.parse(raw)
 
 
-def _to_topic_value(tk, broker_value):
+def _to_topic_value(tk: TopicKey, broker_value: Any) -> Any:
     """Broker field value -> TopicConfig attribute value, clamped as Kafka does."""
     if tk.name == "retention.ms" and broker_value < 0:
         return -1

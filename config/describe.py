@@ -9,12 +9,12 @@ statically (file/env/overrides), then the broker keys' defaults.
 from __future__ import annotations
 
 import enum
-from typing import Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 from .broker import BROKER_KEYS, BrokerConfig, parse_topic_overrides
 from .dynamic import STORED_ONLY_KEYS, is_dynamic, key_definition
 from .topic_keys import TOPIC_KEYS, from_attr_value
-from .values import ConfigType, render
+from .values import ConfigKey, ConfigType, render
 
 
 class ConfigSource(enum.IntEnum):
@@ -43,7 +43,7 @@ class ConfigEntry(NamedTuple):
     is_default: bool
     read_only: bool
     is_sensitive: bool
-    synonyms: list
+    synonyms: list[ConfigSynonym]
     config_type: int
     documentation: str
 
@@ -67,7 +67,7 @@ def _layer_value(key: str, raw: Mapping[str, str]) -> str | None:
     return render(ck.type, ck.parse(raw[key]))
 
 
-def _broker_synonyms(cfg: BrokerConfig, names) -> list[ConfigSynonym]:
+def _broker_synonyms(cfg: BrokerConfig, names: Iterable[str]) -> list[ConfigSynonym]:
     """Every layer that sets one of ``names``, highest precedence first: this
     broker's dynamic keys, the cluster's dynamic defaults, the static config,
     then the built-in defaults (as Kafka lists them)."""
@@ -86,7 +86,7 @@ def _broker_synonyms(cfg: BrokerConfig, names) -> list[ConfigSynonym]:
 
 def describe_topic_config(broker_cfg: BrokerConfig,
                           overrides: Mapping[str, str | None] | None = None,
-                          keys=None) -> list[ConfigEntry]:
+                          keys: Iterable[str] | None = None) -> list[ConfigEntry]:
     """Every topic config key (or just `keys`), sorted by name.
 
     ConfigError if an override is unknown or bad (stored overrides were
@@ -122,14 +122,15 @@ def describe_topic_config(broker_cfg: BrokerConfig,
     return entries
 
 
-def _sensitive(ck) -> bool:
+def _sensitive(ck: ConfigKey | None) -> bool:
     """Whether a broker key's value is withheld: a key without a definition
     (a per-listener key stored as given) may be a password, so it is, as
     Kafka's KafkaConfig.maybeSensitive treats a key of unknown type."""
     return ck.sensitive if ck is not None else True
 
 
-def describe_broker_config(broker_cfg: BrokerConfig, keys=None) -> list[ConfigEntry]:
+def describe_broker_config(broker_cfg: BrokerConfig, keys: Iterable[str] | None = None
+                           ) -> list[ConfigEntry]:
     """Every broker key (or just `keys`), sorted by name: samsa's own, the
     other keys Kafka changes at run time, and the per-listener keys stored.
 

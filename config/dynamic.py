@@ -164,11 +164,10 @@ def key_definition(key: str) -> ConfigKey | None:
     return BROKER_KEYS.get(key) or STORED_ONLY_KEYS.get(key)
 
 
-def check_updatable(keys, per_broker: bool = True) -> None:
+def check_updatable(keys: Mapping[str, str], per_broker: bool = True) -> None:
     """Kafka's DynamicBrokerConfig.validateConfigs: which keys a client may
     change, at which level, and that their values are of their types
     (``keys``: {key: new value}; "" for a key being removed)."""
-    keys = dict(keys)
     names = sorted(keys)
     never = [k for k in names if not is_dynamic(k)]
     if never:

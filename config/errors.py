@@ -27,7 +27,8 @@ class ConfigError(ValueError):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):  # keep picklable across process boundaries
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, object, str, str | None]]:
+        # keep picklable across process boundaries
         return (type(self), (self.key, self.value, self.allowed, self.message))
 
 

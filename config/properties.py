@@ -9,6 +9,7 @@ comment line never continues) so a file means the same thing to both.
 from __future__ import annotations
 
 import os
+from typing import Iterator
 
 from .errors import ConfigError
 
@@ -16,7 +17,7 @@ _WHITESPACE = " \t\f"
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _logical_lines(text: str):
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """Yield (line_number, logical_line) with continuations joined.
 
     A natural line ending in an odd number of backslashes continues onto the
@@ -118,7 +119,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
-def load_properties(path: str | os.PathLike) -> dict[str, str]:
+def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a .properties file.
 
     Java reads these as ISO-8859-1; we read UTF-8 (identical for ASCII, and

@@ -9,6 +9,7 @@ so values are validated.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 LONG_MAX = 9223372036854775807
 
@@ -55,5 +56,5 @@ class TopicConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
-    def replace(self, **changes) -> "TopicConfig":
+    def replace(self, **changes: Any) -> "TopicConfig":
         return dataclasses.replace(self, **changes)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from .topic import TopicConfig
+from .values import (ConfigKey, ConfigType as T, INT_MAX, LONG_MAX, OneOf, SubsetOf, Validator,
+                     at_least, between)
 
 log = logging.getLogger("config")
-from .values import (ConfigKey, ConfigType as T, INT_MAX, LONG_MAX, OneOf, SubsetOf,
-                     at_least, between)
 
 # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest segment that can hold a record.
 MIN_SEGMENT_BYTES = 14
@@ -49,7 +49,8 @@ class TopicKey:
 _D = TopicConfig()
 
 
-def _k(name, type_, validator, doc, synonyms=None, attr=None):
+def _k(name: str, type_: T, validator: Validator | None, doc: str,
+       synonyms: str | Sequence[Synonym] | None = None, attr: str | None = None) -> TopicKey:
     attr = attr or name.replace(".", "_")
     default = getattr(_D, attr)
     if type_ is T.LIST:
@@ -172,7 +173,7 @@ BROKER_TO_TOPIC: dict[str, str] = {
     s.name: tk.name for tk in TOPIC_KEYS.values() for s in tk.synonyms}
 
 
-def to_attr_value(tk: TopicKey, value):
+def to_attr_value(tk: TopicKey, value: Any) -> Any:
     """Typed key value -> the representation TopicConfig stores."""
     if tk.key.type is T.LIST:
         if tk.name == "cleanup.policy":
@@ -182,7 +183,7 @@ def to_attr_value(tk: TopicKey, value):
     return value
 
 
-def from_attr_value(tk: TopicKey, value):
+def from_attr_value(tk: TopicKey, value: Any) -> Any:
     """TopicConfig attribute -> typed key value (lists back to lists)."""
     if tk.key.type is T.LIST:
         return [p for p in value.split(",") if p]

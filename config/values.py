@@ -65,7 +65,7 @@ class Range(Validator):
     min: float | None = None
     max: float | None = None
 
-    def check(self, value):
+    def check(self, value: Any) -> bool:
         if value is None:
             return True
         if isinstance(value, float) and math.isnan(value):
@@ -73,7 +73,7 @@ class Range(Validator):
         return ((self.min is None or value >= self.min)
                 and (self.max is None or value <= self.max))
 
-    def describe(self):
+    def describe(self) -> str:
         if self.min is not None and self.max is not None:
             return f"in [{_num(self.min)}, {_num(self.max)}]"
         if self.min is not None:
@@ -83,11 +83,11 @@ class Range(Validator):
         return ""
 
 
-def at_least(n) -> Range:
+def at_least(n: float) -> Range:
     return Range(min=n)
 
 
-def between(lo, hi) -> Range:
+def between(lo: float, hi: float) -> Range:
     return Range(min=lo, max=hi)
 
 
@@ -97,10 +97,10 @@ class OneOf(Validator):
     choices: tuple[str, ...]
     allow_none: bool = False
 
-    def check(self, value):
+    def check(self, value: Any) -> bool:
         return (value is None and self.allow_none) or value in self.choices
 
-    def describe(self):
+    def describe(self) -> str:
         return "one of " + ", ".join(self.choices)
 
 
@@ -110,12 +110,12 @@ class SubsetOf(Validator):
     choices: tuple[str, ...]
     allow_empty: bool = False
 
-    def check(self, value):
+    def check(self, value: Any) -> bool:
         if not value:
             return self.allow_empty
         return all(v in self.choices for v in value)
 
-    def describe(self):
+    def describe(self) -> str:
         what = "a comma-separated list" if self.allow_empty else "a non-empty comma-separated list"
         return f"{what} of {', '.join(self.choices)}"
 
@@ -126,14 +126,14 @@ class Predicate(Validator):
     fn: Callable[[Any], bool]
     text: str
 
-    def check(self, value):
+    def check(self, value: Any) -> bool:
         return self.fn(value)
 
-    def describe(self):
+    def describe(self) -> str:
         return self.text
 
 
-def _num(x) -> str:
+def _num(x: float) -> str:
     if isinstance(x, float) and x.is_integer():
         return str(int(x))
     return str(x)
@@ -207,10 +207,10 @@ def parse_typed(name: str, type_: ConfigType, raw: Any, key: ConfigKey | None = 
         lo, hi = _INT_BOUNDS[type_]
         if not lo <= n <= hi:
             v = key.validator if key is not None else None
+            shown: tuple[float, float] = (lo, hi)
             if isinstance(v, Range):
-                lo = lo if v.min is None else max(lo, v.min)
-                hi = hi if v.max is None else min(hi, v.max)
-            raise ConfigError(name, raw, f"an integer in [{_num(lo)}, {_num(hi)}]")
+                shown = (lo if v.min is None else max(lo, v.min), hi if v.max is None else min(hi, v.max))
+            raise ConfigError(name, raw, f"an integer in [{_num(shown[0])}, {_num(shown[1])}]")
         return n
     if type_ is ConfigType.DOUBLE:
         t = raw.strip()

@@ -285,7 +285,7 @@ def _json_object(key: str, raw: str, example: str) -> dict:
 def parse_assign(raw: str) -> Assign:
     example = '{"topicA":[0,1],"topicB":[0,1]}'
     value = _json_object(ASSIGN, raw, example)
-    tps = []
+    tps: list[tuple[str, int]] = []
     for topic, parts in value.items():
         if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
             raise SamsaOptionError(f"Invalid value for option 'assign': Expected e.g. {example}, got {raw}")

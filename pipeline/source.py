@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from pyspark.sql.datasource import (
-    DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition, WriterCommitMessage,
+    DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
+    DataSourceStreamReader, InputPartition, WriterCommitMessage,
 )
 from pyspark.sql.types import (
     ArrayType, BinaryType, DataType, DoubleType, IntegerType, StringType, StructField, StructType,
@@ -55,7 +56,7 @@ class SamsaDataSource(DataSource):
     def reader(self, schema: StructType) -> "SamsaReader":
         return SamsaReader(parse_read_options(self.options))
 
-    def streamReader(self, schema: StructType) -> "SamsaStreamReader":
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_source import RefusedStreamReader, SamsaStreamReader
         try:
             return SamsaStreamReader(parse_stream_options(self.options))
@@ -64,7 +65,7 @@ class SamsaDataSource(DataSource):
             # its own; raised from the first call it is the query's error, as it stands.
             return RefusedStreamReader(e)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "SamsaStreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
         # Every output mode is accepted, as Spark's Kafka sink does: complete mode (overwrite=True)
         # appends the whole result table to the topic each trigger.
         from .stream_source import SamsaExactlyOnceStreamWriter, SamsaStreamWriter

@@ -7,7 +7,7 @@ matching each response to its request's API and version, and choosing the
 version of each API from what the broker advertised in ApiVersions.
 
     core = ClientCore("samsa-tool")
-    wire = core.request(ApiVersionsRequest(), api_key=18, version=0)
+    wire = core.request(ApiVersionsRequest(), api_key=ApiKey.API_VERSIONS, version=0)
     ...write wire, read bytes...
     for correlation_id, response in core.receive(data): ...
 
@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import collections
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from protocol.errors import ProtocolError
 from protocol.messages import API_BY_KEY, RequestHeader, decode_response, encode_request
+from protocol.messages.model import Message
+from protocol.messages.wire import Buf
+from protocol.model import ApiKey
 
 _SIZE = struct.Struct(">i")
-API_VERSIONS = 18
 
 
 class NoCommonVersionError(Exception):
@@ -55,7 +57,7 @@ class ClientCore:
 
     # ------------------------------------------------------------ versions
 
-    def learn_versions(self, api_versions_response) -> None:
+    def learn_versions(self, api_versions_response: Any) -> None:
         """Record what the broker serves (an ApiVersions response)."""
         self.broker_versions = {k.api_key: (k.min_version, k.max_version)
                                 for k in api_versions_response.api_keys}
@@ -68,7 +70,7 @@ class ClientCore:
         if api_key not in self.broker_versions:
             raise NoCommonVersionError(api_key, "not advertised in ApiVersions")
         lo, hi = self.broker_versions[api_key]
-        v = min(hi, ours.max_version, highest if highest is not None else hi)
+        v: int = min(hi, ours.max_version, highest if highest is not None else hi)
         if v < max(lo, ours.min_version):
             raise NoCommonVersionError(api_key, f"broker serves v{lo}-{hi}, samsa "
                                                 f"v{ours.min_version}-{ours.max_version}")
@@ -80,7 +82,7 @@ class ClientCore:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    def request(self, request, *, api_key: int, version: int | None = None,
+    def request(self, request: Message, *, api_key: int, version: int | None = None,
                 expects_response: bool = True) -> tuple[int, bytes]:
         """Encode ``request``; returns (correlation id, bytes to send). A Produce
         with acks=0 gets no answer: say so with ``expects_response=False``."""
@@ -113,32 +115,32 @@ class ClientCore:
             del buf[:pos]
         return out
 
-    def frame_size(self, buf, pos: int = 0) -> int:
+    def frame_size(self, buf: Buf, pos: int = 0) -> int:
         """The size a response frame's 4-byte prefix at ``pos`` announces;
         ProtocolError when it cannot be a response. For transports that read
         each frame straight into a buffer of its own (no stream buffer)."""
-        size = _SIZE.unpack_from(buf, pos)[0]
+        size: int = _SIZE.unpack_from(buf, pos)[0]
         if size < 4 or size > self.max_response_bytes:
             raise ProtocolError(f"response frame size {size} outside 4..{self.max_response_bytes}")
         return size
 
-    def receive_frame(self, frame) -> tuple[int, object]:
+    def receive_frame(self, frame: Buf) -> tuple[int, object]:
         """One whole response frame (without its size prefix): (correlation id,
         response). ``frame`` may be any bytes-like object; the response may
         keep views of it."""
         return self._complete(frame)
 
-    def _complete(self, frame) -> tuple[int, object]:
+    def _complete(self, frame: Buf) -> tuple[int, object]:
         if not self._pending:
             raise ProtocolError("a response arrived with no request outstanding")
         expected = self._pending[0]
-        correlation_id = _SIZE.unpack_from(frame, 0)[0]
+        correlation_id: int = _SIZE.unpack_from(frame, 0)[0]
         if correlation_id != expected.correlation_id:
             raise ProtocolError(f"response for correlation id {correlation_id}, expected "
                                 f"{expected.correlation_id}")
         self._pending.popleft()
         _, response = decode_response(frame, expected.api_key, expected.version)
-        if expected.api_key == API_VERSIONS and getattr(response, "error_code", 0) == 0:
+        if expected.api_key == ApiKey.API_VERSIONS and getattr(response, "error_code", 0) == 0:
             self.learn_versions(response)
         return correlation_id, response
 

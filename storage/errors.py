@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from protocol.errors import ErrorCode
+from protocol.records.errors import CorruptRecordError as RecordBytesError
+from protocol.records.errors import InvalidRecordError as RecordRulesError
 
 
 class StorageError(Exception):
@@ -22,7 +24,9 @@ class OffsetOutOfRangeError(StorageError):
     error_code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-class CorruptRecordError(StorageError):
+# The record errors are protocol/'s, refined: an ``except`` of either layer's class catches
+# them, and both layers answer them with the same code.
+class CorruptRecordError(StorageError, RecordBytesError):
     """An appended batch failed size/magic/CRC checks; nothing was written."""
 
     error_code = ErrorCode.CORRUPT_MESSAGE
@@ -35,7 +39,7 @@ class RecordError(NamedTuple):
     message: str
 
 
-class InvalidRecordError(StorageError):
+class InvalidRecordError(StorageError, RecordRulesError):
     """An appended batch breaks Kafka's rules (counts, offsets going backwards,
     keyless records on a compacted topic...). ``record_errors`` names the
     records at fault when the rule is about single records."""

@@ -89,8 +89,8 @@ def _rack_aware(brokers, rack_of, num_partitions, replication_factor, first_part
     n = len(arranged)
     num_racks = len({rack_of[b] for b in brokers})
     result: dict[int, list[int]] = {}
-    for p, first, shift in _leader_positions(n, first_partition, num_partitions, start, shift,
-                                             rng):
+    for p, first, part_shift in _leader_positions(n, first_partition, num_partitions, start,
+                                                  shift, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {rack_of[leader]}
@@ -99,7 +99,7 @@ def _rack_aware(brokers, rack_of, num_partitions, replication_factor, first_part
         while len(replicas) < replication_factor:
             # The shift steps a whole round of racks at a time, so followers
             # land on other racks first.
-            broker = arranged[_follower(first, shift * num_racks, k, n)]
+            broker = arranged[_follower(first, part_shift * num_racks, k, n)]
             k += 1
             rack = rack_of[broker]
             # Prefer a rack without a replica, then a broker without one.

@@ -19,8 +19,9 @@ from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                OffsetCommitResponse, OffsetDeleteResponse,
                                OffsetFetchResponse, SyncGroupResponse,
                                TxnOffsetCommitResponse)
+from protocol.model import OFFSETS_TOPIC
 
-from ..groups import OFFSETS_TOPIC, FetchedOffset, OffsetFetchResult
+from ..groups import FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
 from ..security.acl import ResourceType
 from . import authz

@@ -61,7 +61,7 @@ async def handle_list_offsets(ctx, req):
                 offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0,
                                           req.isolation_level if version >= 2 else 0)
                 code = ErrorCode.NONE
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 offset, ts, code = -1, -1, error_code_for(e)
             old_style = []
             if version == 0 and code == 0:
@@ -132,7 +132,7 @@ async def handle_delete_records(ctx, req):
             try:
                 low = log.delete_records_before(offset)
                 code = ErrorCode.NONE
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 low, code = -1, error_code_for(e)
             parts.append(R.DeleteRecordsPartitionResult(partition_index=p.partition_index,
                                                         low_watermark=low, error_code=code))

@@ -35,6 +35,7 @@ import struct
 
 from protocol.errors import ErrorCode
 from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+from protocol.model import ApiKey
 
 from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
@@ -43,9 +44,9 @@ from ..security.sasl.registry import new_server
 
 log = logging.getLogger("broker.sasl")
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-_BEFORE_AUTHENTICATION = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
-_REAUTHENTICATION = frozenset((SASL_HANDSHAKE, SASL_AUTHENTICATE))
+_BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                    ApiKey.SASL_AUTHENTICATE))
+_REAUTHENTICATION = frozenset((ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 _STATE_KEY = "sasl"
 _SIZE = struct.Struct(">i")
 

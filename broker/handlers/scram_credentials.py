@@ -50,6 +50,7 @@ def _describe(store, users: list[str] | None) -> DescribeR:
         results.sort(key=lambda r: r.user)
         return DescribeR(throttle_time_ms=0, error_code=0, error_message=None, results=results)
     counts = Counter(users)
+    message: str | None
     for user in dict.fromkeys(users):  # each user once, in request order
         if not user:
             code, message, infos = ErrorCode.RESOURCE_NOT_FOUND, USERNAME_EMPTY, []

@@ -14,8 +14,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
                                DescribeTransactionsResponse, EndTxnResponse,
                                ListTransactionsResponse)
+from protocol.model import OFFSETS_TOPIC
 
-from ..groups import OFFSETS_TOPIC
 from . import authz
 from .authz import Op
 

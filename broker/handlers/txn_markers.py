@@ -23,10 +23,10 @@ import time
 
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersResponse
+from protocol.model import OFFSETS_TOPIC
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from storage import AppendOrigin
 
-from ..groups.store import OFFSETS_TOPIC
 from . import authz
 from .authz import Op
 from .errors import error_code_for
@@ -43,7 +43,7 @@ def _append_marker(partitions, topic: str, index: int, batch: bytes, txn_version
     try:
         res = partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1,
                                 txn_version=txn_version)
-    except Exception as e:  # noqa: BLE001 - every failure is an error code
+    except Exception as e:  # every failure is an error code
         return error_code_for(e), None, -1
     return ErrorCode.NONE, found, res.last_offset + 1
 

@@ -4,8 +4,8 @@ a request would open a transaction in, before anything is appended."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
+from protocol.model import TopicPartition
 
-Partition = tuple[str, int]
 
 
 def verification_on(broker) -> bool:
@@ -23,12 +23,12 @@ def opens_transaction(broker, found, producer_id: int, producer_epoch: int) -> b
 
 
 async def verify_opening(broker, transactional_id: str,
-                         opening: dict[tuple[int, int], list[Partition]]
-                         ) -> dict[Partition, ErrorCode]:
+                         opening: dict[tuple[int, int], list[TopicPartition]]
+                         ) -> dict[TopicPartition, ErrorCode]:
     """The coordinator's answer, as the write's error, for each partition
     of ``opening`` ((producer id, epoch) -> partitions it would open a
     transaction in); NONE where the write may go ahead."""
-    verdicts: dict[Partition, ErrorCode] = {}
+    verdicts: dict[TopicPartition, ErrorCode] = {}
     for (pid, epoch), partitions in opening.items():
         verdicts.update(await broker.txn_verifier.verify(transactional_id, pid, epoch,
                                                          partitions))

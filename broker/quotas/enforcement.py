@@ -22,6 +22,7 @@ import asyncio
 from typing import Any, Awaitable
 
 from protocol.messages import RequestHeader, encode_response
+from protocol.model import ApiKey
 
 from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext
@@ -33,46 +34,48 @@ from .mutation import STRICT_FROM, UNBOUNDED, MutationQuota, is_strict
 from .rate import now_ms
 from .timing import BusyTime
 
-PRODUCE, FETCH = 0, 1
-# ControlledShutdown, WriteTxnMarkers (cluster actions), SaslHandshake, SaslAuthenticate
-EXEMPT_APIS = frozenset({7, 27, 17, 36})
+# Bound once: looking a member up on the enum class costs on every request.
+_PRODUCE, _FETCH = ApiKey.PRODUCE, ApiKey.FETCH
+# Cluster actions and authentication are never throttled.
+EXEMPT_APIS = frozenset({ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS,
+                         ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 # The first version of each API whose clients throttle themselves on a
 # response's throttle_time_ms (Kafka's AbstractResponse.shouldClientThrottle,
 # KIP-219); APIs not listed came after it and always do.
-CLIENT_THROTTLES_FROM = {
-    0: 6,    # Produce
-    1: 8,    # Fetch
-    2: 3,    # ListOffsets
-    3: 6,    # Metadata
-    8: 4,    # OffsetCommit
-    9: 4,    # OffsetFetch
-    10: 2,   # FindCoordinator
-    11: 3,   # JoinGroup
-    12: 2,   # Heartbeat
-    13: 2,   # LeaveGroup
-    14: 2,   # SyncGroup
-    15: 2,   # DescribeGroups
-    16: 2,   # ListGroups
-    18: 2,   # ApiVersions
-    19: 3,   # CreateTopics
-    20: 2,   # DeleteTopics
-    21: 1,   # DeleteRecords
-    22: 1,   # InitProducerId
-    23: 2,   # OffsetForLeaderEpoch
-    24: 1,   # AddPartitionsToTxn
-    25: 1,   # AddOffsetsToTxn
-    26: 1,   # EndTxn
-    28: 1,   # TxnOffsetCommit
-    29: 1,   # DescribeAcls
-    30: 1,   # CreateAcls
-    31: 1,   # DeleteAcls
-    32: 2,   # DescribeConfigs
-    33: 1,   # AlterConfigs
-    34: 1,   # AlterReplicaLogDirs
-    35: 1,   # DescribeLogDirs
-    37: 1,   # CreatePartitions
-    42: 1,   # DeleteGroups
+CLIENT_THROTTLES_FROM: dict[int, int] = {
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: 2,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1,
 }
 
 
@@ -115,9 +118,9 @@ class _Metered:
         if api in STRICT_FROM:
             self.mutation = quotas.mutation_quota(user, client_id,
                                                   strict=is_strict(api, version))
-        if api == PRODUCE:
+        if api == _PRODUCE:
             self.produce = quotas.produce.match(user, client_id)
-        elif api == FETCH:
+        elif api == _FETCH:
             if _replica_id(request, version) >= 0:
                 return  # a follower: exempt from every client quota
             self.fetch = quotas.fetch.match(user, client_id)
@@ -125,7 +128,7 @@ class _Metered:
                 cap = max(1, int(quotas.fetch.max_in_window(self.fetch)))
                 if request.max_bytes <= 0 or request.max_bytes > cap:
                     request.max_bytes = cap
-        if api in EXEMPT_APIS or (api == PRODUCE and request.acks == 0):
+        if api in EXEMPT_APIS or (api == _PRODUCE and request.acks == 0):
             return  # Kafka does not count acks=0 produce time against the request quota
         self.request_time = quotas.request.match(user, client_id)
 

@@ -120,7 +120,7 @@ class QuotaConfigs:
             return
         try:
             raw = self._store.entity_configs(entity_path) if configs is None else configs
-        except Exception:  # noqa: BLE001 - a store hiccup keeps the old values
+        except Exception:  # a store hiccup keeps the old values
             log.warning("could not read quotas of %s", entity_path, exc_info=True)
             return
         values = {}

@@ -38,7 +38,7 @@ class IpConnectionRateConfigs:
         try:
             raw = (self._store.entity_configs(entity_path) if configs is None
                    else configs).get(CONNECTION_CREATION_RATE)
-        except Exception:  # noqa: BLE001 - a store hiccup keeps the rate in effect
+        except Exception:  # a store hiccup keeps the rate in effect
             log.warning("could not read the connection rate of %s", entity_path, exc_info=True)
             return
         rate = None

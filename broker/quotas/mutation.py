@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+from protocol.model import ApiKey
+
 from .entities import QuotaMatch
 from .manager import MutationQuotaManager
 from .rate import now_ms
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 # The first version of each API with the strict quota (KafkaApis' strictSinceVersion)
-STRICT_FROM = {CREATE_TOPICS: 6, DELETE_TOPICS: 5, CREATE_PARTITIONS: 3}
+STRICT_FROM: dict[int, int] = {ApiKey.CREATE_TOPICS: 6, ApiKey.DELETE_TOPICS: 5, ApiKey.CREATE_PARTITIONS: 3}
 
 
 def is_strict(api_key: int, version: int) -> bool:

@@ -257,7 +257,7 @@ class ReplicaFetcher:
                     log.info("replica fetch from broker %d failed (%s); retrying in %g s",
                              leader, e or type(e).__name__, backoff)
                     await asyncio.sleep(backoff)
-                except Exception:  # noqa: BLE001 - a bug must not stop replication for good
+                except Exception:  # a bug must not stop replication for good
                     log.exception("replica fetcher for broker %d failed", leader)
                     await asyncio.sleep(backoff)
         finally:
@@ -326,7 +326,7 @@ class ReplicaFetcher:
                         continue
                     try:
                         f.truncated = self._truncate_one(f, p.leader_epoch, p.end_offset)
-                    except Exception:  # noqa: BLE001 - this partition waits, the others go on
+                    except Exception:  # this partition waits, the others go on
                         log.exception("%s-%d: truncation failed", t.topic, p.partition)
                         self._delay(f, cfg)
 
@@ -416,7 +416,7 @@ class ReplicaFetcher:
                                       "%s-%d: applying the leader's records failed: %s",
                                       t.topic, p.partition_index, e)
                         self._delay(f, cfg)
-                    except Exception:  # noqa: BLE001 - this partition waits, the others go on
+                    except Exception:  # this partition waits, the others go on
                         log.exception("%s-%d: applying the leader's records failed",
                                       t.topic, p.partition_index)
                         self._delay(f, cfg)

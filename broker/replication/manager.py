@@ -22,25 +22,26 @@ import logging
 import threading
 from typing import Callable, Protocol
 
+from protocol.model import TopicPartition
+
 from ..metadata import MetadataStore, MetadataUnavailableError
 from .leader import LeaderReplica, ReplicaLog
 
 log = logging.getLogger("broker.replication")
 
-Key = tuple[str, int]
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 
 
 class Logs(Protocol):
     def get_log(self, topic: str, partition: int) -> ReplicaLog | None: ...
-    def all_logs(self) -> dict[Key, ReplicaLog]: ...
+    def all_logs(self) -> dict[TopicPartition, ReplicaLog]: ...
 
 
 class Follower(Protocol):
     """The replica fetcher, as the role changes see it."""
     def follow(self, log: ReplicaLog, leader: int, leader_epoch: int) -> None: ...
     def unfollow(self, topic: str, partition: int) -> None: ...
-    def keep_only(self, keys: set[Key]) -> None: ...
+    def keep_only(self, keys: set[TopicPartition]) -> None: ...
 
 
 class ReplicaManager:
@@ -54,7 +55,7 @@ class ReplicaManager:
         self._notify = notify
         self._lag_time_max_ms = lag_time_max_ms
         self.follower = follower
-        self._leaders: dict[Key, LeaderReplica] = {}
+        self._leaders: dict[TopicPartition, LeaderReplica] = {}
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
@@ -165,7 +166,7 @@ class ReplicaManager:
         else:
             self.follower.unfollow(topic, partition)
 
-    def _give_up(self, key: Key) -> None:
+    def _give_up(self, key: TopicPartition) -> None:
         self._leaders.pop(key).resign()
         self._tell(key[0], key[1], False)
 
@@ -173,7 +174,7 @@ class ReplicaManager:
         if self.on_leadership is not None:
             try:
                 self.on_leadership(topic, partition, leading)
-            except Exception:  # noqa: BLE001 - a listener must not stop role changes
+            except Exception:  # a listener must not stop role changes
                 log.exception("leadership listener failed for %s-%d", topic, partition)
 
     # ------------------------------------------------------------ ISR upkeep
@@ -214,7 +215,7 @@ class ReplicaManager:
             for leader, isr in pending:
                 try:
                     self._write_isr(leader, isr)
-                except Exception:  # noqa: BLE001 - one bad znode must not end ISR upkeep
+                except Exception:  # one bad znode must not end ISR upkeep
                     log.exception("ISR change of %s-%d to %s failed; trying again",
                                   leader.topic, leader.partition, list(isr))
                     self._retry_later(leader, isr)

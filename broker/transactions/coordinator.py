@@ -30,15 +30,14 @@ import time
 from typing import Awaitable, Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.model import TRANSACTION_STATE_TOPIC, TopicPartition
 
 from ..groups.log_format import partition_for
 from . import state as rules
 from .log_format import decode_key, decode_value, encode_key, encode_value
-from .state import Partition, TxnMetadata, TxnState
+from .state import TxnMetadata, TxnState
 
 log = logging.getLogger("broker.transactions")
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class TxnLogWriteError(Exception):
@@ -69,7 +68,7 @@ class TxnLog(Protocol):
 
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: frozenset[Partition],
+                            coordinator_epoch: int, partitions: frozenset[TopicPartition],
                             still_wanted: Callable[[], bool]) -> bool:
         """Write the marker into every partition (retrying until each partition
         has it, is gone, or ``still_wanted()`` turns false). False when it
@@ -166,7 +165,7 @@ class TransactionCoordinator:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 await action()
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:  # the next round tries again
                 log.exception("transaction coordinator housekeeping failed")
 
     def partition_for(self, transactional_id: str) -> int:
@@ -363,14 +362,14 @@ class TransactionCoordinator:
                                  rule(entry.meta, self._time_ms()))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[Partition]) -> ErrorCode:
+                             partitions: Iterable[TopicPartition]) -> ErrorCode:
         added = frozenset(partitions)
         return await self._decide(transactional_id, lambda meta, now: rules.add_partitions(
             meta, producer_id, producer_epoch, added, now))
 
     async def verify_partitions(self, transactional_id: str, producer_id: int,
-                                producer_epoch: int, partitions: Iterable[Partition]
-                                ) -> dict[Partition, ErrorCode]:
+                                producer_epoch: int, partitions: Iterable[TopicPartition]
+                                ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn v4+ with verify_only (a partition leader asking,
         KIP-890): is each partition part of the producer's open transaction?"""
         wanted = list(partitions)

@@ -13,6 +13,7 @@ import time
 from typing import Callable, Iterator
 
 from protocol.errors import ErrorCode
+from protocol.model import TRANSACTION_STATE_TOPIC
 from protocol.records import build_batch
 from storage import AppendOrigin
 from storage.errors import StorageError
@@ -22,7 +23,7 @@ from ..groups.log_adapter import partition_reader
 from ..groups.store import TxnMarker, TxnRecord
 from ..partitions import PartitionLayer
 from ..replication.leader import NotEnoughReplicasError, NotLeaderError
-from .coordinator import TRANSACTION_STATE_TOPIC, TxnLogWriteError
+from .coordinator import TxnLogWriteError
 
 class PartitionTxnLog:
     def __init__(self, partitions: PartitionLayer, get_log: Callable[[int], object],

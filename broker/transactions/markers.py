@@ -17,6 +17,8 @@ from typing import Callable, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.messages import WriteTxnMarkersRequest
+from protocol.model import TopicPartition
+from protocol.model import ApiKey
 
 from ..aio_client import ConnectionClosedError
 from ..metadata import BrokerEndpoint, PartitionMeta
@@ -25,8 +27,6 @@ from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.markers")
 
-WRITE_TXN_MARKERS = 27
-Partition = tuple[str, int]
 _STALE = {ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED}
 _MOVING = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
            ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH}
@@ -50,7 +50,7 @@ class MarkerSender:
         await self._connections.close()
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: frozenset[Partition],
+                            coordinator_epoch: int, partitions: frozenset[TopicPartition],
                             still_wanted: Callable[[], bool]) -> bool:
         """True once every partition has its marker (or is gone); False when
         this coordinator stopped: no longer wanted, or a partition refused the
@@ -61,7 +61,7 @@ class MarkerSender:
         while remaining:
             if not still_wanted():
                 return False
-            by_leader: dict[int, list[Partition]] = {}
+            by_leader: dict[int, list[TopicPartition]] = {}
             for tp in list(remaining):
                 meta = self._cluster.partition(*tp)
                 if meta is None:
@@ -81,9 +81,9 @@ class MarkerSender:
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
         return True
 
-    async def _send(self, leader: int, partitions: list[Partition], producer_id: int,
+    async def _send(self, leader: int, partitions: list[TopicPartition], producer_id: int,
                     producer_epoch: int, commit: bool, coordinator_epoch: int
-                    ) -> tuple[set[Partition], bool]:
+                    ) -> tuple[set[TopicPartition], bool]:
         """(the partitions whose marker ``leader`` has written or that are gone,
         whether a partition refused it as stale)."""
         by_topic: dict[str, list[int]] = {}
@@ -99,12 +99,12 @@ class MarkerSender:
         try:
             conn = await self._connections.get(self._cluster.broker(leader), leader)
             response = await asyncio.wait_for(
-                conn.call(request, api_key=WRITE_TXN_MARKERS, version=1), self._timeout)
+                conn.call(request, api_key=ApiKey.WRITE_TXN_MARKERS, version=1), self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("markers to broker %d not sent (%s); retrying", leader, e)
             self._connections.drop(leader, conn)
             return set(), False
-        done: set[Partition] = set()
+        done: set[TopicPartition] = set()
         stale = False
         for marker in response.markers:
             for topic in marker.topics:

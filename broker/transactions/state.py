@@ -24,6 +24,7 @@ import enum
 from typing import Callable, NamedTuple
 
 from protocol.errors import ErrorCode
+from protocol.model import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -62,7 +63,6 @@ _BY_NAME = {v: k for k, v in _NAMES.items()}
 EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 COMPLETED = frozenset({TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
 
-Partition = tuple[str, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ class TxnMetadata:
     producer_epoch: int
     timeout_ms: int
     state: TxnState
-    partitions: frozenset[Partition] = frozenset()
+    partitions: frozenset[TopicPartition] = frozenset()
     start_ms: int = -1
     update_ms: int = -1
     # Not in the log record (Kafka keeps them in memory too): the producer id
@@ -170,7 +170,7 @@ def _check_producer(cur: TxnMetadata, producer_id: int, producer_epoch: int) -> 
 
 
 def add_partitions(cur: TxnMetadata, producer_id: int, producer_epoch: int,
-                   partitions: frozenset[Partition], now: int) -> Decision:
+                   partitions: frozenset[TopicPartition], now: int) -> Decision:
     """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition)."""
     code = _check_producer(cur, producer_id, producer_epoch)
     if code:

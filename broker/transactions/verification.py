@@ -23,6 +23,8 @@ from typing import Awaitable, Callable, Protocol
 
 from protocol.errors import ErrorCode
 from protocol.messages import AddPartitionsToTxnRequest
+from protocol.model import TopicPartition
+from protocol.model import ApiKey
 
 from ..aio_client import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
@@ -31,9 +33,7 @@ from .connections import BrokerConnections
 
 log = logging.getLogger("broker.transactions.verification")
 
-ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # the first version with verify_only (brokers only)
-Partition = tuple[str, int]
 # what the producer may retry: the coordinator was not reachable or not ready
 _RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
@@ -44,7 +44,7 @@ class Locator(Protocol):
     def locate(self, key: str) -> CoordinatorAnswer: ...
 
 
-LocalVerify = Callable[[str, int, int, list[Partition]], Awaitable[dict[Partition, ErrorCode]]]
+LocalVerify = Callable[[str, int, int, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
 
 
 def produce_error(code: int) -> ErrorCode:
@@ -74,7 +74,7 @@ class TxnVerifier:
         await self._connections.close()
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[Partition]) -> dict[Partition, ErrorCode]:
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         answer = self._locator.locate(transactional_id)
         if answer.error or answer.node is None:
             return {tp: ErrorCode.NOT_ENOUGH_REPLICAS for tp in partitions}
@@ -87,8 +87,8 @@ class TxnVerifier:
                 for tp in partitions}
 
     async def _remote(self, answer: CoordinatorAnswer, transactional_id: str, producer_id: int,
-                      producer_epoch: int, partitions: list[Partition]
-                      ) -> dict[Partition, ErrorCode]:
+                      producer_epoch: int, partitions: list[TopicPartition]
+                      ) -> dict[TopicPartition, ErrorCode]:
         R = AddPartitionsToTxnRequest
         by_topic: dict[str, list[int]] = {}
         for topic, p in partitions:
@@ -103,7 +103,7 @@ class TxnVerifier:
         try:
             conn = await self._connections.get(node, node.node_id)
             response = await asyncio.wait_for(
-                conn.call(request, api_key=ADD_PARTITIONS_TO_TXN, version=VERIFY_VERSION),
+                conn.call(request, api_key=ApiKey.ADD_PARTITIONS_TO_TXN, version=VERIFY_VERSION),
                 self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("verifying %s with coordinator %d failed: %s", transactional_id,
@@ -112,7 +112,7 @@ class TxnVerifier:
             return {}
         if response.error_code:
             return {tp: ErrorCode(response.error_code) for tp in partitions}
-        out: dict[Partition, ErrorCode] = {}
+        out: dict[TopicPartition, ErrorCode] = {}
         for result in response.results_by_transaction:
             for topic in result.topic_results:
                 for part in topic.results_by_partition:

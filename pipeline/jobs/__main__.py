@@ -23,7 +23,7 @@ def _time_ms(text: str) -> int:
     try:
         t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'now', epoch milliseconds or an ISO-8601 time, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected 'now', epoch milliseconds or an ISO-8601 time, got '{text}'") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     return int(t.timestamp() * 1000)
@@ -33,7 +33,7 @@ def _date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got '{text}'") from None
 
 
 def _positive(kind):
@@ -43,7 +43,7 @@ def _positive(kind):
         except ValueError:
             v = None
         if v is None or v <= 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'")
+            raise argparse.ArgumentTypeError(f"expected a positive number, got '{text}'") from None
         return v
     return parse
 
@@ -51,7 +51,7 @@ def _positive(kind):
 def _duration(text: str) -> str:
     # Spark's interval strings, checked here rather than deep inside a query.
     if not re.fullmatch(r"\s*\d+\s+(milliseconds?|seconds?|minutes?|hours?|days?)\s*", text):
-        raise argparse.ArgumentTypeError(f"expected a duration such as '1 minute' or '30 seconds', got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected a duration such as '1 minute' or '30 seconds', got '{text}'") from None
     return text.strip()
 
 

@@ -10,20 +10,24 @@ parse it before it knows which versions the broker speaks.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from protocol.errors import ProtocolError, UnsupportedVersionError
 from protocol.messages import overlay, wire
 from protocol.messages.codegen import get_decoder, get_encoder
-from protocol.messages.model import build_classes
+from protocol.messages.model import Message, build_classes
 from protocol.messages.schema import MessageSpec, load_message
+from protocol.model import ApiKey
 
-API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
 # Exceptions that malformed bytes can provoke inside generated decoders.
 _DECODE_ERRORS = (IndexError, struct.error, ValueError, OverflowError, TypeError)
 _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, OverflowError, UnicodeError)
+
+
+# Bound once: looking a member up on the enum class costs on every frame.
+_API_VERSIONS = ApiKey.API_VERSIONS
 
 
 class RequestHeader(NamedTuple):
@@ -38,12 +42,12 @@ class ApiSpec(NamedTuple):
     name: str
     min_version: int
     max_version: int
-    request_cls: type
-    response_cls: type
+    request_cls: type[Message]
+    response_cls: type[Message]
 
 
-def _load_all():
-    classes: dict[str, type] = {}
+def _load_all() -> tuple[dict[str, type[Message]], dict[int, ApiSpec]]:
+    classes: dict[str, type[Message]] = {}
     by_key: dict[int, ApiSpec] = {}
     for api_name, (key, lo, hi) in overlay.SERVED.items():
         req_spec = load_message(api_name + "Request", api_name)
@@ -64,7 +68,7 @@ MESSAGE_CLASSES, API_BY_KEY = _load_all()
 _SERVED = {k: (s.min_version, s.max_version, s.request_cls._message) for k, s in API_BY_KEY.items()}
 
 
-def _as_view(frame) -> memoryview:
+def _as_view(frame: wire.Buf) -> memoryview:
     mv = frame if isinstance(frame, memoryview) else memoryview(frame)
     if mv.format != "B" or mv.ndim != 1:
         mv = mv.cast("B")
@@ -83,13 +87,13 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible response versions, else 0; always 0 for ApiVersions."""
     spec = API_BY_KEY.get(api_key)
-    if api_key != API_VERSIONS_KEY and spec is not None \
+    if api_key != _API_VERSIONS and spec is not None \
             and spec.response_cls._message.is_flexible(api_version):
         return 1
     return 0
 
 
-def decode_request_header(frame, header_version: int) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: wire.Buf, header_version: int) -> tuple[RequestHeader, int]:
     """Parse a request header of the given version -> (RequestHeader, body offset).
     v0: key, version, correlation id; v1 adds the nullable int16 client_id (never
     compact); v2 adds a tag buffer."""
@@ -116,14 +120,14 @@ def encode_request_header(hdr: RequestHeader, header_version: int) -> bytes:
     return b"".join(out)
 
 
-def _skip_tag_buffer(buf, pos):
+def _skip_tag_buffer(buf: wire.Buf, pos: int) -> int:
     n, pos = wire.read_uvarint(buf, pos)
     if n:
         pos = wire.skip_tags(buf, pos, n)
     return pos
 
 
-def decode_request(frame, *, strict: bool = False):
+def decode_request(frame: wire.Buf, *, strict: bool = False) -> tuple[RequestHeader, Any]:
     """frame (without the 4-byte size) -> (RequestHeader, request object).
 
     Raises UnsupportedVersionError when the header is fine but the key/version is
@@ -158,17 +162,17 @@ def decode_request(frame, *, strict: bool = False):
 
 
 def _response_header(key: int, version: int, msg: MessageSpec, corr: int) -> bytes:
-    if key != API_VERSIONS_KEY and msg.is_flexible(version):
+    if key != _API_VERSIONS and msg.is_flexible(version):
         return _I32.pack(corr) + b"\x00"
     return _I32.pack(corr)
 
 
-def _check_version(msg: MessageSpec, version: int):
+def _check_version(msg: MessageSpec, version: int) -> None:
     if not msg.valid[0] <= version <= msg.valid[1]:
         raise ValueError(f"{msg.name} has no version {version}")
 
 
-def encode_response(hdr, resp, version: int | None = None) -> list:
+def encode_response(hdr: RequestHeader, resp: Message, version: int | None = None) -> list[Any]:
     """-> [bytes(size prefix + response header + body...), region, bytes, ...].
 
     Records values that are regions (not bytes-like, with an int ``length``) become
@@ -205,7 +209,7 @@ def encode_response(hdr, resp, version: int | None = None) -> list:
     return parts
 
 
-def encode_request(hdr: RequestHeader, req) -> bytes:
+def encode_request(hdr: RequestHeader, req: Message) -> bytes:
     """Client side (tests, tools): size prefix + request header v1/v2 + body, as bytes.
     Records values must be bytes-like here."""
     msg = type(req)._message
@@ -222,7 +226,7 @@ def encode_request(hdr: RequestHeader, req) -> bytes:
     return b"".join(out)
 
 
-def decode_response(frame, api_key: int, api_version: int):
+def decode_response(frame: wire.Buf, api_key: int, api_version: int) -> tuple[int, Any]:
     """Client side: response frame (without size) -> (correlation_id, response object)."""
     spec = API_BY_KEY.get(api_key)
     if spec is None:
@@ -234,7 +238,7 @@ def decode_response(frame, api_key: int, api_version: int):
     try:
         corr = _I32.unpack_from(buf, 0)[0]
         pos = 4
-        if api_key != API_VERSIONS_KEY and msg.is_flexible(api_version):
+        if api_key != _API_VERSIONS and msg.is_flexible(api_version):
             pos = _skip_tag_buffer(buf, pos)
         obj, pos = get_decoder(msg, api_version)(buf, pos)
     except _DECODE_ERRORS as e:
@@ -244,7 +248,7 @@ def decode_response(frame, api_key: int, api_version: int):
     return corr, obj
 
 
-def decode_body(cls, data, version: int):
+def decode_body(cls: type[Message], data: wire.Buf, version: int) -> Any:
     """Decode just a message body (no header) of class ``cls`` at ``version``."""
     msg = cls._message
     _check_version(msg, version)
@@ -258,7 +262,7 @@ def decode_body(cls, data, version: int):
     return obj
 
 
-def encode_body(obj, version: int) -> bytes:
+def encode_body(obj: Message, version: int) -> bytes:
     """Encode just a message body (no header, no size) of ``obj`` at ``version``."""
     msg = type(obj)._message
     _check_version(msg, version)

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import struct
 import threading
+from typing import Any, Callable, TypeAlias
 
+from protocol.errors import ProtocolError
 from protocol.messages import wire
 from protocol.messages.model import default_literal, ns_name
 from protocol.messages.schema import FIXED_TYPES, ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
-_cache: dict = {}
+_cache: dict[tuple[str, int, str], Codec] = {}
 _lock = threading.Lock()
+# A compiled decoder (buf, pos) -> (message, pos) or encoder (message, out) -> None.
+Codec: TypeAlias = Callable[..., Any]
 
 
 def _min_size(struct_spec: StructSpec, v: int, flex: bool) -> int:
@@ -46,14 +50,14 @@ def _field_min(f: FieldSpec, v: int, flex: bool) -> int:
     if k in ("bytes", "records", "array"):
         return 1 if flex else 4
     if k == "struct":
-        return 1 if f.is_nullable(v) else _min_size(f.struct, v, flex)
+        return 1 if f.is_nullable(v) else _min_size(f.struct_spec(), v, flex)
     raise AssertionError(k)
 
 
 def _elem_min(f: FieldSpec, v: int, flex: bool) -> int:
     e = f.elem
     if e == "struct":
-        return max(1, _min_size(f.struct, v, flex))
+        return max(1, _min_size(f.struct_spec(), v, flex))
     if e in FIXED_TYPES:
         return FIXED_TYPES[e][1]
     return 1 if flex else 2  # strings (bytes arrays do not occur)
@@ -66,15 +70,15 @@ class _Gen:
         self.msg = msg
         self.v = v
         self.flex = msg.is_flexible(v)
-        self.ns = {name: getattr(wire, name) for name in dir(wire) if not name.startswith("__")}
+        self.ns: dict[Any, Any] = {name: getattr(wire, name) for name in dir(wire) if not name.startswith("__")}
         self.ns.update({"_new": object.__new__, "_ZU": ZERO_UUID, "_UUID": __import__("uuid").UUID,
                         "_unpack_from": struct.unpack_from, "_pack": struct.pack,
-                        "_ProtocolError": wire.ProtocolError})
+                        "_ProtocolError": ProtocolError})
         self.lines: list[str] = []
-        self.done: dict = {}
+        self.done: dict[tuple[str, str], bool] = {}
 
     # -- helpers --
-    def name(self, obj) -> str:
+    def name(self, obj: object) -> str:
         return ns_name(self.ns, obj)
 
     def fixed_struct(self, fmt: str) -> str:
@@ -82,16 +86,17 @@ class _Gen:
         if key not in self.ns:
             s = struct.Struct(">" + fmt)
             self.ns[key] = self.name(s)
-        return self.ns[key]
+        found: str = self.ns[key]
+        return found
 
-    def seq_fields(self, st: StructSpec):
+    def seq_fields(self, st: StructSpec) -> list[FieldSpec]:
         return [f for f in st.fields if f.present(self.v) and not (self.flex and f.is_tagged(self.v))]
 
-    def tagged_fields(self, st: StructSpec):
+    def tagged_fields(self, st: StructSpec) -> list[FieldSpec]:
         if not self.flex:
             return []
         return sorted((f for f in st.fields if f.present(self.v) and f.is_tagged(self.v)),
-                      key=lambda f: f.tag)
+                      key=lambda f: -1 if f.tag is None else f.tag)
 
     # ================= decoding =================
     def decoder(self, st: StructSpec) -> str:
@@ -99,7 +104,7 @@ class _Gen:
         if ("d", st.name) in self.done:
             return fname
         self.done[("d", st.name)] = True
-        v, flex = self.v, self.flex
+        flex = self.flex
         L = [f"def {fname}(buf, pos):", f"    o = _new({self.name(st.cls)})"]
         seq = self.seq_fields(st)
         tagged = self.tagged_fields(st)
@@ -153,7 +158,7 @@ class _Gen:
         self.lines.append("")
         return fname
 
-    def _dec_fixed_group(self, group, L, ind):
+    def _dec_fixed_group(self, group: list[FieldSpec], L: list[str], ind: str) -> None:
         fmt = "".join(FIXED_TYPES[f.kind][0] for f in group)
         size = sum(FIXED_TYPES[f.kind][1] for f in group)
         s = self.fixed_struct(fmt)
@@ -170,7 +175,7 @@ class _Gen:
         for p in post:
             L.append(ind + p)
 
-    def _dec_field(self, f: FieldSpec, L, ind, target):
+    def _dec_field(self, f: FieldSpec, L: list[str], ind: str, target: str) -> None:
         v, flex = self.v, self.flex
         c = "c" if flex else ""
         nullable = f.is_nullable(v)
@@ -184,7 +189,7 @@ class _Gen:
         elif k in FIXED_TYPES:
             raise AssertionError("fixed handled by group")
         elif k == "struct":
-            fn = self.decoder(f.struct)
+            fn = self.decoder(f.struct_spec())
             if nullable:
                 L.append(f"{ind}if buf[pos] == 0xFF:")
                 L.append(f"{ind}    {target} = None")
@@ -208,7 +213,7 @@ class _Gen:
                 L.append(f"{ind}    lst = []")
                 L.append(f"{ind}    for _ in range(n):")
                 if e == "struct":
-                    fn = self.decoder(f.struct)
+                    fn = self.decoder(f.struct_spec())
                     L.append(f"{ind}        x, pos = {fn}(buf, pos)")
                 elif e == "uuid":
                     L.append(f"{ind}        x = _UUID(bytes=bytes(buf[pos:pos + 16]))")
@@ -277,17 +282,18 @@ class _Gen:
             return var
         if f.kind == "struct":
             parts = []
-            for sf in f.struct.fields:
+            for sf in f.struct_spec().fields:
                 if sf.kind in ("array",):
                     parts.append(f"not {var}.{sf.attr}")
                 elif sf.kind == "struct":
-                    parts.append(f"{var}.{sf.attr} == {self.name(sf.struct.cls)}()")
+                    parts.append(f"{var}.{sf.attr} == {self.name(sf.struct_spec().cls)}()")
                 else:
                     parts.append(f"{var}.{sf.attr} == {default_literal(sf, self.ns)}")
             return f"{var} is not None and not ({' and '.join(parts) or 'True'})"
         return f"{var} != {default_literal(f, self.ns)}"
 
-    def _enc_fixed_group(self, group, L, ind, app, src=None):
+    def _enc_fixed_group(self, group: list[FieldSpec], L: list[str], ind: str, app: str,
+                         src: str | None = None) -> None:
         fmt = "".join(FIXED_TYPES[f.kind][0] for f in group)
         s = self.fixed_struct(fmt)
         args = []
@@ -298,7 +304,7 @@ class _Gen:
             args.append(expr)
         L.append(f"{ind}{app}({s}.pack({', '.join(args)}))")
 
-    def _enc_field(self, f: FieldSpec, L, ind, src, out, app):
+    def _enc_field(self, f: FieldSpec, L: list[str], ind: str, src: str, out: str, app: str) -> None:
         v, flex = self.v, self.flex
         c = "c" if flex else ""
         nullable = f.is_nullable(v)
@@ -310,8 +316,8 @@ class _Gen:
         elif k == "records":
             L.append(f"{ind}write_{c}records({src}, {out})")
         elif k == "struct":
-            fn = self.encoder(f.struct)
-            cls = self.name(f.struct.cls)
+            fn = self.encoder(f.struct_spec())
+            cls = self.name(f.struct_spec().cls)
             L.append(f"{ind}sv = {src}")
             if nullable:
                 L.append(f"{ind}if sv is None:")
@@ -341,7 +347,7 @@ class _Gen:
             else:
                 L.append(f"{ind}    for x in av:")
                 if e == "struct":
-                    fn = self.encoder(f.struct)
+                    fn = self.encoder(f.struct_spec())
                     L.append(f"{ind}        {fn}(x, {out})")
                 elif e == "uuid":
                     L.append(f"{ind}        {app}((x or _ZU).bytes)")
@@ -352,16 +358,16 @@ class _Gen:
         else:
             raise AssertionError(k)
 
-    def compile(self, entry: str):
+    def compile(self, entry: str) -> Codec:
         src = "\n".join(self.lines) + "\n"
         code = compile(src, f"<samsa {self.msg.name} v{self.v}>", "exec")
         exec(code, self.ns)
-        fn = self.ns[entry]
-        fn.__source__ = src  # kept for debugging
+        fn: Codec = self.ns[entry]
+        fn.__source__ = src  # type: ignore[attr-defined]  # kept for debugging
         return fn
 
 
-def _compiled(msg: MessageSpec, v: int, kind: str):
+def _compiled(msg: MessageSpec, v: int, kind: str) -> Codec:
     """The codec function for one message, version and direction ("d" or "e"),
     generated and compiled on first use, then cached (thread-safe)."""
     key = (msg.name, v, kind)
@@ -376,9 +382,9 @@ def _compiled(msg: MessageSpec, v: int, kind: str):
     return fn
 
 
-def get_decoder(msg: MessageSpec, v: int):
+def get_decoder(msg: MessageSpec, v: int) -> Codec:
     return _compiled(msg, v, "d")
 
 
-def get_encoder(msg: MessageSpec, v: int):
+def get_encoder(msg: MessageSpec, v: int) -> Codec:
     return _compiled(msg, v, "e")

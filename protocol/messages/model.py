@@ -6,7 +6,9 @@ codec's business (codegen.py), so handlers never look at versions to read fields
 """
 from __future__ import annotations
 
-from protocol.messages.schema import ZERO_UUID, MessageSpec, StructSpec
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from protocol.messages.schema import ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
 _MISSING = object()
 
@@ -15,10 +17,17 @@ class Message:
     """Base of all generated classes: keyword-only constructor, __eq__, __repr__."""
 
     __slots__ = ()
-    _spec: StructSpec = None
-    _attrs: tuple = ()
+    _spec: ClassVar[StructSpec | None] = None
+    _attrs: ClassVar[tuple[str, ...]] = ()
+    _message: ClassVar[MessageSpec]  # set on each top-level message class
 
-    def __eq__(self, other):
+    if TYPE_CHECKING:
+        # The fields are made at import from the schemas: to a checker, any keyword
+        # and any attribute is a field (typed Any).
+        def __init__(self, **fields: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
             return NotImplemented
         for a in self._attrs:
@@ -26,15 +35,15 @@ class Message:
                 return False
         return True
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, like a list
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         inner = ", ".join(f"{a}={getattr(self, a)!r}" for a in self._attrs)
         return f"{type(self).__qualname__}({inner})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain nested dicts/lists (handy in tests and logs)."""
-        def conv(v):
+        def conv(v: Any) -> Any:
             if isinstance(v, Message):
                 return v.to_dict()
             if isinstance(v, list):
@@ -43,22 +52,23 @@ class Message:
         return {a: conv(getattr(self, a)) for a in self._attrs}
 
 
-def default_literal(field, ns: dict) -> str:
+def default_literal(field: FieldSpec, ns: dict[Any, Any]) -> str:
     """Python source for a field's default value (fresh object for mutables)."""
     d = field.default
     if field.kind == "array":
         return "None" if d is None else "[]"
     if field.kind == "struct":
+        assert field.struct is not None
         return "None" if d is None else f"{ns_name(ns, field.struct.cls)}()"
     if field.kind == "uuid":
         return ns_name(ns, ZERO_UUID) if d is not None else "None"
     return repr(d)
 
 
-def ns_name(ns: dict, obj) -> str:
+def ns_name(ns: dict[Any, Any], obj: object) -> str:
     """Register ``obj`` in a generated-code namespace and return its name there."""
     key = ("obj", id(obj))
-    name = ns.get(key)
+    name: str | None = ns.get(key)
     if name is None:
         name = f"_k{len(ns)}"
         ns[name] = obj
@@ -66,8 +76,8 @@ def ns_name(ns: dict, obj) -> str:
     return name
 
 
-def _make_init(cls, struct: StructSpec):
-    ns: dict = {"_MISSING": _MISSING}
+def _make_init(cls: type[Message], struct: StructSpec) -> None:
+    ns: dict[Any, Any] = {"_MISSING": _MISSING}
     params, body = [], []
     for f in struct.fields:
         mutable = (f.kind == "array" and f.default is not None) or \
@@ -82,35 +92,36 @@ def _make_init(cls, struct: StructSpec):
     sig = ", ".join(["self"] + (["*"] + params if params else []))
     src = f"def __init__({sig}):\n" + ("\n".join(body) if body else "    pass") + "\n"
     exec(compile(src, f"<samsa init {struct.name}>", "exec"), ns)
-    cls.__init__ = ns["__init__"]
+    cls.__init__ = ns["__init__"]  # type: ignore[method-assign]  # compiled for its fields
 
 
-def build_classes(msg: MessageSpec) -> type:
+def build_classes(msg: MessageSpec) -> type[Message]:
     """Create the top-level class and one class per nested struct; nested classes
     become attributes of the top-level class under their schema struct names."""
     top_name = msg.name
-    made = {}
+    made: dict[str, tuple[type[Message], StructSpec]] = {}
 
-    def make(struct: StructSpec, qual: str):
+    def make(struct: StructSpec, qual: str) -> type[Message]:
         if struct.cls is not None:
-            return struct.cls
+            known: type[Message] = struct.cls
+            return known
         attrs = tuple(f.attr for f in struct.fields)
         cls = type(struct.name, (Message,), {"__slots__": attrs, "_attrs": attrs,
                                               "_spec": struct, "__module__": "protocol.messages"})
         cls.__qualname__ = qual
         struct.cls = cls
-        made[struct.name] = cls
+        made[struct.name] = (cls, struct)
         for f in struct.fields:
             if f.struct is not None:
                 make(f.struct, f"{top_name}.{f.struct.name}")
         return cls
 
     top = make(msg.root, top_name)
-    for name, cls in made.items():
+    for name, (cls, _) in made.items():
         if cls is not top:
             setattr(top, name, cls)
     # __init__ last: defaults of struct fields refer to the nested classes.
-    for cls in made.values():
-        _make_init(cls, cls._spec)
+    for cls, struct in made.values():
+        _make_init(cls, struct)
     top._message = msg
     return top

@@ -14,6 +14,10 @@ alone reproduces the old wire layouts.
 was deleted from the 4.x file; none of the APIs we serve needs one today, but the
 compiler applies it so such a fix stays data, not code.
 """
+from __future__ import annotations
+
+from typing import Any
+
 
 # API name -> validVersions to use instead of the schema's (request and response alike).
 VALID_VERSIONS = {
@@ -35,7 +39,7 @@ VALID_VERSIONS = {
 
 # Schema message name -> list of (path of struct field names from the top, field json,
 # insert-before field name or None to append).  Empty on purpose (see module docstring).
-ADD_FIELDS: dict[str, list[tuple[tuple[str, ...], dict, str | None]]] = {}
+ADD_FIELDS: dict[str, list[tuple[tuple[str, ...], dict[str, Any], str | None]]] = {}
 
 # What the broker serves and advertises in ApiVersions: name -> (key, min, max).
 # The codecs accept every version of the (widened) schema; these ranges gate

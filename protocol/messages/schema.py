@@ -13,6 +13,7 @@ import keyword
 import re
 import uuid
 import warnings
+from typing import Any
 
 from protocol.messages import overlay
 
@@ -72,13 +73,30 @@ class FieldSpec:
 
     __slots__ = ("name", "attr", "kind", "elem", "struct", "versions", "nullable",
                  "tagged", "tag", "default", "ignorable", "raw_default")
+    name: str
+    attr: str
+    kind: str
+    elem: str | None
+    struct: StructSpec | None
+    versions: tuple[int, int] | None
+    nullable: tuple[int, int] | None
+    tagged: tuple[int, int] | None
+    tag: int | None
+    default: Any
+    ignorable: bool
+    raw_default: Any
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.elem = None        # for arrays: element type name ('int32', 'string', 'struct')
         self.struct = None      # StructSpec for struct / array-of-struct
         self.tag = None
         self.tagged = None
         self.nullable = None
+
+    def struct_spec(self) -> StructSpec:
+        """The struct of a struct or array-of-struct field."""
+        assert self.struct is not None, self.name
+        return self.struct
 
     def present(self, v: int) -> bool:
         return in_range(self.versions, v)
@@ -89,27 +107,36 @@ class FieldSpec:
     def is_nullable(self, v: int) -> bool:
         return in_range(self.nullable, v)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"FieldSpec({self.name}:{self.kind}{'/' + self.elem if self.elem else ''})"
 
 
 class StructSpec:
     __slots__ = ("name", "fields", "cls")
 
-    def __init__(self, name, fields):
+    def __init__(self, name: str, fields: list[FieldSpec]) -> None:
         self.name = name
         self.fields = fields
-        self.cls = None
+        # the generated message class (protocol.messages.model.build_classes)
+        self.cls: Any = None
 
 
 class MessageSpec:
     __slots__ = ("name", "api_key", "type", "valid", "flexible", "root", "structs", "api_name")
+    name: str
+    api_key: int
+    type: str
+    valid: tuple[int, int]
+    flexible: tuple[int, int] | None
+    root: StructSpec
+    structs: dict[str, StructSpec]
+    api_name: str
 
     def is_flexible(self, v: int) -> bool:
         return in_range(self.flexible, v)
 
 
-def _default_value(f: dict, kind: str, elem: str | None):
+def _default_value(f: dict[str, Any], kind: str, elem: str | None) -> Any:
     """The Python default of a field: explicit "default" wins ("null" means None);
     a nullable string/bytes/array/struct without one is None; otherwise
     0 / False / "" / b"" / [] / zero UUID, and None for records."""
@@ -143,7 +170,8 @@ def _default_value(f: dict, kind: str, elem: str | None):
     raise ValueError(f"unknown type {kind}")
 
 
-def _build_fields(fields_json, structs: dict, msg_name: str) -> list[FieldSpec]:
+def _build_fields(fields_json: list[dict[str, Any]], structs: dict[str, StructSpec],
+                 msg_name: str) -> list[FieldSpec]:
     out = []
     for f in fields_json:
         spec = FieldSpec()
@@ -178,7 +206,8 @@ def _build_fields(fields_json, structs: dict, msg_name: str) -> list[FieldSpec]:
     return out
 
 
-def _struct(type_name, f, structs, msg_name) -> StructSpec:
+def _struct(type_name: str, f: dict[str, Any], structs: dict[str, StructSpec],
+            msg_name: str) -> StructSpec:
     if "fields" not in f:
         raise ValueError(f"{msg_name}: struct {type_name} without fields")
     existing = structs.get(type_name)
@@ -194,7 +223,7 @@ def _struct(type_name, f, structs, msg_name) -> StructSpec:
     return st
 
 
-def _apply_added_fields(data: dict) -> None:
+def _apply_added_fields(data: dict[str, Any]) -> None:
     for path, field_json, before in overlay.ADD_FIELDS.get(data["name"], []):
         fields = data["fields"]
         for step in path:
@@ -204,13 +233,15 @@ def _apply_added_fields(data: dict) -> None:
         fields.insert(idx, copy.deepcopy(field_json))
 
 
-def _schema_json(schema_name: str) -> dict:
+def _schema_json(schema_name: str) -> dict[str, Any]:
     """Kafka's message schema: kafka-python's copy (Kafka 4.x), or ours for the
     ZooKeeper-era APIs Kafka 4 dropped (ControlledShutdown: brokers use it)."""
     ours = importlib.resources.files("protocol.messages.schemas") / (schema_name + ".json")
     if ours.is_file():
-        return json.loads(ours.read_text(encoding="utf-8"))
-    return load_json(schema_name)
+        found: dict[str, Any] = json.loads(ours.read_text(encoding="utf-8"))
+        return found
+    theirs: dict[str, Any] = load_json(schema_name)
+    return theirs
 
 
 def load_message(schema_name: str, api_name: str) -> MessageSpec:
@@ -225,7 +256,10 @@ def load_message(schema_name: str, api_name: str) -> MessageSpec:
     m.api_name = api_name
     m.api_key = data["apiKey"]
     m.type = data["type"]
-    m.valid = parse_versions(overlay.VALID_VERSIONS.get(api_name, data["validVersions"]))
+    valid = parse_versions(overlay.VALID_VERSIONS.get(api_name, data["validVersions"]))
+    if valid is None:
+        raise ValueError(f"{schema_name}: no valid version")
+    m.valid = valid
     m.flexible = parse_versions(data.get("flexibleVersions"))
     m.structs = {}
     m.root = StructSpec(m.name, _build_fields(data["fields"], m.structs, m.name))

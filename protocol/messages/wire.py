@@ -8,8 +8,12 @@ Writers append bytes-like parts to a list (``out``) that the caller joins once.
 from __future__ import annotations
 
 import struct
+from typing import Any, NoReturn, TypeAlias
 
 from protocol.errors import ProtocolError
+
+# What readers read from: a memoryview of the frame (or bytes, in tests and tools).
+Buf: TypeAlias = "bytes | bytearray | memoryview"
 
 _i16 = struct.Struct(">h")
 _i32 = struct.Struct(">i")
@@ -24,11 +28,11 @@ NULL_I16 = I16(-1)
 NULL_I32 = I32(-1)
 
 
-def fail(msg: str, pos: int | None = None):
+def fail(msg: str, pos: int | None = None) -> NoReturn:
     raise ProtocolError(msg, pos)
 
 
-def read_uvarint(buf, pos):
+def read_uvarint(buf: Buf, pos: int) -> tuple[int, int]:
     """Unsigned varint of at most 5 bytes (Kafka's are 32-bit)."""
     result = 0
     shift = 0
@@ -58,7 +62,7 @@ def uvarint(n: int) -> bytes:
 
 # ---- readers: strings ----
 
-def read_string(buf, pos):
+def read_string(buf: Buf, pos: int) -> tuple[str, int]:
     n = U16_FROM(buf, pos)[0]
     pos += 2
     end = pos + n
@@ -67,7 +71,7 @@ def read_string(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_nstring(buf, pos):
+def read_nstring(buf: Buf, pos: int) -> tuple[str | None, int]:
     n = U16_FROM(buf, pos)[0]
     pos += 2
     if n == -1:
@@ -78,7 +82,7 @@ def read_nstring(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_cstring(buf, pos):
+def read_cstring(buf: Buf, pos: int) -> tuple[str, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -92,7 +96,7 @@ def read_cstring(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_cnstring(buf, pos):
+def read_cnstring(buf: Buf, pos: int) -> tuple[str | None, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -108,7 +112,7 @@ def read_cnstring(buf, pos):
 
 # ---- readers: bytes (copied) and records (zero-copy memoryview) ----
 
-def _bytes_len(buf, pos, compact):
+def _bytes_len(buf: Buf, pos: int, compact: bool) -> tuple[int, int]:
     if compact:
         n = buf[pos]
         if n < 0x80:
@@ -126,42 +130,42 @@ def _bytes_len(buf, pos, compact):
     return n, pos
 
 
-def read_bytes(buf, pos):
+def read_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     n, pos = _bytes_len(buf, pos, False)
     if n < 0:
         fail("null bytes where not nullable", pos)
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def read_nbytes(buf, pos):
+def read_nbytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = _bytes_len(buf, pos, False)
     if n < 0:
         return None, pos
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def read_cbytes(buf, pos):
+def read_cbytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     n, pos = _bytes_len(buf, pos, True)
     if n < 0:
         fail("null bytes where not nullable", pos)
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def read_cnbytes(buf, pos):
+def read_cnbytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = _bytes_len(buf, pos, True)
     if n < 0:
         return None, pos
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def read_records(buf, pos):
+def read_records(buf: Buf, pos: int) -> tuple[Buf | None, int]:
     n, pos = _bytes_len(buf, pos, False)
     if n < 0:
         return None, pos
     return buf[pos:pos + n], pos + n
 
 
-def read_crecords(buf, pos):
+def read_crecords(buf: Buf, pos: int) -> tuple[Buf | None, int]:
     n, pos = _bytes_len(buf, pos, True)
     if n < 0:
         return None, pos
@@ -170,7 +174,7 @@ def read_crecords(buf, pos):
 
 # ---- readers: array counts ----
 
-def read_count(buf, pos, min_size, nullable):
+def read_count(buf: Buf, pos: int, min_size: int, nullable: bool) -> tuple[int, int]:
     """int32 array count; checks count * min_size fits the rest of the buffer."""
     n = U32_FROM(buf, pos)[0]
     pos += 4
@@ -183,7 +187,7 @@ def read_count(buf, pos, min_size, nullable):
     return n, pos
 
 
-def read_ccount(buf, pos, min_size, nullable):
+def read_ccount(buf: Buf, pos: int, min_size: int, nullable: bool) -> tuple[int, int]:
     """Compact (uvarint N+1) array count, same checks."""
     n = buf[pos]
     if n < 0x80:
@@ -200,7 +204,7 @@ def read_ccount(buf, pos, min_size, nullable):
     return n, pos
 
 
-def skip_tags(buf, pos, count):
+def skip_tags(buf: Buf, pos: int, count: int) -> int:
     """Skip ``count`` unknown tagged fields."""
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
@@ -213,7 +217,7 @@ def skip_tags(buf, pos, count):
 
 # ---- writers ----
 
-def write_string(v, out):
+def write_string(v: str | None, out: list[Any]) -> None:
     if v is None:
         v = ""
     b = v.encode("utf-8")
@@ -221,7 +225,7 @@ def write_string(v, out):
     out.append(b)
 
 
-def write_nstring(v, out):
+def write_nstring(v: str | None, out: list[Any]) -> None:
     if v is None:
         out.append(NULL_I16)
         return
@@ -230,7 +234,7 @@ def write_nstring(v, out):
     out.append(b)
 
 
-def write_cstring(v, out):
+def write_cstring(v: str | None, out: list[Any]) -> None:
     if v is None:
         v = ""
     b = v.encode("utf-8")
@@ -239,7 +243,7 @@ def write_cstring(v, out):
     out.append(b)
 
 
-def write_cnstring(v, out):
+def write_cnstring(v: str | None, out: list[Any]) -> None:
     if v is None:
         out.append(b"\x00")
         return
@@ -249,14 +253,14 @@ def write_cnstring(v, out):
     out.append(b)
 
 
-def write_bytes(v, out):
+def write_bytes(v: bytes | None, out: list[Any]) -> None:
     if v is None:
         v = b""
     out.append(I32(len(v)))
     out.append(v)
 
 
-def write_nbytes(v, out):
+def write_nbytes(v: bytes | None, out: list[Any]) -> None:
     if v is None:
         out.append(NULL_I32)
         return
@@ -264,7 +268,7 @@ def write_nbytes(v, out):
     out.append(v)
 
 
-def write_cbytes(v, out):
+def write_cbytes(v: bytes | None, out: list[Any]) -> None:
     if v is None:
         v = b""
     n = len(v) + 1
@@ -272,7 +276,7 @@ def write_cbytes(v, out):
     out.append(v)
 
 
-def write_cnbytes(v, out):
+def write_cnbytes(v: bytes | None, out: list[Any]) -> None:
     if v is None:
         out.append(b"\x00")
         return
@@ -284,7 +288,7 @@ def write_cnbytes(v, out):
 _BYTESLIKE = (bytes, bytearray, memoryview)
 
 
-def write_records(v, out):
+def write_records(v: Any, out: Out) -> None:
     """Nullable int32-length records.  A region (has int ``length``, is not bytes-like)
     goes into ``out`` as itself and its index is remembered in ``out.regions``."""
     if v is None:
@@ -298,7 +302,7 @@ def write_records(v, out):
         out.append(v)
 
 
-def write_crecords(v, out):
+def write_crecords(v: Any, out: Out) -> None:
     if v is None:
         out.append(b"\x00")
     elif isinstance(v, _BYTESLIKE):
@@ -312,11 +316,11 @@ def write_crecords(v, out):
         out.append(v)
 
 
-class Out(list):
+class Out(list[Any]):
     """The parts list encoders append to; ``regions`` holds indexes of region parts."""
 
     __slots__ = ("regions",)
 
-    def __init__(self, *a):
+    def __init__(self, *a: Any) -> None:
         super().__init__(*a)
-        self.regions = []
+        self.regions: list[int] = []

@@ -49,7 +49,7 @@ def cluster(zookeeper):
         for n in nodes.values():
             try:
                 n.stop()
-            except Exception:  # noqa: BLE001 - already stopped by the test
+            except Exception:  # already stopped by the test
                 pass
 
 
@@ -147,7 +147,8 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
 
 
 def test_preferred_replica_election(cluster, kazoo):
-    nodes = {i: cluster(i) for i in range(2)}
+    for i in range(2):
+        cluster(i)
     wait_until(lambda: _controller(kazoo) is not None)
     # Leadership away from the preferred replica (0), with 0 in sync.
     _write_topic(kazoo, "t", {0: [0, 1]})

@@ -18,8 +18,7 @@ from broker.security.sasl.settings import SaslSettings
 from broker.server import advertised_apis
 from protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, RequestHeader,
                                encode_request)
-
-API_VERSIONS = 18
+from protocol.model import ApiKey
 
 
 class _Services:
@@ -31,7 +30,7 @@ class _Services:
 
 
 def _frame() -> memoryview:
-    wire = encode_request(RequestHeader(api_key=API_VERSIONS, api_version=3, correlation_id=7,
+    wire = encode_request(RequestHeader(api_key=ApiKey.API_VERSIONS, api_version=3, correlation_id=7,
                                         client_id="app"),
                           ApiVersionsRequest(client_software_name="t",
                                              client_software_version="1"))
@@ -63,7 +62,7 @@ def setup(tmp_path, monkeypatch):
 
     async def handler(ctx, req):
         return answer
-    d.handlers[API_VERSIONS] = handler
+    d.handlers[ApiKey.API_VERSIONS] = handler
     calls: list[str] = []
 
     def spy(name, real):
@@ -102,15 +101,16 @@ def test_a_mutation_quota_meters_only_the_topic_admin_apis(setup, tmp_path):
     assert asyncio.run(d(_conn("PLAINTEXT"), _frame()))
     assert calls == []  # ApiVersions, and as much Produce and Fetch: the short path
     quotas = d.services.quotas
-    assert not quotas.meters(0) and not quotas.meters(1)
-    assert quotas.meters(19) and quotas.meters(20) and quotas.meters(37)
+    assert not quotas.meters(ApiKey.PRODUCE) and not quotas.meters(ApiKey.FETCH)
+    assert (quotas.meters(ApiKey.CREATE_TOPICS) and quotas.meters(ApiKey.DELETE_TOPICS)
+            and quotas.meters(ApiKey.CREATE_PARTITIONS))
     # CreateTopics is still charged: admitted with the client's mutation quota
     create = quotas.admit(_conn("PLAINTEXT"), RequestHeader(
-        api_key=19, api_version=6, correlation_id=1, client_id="app"), None, 0)
+        api_key=ApiKey.CREATE_TOPICS, api_version=6, correlation_id=1, client_id="app"), None, 0)
     assert create.mutation.match == (1, "", "app") and create.mutation.strict
     assert create.produce is create.fetch is create.request_time is None
     # and Metadata's auto-creation charges it without being metered
     assert quotas.mutation_quota("ANONYMOUS", "app", strict=False).match == (1, "", "app")
     store.set_entity_configs("clients/app", {"controller_mutation_rate": "1",
                                              "request_percentage": "50"})
-    assert quotas.meters(0) and quotas.meters(1)
+    assert quotas.meters(ApiKey.PRODUCE) and quotas.meters(ApiKey.FETCH)

@@ -421,13 +421,13 @@ async def test_backpressure_stops_reading_until_client_reads(make_server):
     sock.setblocking(False)
     r, w = await asyncio.open_connection(sock=sock)
     c = Client(r, w)
-    c.reader._limit = 2**30  # noqa: SLF001 - don't let the stream reader buffer for us
+    c.reader._limit = 2**30  # don't let the stream reader buffer for us
     transport = w.transport
     transport.pause_reading()  # the client stops reading responses
     await c.send(frame(b"0"))
     await until(lambda: len(calls) == 1)
     conn = next(iter(server.processors[0].connections.values()))
-    await until(lambda: conn._paused)  # noqa: SLF001
+    await until(lambda: conn._paused)
     # more requests arrive but are not handed to the handler while paused
     await c.send(b"".join(frame(str(i).encode()) for i in range(1, 6)))
     await asyncio.sleep(0.2)

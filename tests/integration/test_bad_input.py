@@ -6,12 +6,10 @@ is still up by serving a real client.
 """
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import uuid
 
-import pytest
 from kafka import KafkaProducer
 from kafka.record import MemoryRecordsBuilder
 

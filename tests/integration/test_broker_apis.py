@@ -190,7 +190,7 @@ def test_long_poll_fetch_is_woken_by_an_append(broker):
     def fetch():
         try:
             result["part"] = _fetch(waiter, topic, 0, max_wait_ms=120_000)
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             result["error"] = e
 
     t = threading.Thread(target=fetch)

@@ -240,7 +240,7 @@ class Member:
     def _run(self, loop_fn, *args):
         try:
             loop_fn(*args)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
+        except BaseException as e:  # reported by the test
             self.error = e
 
     def leave(self, timeout=30):

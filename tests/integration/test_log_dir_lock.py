@@ -10,7 +10,6 @@ dies with its process, so a broker killed with SIGKILL restarts.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 

@@ -28,8 +28,7 @@ from broker.client import SimpleClient
 from protocol.errors import ErrorCode
 from protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
-from tests.integration.test_replication import (_read_all, _wait_for_full_isr,
-                                                _wait_for_identical_replicas)
+from tests.integration.test_replication import _read_all, _wait_for_identical_replicas
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 

@@ -65,7 +65,7 @@ def test_replicas_write_the_leaders_txnindex_and_serve_read_committed(cluster_fa
         def same_view():
             try:
                 part = w.fetch(topic, 0, READ_COMMITTED)
-            except Exception:  # noqa: BLE001 - the new leader may not answer yet
+            except Exception:  # the new leader may not answer yet
                 return None
             return part if part.error_code == 0 and part.last_stable_offset == 8 else None
         taken_over = wait_until(same_view, 60, "the new leader's read_committed view")

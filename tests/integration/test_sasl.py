@@ -278,7 +278,7 @@ def kafka_python_refusal(bootstrap: str, mechanism: str, username: str, password
                                  bootstrap_timeout_ms=3000, max_block_ms=3000,
                                  request_timeout_ms=3000, reconnect_backoff_ms=500)
         producer.send(_topic("kp-refused"), b"never").get(timeout=5)
-    except Exception as e:  # noqa: BLE001 - the point is which error it is
+    except Exception as e:  # the point is which error it is
         return e
     finally:
         if producer is not None:

@@ -150,7 +150,7 @@ def test_read_committed_long_poll_wakes_on_marker(broker):
             try:
                 result["part"] = waiter.fetch(topic, 0, READ_COMMITTED, max_wait_ms=120_000,
                                               min_bytes=1)
-            except Exception as e:  # noqa: BLE001 - reported below
+            except Exception as e:  # reported below
                 result["error"] = e
 
         t = threading.Thread(target=fetch)

@@ -465,7 +465,7 @@ def test_kafka_python_through_one_broker(zk_cluster: Cluster):
     assert committed == dict(ends)
 
 
-def TopicPartitionKP(topic, partition):  # noqa: N802 - kafka-python's type, imported lazily
+def TopicPartitionKP(topic, partition):  # kafka-python's type, imported lazily
     from kafka import TopicPartition as KpTopicPartition
     return KpTopicPartition(topic, partition)
 
@@ -865,7 +865,7 @@ def test_a_broker_starting_while_zookeeper_is_away_comes_up_when_it_is_back(clus
     def start() -> None:
         try:
             broker.start()
-        except BaseException as e:  # noqa: BLE001 - reported by the test
+        except BaseException as e:  # reported by the test
             failures.append(e)
     starting = threading.Thread(target=start)
     starting.start()

@@ -56,7 +56,7 @@ def two_brokers(zookeeper):
         for b in brokers:
             try:
                 b.stop()
-            except Exception as e:  # noqa: BLE001 - stop the others too
+            except Exception as e:  # stop the others too
                 failed.append(e)
             print(f"\n--- broker log tail ({b.log_path}) ---\n{b.log_tail(40)}")
         shutil.rmtree(work, ignore_errors=True)

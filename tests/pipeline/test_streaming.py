@@ -8,7 +8,6 @@ says which run replaced which. Every wait has a deadline; queries are stopped in
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
@@ -234,7 +233,7 @@ def test_broker_killed_mid_stream(spark, cluster, tmp_path):
     def produce_steadily():
         p = Producer({"bootstrap.servers": b, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                       "message.timeout.ms": 60_000})
-        on_delivery = lambda err, msg: (failed if err else acked).append(err or msg.value())  # noqa: E731
+        on_delivery = lambda err, msg: (failed if err else acked).append(err or msg.value())
         i = 0
         while not stop.is_set():
             p.produce("replicated", key=str(i % 7).encode(), value=f"r{i}".encode(), on_delivery=on_delivery)

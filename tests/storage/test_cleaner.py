@@ -468,7 +468,7 @@ def test_cleaning_while_appending_reading_and_retention(tmp_path):
                     check_offsets_kept(read_all(lg), written)
                 except OffsetOutOfRangeError:
                     pass    # retention moved the log start under the read: start over
-                except Exception as exc:   # noqa: BLE001 - reported below
+                except Exception as exc:  # reported below
                     errors.append(exc)
                     return
                 time.sleep(0.005)

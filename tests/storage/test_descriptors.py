@@ -3,7 +3,6 @@ segment in use, and none left behind by a deleted topic."""
 from __future__ import annotations
 
 import os
-import time
 
 from config.topic import TopicConfig
 from storage.log import Log

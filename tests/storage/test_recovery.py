@@ -213,7 +213,8 @@ def test_legacy_magic_0_and_1_data_opens_and_reads(tmp_path):
     assert lg.offset_for_timestamp(1002) == (5, 1002)
     lg.close()
     from storage.dump_log import main
-    import io, contextlib
+    import io
+    import contextlib
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         main(["--files", os.path.join(pdir, "00000000000000000000.log"), "--deep-iteration"])

@@ -89,7 +89,7 @@ class Cluster:
             try:
                 client.stop()
                 client.close()
-            except Exception:  # noqa: BLE001 - teardown goes on
+            except Exception:  # teardown goes on
                 pass
         self._clients.clear()
         try:

@@ -37,7 +37,7 @@ class ScramCredentialCache:
         try:
             if configs is None:
                 configs = self._store.entity_configs(entity_path)
-        except Exception:  # noqa: BLE001 - a store hiccup keeps the old credentials
+        except Exception:  # a store hiccup keeps the old credentials
             log.warning("could not read the SCRAM credentials of %s", entity_path,
                         exc_info=True)
             return
