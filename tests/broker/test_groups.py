@@ -22,6 +22,7 @@ from broker.coordinator_errors import CoordinatorWriteError
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
+from tests.support.waiting import wait_until_async
 
 # expiry tests use the short values; the rest use long ones so a slow
 # machine cannot expire members the test still needs
@@ -79,15 +80,6 @@ async def join_fully(c, group, **kw):
     if first.error_code != E.MEMBER_ID_REQUIRED:
         return first
     return await join(c, group, first.member_id, **kw)
-
-
-async def wait_for(pred, timeout=5.0, interval=0.01):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(interval)
 
 
 async def stable_group(c, group, n=2, metas=None, instances=None, **kw):
@@ -239,7 +231,7 @@ async def test_session_timeout_evicts_silent_member(coord):
     async def a_told_to_rejoin():
         return await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
 
-    await wait_for(a_told_to_rejoin, interval=SHORT_SESSION / 4000)
+    await wait_until_async(a_told_to_rejoin, 5, "a told to rejoin", interval=SHORT_SESSION / 4000)
     r = await asyncio.wait_for(join(coord, "g", a.member_id, client="c0",
                                     protocols=[("range", b"meta-0")],
                                     session=SHORT_SESSION), 5)
@@ -270,7 +262,7 @@ async def test_unsynced_member_is_dropped_after_rebalance_timeout(coord):
     async def rebalancing():
         return await coord.heartbeat("g", 1, leader.member_id) == E.REBALANCE_IN_PROGRESS
 
-    await wait_for(rebalancing)
+    await wait_until_async(rebalancing, 5, "the group rebalancing", interval=0.01)
     assert await coord.heartbeat("g", 1, follower.member_id) == E.UNKNOWN_MEMBER_ID
 
 
@@ -281,7 +273,7 @@ async def test_pending_member_id_expires(coord):
     async def gone():
         return not coord.groups["g"].pending_members
 
-    await wait_for(gone)
+    await wait_until_async(gone, 5, "no pending members", interval=0.01)
     assert (await join(coord, "g", r.member_id)).error_code == E.UNKNOWN_MEMBER_ID
 
 
@@ -577,7 +569,7 @@ async def test_loaded_members_that_stay_silent_expire(mlog):
         async def empty():
             [d] = await c2.describe_groups(["g"])
             return d.state == "Empty"
-        await wait_for(empty)
+        await wait_until_async(empty, 5, "the group Empty", interval=0.01)
     finally:
         await c2.shutdown()
 
@@ -746,13 +738,15 @@ async def converged(c, group, consumers):
 
 async def test_consumers_coming_and_going_converge(coord):
     a = SimConsumer(coord, "g", "a")
-    await wait_for(lambda: converged(coord, "g", [a]))
+    await wait_until_async(lambda: converged(coord, "g", [a]), 5, "a alone", interval=0.01)
     b = SimConsumer(coord, "g", "b")
     c = SimConsumer(coord, "g", "c")
-    await wait_for(lambda: converged(coord, "g", [a, b, c]))
+    await wait_until_async(lambda: converged(coord, "g", [a, b, c]), 5, "a, b, c converged",
+                           interval=0.01)
     gen = a.generation
     await a.close()
-    await wait_for(lambda: converged(coord, "g", [b, c]))
+    await wait_until_async(lambda: converged(coord, "g", [b, c]), 5, "b, c converged",
+                           interval=0.01)
     assert b.generation > gen
     await b.close()
     await c.close()

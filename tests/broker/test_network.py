@@ -19,6 +19,7 @@ import pytest
 
 from broker.network import ConnectionContext, NetworkServer
 from protocol.errors import ProtocolError
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,13 +35,9 @@ async def echo(conn: ConnectionContext, f: memoryview):
 
 
 async def until(pred, timeout: float = 10.0) -> None:
-    """Wait for a condition that the server reaches asynchronously."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
+    """Wait for a condition that the server (its processor threads) reaches
+    asynchronously; a short poll, as each check is cheap."""
+    await wait_until_async(pred, timeout, "the server's condition", interval=0.005)
 
 
 @pytest.fixture
