@@ -82,6 +82,14 @@ async def join_fully(c, group, **kw):
     return await join(c, group, first.member_id, **kw)
 
 
+async def until_rebalancing(c, group):
+    """Until ``group`` is PreparingRebalance: a join has started a rebalance."""
+    async def preparing():
+        [d] = await c.describe_groups([group])
+        return d.state == "PreparingRebalance"
+    await wait_until_async(preparing, 5, f"{group} to start rebalancing", interval=0.01)
+
+
 async def stable_group(c, group, n=2, metas=None, instances=None, **kw):
     """n members join concurrently and sync; the leader assigns b'assign-<member_id>'."""
     metas = metas or [f"meta-{i}".encode() for i in range(n)]
@@ -143,9 +151,10 @@ async def test_follower_sync_waits_for_leader(coord):
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
     fsync = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id, None, None, None, []))
-    await asyncio.sleep(0.05)
+    # A request issued after the follower's SyncGroup and answered: tasks run in order, so
+    # a SyncGroup answered without the leader's assignment would be done by now.
+    [d] = await asyncio.ensure_future(coord.describe_groups(["g"]))
     assert not fsync.done()
-    [d] = await coord.describe_groups(["g"])
     assert d.state == "CompletingRebalance" and all(m.assignment == b"" for m in d.members)
     lsync = await coord.sync_group("g", 1, leader.member_id, None, None, None,
                                    [(follower.member_id, b"F"), (leader.member_id, b"L")])
@@ -286,7 +295,7 @@ async def test_heartbeat_errors(coord):
     assert await coord.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
     # a third member makes the group rebalance
     c = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await until_rebalancing(coord, "g")
     assert await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
     s = await coord.sync_group("g", 1, a.member_id, None, None, None, [])
     assert s.error_code == E.REBALANCE_IN_PROGRESS
@@ -416,7 +425,7 @@ async def test_commit_generation_and_member_checks(coord, caplog):
     assert [x.offset for x in f.partitions] == [10, -1, 6]
     # a new member makes the group rebalance: PreparingRebalance still commits
     newcomer = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await asyncio.sleep(0.02)
+    await until_rebalancing(coord, "g")
     assert (await coord.commit_offsets("g", 1, a.member_id, None, [("t", 0, 12, -1, "")])
             )[0].error_code == E.NONE
     await asyncio.gather(
@@ -760,7 +769,7 @@ async def test_initial_delay_gathers_members_arriving_during_it(mlog):
     await c.start()
     try:
         first = asyncio.ensure_future(join(c, "g", client="a", require=False))
-        await asyncio.sleep(0.01)
+        await until_rebalancing(c, "g")  # a joined: the initial delay runs
         second = asyncio.ensure_future(join(c, "g", client="b", require=False))
         ra, rb = await asyncio.wait_for(asyncio.gather(first, second), 10)
         assert ra.generation_id == rb.generation_id == 1
