@@ -476,9 +476,11 @@ async def test_inflight_request_limit_pauses_dispatch(make_server):
 
 async def test_idle_connection_is_closed(make_server):
     release = threading.Event()
+    slow_started = threading.Event()
 
     async def handler(conn, f):
         if bytes(f) == b"slow":
+            slow_started.set()
             while not release.is_set():
                 await asyncio.sleep(0.005)
         return [frame(bytes(f))]
@@ -491,7 +493,12 @@ async def test_idle_connection_is_closed(make_server):
     # a request in flight is not idleness: the slow response still arrives
     c = await Client.connect(server)
     await c.send(frame(b"slow"))
-    await asyncio.sleep(0.4)
+    await until(slow_started.is_set)
+    # a connection opened after it, idle, is closed: the sweep that closed it found
+    # the slow one quiet for longer, and spared it
+    idle = await Client.connect(server)
+    assert await idle.closed_by_server()
+    await idle.close()
     release.set()
     assert await c.response() == b"slow"
     await c.close()
