@@ -48,9 +48,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
 
 
-# The fast-lane guard: while a test that is not marked ``integration`` runs (setup, call,
-# teardown), starting a process fails it, so the marker cannot be forgotten by a test that
-# spawns one itself (subprocess, os.fork) rather than through PROCESS_FIXTURES.
+# The fast-lane guard: while a test that is not marked ``integration`` is set up and runs,
+# starting a process fails it, so the marker cannot be forgotten by a test that spawns one
+# itself (subprocess, os.fork) rather than through PROCESS_FIXTURES. Not in teardown: a
+# session fixture (dockerd) is torn down after whichever test ran last, and may run docker.
 _unmarked_test: str | None = None
 _real_execute_child = subprocess.Popen._execute_child
 _real_fork = os.fork
@@ -79,14 +80,17 @@ subprocess.Popen._execute_child = _guarded_execute_child
 os.fork = _guarded_fork
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+def _guarded(item):
     global _unmarked_test
     _unmarked_test = None if item.get_closest_marker("integration") else item.nodeid
     try:
         yield
     finally:
         _unmarked_test = None
+
+
+pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(_guarded)
+pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(_guarded)
 
 
 @pytest.hookimpl(hookwrapper=True)
