@@ -13,7 +13,9 @@ under "Captured stderr teardown").
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +31,66 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "harness_selftest: tests of the test harness itself (Java tools, process helpers), "
                    "run against the Tansu peer broker, not samsa")
+
+
+# The fixtures that start a process (a broker, ZooKeeper, the JVM, Spark): a test that
+# uses one, directly or through another fixture, is an integration test.
+PROCESS_FIXTURES = frozenset({"broker_factory", "tansu", "java_tools", "zookeeper",
+                              "cluster_factory", "spark"})
+_INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    # The fast lane (-m "not integration") is every test that starts no process; marking
+    # by directory and by fixture here means a new test cannot forget its marker.
+    for item in items:
+        if _INTEGRATION_DIR in item.path.parents or PROCESS_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+
+
+# The fast-lane guard: while a test that is not marked ``integration`` is set up and runs,
+# starting a process fails it, so the marker cannot be forgotten by a test that spawns one
+# itself (subprocess, os.fork) rather than through PROCESS_FIXTURES. Not in teardown: a
+# session fixture (dockerd) is torn down after whichever test ran last, and may run docker.
+_unmarked_test: str | None = None
+_real_execute_child = subprocess.Popen._execute_child
+_real_fork = os.fork
+
+
+def _refuse_process(what) -> None:
+    raise AssertionError(
+        f"{_unmarked_test} starts a process ({what}) but is not marked integration: "
+        f"add pytestmark = pytest.mark.integration (or @pytest.mark.integration), "
+        f"so that the fast lane (-m \"not integration\") stays free of processes")
+
+
+def _guarded_execute_child(self, args, *rest, **kwargs):
+    if _unmarked_test is not None:
+        _refuse_process(args if isinstance(args, (str, bytes)) else " ".join(map(str, args)))
+    return _real_execute_child(self, args, *rest, **kwargs)
+
+
+def _guarded_fork():
+    if _unmarked_test is not None:
+        _refuse_process("os.fork")
+    return _real_fork()
+
+
+subprocess.Popen._execute_child = _guarded_execute_child
+os.fork = _guarded_fork
+
+
+def _guarded(item):
+    global _unmarked_test
+    _unmarked_test = None if item.get_closest_marker("integration") else item.nodeid
+    try:
+        yield
+    finally:
+        _unmarked_test = None
+
+
+pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(_guarded)
+pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(_guarded)
 
 
 @pytest.hookimpl(hookwrapper=True)

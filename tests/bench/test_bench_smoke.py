@@ -11,7 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent.parent
+
+# Runs the bench (brokers, a peer) as a child process.
+pytestmark = pytest.mark.integration
 
 SUMMARY = re.compile(r"^summary: produce_vs_peer=(\S+) fetch_vs_peer=(\S+) p99_ms=(\S+)$")
 

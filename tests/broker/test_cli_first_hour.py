@@ -21,6 +21,10 @@ from tests.support.broker_process import REPO_ROOT, BrokerProcess
 from tests.support.kafka_wire import free_port
 from tests.support.process import ManagedProcess
 
+# A newcomer's first hour: the commands, setup.sh and the server as child processes
+# (the README and licence checks beside them go along for company).
+pytestmark = pytest.mark.integration
+
 
 def _samsa(*args, stdout=subprocess.PIPE, cwd=None, timeout=60, input=None):
     return subprocess.run([sys.executable, "-m", "broker", *args], stdout=stdout,

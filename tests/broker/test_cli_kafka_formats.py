@@ -24,6 +24,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import REPO_ROOT
 
+# Every tool runs as a `python -m broker ...` child process, as a user runs it.
+pytestmark = pytest.mark.integration
+
 DOWN = "127.0.0.1:1"  # nothing listens on port 1
 
 

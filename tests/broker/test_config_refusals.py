@@ -10,6 +10,9 @@ import pytest
 from tests.support.broker_process import REPO_ROOT
 from tests.support.kafka_wire import free_port
 
+# The server and tools refuse bad settings as child processes, where a user sees it.
+pytestmark = pytest.mark.integration
+
 
 def _server(config, *overrides: str, tmp_path):
     args = [sys.executable, "-m", "broker", "server", str(config),

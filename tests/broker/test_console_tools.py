@@ -405,6 +405,7 @@ def test_broker_errors_are_one_line(broker):
     assert p.returncode == 0 and p.stdout == ""
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", [
     ("console-producer", "--topic", "t"),
     ("console-consumer", "--topic", "t", "--from-beginning"),
@@ -417,6 +418,7 @@ def test_a_broker_that_is_down_is_one_line(args):
     assert "cannot reach the broker at 127.0.0.1:1" in p.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args, message", [
     (("console-consumer", "--topic", "t", "--offset", "5"), "partition is required"),
     (("console-consumer", "--topic", "t", "--partition", "0", "--offset", "soon"),
@@ -436,6 +438,7 @@ def test_a_bad_flag_is_one_error_line(args, message):
     assert len(errors) == 1 and message in errors[0]
 
 
+@pytest.mark.integration
 def test_a_cluster_is_reached_through_one_broker(tmp_path):
     """Three brokers (ZooKeeper mode), partitions led by each of them, the
     tools given one broker's address: records go to and come from every

@@ -403,10 +403,21 @@ def test_a_controller_znode_with_our_id_but_another_session_is_not_ours(cluster,
             raise ConnectionLoss()
         return real_transaction()
     controller.zk.transaction = lose_the_connection_once
+    # Its stands for office after the error (ELECT_AGAIN_S later): having looked at
+    # /controller and found it another session's, it must stay out.
+    stood_after_the_error = []
+    real_try_elect = controller._try_elect
+
+    def try_elect():
+        real_try_elect()
+        if failures:
+            stood_after_the_error.append(controller.active)
+    controller._try_elect = try_elect
     _write_topic(kazoo, "t", {0: [0, 1]})  # the controller must write
     wait_until(lambda: failures and not controller.active, what="the term ended")
     epoch = _epoch(kazoo)
-    time.sleep(3 * 1.0)  # three of its retries (ELECT_AGAIN_S): it must stay out
+    wait_until(lambda: stood_after_the_error, 15, "it to stand again after the error")
+    assert stood_after_the_error[0] is False
     assert not controller.active and not nodes[1 - active].controller.active
     assert _epoch(kazoo) == epoch
     kazoo.delete("/controller")  # that session's znode goes: one of them takes office

@@ -24,6 +24,7 @@ from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.log_format import GroupKey, OffsetKey, decode_key
 from protocol.errors import ErrorCode as E
 from tests.support.virtual_clock import VirtualClock, settle
+from tests.support.waiting import wait_until_async
 
 # expiry tests use the short values; the rest use long ones so a slow
 # machine cannot expire members the test still needs
@@ -101,13 +102,12 @@ async def join_fully(c, group, **kw):
     return await join(c, group, first.member_id, **kw)
 
 
-async def wait_for(pred, timeout=5.0, interval=0.01):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(interval)
+async def until_rebalancing(c, group):
+    """Until ``group`` is PreparingRebalance: a join has started a rebalance."""
+    async def preparing():
+        [d] = await c.describe_groups([group])
+        return d.state == "PreparingRebalance"
+    await wait_until_async(preparing, 5, f"{group} to start rebalancing", interval=0.01)
 
 
 async def advance_until_done(clock, fut, step=INITIAL_DELAY, steps=200):
@@ -186,9 +186,10 @@ async def test_follower_sync_waits_for_leader(coord):
     leader = next(r for r in results if r.leader == r.member_id)
     follower = next(r for r in results if r is not leader)
     fsync = asyncio.ensure_future(coord.sync_group("g", 1, follower.member_id, None, None, None, []))
-    await settle()
+    # A request issued after the follower's SyncGroup and answered: tasks run in order, so
+    # a SyncGroup answered without the leader's assignment would be done by now.
+    [d] = await asyncio.ensure_future(coord.describe_groups(["g"]))
     assert not fsync.done()
-    [d] = await coord.describe_groups(["g"])
     assert d.state == "CompletingRebalance" and all(m.assignment == b"" for m in d.members)
     lsync = await coord.sync_group("g", 1, leader.member_id, None, None, None,
                                    [(follower.member_id, b"F"), (leader.member_id, b"L")])
@@ -334,7 +335,7 @@ async def test_heartbeat_errors(coord):
     assert await coord.heartbeat("g", 1, "stranger") == E.UNKNOWN_MEMBER_ID
     # a third member makes the group rebalance
     c = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await settle()
+    await until_rebalancing(coord, "g")
     assert await coord.heartbeat("g", 1, a.member_id) == E.REBALANCE_IN_PROGRESS
     s = await coord.sync_group("g", 1, a.member_id, None, None, None, [])
     assert s.error_code == E.REBALANCE_IN_PROGRESS
@@ -464,7 +465,7 @@ async def test_commit_generation_and_member_checks(coord, caplog):
     assert [x.offset for x in f.partitions] == [10, -1, 6]
     # a new member makes the group rebalance: PreparingRebalance still commits
     newcomer = asyncio.ensure_future(join_fully(coord, "g", client="c2"))
-    await settle()
+    await until_rebalancing(coord, "g")
     assert (await coord.commit_offsets("g", 1, a.member_id, None, [("t", 0, 12, -1, "")])
             )[0].error_code == E.NONE
     await asyncio.gather(
@@ -786,13 +787,15 @@ async def converged(c, group, consumers):
 
 async def test_consumers_coming_and_going_converge(coord):
     a = SimConsumer(coord, "g", "a")
-    await wait_for(lambda: converged(coord, "g", [a]))
+    await wait_until_async(lambda: converged(coord, "g", [a]), 5, "a alone", interval=0.01)
     b = SimConsumer(coord, "g", "b")
     c = SimConsumer(coord, "g", "c")
-    await wait_for(lambda: converged(coord, "g", [a, b, c]))
+    await wait_until_async(lambda: converged(coord, "g", [a, b, c]), 5, "a, b, c converged",
+                           interval=0.01)
     gen = a.generation
     await a.close()
-    await wait_for(lambda: converged(coord, "g", [b, c]))
+    await wait_until_async(lambda: converged(coord, "g", [b, c]), 5, "b, c converged",
+                           interval=0.01)
     assert b.generation > gen
     await b.close()
     await c.close()

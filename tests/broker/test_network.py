@@ -8,17 +8,20 @@ polls with `until` (a generous timeout is a hang guard, not an assertion).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import random
 import socket
 import struct
 import tempfile
+import termios
 import threading
 
 import pytest
 
 from broker.network import ConnectionContext, NetworkServer
 from protocol.errors import ProtocolError
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,18 +32,19 @@ def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
+def unread_bytes(sock: socket.socket) -> int:
+    """Bytes that have arrived in ``sock`` and that nobody has read yet (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 async def echo(conn: ConnectionContext, f: memoryview):
     return [frame(bytes(f))]
 
 
 async def until(pred, timeout: float = 10.0) -> None:
-    """Wait for a condition that the server reaches asynchronously."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        if loop.time() > end:
-            raise AssertionError("condition not reached")
-        await asyncio.sleep(0.005)
+    """Wait for a condition that the server (its processor threads) reaches
+    asynchronously; a short poll, as each check is cheap."""
+    await wait_until_async(pred, timeout, "the server's condition", interval=0.005)
 
 
 @pytest.fixture
@@ -428,15 +432,21 @@ async def test_backpressure_stops_reading_until_client_reads(make_server):
     await until(lambda: len(calls) == 1)
     conn = next(iter(server.processors[0].connections.values()))
     await until(lambda: conn._paused)
-    # more requests arrive but are not handed to the handler while paused
-    await c.send(b"".join(frame(str(i).encode()) for i in range(1, 6)))
-    await asyncio.sleep(0.2)
-    assert calls == [0]
+    # more requests arrive but are not handed to the handler while paused: they wait,
+    # unread, in the server's socket ...
+    more = b"".join(frame(str(i).encode()) for i in range(1, 6))
+    await c.send(more)
+    # ... while a request that arrived after them on another connection is answered by
+    # the same server thread, which would have read them first had it been reading
+    other = await Client.connect(server)
+    assert len(await other.request(b"99")) == big
+    await other.close()
+    assert calls == [0, 99] and unread_bytes(conn._sock) == len(more)
     transport.resume_reading()
     for i in range(6):
         body = await c.response()
         assert len(body) == big
-    assert calls == list(range(6))
+    assert calls == [0, 99, 1, 2, 3, 4, 5]
     await c.close()
 
 
@@ -453,8 +463,11 @@ async def test_inflight_request_limit_pauses_dispatch(make_server):
     server = await make_server(handler, max_inflight_requests=3)
     c = await Client.connect(server)
     await c.send(b"".join(frame(str(i).encode()) for i in range(10)))
-    await until(lambda: len(calls) == 3)
-    await asyncio.sleep(0.1)
+    await until(lambda: len(calls) >= 3)
+    conn = next(iter(server.processors[0].connections.values()))
+    # the server has read all ten (nothing left in its socket), handed over three and
+    # paused: the other seven, already in its hands, wait for a free slot
+    await until(lambda: conn._paused and unread_bytes(conn._sock) == 0)  # noqa: SLF001
     assert len(calls) == 3
     release.set()
     assert [await c.response() for _ in range(10)] == [str(i).encode() for i in range(10)]
@@ -463,9 +476,11 @@ async def test_inflight_request_limit_pauses_dispatch(make_server):
 
 async def test_idle_connection_is_closed(make_server):
     release = threading.Event()
+    slow_started = threading.Event()
 
     async def handler(conn, f):
         if bytes(f) == b"slow":
+            slow_started.set()
             while not release.is_set():
                 await asyncio.sleep(0.005)
         return [frame(bytes(f))]
@@ -478,7 +493,12 @@ async def test_idle_connection_is_closed(make_server):
     # a request in flight is not idleness: the slow response still arrives
     c = await Client.connect(server)
     await c.send(frame(b"slow"))
-    await asyncio.sleep(0.4)
+    await until(slow_started.is_set)
+    # a connection opened after it, idle, is closed: the sweep that closed it found
+    # the slow one quiet for longer, and spared it
+    idle = await Client.connect(server)
+    assert await idle.closed_by_server()
+    await idle.close()
     release.set()
     assert await c.response() == b"slow"
     await c.close()

@@ -160,6 +160,7 @@ def test_encrypted_private_key_needs_the_right_ssl_key_password(certs, tmp_path)
     assert "ssl.keystore.location" in str(e.value) and "ssl.key.password" in str(e.value)
 
 
+@pytest.mark.integration
 def test_server_with_a_missing_key_store_refuses_to_start_naming_it(tmp_path):
     import subprocess
     import sys

@@ -27,6 +27,8 @@ from kafka import KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KTP
 from kafka.errors import CommitFailedError, KafkaError
 
+from tests.support.waiting import wait_until
+
 RECORDS = 100_000
 PARTITIONS = 6
 BATCH = 2000
@@ -250,14 +252,6 @@ class Member:
         assert self.error is None, f"{self.name}: {self.error!r}"
 
 
-def _wait(cond, what, timeout=DEADLINE_S):
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def _commit_start(bootstrap, group, topic, partitions=PARTITIONS):
     """Commit offset 0 for every partition from outside the group (a "simple" commit,
     allowed while the group has no members), so no member ever starts a partition by
@@ -303,15 +297,16 @@ def _churn(bootstrap, loop_fn, extra=None):
 
     try:
         a = start("a")
-        _wait(lambda: tracker.count >= 10_000, "a's first records")
+        wait_until(lambda: tracker.count >= 10_000, DEADLINE_S, "a's first records", interval=0.02)
         b = start("b")
-        _wait(lambda: tracker.by_member.get("b", 0) > 0, "b to get partitions")
+        wait_until(lambda: tracker.by_member.get("b", 0) > 0, DEADLINE_S, "b to get partitions",
+                   interval=0.02)
         a.leave()
         c = start("c")
-        _wait(lambda: tracker.by_member.get("c", 0) > 0 or tracker.done.is_set(),
-              "c to get partitions")
+        wait_until(lambda: tracker.by_member.get("c", 0) > 0 or tracker.done.is_set(),
+                   DEADLINE_S, "c to get partitions", interval=0.02)
         slow.clear()
-        _wait(tracker.done.is_set, "all records")
+        wait_until(tracker.done.is_set, DEADLINE_S, "all records", interval=0.02)
         for m in (b, c):
             m.leave()
     finally:
@@ -360,14 +355,17 @@ def test_members_carry_on_across_a_broker_restart(gbroker):
     try:
         # Records only once both hold partitions: otherwise the first member to be
         # assigned may finish the whole topic before the second one joins.
-        _wait(lambda: tracker.holders() == 2, "both members assigned")
+        wait_until(lambda: tracker.holders() == 2, DEADLINE_S, "both members assigned",
+                   interval=0.02)
         _produce(bootstrap, topic, total)
-        _wait(lambda: len(tracker.by_member) == 2, "both members consuming")
+        wait_until(lambda: len(tracker.by_member) == 2, DEADLINE_S, "both members consuming",
+                   interval=0.02)
         gbroker.restart()
         before = tracker.count
-        _wait(lambda: tracker.count > before, "consumption after the restart")
+        wait_until(lambda: tracker.count > before, DEADLINE_S, "consumption after the restart",
+                   interval=0.02)
         slow.clear()
-        _wait(tracker.done.is_set, "all records")
+        wait_until(tracker.done.is_set, DEADLINE_S, "all records", interval=0.02)
         for m in members:
             m.leave()
     finally:
@@ -421,11 +419,9 @@ def test_static_member_restart_causes_no_rebalance(gbroker):
         a.close()  # a static member does not send LeaveGroup on close
         a = consumer("a")
         poll_until([a, b], lambda: assigned(a) == a_parts, "a's old partitions back")
-        # give b a few heartbeats: a rebalance would reach it through them
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:
-            b.poll(0.1)
-            a.poll(0.0)
+        # b commits in its generation after a's rejoin: a rebalance that rejoin started
+        # would refuse it (REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION once over)
+        b.commit(offsets=[TopicPartition(topic, p, 0) for p in assigned(b)], asynchronous=False)
         assert events["b"] == b_events
     finally:
         a.close()

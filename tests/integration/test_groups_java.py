@@ -13,6 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.waiting import wait_until
+
 pytestmark = pytest.mark.timeout(240)
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "5"}
@@ -55,14 +57,14 @@ def _assignment(bootstrap, group):
 
 
 def _wait_assignment(bootstrap, group, cond, what):
-    end = time.monotonic() + WAIT_S
-    while True:
-        a = _assignment(bootstrap, group)
-        if cond(a):
-            return a
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}; assignment {a}")
-        time.sleep(0.1)
+    last = {}
+
+    def reached():
+        last["a"] = a = _assignment(bootstrap, group)
+        return (a,) if cond(a) else None    # a tuple: an empty assignment is an answer too
+
+    return wait_until(reached, WAIT_S, lambda: f"{what}; assignment {last.get('a')}",
+                      interval=0.1)[0]
 
 
 def _parse(lines):

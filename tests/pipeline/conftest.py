@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.spark import local_session
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -87,13 +88,13 @@ def _wait_for_markers(bootstrap: str, committed: Consumer, topic: str, parts) ->
     after a commit a read_committed reader may still see the transaction open."""
     plain = Consumer({"bootstrap.servers": bootstrap, "group.id": "plain-reader"})
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30     # one for every partition
         for p in parts:
             tp = TopicPartition(topic, p)
-            while committed.get_watermark_offsets(tp, timeout=10)[1] < \
-                    plain.get_watermark_offsets(tp, timeout=10)[1]:
-                assert time.monotonic() < deadline, f"{topic}-{p}: a transaction stays open"
-                time.sleep(0.05)
+            wait_until(lambda tp=tp: committed.get_watermark_offsets(tp, timeout=10)[1] >=
+                       plain.get_watermark_offsets(tp, timeout=10)[1],
+                       max(0.0, deadline - time.monotonic()),
+                       f"{topic}-{p}: the end of its open transaction")
     finally:
         plain.close()
 

@@ -172,6 +172,7 @@ def test_out_of_range_arguments_are_refused_not_read(data, pos, end, count):
             pass
 
 
+@pytest.mark.integration
 def test_the_fallback_is_chosen_by_the_environment_and_says_so():
     code = ("from protocol.records.walker import COMPILED, walk_records, walk_records_py;"
             "assert not COMPILED and walk_records is walk_records_py")

@@ -16,6 +16,7 @@ from storage import LogManager
 from storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, DELETE_HORIZON_MASK, clean_log)
 from storage.errors import InvalidRecordError, OffsetOutOfRangeError
 from storage.log import Log
+from tests.support.waiting import wait_until
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000
@@ -314,14 +315,16 @@ def test_log_manager_cleans_in_background(tmp_path):
         lg.append(keyed_batch([(b"tail", b"x")]))
         path = os.path.join(d, CLEANER_OFFSET_CHECKPOINT)
         want = f"0\n1\n__consumer_offsets 3 {lg.segments[-1].base_offset}\n"
-        deadline = time.monotonic() + 30
-        got = None
-        while time.monotonic() < deadline and got != want:
-            time.sleep(0.02)
+        seen = {"got": None}
+
+        def checkpointed() -> bool:
             if os.path.exists(path):
                 with open(path) as f:
-                    got = f.read()
-        assert got == want
+                    seen["got"] = f.read()
+            return seen["got"] == want
+
+        wait_until(checkpointed, 30, lambda: f"the cleaner checkpoint {want!r}, last {seen['got']!r}",
+                   interval=0.02)
         recs = read_all(lg)
         check_offsets_kept([r for r in recs if r[1] != b"tail"], written)
         assert len(recs) <= 21

@@ -19,9 +19,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from config.topic import TopicConfig
 from protocol.records import iter_batch_headers, validate_batches
 from storage.manager import LogManager
+
+# A child process appends and is killed with SIGKILL.
+pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -13,6 +13,7 @@ from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfR
                             RecordTooLargeError)
 from storage.log import AppendOrigin
 from tests.storage.helpers import batch_of, build_batch
+from tests.support.waiting import wait_until
 
 
 def read_all(lg, start=0, max_bytes=1 << 30):
@@ -322,11 +323,8 @@ def test_deleted_segment_files_renamed_then_removed(make_log):
     lg.apply_retention()
     assert os.path.exists(old.log_path + ".deleted")
     assert region.read_bytes()  # still readable until the delayed delete
-    import time
-    deadline = time.time() + 5
-    while os.path.exists(old.log_path + ".deleted") and time.time() < deadline:
-        time.sleep(0.02)
-    assert not os.path.exists(old.log_path + ".deleted")
+    wait_until(lambda: not os.path.exists(old.log_path + ".deleted"), 5,
+               "the delayed delete of the old segment", interval=0.02)
 
 
 def test_append_listener_called(make_log):

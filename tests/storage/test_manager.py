@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 
 import pytest
@@ -12,17 +11,9 @@ from storage.checkpoints import topic_id_to_str
 from storage.errors import StorageError
 from storage.manager import LogManager
 from tests.storage.helpers import batch_of
+from tests.support.waiting import wait_until
 
 CFG = TopicConfig(segment_bytes=1000, file_delete_delay_ms=0)
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
 
 
 @pytest.fixture
@@ -123,7 +114,8 @@ def test_delete_topic_renames_then_removes(tmp_path, managers):
     marked = [n for n in names if n.startswith("gone-") and n.endswith("-delete")]
     assert len(marked) == 2
     assert all(len(n.split(".")[1]) == len("-delete") + 32 for n in marked)
-    assert wait_for(lambda: not any(n.endswith("-delete") for n in os.listdir(d)))
+    wait_until(lambda: not any(n.endswith("-delete") for n in os.listdir(d)), 5,
+               "the deleted directories removed", interval=0.01)
     assert (d / "stay-0").exists()
 
 
@@ -134,8 +126,9 @@ def test_background_retention(tmp_path, managers):
     lg = lm.create_log("t", 0, cfg)
     for _ in range(40):
         lg.append(batch_of(2, size=60))
-    assert wait_for(lambda: lg.log_start_offset > 0)
-    assert wait_for(lambda: lg.size_in_bytes() - lg.segments[0].size < 1500)
+    wait_until(lambda: lg.log_start_offset > 0, 5, "retention to move the log start", interval=0.01)
+    wait_until(lambda: lg.size_in_bytes() - lg.segments[0].size < 1500, 5,
+               "retention to delete the old segments", interval=0.01)
 
 
 def test_flush_messages_advances_recovery_point_in_background(tmp_path, managers):
@@ -145,7 +138,7 @@ def test_flush_messages_advances_recovery_point_in_background(tmp_path, managers
     lg = lm.create_log("t", 0, cfg)
     for _ in range(5):
         lg.append(batch_of(2))
-    assert wait_for(lambda: lg.recovery_point >= 10)
+    wait_until(lambda: lg.recovery_point >= 10, 5, "the flush to reach offset 10", interval=0.01)
 
 
 def test_flush_ms(tmp_path, managers):
@@ -154,7 +147,7 @@ def test_flush_ms(tmp_path, managers):
     lm.startup()
     lg = lm.create_log("t", 0, cfg)
     lg.append(batch_of(3))
-    assert wait_for(lambda: lg.recovery_point == 3)
+    wait_until(lambda: lg.recovery_point == 3, 5, "the flush to reach offset 3", interval=0.01)
 
 
 def test_update_topic_config(tmp_path, managers):
@@ -191,7 +184,8 @@ def test_each_checkpoint_file_on_its_own_interval(tmp_path, managers):
         lg.append(batch_of(2))
     lg.update_high_watermark(lg.log_end_offset)
     hw_file = os.path.join(d, "replication-offset-checkpoint")
-    assert wait_for(lambda: os.path.exists(hw_file)
-                    and read_offset_checkpoint(hw_file).get(("hw", 0)) == 6)
+    wait_until(lambda: os.path.exists(hw_file)
+               and read_offset_checkpoint(hw_file).get(("hw", 0)) == 6, 5,
+               "the high watermark checkpoint at 6", interval=0.01)
     assert not os.path.exists(os.path.join(d, "recovery-point-offset-checkpoint"))
     assert not os.path.exists(os.path.join(d, "log-start-offset-checkpoint"))
