@@ -3,6 +3,7 @@ Kafka does it: a ``-future`` copy in the destination, filled while the log
 keeps taking appends, swapped in when caught up, found there after a restart."""
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 
@@ -186,18 +187,26 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
     assert _partition_dirs(dst) == ["t-0"]
 
 
-def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers):
+def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers, caplog):
     """A follower cut back to a divergence point mid-move: the copy holds
     batches the log no longer has, so it starts over rather than keep them."""
+    caplog.set_level(logging.INFO, logger="storage.manager")
     lm, lg, src, dst = _filled(managers, dirs)
-    lm.move_bytes_per_second = 3000
-    assert lm.alter_log_dir("t", 0, dst)
-    wait_until(lambda: lm.future_logs_by_dir()[dst][0].log_end_offset >= 20, what="a partial copy")
-    lg.truncate_to(10)
-    for _ in range(5):
-        lg.append(batch_of(4, size=70), leader_epoch=2)
-    expected = _batches(lg)
-    lm.move_bytes_per_second = 10 ** 12
+    # The swap waits for the cleaner (no pass half-way through the files it
+    # replaces): held here, the move is certainly still in progress when the
+    # log is truncated, however fast the copy goes.
+    assert lm.cleaner.try_hold()
+    try:
+        assert lm.alter_log_dir("t", 0, dst)
+        wait_until(lambda: lm.future_logs_by_dir()[dst][0].log_end_offset >= 20,
+                   what="a partial copy")
+        lg.truncate_to(10)
+        for _ in range(5):
+            lg.append(batch_of(4, size=70), leader_epoch=2)
+        expected = _batches(lg)
+        wait_until(lambda: "t-0: restarting its copy" in caplog.text, what="the copy restarted")
+    finally:
+        lm.cleaner.release()
     wait_until(lambda: _partition_dirs(src) == [], what="the move")
     assert os.path.dirname(lg.dir) == dst and lg.log_end_offset == 30
     assert _batches(lg) == expected
