@@ -12,6 +12,7 @@ from typing import Callable
 
 from protocol.errors import ErrorCode
 from protocol.messages import API_BY_KEY
+from protocol.records import walker as records_walker
 from storage import LogManager
 from storage.dir_lock import LogDirLocks
 from storage.errors import StorageError
@@ -641,6 +642,8 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.cfg
+        if records_walker.SLOWER:   # (tools stay quiet about it: walker.py)
+            log.warning("%s", records_walker.SLOWER)
         self.networks = self._listener_servers()
         # The ports first: a broker that cannot listen fails before it touches
         # (or creates) its log dirs.

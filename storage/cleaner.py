@@ -523,16 +523,19 @@ class LogCleaner:
     """Cleans every compacted log of a set of log dirs and keeps, per log dir,
     Kafka's ``cleaner-offset-checkpoint`` (each log's first dirty offset).
 
-    ``logs`` returns {(topic, partition): (Log, log dir)} (LogManager's view).
+    ``logs`` returns {(topic, partition): (Log, log dir)} (LogManager's view);
+    ``held`` {(topic, partition): log dir} of logs kept from it for now (being
+    moved to another dir), whose checkpoints it keeps.
     ``run_once`` is one pass over all logs; ``start`` runs it every
     ``backoff_ms`` (log.cleaner.backoff.ms) on a daemon thread.
     """
 
     def __init__(self, log_dirs: Iterable[str], logs: Callable[[], dict], *,
-                 backoff_ms: int = 15000, max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+                 held: Callable[[], dict] = dict, backoff_ms: int = 15000, max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
                  clock: Callable[[], int] | None = None):
         self.log_dirs = list(log_dirs)
         self._logs = logs
+        self._held = held
         self.backoff_ms = backoff_ms
         self.max_map_entries = max_map_entries
         self._clock = clock or (lambda: int(time.time() * 1000))
@@ -611,6 +614,9 @@ class LogCleaner:
 
     def write_checkpoint(self, d: str) -> None:
         present = {k for k, (_, dd) in self._logs().items() if dd == d}
+        # a log hidden from cleaning is still there: its offset stays for
+        # when it is cleaned again (a move cancelled, the next start)
+        present |= {k for k, dd in self._held().items() if dd == d}
         cps = {k: v for k, v in self.checkpoints.get(d, {}).items() if k in present}
         self.checkpoints[d] = cps
         try:

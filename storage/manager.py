@@ -212,6 +212,9 @@ class LogManager:
         self._moves: dict[tuple[str, int], _Move] = {}
         self._preferred_dirs: dict[tuple[str, int], str] = {}
         self._found_futures: list[tuple[tuple[str, int], str, bool]] = []
+        # log dirs taken out of service after an IO error left them in a state
+        # only a restart sorts out (Kafka's LogDirFailureChannel)
+        self._offline_dirs: set[str] = set()
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -227,7 +230,7 @@ class LogManager:
             if os.path.exists(marker):
                 os.unlink(marker)
                 fsync_dir(d)
-        self.cleaner = LogCleaner(self.log_dirs, self._logs_with_dirs,
+        self.cleaner = LogCleaner(self.log_dirs, self._logs_with_dirs, held=self._moving_logs,
                                   backoff_ms=self.log_cleaner_backoff_ms,
                                   max_map_entries=self.log_cleaner_max_map_entries)
         self._scheduler.start()
@@ -258,11 +261,16 @@ class LogManager:
             raise StorageError(f"{d}/{META_PROPERTIES} has cluster.id={cid}, "
                                f"but this cluster is {self.cluster_id}")
 
+    @staticmethod
+    def _read_checkpoints(d: str) -> tuple[dict, dict, dict]:
+        """Log dir ``d``'s recovery points, log start offsets and high watermarks."""
+        return tuple(read_offset_checkpoint(os.path.join(d, name))
+                     for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                                  REPLICATION_OFFSET_CHECKPOINT))
+
     def _load_dir(self, d: str) -> None:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
-        recovery = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
-        starts = read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT))
-        high_watermarks = read_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+        recovery, starts, high_watermarks = self._read_checkpoints(d)
         if not clean and any(e.is_dir() for e in os.scandir(d)):
             # (A brand-new dir has nothing to recover: say nothing about it.)
             log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
@@ -360,7 +368,8 @@ class LogManager:
             counts = {d: 0 for d in self.log_dirs}
             for k, d in self._log_dir_of.items():
                 counts[d] = counts.get(d, 0) + 1
-            d = self._preferred_dirs.pop(key, None) or min(self.log_dirs, key=lambda x: counts[x])
+            online = [x for x in self.log_dirs if x not in self._offline_dirs] or self.log_dirs
+            d = self._preferred_dirs.pop(key, None) or min(online, key=lambda x: counts[x])
             path = os.path.join(d, f"{topic}-{partition}")
             os.makedirs(path, exist_ok=True)
             if topic_id is not None:
@@ -458,7 +467,10 @@ class LogManager:
     # <dest>/<topic>-<p>, and the Log object reopens from it.
 
     def log_dir_online(self, d: str) -> bool:
-        """Whether log dir ``d`` can be used: it exists and can be listed and written."""
+        """Whether log dir ``d`` can be used: not taken offline after an IO
+        error, and it exists and can be listed and written."""
+        if d in self._offline_dirs:
+            return False
         try:
             os.statvfs(d)
         except OSError:
@@ -492,13 +504,19 @@ class LogManager:
             if self._log_dir_of[key] == destination or key in self._moves:
                 return True
             path = os.path.join(destination, future_name)
-            os.makedirs(path)
-            if cur.topic_id is not None:
-                write_partition_metadata(path, cur.topic_id)
-            fsync_dir(destination)
-            future = Log(path, topic, partition, cur.config, topic_id=cur.topic_id,
-                         log_start_offset=cur.log_start_offset, scheduler=self._schedule,
-                         flush_requester=self._request_flush)
+            try:
+                os.makedirs(path)
+                if cur.topic_id is not None:
+                    write_partition_metadata(path, cur.topic_id)
+                fsync_dir(destination)
+                future = Log(path, topic, partition, cur.config, topic_id=cur.topic_id,
+                             log_start_offset=cur.log_start_offset, scheduler=self._schedule,
+                             flush_requester=self._request_flush)
+            except OSError as exc:
+                # (a full disk) the client is told KAFKA_STORAGE_ERROR, so no
+                # half-made copy may be left for the next start to resume
+                shutil.rmtree(path, ignore_errors=True)
+                raise StorageError(f"cannot create {path}: {exc}") from exc
             self._start_move(key, future)
         log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], destination)
         return True
@@ -636,31 +654,44 @@ class LogManager:
                 for epoch, start in cur.leader_epochs.entries:
                     future.leader_epochs.assign(epoch, start)
                 future.close()
+                # The copy's offsets go into the destination's checkpoints
+                # before any rename: a stop after the renames (before the
+                # checkpoints are next written) must not load the moved log
+                # with its high watermark at its end and its start at its first
+                # segment (records deleted by DeleteRecords back).
+                failed = self._write_checkpoint_files(
+                    dst, {**self._logs_in(dst), key: cur}, tuple(self._CHECKPOINT_VALUES))
+                if failed:
+                    log.error("moving %s to %s failed: %s", name, dst, failed)
+                    self._cancel_move(key)
+                    return False
                 # The old directory goes out of the way first: a stop between the
                 # two renames leaves only the (complete) copy, which start-up
                 # takes as the partition's log; never two logs of one partition.
                 try:
                     os.rename(cur.dir, retired)
                     fsync_dir(src)
-                    try:
-                        os.rename(future.dir, final)
-                        fsync_dir(dst)
-                    except OSError:
-                        os.rename(retired, cur.dir)
-                        fsync_dir(src)
-                        raise
                 except OSError as exc:
                     # the partition stays where it is; the closed copy is dropped
                     log.error("moving %s to %s failed: %s", name, dst, exc)
                     self._cancel_move(key)
                     return False
+                try:
+                    os.rename(future.dir, final)
+                    fsync_dir(dst)
+                except OSError as exc:
+                    log.error("moving %s to %s failed: %s", name, dst, exc)
+                    try:
+                        os.rename(retired, cur.dir)
+                        fsync_dir(src)
+                    except OSError as exc2:
+                        self._lose_dir_with_move(key, move, src, dst, retired, exc2)
+                        return False
+                    self._cancel_move(key)
+                    return False
                 old_segments = cur.reopen_at(final)
             del self._moves[key]
-            self._log_dir_of[key] = dst
-            if cleaner is not None:
-                cleaner.checkpoints.get(src, {}).pop(key, None)
-                if move.first_dirty is not None:
-                    cleaner.checkpoints.setdefault(dst, {})[key] = move.first_dirty
+            self._hand_over(key, move, src, dst)
 
         def remove():
             for seg in old_segments:
@@ -677,6 +708,38 @@ class LogManager:
         log.info("moved %s-%d from %s to %s", key[0], key[1], src, dst)
         return True
 
+    def _hand_over(self, key, move: "_Move", src: str, dst: str) -> None:
+        """(Manager and cleaner locks held.) The partition's log is in ``dst`` now."""
+        self._log_dir_of[key] = dst
+        if self.cleaner is not None:
+            self.cleaner.checkpoints.get(src, {}).pop(key, None)
+            if move.first_dirty is not None:
+                self.cleaner.checkpoints.setdefault(dst, {})[key] = move.first_dirty
+
+    def _lose_dir_with_move(self, key, move: "_Move", src: str, dst: str, retired: str,
+                            exc: OSError) -> None:
+        """(_swap: the manager's lock held, the log frozen.) Neither the copy
+        could take the partition's name nor the old directory get its own back:
+        the only complete directory left under a usable name is the copy, which
+        the next start takes as the partition's log (the old one, named for
+        deletion, goes then). So the copy stays as it is, and log dir ``src``
+        goes offline as Kafka takes a dir offline on an IO error: its logs
+        answer KAFKA_STORAGE_ERROR until a restart."""
+        log.error("log dir %s goes offline: %s-%d cannot be renamed back from %s: %s",
+                  src, key[0], key[1], retired, exc)
+        self._moves.pop(key, None)
+        self._offline_dirs.add(src)
+        cur = self._logs[key]
+        cur.closed = True   # (frozen: its lock is ours)
+        # counted in dst, as the next start finds it: its checkpoints go there
+        self._hand_over(key, move, src, dst)
+        for k, lg in self._logs_in(src).items():
+            if k != key:
+                with lg._lock:
+                    lg.closed = True
+        for k in [k for k in self._moves if self._log_dir_of.get(k) == src]:
+            self._cancel_move(k)
+
     def _load_futures(self) -> None:
         """(Start-up, after every dir is loaded.) Take up the copies of moves a
         stop interrupted: each goes on next to its current log, or, if a stop
@@ -686,6 +749,7 @@ class LogManager:
         for key, path, clean in found:
             d = os.path.dirname(path)
             name = f"{key[0]}-{key[1]}"
+            offsets = {}
             if key in self._moves or self._log_dir_of.get(key) == d:
                 log.warning("ignoring directory %s: a second copy of %s", path, name)
                 continue
@@ -698,9 +762,14 @@ class LogManager:
                 os.rename(path, final)
                 fsync_dir(d)
                 path = final
+                # the swap wrote the copy's offsets here before its renames
+                recovery, starts, high_watermarks = self._read_checkpoints(d)
+                offsets = dict(recovery_point=recovery.get(key, 0),
+                               log_start_offset=starts.get(key),
+                               high_watermark=high_watermarks.get(key))
             try:
                 lg = Log(path, key[0], key[1], self._config_for(key[0]),
-                         topic_id=read_partition_metadata(path), clean_shutdown=clean,
+                         topic_id=read_partition_metadata(path), clean_shutdown=clean, **offsets,
                          scheduler=self._schedule, flush_requester=self._request_flush,
                          checkpoint_requester=None if key in self._logs else self._request_checkpoint)
             except (OSError, StorageError) as exc:
@@ -766,6 +835,11 @@ class LogManager:
             return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()
                     if k not in self._moves}
 
+    def _moving_logs(self) -> dict:
+        """(The cleaner's view.) The logs kept from it while they move, with their dirs."""
+        with self._lock:
+            return {k: self._log_dir_of[k] for k in self._moves}
+
     def run_cleaner(self, now_ms: int | None = None, *, force: bool = False) -> dict:
         """One compaction pass over every compacted log that is due (``force``:
         whatever the dirty ratio); {(topic, partition): CleanerStats} of those cleaned."""
@@ -792,19 +866,25 @@ class LogManager:
         what failed (each naming the file)."""
         failures = []
         with self._lock:
-            by_dir: dict[str, dict] = {d: {} for d in self.log_dirs}
-            for key, lg in self._logs.items():
-                by_dir[self._log_dir_of[key]][key] = lg
+            by_dir = {d: self._logs_in(d) for d in self.log_dirs if d not in self._offline_dirs}
         for d, logs in by_dir.items():
-            try:
-                for name in names:
-                    value = self._CHECKPOINT_VALUES[name]
-                    write_offset_checkpoint(os.path.join(d, name),
-                                            {k: value(lg) for k, lg in logs.items()})
-            except OSError as exc:
-                log.error("writing checkpoints in %s failed: %s", d, exc)
-                failures.append(f"writing checkpoints: {exc}")
+            failures += self._write_checkpoint_files(d, logs, names)
         return failures
+
+    def _logs_in(self, d: str) -> dict:
+        """(Manager lock held.) The logs log dir ``d`` holds, by key."""
+        return {k: lg for k, lg in self._logs.items() if self._log_dir_of[k] == d}
+
+    def _write_checkpoint_files(self, d: str, logs: dict, names) -> list[str]:
+        try:
+            for name in names:
+                value = self._CHECKPOINT_VALUES[name]
+                write_offset_checkpoint(os.path.join(d, name),
+                                        {k: value(lg) for k, lg in logs.items()})
+        except OSError as exc:
+            log.error("writing checkpoints in %s failed: %s", d, exc)
+            return [f"writing checkpoints: {exc}"]
+        return []
 
     def _flush_ms_task(self) -> None:
         try:
@@ -867,7 +947,7 @@ class LogManager:
         failures += self.write_checkpoints()
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent
-            if d not in failed_dirs and not failures:
+            if d not in failed_dirs and d not in self._offline_dirs and not failures:
                 try:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
                 except OSError as exc:

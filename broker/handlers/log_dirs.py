@@ -32,8 +32,15 @@ async def handle_describe_log_dirs(ctx, req):
     wanted = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
+    # the log manager's lock, which a move between log dirs holds through
+    # its renames and fsyncs, is taken off the event loop
+    results = await off_loop(_describe_log_dirs, ctx.broker.logs, wanted)
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
+
+
+def _describe_log_dirs(manager, wanted: dict | None) -> list:
+    R = DescribeLogDirsResponse
     results = []
-    manager = ctx.broker.logs
     futures = manager.future_logs_by_dir()
     for log_dir, logs in manager.logs_by_dir().items():
         disk = _disk(log_dir)
@@ -62,7 +69,7 @@ async def handle_describe_log_dirs(ctx, req):
             topics=[R.DescribeLogDirsTopic(name=name, partitions=parts)
                     for name, parts in by_topic.items()],
             total_bytes=disk[0], usable_bytes=disk[1]))
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
+    return results
 
 
 async def handle_alter_replica_log_dirs(ctx, req):

@@ -135,15 +135,21 @@ def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
 
 def _select():
     if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
-        log.warning("SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
-        return walk_records_py, walk_prefix_py, False
+        return (walk_records_py, walk_prefix_py,
+                "SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
     try:
         from protocol.records._walker import walk_prefix, walk_records
     except ImportError:
-        log.warning("the compiled record walker (protocol/records/_walker.c) is not built: "
-                    "records are validated in Python, slower (pip install -e . builds it)")
-        return walk_records_py, walk_prefix_py, False
-    return walk_records, walk_prefix, True
+        return (walk_records_py, walk_prefix_py,
+                "the compiled record walker (protocol/records/_walker.c) is not built: "
+                "records are validated in Python, slower (pip install -e . builds it)")
+    return walk_records, walk_prefix, None
 
 
-walk_records, walk_prefix, COMPILED = _select()
+# SLOWER: why the Python walker is in use (None: the compiled one is). The
+# broker warns of it once as it starts (broker/server.py); a command-line
+# tool, which validates little, says it only at debug level.
+walk_records, walk_prefix, SLOWER = _select()
+COMPILED = SLOWER is None
+if SLOWER:
+    log.debug("%s", SLOWER)

@@ -821,14 +821,17 @@ def test_a_session_expiry_does_not_start_a_thread_per_partition(cluster_factory)
     peak = settled
     done = False
 
-    def sample() -> None:
+    def sample() -> bool:
         nonlocal peak
-        while not done:
-            try:
-                peak = max(peak, len(list(tasks.iterdir())))
-            except OSError:  # a thread ending while listed
-                pass
-    sampler = threading.Thread(target=sample)
+        try:
+            peak = max(peak, len(list(tasks.iterdir())))
+        except OSError:  # a thread ending while listed
+            pass
+        return done
+    # every 10 ms: a thread per partition lives far longer than that (each
+    # re-reads a znode over the new session)
+    sampler = threading.Thread(target=wait_until,
+                               args=(sample, 600, "the test to end sampling", 0.01))
     sampler.start()
     try:
         cluster.wait_until_registered([0])

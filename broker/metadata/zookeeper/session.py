@@ -222,8 +222,8 @@ class ZooKeeperSession:
         self.zk = _StartingKazooClient(
             hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000,
             handler=_WatchReadPool(),
-            # the watch recipes' re-reads: for as long as it takes, but a
-            # second apart at most (kazoo's default backs off to an hour)
+            # ChildrenWatch's re-reads (client.retry): for as long as it takes, a second
+            # apart at most; DataWatch retries with its own KazooRetry (up to 60 s apart)
             command_retry=KazooRetry(max_tries=-1, max_delay=1.0))
         self.zk.patient = True  # until the broker registers (register())
         try:
