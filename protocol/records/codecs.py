@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from typing import Iterator
 
@@ -342,14 +343,30 @@ def _zstd_decode(data, limit: int) -> Iterator[bytes]:
         except _zstd.ZstdError:
             pass  # several frames, or a broken one: the general path says which
     mv = memoryview(data)
-    dctx = _zstd.ZstdDecompressor()
+    # A decompressor of this thread's, kept between calls: a new one allocates
+    # (and page-faults) a window buffer as large as the frame's window, about
+    # the batch, every time. Taken out of the pool while in use, so an
+    # interleaved decode gets its own.
+    pool = _zstd_pool.__dict__.setdefault("free", [])
+    dctx = pool.pop() if pool else _zstd.ZstdDecompressor()
+    try:
+        yield from _zstd_frames(dctx, mv, limit)
+    finally:
+        if len(pool) < 2:
+            pool.append(dctx)
+
+
+_zstd_pool = threading.local()
+
+
+def _zstd_frames(dctx, mv: memoryview, limit: int) -> Iterator[bytes]:
     size = 0
     pos = 0
     end = len(mv)
     if end == 0:
         raise CorruptRecordError("empty zstd payload")
     while pos < end:
-        dobj = dctx.decompressobj()
+        dobj = dctx.decompressobj(write_size=PIECE)
         while pos < end and not dobj.eof:
             chunk = mv[pos:pos + _ZSTD_FEED]
             pos += len(chunk)
