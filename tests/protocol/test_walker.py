@@ -294,6 +294,7 @@ except RuntimeError as e:
 
 
 @requires_c
+@pytest.mark.integration  # a subprocess, so that a crash fails the test and not the run
 def test_a_buffer_rewritten_during_the_walk_is_refused_not_read_past():
     """The C walker's field offsets re-read the headers after building
     objects, which can run a finalizer that rewrites a bytearray's bytes:
