@@ -101,6 +101,7 @@ _CLIENT = AppendOrigin.CLIENT
 _CONTROL_MASK = 0x20
 _TRANSACTIONAL_MASK = 0x10
 _CLIENT_CONTROL = "Clients are not allowed to write control records"
+_FIRST = (0,)                     # positions of a one-batch payload
 
 
 def apply_producer_batch(ps: ProducerStateManager, h, first: int, last: int, marker,
@@ -435,16 +436,23 @@ class Log:
         Control batches (transaction markers) come only from the COORDINATOR;
         ``txn_version`` is their WriteTxnMarkers TransactionVersion.
         This is the produce hot path: keep per-call work minimal.
+
+        Every origin ends in ``_write`` (roll, write, producer state, leader
+        epoch, publish) and ``_appended`` (flush, listeners); CLIENT and
+        COORDINATOR appends pass ``_append_assigned`` (sizes, control
+        batches, producer checks, offsets) first. The one-batch fast path
+        below only saves the general walk over the payload when nothing
+        config-dependent needs the records: it gets the same header the walk
+        would, and every check and the write are the same code.
         """
         if origin is _REPLICATION:
             return self._append_replicated(payload)
         cfg, fast, rules = self._config_fast
+        now_ms = int(time.time() * 1000)
         if fast:
-            # One batch (what clients send per partition): the same checks and the
-            # same bytes on disk as the general path below, with less bookkeeping
-            # (inline, no per-batch lists). Anything unusual (several batches, a
-            # bad one, an odd buffer) goes on to the general path, which then
-            # gives the verdict.
+            # One batch (what clients send per partition). Anything unusual
+            # (several batches, a bad one, an odd buffer) goes on to the general
+            # walk, which then gives the verdict.
             t = type(payload)
             if t is memoryview:
                 mv = payload if (payload.ndim == 1 and payload.itemsize == 1
@@ -454,59 +462,8 @@ class Log:
             if mv is not None:
                 h = validate_single_batch(mv)
                 if h is not None:
-                    total = h.batch_length + 12
-                    if total > cfg.max_message_bytes:
-                        raise RecordTooLargeError(f"batch of {total} bytes exceeds "
-                                                  f"max.message.bytes {cfg.max_message_bytes}")
-                    if total > cfg.segment_bytes:
-                        raise RecordTooLargeError(f"append of {total} bytes exceeds "
-                                                  f"segment.bytes {cfg.segment_bytes}")
-                    has_pid = h.producer_id >= 0
-                    marker = None
-                    if h.attributes & _CONTROL_MASK:
-                        if origin is _CLIENT:
-                            raise InvalidRecordError(_CLIENT_CONTROL)
-                        marker = read_marker(mv)
-                    with self._lock:
-                        if self.closed:
-                            raise StorageError(f"log {self.topic}-{self.partition} is closed")
-                        if has_pid:
-                            updates, dup = self.producer_state.check(
-                                (h,), {0: marker} if marker else None, txn_version)
-                            if dup is not None:
-                                return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                                    self.log_start_offset, True)
-                        leo, active, _ = self._end
-                        last_offset = leo + h.last_offset_delta
-                        ts = h.max_timestamp
-                        # the general path's max over the append starts at -1
-                        reason = active.should_roll(cfg, total, ts if ts > -1 else -1,
-                                                    last_offset)
-                        if reason is not None:
-                            active = self._roll(reason, leo)
-                        # vectored write as below: fresh 16-byte prefix + the caller's
-                        # bytes from the magic byte on, no copy of the payload
-                        size = active.append_one(
-                            (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
-                            total, last_offset, ts)
-                        if has_pid and updates:
-                            if h.attributes & _TRANSACTIONAL_MASK:   # may open/close one
-                                if apply_producer_batch(self.producer_state, h, leo,
-                                                        last_offset, marker, active):
-                                    self._refresh_unstable()
-                            else:
-                                self.producer_state.update(h, leo, last_offset)
-                        if leader_epoch > self.leader_epochs.latest_epoch:
-                            self.leader_epochs.assign(leader_epoch, leo)
-                        next_offset = last_offset + 1
-                        self._end = (next_offset, active, size)
-                        lso = self.log_start_offset
-                    if (self._request_flush is not None
-                            and next_offset - self.recovery_point >= cfg.flush_messages):
-                        self._request_flush(self)
-                    if self._listeners:
-                        self._notify()
-                    return _tuple_new(AppendResult, (leo, last_offset, -1, lso, False))
+                    return self._append_assigned(mv, (h,), _FIRST, leader_epoch, origin,
+                                                 txn_version, cfg, now_ms)
         try:
             batches = validate_batches(payload)
         except _RecInvalid as exc:
@@ -516,30 +473,41 @@ class Log:
         if not batches:
             raise InvalidRecordError("append of an empty record set")
         if rules.any:
-            check_records(payload, batches, rules, int(time.time() * 1000),
-                          f"{self.topic}-{self.partition}")
+            check_records(payload, batches, rules, now_ms, f"{self.topic}-{self.partition}")
+        mv = payload if isinstance(payload, memoryview) else memoryview(payload)
+        return self._append_assigned(mv, [b.header for b in batches],
+                                     [b.position for b in batches], leader_epoch, origin,
+                                     txn_version, cfg, now_ms)
+
+    def _append_assigned(self, mv: memoryview, headers, positions, leader_epoch: int,
+                         origin: AppendOrigin, txn_version: int, cfg, now_ms: int) -> AppendResult:
+        """CLIENT and COORDINATOR appends of validated batches (``headers`` at
+        ``positions`` of ``mv``): the size limits, control batches, producer
+        checks and offset assignment, then ``_write``."""
         max_msg = cfg.max_message_bytes
-        headers = []
         has_pid = False
-        markers = {}
-        for i, b in enumerate(batches):
-            h = b.header
-            if h.batch_length + 12 > max_msg:
+        markers = None
+        i = 0
+        for h in headers:
+            size = h.batch_length + 12
+            if size > max_msg:
                 raise RecordTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {max_msg}")
+                    f"batch of {size} bytes exceeds max.message.bytes {max_msg}")
             if h.producer_id >= 0:
                 has_pid = True
             if h.attributes & _CONTROL_MASK:
                 if origin is _CLIENT:
                     raise InvalidRecordError(_CLIENT_CONTROL)
-                markers[i] = read_marker(memoryview(payload)[b.position:b.position + h.size])
-            headers.append(h)
-        total = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+                if markers is None:
+                    markers = {}
+                pos = positions[i]
+                markers[i] = read_marker(mv[pos:pos + size])
+            i += 1
+        total = mv.nbytes
         if total > cfg.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == "LogAppendTime"
-        now_ms = int(time.time() * 1000)
         with self._lock:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
@@ -548,7 +516,7 @@ class Log:
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, True)
-            leo, active, _ = self._end
+            leo = self._end[0]
             infos = []
             next_offset = leo
             max_ts = -1
@@ -558,15 +526,15 @@ class Log:
             #   magic byte on, written with one pwritev: no copy of the payload.
             # - in place: copy, then patch with protocol.records' setters; needed
             #   for LogAppendTime (the CRC changes) and for very many batches.
-            vectored = not log_append and len(batches) <= 256
+            vectored = not log_append and len(headers) <= 256
             if vectored:
-                mv = payload if isinstance(payload, memoryview) else memoryview(payload)
                 parts = []
             else:
-                buf = bytearray(payload)
+                buf = bytearray(mv)
                 parts = [buf]
-            for b, h in zip(batches, headers):
-                pos = b.position
+            i = 0
+            for h in headers:
+                pos = positions[i]
                 size = h.batch_length + 12
                 base = next_offset
                 ts = h.max_timestamp
@@ -583,31 +551,60 @@ class Log:
                 if ts > max_ts:
                     max_ts = ts
                 infos.append((size, next_offset - 1, ts))
-            first_offset = leo
-            last_offset = next_offset - 1
-            reason = active.should_roll(cfg, total, max_ts, last_offset, now_ms)
-            if reason is not None:
-                active = self._roll(reason, first_offset)
-            size = active.append(parts, total, infos)
-            if has_pid:
-                ps = self.producer_state
-                txns = False
-                for i in updates:
-                    h = headers[i]
-                    last = infos[i][1]
-                    txns |= apply_producer_batch(ps, h, last - h.last_offset_delta, last,
-                                                 markers.get(i), active)
-                if txns:
-                    self._refresh_unstable()
-            if leader_epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(leader_epoch, first_offset)
-            self._end = (next_offset, active, size)
+                i += 1
+            produced = None
+            if has_pid and updates:
+                produced = []
+                for k in updates:
+                    h = headers[k]
+                    last = infos[k][1]
+                    produced.append((h, last - h.last_offset_delta, last,
+                                     markers.get(k) if markers else None))
+            self._write(cfg, now_ms, leo, parts, total, infos, max_ts, produced,
+                        ((leader_epoch, leo),))
             lso = self.log_start_offset
+        self._appended(next_offset, cfg)
+        return _tuple_new(AppendResult, (leo, next_offset - 1, now_ms if log_append else -1,
+                                         lso, False))
+
+    def _write(self, cfg, now_ms: int, first: int, parts, total: int, infos, max_ts: int,
+               produced, epochs) -> None:
+        """(Lock held.) What every append does with its batches once they are
+        checked, whoever they come from: roll the active segment if the append
+        calls for it (a new one starts at ``first``, the append's first offset),
+        write ``parts`` (``total`` bytes; ``infos``: (size, last offset, max
+        timestamp) per batch), record ``produced`` batches (header, first, last, marker) in
+        producer state, start any newer leader epoch of ``epochs`` ((epoch,
+        its first offset), oldest first) and publish the new log end offset."""
+        active = self._end[1]
+        last = infos[-1][1]
+        reason = active.should_roll(cfg, total, max_ts, last, now_ms)
+        if reason is not None:
+            active = self._roll(reason, first)
+        if len(infos) == 1:
+            size = active.append_one(parts, total, last, max_ts)
+        else:
+            size = active.append(parts, total, infos)
+        if produced:
+            ps = self.producer_state
+            txns = False
+            for h, first, last_offset, marker in produced:
+                txns |= apply_producer_batch(ps, h, first, last_offset, marker, active)
+            if txns:
+                self._refresh_unstable()
+        epochs_cache = self.leader_epochs
+        for epoch, first in epochs:
+            if epoch > epochs_cache.latest_epoch:
+                epochs_cache.assign(epoch, first)
+        self._end = (last + 1, active, size)
+
+    def _appended(self, next_offset: int, cfg) -> None:
+        """After any append, the lock released: ask for a flush once
+        flush.messages are unflushed, and tell the listeners."""
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
         if self._listeners:
             self._notify()
-        return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
 
     def _append_replicated(self, payload) -> AppendResult:
         """REPLICATION: append batches read from the leader's log, byte for byte.
@@ -681,43 +678,27 @@ class Log:
         with self._lock:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            leo, active, _ = self._end
+            leo = self._end[0]
             if first_offset < leo:
                 raise OffsetsOutOfOrderError(
                     f"replicated batch base offset {first_offset} is below the log end "
                     f"offset {leo} of {self.topic}-{self.partition}")
-            ps = self.producer_state
-            epochs = self.leader_epochs
-            latest_epoch = epochs.latest_epoch
             for a, b in chunks:
-                c_first = entries[a][5]
-                c_last = entries[b - 1][2]
                 c_start = entries[a][0]
                 c_end = entries[b - 1][0] + entries[b - 1][1]
                 infos = [(size, last, ts) for _, size, last, ts, _, _ in entries[a:b]]
-                max_ts = max(ts for _, _, ts in infos)
-                reason = active.should_roll(cfg, c_end - c_start, max_ts, c_last, now_ms)
-                if reason is not None:
-                    active = self._roll(reason, c_first)
-                size = active.append([mv[c_start:c_end]], c_end - c_start, infos)
-                for e_pos, e_size, last, _, h, base in entries[a:b]:
-                    if h is None:
-                        continue
-                    if h.producer_id >= 0:
-                        # as the leader did: transactions opened and closed, aborts indexed
-                        marker = read_marker(mv[e_pos:e_pos + e_size]) if h.is_control else None
-                        if apply_producer_batch(ps, h, base, last, marker, active):
-                            self._refresh_unstable()
-                    if h.partition_leader_epoch > latest_epoch:
-                        epochs.assign(h.partition_leader_epoch, base)
-                        latest_epoch = epochs.latest_epoch
-                self._end = (c_last + 1, active, size)
+                # as the leader did: transactions opened and closed, aborts indexed
+                produced = [(h, base, last, read_marker(mv[e_pos:e_pos + e_size])
+                             if h.is_control else None)
+                            for e_pos, e_size, last, _, h, base in entries[a:b]
+                            if h is not None and h.producer_id >= 0]
+                epochs = [(h.partition_leader_epoch, base)
+                          for _, _, _, _, h, base in entries[a:b] if h is not None]
+                self._write(cfg, now_ms, entries[a][5], [mv[c_start:c_end]], c_end - c_start, infos,
+                            max(ts for _, _, ts in infos), produced, epochs)
             next_offset = entries[-1][2] + 1
             lso = self.log_start_offset
-        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
-            self._request_flush(self)
-        if self._listeners:
-            self._notify()
+        self._appended(next_offset, cfg)
         return AppendResult(first_offset, next_offset - 1, -1, lso, False)
 
     def _notify(self) -> None:
