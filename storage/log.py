@@ -41,35 +41,27 @@ import contextlib
 import enum
 import logging
 import os
-import re
 import struct
 import threading
 import time
 from typing import Callable, NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.topic_name import topic_name_error
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from protocol.records.batch import validate_single_batch
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
-from storage.entries import EntryScanner, InvalidEntry, entry_is_valid, parse_entry
+from storage.checkpoints import fsync_dir
+from storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
-from storage.leader_epoch import LeaderEpochCache
+from storage.loader import SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, parse_partition_dir
 from storage.validation import check_records, rules_for
-from storage.producer_state import ProducerStateManager, read_marker
-from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, INT32_MAX,
-                             LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+from storage.producer_state import apply_producer_batch, read_marker
+from storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
-_SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
 _PREFIX = struct.Struct(">qii")   # baseOffset, batchLength, partitionLeaderEpoch
 _tuple_new = tuple.__new__        # NamedTuple without the generated __new__'s Python frame
 
@@ -99,39 +91,8 @@ class AppendOrigin(enum.Enum):
 _REPLICATION = AppendOrigin.REPLICATION
 _CLIENT = AppendOrigin.CLIENT
 _CONTROL_MASK = 0x20
-_TRANSACTIONAL_MASK = 0x10
 _CLIENT_CONTROL = "Clients are not allowed to write control records"
 _FIRST = (0,)                     # positions of a one-batch payload
-
-
-def apply_producer_batch(ps: ProducerStateManager, h, first: int, last: int, marker,
-                         seg: LogSegment) -> bool:
-    """Record one appended batch in producer state, and a transaction its marker
-    aborts in ``seg``'s .txnindex with the LSO Kafka computes right after it
-    (UnifiedLog.append / LogSegment.updateProducerState). True when open
-    transactions changed (the first unstable offset must be published again).
-
-    Every path (leader append, follower append, segment recovery) applies
-    batches one at a time through here, so replicas and a recovered segment
-    write the same .txnindex bytes as the leader did: the LSO recorded depends
-    only on the batches before the marker, never on how they were grouped into
-    appends (Kafka applies a whole append's batches first, so a follower's
-    multi-batch fetch could record another LSO than its leader).
-    """
-    if not h.attributes & _TRANSACTIONAL_MASK:   # no transaction opens or closes
-        ps.update(h, first, last, marker)
-        return False
-    open_before = len(ps.ongoing)
-    completed = ps.update(h, first, last, marker)
-    if completed is not None:
-        if completed.is_aborted:
-            seg.append_aborted_txn(completed.producer_id, completed.first_offset,
-                                   completed.last_offset, ps.last_stable_offset_for(completed))
-        ps.complete_txn(completed)
-        return True
-    # a batch joining a transaction already open moves nothing: only one that
-    # opens a transaction changes the first unstable offset
-    return len(ps.ongoing) != open_before
 
 
 class AppendResult(NamedTuple):
@@ -183,174 +144,26 @@ class Log:
         # alongside it (a move to another log dir) knows its bytes may no
         # longer match and starts over.
         self.truncations = 0
-        self.recovery_point = recovery_point
         self.last_flush_ms = int(time.time() * 1000)
-        os.makedirs(directory, exist_ok=True)
-        self.producer_state = ProducerStateManager(directory)
-        self.leader_epochs = LeaderEpochCache(directory)
         # The first offset of the earliest transaction not yet stable (None: all
         # stable), published like _end for lock-free readers; see last_stable_offset.
         self._first_unstable: int | None = None
-        self._load(clean_shutdown, log_start_offset, high_watermark)
+        self._run_on(load_log(directory, config, recovery_point=recovery_point,
+                              log_start_offset=log_start_offset, high_watermark=high_watermark,
+                              clean_shutdown=clean_shutdown))
 
-    # ------------------------------------------------------------------ loading
-    def _finish_swaps(self) -> None:
-        """Complete or discard a compaction swap interrupted by a stop (Kafka's rules):
-        ``*.cleaned`` output never got swapped in and is dropped; a ``<base>.log.swap``
-        had replaced segments, so the segments it covers go and it becomes the segment."""
-        names = os.listdir(self.dir)
-        for name in names:
-            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX)
-                                                 and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
-                os.unlink(os.path.join(self.dir, name))   # indexes are rebuilt anyway
-        for name in names:
-            m = _SWAP_RE.match(name)
-            if not m:
-                continue
-            base = int(m.group(1))
-            swap = os.path.join(self.dir, name)
-            with open(swap, "rb") as f:
-                last = None
-                for last in EntryScanner(f.fileno(), 0, os.fstat(f.fileno()).st_size):
-                    pass
-            end = last.next_offset if last is not None else base
-            for other in os.listdir(self.dir):
-                m2 = _SEGMENT_FILE_RE.match(other)
-                if m2 and m2.group(2) != ".snapshot" and base <= int(m2.group(1)) < max(end, base + 1):
-                    os.unlink(os.path.join(self.dir, other))
-            log.warning("completing interrupted segment swap %s", swap)
-            os.rename(swap, os.path.join(self.dir, name[:-len(SWAP_SUFFIX)]))
-        fsync_dir(self.dir)
-
-    def _scan_dir(self) -> list[int]:
-        names = os.listdir(self.dir)
-        if any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in names):
-            self._finish_swaps()
-            names = os.listdir(self.dir)
-        bases = set()
-        for name in names:
-            path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX):
-                # leftovers of an async delete interrupted by a stop: finish it
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-                continue
-            m = _SEGMENT_FILE_RE.match(name)
-            if m:
-                if m.group(2) == LOG_SUFFIX:
-                    bases.add(int(m.group(1)))
-                continue
-            if name in _KNOWN_FILES or name.endswith(".tmp"):
-                continue
-            log.warning("ignoring unexpected file %s in partition directory", path)
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE_RE.match(name)
-            if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) \
-                    and int(m.group(1)) not in bases:
-                log.warning("ignoring index file %s without a segment",
-                            os.path.join(self.dir, name))
-        return sorted(bases)
-
-    def _load(self, clean: bool, checkpoint_lso: int | None, checkpoint_hw: int | None) -> None:
-        bases = self._scan_dir()
-        cfg = self.config
-        segments = [LogSegment(self.dir, b, cfg) for b in bases]
-        if not segments:
-            start = checkpoint_lso or 0
-            segments = [LogSegment(self.dir, start, cfg, create=True)]
-            clean = True
-        elif not clean:
-            segments = self._recover(segments)
-        if clean and not segments[-1].active:
-            segments[-1].open_active()
-        active = segments[-1]
-        leo = active.read_next_offset()
-        if len(segments) > 1 and leo == active.base_offset and active.size == 0:
-            pass  # empty active segment after a roll: LEO is its base
-        lso = max(checkpoint_lso or 0, segments[0].base_offset)
-        lso = min(lso, leo)
-        self._segs = (tuple(segments), tuple(s.base_offset for s in segments))
-        self._end = (leo, active, active.size)
-        self.log_start_offset = lso
-        # The high watermark is its owner's (the partition layer's): it comes
-        # back from the replication-offset-checkpoint; without one (a data dir
-        # from before replication) everything on disk counts as committed.
-        self.high_watermark = (leo if checkpoint_hw is None
-                               else max(lso, min(checkpoint_hw, leo)))
-        self.recovery_point = min(self.recovery_point, leo)
-        self.leader_epochs.truncate_from_end(leo)
-        self.leader_epochs.truncate_from_start(lso)
-        self._load_producer_state(leo)
-
-    def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
-        """Unclean stop: check every segment from the recovery point on; cut at the
-        first invalid byte and drop every segment after it."""
-        rp = self.recovery_point
-        bases = [s.base_offset for s in segments]
-        first = max(0, bisect.bisect_right(bases, rp) - 1)
-        for i in range(first, len(segments)):
-            seg = segments[i]
-            if i == len(segments) - 1:
-                seg.open_active(load_indexes=False)
-            truncated, reason = self._recover_segment(segments, i)
-            if truncated and i < len(segments) - 1:
-                log.warning("%s: dropping %d segment(s) after corruption in %s",
-                            self.dir, len(segments) - 1 - i, seg.log_path)
-                for later in segments[i + 1:]:
-                    later.delete_now()
-                segments = segments[:i + 1]
-                seg.open_active(load_indexes=False)
-                self._recover_segment(segments, i)
-                break
-        if not segments[-1].active:
-            segments[-1].open_active()
-        return segments
-
-    def _recover_segment(self, segments: list[LogSegment], i: int) -> tuple[int, str | None]:
-        """Kafka's recoverSegment: check the segment, and write its .txnindex anew
-        from its batches run through producer state as it was at the segment's
-        base (a scratch manager: newest snapshot at or below the base plus the
-        batches in between); a snapshot at the segment's end then saves the
-        next segment (and the final load) that replay. A segment without
-        transactional batches has no .txnindex to write: then nothing older is
-        read, so recovering a log without transactions stays as cheap as before."""
-        seg = segments[i]
-        batches = []   # (header, base, last, marker) of the batches with a producer id
-        end = [seg.base_offset]
-
-        def on_batch(e, data) -> None:
-            end[0] = e.next_offset
-            h = e.header
-            if h is not None and h.producer_id >= 0:
-                batches.append((h, e.base_offset, e.last_offset,
-                                read_marker(data) if h.is_control else None))
-
-        result = seg.recover(on_batch)
-        if not any(h.is_transactional for h, _, _, _ in batches):
-            return result
-        ps = ProducerStateManager(self.dir)
-        snap = ps.load_latest_snapshot(seg.base_offset)
-        start = snap if snap is not None else segments[0].base_offset
-        if start < seg.base_offset:
-            _replay_producers(ps, segments[:i], start, seg.base_offset)
-        for h, base, last, marker in batches:
-            apply_producer_batch(ps, h, base, last, marker, seg)
-        try:
-            ps.take_snapshot(end[0], keep=0)   # later snapshots stay valid: delete none
-        except OSError as exc:
-            log.warning("producer state snapshot at %d failed: %s", end[0], exc)
-        return result
-
-    def _load_producer_state(self, leo: int) -> None:
-        ps = self.producer_state
-        ps.delete_snapshots_after(leo)
-        snap = ps.load_latest_snapshot(leo)
-        start = snap if snap is not None else self.log_start_offset
-        if start < leo:
-            _replay_producers(ps, self._segs[0], start, leo)
-        ps.truncate_head(self.log_start_offset)
+    def _run_on(self, loaded: LoadedLog) -> None:
+        """Take over what the loader found in the directory (construction, or
+        ``reopen_at``)."""
+        segs = loaded.segments
+        active = segs[-1]
+        self._segs = (segs, tuple(s.base_offset for s in segs))
+        self._end = (loaded.log_end_offset, active, active.size)
+        self.log_start_offset = loaded.log_start_offset
+        self.high_watermark = loaded.high_watermark
+        self.recovery_point = loaded.recovery_point
+        self.producer_state = loaded.producer_state
+        self.leader_epochs = loaded.leader_epochs
         self._refresh_unstable()
 
     def _refresh_unstable(self) -> None:
@@ -1150,7 +963,8 @@ class Log:
                 self.leader_epochs.truncate_from_end(new_leo)
                 if self.log_start_offset > new_leo:
                     self.log_start_offset = new_leo
-                self._load_producer_state(new_leo)
+                load_producer_state(self.producer_state, self._segs[0],
+                                    self.log_start_offset, new_leo)
                 if self.high_watermark > new_leo:
                     self.high_watermark = new_leo
                 if self.recovery_point > new_leo:
@@ -1255,9 +1069,9 @@ class Log:
         stay open (in-flight reads of them stay valid) until the caller closes them."""
         old = self._segs[0]
         self.dir = directory
-        self.producer_state = ProducerStateManager(directory)
-        self.leader_epochs = LeaderEpochCache(directory)
-        self._load(True, self.log_start_offset, self.high_watermark)
+        self._run_on(load_log(directory, self.config, recovery_point=self.recovery_point,
+                              log_start_offset=self.log_start_offset,
+                              high_watermark=self.high_watermark, clean_shutdown=True))
         # the copy was flushed whole when it was closed
         self.recovery_point = self._end[0]
         return old
@@ -1276,35 +1090,6 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
-
-
-def _replay_producers(ps: ProducerStateManager, segs, start: int, end: int) -> None:
-    """Producer state from the batches with last offset in [start, end) of
-    ``segs`` (Kafka's loadProducersFromRecords): transactions open and
-    complete, and nothing is written (the .txnindex entries exist already)."""
-    bases = [s.base_offset for s in segs]
-    i = max(0, bisect.bisect_right(bases, start) - 1)
-    for seg in segs[i:]:
-        _, pos = seg.offset_index.lookup(start)
-        with seg.borrowed_fd() as fd:
-            for e in EntryScanner(fd, pos, seg.size):
-                h = e.header
-                if h is None or h.producer_id < 0 or e.last_offset < start:
-                    continue
-                if e.last_offset >= end:
-                    return
-                marker = read_marker(os.pread(fd, e.size, e.position)) if h.is_control else None
-                completed = ps.update(h, e.base_offset, e.last_offset, marker)
-                if completed is not None:
-                    ps.complete_txn(completed)
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` -> (topic, partition); ValueError otherwise."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not part.isascii() or not part.isdigit() or topic_name_error(topic):
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(part)
 
 
 def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
