@@ -39,12 +39,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import enum
+import functools
 import logging
 import os
 import struct
 import threading
 import time
-from typing import Callable, NamedTuple
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Union
 
 from protocol.errors import ProtocolError
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
@@ -58,7 +60,17 @@ from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfR
 from storage.loader import SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, parse_partition_dir
 from storage.validation import check_records, rules_for
 from storage.producer_state import apply_producer_batch, read_marker
-from storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
+from storage.entries import Entry
+from storage.segment import INT32_MAX, LOG_SUFFIX, FileRegion, LogSegment
+from storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from config.topic import TopicConfig
+    from protocol.records.batch import BatchHeader
+    from storage.producer_state import ProducerSummary
+
+# what appends take: the request's bytes, or a view of them
+Payload = Union[bytes, bytearray, memoryview]
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +116,7 @@ class AppendResult(NamedTuple):
 
 
 class ReadResult(NamedTuple):
-    regions: list
+    regions: list[FileRegion]
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
@@ -122,8 +134,8 @@ def _default_scheduler(fn: Callable[[], None], delay_ms: int) -> None:
 class Log:
     """A partition log. Construct through ``Log.open`` (or LogManager)."""
 
-    def __init__(self, directory: str, topic: str, partition: int, config, *,
-                 topic_id=None, recovery_point: int = 0, log_start_offset: int | None = None,
+    def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig, *,
+                 topic_id: uuid.UUID | None = None, recovery_point: int = 0, log_start_offset: int | None = None,
                  high_watermark: int | None = None, clean_shutdown: bool = True,
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
                  flush_requester: Callable[["Log"], None] | None = None,
@@ -179,17 +191,17 @@ class Log:
         self._first_unstable = fu
 
     @classmethod
-    def open(cls, directory: str, config, **kw) -> "Log":
+    def open(cls, directory: str, config: TopicConfig, **kw: Any) -> "Log":
         topic, partition = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         return cls(directory, topic, partition, config, **kw)
 
     # ------------------------------------------------------------------ properties
     @property
-    def config(self):
+    def config(self) -> TopicConfig:
         return self._config_fast[0]
 
     @config.setter
-    def config(self, config) -> None:
+    def config(self, config: TopicConfig) -> None:
         # Published together with the flag append's fast path reads (one assignment,
         # so an append never pairs a new config with an old flag): one batch may take
         # that path when nothing config-dependent needs the records or a rewrite.
@@ -230,14 +242,14 @@ class Log:
     def add_append_listener(self, callback: Callable[["Log"], None]) -> None:
         self._listeners.append(callback)
 
-    def remove_append_listener(self, callback) -> None:
+    def remove_append_listener(self, callback: Callable[["Log"], None]) -> None:
         try:
             self._listeners.remove(callback)
         except ValueError:
             pass
 
     # ------------------------------------------------------------------ append
-    def append(self, payload, leader_epoch: int = 0, *,
+    def append(self, payload: Payload, leader_epoch: int = 0, *,
                origin: AppendOrigin = AppendOrigin.CLIENT, txn_version: int = 0) -> AppendResult:
         """Validate, assign offsets, write. Nothing is written when anything fails.
 
@@ -266,11 +278,12 @@ class Log:
             # One batch (what clients send per partition). Anything unusual
             # (several batches, a bad one, an odd buffer) goes on to the general
             # walk, which then gives the verdict.
-            t = type(payload)
-            if t is memoryview:
+            mv: memoryview | None
+            if isinstance(payload, memoryview):   # (memoryview has no subclasses)
                 mv = payload if (payload.ndim == 1 and payload.itemsize == 1
                                  and payload.c_contiguous) else None
             else:
+                t = type(payload)
                 mv = memoryview(payload) if (t is bytes or t is bytearray) else None
             if mv is not None:
                 h = validate_single_batch(mv)
@@ -292,14 +305,15 @@ class Log:
                                      [b.position for b in batches], leader_epoch, origin,
                                      txn_version, cfg, now_ms)
 
-    def _append_assigned(self, mv: memoryview, headers, positions, leader_epoch: int,
-                         origin: AppendOrigin, txn_version: int, cfg, now_ms: int) -> AppendResult:
+    def _append_assigned(self, mv: memoryview, headers: Sequence[BatchHeader],
+                         positions: Sequence[int], leader_epoch: int, origin: AppendOrigin,
+                         txn_version: int, cfg: TopicConfig, now_ms: int) -> AppendResult:
         """CLIENT and COORDINATOR appends of validated batches (``headers`` at
         ``positions`` of ``mv``): the size limits, control batches, producer
         checks and offset assignment, then ``_write``."""
         max_msg = cfg.max_message_bytes
         has_pid = False
-        markers = None
+        markers: dict[int, tuple[int, int] | None] | None = None
         i = 0
         for h in headers:
             size = h.batch_length + 12
@@ -330,7 +344,7 @@ class Log:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, True)
             leo = self._end[0]
-            infos = []
+            infos: list[tuple[int, int, int]] = []
             next_offset = leo
             max_ts = -1
             # Two ways to put the assigned offsets on disk, same bytes either way:
@@ -340,6 +354,7 @@ class Log:
             # - in place: copy, then patch with protocol.records' setters; needed
             #   for LogAppendTime (the CRC changes) and for very many batches.
             vectored = not log_append and len(headers) <= 256
+            parts: list[bytes | bytearray | memoryview]
             if vectored:
                 parts = []
             else:
@@ -365,7 +380,7 @@ class Log:
                     max_ts = ts
                 infos.append((size, next_offset - 1, ts))
                 i += 1
-            produced = None
+            produced: list[tuple[BatchHeader, int, int, tuple[int, int] | None]] | None = None
             if has_pid and updates:
                 produced = []
                 for k in updates:
@@ -380,8 +395,11 @@ class Log:
         return _tuple_new(AppendResult, (leo, next_offset - 1, now_ms if log_append else -1,
                                          lso, False))
 
-    def _write(self, cfg, now_ms: int, first: int, parts, total: int, infos, max_ts: int,
-               produced, epochs) -> None:
+    def _write(self, cfg: TopicConfig, now_ms: int, first: int,
+               parts: Sequence[bytes | bytearray | memoryview], total: int,
+               infos: list[tuple[int, int, int]], max_ts: int,
+               produced: Sequence[tuple[BatchHeader, int, int, tuple[int, int] | None]] | None,
+               epochs: Iterable[tuple[int, int]]) -> None:
         """(Lock held.) What every append does with its batches once they are
         checked, whoever they come from: roll the active segment if the append
         calls for it (a new one starts at ``first``, the append's first offset),
@@ -411,7 +429,7 @@ class Log:
                 epochs_cache.assign(epoch, first)
         self._end = (last + 1, active, size)
 
-    def _appended(self, next_offset: int, cfg) -> None:
+    def _appended(self, next_offset: int, cfg: TopicConfig) -> None:
         """After any append, the lock released: ask for a flush once
         flush.messages are unflushed, and tell the listeners."""
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
@@ -419,7 +437,7 @@ class Log:
         if self._listeners:
             self._notify()
 
-    def _append_replicated(self, payload) -> AppendResult:
+    def _append_replicated(self, payload: Payload) -> AppendResult:
         """REPLICATION: append batches read from the leader's log, byte for byte.
 
         The payload is whole entries (v2 batches, or v0/v1 messages a log may
@@ -450,7 +468,7 @@ class Log:
         if total == 0:
             return AppendResult(-1, -1, -1, self.log_start_offset, False)
         # (position, size, last offset, max timestamp, v2 header or None, base offset)
-        entries = []
+        entries: list[tuple[int, int, int, int, BatchHeader | None, int]] = []
         pos = 0
         prev_last = -1
         while pos < total:
@@ -545,7 +563,7 @@ class Log:
         return new
 
     def replace_segments(self, old: list[LogSegment], cleaned_path: str,
-                         aborted_txns=()) -> LogSegment:
+                         aborted_txns: Iterable[AbortedTxn] = ()) -> LogSegment:
         """Swap a compacted copy in for ``old`` (contiguous, not the active segment).
 
         ``cleaned_path`` is the cleaner's output, ``<old[0] base>.log.cleaned`` in this
@@ -583,7 +601,7 @@ class Log:
             self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
             delay = self.config.file_delete_delay_ms
             for seg, renamed in retired:
-                self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+                self._schedule(functools.partial(seg.delete_now, renamed), delay)
             return new
 
     def roll(self) -> None:
@@ -648,8 +666,9 @@ class Log:
         return ReadResult([], hw, lso, stable)
 
     @staticmethod
-    def _read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset, hw, lso, stable,
-                      active, active_size, segs, bases) -> ReadResult:
+    def _read_bounded(fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int,
+                      hw: int, lso: int, stable: int, active: LogSegment, active_size: int,
+                      segs: tuple[LogSegment, ...], bases: tuple[int, ...]) -> ReadResult:
         """``_read`` below ``max_offset`` (< log end): each segment looked at is cut
         at the first batch whose last offset reaches the bound (offset index, then
         a scan, as for the start position); the walk ends at the first cut."""
@@ -672,7 +691,7 @@ class Log:
             i += 1
         return ReadResult([], hw, lso, stable)
 
-    def aborted_transactions(self, fetch_offset: int, regions) -> list:
+    def aborted_transactions(self, fetch_offset: int, regions: list[FileRegion]) -> list[AbortedTxn]:
         """The aborted transactions a read_committed consumer needs with
         ``regions`` (a read from ``fetch_offset``): Kafka's
         collectAbortedTransactions, the .txnindex entries with lastOffset >=
@@ -689,12 +708,13 @@ class Log:
         upper = leo
         for k in range(i, len(segs)):
             seg = segs[k]
-            if seg._file is not region.file:
+            file = seg._file
+            if file is None or file is not region.file:
                 continue
             size = active_size if seg is active else seg.size
             if end_pos + 8 <= size:   # the batch right after the region: its base offset
                 try:
-                    upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                    upper = struct.unpack(">q", os.pread(file.fileno(), 8, end_pos))[0]
                 except (OSError, ValueError):   # closed meanwhile: the log end bounds it
                     pass
             elif k + 1 < len(segs):
@@ -702,7 +722,7 @@ class Log:
             break
         return self.collect_aborted_txns(fetch_offset, upper)
 
-    def collect_aborted_txns(self, start: int, upper: int) -> list:
+    def collect_aborted_txns(self, start: int, upper: int) -> list[AbortedTxn]:
         """AbortedTxn entries overlapping [start, upper), from the segment holding
         ``start`` on until an entry's LSO reaches ``upper`` (Kafka's
         collectAbortedTransactions; the cleaner uses it too). Lock-free."""
@@ -717,7 +737,7 @@ class Log:
         return out
 
     # ------------------------------------------------------------------ timestamps
-    def offset_for_timestamp(self, timestamp: int):
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First (offset, timestamp) whose timestamp >= ``timestamp``; None if none.
 
         -2 (earliest) -> (log start offset, -1); -1 (latest) -> (log end offset, -1);
@@ -742,7 +762,7 @@ class Log:
             return _record_at_timestamp(entry, data, timestamp, lso)
         return None
 
-    def max_timestamp_and_offset(self):
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the largest timestamp
         (ListOffsets -3, KIP-734); None if the log holds no timestamps."""
         best = None
@@ -765,7 +785,7 @@ class Log:
         try:
             from protocol.records import iter_records
             for rec in iter_records(data):
-                if rec.timestamp == ts and rec.offset >= lso:
+                if rec.timestamp == ts and rec.offset is not None and rec.offset >= lso:
                     return rec.offset, ts
         except (ImportError, ProtocolError):
             pass
@@ -848,7 +868,7 @@ class Log:
         for seg in doomed:
             log.info("deleting segment %s (%s)", seg.log_path, why)
             renamed = seg.rename_to_deleted()
-            self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+            self._schedule(functools.partial(seg.delete_now, renamed), delay)
         return n
 
     def transaction_open(self, producer_id: int, epoch: int) -> bool:
@@ -859,7 +879,7 @@ class Log:
         return (entry is not None and entry.epoch == epoch
                 and entry.current_txn_first_offset >= 0)
 
-    def active_producers(self) -> list:
+    def active_producers(self) -> list[ProducerSummary]:
         """What this log remembers of each producer, by producer id
         (DescribeProducers): ProducerSummary values taken under the lock,
         as appends change the entries."""
@@ -955,7 +975,7 @@ class Log:
                 self._segs = (tuple(segs[:i + 1]), tuple(bases[:i + 1]))
                 delay = self.config.file_delete_delay_ms
                 for d, renamed in retired:
-                    self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+                    self._schedule(functools.partial(d.delete_now, renamed), delay)
                 if old_file is not None:
                     self._schedule(old_file.close, delay)
                 if retired:
@@ -1003,7 +1023,7 @@ class Log:
         fsync_dir(self.dir)
         delay = self.config.file_delete_delay_ms
         for d, renamed in retired:
-            self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+            self._schedule(functools.partial(d.delete_now, renamed), delay)
         self.leader_epochs.clear()
         self.producer_state.clear()
         self.log_start_offset = offset
@@ -1051,7 +1071,7 @@ class Log:
             self.closed = True
 
     @contextlib.contextmanager
-    def frozen(self):
+    def frozen(self) -> Iterator[None]:
         """Hold off every change (appends, truncation, retention, flushes) for
         the duration; reads go on. A move to another log dir swaps its copy in
         under it, so nothing lands in the old files after the copy caught up."""
@@ -1092,7 +1112,8 @@ class Log:
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
 
 
-def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
+def _record_at_timestamp(entry: Entry, data: bytes, timestamp: int,
+                         start_offset: int) -> tuple[int, int]:
     """Record-level answer inside the batch found by timestamp: (offset, timestamp)."""
     h = entry.header
     if h is None:
@@ -1106,7 +1127,8 @@ def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
         return first, h.max_timestamp
     try:
         for rec in iter_records(data):
-            if rec.offset >= start_offset and rec.timestamp >= timestamp:
+            if (rec.offset is not None and rec.timestamp is not None
+                    and rec.offset >= start_offset and rec.timestamp >= timestamp):
                 return rec.offset, rec.timestamp
     except ProtocolError:
         pass
