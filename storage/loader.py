@@ -87,7 +87,8 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
     return LoadedLog(tuple(segments), leo, lso, hw, min(recovery_point, leo), ps, epochs)
 
 
-def load_producer_state(ps: ProducerStateManager, segments: tuple[LogSegment, ...] | list[LogSegment],
+def load_producer_state(ps: ProducerStateManager,
+                        segments: tuple[LogSegment, ...] | list[LogSegment],
                         log_start_offset: int, leo: int) -> None:
     """Producer state for a log of ``segments`` ending at ``leo``: the newest
     snapshot at or below it (later ones, of data no longer there, go) plus

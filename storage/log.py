@@ -57,7 +57,8 @@ from storage.checkpoints import fsync_dir
 from storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
-from storage.loader import SWAP_SUFFIX, LoadedLog, load_log, load_producer_state, parse_partition_dir
+from storage.loader import (SWAP_SUFFIX, LoadedLog, load_log, load_producer_state,
+                            parse_partition_dir)
 from storage.validation import check_records, rules_for
 from storage.producer_state import apply_producer_batch, read_marker
 from storage.entries import Entry
@@ -135,7 +136,8 @@ class Log:
     """A partition log. Construct through ``Log.open`` (or LogManager)."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig, *,
-                 topic_id: uuid.UUID | None = None, recovery_point: int = 0, log_start_offset: int | None = None,
+                 topic_id: uuid.UUID | None = None, recovery_point: int = 0,
+                 log_start_offset: int | None = None,
                  high_watermark: int | None = None, clean_shutdown: bool = True,
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
                  flush_requester: Callable[["Log"], None] | None = None,
@@ -404,9 +406,10 @@ class Log:
         checked, whoever they come from: roll the active segment if the append
         calls for it (a new one starts at ``first``, the append's first offset),
         write ``parts`` (``total`` bytes; ``infos``: (size, last offset, max
-        timestamp) per batch), record ``produced`` batches (header, first, last, marker) in
-        producer state, start any newer leader epoch of ``epochs`` ((epoch,
-        its first offset), oldest first) and publish the new log end offset."""
+        timestamp) per batch), record ``produced`` batches (header, first,
+        last, marker) in producer state, start any newer leader epoch of
+        ``epochs`` ((epoch, its first offset), oldest first) and publish the
+        new log end offset."""
         active = self._end[1]
         last = infos[-1][1]
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
@@ -419,14 +422,14 @@ class Log:
         if produced:
             ps = self.producer_state
             txns = False
-            for h, first, last_offset, marker in produced:
-                txns |= apply_producer_batch(ps, h, first, last_offset, marker, active)
+            for h, base, last_offset, marker in produced:
+                txns |= apply_producer_batch(ps, h, base, last_offset, marker, active)
             if txns:
                 self._refresh_unstable()
         epochs_cache = self.leader_epochs
-        for epoch, first in epochs:
+        for epoch, start in epochs:
             if epoch > epochs_cache.latest_epoch:
-                epochs_cache.assign(epoch, first)
+                epochs_cache.assign(epoch, start)
         self._end = (last + 1, active, size)
 
     def _appended(self, next_offset: int, cfg: TopicConfig) -> None:
@@ -691,7 +694,8 @@ class Log:
             i += 1
         return ReadResult([], hw, lso, stable)
 
-    def aborted_transactions(self, fetch_offset: int, regions: list[FileRegion]) -> list[AbortedTxn]:
+    def aborted_transactions(self, fetch_offset: int,
+                             regions: list[FileRegion]) -> list[AbortedTxn]:
         """The aborted transactions a read_committed consumer needs with
         ``regions`` (a read from ``fetch_offset``): Kafka's
         collectAbortedTransactions, the .txnindex entries with lastOffset >=
