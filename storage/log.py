@@ -382,16 +382,8 @@ class Log:
                     max_ts = ts
                 infos.append((size, next_offset - 1, ts))
                 i += 1
-            produced: list[tuple[BatchHeader, int, int, tuple[int, int] | None]] | None = None
-            if has_pid and updates:
-                produced = []
-                for k in updates:
-                    h = headers[k]
-                    last = infos[k][1]
-                    produced.append((h, last - h.last_offset_delta, last,
-                                     markers.get(k) if markers else None))
-            self._write(cfg, now_ms, leo, parts, total, infos, max_ts, produced,
-                        ((leader_epoch, leo),))
+            self._write(cfg, now_ms, leo, parts, total, infos, max_ts, headers,
+                        updates if has_pid else None, markers, leader_epoch)
             lso = self.log_start_offset
         self._appended(next_offset, cfg)
         return _tuple_new(AppendResult, (leo, next_offset - 1, now_ms if log_append else -1,
@@ -400,16 +392,17 @@ class Log:
     def _write(self, cfg: TopicConfig, now_ms: int, first: int,
                parts: Sequence[bytes | bytearray | memoryview], total: int,
                infos: list[tuple[int, int, int]], max_ts: int,
-               produced: Sequence[tuple[BatchHeader, int, int, tuple[int, int] | None]] | None,
-               epochs: Iterable[tuple[int, int]]) -> None:
+               headers: Sequence[BatchHeader | None], producers: Sequence[int] | None,
+               markers: dict[int, tuple[int, int] | None] | None, epoch: int | None) -> None:
         """(Lock held.) What every append does with its batches once they are
         checked, whoever they come from: roll the active segment if the append
         calls for it (a new one starts at ``first``, the append's first offset),
-        write ``parts`` (``total`` bytes; ``infos``: (size, last offset, max
-        timestamp) per batch), record ``produced`` batches (header, first,
-        last, marker) in producer state, start any newer leader epoch of
-        ``epochs`` ((epoch, its first offset), oldest first) and publish the
-        new log end offset."""
+        write ``parts`` (``total`` bytes; per batch ``infos`` (size, last
+        offset, max timestamp) and ``headers``, None for a v0/v1 entry),
+        record the batches at the indexes ``producers`` in producer state
+        (with their ``markers``, index -> read_marker of a control batch),
+        start a newer leader epoch (``epoch``, stamped on every batch; None:
+        each batch's own, as replicated) and publish the new log end offset."""
         active = self._end[1]
         last = infos[-1][1]
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
@@ -419,17 +412,28 @@ class Log:
             size = active.append_one(parts, total, last, max_ts)
         else:
             size = active.append(parts, total, infos)
-        if produced:
+        if producers:
             ps = self.producer_state
             txns = False
-            for h, base, last_offset, marker in produced:
-                txns |= apply_producer_batch(ps, h, base, last_offset, marker, active)
+            for k in producers:
+                h = headers[k]
+                if h is None:
+                    continue
+                last_offset = infos[k][1]
+                txns |= apply_producer_batch(ps, h, last_offset - h.last_offset_delta, last_offset,
+                                             markers.get(k) if markers else None, active)
             if txns:
                 self._refresh_unstable()
-        epochs_cache = self.leader_epochs
-        for epoch, start in epochs:
-            if epoch > epochs_cache.latest_epoch:
-                epochs_cache.assign(epoch, start)
+        cache = self.leader_epochs
+        if epoch is not None:
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, first)
+        else:
+            k = 0
+            for h in headers:
+                if h is not None and h.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(h.partition_leader_epoch, infos[k][1] - h.last_offset_delta)
+                k += 1
         self._end = (last + 1, active, size)
 
     def _appended(self, next_offset: int, cfg: TopicConfig) -> None:
@@ -520,16 +524,18 @@ class Log:
             for a, b in chunks:
                 c_start = entries[a][0]
                 c_end = entries[b - 1][0] + entries[b - 1][1]
-                infos = [(size, last, ts) for _, size, last, ts, _, _ in entries[a:b]]
+                chunk = entries[a:b]
+                infos = [(size, last, ts) for _, size, last, ts, _, _ in chunk]
+                headers = [h for _, _, _, _, h, _ in chunk]
                 # as the leader did: transactions opened and closed, aborts indexed
-                produced = [(h, base, last, read_marker(mv[e_pos:e_pos + e_size])
-                             if h.is_control else None)
-                            for e_pos, e_size, last, _, h, base in entries[a:b]
-                            if h is not None and h.producer_id >= 0]
-                epochs = [(h.partition_leader_epoch, base)
-                          for _, _, _, _, h, base in entries[a:b] if h is not None]
-                self._write(cfg, now_ms, entries[a][5], [mv[c_start:c_end]], c_end - c_start, infos,
-                            max(ts for _, _, ts in infos), produced, epochs)
+                producers = [k for k, h in enumerate(headers)
+                             if h is not None and h.producer_id >= 0]
+                markers = {k: read_marker(mv[pos:pos + size])
+                           for k, (pos, size, _, _, h, _) in enumerate(chunk)
+                           if h is not None and h.producer_id >= 0 and h.is_control}
+                self._write(cfg, now_ms, chunk[0][5], [mv[c_start:c_end]], c_end - c_start,
+                            infos, max(ts for _, _, ts in infos), headers, producers, markers,
+                            None)
             next_offset = entries[-1][2] + 1
             lso = self.log_start_offset
         self._appended(next_offset, cfg)
