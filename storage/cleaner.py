@@ -81,13 +81,13 @@ from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch,
 from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from storage.entries import EntryScanner
 from storage.errors import StorageError
+from storage.loader import CLEANED_SUFFIX
 from storage.producer_state import read_marker
 from storage.segment import INT32_MAX, LOG_SUFFIX
 
 log = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"
 DELETE_HORIZON_MASK = 0x40
 TIMESTAMP_TYPE_MASK = 0x08
 _ATTRIBUTES_OFFSET = 21

@@ -39,37 +39,42 @@ from __future__ import annotations
 import bisect
 import contextlib
 import enum
+import functools
 import logging
 import os
-import re
 import struct
 import threading
 import time
-from typing import Callable, NamedTuple
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Union
 
 from protocol.errors import ProtocolError
-from protocol.topic_name import topic_name_error
 from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from protocol.records.batch import validate_single_batch
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
-from storage.entries import EntryScanner, InvalidEntry, entry_is_valid, parse_entry
+from storage.checkpoints import fsync_dir
+from storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
-from storage.leader_epoch import LeaderEpochCache
+from storage.loader import (SWAP_SUFFIX, LoadedLog, load_log, load_producer_state,
+                            parse_partition_dir)
 from storage.validation import check_records, rules_for
-from storage.producer_state import ProducerStateManager, read_marker
-from storage.segment import (DELETED_SUFFIX, FileRegion, LogSegment, INDEX_SUFFIX, INT32_MAX,
-                             LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+from storage.producer_state import apply_producer_batch, read_marker
+from storage.entries import Entry
+from storage.segment import INT32_MAX, LOG_SUFFIX, FileRegion, LogSegment
+from storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from config.topic import TopicConfig
+    from protocol.records.batch import BatchHeader
+    from storage.producer_state import ProducerSummary
+
+# what appends take: the request's bytes, or a view of them
+Payload = Union[bytes, bytearray, memoryview]
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
-_SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_KNOWN_FILES = {PARTITION_METADATA, LEADER_EPOCH_CHECKPOINT}
 _PREFIX = struct.Struct(">qii")   # baseOffset, batchLength, partitionLeaderEpoch
 _tuple_new = tuple.__new__        # NamedTuple without the generated __new__'s Python frame
 
@@ -99,38 +104,8 @@ class AppendOrigin(enum.Enum):
 _REPLICATION = AppendOrigin.REPLICATION
 _CLIENT = AppendOrigin.CLIENT
 _CONTROL_MASK = 0x20
-_TRANSACTIONAL_MASK = 0x10
 _CLIENT_CONTROL = "Clients are not allowed to write control records"
-
-
-def apply_producer_batch(ps: ProducerStateManager, h, first: int, last: int, marker,
-                         seg: LogSegment) -> bool:
-    """Record one appended batch in producer state, and a transaction its marker
-    aborts in ``seg``'s .txnindex with the LSO Kafka computes right after it
-    (UnifiedLog.append / LogSegment.updateProducerState). True when open
-    transactions changed (the first unstable offset must be published again).
-
-    Every path (leader append, follower append, segment recovery) applies
-    batches one at a time through here, so replicas and a recovered segment
-    write the same .txnindex bytes as the leader did: the LSO recorded depends
-    only on the batches before the marker, never on how they were grouped into
-    appends (Kafka applies a whole append's batches first, so a follower's
-    multi-batch fetch could record another LSO than its leader).
-    """
-    if not h.attributes & _TRANSACTIONAL_MASK:   # no transaction opens or closes
-        ps.update(h, first, last, marker)
-        return False
-    open_before = len(ps.ongoing)
-    completed = ps.update(h, first, last, marker)
-    if completed is not None:
-        if completed.is_aborted:
-            seg.append_aborted_txn(completed.producer_id, completed.first_offset,
-                                   completed.last_offset, ps.last_stable_offset_for(completed))
-        ps.complete_txn(completed)
-        return True
-    # a batch joining a transaction already open moves nothing: only one that
-    # opens a transaction changes the first unstable offset
-    return len(ps.ongoing) != open_before
+_FIRST = (0,)                     # positions of a one-batch payload
 
 
 class AppendResult(NamedTuple):
@@ -142,7 +117,7 @@ class AppendResult(NamedTuple):
 
 
 class ReadResult(NamedTuple):
-    regions: list
+    regions: list[FileRegion]
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
@@ -160,8 +135,9 @@ def _default_scheduler(fn: Callable[[], None], delay_ms: int) -> None:
 class Log:
     """A partition log. Construct through ``Log.open`` (or LogManager)."""
 
-    def __init__(self, directory: str, topic: str, partition: int, config, *,
-                 topic_id=None, recovery_point: int = 0, log_start_offset: int | None = None,
+    def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig, *,
+                 topic_id: uuid.UUID | None = None, recovery_point: int = 0,
+                 log_start_offset: int | None = None,
                  high_watermark: int | None = None, clean_shutdown: bool = True,
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
                  flush_requester: Callable[["Log"], None] | None = None,
@@ -182,174 +158,26 @@ class Log:
         # alongside it (a move to another log dir) knows its bytes may no
         # longer match and starts over.
         self.truncations = 0
-        self.recovery_point = recovery_point
         self.last_flush_ms = int(time.time() * 1000)
-        os.makedirs(directory, exist_ok=True)
-        self.producer_state = ProducerStateManager(directory)
-        self.leader_epochs = LeaderEpochCache(directory)
         # The first offset of the earliest transaction not yet stable (None: all
         # stable), published like _end for lock-free readers; see last_stable_offset.
         self._first_unstable: int | None = None
-        self._load(clean_shutdown, log_start_offset, high_watermark)
+        self._run_on(load_log(directory, config, recovery_point=recovery_point,
+                              log_start_offset=log_start_offset, high_watermark=high_watermark,
+                              clean_shutdown=clean_shutdown))
 
-    # ------------------------------------------------------------------ loading
-    def _finish_swaps(self) -> None:
-        """Complete or discard a compaction swap interrupted by a stop (Kafka's rules):
-        ``*.cleaned`` output never got swapped in and is dropped; a ``<base>.log.swap``
-        had replaced segments, so the segments it covers go and it becomes the segment."""
-        names = os.listdir(self.dir)
-        for name in names:
-            if name.endswith(CLEANED_SUFFIX) or (name.endswith(SWAP_SUFFIX)
-                                                 and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)):
-                os.unlink(os.path.join(self.dir, name))   # indexes are rebuilt anyway
-        for name in names:
-            m = _SWAP_RE.match(name)
-            if not m:
-                continue
-            base = int(m.group(1))
-            swap = os.path.join(self.dir, name)
-            with open(swap, "rb") as f:
-                last = None
-                for last in EntryScanner(f.fileno(), 0, os.fstat(f.fileno()).st_size):
-                    pass
-            end = last.next_offset if last is not None else base
-            for other in os.listdir(self.dir):
-                m2 = _SEGMENT_FILE_RE.match(other)
-                if m2 and m2.group(2) != ".snapshot" and base <= int(m2.group(1)) < max(end, base + 1):
-                    os.unlink(os.path.join(self.dir, other))
-            log.warning("completing interrupted segment swap %s", swap)
-            os.rename(swap, os.path.join(self.dir, name[:-len(SWAP_SUFFIX)]))
-        fsync_dir(self.dir)
-
-    def _scan_dir(self) -> list[int]:
-        names = os.listdir(self.dir)
-        if any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in names):
-            self._finish_swaps()
-            names = os.listdir(self.dir)
-        bases = set()
-        for name in names:
-            path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX):
-                # leftovers of an async delete interrupted by a stop: finish it
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-                continue
-            m = _SEGMENT_FILE_RE.match(name)
-            if m:
-                if m.group(2) == LOG_SUFFIX:
-                    bases.add(int(m.group(1)))
-                continue
-            if name in _KNOWN_FILES or name.endswith(".tmp"):
-                continue
-            log.warning("ignoring unexpected file %s in partition directory", path)
-        for name in os.listdir(self.dir):
-            m = _SEGMENT_FILE_RE.match(name)
-            if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) \
-                    and int(m.group(1)) not in bases:
-                log.warning("ignoring index file %s without a segment",
-                            os.path.join(self.dir, name))
-        return sorted(bases)
-
-    def _load(self, clean: bool, checkpoint_lso: int | None, checkpoint_hw: int | None) -> None:
-        bases = self._scan_dir()
-        cfg = self.config
-        segments = [LogSegment(self.dir, b, cfg) for b in bases]
-        if not segments:
-            start = checkpoint_lso or 0
-            segments = [LogSegment(self.dir, start, cfg, create=True)]
-            clean = True
-        elif not clean:
-            segments = self._recover(segments)
-        if clean and not segments[-1].active:
-            segments[-1].open_active()
-        active = segments[-1]
-        leo = active.read_next_offset()
-        if len(segments) > 1 and leo == active.base_offset and active.size == 0:
-            pass  # empty active segment after a roll: LEO is its base
-        lso = max(checkpoint_lso or 0, segments[0].base_offset)
-        lso = min(lso, leo)
-        self._segs = (tuple(segments), tuple(s.base_offset for s in segments))
-        self._end = (leo, active, active.size)
-        self.log_start_offset = lso
-        # The high watermark is its owner's (the partition layer's): it comes
-        # back from the replication-offset-checkpoint; without one (a data dir
-        # from before replication) everything on disk counts as committed.
-        self.high_watermark = (leo if checkpoint_hw is None
-                               else max(lso, min(checkpoint_hw, leo)))
-        self.recovery_point = min(self.recovery_point, leo)
-        self.leader_epochs.truncate_from_end(leo)
-        self.leader_epochs.truncate_from_start(lso)
-        self._load_producer_state(leo)
-
-    def _recover(self, segments: list[LogSegment]) -> list[LogSegment]:
-        """Unclean stop: check every segment from the recovery point on; cut at the
-        first invalid byte and drop every segment after it."""
-        rp = self.recovery_point
-        bases = [s.base_offset for s in segments]
-        first = max(0, bisect.bisect_right(bases, rp) - 1)
-        for i in range(first, len(segments)):
-            seg = segments[i]
-            if i == len(segments) - 1:
-                seg.open_active(load_indexes=False)
-            truncated, reason = self._recover_segment(segments, i)
-            if truncated and i < len(segments) - 1:
-                log.warning("%s: dropping %d segment(s) after corruption in %s",
-                            self.dir, len(segments) - 1 - i, seg.log_path)
-                for later in segments[i + 1:]:
-                    later.delete_now()
-                segments = segments[:i + 1]
-                seg.open_active(load_indexes=False)
-                self._recover_segment(segments, i)
-                break
-        if not segments[-1].active:
-            segments[-1].open_active()
-        return segments
-
-    def _recover_segment(self, segments: list[LogSegment], i: int) -> tuple[int, str | None]:
-        """Kafka's recoverSegment: check the segment, and write its .txnindex anew
-        from its batches run through producer state as it was at the segment's
-        base (a scratch manager: newest snapshot at or below the base plus the
-        batches in between); a snapshot at the segment's end then saves the
-        next segment (and the final load) that replay. A segment without
-        transactional batches has no .txnindex to write: then nothing older is
-        read, so recovering a log without transactions stays as cheap as before."""
-        seg = segments[i]
-        batches = []   # (header, base, last, marker) of the batches with a producer id
-        end = [seg.base_offset]
-
-        def on_batch(e, data) -> None:
-            end[0] = e.next_offset
-            h = e.header
-            if h is not None and h.producer_id >= 0:
-                batches.append((h, e.base_offset, e.last_offset,
-                                read_marker(data) if h.is_control else None))
-
-        result = seg.recover(on_batch)
-        if not any(h.is_transactional for h, _, _, _ in batches):
-            return result
-        ps = ProducerStateManager(self.dir)
-        snap = ps.load_latest_snapshot(seg.base_offset)
-        start = snap if snap is not None else segments[0].base_offset
-        if start < seg.base_offset:
-            _replay_producers(ps, segments[:i], start, seg.base_offset)
-        for h, base, last, marker in batches:
-            apply_producer_batch(ps, h, base, last, marker, seg)
-        try:
-            ps.take_snapshot(end[0], keep=0)   # later snapshots stay valid: delete none
-        except OSError as exc:
-            log.warning("producer state snapshot at %d failed: %s", end[0], exc)
-        return result
-
-    def _load_producer_state(self, leo: int) -> None:
-        ps = self.producer_state
-        ps.delete_snapshots_after(leo)
-        snap = ps.load_latest_snapshot(leo)
-        start = snap if snap is not None else self.log_start_offset
-        if start < leo:
-            _replay_producers(ps, self._segs[0], start, leo)
-        ps.truncate_head(self.log_start_offset)
+    def _run_on(self, loaded: LoadedLog) -> None:
+        """Take over what the loader found in the directory (construction, or
+        ``reopen_at``)."""
+        segs = loaded.segments
+        active = segs[-1]
+        self._segs = (segs, tuple(s.base_offset for s in segs))
+        self._end = (loaded.log_end_offset, active, active.size)
+        self.log_start_offset = loaded.log_start_offset
+        self.high_watermark = loaded.high_watermark
+        self.recovery_point = loaded.recovery_point
+        self.producer_state = loaded.producer_state
+        self.leader_epochs = loaded.leader_epochs
         self._refresh_unstable()
 
     def _refresh_unstable(self) -> None:
@@ -365,17 +193,17 @@ class Log:
         self._first_unstable = fu
 
     @classmethod
-    def open(cls, directory: str, config, **kw) -> "Log":
+    def open(cls, directory: str, config: TopicConfig, **kw: Any) -> "Log":
         topic, partition = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         return cls(directory, topic, partition, config, **kw)
 
     # ------------------------------------------------------------------ properties
     @property
-    def config(self):
+    def config(self) -> TopicConfig:
         return self._config_fast[0]
 
     @config.setter
-    def config(self, config) -> None:
+    def config(self, config: TopicConfig) -> None:
         # Published together with the flag append's fast path reads (one assignment,
         # so an append never pairs a new config with an old flag): one batch may take
         # that path when nothing config-dependent needs the records or a rewrite.
@@ -416,14 +244,14 @@ class Log:
     def add_append_listener(self, callback: Callable[["Log"], None]) -> None:
         self._listeners.append(callback)
 
-    def remove_append_listener(self, callback) -> None:
+    def remove_append_listener(self, callback: Callable[["Log"], None]) -> None:
         try:
             self._listeners.remove(callback)
         except ValueError:
             pass
 
     # ------------------------------------------------------------------ append
-    def append(self, payload, leader_epoch: int = 0, *,
+    def append(self, payload: Payload, leader_epoch: int = 0, *,
                origin: AppendOrigin = AppendOrigin.CLIENT, txn_version: int = 0) -> AppendResult:
         """Validate, assign offsets, write. Nothing is written when anything fails.
 
@@ -435,78 +263,35 @@ class Log:
         Control batches (transaction markers) come only from the COORDINATOR;
         ``txn_version`` is their WriteTxnMarkers TransactionVersion.
         This is the produce hot path: keep per-call work minimal.
+
+        Every origin ends in ``_write`` (roll, write, producer state, leader
+        epoch, publish) and ``_appended`` (flush, listeners); CLIENT and
+        COORDINATOR appends pass ``_append_assigned`` (sizes, control
+        batches, producer checks, offsets) first. The one-batch fast path
+        below only saves the general walk over the payload when nothing
+        config-dependent needs the records: it gets the same header the walk
+        would, and every check and the write are the same code.
         """
         if origin is _REPLICATION:
             return self._append_replicated(payload)
         cfg, fast, rules = self._config_fast
+        now_ms = int(time.time() * 1000)
         if fast:
-            # One batch (what clients send per partition): the same checks and the
-            # same bytes on disk as the general path below, with less bookkeeping
-            # (inline, no per-batch lists). Anything unusual (several batches, a
-            # bad one, an odd buffer) goes on to the general path, which then
-            # gives the verdict.
-            t = type(payload)
-            if t is memoryview:
+            # One batch (what clients send per partition). Anything unusual
+            # (several batches, a bad one, an odd buffer) goes on to the general
+            # walk, which then gives the verdict.
+            mv: memoryview | None
+            if isinstance(payload, memoryview):   # (memoryview has no subclasses)
                 mv = payload if (payload.ndim == 1 and payload.itemsize == 1
                                  and payload.c_contiguous) else None
             else:
+                t = type(payload)
                 mv = memoryview(payload) if (t is bytes or t is bytearray) else None
             if mv is not None:
                 h = validate_single_batch(mv)
                 if h is not None:
-                    total = h.batch_length + 12
-                    if total > cfg.max_message_bytes:
-                        raise RecordTooLargeError(f"batch of {total} bytes exceeds "
-                                                  f"max.message.bytes {cfg.max_message_bytes}")
-                    if total > cfg.segment_bytes:
-                        raise RecordTooLargeError(f"append of {total} bytes exceeds "
-                                                  f"segment.bytes {cfg.segment_bytes}")
-                    has_pid = h.producer_id >= 0
-                    marker = None
-                    if h.attributes & _CONTROL_MASK:
-                        if origin is _CLIENT:
-                            raise InvalidRecordError(_CLIENT_CONTROL)
-                        marker = read_marker(mv)
-                    with self._lock:
-                        if self.closed:
-                            raise StorageError(f"log {self.topic}-{self.partition} is closed")
-                        if has_pid:
-                            updates, dup = self.producer_state.check(
-                                (h,), {0: marker} if marker else None, txn_version)
-                            if dup is not None:
-                                return AppendResult(dup.first_offset, dup.last_offset, -1,
-                                                    self.log_start_offset, True)
-                        leo, active, _ = self._end
-                        last_offset = leo + h.last_offset_delta
-                        ts = h.max_timestamp
-                        # the general path's max over the append starts at -1
-                        reason = active.should_roll(cfg, total, ts if ts > -1 else -1,
-                                                    last_offset)
-                        if reason is not None:
-                            active = self._roll(reason, leo)
-                        # vectored write as below: fresh 16-byte prefix + the caller's
-                        # bytes from the magic byte on, no copy of the payload
-                        size = active.append_one(
-                            (_PREFIX.pack(leo, total - 12, leader_epoch), mv[16:]),
-                            total, last_offset, ts)
-                        if has_pid and updates:
-                            if h.attributes & _TRANSACTIONAL_MASK:   # may open/close one
-                                if apply_producer_batch(self.producer_state, h, leo,
-                                                        last_offset, marker, active):
-                                    self._refresh_unstable()
-                            else:
-                                self.producer_state.update(h, leo, last_offset)
-                        if leader_epoch > self.leader_epochs.latest_epoch:
-                            self.leader_epochs.assign(leader_epoch, leo)
-                        next_offset = last_offset + 1
-                        self._end = (next_offset, active, size)
-                        lso = self.log_start_offset
-                    if (self._request_flush is not None
-                            and next_offset - self.recovery_point >= cfg.flush_messages):
-                        self._request_flush(self)
-                    if self._listeners:
-                        self._notify()
-                    return _tuple_new(AppendResult, (leo, last_offset, -1, lso, False))
+                    return self._append_assigned(mv, (h,), _FIRST, leader_epoch, origin,
+                                                 txn_version, cfg, now_ms)
         try:
             batches = validate_batches(payload)
         except _RecInvalid as exc:
@@ -516,30 +301,42 @@ class Log:
         if not batches:
             raise InvalidRecordError("append of an empty record set")
         if rules.any:
-            check_records(payload, batches, rules, int(time.time() * 1000),
-                          f"{self.topic}-{self.partition}")
+            check_records(payload, batches, rules, now_ms, f"{self.topic}-{self.partition}")
+        mv = payload if isinstance(payload, memoryview) else memoryview(payload)
+        return self._append_assigned(mv, [b.header for b in batches],
+                                     [b.position for b in batches], leader_epoch, origin,
+                                     txn_version, cfg, now_ms)
+
+    def _append_assigned(self, mv: memoryview, headers: Sequence[BatchHeader],
+                         positions: Sequence[int], leader_epoch: int, origin: AppendOrigin,
+                         txn_version: int, cfg: TopicConfig, now_ms: int) -> AppendResult:
+        """CLIENT and COORDINATOR appends of validated batches (``headers`` at
+        ``positions`` of ``mv``): the size limits, control batches, producer
+        checks and offset assignment, then ``_write``."""
         max_msg = cfg.max_message_bytes
-        headers = []
         has_pid = False
-        markers = {}
-        for i, b in enumerate(batches):
-            h = b.header
-            if h.batch_length + 12 > max_msg:
+        markers: dict[int, tuple[int, int] | None] | None = None
+        i = 0
+        for h in headers:
+            size = h.batch_length + 12
+            if size > max_msg:
                 raise RecordTooLargeError(
-                    f"batch of {h.size} bytes exceeds max.message.bytes {max_msg}")
+                    f"batch of {size} bytes exceeds max.message.bytes {max_msg}")
             if h.producer_id >= 0:
                 has_pid = True
             if h.attributes & _CONTROL_MASK:
                 if origin is _CLIENT:
                     raise InvalidRecordError(_CLIENT_CONTROL)
-                markers[i] = read_marker(memoryview(payload)[b.position:b.position + h.size])
-            headers.append(h)
-        total = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+                if markers is None:
+                    markers = {}
+                pos = positions[i]
+                markers[i] = read_marker(mv[pos:pos + size])
+            i += 1
+        total = mv.nbytes
         if total > cfg.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {total} bytes exceeds segment.bytes {cfg.segment_bytes}")
         log_append = cfg.message_timestamp_type == "LogAppendTime"
-        now_ms = int(time.time() * 1000)
         with self._lock:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
@@ -548,8 +345,8 @@ class Log:
                 if dup is not None:
                     return AppendResult(dup.first_offset, dup.last_offset, -1,
                                         self.log_start_offset, True)
-            leo, active, _ = self._end
-            infos = []
+            leo = self._end[0]
+            infos: list[tuple[int, int, int]] = []
             next_offset = leo
             max_ts = -1
             # Two ways to put the assigned offsets on disk, same bytes either way:
@@ -558,15 +355,16 @@ class Log:
             #   magic byte on, written with one pwritev: no copy of the payload.
             # - in place: copy, then patch with protocol.records' setters; needed
             #   for LogAppendTime (the CRC changes) and for very many batches.
-            vectored = not log_append and len(batches) <= 256
+            vectored = not log_append and len(headers) <= 256
+            parts: list[bytes | bytearray | memoryview]
             if vectored:
-                mv = payload if isinstance(payload, memoryview) else memoryview(payload)
                 parts = []
             else:
-                buf = bytearray(payload)
+                buf = bytearray(mv)
                 parts = [buf]
-            for b, h in zip(batches, headers):
-                pos = b.position
+            i = 0
+            for h in headers:
+                pos = positions[i]
                 size = h.batch_length + 12
                 base = next_offset
                 ts = h.max_timestamp
@@ -583,33 +381,70 @@ class Log:
                 if ts > max_ts:
                     max_ts = ts
                 infos.append((size, next_offset - 1, ts))
-            first_offset = leo
-            last_offset = next_offset - 1
-            reason = active.should_roll(cfg, total, max_ts, last_offset, now_ms)
-            if reason is not None:
-                active = self._roll(reason, first_offset)
-            size = active.append(parts, total, infos)
-            if has_pid:
-                ps = self.producer_state
-                txns = False
-                for i in updates:
-                    h = headers[i]
-                    last = infos[i][1]
-                    txns |= apply_producer_batch(ps, h, last - h.last_offset_delta, last,
-                                                 markers.get(i), active)
-                if txns:
-                    self._refresh_unstable()
-            if leader_epoch > self.leader_epochs.latest_epoch:
-                self.leader_epochs.assign(leader_epoch, first_offset)
-            self._end = (next_offset, active, size)
+                i += 1
+            self._write(cfg, now_ms, leo, parts, total, infos, max_ts, headers,
+                        updates if has_pid else None, markers, leader_epoch)
             lso = self.log_start_offset
+        self._appended(next_offset, cfg)
+        return _tuple_new(AppendResult, (leo, next_offset - 1, now_ms if log_append else -1,
+                                         lso, False))
+
+    def _write(self, cfg: TopicConfig, now_ms: int, first: int,
+               parts: Sequence[bytes | bytearray | memoryview], total: int,
+               infos: list[tuple[int, int, int]], max_ts: int,
+               headers: Sequence[BatchHeader | None], producers: Sequence[int] | None,
+               markers: dict[int, tuple[int, int] | None] | None, epoch: int | None) -> None:
+        """(Lock held.) What every append does with its batches once they are
+        checked, whoever they come from: roll the active segment if the append
+        calls for it (a new one starts at ``first``, the append's first offset),
+        write ``parts`` (``total`` bytes; per batch ``infos`` (size, last
+        offset, max timestamp) and ``headers``, None for a v0/v1 entry),
+        record the batches at the indexes ``producers`` in producer state
+        (with their ``markers``, index -> read_marker of a control batch),
+        start a newer leader epoch (``epoch``, stamped on every batch; None:
+        each batch's own, as replicated) and publish the new log end offset."""
+        active = self._end[1]
+        last = infos[-1][1]
+        reason = active.should_roll(cfg, total, max_ts, last, now_ms)
+        if reason is not None:
+            active = self._roll(reason, first)
+        if len(infos) == 1:
+            size = active.append_one(parts, total, last, max_ts)
+        else:
+            size = active.append(parts, total, infos)
+        if producers:
+            ps = self.producer_state
+            txns = False
+            for k in producers:
+                h = headers[k]
+                if h is None:
+                    continue
+                last_offset = infos[k][1]
+                txns |= apply_producer_batch(ps, h, last_offset - h.last_offset_delta, last_offset,
+                                             markers.get(k) if markers else None, active)
+            if txns:
+                self._refresh_unstable()
+        cache = self.leader_epochs
+        if epoch is not None:
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, first)
+        else:
+            k = 0
+            for h in headers:
+                if h is not None and h.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(h.partition_leader_epoch, infos[k][1] - h.last_offset_delta)
+                k += 1
+        self._end = (last + 1, active, size)
+
+    def _appended(self, next_offset: int, cfg: TopicConfig) -> None:
+        """After any append, the lock released: ask for a flush once
+        flush.messages are unflushed, and tell the listeners."""
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
         if self._listeners:
             self._notify()
-        return AppendResult(first_offset, last_offset, now_ms if log_append else -1, lso, False)
 
-    def _append_replicated(self, payload) -> AppendResult:
+    def _append_replicated(self, payload: Payload) -> AppendResult:
         """REPLICATION: append batches read from the leader's log, byte for byte.
 
         The payload is whole entries (v2 batches, or v0/v1 messages a log may
@@ -640,7 +475,7 @@ class Log:
         if total == 0:
             return AppendResult(-1, -1, -1, self.log_start_offset, False)
         # (position, size, last offset, max timestamp, v2 header or None, base offset)
-        entries = []
+        entries: list[tuple[int, int, int, int, BatchHeader | None, int]] = []
         pos = 0
         prev_last = -1
         while pos < total:
@@ -681,43 +516,29 @@ class Log:
         with self._lock:
             if self.closed:
                 raise StorageError(f"log {self.topic}-{self.partition} is closed")
-            leo, active, _ = self._end
+            leo = self._end[0]
             if first_offset < leo:
                 raise OffsetsOutOfOrderError(
                     f"replicated batch base offset {first_offset} is below the log end "
                     f"offset {leo} of {self.topic}-{self.partition}")
-            ps = self.producer_state
-            epochs = self.leader_epochs
-            latest_epoch = epochs.latest_epoch
             for a, b in chunks:
-                c_first = entries[a][5]
-                c_last = entries[b - 1][2]
                 c_start = entries[a][0]
                 c_end = entries[b - 1][0] + entries[b - 1][1]
-                infos = [(size, last, ts) for _, size, last, ts, _, _ in entries[a:b]]
-                max_ts = max(ts for _, _, ts in infos)
-                reason = active.should_roll(cfg, c_end - c_start, max_ts, c_last, now_ms)
-                if reason is not None:
-                    active = self._roll(reason, c_first)
-                size = active.append([mv[c_start:c_end]], c_end - c_start, infos)
-                for e_pos, e_size, last, _, h, base in entries[a:b]:
-                    if h is None:
-                        continue
-                    if h.producer_id >= 0:
-                        # as the leader did: transactions opened and closed, aborts indexed
-                        marker = read_marker(mv[e_pos:e_pos + e_size]) if h.is_control else None
-                        if apply_producer_batch(ps, h, base, last, marker, active):
-                            self._refresh_unstable()
-                    if h.partition_leader_epoch > latest_epoch:
-                        epochs.assign(h.partition_leader_epoch, base)
-                        latest_epoch = epochs.latest_epoch
-                self._end = (c_last + 1, active, size)
+                chunk = entries[a:b]
+                infos = [(size, last, ts) for _, size, last, ts, _, _ in chunk]
+                headers = [h for _, _, _, _, h, _ in chunk]
+                # as the leader did: transactions opened and closed, aborts indexed
+                producers = [k for k, h in enumerate(headers)
+                             if h is not None and h.producer_id >= 0]
+                markers = {k: read_marker(mv[pos:pos + size])
+                           for k, (pos, size, _, _, h, _) in enumerate(chunk)
+                           if h is not None and h.producer_id >= 0 and h.is_control}
+                self._write(cfg, now_ms, chunk[0][5], [mv[c_start:c_end]], c_end - c_start,
+                            infos, max(ts for _, _, ts in infos), headers, producers, markers,
+                            None)
             next_offset = entries[-1][2] + 1
             lso = self.log_start_offset
-        if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
-            self._request_flush(self)
-        if self._listeners:
-            self._notify()
+        self._appended(next_offset, cfg)
         return AppendResult(first_offset, next_offset - 1, -1, lso, False)
 
     def _notify(self) -> None:
@@ -751,7 +572,7 @@ class Log:
         return new
 
     def replace_segments(self, old: list[LogSegment], cleaned_path: str,
-                         aborted_txns=()) -> LogSegment:
+                         aborted_txns: Iterable[AbortedTxn] = ()) -> LogSegment:
         """Swap a compacted copy in for ``old`` (contiguous, not the active segment).
 
         ``cleaned_path`` is the cleaner's output, ``<old[0] base>.log.cleaned`` in this
@@ -789,7 +610,7 @@ class Log:
             self._segs = (tuple(segs), tuple(s.base_offset for s in segs))
             delay = self.config.file_delete_delay_ms
             for seg, renamed in retired:
-                self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+                self._schedule(functools.partial(seg.delete_now, renamed), delay)
             return new
 
     def roll(self) -> None:
@@ -854,8 +675,9 @@ class Log:
         return ReadResult([], hw, lso, stable)
 
     @staticmethod
-    def _read_bounded(fetch_offset, max_bytes, min_one_batch, max_offset, hw, lso, stable,
-                      active, active_size, segs, bases) -> ReadResult:
+    def _read_bounded(fetch_offset: int, max_bytes: int, min_one_batch: bool, max_offset: int,
+                      hw: int, lso: int, stable: int, active: LogSegment, active_size: int,
+                      segs: tuple[LogSegment, ...], bases: tuple[int, ...]) -> ReadResult:
         """``_read`` below ``max_offset`` (< log end): each segment looked at is cut
         at the first batch whose last offset reaches the bound (offset index, then
         a scan, as for the start position); the walk ends at the first cut."""
@@ -878,7 +700,8 @@ class Log:
             i += 1
         return ReadResult([], hw, lso, stable)
 
-    def aborted_transactions(self, fetch_offset: int, regions) -> list:
+    def aborted_transactions(self, fetch_offset: int,
+                             regions: list[FileRegion]) -> list[AbortedTxn]:
         """The aborted transactions a read_committed consumer needs with
         ``regions`` (a read from ``fetch_offset``): Kafka's
         collectAbortedTransactions, the .txnindex entries with lastOffset >=
@@ -895,12 +718,13 @@ class Log:
         upper = leo
         for k in range(i, len(segs)):
             seg = segs[k]
-            if seg._file is not region.file:
+            file = seg._file
+            if file is None or file is not region.file:
                 continue
             size = active_size if seg is active else seg.size
             if end_pos + 8 <= size:   # the batch right after the region: its base offset
                 try:
-                    upper = struct.unpack(">q", os.pread(region.file.fileno(), 8, end_pos))[0]
+                    upper = struct.unpack(">q", os.pread(file.fileno(), 8, end_pos))[0]
                 except (OSError, ValueError):   # closed meanwhile: the log end bounds it
                     pass
             elif k + 1 < len(segs):
@@ -908,7 +732,7 @@ class Log:
             break
         return self.collect_aborted_txns(fetch_offset, upper)
 
-    def collect_aborted_txns(self, start: int, upper: int) -> list:
+    def collect_aborted_txns(self, start: int, upper: int) -> list[AbortedTxn]:
         """AbortedTxn entries overlapping [start, upper), from the segment holding
         ``start`` on until an entry's LSO reaches ``upper`` (Kafka's
         collectAbortedTransactions; the cleaner uses it too). Lock-free."""
@@ -923,7 +747,7 @@ class Log:
         return out
 
     # ------------------------------------------------------------------ timestamps
-    def offset_for_timestamp(self, timestamp: int):
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """First (offset, timestamp) whose timestamp >= ``timestamp``; None if none.
 
         -2 (earliest) -> (log start offset, -1); -1 (latest) -> (log end offset, -1);
@@ -948,7 +772,7 @@ class Log:
             return _record_at_timestamp(entry, data, timestamp, lso)
         return None
 
-    def max_timestamp_and_offset(self):
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record carrying the largest timestamp
         (ListOffsets -3, KIP-734); None if the log holds no timestamps."""
         best = None
@@ -971,7 +795,7 @@ class Log:
         try:
             from protocol.records import iter_records
             for rec in iter_records(data):
-                if rec.timestamp == ts and rec.offset >= lso:
+                if rec.timestamp == ts and rec.offset is not None and rec.offset >= lso:
                     return rec.offset, ts
         except (ImportError, ProtocolError):
             pass
@@ -1054,7 +878,7 @@ class Log:
         for seg in doomed:
             log.info("deleting segment %s (%s)", seg.log_path, why)
             renamed = seg.rename_to_deleted()
-            self._schedule(lambda seg=seg, renamed=renamed: seg.delete_now(renamed), delay)
+            self._schedule(functools.partial(seg.delete_now, renamed), delay)
         return n
 
     def transaction_open(self, producer_id: int, epoch: int) -> bool:
@@ -1065,7 +889,7 @@ class Log:
         return (entry is not None and entry.epoch == epoch
                 and entry.current_txn_first_offset >= 0)
 
-    def active_producers(self) -> list:
+    def active_producers(self) -> list[ProducerSummary]:
         """What this log remembers of each producer, by producer id
         (DescribeProducers): ProducerSummary values taken under the lock,
         as appends change the entries."""
@@ -1161,7 +985,7 @@ class Log:
                 self._segs = (tuple(segs[:i + 1]), tuple(bases[:i + 1]))
                 delay = self.config.file_delete_delay_ms
                 for d, renamed in retired:
-                    self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+                    self._schedule(functools.partial(d.delete_now, renamed), delay)
                 if old_file is not None:
                     self._schedule(old_file.close, delay)
                 if retired:
@@ -1169,7 +993,8 @@ class Log:
                 self.leader_epochs.truncate_from_end(new_leo)
                 if self.log_start_offset > new_leo:
                     self.log_start_offset = new_leo
-                self._load_producer_state(new_leo)
+                load_producer_state(self.producer_state, self._segs[0],
+                                    self.log_start_offset, new_leo)
                 if self.high_watermark > new_leo:
                     self.high_watermark = new_leo
                 if self.recovery_point > new_leo:
@@ -1208,7 +1033,7 @@ class Log:
         fsync_dir(self.dir)
         delay = self.config.file_delete_delay_ms
         for d, renamed in retired:
-            self._schedule(lambda d=d, renamed=renamed: d.delete_now(renamed), delay)
+            self._schedule(functools.partial(d.delete_now, renamed), delay)
         self.leader_epochs.clear()
         self.producer_state.clear()
         self.log_start_offset = offset
@@ -1256,7 +1081,7 @@ class Log:
             self.closed = True
 
     @contextlib.contextmanager
-    def frozen(self):
+    def frozen(self) -> Iterator[None]:
         """Hold off every change (appends, truncation, retention, flushes) for
         the duration; reads go on. A move to another log dir swaps its copy in
         under it, so nothing lands in the old files after the copy caught up."""
@@ -1274,9 +1099,9 @@ class Log:
         stay open (in-flight reads of them stay valid) until the caller closes them."""
         old = self._segs[0]
         self.dir = directory
-        self.producer_state = ProducerStateManager(directory)
-        self.leader_epochs = LeaderEpochCache(directory)
-        self._load(True, self.log_start_offset, self.high_watermark)
+        self._run_on(load_log(directory, self.config, recovery_point=self.recovery_point,
+                              log_start_offset=self.log_start_offset,
+                              high_watermark=self.high_watermark, clean_shutdown=True))
         # the copy was flushed whole when it was closed
         self.recovery_point = self._end[0]
         return old
@@ -1297,36 +1122,8 @@ class Log:
                 f"end={self.log_end_offset}, segments={len(self._segs[0])})")
 
 
-def _replay_producers(ps: ProducerStateManager, segs, start: int, end: int) -> None:
-    """Producer state from the batches with last offset in [start, end) of
-    ``segs`` (Kafka's loadProducersFromRecords): transactions open and
-    complete, and nothing is written (the .txnindex entries exist already)."""
-    bases = [s.base_offset for s in segs]
-    i = max(0, bisect.bisect_right(bases, start) - 1)
-    for seg in segs[i:]:
-        _, pos = seg.offset_index.lookup(start)
-        with seg.borrowed_fd() as fd:
-            for e in EntryScanner(fd, pos, seg.size):
-                h = e.header
-                if h is None or h.producer_id < 0 or e.last_offset < start:
-                    continue
-                if e.last_offset >= end:
-                    return
-                marker = read_marker(os.pread(fd, e.size, e.position)) if h.is_control else None
-                completed = ps.update(h, e.base_offset, e.last_offset, marker)
-                if completed is not None:
-                    ps.complete_txn(completed)
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` -> (topic, partition); ValueError otherwise."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not part.isascii() or not part.isdigit() or topic_name_error(topic):
-        raise ValueError(f"not a partition directory name: {name!r}")
-    return topic, int(part)
-
-
-def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
+def _record_at_timestamp(entry: Entry, data: bytes, timestamp: int,
+                         start_offset: int) -> tuple[int, int]:
     """Record-level answer inside the batch found by timestamp: (offset, timestamp)."""
     h = entry.header
     if h is None:
@@ -1340,7 +1137,8 @@ def _record_at_timestamp(entry, data: bytes, timestamp: int, start_offset: int):
         return first, h.max_timestamp
     try:
         for rec in iter_records(data):
-            if rec.offset >= start_offset and rec.timestamp >= timestamp:
+            if (rec.offset is not None and rec.timestamp is not None
+                    and rec.offset >= start_offset and rec.timestamp >= timestamp):
                 return rec.offset, rec.timestamp
     except ProtocolError:
         pass

@@ -49,7 +49,8 @@ from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPO
 from storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
 from storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
-from storage.log import AppendOrigin, Log, parse_partition_dir
+from storage.loader import parse_partition_dir
+from storage.log import AppendOrigin, Log
 
 log = logging.getLogger(__name__)
 

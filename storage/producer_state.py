@@ -49,7 +49,7 @@ import logging
 import os
 import re
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
@@ -448,3 +448,36 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
                                            last_off - delta, last_off, ts))
         out.append(e)
     return out
+
+
+_TRANSACTIONAL_MASK = 0x10
+
+
+def apply_producer_batch(ps: ProducerStateManager, h: Any, first: int, last: int,
+                         marker: tuple[int, int] | None, seg: Any) -> bool:
+    """Record one appended batch in producer state, and a transaction its marker
+    aborts in ``seg``'s .txnindex with the LSO Kafka computes right after it
+    (UnifiedLog.append / LogSegment.updateProducerState). True when open
+    transactions changed (the first unstable offset must be published again).
+
+    Every path (leader append, follower append, segment recovery) applies
+    batches one at a time through here, so replicas and a recovered segment
+    write the same .txnindex bytes as the leader did: the LSO recorded depends
+    only on the batches before the marker, never on how they were grouped into
+    appends (Kafka applies a whole append's batches first, so a follower's
+    multi-batch fetch could record another LSO than its leader).
+    """
+    if not h.attributes & _TRANSACTIONAL_MASK:   # no transaction opens or closes
+        ps.update(h, first, last, marker)
+        return False
+    open_before = len(ps.ongoing)
+    completed = ps.update(h, first, last, marker)
+    if completed is not None:
+        if completed.is_aborted:
+            seg.append_aborted_txn(completed.producer_id, completed.first_offset,
+                                   completed.last_offset, ps.last_stable_offset_for(completed))
+        ps.complete_txn(completed)
+        return True
+    # a batch joining a transaction already open moves nothing: only one that
+    # opens a transaction changes the first unstable offset
+    return len(ps.ongoing) != open_before

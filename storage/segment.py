@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import io
 import logging
 import os
 import random
@@ -101,7 +102,7 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self.rolling_based_timestamp: int | None = None
         self._open_lock = threading.Lock()
-        self._file = None
+        self._file: io.FileIO | None = None
         self._fd: int | None = None      # write descriptor of the active segment
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None

@@ -444,3 +444,41 @@ def test_reads_during_retention_with_immediate_deletes(make_log):
         t.join()
     assert not errors, errors[:3]
     assert lg.log_start_offset > 0
+
+
+def test_the_one_batch_fast_path_appends_as_the_general_walk_does(make_log):
+    """Appends of one batch skip the general walk over the payload unless the
+    topic needs its records (here a timestamp bound sends them through it);
+    either way the same rules decide: the same offsets, duplicates, refusals,
+    time- and size-based rolls and bytes on disk."""
+    def cfg(**kw):
+        return TopicConfig(segment_ms=1000, segment_bytes=700, max_message_bytes=400,
+                           file_delete_delay_ms=0, **kw)
+
+    fast = make_log(cfg(), name="fast-0")
+    walked = make_log(cfg(message_timestamp_before_max_ms=1 << 50), name="walked-0")
+    assert fast._config_fast[1] and not walked._config_fast[1]   # the two paths
+    ts = [10_000, 10_400, 10_900, 11_001, 11_050, 11_100, 12_500]
+    appends = [build_batch([b"v" * 40] * 2, timestamp=t, producer_id=7, producer_epoch=0,
+                           base_sequence=2 * i) for i, t in enumerate(ts)]
+    appends.insert(3, appends[2])                           # a retry: a duplicate
+    appends.insert(5, batch_of(3, size=200))                # over max.message.bytes
+
+    def run(lg):
+        out = []
+        for payload in appends:
+            try:
+                out.append(tuple(lg.append(payload, leader_epoch=3)))
+            except RecordTooLargeError:
+                out.append("too large")
+        segs = []
+        for s in lg.segments:
+            with open(s.log_path, "rb") as f:
+                segs.append((s.base_offset, f.read(s.size)))
+        return out, segs, lg.end_offset_for_epoch(3)
+
+    got = run(fast)
+    assert got == run(walked)
+    results, segs, _ = got
+    assert "too large" in results and any(r != "too large" and r[4] for r in results)
+    assert [base for base, _ in segs] == [0, 6, 12]   # rolled by segment.ms at 11_001 and 12_500
