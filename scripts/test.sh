@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh --test
+# The suite includes the linter and the type checker (ruff, mypy: tests/test_static_checks.py).
 exec .venv/bin/python -m pytest "$@"

@@ -142,7 +142,8 @@ def test_a_full_disk_logs_one_line_per_kind_not_one_per_request(broker_on_small_
     most = 2 + int(elapsed // 10)
     assert 1 <= text.count("storage error") <= most, text
     assert 1 <= text.count("storing offsets failed") <= most, text
-    assert "similar message(s) suppressed" in text or elapsed < 10
+    if elapsed >= 10:  # a second interval began: its line counts what the first held back
+        assert "similar message(s) suppressed" in text
     assert "Traceback" not in text
 
 
