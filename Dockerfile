@@ -39,14 +39,17 @@ RUN missing=""; command -v gcc >/dev/null || missing="gcc libc6-dev"; \
 WORKDIR /src
 COPY wheelhouse/ /wheelhouse/
 COPY pyproject.toml setup.py README.md LICENSE ./
+COPY samsa ./samsa
 COPY protocol ./protocol
 COPY storage ./storage
 COPY config ./config
+COPY client ./client
 COPY broker ./broker
+COPY tools ./tools
 COPY pipeline ./pipeline
 RUN sh /wheelhouse/pip-install /opt/samsa/bin/pip . \
     && /opt/samsa/bin/samsa --version \
-    && (cd / && /opt/samsa/bin/python -c 'import protocol.records._walker' \
+    && (cd / && /opt/samsa/bin/python -c 'import samsa.protocol.records._walker' \
         || echo "the C record walker was not built: records will be validated in Python")
 
 FROM ${BASE_IMAGE}

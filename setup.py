@@ -1,4 +1,9 @@
-"""The C part of samsa (the rest of the build is in pyproject.toml).
+"""The parts of the build pyproject.toml cannot say: the package mapping and the C part.
+
+One import namespace: the source tree keeps the design card's folders at its top
+(broker/, protocol/, ...); the wheel installs each under samsa/ (samsa.broker,
+samsa.protocol, ...), so nothing generic such as `config` lands in site-packages.
+samsa/__init__.py does the same for a source tree run in place.
 
 protocol/records/_walker.c is the record walker the produce path runs on every
 record (see protocol/records/walker.py). It needs a C compiler and Python's
@@ -6,7 +11,17 @@ headers (Debian: gcc, python3-dev; scripts/setup.sh installs them). It is
 ``optional``: where it cannot be built, the install still succeeds and samsa
 validates records with walker.py's pure-Python twin (slower; the broker logs it).
 """
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
-setup(ext_modules=[Extension("protocol.records._walker", ["protocol/records/_walker.c"],
-                             extra_compile_args=["-O2"], optional=True)])
+# The folders that install under samsa/ (tests/, bench/, scripts/ stay out of the wheel)
+FOLDERS = ["broker", "client", "config", "pipeline", "protocol", "storage", "tools"]
+
+packages = ["samsa"] + [f"samsa.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])]
+
+setup(
+    packages=packages,
+    package_dir={"samsa": "samsa", **{f"samsa.{f}": f for f in FOLDERS}},
+    package_data={"samsa.protocol.messages.schemas": ["*.json"]},
+    ext_modules=[Extension("samsa.protocol.records._walker", ["protocol/records/_walker.c"],
+                           extra_compile_args=["-O2"], optional=True)],
+)

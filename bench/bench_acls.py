@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from broker.security.acl import (AccessControlEntry, AclAuthorizer, AclOperation,
+from samsa.broker.security.acl import (AccessControlEntry, AclAuthorizer, AclOperation,
                                  AclPermissionType, PatternType, ResourcePattern,
                                  ResourceType)
-from broker.security.principal import user
+from samsa.broker.security.principal import user
 
 
 def _acls(n: int) -> dict:

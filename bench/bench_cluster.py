@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kazoo.client import KazooClient
 
-from broker.client import SimpleClient
-from protocol.messages import MetadataRequest
-from protocol.model import ApiKey
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import MetadataRequest
+from samsa.protocol.model import ApiKey
 from tests.support.broker_process import BrokerProcess
 from tests.support.zookeeper import ZooKeeperProcess
 

@@ -86,10 +86,10 @@ def task_costs(bootstrap: str, args) -> dict:
     """Median ms per task of each sink, same rows, no Spark: the exactly-once sink's fixed cost."""
     import pyarrow as pa
 
-    from pipeline import client
-    from pipeline.eos import TaskBatch
-    from pipeline.eos_writer import write_exactly_once
-    from pipeline.options import parse_write_options
+    from samsa.pipeline import client
+    from samsa.pipeline.eos import TaskBatch
+    from samsa.pipeline.eos_writer import write_exactly_once
+    from samsa.pipeline.options import parse_write_options
 
     create_topic(bootstrap, "eos-bench-tasks", 1)
     batch = pa.record_batch([pa.array([b"x" * args.size] * args.task_rows, pa.binary())], names=["value"])

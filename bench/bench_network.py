@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import uvloop
 
-from broker.network import NetworkServer
+from samsa.broker.network import NetworkServer
 
 HOST = "127.0.0.1"
 SIZE = struct.Struct(">i")

@@ -14,7 +14,7 @@ import timeit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from protocol.messages import (FetchResponse, ProduceRequest, RequestHeader,
+from samsa.protocol.messages import (FetchResponse, ProduceRequest, RequestHeader,
                                decode_request, encode_request, encode_response)
 
 PARTITIONS = 8

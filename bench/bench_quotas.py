@@ -35,9 +35,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from confluent_kafka import Consumer, Producer
 
-from broker.client import SimpleClient
-from protocol.messages import AlterClientQuotasRequest as Q
-from protocol.model import ApiKey
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import AlterClientQuotasRequest as Q
+from samsa.protocol.model import ApiKey
 from tests.support.broker_process import BrokerProcess
 
 VALUE = b"b" * 1000

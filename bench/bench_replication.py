@@ -79,10 +79,10 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bench.brokers import cpu_seconds, create_topic
 from bench.load import aggregate, latency_producer, produce_worker, run_workers
-from broker.client import SimpleClient
-from protocol.messages import FetchRequest, ProduceRequest
-from protocol.model import ApiKey
-from protocol.records import build_batch, iter_batch_headers
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import FetchRequest, ProduceRequest
+from samsa.protocol.model import ApiKey
+from samsa.protocol.records import build_batch, iter_batch_headers
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
 from tests.support.kafka_wire import free_port

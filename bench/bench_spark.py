@@ -200,8 +200,8 @@ def run_spark_sum(spark, bootstrap: str) -> tuple[float, int, int]:
 
 def profile_read(bootstrap: str, top: int) -> dict:
     """cProfile of read_range over every range, in this process (Spark's task work minus Spark)."""
-    from pipeline import client
-    from pipeline.options import parse_read_options
+    from samsa.pipeline import client
+    from samsa.pipeline.options import parse_read_options
 
     opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC,
                                "startingOffsets": "earliest"})

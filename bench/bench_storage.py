@@ -21,10 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from config.topic import TopicConfig
-from protocol.records import build_batch
-from storage.log import Log
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_batch
+from samsa.storage.log import Log
+from samsa.storage.manager import LogManager
 
 
 def make_batch(batch_bytes: int) -> bytes:

@@ -19,8 +19,8 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from protocol.errors import ProtocolError
-from protocol.messages import API_BY_KEY, decode_request, decode_response
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import API_BY_KEY, decode_request, decode_response
 from tests.protocol.test_fuzz_corpus import mutate, random_frame, seed_frames
 
 

@@ -13,7 +13,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pipeline.arrow import ARROW_SCHEMA, schema_ddl
+from samsa.pipeline.arrow import ARROW_SCHEMA, schema_ddl
 
 BATCH_ROWS = 10_000
 

@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from protocol.messages import ListOffsetsRequest
-from protocol.model import TopicPartition
-from protocol.model import ApiKey
+from samsa.protocol.messages import ListOffsetsRequest
+from samsa.protocol.model import TopicPartition
+from samsa.protocol.model import ApiKey
 
-from .client import ClientError, SimpleClient
+from samsa.client.blocking import ClientError, SimpleClient
 
 log = logging.getLogger(__name__)
 

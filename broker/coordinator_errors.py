@@ -6,7 +6,7 @@ COORDINATOR_NOT_AVAILABLE, the client retries. Anything else is the
 caller's to name (a record too large, a fenced producer)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 _MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR})

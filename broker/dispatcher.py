@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 
-from protocol.errors import ErrorCode, UnsupportedVersionError
-from protocol.messages import RequestHeader, decode_request, encode_response
-from protocol.model import ApiKey
+from samsa.protocol.errors import ErrorCode, UnsupportedVersionError
+from samsa.protocol.messages import RequestHeader, decode_request, encode_response
+from samsa.protocol.model import ApiKey
 
 from .handlers import HANDLERS, RequestContext
 from .handlers.api_versions import api_versions_response

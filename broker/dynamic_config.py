@@ -13,8 +13,8 @@ import logging
 import threading
 from typing import Callable
 
-from config import BrokerConfig
-from config.dynamic import DynamicConfigError, validate, with_dynamic
+from samsa.config import BrokerConfig
+from samsa.config.dynamic import DynamicConfigError, validate, with_dynamic
 
 from .metadata import MetadataStore
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, NamedTuple, Protocol
 
-from protocol.errors import ErrorCode
-from storage import AppendOrigin
+from samsa.protocol.errors import ErrorCode
+from samsa.storage import AppendOrigin
 
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
 from .replication.leader import LeaderReplica

@@ -10,17 +10,17 @@ import signal
 import time
 from typing import Callable
 
-from protocol.errors import ErrorCode
-from protocol.messages import API_BY_KEY
-from protocol.records import walker as records_walker
-from storage import LogManager
-from storage.dir_lock import LogDirLocks
-from storage.errors import StorageError
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import API_BY_KEY
+from samsa.protocol.records import walker as records_walker
+from samsa.storage import LogManager
+from samsa.storage.dir_lock import LogDirLocks
+from samsa.storage.errors import StorageError
 
-from protocol.messages import ControlledShutdownRequest
-from protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
+from samsa.protocol.messages import ControlledShutdownRequest
+from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
-from .aio_client import ConnectionClosedError, KafkaConnection
+from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
@@ -52,7 +52,7 @@ from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
 from .replication.manager import ReplicaManager
-from storage import AppendOrigin
+from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .loop_bridge import LoopBridge

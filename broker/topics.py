@@ -19,11 +19,11 @@ import time
 import weakref
 from typing import Any, Callable
 
-from config import ConfigError
-from config.topic_keys import drop_removed_keys
-from protocol.errors import ErrorCode
-from protocol.model import INTERNAL_TOPICS
-from protocol.topic_name import collision_key, topic_name_error
+from samsa.config import ConfigError
+from samsa.config.topic_keys import drop_removed_keys
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import INTERNAL_TOPICS
+from samsa.protocol.topic_name import collision_key, topic_name_error
 
 from .cluster.assignment import AssignmentError, check_assignment
 from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,

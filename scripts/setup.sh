@@ -52,7 +52,7 @@ stamp=".venv/.samsa-installed"
 want="$(cat pyproject.toml setup.py protocol/records/_walker.c | sha256sum | cut -d' ' -f1) ${extras:-[base]}"
 have="$(cat "$stamp" 2>/dev/null || true)"
 # (asked from / so that it finds what is installed, not the sources beside it)
-walker_built() { (cd / && "$OLDPWD/.venv/bin/python" -c 'import protocol.records._walker' 2>/dev/null); }
+walker_built() { (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker' 2>/dev/null); }
 # installed before a compiler or the headers were there: build it now
 [ "${#build_need[@]}" -gt 0 ] || walker_built || have=""
 if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then

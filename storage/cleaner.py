@@ -76,14 +76,14 @@ import threading
 import time
 from typing import Callable, Iterable, NamedTuple
 
-from protocol.errors import ProtocolError
-from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch, decode_batch, write_crc
-from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from storage.entries import EntryScanner
-from storage.errors import StorageError
-from storage.loader import CLEANED_SUFFIX
-from storage.producer_state import read_marker
-from storage.segment import INT32_MAX, LOG_SUFFIX
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch, decode_batch, write_crc
+from samsa.storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from samsa.storage.entries import EntryScanner
+from samsa.storage.errors import StorageError
+from samsa.storage.loader import CLEANED_SUFFIX
+from samsa.storage.producer_state import read_marker
+from samsa.storage.segment import INT32_MAX, LOG_SUFFIX
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from storage.errors import StorageError
+from samsa.storage.errors import StorageError
 
 LOCK_FILE = ".lock"
 

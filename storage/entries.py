@@ -15,7 +15,7 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
-from protocol.records import (BATCH_OVERHEAD as V2_HEADER, LOG_OVERHEAD, BatchHeader,
+from samsa.protocol.records import (BATCH_OVERHEAD as V2_HEADER, LOG_OVERHEAD, BatchHeader,
                               compute_crc, read_batch_header)
 
 V2_MIN_LENGTH = 49           # smallest batchLength of a v2 batch

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from protocol.errors import ErrorCode
-from protocol.records.errors import CorruptRecordError as RecordBytesError
-from protocol.records.errors import InvalidRecordError as RecordRulesError
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.records.errors import CorruptRecordError as RecordBytesError
+from samsa.protocol.records.errors import InvalidRecordError as RecordRulesError
 
 
 class StorageError(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
-from storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
+from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
                                  write_leader_epoch_checkpoint)
 
 UNDEFINED_EPOCH = -1

@@ -26,12 +26,12 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from protocol.topic_name import topic_name_error
-from storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
-from storage.entries import Entry, EntryScanner
-from storage.leader_epoch import LeaderEpochCache
-from storage.producer_state import ProducerStateManager, apply_producer_batch, read_marker
-from storage.segment import (DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+from samsa.protocol.topic_name import topic_name_error
+from samsa.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, fsync_dir
+from samsa.storage.entries import Entry, EntryScanner
+from samsa.storage.leader_epoch import LeaderEpochCache
+from samsa.storage.producer_state import ProducerStateManager, apply_producer_batch, read_marker
+from samsa.storage.segment import (DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
                              TXN_INDEX_SUFFIX, LogSegment)
 
 log = logging.getLogger(__name__)

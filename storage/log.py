@@ -48,27 +48,27 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Union
 
-from protocol.errors import ProtocolError
-from protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRecordError as _RecInvalid,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
-from protocol.records.batch import validate_single_batch
-from storage.checkpoints import fsync_dir
-from storage.entries import InvalidEntry, entry_is_valid, parse_entry
-from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
+from samsa.protocol.records.batch import validate_single_batch
+from samsa.storage.checkpoints import fsync_dir
+from samsa.storage.entries import InvalidEntry, entry_is_valid, parse_entry
+from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
-from storage.loader import (SWAP_SUFFIX, LoadedLog, load_log, load_producer_state,
+from samsa.storage.loader import (SWAP_SUFFIX, LoadedLog, load_log, load_producer_state,
                             parse_partition_dir)
-from storage.validation import check_records, rules_for
-from storage.producer_state import apply_producer_batch, read_marker
-from storage.entries import Entry
-from storage.segment import INT32_MAX, LOG_SUFFIX, FileRegion, LogSegment
-from storage.txn_index import AbortedTxn
+from samsa.storage.validation import check_records, rules_for
+from samsa.storage.producer_state import apply_producer_batch, read_marker
+from samsa.storage.entries import Entry
+from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, FileRegion, LogSegment
+from samsa.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from config.topic import TopicConfig
-    from protocol.records.batch import BatchHeader
-    from storage.producer_state import ProducerSummary
+    from samsa.config.topic import TopicConfig
+    from samsa.protocol.records.batch import BatchHeader
+    from samsa.storage.producer_state import ProducerSummary
 
 # what appends take: the request's bytes, or a view of them
 Payload = Union[bytes, bytearray, memoryview]
@@ -793,7 +793,7 @@ class Log:
         pos, size = found
         data = os.pread(seg.file.fileno(), size, pos)
         try:
-            from protocol.records import iter_records
+            from samsa.protocol.records import iter_records
             for rec in iter_records(data):
                 if rec.timestamp == ts and rec.offset is not None and rec.offset >= lso:
                     return rec.offset, ts
@@ -1132,7 +1132,7 @@ def _record_at_timestamp(entry: Entry, data: bytes, timestamp: int,
     if h.timestamp_type == 1:   # LogAppendTime: every record carries maxTimestamp
         return first, h.max_timestamp
     try:
-        from protocol.records import iter_records  # decoded only here, off the hot path
+        from samsa.protocol.records import iter_records  # decoded only here, off the hot path
     except ImportError:
         return first, h.max_timestamp
     try:

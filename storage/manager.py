@@ -40,17 +40,17 @@ import time
 import uuid
 from typing import Callable
 
-from storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
+from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
                                  META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
                                  REPLICATION_OFFSET_CHECKPOINT, atomic_write,
                                  fsync_dir, read_offset_checkpoint, read_partition_metadata,
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
-from storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
-from storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
+from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
+from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
-from storage.loader import parse_partition_dir
-from storage.log import AppendOrigin, Log
+from samsa.storage.loader import parse_partition_dir
+from samsa.storage.log import AppendOrigin, Log
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
-from storage.checkpoints import fsync_dir
-from protocol.errors import ProtocolError
-from protocol.records import CONTROL_ABORT, iter_records, parse_control_record
-from storage.errors import (InvalidProducerEpochError, InvalidTxnStateError,
+from samsa.storage.checkpoints import fsync_dir
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
+from samsa.storage.errors import (InvalidProducerEpochError, InvalidTxnStateError,
                             OutOfOrderSequenceError, TransactionCoordinatorFencedError)
 
 log = logging.getLogger(__name__)

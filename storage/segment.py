@@ -37,9 +37,9 @@ import random
 import threading
 import time
 
-from storage.entries import EntryScanner
-from storage.index import OffsetIndex, TimeIndex
-from storage.txn_index import AbortedTxn, TransactionIndex
+from samsa.storage.entries import EntryScanner
+from samsa.storage.index import OffsetIndex, TimeIndex
+from samsa.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 

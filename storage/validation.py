@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from protocol.errors import ProtocolError
-from protocol.records import decode_batch
-from storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordError
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import decode_batch
+from samsa.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordError
 
 LONG_MAX = (1 << 63) - 1
 

@@ -38,11 +38,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
                               NodeExistsError, NotEmptyError)
 
-from broker.metadata import zk_layout as z
-from broker.metadata.store import INTERNAL_TOPICS
-from broker.metadata.zookeeper.writes import (ControllerZooKeeper, Create, NotControllerError,
+from samsa.broker.metadata import zk_layout as z
+from samsa.broker.metadata.store import INTERNAL_TOPICS
+from samsa.broker.metadata.zookeeper.writes import (ControllerZooKeeper, Create, NotControllerError,
                                               SetData, over_kazoo)
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from . import reassignment as ra
 from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import AbstractSet, Mapping, Sequence
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 NO_LEADER = -1
 

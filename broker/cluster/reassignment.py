@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import AbstractSet, Sequence
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from .elections import NO_LEADER, LeaderAndIsr
 

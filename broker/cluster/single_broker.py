@@ -11,7 +11,7 @@ broker, which is the list it already has.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from . import reassignment as ra
 from .elections import LeaderAndIsr, election_answer, elections_reported

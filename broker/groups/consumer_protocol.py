@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

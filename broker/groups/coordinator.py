@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from ..coordinator_errors import coordinator_write_error
 from ..network.log_limit import RateLimitedLog

@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Callable
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from ..metadata import BrokerEndpoint
 from ..partitions import PartitionLayer

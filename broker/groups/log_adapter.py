@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-from protocol.errors import ProtocolError
-from protocol.records import build_batch, iter_all_records, parse_control_record
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import build_batch, iter_all_records, parse_control_record
 
 from .store import TxnMarker, TxnRecord
 

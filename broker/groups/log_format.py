@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 from .log_format import OffsetAndMetadata
 from .results import PartitionError

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
 NONE = int(ErrorCode.NONE)
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, Protocol
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 from .log_format import (
     GroupKey,

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from broker.metadata import zk_layout as z
-from broker.metadata.zookeeper import retriable_on_zookeeper_errors
-from broker.metadata.zookeeper.writes import Znodes, over_kazoo
+from samsa.broker.metadata import zk_layout as z
+from samsa.broker.metadata.zookeeper import retriable_on_zookeeper_errors
+from samsa.broker.metadata.zookeeper.writes import Znodes, over_kazoo
 
 if TYPE_CHECKING:
     from .coordinator import GroupMembership

@@ -3,7 +3,7 @@
 A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
 None means no response at all (Produce with acks=0).
 """
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
 from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .admin import handle_create_partitions, handle_create_topics, handle_delete_topics

@@ -8,8 +8,8 @@ not named kafka-cluster, a principal without a type) is INVALID_REQUEST.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
 from ..metadata import MetadataUnavailableError
 from ..security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 
-from config import describe_topic_config
-from protocol.errors import ErrorCode
-from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
+from samsa.config import describe_topic_config
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
                                DeleteTopicsResponse)
 
 from ..quotas.mutation import ThrottlingQuotaExceeded

@@ -1,8 +1,8 @@
 """ApiVersions: what this broker serves, from the same table the codecs use."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ApiVersionsResponse
 
 
 def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsResponse:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from protocol.errors import ErrorCode
-from protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
 from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
                                   sanitize_entity_name, user_client_entity_path,

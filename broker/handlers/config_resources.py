@@ -9,8 +9,8 @@ the broker does not know is UNSUPPORTED_VERSION, as Kafka answers.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import ListConfigResourcesResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ListConfigResourcesResponse
 
 from ..metadata import brokers_on_listener
 from . import authz

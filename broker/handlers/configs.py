@@ -8,12 +8,12 @@ which keys, broker/dynamic_config.py keeps and applies them).
 """
 from __future__ import annotations
 
-from config import TOPIC_KEYS, ConfigType, describe_broker_config, describe_topic_config
-from config.describe import describe_broker_defaults
-from config.dynamic import DynamicConfigError, key_definition
-from config.values import ConfigKey, render
-from protocol.errors import ErrorCode
-from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
+from samsa.config import TOPIC_KEYS, ConfigType, describe_broker_config, describe_topic_config
+from samsa.config.describe import describe_broker_defaults
+from samsa.config.dynamic import DynamicConfigError, key_definition
+from samsa.config.values import ConfigKey, render
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
                                IncrementalAlterConfigsResponse)
 
 from ..topics import TopicError, name_error

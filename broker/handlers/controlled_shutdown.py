@@ -2,8 +2,8 @@
 partitions' leadership elsewhere first (ZooKeeper-mode Kafka's API 7)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import ControlledShutdownResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ControlledShutdownResponse
 
 from . import authz
 from .authz import Op

@@ -4,8 +4,8 @@ where its open transaction starts (-1: none) - to find what holds a
 read_committed consumer's last stable offset back."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import DescribeProducersResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import DescribeProducersResponse
 
 from ..partitions import LeaderLookup
 from . import authz

@@ -3,8 +3,8 @@ moves leadership to each partition's preferred replica, or (unclean) to any
 live replica of a partition without a leader."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import ElectLeadersResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ElectLeadersResponse
 
 from . import authz
 from .authz import Op

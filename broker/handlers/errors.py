@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from broker.network.log_limit import RateLimitedLog
-from protocol.errors import ErrorCode, ProtocolError
+from samsa.broker.network.log_limit import RateLimitedLog
+from samsa.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger("broker.handlers")
 # A full or failing disk fails every write the same way: one line per kind of

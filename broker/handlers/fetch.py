@@ -34,9 +34,9 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from protocol.errors import ErrorCode
-from protocol.messages import FetchResponse
-from protocol.records import downconvert_within
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchResponse
+from samsa.protocol.records import downconvert_within
 
 from ..metadata import brokers_on_listener
 from ..partitions import READ_COMMITTED, LeaderLookup

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from protocol.errors import ErrorCode
-from protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
                                FindCoordinatorResponse, HeartbeatResponse,
                                JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
                                OffsetCommitResponse, OffsetDeleteResponse,
                                OffsetFetchResponse, SyncGroupResponse,
                                TxnOffsetCommitResponse)
-from protocol.model import OFFSETS_TOPIC
+from samsa.protocol.model import OFFSETS_TOPIC
 
 from ..groups import FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError

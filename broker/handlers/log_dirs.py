@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
-from protocol.errors import ErrorCode
-from protocol.messages import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
-from storage.errors import StorageError
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
+from samsa.storage.errors import StorageError
 
 from . import authz
 from .authz import Op

@@ -8,8 +8,8 @@ LEADER_NOT_AVAILABLE, as Kafka's does.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
                                MetadataResponse)
 
 from ..metadata import brokers_on_listener

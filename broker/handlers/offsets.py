@@ -1,8 +1,8 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords: questions about a log's offsets."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
                                OffsetForLeaderEpochResponse)
 
 from ..partitions import LeaderLookup, fetch_upper_bound

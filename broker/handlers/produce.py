@@ -8,9 +8,9 @@ holds v2 data written by samsa.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import ProduceResponse
-from protocol.records import Codec, iter_batch_headers, upconvert_message_set
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ProduceResponse
+from samsa.protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
 from ..metadata import BrokerEndpoint, brokers_on_listener
 from ..partitions import LeaderLookup

@@ -8,8 +8,8 @@ broker that does not coordinate the id answers NOT_COORDINATOR, as Kafka does.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import InitProducerIdResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import InitProducerIdResponse
 
 from . import authz
 from .authz import Op

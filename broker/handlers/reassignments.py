@@ -4,8 +4,8 @@ the controller, which starts each move and lets it complete in the
 background; any other broker answers NOT_CONTROLLER, as Kafka's do."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 
 from . import authz
 from .authz import Op

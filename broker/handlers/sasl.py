@@ -33,9 +33,9 @@ import dataclasses
 import logging
 import struct
 
-from protocol.errors import ErrorCode
-from protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
-from protocol.model import ApiKey
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+from samsa.protocol.model import ApiKey
 
 from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from protocol.errors import ErrorCode
-from protocol.messages import (AlterUserScramCredentialsResponse as AlterR,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterUserScramCredentialsResponse as AlterR,
                                DescribeUserScramCredentialsResponse as DescribeR)
 
 from ..metadata.zk_layout import desanitize_entity_name, user_entity_path
 from ..security.sasl.credential_cache import ScramCredentialCache
-from ..security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
+from samsa.client.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                               ScramCredential, credential_from_salted)
 from . import authz
 from .authz import Op

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
-from protocol.errors import ErrorCode
-from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
                                DescribeTransactionsResponse, EndTxnResponse,
                                ListTransactionsResponse)
-from protocol.model import OFFSETS_TOPIC
+from samsa.protocol.model import OFFSETS_TOPIC
 
 from . import authz
 from .authz import Op

@@ -21,11 +21,11 @@ from __future__ import annotations
 import logging
 import time
 
-from protocol.errors import ErrorCode
-from protocol.messages import WriteTxnMarkersResponse
-from protocol.model import OFFSETS_TOPIC
-from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
-from storage import AppendOrigin
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import WriteTxnMarkersResponse
+from samsa.protocol.model import OFFSETS_TOPIC
+from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from samsa.storage import AppendOrigin
 
 from . import authz
 from .authz import Op

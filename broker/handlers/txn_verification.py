@@ -3,8 +3,8 @@
 a request would open a transaction in, before anything is appended."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
-from protocol.model import TopicPartition
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import TopicPartition
 
 
 

@@ -20,7 +20,7 @@ import urllib.parse
 from typing import Mapping, Sequence
 
 # zookeeper.connect is read by config/ (a bad one refuses start-up naming the key)
-from config.zk_connect import parse_connect  # noqa: F401  (z.parse_connect)
+from samsa.config.zk_connect import parse_connect  # noqa: F401  (z.parse_connect)
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"

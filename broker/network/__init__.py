@@ -6,7 +6,7 @@ order. See server.py (acceptor, lifecycle), processor.py (threads/loops) and
 connection.py (framing, ordering, sendfile, backpressure).
 """
 
-from broker.network.context import ConnectionContext
-from broker.network.server import NetworkServer
+from samsa.broker.network.context import ConnectionContext
+from samsa.broker.network.server import NetworkServer
 
 __all__ = ["NetworkServer", "ConnectionContext"]

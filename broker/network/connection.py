@@ -88,12 +88,12 @@ import struct
 import sys
 from typing import TYPE_CHECKING, Any
 
-from broker.network.context import ConnectionContext
-from broker.network.memory import RequestMemoryPool
-from protocol.errors import ProtocolError
+from samsa.broker.network.context import ConnectionContext
+from samsa.broker.network.memory import RequestMemoryPool
+from samsa.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from broker.network.processor import Processor
+    from samsa.broker.network.processor import Processor
 
 _SIZE = struct.Struct(">i")
 _unpack_size = _SIZE.unpack_from

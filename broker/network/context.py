@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.security.principal import ANONYMOUS, KafkaPrincipal
+from samsa.broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 class ConnectionContext:

@@ -19,10 +19,10 @@ try:
 except ImportError:  # pragma: no cover - uvloop is a declared dependency
     uvloop = None
 
-from broker.network.connection import Connection
-from broker.network.log_limit import RateLimitedLog
-from broker.network.memory import RequestMemoryPool
-from broker.network.tls import TlsConnection
+from samsa.broker.network.connection import Connection
+from samsa.broker.network.log_limit import RateLimitedLog
+from samsa.broker.network.memory import RequestMemoryPool
+from samsa.broker.network.tls import TlsConnection
 
 
 class Processor:

@@ -22,12 +22,12 @@ import time
 from functools import partial
 from typing import Any, Awaitable, Callable
 
-from broker.network.log_limit import RateLimitedLog
-from broker.network.memory import RequestMemoryPool
-from broker.network.processor import Processor
-from broker.quotas.connection_rate import ConnectionRateQuotas
-from broker.quotas.rate import now_ms
-from broker.security.tls_config import ListenerTls
+from samsa.broker.network.log_limit import RateLimitedLog
+from samsa.broker.network.memory import RequestMemoryPool
+from samsa.broker.network.processor import Processor
+from samsa.broker.quotas.connection_rate import ConnectionRateQuotas
+from samsa.broker.quotas.rate import now_ms
+from samsa.broker.security.tls_config import ListenerTls
 
 Handler = Callable[[Any, memoryview], Awaitable[Any]]
 

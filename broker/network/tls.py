@@ -34,12 +34,12 @@ import socket
 import ssl
 from typing import TYPE_CHECKING
 
-from broker.network.connection import Connection, _Region
-from broker.security.principal import user
-from broker.security.ssl_principal import NoMatchingRule, subject_dn
+from samsa.broker.network.connection import Connection, _Region
+from samsa.broker.security.principal import user
+from samsa.broker.security.ssl_principal import NoMatchingRule, subject_dn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from broker.network.processor import Processor
+    from samsa.broker.network.processor import Processor
 
 # Ciphertext received per recv call, and plaintext encrypted per step.
 RAW_CHUNK = 256 * 1024

@@ -32,7 +32,7 @@ import ipaddress
 import threading
 from typing import Mapping, NamedTuple
 
-from config.values import INT_MAX
+from samsa.config.values import INT_MAX
 
 from .manager import IdleExpiry, QuotaWindow
 from .rate import WindowedRate, throttle_time_ms

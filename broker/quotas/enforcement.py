@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable
 
-from protocol.messages import RequestHeader, encode_response
-from protocol.model import ApiKey
+from samsa.protocol.messages import RequestHeader, encode_response
+from samsa.protocol.model import ApiKey
 
 from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext

@@ -20,8 +20,8 @@ import logging
 import threading
 from typing import NamedTuple
 
-from broker.metadata.store import MetadataStore
-from broker.metadata.zk_layout import (client_entity_path, user_client_entity_path,
+from samsa.broker.metadata.store import MetadataStore
+from samsa.broker.metadata.zk_layout import (client_entity_path, user_client_entity_path,
                                        user_entity_path)
 
 log = logging.getLogger("broker.quotas")

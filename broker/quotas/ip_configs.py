@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from broker.metadata.store import MetadataStore
-from broker.metadata.zk_layout import desanitize_entity_name
+from samsa.broker.metadata.store import MetadataStore
+from samsa.broker.metadata.zk_layout import desanitize_entity_name
 
 from .connection_rate import ConnectionRateQuotas
 from .entities import CONNECTION_CREATION_RATE, DEFAULT, parse_quota_value

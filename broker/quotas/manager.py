@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from .entities import QuotaConfigs, QuotaMatch
 if TYPE_CHECKING:
-    from config.broker import BrokerConfig
+    from samsa.config.broker import BrokerConfig
 
 from .rate import TokenBucket, WindowedRate, throttle_time_ms, token_throttle_ms
 

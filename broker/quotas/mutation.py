@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
 from .entities import QuotaMatch
 from .manager import MutationQuotaManager

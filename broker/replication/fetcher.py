@@ -30,13 +30,13 @@ try:
 except ImportError:  # pragma: no cover - uvloop is a declared dependency
     uvloop = None
 
-from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
-from protocol.records import iter_batch_headers
-from storage import AppendOrigin
-from storage.errors import OffsetsOutOfOrderError
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from samsa.protocol.records import iter_batch_headers
+from samsa.storage import AppendOrigin
+from samsa.storage.errors import OffsetsOutOfOrderError
 
-from ..aio_client import ConnectionClosedError, KafkaConnection
+from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from ..network.log_limit import RateLimitedLog
 from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity

@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Callable, Protocol
 
-from protocol.errors import ErrorCode
-from storage import AppendOrigin
+from samsa.protocol.errors import ErrorCode
+from samsa.storage import AppendOrigin
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
 

@@ -22,7 +22,7 @@ import logging
 import threading
 from typing import Callable, Protocol
 
-from protocol.model import TopicPartition
+from samsa.protocol.model import TopicPartition
 
 from ..metadata import MetadataStore, MetadataUnavailableError
 from .leader import LeaderReplica, ReplicaLog

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import ssl
 
-from .sasl.client import SaslClientSettings
+from samsa.client.sasl import SaslClientSettings
 
 
 @dataclasses.dataclass(frozen=True)

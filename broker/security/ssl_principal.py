@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Sequence
 
-from config.errors import ConfigError
+from samsa.config.errors import ConfigError
 
 # One rule: DEFAULT, or RULE:pattern/replacement/ with an optional L or U flag
 # (slashes inside pattern and replacement are escaped with a backslash).

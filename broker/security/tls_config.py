@@ -17,8 +17,8 @@ import ssl
 import tempfile
 from typing import Any, Mapping, NamedTuple
 
-from config.broker import BROKER_KEYS, LISTENER_PREFIX, BrokerConfig
-from config.errors import ConfigError
+from samsa.config.broker import BROKER_KEYS, LISTENER_PREFIX, BrokerConfig
+from samsa.config.errors import ConfigError
 
 from .ssl_principal import SslPrincipalMapper
 

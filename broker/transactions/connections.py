@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..aio_client import ConnectionClosedError, KafkaConnection
+from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 

@@ -29,8 +29,8 @@ import re
 import time
 from typing import Awaitable, Callable, Iterable, Iterator, NamedTuple, Protocol
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.model import TRANSACTION_STATE_TOPIC, TopicPartition
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.model import TRANSACTION_STATE_TOPIC, TopicPartition
 
 from ..groups.log_format import partition_for
 from . import state as rules

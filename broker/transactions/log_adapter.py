@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from protocol.errors import ErrorCode
-from protocol.model import TRANSACTION_STATE_TOPIC
-from protocol.records import build_batch
-from storage import AppendOrigin
-from storage.errors import StorageError
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import TRANSACTION_STATE_TOPIC
+from samsa.protocol.records import build_batch
+from samsa.storage import AppendOrigin
+from samsa.storage.errors import StorageError
 
 from ..coordinator_errors import coordinator_write_error
 from ..groups.log_adapter import partition_reader

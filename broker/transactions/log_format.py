@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 from .state import TxnMetadata, TxnState
 

@@ -15,12 +15,12 @@ import asyncio
 import logging
 from typing import Callable, Protocol
 
-from protocol.errors import ErrorCode
-from protocol.messages import WriteTxnMarkersRequest
-from protocol.model import TopicPartition
-from protocol.model import ApiKey
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import WriteTxnMarkersRequest
+from samsa.protocol.model import TopicPartition
+from samsa.protocol.model import ApiKey
 
-from ..aio_client import ConnectionClosedError
+from samsa.client.aio import ConnectionClosedError
 from ..metadata import BrokerEndpoint, PartitionMeta
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections

@@ -23,8 +23,8 @@ import dataclasses
 import enum
 from typing import Callable, NamedTuple
 
-from protocol.errors import ErrorCode
-from protocol.model import TopicPartition
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

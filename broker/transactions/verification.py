@@ -21,12 +21,12 @@ import asyncio
 import logging
 from typing import Awaitable, Callable, Protocol
 
-from protocol.errors import ErrorCode
-from protocol.messages import AddPartitionsToTxnRequest
-from protocol.model import TopicPartition
-from protocol.model import ApiKey
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import AddPartitionsToTxnRequest
+from samsa.protocol.model import TopicPartition
+from samsa.protocol.model import ApiKey
 
-from ..aio_client import ConnectionClosedError
+from samsa.client.aio import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections

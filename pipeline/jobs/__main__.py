@@ -1,4 +1,4 @@
-"""``python -m pipeline.jobs {generate,stream,rebuild} ...``: the pipeline's command line."""
+"""``python -m samsa.pipeline.jobs {generate,stream,rebuild} ...``: the pipeline's command line."""
 from __future__ import annotations
 
 import argparse
@@ -57,7 +57,7 @@ def _duration(text: str) -> str:
 
 def parser() -> argparse.ArgumentParser:
     from . import __doc__ as jobs_doc
-    ap = argparse.ArgumentParser(prog="python -m pipeline.jobs", description=jobs_doc,
+    ap = argparse.ArgumentParser(prog="python -m samsa.pipeline.jobs", description=jobs_doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="job", required=True)
 

@@ -11,12 +11,12 @@ classes as attributes (ProduceResponse.PartitionProduceResponse, ...).
 """
 from typing import Any
 
-from protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, RequestHeader,
+from samsa.protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, RequestHeader,
                                    decode_body, decode_request, decode_request_header,
                                    decode_response, encode_body, encode_request,
                                    encode_request_header, encode_response,
                                    request_header_version, response_header_version)
-from protocol.messages.model import Message
+from samsa.protocol.messages.model import Message
 
 # One class per message, compiled at import: no static definitions a checker could read,
 # so the module's __getattr__ below tells checkers that any other name exists (typed Any).

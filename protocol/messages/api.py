@@ -12,12 +12,12 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from protocol.errors import ProtocolError, UnsupportedVersionError
-from protocol.messages import overlay, wire
-from protocol.messages.codegen import get_decoder, get_encoder
-from protocol.messages.model import Message, build_classes
-from protocol.messages.schema import MessageSpec, load_message
-from protocol.model import ApiKey
+from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
+from samsa.protocol.messages import overlay, wire
+from samsa.protocol.messages.codegen import get_decoder, get_encoder
+from samsa.protocol.messages.model import Message, build_classes
+from samsa.protocol.messages.schema import MessageSpec, load_message
+from samsa.protocol.model import ApiKey
 
 _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")

@@ -21,10 +21,10 @@ import struct
 import threading
 from typing import Any, Callable, TypeAlias
 
-from protocol.errors import ProtocolError
-from protocol.messages import wire
-from protocol.messages.model import default_literal, ns_name
-from protocol.messages.schema import FIXED_TYPES, ZERO_UUID, FieldSpec, MessageSpec, StructSpec
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import wire
+from samsa.protocol.messages.model import default_literal, ns_name
+from samsa.protocol.messages.schema import FIXED_TYPES, ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
 _cache: dict[tuple[str, int, str], Codec] = {}
 _lock = threading.Lock()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from protocol.messages.schema import ZERO_UUID, FieldSpec, MessageSpec, StructSpec
+from samsa.protocol.messages.schema import ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
 _MISSING = object()
 
@@ -107,7 +107,7 @@ def build_classes(msg: MessageSpec) -> type[Message]:
             return known
         attrs = tuple(f.attr for f in struct.fields)
         cls = type(struct.name, (Message,), {"__slots__": attrs, "_attrs": attrs,
-                                              "_spec": struct, "__module__": "protocol.messages"})
+                                              "_spec": struct, "__module__": "samsa.protocol.messages"})
         cls.__qualname__ = qual
         struct.cls = cls
         made[struct.name] = (cls, struct)

@@ -15,7 +15,7 @@ import uuid
 import warnings
 from typing import Any
 
-from protocol.messages import overlay
+from samsa.protocol.messages import overlay
 
 with warnings.catch_warnings():
     # Importing kafka.protocol builds kafka-python's own classes through
@@ -236,7 +236,7 @@ def _apply_added_fields(data: dict[str, Any]) -> None:
 def _schema_json(schema_name: str) -> dict[str, Any]:
     """Kafka's message schema: kafka-python's copy (Kafka 4.x), or ours for the
     ZooKeeper-era APIs Kafka 4 dropped (ControlledShutdown: brokers use it)."""
-    ours = importlib.resources.files("protocol.messages.schemas") / (schema_name + ".json")
+    ours = importlib.resources.files("samsa.protocol.messages.schemas") / (schema_name + ".json")
     if ours.is_file():
         found: dict[str, Any] = json.loads(ours.read_text(encoding="utf-8"))
         return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NoReturn, TypeAlias
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 # What readers read from: a memoryview of the frame (or bytes, in tests and tools).
 Buf: TypeAlias = "bytes | bytearray | memoryview"

@@ -3,21 +3,21 @@
 Pure bytes in, bytes out. Every malformed input raises a ``ProtocolError``
 subclass (see ``protocol.records.errors`` for which Kafka error code each maps to).
 """
-from protocol.records.errors import (CorruptRecordError, InvalidRecordError,
+from samsa.protocol.records.errors import (CorruptRecordError, InvalidRecordError,
                                      UnsupportedCompressionError, error_code_for)
-from protocol.records.batch import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, ValidatedBatch,
+from samsa.protocol.records.batch import (BATCH_OVERHEAD, LOG_OVERHEAD, BatchHeader, ValidatedBatch,
                                     compute_crc, iter_batch_headers, peek_magic,
                                     read_batch_header, set_base_offset, set_log_append_time,
                                     set_partition_leader_epoch, validate_batches, write_crc)
-from protocol.records.codecs import (DEFAULT_MAX_OUTPUT, Codec, codec_for_name, compress,
+from samsa.protocol.records.codecs import (DEFAULT_MAX_OUTPUT, Codec, codec_for_name, compress,
                                      decompress)
-from protocol.records.records import (CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch,
+from samsa.protocol.records.records import (CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch,
                                       build_control_batch, decode_batch, iter_all_records,
                                       iter_records, parse_control_record)
-from protocol.records.legacy import (LegacyMessage, build_message_set, expand_wrapper,
+from samsa.protocol.records.legacy import (LegacyMessage, build_message_set, expand_wrapper,
                                      is_legacy, iter_message_set, parse_message_set,
                                      validate_message_set)
-from protocol.records.convert import downconvert_batches, downconvert_within, upconvert_message_set
+from samsa.protocol.records.convert import downconvert_batches, downconvert_within, upconvert_message_set
 
 __all__ = [
     # errors

@@ -370,7 +370,7 @@ static int
 exec_module(PyObject *module)
 {
     (void)module;
-    PyObject *errors = PyImport_ImportModule("protocol.records.errors");
+    PyObject *errors = PyImport_ImportModule("samsa.protocol.records.errors");
     if (errors == NULL)
         return -1;
     corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
@@ -384,7 +384,7 @@ static PyModuleDef_Slot slots[] = {
 };
 
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "protocol.records._walker",
+    PyModuleDef_HEAD_INIT, "samsa.protocol.records._walker",
     "Record walker of v2 batches (see protocol/records/walker.py).", 0, methods, slots,
     NULL, NULL, NULL,
 };

@@ -32,10 +32,10 @@ from typing import Iterator, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
-from protocol.errors import ProtocolError
-from protocol.records.codecs import iter_decompress
-from protocol.records.errors import CorruptRecordError, InvalidRecordError
-from protocol.records.walker import walk_prefix, walk_records
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records.codecs import iter_decompress
+from samsa.protocol.records.errors import CorruptRecordError, InvalidRecordError
+from samsa.protocol.records.walker import walk_prefix, walk_records
 
 # -- layout constants ---------------------------------------------------------
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")

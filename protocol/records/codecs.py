@@ -26,7 +26,7 @@ import lz4.frame as _lz4f
 import snappy as _snappy
 import zstandard as _zstd
 
-from protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
+from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
 
 # Upper bound of one decompressed batch/wrapper. Kafka's own limits are on the
 # compressed size (message.max.bytes, 1 MiB by default); 64 MiB leaves room for

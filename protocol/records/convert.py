@@ -9,12 +9,12 @@ compressed wrapper, one wrapper per compressed batch); zstd cannot go below v2.
 """
 from __future__ import annotations
 
-from protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, MIN_BATCH_LENGTH,
+from samsa.protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, MIN_BATCH_LENGTH,
                                     TIMESTAMP_TYPE_MASK, peek_magic, read_batch_header)
-from protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec
-from protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
-from protocol.records.legacy import build_message_set, expand_wrapper, iter_message_set
-from protocol.records.records import Record, build_batch, decode_batch
+from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec
+from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
+from samsa.protocol.records.legacy import build_message_set, expand_wrapper, iter_message_set
+from samsa.protocol.records.records import Record, build_batch, decode_batch
 
 _I32_MAX = (1 << 31) - 1
 

@@ -13,7 +13,7 @@ the produce handler and the log never have to guess which code a failure deserve
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.errors import ErrorCode, ProtocolError
 
 
 class CorruptRecordError(ProtocolError):

@@ -23,8 +23,8 @@ import struct
 import zlib
 from typing import Iterable, Iterator, NamedTuple
 
-from protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
-from protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
+from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
+from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
 
 LOG_OVERHEAD = 12
 _ENTRY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes

@@ -18,14 +18,14 @@ from __future__ import annotations
 import struct
 from typing import Iterable, Iterator, NamedTuple
 
-from protocol.records import batch as _b
-from protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, LOG_OVERHEAD,
+from samsa.protocol.records import batch as _b
+from samsa.protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, LOG_OVERHEAD,
                                     NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
                                     BatchHeader, iter_batch_headers, read_batch_header)
-from protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
-from protocol.records.errors import CorruptRecordError
-from protocol.records.varint import encode_varint, encode_varlong
-from protocol.records.walker import walk_records
+from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
+from samsa.protocol.records.errors import CorruptRecordError
+from samsa.protocol.records.varint import encode_varint, encode_varlong
+from samsa.protocol.records.walker import walk_records
 
 
 

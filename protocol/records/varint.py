@@ -6,7 +6,7 @@ one that runs off the end of the buffer, is a CorruptRecordError.
 """
 from __future__ import annotations
 
-from protocol.records.errors import CorruptRecordError
+from samsa.protocol.records.errors import CorruptRecordError
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1

@@ -48,8 +48,8 @@ from __future__ import annotations
 import logging
 import os
 
-from protocol.records.errors import CorruptRecordError
-from protocol.records.varint import decode_varint, decode_varlong
+from samsa.protocol.records.errors import CorruptRecordError
+from samsa.protocol.records.varint import decode_varint, decode_varlong
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _select():
         return (walk_records_py, walk_prefix_py,
                 "SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
     try:
-        from protocol.records._walker import walk_prefix, walk_records
+        from samsa.protocol.records._walker import walk_prefix, walk_records
     except ImportError:
         return (walk_records_py, walk_prefix_py,
                 "the compiled record walker (protocol/records/_walker.c) is not built: "

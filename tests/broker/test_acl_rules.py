@@ -3,13 +3,13 @@ import json
 
 import pytest
 
-from broker.metadata import acl_layout as L
-from broker.security.acl import (AccessControlEntry as Ace, AclAuthorizer, AclBinding,
+from samsa.broker.metadata import acl_layout as L
+from samsa.broker.security.acl import (AccessControlEntry as Ace, AclAuthorizer, AclBinding,
                                  AclBindingFilter, AclOperation as Op,
                                  AclPermissionType as Perm, PatternType as PT,
                                  ResourcePattern as RP, ResourceType as RT, creation_error,
                                  parse_super_users)
-from broker.security.principal import ANONYMOUS, user
+from samsa.broker.security.principal import ANONYMOUS, user
 
 ALICE, BOB = user("alice"), user("bob")
 HOST = "10.0.0.1"
@@ -211,8 +211,8 @@ def test_a_local_write_never_installs_a_set_older_than_a_notice_did():
     """AclService.add used to install what its own store.update returned; a
     change notice processed meanwhile (another broker's newer write) was then
     overwritten by the older set until the next change."""
-    from broker.metadata.acl_store import AclStore
-    from broker.security.acl.service import AclService
+    from samsa.broker.metadata.acl_store import AclStore
+    from samsa.broker.security.acl.service import AclService
 
     pattern = RP(RT.TOPIC, "orders")
     mine, theirs = allow("User:alice", Op.READ), deny("User:alice", Op.READ)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from broker.cluster.assignment import AssignmentError, assign_replicas, check_assignment
+from samsa.broker.cluster.assignment import AssignmentError, assign_replicas, check_assignment
 
 
 def test_rack_unaware_placement_matches_kafkas_rule():

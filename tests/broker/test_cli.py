@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
-from broker.cli import COMMANDS
+from samsa.tools.cli import COMMANDS
 from tests.support.broker_process import REPO_ROOT
 
-# The commands run as `python -m broker ...` child processes, as a user runs them
+# The commands run as `python -m samsa ...` child processes, as a user runs them
 # (the README check beside them goes along for company).
 pytestmark = pytest.mark.integration
 
 
 def _samsa(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True,
                           text=True, timeout=timeout)
 
 

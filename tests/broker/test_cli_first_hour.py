@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from config.topic import TopicConfig
-from storage.log import Log
+from samsa.config.topic import TopicConfig
+from samsa.storage.log import Log
 from tests.storage.helpers import batch_of
 from tests.support.broker_process import REPO_ROOT, BrokerProcess
 from tests.support.kafka_wire import free_port
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 def _samsa(*args, stdout=subprocess.PIPE, cwd=None, timeout=60, input=None):
-    return subprocess.run([sys.executable, "-m", "broker", *args], stdout=stdout,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=timeout,
                           cwd=cwd or REPO_ROOT, input=input)
 
@@ -191,7 +191,7 @@ def test_the_readme_says_how_to_start_on_another_port(tmp_path):
     args = [re.sub(r":\d+$", f":{port}", w) for w in shlex.split(line)[1:]]
     # start.sh's command, with the data in the test's directory rather than ./data
     server = ManagedProcess(
-        "samsa broker", [sys.executable, "-m", "broker", "server", "server.properties", *args,
+        "samsa broker", [sys.executable, "-m", "samsa", "server", "server.properties", *args,
                          "--override", f"log.dirs={tmp_path / 'data'}"],
         "127.0.0.1", port, tmp_path / "broker.log", cwd=REPO_ROOT)
     server.start()

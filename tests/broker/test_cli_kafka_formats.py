@@ -24,14 +24,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import REPO_ROOT
 
-# Every tool runs as a `python -m broker ...` child process, as a user runs it.
+# Every tool runs as a `python -m samsa ...` child process, as a user runs it.
 pytestmark = pytest.mark.integration
 
 DOWN = "127.0.0.1:1"  # nothing listens on port 1
 
 
 def _samsa(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True,
                           text=True, timeout=90, cwd=REPO_ROOT, input=input)
 
 

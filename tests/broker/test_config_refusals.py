@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def _server(config, *overrides: str, tmp_path):
-    args = [sys.executable, "-m", "broker", "server", str(config),
+    args = [sys.executable, "-m", "samsa", "server", str(config),
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
             "--override", f"log.dirs={tmp_path / 'data'}"]
     for kv in overrides:
@@ -63,7 +63,7 @@ def test_a_config_file_without_a_broker_key_refuses_to_start(tmp_path):
 
 
 def test_the_acls_tool_reads_zookeeper_connect_by_the_same_rule():
-    proc = subprocess.run([sys.executable, "-m", "broker", "acls", "--authorizer-properties",
+    proc = subprocess.run([sys.executable, "-m", "samsa", "acls", "--authorizer-properties",
                            "zookeeper.connect=bogus:abc", "--list"],
                           capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert proc.returncode != 0

@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
-from broker.quotas.connection_rate import UNBOUNDED, ConnectionRateQuotas, canonical_ip
-from broker.quotas.ip_configs import IpConnectionRateConfigs
-from broker.quotas.manager import INACTIVE_EXPIRY_MS, QuotaWindow
+from samsa.broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from samsa.broker.quotas.connection_rate import UNBOUNDED, ConnectionRateQuotas, canonical_ip
+from samsa.broker.quotas.ip_configs import IpConnectionRateConfigs
+from samsa.broker.quotas.manager import INACTIVE_EXPIRY_MS, QuotaWindow
 
 WINDOW = QuotaWindow(2, 1000.0)
 

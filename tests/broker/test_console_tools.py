@@ -15,17 +15,17 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.console_consumer_cli import Formatter
-from broker.console_producer_cli import LineFormat, LineError, murmur2
-from broker.client import SimpleClient
-from protocol.messages import ListGroupsRequest, MetadataRequest, MetadataResponse
+from samsa.tools.console_consumer import Formatter
+from samsa.tools.console_producer import LineFormat, LineError, murmur2
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import ListGroupsRequest, MetadataRequest, MetadataResponse
 from tests.support.broker_process import REPO_ROOT
 
 MR = MetadataResponse
 
 
 def _samsa(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True,
                           text=True, timeout=90, cwd=REPO_ROOT, input=input)
 
 
@@ -108,7 +108,7 @@ def test_line_format_and_default_message_format():
 def test_describe_filters_select_partitions(capsys):
     from types import SimpleNamespace
 
-    from broker.topics_cli import _partition_filter, _print_partitions
+    from samsa.tools.topics import _partition_filter, _print_partitions
 
     topic = MR.MetadataResponseTopic(name="t", partitions=[
         MR.MetadataResponsePartition(partition_index=0, leader_id=1, replica_nodes=[1, 2, 3],
@@ -224,7 +224,7 @@ def test_group_resumes_where_the_last_run_stopped(broker):
 def test_ctrl_c_commits_and_reports(broker):
     _topic(broker, "sigint")
     _produce(broker, "sigint", "".join(f"{i}\n" for i in range(5)))
-    proc = subprocess.Popen([sys.executable, "-m", "broker", "console-consumer",
+    proc = subprocess.Popen([sys.executable, "-m", "samsa", "console-consumer",
                              "--bootstrap-server", broker.bootstrap, "--topic", "sigint",
                              "--group", "interrupted", "--from-beginning"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT)
@@ -252,8 +252,8 @@ def test_ctrl_c_between_printing_and_counting_a_record(broker, capsys):
     and committed, the ones after it are neither printed nor committed."""
     import argparse
 
-    from broker import console_consumer_cli as cc
-    from broker.client import run_cluster_tool
+    from samsa.tools import console_consumer as cc
+    from samsa.client.blocking import run_cluster_tool
     _topic(broker, "sigint-window")
     _produce(broker, "sigint-window", "".join(f"{i}\n" for i in range(5)))
 
@@ -467,13 +467,13 @@ def test_a_cluster_is_reached_through_one_broker(tmp_path):
                    int(re.search(r"Leader: (\d+)", line).group(1)) for line in describe()}
         assert len(set(leaders.values())) > 1
 
-        p = subprocess.run([sys.executable, "-m", "broker", "console-producer",
+        p = subprocess.run([sys.executable, "-m", "samsa", "console-producer",
                             "--bootstrap-server", one, "--topic", "spread",
                             "--property", "parse.key=true"], capture_output=True, text=True,
                            timeout=90, cwd=REPO_ROOT,
                            input="".join(f"k{i}\tv{i}\n" for i in range(30)))
         assert p.returncode == 0, p.stderr
-        p = subprocess.run([sys.executable, "-m", "broker", "console-consumer",
+        p = subprocess.run([sys.executable, "-m", "samsa", "console-consumer",
                             "--bootstrap-server", one, "--topic", "spread", "--group", "spread-g",
                             "--from-beginning", "--max-messages", "30"],
                            capture_output=True, text=True, timeout=90, cwd=REPO_ROOT)

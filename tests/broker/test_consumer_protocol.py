@@ -7,8 +7,8 @@ import struct
 import pytest
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 
-from broker.groups.consumer_protocol import assignment_partitions
-from protocol.errors import ProtocolError
+from samsa.broker.groups.consumer_protocol import assignment_partitions
+from samsa.protocol.errors import ProtocolError
 
 
 def test_an_assignment_written_by_kafka_python_reads_back():

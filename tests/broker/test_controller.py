@@ -13,9 +13,9 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from broker.cluster.controller import Controller
-from broker.metadata import BrokerEndpoint
-from broker.metadata.zookeeper import ZooKeeperMetadataStore
+from samsa.broker.cluster.controller import Controller
+from samsa.broker.metadata import BrokerEndpoint
+from samsa.broker.metadata.zookeeper import ZooKeeperMetadataStore
 from tests.support.waiting import wait_until
 
 ROOT = "/cluster-test"

@@ -8,17 +8,17 @@ import asyncio
 
 import pytest
 
-from broker import dispatcher as dispatcher_module
-from broker.dispatcher import Dispatcher
-from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
-from broker.metrics import BrokerMetrics
-from broker.network.context import ConnectionContext
-from broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
-from broker.security.sasl.settings import SaslSettings
-from broker.server import advertised_apis
-from protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, RequestHeader,
+from samsa.broker import dispatcher as dispatcher_module
+from samsa.broker.dispatcher import Dispatcher
+from samsa.broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from samsa.broker.metrics import BrokerMetrics
+from samsa.broker.network.context import ConnectionContext
+from samsa.broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from samsa.broker.security.sasl.settings import SaslSettings
+from samsa.broker.server import advertised_apis
+from samsa.protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, RequestHeader,
                                encode_request)
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
 
 class _Services:

@@ -1,7 +1,7 @@
 """The controller's leader and ISR decisions (Kafka's ZooKeeper-mode rules)."""
 from __future__ import annotations
 
-from broker.cluster.elections import (NO_LEADER, LeaderAndIsr, elect_for_shutdown,
+from samsa.broker.cluster.elections import (NO_LEADER, LeaderAndIsr, elect_for_shutdown,
                                       elect_offline, elect_preferred, initial_state,
                                       remove_from_isr)
 

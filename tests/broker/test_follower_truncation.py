@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replication.fetcher import ReplicaFetcher, _Followed
-from config.topic import TopicConfig
-from storage.log import AppendOrigin, Log
+from samsa.broker.replication.fetcher import ReplicaFetcher, _Followed
+from samsa.config.topic import TopicConfig
+from samsa.storage.log import AppendOrigin, Log
 from tests.storage.helpers import batch_of
 
 

@@ -13,16 +13,16 @@ import threading
 
 import pytest
 
-from broker.coordinator_errors import CoordinatorWriteError
-from broker.groups import (
+from samsa.broker.coordinator_errors import CoordinatorWriteError
+from samsa.broker.groups import (
     ConsumerOffsetsLog,
     CoordinatorBridge,
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
-from broker.groups.consumer_protocol import encode_subscription
-from broker.groups.log_format import GroupKey, OffsetKey, decode_key
-from protocol.errors import ErrorCode as E
+from samsa.broker.groups.consumer_protocol import encode_subscription
+from samsa.broker.groups.log_format import GroupKey, OffsetKey, decode_key
+from samsa.protocol.errors import ErrorCode as E
 from tests.support.virtual_clock import VirtualClock, settle
 from tests.support.waiting import wait_until_async
 
@@ -441,7 +441,7 @@ async def test_simple_consumer_commits_and_fetches(coord):
 
 
 async def test_commit_generation_and_member_checks(coord, caplog):
-    caplog.set_level("INFO", logger="broker.groups.coordinator")
+    caplog.set_level("INFO", logger="samsa.broker.groups.coordinator")
     res = await coord.commit_offsets("nogroup", 3, "m", None, [("t", 0, 1, -1, "")])
     assert res[0].error_code == E.ILLEGAL_GENERATION
     # the refusal says why in the broker's log, not only in the answer
@@ -828,7 +828,7 @@ async def test_initial_delay_gathers_members_arriving_during_it(mlog, clock):
 
 
 def test_config_from_broker_config():
-    from config import load_broker_config
+    from samsa.config import load_broker_config
     cfg = load_broker_config(None, overrides=["group.initial.rebalance.delay.ms=10",
                                               "group.min.session.timeout.ms=100",
                                               "offsets.retention.minutes=2"], environ={})

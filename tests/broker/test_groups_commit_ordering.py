@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.groups import GroupCoordinator
+from samsa.broker.groups import GroupCoordinator
 
 from .test_groups import MemoryLog, make_config
 

@@ -11,8 +11,8 @@ import struct
 
 import pytest
 
-from broker.groups.consumer_protocol import encode_subscription, subscription_topics
-from broker.groups.log_format import (
+from samsa.broker.groups.consumer_protocol import encode_subscription, subscription_topics
+from samsa.broker.groups.log_format import (
     GroupKey,
     GroupRecord,
     MemberRecord,
@@ -28,8 +28,8 @@ from broker.groups.log_format import (
     java_string_hashcode,
     partition_for,
 )
-from broker.groups.store import ConsumerOffsetsLog
-from protocol.errors import ProtocolError
+from samsa.broker.groups.store import ConsumerOffsetsLog
+from samsa.protocol.errors import ProtocolError
 
 
 def s16(text: str | None) -> bytes:

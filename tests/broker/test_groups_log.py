@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
-from broker.groups.log_adapter import offsets_log_functions
-from broker.groups.store import OFFSETS_TOPIC
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode as E
-from storage import LogManager
+from samsa.broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
+from samsa.broker.groups.log_adapter import offsets_log_functions
+from samsa.broker.groups.store import OFFSETS_TOPIC
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode as E
+from samsa.storage import LogManager
 
 PARTITIONS = 3
 

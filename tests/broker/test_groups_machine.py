@@ -9,10 +9,10 @@ advances the time; a record write succeeds at once unless the test holds it.
 """
 from __future__ import annotations
 
-from broker.groups.classic import ClassicGroupMachine, GroupState
-from broker.groups.coordinator import GroupCoordinatorConfig
-from broker.groups.effects import CancelTimer, Respond, SetTimer, WriteRecord
-from protocol.errors import ErrorCode as E
+from samsa.broker.groups.classic import ClassicGroupMachine, GroupState
+from samsa.broker.groups.coordinator import GroupCoordinatorConfig
+from samsa.broker.groups.effects import CancelTimer, Respond, SetTimer, WriteRecord
+from samsa.protocol.errors import ErrorCode as E
 
 SESSION = 10_000
 REBALANCE = 30_000

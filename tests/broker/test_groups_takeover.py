@@ -4,8 +4,8 @@ serves what the old one wrote, answers COORDINATOR_LOAD_IN_PROGRESS while it
 reads, and the old one stops answering for the groups it gave up."""
 from __future__ import annotations
 
-from broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
-from protocol.errors import ErrorCode as E
+from samsa.broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
+from samsa.protocol.errors import ErrorCode as E
 from tests.broker.test_groups import MemoryLog
 
 PARTITIONS = 4

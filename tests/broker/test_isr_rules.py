@@ -3,7 +3,7 @@ follower counts as caught up, where the high watermark is, who leaves and who
 joins the ISR."""
 from __future__ import annotations
 
-from broker.replication.isr import (UNKNOWN_OFFSET, FollowerProgress, high_watermark,
+from samsa.broker.replication.isr import (UNKNOWN_OFFSET, FollowerProgress, high_watermark,
                                     may_join_isr, out_of_sync)
 
 LEADER = 0

@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
-from broker.metadata import IsrUpdate, MetadataUnavailableError
-from broker.replication.leader import LeaderReplica, NotEnoughReplicasError, NotLeaderError
-from broker.replication.manager import ReplicaManager
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode
-from storage.log import AppendOrigin, Log
+from samsa.broker.metadata import IsrUpdate, MetadataUnavailableError
+from samsa.broker.replication.leader import LeaderReplica, NotEnoughReplicasError, NotLeaderError
+from samsa.broker.replication.manager import ReplicaManager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode
+from samsa.storage.log import AppendOrigin, Log
 from tests.storage.helpers import batch_of
 
 ME = 0

@@ -8,14 +8,14 @@ import os
 
 import pytest
 
-from broker.metadata import BrokerEndpoint
-from broker.metadata import zk_layout as z
-from broker.metadata.zookeeper import ZooKeeperMetadataStore
-from broker.partitions import PartitionLayer
-from broker.replication.manager import ReplicaManager
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode
-from storage.manager import LogManager
+from samsa.broker.metadata import BrokerEndpoint
+from samsa.broker.metadata import zk_layout as z
+from samsa.broker.metadata.zookeeper import ZooKeeperMetadataStore
+from samsa.broker.partitions import PartitionLayer
+from samsa.broker.replication.manager import ReplicaManager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode
+from samsa.storage.manager import LogManager
 from tests.broker.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
 from tests.support.waiting import wait_until
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.network import NetworkServer
-from broker.network.server import ConnectionCounts
+from samsa.broker.network import NetworkServer
+from samsa.broker.network.server import ConnectionCounts
 from tests.broker.test_network import HOST, Client, echo, until
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,7 +77,7 @@ async def test_inter_broker_listener_is_not_refused_at_max_connections():
     ({"listeners": "PLAINTEXT://127.0.0.1:0"}, {"PLAINTEXT": False}),
 ])
 def test_broker_marks_its_inter_broker_listener(props, protected, tmp_path):
-    from broker.server import Broker
-    from config.broker import BrokerConfig
+    from samsa.broker.server import Broker
+    from samsa.config.broker import BrokerConfig
     broker = Broker(BrokerConfig.from_dict({**props, "log.dirs": str(tmp_path)}))
     assert {n.listener_name: n.inter_broker for n in broker._listener_servers()} == protected

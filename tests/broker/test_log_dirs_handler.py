@@ -7,10 +7,10 @@ import asyncio
 import threading
 from types import SimpleNamespace
 
-from broker.handlers.log_dirs import handle_describe_log_dirs
-from config.topic import TopicConfig
-from protocol.messages import DescribeLogDirsRequest
-from storage.manager import LogManager
+from samsa.broker.handlers.log_dirs import handle_describe_log_dirs
+from samsa.config.topic import TopicConfig
+from samsa.protocol.messages import DescribeLogDirsRequest
+from samsa.storage.manager import LogManager
 
 
 async def test_describe_log_dirs_does_not_block_the_loop_while_the_manager_is_busy(tmp_path):

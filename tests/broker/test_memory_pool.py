@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.network.memory import RequestMemoryPool
+from samsa.broker.network.memory import RequestMemoryPool
 
 
 async def test_grants_while_anything_is_left_then_queues_in_order():

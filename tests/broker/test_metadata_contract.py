@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
+from samsa.broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
                              UnknownTopicError, kafka_id)
-from broker.cluster.controller import Controller
-from broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
+from samsa.broker.cluster.controller import Controller
+from samsa.broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
 from tests.support.waiting import wait_until
 
 
@@ -346,11 +346,11 @@ def test_user_and_client_configs_are_kept_and_listed(stores):
 
 
 def test_user_configs_in_kafkas_znodes(zk_stores, kazoo):
-    from broker.metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
+    from samsa.broker.metadata.zk_layout import desanitize_entity_name, sanitize_entity_name
     name = sanitize_entity_name("CN=bob,O=x *")
     assert name == "CN%3Dbob%2CO%3Dx%20%2A" and desanitize_entity_name(name) == "CN=bob,O=x *"
     # a principal named "<default>" is not the default entity (Kafka's Sanitizer escapes it)
-    from broker.metadata.zk_layout import user_client_entity_path, user_entity_path
+    from samsa.broker.metadata.zk_layout import user_client_entity_path, user_entity_path
     assert user_entity_path("<default>") == "users/%3Cdefault%3E"
     assert user_entity_path(None) == "users/<default>"
     assert user_client_entity_path("<default>", None) == "users/%3Cdefault%3E/clients/<default>"

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
-from broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
-from broker.quotas.manager import MutationQuotaManager
-from broker.quotas.mutation import (UNBOUNDED, MutationQuota, ThrottlingQuotaExceeded,
+from samsa.broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from samsa.broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
+from samsa.broker.quotas.manager import MutationQuotaManager
+from samsa.broker.quotas.mutation import (UNBOUNDED, MutationQuota, ThrottlingQuotaExceeded,
                                     is_strict)
-from broker.quotas.rate import TokenBucket, token_throttle_ms
-from broker.topics import TopicError, TopicService
-from config import load_broker_config
-from storage.manager import LogManager
+from samsa.broker.quotas.rate import TokenBucket, token_throttle_ms
+from samsa.broker.topics import TopicError, TopicService
+from samsa.config import load_broker_config
+from samsa.storage.manager import LogManager
 
 KEY = "controller_mutation_rate"
 

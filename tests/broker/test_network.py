@@ -19,8 +19,8 @@ import threading
 
 import pytest
 
-from broker.network import ConnectionContext, NetworkServer
-from protocol.errors import ProtocolError
+from samsa.broker.network import ConnectionContext, NetworkServer
+from samsa.protocol.errors import ProtocolError
 from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.timeout(60)

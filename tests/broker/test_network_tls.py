@@ -11,9 +11,9 @@ import tempfile
 
 import pytest
 
-from broker.network import NetworkServer
-from broker.security.ssl_principal import SslPrincipalMapper
-from broker.security.tls_config import ListenerTls
+from samsa.broker.network import NetworkServer
+from samsa.broker.security.ssl_principal import SslPrincipalMapper
+from samsa.broker.security.tls_config import ListenerTls
 from tests.broker.test_network import HOST, Client, Region, echo, frame, until
 from tests.support.tls_certs import make_certs
 

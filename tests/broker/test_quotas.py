@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
-from broker.quotas import QuotaConfigs, QuotaManager, QuotaWindow, client_throttles
-from broker.quotas.rate import WindowedRate, throttle_time_ms
-from broker.quotas.timing import BusyTime
+from samsa.broker.metadata import BrokerEndpoint, EmbeddedMetadataStore
+from samsa.broker.quotas import QuotaConfigs, QuotaManager, QuotaWindow, client_throttles
+from samsa.broker.quotas.rate import WindowedRate, throttle_time_ms
+from samsa.broker.quotas.timing import BusyTime
 
 
 def test_rate_is_measured_over_at_least_samples_minus_one_windows():
@@ -128,9 +128,9 @@ def test_busy_time_counts_steps_not_waits():
 def test_quota_entity_paths_are_spelled_by_zk_layout():
     """Quota lookups, AlterClientQuotas and SCRAM credentials name the same
     znodes: all of them go through zk_layout's entity path helpers."""
-    from broker.handlers.client_quotas import entity_path
-    from broker.metadata import zk_layout
-    from broker.quotas.entities import candidate_entities
+    from samsa.broker.handlers.client_quotas import entity_path
+    from samsa.broker.metadata import zk_layout
+    from samsa.broker.quotas.entities import candidate_entities
     user, client = "User:a/b *", "app 1"
     paths = [p for p, _, _ in candidate_entities(user, client)]
     assert paths == [zk_layout.user_client_entity_path(user, client),
@@ -159,8 +159,8 @@ def test_quota_entity_paths_are_spelled_by_zk_layout():
 def test_one_rule_for_quota_values(key, value, ok):
     """What AlterClientQuotas accepts is exactly what the broker enforces
     when it reads it back (one rule: entities.check_quota_value)."""
-    from broker.handlers.client_quotas import QuotaRequestError, format_value
-    from broker.quotas.entities import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS, parse_quota_value
+    from samsa.broker.handlers.client_quotas import QuotaRequestError, format_value
+    from samsa.broker.quotas.entities import CLIENT_QUOTA_KEYS, IP_QUOTA_KEYS, parse_quota_value
     keys = IP_QUOTA_KEYS if key in IP_QUOTA_KEYS else CLIENT_QUOTA_KEYS
     try:
         stored = format_value(key, value, keys)
@@ -180,8 +180,8 @@ def test_broker_services_always_have_quotas():
     import dataclasses
     import typing
 
-    from broker.quotas import ClientQuotas
-    from broker.server import BrokerServices
+    from samsa.broker.quotas import ClientQuotas
+    from samsa.broker.server import BrokerServices
     field = {f.name: f for f in dataclasses.fields(BrokerServices)}["quotas"]
     assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
     assert typing.get_type_hints(BrokerServices)["quotas"] is ClientQuotas
@@ -190,7 +190,7 @@ def test_broker_services_always_have_quotas():
 def test_budgets_of_idle_clients_expire(tmp_path):
     """A <default> quota gives every client id its own budget; one idle for
     an hour (Kafka's inactive sensor expiry) is dropped, an active one kept."""
-    from broker.quotas.manager import INACTIVE_EXPIRY_MS, SWEEP_INTERVAL_MS
+    from samsa.broker.quotas.manager import INACTIVE_EXPIRY_MS, SWEEP_INTERVAL_MS
     configs = QuotaConfigs(_store(tmp_path, {"clients/<default>": {"producer_byte_rate": "1000"}}))
     m = QuotaManager("producer_byte_rate", configs, QuotaWindow(11, 1000))
     for i in range(500):
@@ -206,7 +206,7 @@ def test_budgets_of_idle_clients_expire(tmp_path):
 
 
 def test_resolved_quotas_are_bounded(tmp_path, monkeypatch):
-    from broker.quotas import entities
+    from samsa.broker.quotas import entities
     monkeypatch.setattr(entities, "MAX_RESOLVED", 50)
     configs = QuotaConfigs(_store(tmp_path, {"clients/<default>": {"producer_byte_rate": "1000"}}))
     for i in range(1000):

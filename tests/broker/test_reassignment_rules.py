@@ -1,7 +1,7 @@
 """The reassignment rules (broker/cluster/reassignment.py), as Kafka's KIP-455
 controller applies them."""
-from broker.cluster import reassignment as ra
-from broker.cluster.elections import NO_LEADER, LeaderAndIsr
+from samsa.broker.cluster import reassignment as ra
+from samsa.broker.cluster.elections import NO_LEADER, LeaderAndIsr
 
 
 def test_replica_list_while_moving_is_target_first_then_the_ones_leaving():

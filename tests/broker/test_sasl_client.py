@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from broker.security.sasl.client import (ReauthenticationClock, SaslClientError,
+from samsa.client.sasl import (ReauthenticationClock, SaslClientError,
                                          SaslClientSettings, authenticate)
-from broker.security.sasl.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS
+from samsa.client.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS
 
 SETTINGS = SaslClientSettings("SCRAM-SHA-256", "user", "pencil")
 

@@ -7,13 +7,13 @@ import base64
 
 import pytest
 
-from broker.security.sasl.jaas import JaasSyntaxError, parse_jaas_file, parse_jaas_property
-from broker.security.sasl.mechanism import SaslError
-from broker.security.sasl.scram import ScramServer
-from broker.security.sasl.scram_credential import credential_from_password
-from broker.security.sasl.settings import SaslSettings
-from config import ConfigError
-from config.broker import BrokerConfig
+from samsa.client.jaas import JaasSyntaxError, parse_jaas_file, parse_jaas_property
+from samsa.broker.security.sasl.mechanism import SaslError
+from samsa.broker.security.sasl.scram import ScramServer
+from samsa.client.scram_credential import credential_from_password
+from samsa.broker.security.sasl.settings import SaslSettings
+from samsa.config import ConfigError
+from samsa.config.broker import BrokerConfig
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 JAAS = f'{PLAIN} required username="admin" password="a;b" user_admin="a;b" user_bob=bob-pw;'

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from broker.metadata.zk_layout import user_client_entity_path, user_entity_path
-from broker.security.sasl.credential_cache import ScramCredentialCache
-from broker.security.sasl.mechanism import SaslError
-from broker.security.sasl.scram import ScramServer
-from broker.security.sasl.scram_credential import credential_from_password
+from samsa.broker.metadata.zk_layout import user_client_entity_path, user_entity_path
+from samsa.broker.security.sasl.credential_cache import ScramCredentialCache
+from samsa.broker.security.sasl.mechanism import SaslError
+from samsa.broker.security.sasl.scram import ScramServer
+from samsa.client.scram_credential import credential_from_password
 
 SHA256 = "SCRAM-SHA-256"
 ALICE = credential_from_password(SHA256, "alice-pw", 4096, b"salt")

@@ -7,10 +7,10 @@ import ssl
 
 import pytest
 
-from broker.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
-from broker.security.tls_config import check_tls_config, inter_broker_tls, listener_tls
-from config import ConfigError
-from config.broker import BrokerConfig
+from samsa.broker.security.ssl_principal import NoMatchingRule, SslPrincipalMapper, subject_dn
+from samsa.broker.security.tls_config import check_tls_config, inter_broker_tls, listener_tls
+from samsa.config import ConfigError
+from samsa.config.broker import BrokerConfig
 from tests.support.tls_certs import make_certs
 
 # Kafka's documentation (security.html, "Customizing SSL User Name").
@@ -120,7 +120,7 @@ def test_inter_broker_client_context_only_for_tls_listeners(certs):
 
 
 def test_describe_configs_never_shows_tls_secrets(certs):
-    from config.describe import describe_broker_config
+    from samsa.config.describe import describe_broker_config
     cfg = _cfg(**_ssl(certs, **{"ssl.key.password": "s3cret",
                                 "ssl.keystore.key": certs.server_key.read_text()}))
     entries = {e.name: e for e in describe_broker_config(cfg)}
@@ -131,7 +131,7 @@ def test_describe_configs_never_shows_tls_secrets(certs):
 
 
 def test_inline_pem_joined_into_one_line_as_a_properties_file_continues_it(certs, tmp_path):
-    from config.broker import load_broker_config
+    from samsa.config.broker import load_broker_config
 
     def continued(pem: str) -> str:  # "key=line1 \\\n    line2 ..." as Kafka's docs write it
         return " \\\n    ".join(pem.strip().splitlines())
@@ -166,7 +166,7 @@ def test_server_with_a_missing_key_store_refuses_to_start_naming_it(tmp_path):
     import sys
     from tests.support.broker_process import REPO_ROOT
     data = tmp_path / "data"
-    p = subprocess.run([sys.executable, "-m", "broker", "server", str(REPO_ROOT / "server.properties"),
+    p = subprocess.run([sys.executable, "-m", "samsa", "server", str(REPO_ROOT / "server.properties"),
                         "--override", "listeners=SSL://127.0.0.1:0",
                         "--override", "listener.name.ssl.ssl.keystore.type=PEM",
                         "--override", "listener.name.ssl.ssl.keystore.location=/no/such.pem",

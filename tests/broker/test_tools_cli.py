@@ -10,12 +10,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.configs_cli import parse_config_list
+from samsa.tools.configs.lists import parse_config_list
 from tests.support.broker_process import REPO_ROOT
 
 
 def _samsa(*args):
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True,
                           text=True, timeout=60, cwd=REPO_ROOT)
 
 

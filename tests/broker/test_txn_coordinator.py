@@ -10,13 +10,13 @@ import asyncio
 
 import pytest
 
-from broker.groups.log_format import OffsetAndMetadata, encode_offset_key, encode_offset_value
-from broker.groups.store import ConsumerOffsetsLog, TxnMarker, TxnRecord
-from broker.transactions.coordinator import (TransactionCoordinator, TxnCoordinatorConfig,
+from samsa.broker.groups.log_format import OffsetAndMetadata, encode_offset_key, encode_offset_value
+from samsa.broker.groups.store import ConsumerOffsetsLog, TxnMarker, TxnRecord
+from samsa.broker.transactions.coordinator import (TransactionCoordinator, TxnCoordinatorConfig,
                                              TxnLogWriteError)
-from broker.transactions.log_format import decode_value
-from broker.transactions.state import TxnState
-from protocol.errors import ErrorCode
+from samsa.broker.transactions.log_format import decode_value
+from samsa.broker.transactions.state import TxnState
+from samsa.protocol.errors import ErrorCode
 
 
 class MemoryTxnLog:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.aio_client import KafkaConnection
-from broker.server import Broker
-from config.broker import load_broker_config
-from protocol.messages import CreateTopicsRequest, WriteTxnMarkersRequest
+from samsa.client.aio import KafkaConnection
+from samsa.broker.server import Broker
+from samsa.config.broker import load_broker_config
+from samsa.protocol.messages import CreateTopicsRequest, WriteTxnMarkersRequest
 from tests.support.kafka_wire import free_port
 
 W = WriteTxnMarkersRequest

@@ -6,10 +6,10 @@ import struct
 
 import pytest
 
-from broker.transactions import state as rules
-from broker.transactions.log_format import decode_key, decode_value, encode_key, encode_value
-from broker.transactions.state import TxnMetadata, TxnState
-from protocol.errors import ErrorCode
+from samsa.broker.transactions import state as rules
+from samsa.broker.transactions.log_format import decode_key, decode_value, encode_key, encode_value
+from samsa.broker.transactions.state import TxnMetadata, TxnState
+from samsa.protocol.errors import ErrorCode
 
 NOW = 1_700_000_000_000
 
@@ -156,6 +156,6 @@ def test_flexible_v1_value_is_read():
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\x00\x00\x00", b"\x00\x09" + b"\x00" * 30,
                                   struct.pack(">hqhib", 0, 1, 1, 1, 99) + b"\x00" * 24])
 def test_bad_values_raise_protocol_errors(data):
-    from protocol.errors import ProtocolError
+    from samsa.protocol.errors import ProtocolError
     with pytest.raises(ProtocolError):
         decode_value("t", data)

@@ -9,11 +9,11 @@ import struct
 
 import pytest
 
-from broker.aio_client import ConnectionClosedError, KafkaConnection
-from broker.client import ClientError, SimpleClient
-from protocol.client import ClientCore, NoCommonVersionError
-from protocol.errors import ProtocolError
-from protocol.messages import (API_BY_KEY, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest,
+from samsa.client.aio import ConnectionClosedError, KafkaConnection
+from samsa.client.blocking import ClientError, SimpleClient
+from samsa.client.core import ClientCore, NoCommonVersionError
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import (API_BY_KEY, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest,
                                MetadataRequest)
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from kazoo.client import KazooClient
 
-from broker.groups.zk_registry import ConsumerRegistry
+from samsa.broker.groups.zk_registry import ConsumerRegistry
 from tests.support.waiting import wait_until
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.metadata import zk_layout as z
+from samsa.broker.metadata import zk_layout as z
 
 
 def test_cluster_id_version_is_a_string():

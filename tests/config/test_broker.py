@@ -3,8 +3,8 @@ import logging
 
 import pytest
 
-from config import BROKER_KEYS, BrokerConfig, ConfigError, Listener, env_key, load_broker_config
-from config.values import INT_MAX, LONG_MAX
+from samsa.config import BROKER_KEYS, BrokerConfig, ConfigError, Listener, env_key, load_broker_config
+from samsa.config.values import INT_MAX, LONG_MAX
 
 
 def load(*overrides, env=None, path=None):

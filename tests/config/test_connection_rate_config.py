@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from config import BrokerConfig
-from config.dynamic import DynamicConfigError, validate, with_dynamic
-from config.errors import ConfigError
-from config.values import INT_MAX
+from samsa.config import BrokerConfig
+from samsa.config.dynamic import DynamicConfigError, validate, with_dynamic
+from samsa.config.errors import ConfigError
+from samsa.config.values import INT_MAX
 
 KEY = "max.connection.creation.rate"
 LISTENERS = {"listeners": "CLIENT://:9092,INTERNAL://:9093",

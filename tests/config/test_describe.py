@@ -1,7 +1,7 @@
 """DescribeConfigs entries: values, sources, synonyms, types."""
-from config import (ConfigSource, ConfigType, describe_broker_config, describe_topic_config,
+from samsa.config import (ConfigSource, ConfigType, describe_broker_config, describe_topic_config,
                     load_broker_config, TOPIC_KEYS, BROKER_KEYS)
-from config.dynamic import STORED_ONLY_KEYS
+from samsa.config.dynamic import STORED_ONLY_KEYS
 
 S = ConfigSource
 
@@ -97,8 +97,8 @@ def test_a_stored_key_of_unknown_type_is_described_as_sensitive():
     handler's secret option) is kept as stored; its type is unknown, so it
     may be a password: Kafka describes such a key as sensitive, without its
     value (KafkaConfig.maybeSensitive), at either dynamic level."""
-    from config.describe import describe_broker_defaults
-    from config.dynamic import with_dynamic
+    from samsa.config.describe import describe_broker_defaults
+    from samsa.config.dynamic import with_dynamic
     key = "listener.name.internal.plain.sasl.server.callback.handler.secret"
     c = with_dynamic(load(), {key: "cluster-secret"}, {key: "broker-secret"})
     e = by_name(describe_broker_config(c))[key]

@@ -1,7 +1,7 @@
 """java.util.Properties parsing rules, case by case."""
 import pytest
 
-from config import ConfigError, load_properties, parse_properties
+from samsa.config import ConfigError, load_properties, parse_properties
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -59,7 +59,7 @@ def test_unicode_escape_surrogate_pair():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from config import format_properties  # noqa: E402
+from samsa.config import format_properties  # noqa: E402
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 

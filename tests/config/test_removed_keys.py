@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from config import load_broker_config
-from config import topic_keys
-from config.topic_keys import drop_removed_keys
+from samsa.config import load_broker_config
+from samsa.config import topic_keys
+from samsa.config.topic_keys import drop_removed_keys
 
 
 def _config(**overrides):

@@ -1,8 +1,8 @@
 """Topic configs: defaults from broker keys, overrides, validation."""
 import pytest
 
-from config import TOPIC_KEYS, BrokerConfig, ConfigError, TopicConfig, load_broker_config
-from config.topic_keys import BROKER_TO_TOPIC
+from samsa.config import TOPIC_KEYS, BrokerConfig, ConfigError, TopicConfig, load_broker_config
+from samsa.config.topic_keys import BROKER_TO_TOPIC
 
 
 def load(*overrides):
@@ -14,7 +14,7 @@ def test_default_topic_config_equals_kafka_defaults():
 
 
 def test_every_topic_key_maps_to_an_attribute_and_a_broker_key():
-    from config.broker import BROKER_KEYS
+    from samsa.config.broker import BROKER_KEYS
     attrs = set(TopicConfig.__dataclass_fields__)
     for name, tk in TOPIC_KEYS.items():
         assert tk.attr in attrs, name

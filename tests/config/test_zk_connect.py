@@ -3,8 +3,8 @@ item 15): a host without a port is on 2181, a port that is not a number or
 out of range refuses start-up naming the key (it was a traceback)."""
 import pytest
 
-from config import ConfigError, load_broker_config
-from config.zk_connect import parse_connect
+from samsa.config import ConfigError, load_broker_config
+from samsa.config.zk_connect import parse_connect
 
 
 @pytest.mark.parametrize("connect, expected", [

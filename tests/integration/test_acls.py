@@ -45,9 +45,9 @@ from kafka.admin import ResourceType as PyResourceType
 from kafka.errors import ClusterAuthorizationFailedError, GroupAuthorizationFailedError
 from kazoo.client import KazooClient
 
-from broker import acls_cli
-from broker.client import SimpleClient
-from protocol.messages import MetadataRequest
+from samsa.tools import acls as acls_cli
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import MetadataRequest
 from tests.integration.conftest import require_zookeeper
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import Cluster
@@ -107,7 +107,7 @@ class AclCluster:
 
     def wire_client(self, broker: int = 0) -> SimpleClient:
         """samsa's own client to a broker, logged in as the principal under test."""
-        from broker.security.sasl.client import SaslClientSettings
+        from samsa.client.sasl import SaslClientSettings
         conf = self.who.client_config
         sasl = (SaslClientSettings("PLAIN", conf["sasl.username"], conf["sasl.password"])
                 if conf else None)
@@ -407,7 +407,7 @@ def test_delete_by_id_names_no_topic_the_caller_may_not_describe(acl_cluster):
     (Kafka sets it null), so ids cannot be turned into names."""
     import base64
     import uuid as uuid_
-    from protocol.messages import DeleteTopicsRequest
+    from samsa.protocol.messages import DeleteTopicsRequest
     env = acl_cluster
     zk = json.loads(env.cluster.zk_client().get("/brokers/topics/hidden")[0])
     topic_id = uuid_.UUID(bytes=base64.urlsafe_b64decode(zk["topic_id"] + "=="))
@@ -481,7 +481,7 @@ def test_groups_need_read_on_the_group_and_deny_wins(acl_cluster):
 def test_offset_fetch_v0_from_zookeeper_refuses_topics_without_describe(acl_cluster):
     """OffsetFetch v0 reads ZooKeeper's offsets; a topic the caller may not
     Describe is TOPIC_AUTHORIZATION_FAILED there too, as in Kafka."""
-    from protocol.messages import OffsetFetchRequest
+    from samsa.protocol.messages import OffsetFetchRequest
     env = acl_cluster
     env.grant("group:zk-offsets", "Describe")
     env.grant("topic:produce", "Describe")
@@ -499,7 +499,7 @@ def test_offset_for_leader_epoch_allows_describe_whatever_replica_id(acl_cluster
     whatever replica_id the request carries: alice, without ClusterAction,
     names a replica id and has Describe on one topic; ANONYMOUS, the brokers'
     principal in that cluster, has ClusterAction and is answered for all."""
-    from protocol.messages import OffsetForLeaderEpochRequest as O
+    from samsa.protocol.messages import OffsetForLeaderEpochRequest as O
     env = acl_cluster
     env.grant("topic:produce", "Describe")
     with env.wire_client() as client:
@@ -578,7 +578,7 @@ def test_transactional_id_needs_write(acl_cluster):
 
 def test_describe_transactions_leaves_out_topics_the_caller_may_not_describe(acl_cluster):
     """As Kafka: DescribeTransactions lists only the topics the caller may Describe."""
-    from protocol.messages import DescribeTransactionsRequest
+    from samsa.protocol.messages import DescribeTransactionsRequest
     env = acl_cluster
     env.grant("transactional-id:tx-describe", "Write")
     env.grant("topic:hidden", "Write")
@@ -788,12 +788,12 @@ def test_concurrent_writers_to_one_resource_lose_nothing(acl_cluster):
     writes retry, and every entry lands."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from broker.metadata.acl_store import ZooKeeperAclStore
-    from broker.security.acl import AccessControlEntry as Ace
-    from broker.security.acl import AclOperation as Op
-    from broker.security.acl import AclPermissionType as Perm
-    from broker.security.acl import ResourcePattern as RP
-    from broker.security.acl import ResourceType as RT
+    from samsa.broker.metadata.acl_store import ZooKeeperAclStore
+    from samsa.broker.security.acl import AccessControlEntry as Ace
+    from samsa.broker.security.acl import AclOperation as Op
+    from samsa.broker.security.acl import AclPermissionType as Perm
+    from samsa.broker.security.acl import ResourcePattern as RP
+    from samsa.broker.security.acl import ResourceType as RT
     stores = [ZooKeeperAclStore(acl_cluster.cluster.zk_client(new=True)) for _ in range(2)]
     pattern = RP(RT.TOPIC, "contended")
     entries = [Ace(f"User:u{i}", "*", Op.READ, Perm.ALLOW) for i in range(40)]
@@ -808,7 +808,7 @@ def test_concurrent_writers_to_one_resource_lose_nothing(acl_cluster):
 def test_a_broker_back_from_a_lost_session_reads_every_acl_again(acl_cluster, monkeypatch):
     """A change made while a broker's ZooKeeper session was gone, whose notice
     was purged meanwhile, still reaches it: a new session reloads everything."""
-    from broker.metadata import acl_store
+    from samsa.broker.metadata import acl_store
     env = acl_cluster
     last = env.cluster.size - 1
     broker = env.cluster.broker(last)
@@ -831,7 +831,7 @@ def test_a_broker_back_from_a_lost_session_reads_every_acl_again(acl_cluster, mo
 
 def test_old_change_notices_are_purged(acl_cluster, monkeypatch):
     """As Kafka's brokers do after 15 minutes (here: at once)."""
-    from broker.metadata import acl_store
+    from samsa.broker.metadata import acl_store
     zk = acl_cluster.cluster.zk_client()
     acl_cluster.zk_acls("--add", "--allow-principal", "User:nobody", "--topic", "purge-me",
                         waits_for=["TOPIC:purge-me"])

@@ -13,8 +13,8 @@ import uuid
 from kafka import KafkaProducer
 from kafka.record import MemoryRecordsBuilder
 
-from protocol.errors import ErrorCode
-from protocol.messages import (CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
                                ProduceRequest, RequestHeader, decode_response, encode_request)
 
 

@@ -9,15 +9,15 @@ import struct
 import threading
 import uuid
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest, ElectLeadersRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest, ElectLeadersRequest,
                                DescribeConfigsRequest, DescribeTopicPartitionsRequest,
                                FetchRequest, IncrementalAlterConfigsRequest,
                                InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
                                OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
                                encode_request)
-from protocol.records import build_batch, iter_all_records
+from samsa.protocol.records import build_batch, iter_all_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 
@@ -295,7 +295,7 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker):
 
 
 def test_internal_offsets_topic_cannot_be_deleted(broker):
-    from protocol.messages import DeleteTopicsRequest
+    from samsa.protocol.messages import DeleteTopicsRequest
     with SimpleClient(broker.bootstrap) as c:
         resp = c.call(20, DeleteTopicsRequest(timeout_ms=5000, topics=[
             DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets")],
@@ -314,7 +314,7 @@ def test_absurd_partition_counts_are_refused(broker):
                                                replication_factor=1)]))
         assert resp.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
         _create(c, topic)
-        from protocol.messages import CreatePartitionsRequest
+        from samsa.protocol.messages import CreatePartitionsRequest
         grow = c.call(37, CreatePartitionsRequest(timeout_ms=5000, validate_only=False, topics=[
             CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=2**31 - 1,
                                                           assignments=None)]))

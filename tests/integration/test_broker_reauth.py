@@ -33,10 +33,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.aio_client import ConnectionClosedError, KafkaConnection
-from broker.client import SimpleClient
-from broker.security.sasl.client import SaslClientSettings
-from protocol.messages import AlterUserScramCredentialsRequest, MetadataRequest
+from samsa.client.aio import ConnectionClosedError, KafkaConnection
+from samsa.client.blocking import SimpleClient
+from samsa.client.sasl import SaslClientSettings
+from samsa.protocol.messages import AlterUserScramCredentialsRequest, MetadataRequest
 from tests.integration.conftest import require_zookeeper
 from tests.support.broker_process import broker_in_temp_dir
 from tests.support.cluster import SaslPlaintextCluster
@@ -52,7 +52,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 BROKER_PRINCIPAL = "User:admin"  # the JAAS entry's username: how brokers log in
 # broker/handlers/sasl.py's line for a connection used after its session ended
 EXPIRED = re.compile(r"closing connection \S+: SASL session of (\S+) expired")
-# broker/aio_client.py's line for a re-authentication the other broker accepted
+# client/aio.py's line for a re-authentication the other broker accepted
 REAUTHENTICATED = re.compile(r"re-authenticated to (\S+) as admin with SASL/PLAIN")
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import ListConfigResourcesRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ListConfigResourcesRequest
 from tests.support.waiting import wait_until
 
 

@@ -31,8 +31,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                    ConfigResource, ResourceType)
 
-from broker.client import SimpleClient
-from protocol.messages import AlterClientQuotasRequest, ApiVersionsRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import AlterClientQuotasRequest, ApiVersionsRequest
 from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
 from tests.support.kafka_wire import api_versions_v0_request, free_port
 from tests.support.waiting import wait_until
@@ -156,7 +156,7 @@ def test_the_default_ip_rate_and_a_specific_ip_raised_over_it(ip_broker):
     port = ip_broker.port
     with SimpleClient(ip_broker.bootstrap) as admin:
         # the <default> entity, set as an operator sets it
-        out = subprocess.run([sys.executable, "-m", "broker", "configs", "--bootstrap-server",
+        out = subprocess.run([sys.executable, "-m", "samsa", "configs", "--bootstrap-server",
                               ip_broker.bootstrap, "--alter", "--entity-type", "ips",
                               "--entity-default", "--add-config",
                               f"connection_creation_rate={IP_RATE}"],

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.messages import FetchRequest, RequestHeader, decode_response, encode_request
+from samsa.protocol.messages import FetchRequest, RequestHeader, decode_response, encode_request
 from tests.support.kafka_wire import recv_exactly
 from tests.support.waiting import wait_until
 

@@ -8,8 +8,8 @@ import os
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from broker.client import SimpleClient
-from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from confluent_kafka.admin import (AclOperation, AdminClient, AlterConfigOpType, ConfigEntry,
                                    ConfigResource, ConfigSource, NewTopic, ResourceType)
 

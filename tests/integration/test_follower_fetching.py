@@ -21,9 +21,9 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest
 from tests.support.cluster import Cluster
 from tests.support.kafka_wire import free_port
 from tests.support.waiting import wait_until

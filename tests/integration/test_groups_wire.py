@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.errors import ErrorCode as E
-from protocol.messages import (API_BY_KEY, DeleteGroupsRequest, DescribeGroupsRequest,
+from samsa.protocol.errors import ErrorCode as E
+from samsa.protocol.messages import (API_BY_KEY, DeleteGroupsRequest, DescribeGroupsRequest,
                                FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
                                LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
                                OffsetDeleteRequest, OffsetFetchRequest, RequestHeader,
@@ -43,7 +43,7 @@ def wbroker():
 
 
 def _create_topic(broker, name, partitions=2):
-    from protocol.messages import CreateTopicsRequest as R
+    from samsa.protocol.messages import CreateTopicsRequest as R
     with Client(broker) as c:
         resp = c.call(19, 4, R(topics=[R.CreatableTopic(name=name, num_partitions=partitions,
                                                          replication_factor=1)],
@@ -86,7 +86,7 @@ def _gid():
 
 
 def test_group_apis_advertised_at_all_versions(wbroker):
-    from protocol.messages import ApiVersionsRequest
+    from samsa.protocol.messages import ApiVersionsRequest
     with Client(wbroker) as c:
         resp = c.call(18, 3, ApiVersionsRequest(client_software_name="t",
                                                 client_software_version="1"))

@@ -13,8 +13,8 @@ import struct
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka import KafkaProducer
 
-from broker.server import advertised_apis
-from protocol.messages import RequestHeader, decode_response, encode_request
+from samsa.broker.server import advertised_apis
+from samsa.protocol.messages import RequestHeader, decode_response, encode_request
 from tests.protocol.test_messages_strategies import message_strategy
 
 CASES = [(spec, v) for spec in advertised_apis()

@@ -12,9 +12,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from tests.support.waiting import wait_until
 
 

@@ -24,9 +24,9 @@ import urllib.request
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (AlterClientQuotasRequest, CreatePartitionsRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterClientQuotasRequest, CreatePartitionsRequest,
                                CreateTopicsRequest, DeleteTopicsRequest,
                                DescribeClientQuotasRequest, MetadataRequest)
 from tests.support.broker_process import BrokerProcess, broker_in_temp_dir
@@ -292,7 +292,7 @@ def test_metadata_auto_creation_counts_but_is_never_refused(mbroker):
 # ------------------------------------------------------------ managing it
 
 def test_samsa_configs_sets_it_and_describe_client_quotas_shows_it(mbroker):
-    tool = [sys.executable, "-m", "broker", "configs", "--bootstrap-server", mbroker.bootstrap]
+    tool = [sys.executable, "-m", "samsa", "configs", "--bootstrap-server", mbroker.bootstrap]
     out = subprocess.run([*tool, "--alter", "--add-config", "controller_mutation_rate=12.5",
                           "--entity-type", "clients", "--entity-name", "cli-set"],
                          capture_output=True, text=True, timeout=60)

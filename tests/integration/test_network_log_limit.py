@@ -13,7 +13,7 @@ import socket
 import struct
 import time
 
-from broker.network.log_limit import RateLimitedLog
+from samsa.broker.network.log_limit import RateLimitedLog
 from tests.support.kafka_wire import probe_api_versions
 
 

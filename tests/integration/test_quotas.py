@@ -20,9 +20,9 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from broker.client import SimpleClient
-from protocol.messages import (AlterClientQuotasRequest, MetadataRequest, ProduceRequest)
-from protocol.records import build_batch
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import (AlterClientQuotasRequest, MetadataRequest, ProduceRequest)
+from samsa.protocol.records import build_batch
 from tests.support.broker_process import broker_in_temp_dir
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,7 +87,7 @@ def test_java_admin_alters_and_describes_quotas(qbroker, java_tools):
                        "--add-config", "bogus_rate=1")
     assert r.rc != 0 and "InvalidRequestException" in r.stderr, r.stderr
     # the tool's form, through the same APIs: delete one key, describe
-    tool = [sys.executable, "-m", "broker", "configs", "--bootstrap-server", b]
+    tool = [sys.executable, "-m", "samsa", "configs", "--bootstrap-server", b]
     out = subprocess.run([*tool, "--alter", "--delete-config", "consumer_byte_rate",
                           "--entity-type", "users", "--entity-name", "alice"],
                          capture_output=True, text=True, timeout=60)
@@ -121,12 +121,12 @@ def test_alter_client_quotas_refusals(qbroker):
         r = c.call(ALTER_QUOTAS, R(validate_only=True, entries=[
             entry([("user", "carol")], ("consumer_byte_rate", 5.0, False))]))
         assert [e.error_code for e in r.entries] == [0]
-    out = subprocess.run([sys.executable, "-m", "broker", "configs", "--bootstrap-server",
+    out = subprocess.run([sys.executable, "-m", "samsa", "configs", "--bootstrap-server",
                           qbroker.bootstrap, "--describe", "--entity-type", "users"],
                          capture_output=True, text=True, timeout=60)
     assert "'bob' are producer_byte_rate=100.0" in out.stdout
     assert "carol" not in out.stdout
-    out = subprocess.run([sys.executable, "-m", "broker", "configs", "--bootstrap-server",
+    out = subprocess.run([sys.executable, "-m", "samsa", "configs", "--bootstrap-server",
                           qbroker.bootstrap, "--describe", "--entity-type", "ips"],
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "Quota configs for ip '1.2.3.4' are connection_creation_rate=5.0"

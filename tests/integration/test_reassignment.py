@@ -24,9 +24,9 @@ import uuid
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (AlterPartitionReassignmentsRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
 from tests.integration.test_replication import _read_all, _wait_for_identical_replicas
 from tests.support.cluster import Cluster
@@ -236,7 +236,7 @@ def test_stuck_reassignment_listed_and_cancelled_and_bad_requests(cluster_factor
 
 
 def _samsa(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *map(str, args)], capture_output=True,
                           text=True, timeout=120)
 
 

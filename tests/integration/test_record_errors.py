@@ -20,9 +20,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka.record import MemoryRecordsBuilder
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import ListOffsetsRequest, ProduceRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ListOffsetsRequest, ProduceRequest
 from tests.protocol.test_walker import poison_batch
 from tests.support.waiting import wait_until
 

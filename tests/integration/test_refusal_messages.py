@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
                                AlterUserScramCredentialsRequest, DescribeAclsRequest,
                                DescribeClientQuotasRequest, DescribeConfigsRequest,
                                DescribeUserScramCredentialsRequest,

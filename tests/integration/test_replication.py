@@ -26,10 +26,10 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import FetchRequest, ListOffsetsRequest, ProduceRequest
-from protocol.records import build_batch
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest, ListOffsetsRequest, ProduceRequest
+from samsa.protocol.records import build_batch
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 

@@ -5,7 +5,7 @@ over serves read_committed consumers the same view; markers go to leaders only.
 Driven without a transaction coordinator (tests/support/txn_wire.py)."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 from tests.integration.test_replication import _leader, _topic, cluster_factory  # noqa: F401
 from tests.support.cluster import Cluster
 from tests.support.txn_wire import NO_VERIFICATION, READ_COMMITTED, TxnWire, data_records

@@ -236,7 +236,7 @@ def test_sasl_ssl_with_every_client(java_tools: JavaTools, tls_broker):
 
 def _samsa(*args: str) -> "subprocess.CompletedProcess[str]":
     from tests.support.broker_process import REPO_ROOT
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True, text=True,
                           timeout=60, cwd=REPO_ROOT)
 
 

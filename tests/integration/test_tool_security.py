@@ -152,7 +152,7 @@ def _log_tails_on_failure(request):
 
 
 def _samsa(*args: object, input: str | None = None) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run([sys.executable, "-m", "broker", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "samsa", *map(str, args)], capture_output=True,
                           text=True, timeout=120, cwd=REPO_ROOT, input=input)
 
 

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DescribeConfigsRequest, MetadataRequest, ProduceRequest)
-from protocol.topic_name import topic_name_error
+from samsa.protocol.topic_name import topic_name_error
 
 ILLEGAL = ["abc\n", "abc\r", "a b", "tab\there", "ünïcode", ".", "..", "a" * 250, "",
            "slash/dir", "nul\x00"]

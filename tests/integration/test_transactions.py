@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTopicPartition
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 import pytest
 
 from tests.support.txn_wire import (NO_VERIFICATION, READ_COMMITTED, READ_UNCOMMITTED, TxnWire,

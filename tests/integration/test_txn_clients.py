@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import DescribeTransactionsRequest, ListTransactionsRequest
 from tests.support.txn_wire import TxnWire
 from tests.support.waiting import wait_until
 
@@ -315,8 +315,8 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
 
 def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
                  value: bytes):
-    from protocol.messages import ProduceRequest
-    from protocol.records import build_batch
+    from samsa.protocol.messages import ProduceRequest
+    from samsa.protocol.records import build_batch
     batch = build_batch([(None, value, [], int(time.time() * 1000))], producer_id=pid,
                         producer_epoch=epoch, base_sequence=seq, is_transactional=True)
     r = client.call(0, ProduceRequest(acks=-1, timeout_ms=10000, transactional_id=tid,
@@ -333,7 +333,7 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
     transaction (or arriving after it ended) is refused with INVALID_TXN_STATE
     and not written: it would open a transaction no marker ever closes, and
     read_committed readers of the partition would stop there for good."""
-    from protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
+    from samsa.protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
                                    InitProducerIdRequest)
     topic = _topic()
     _create(broker.bootstrap, topic, partitions=2)
@@ -372,7 +372,7 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
 
 
 def _wire_init(c, tid: str) -> tuple[int, int]:
-    from protocol.messages import InitProducerIdRequest
+    from samsa.protocol.messages import InitProducerIdRequest
     init = wait_until(lambda: (lambda r: r if r.error_code == 0 else None)(
         c.call(22, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000,
                                          producer_id=-1, producer_epoch=-1))))
@@ -383,7 +383,7 @@ def test_txn_offset_commit_needs_add_offsets_first(broker):
     """TxnOffsetCommit for a group whose offsets partition the producer never
     added (AddOffsetsToTxn) is INVALID_TXN_STATE, and nothing stays pending:
     a read_committed consumer of the group is not held up."""
-    from protocol.messages import TxnOffsetCommitRequest as T
+    from samsa.protocol.messages import TxnOffsetCommitRequest as T
     topic = _topic()
     _create(broker.bootstrap, topic)
     _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
@@ -431,7 +431,7 @@ def test_a_plain_commit_after_a_transactional_one_wins(broker):
 
 
 def test_old_request_versions_hear_invalid_producer_epoch_not_producer_fenced(broker):
-    from protocol.messages import EndTxnRequest
+    from samsa.protocol.messages import EndTxnRequest
     _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
     tid = f"f-{uuid.uuid4().hex[:6]}"
     with SimpleClient(broker.bootstrap) as c:

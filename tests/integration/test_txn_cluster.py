@@ -10,8 +10,8 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.messages import (DescribeTransactionsRequest, FindCoordinatorRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import (DescribeTransactionsRequest, FindCoordinatorRequest,
                                MetadataRequest)
 from tests.support.waiting import wait_until
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import socket
 import struct
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import MetadataRequest, decode_response
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import MetadataRequest, decode_response
 from tests.support.waiting import wait_until
 
 

@@ -34,11 +34,11 @@ from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError,
                              Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.client import SimpleClient
-from protocol.errors import ErrorCode
-from protocol.messages import (FetchRequest, FindCoordinatorRequest, ListOffsetsRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (FetchRequest, FindCoordinatorRequest, ListOffsetsRequest,
                                MetadataRequest, OffsetFetchRequest, ProduceRequest)
-from protocol.records import build_batch
+from samsa.protocol.records import build_batch
 from tests.support.cluster import Cluster
 from tests.support.process import ProcessStartError
 from tests.support.waiting import wait_until
@@ -1104,7 +1104,7 @@ def test_a_tool_rewriting_a_topic_without_its_id_loses_no_data(zk_cluster: Clust
 def test_a_quota_set_through_one_broker_is_enforced_by_another(zk_cluster: Cluster):
     """AlterClientQuotas on broker 0 writes Kafka's /config/clients/<id> znode
     and change notice; the broker leading the partition throttles the client."""
-    from protocol.messages import AlterClientQuotasRequest as Q
+    from samsa.protocol.messages import AlterClientQuotasRequest as Q
     topic, client_id = _name("quota"), _name("quota-client")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
     leaders = zk_cluster.wait_for_leaders(topic, 3)
@@ -1165,7 +1165,7 @@ def test_a_dynamic_key_samsa_does_not_use_is_kept_in_zookeeper(zk_cluster: Clust
         alter(AlterConfigOpType.DELETE)
 
     # a cluster-wide default set through broker 0 reaches broker 1's answers
-    from protocol.messages import IncrementalAlterConfigsRequest as R
+    from samsa.protocol.messages import IncrementalAlterConfigsRequest as R
 
     def set_default(op, value=None):
         with SimpleClient(zk_cluster.broker(0).bootstrap) as c:

@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     hold = tuple(int(x) for x in args.hold.split(":")) if args.hold else None
 
-    from pipeline.session import local_session
+    from samsa.pipeline.session import local_session
     spark = local_session("eos-query", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": str(SLICE_ROWS),
                                              "spark.sql.execution.pythonUDF.arrow.enabled": "false"})
     rows = (spark.readStream.format("samsa")

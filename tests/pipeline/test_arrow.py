@@ -9,8 +9,8 @@ import datetime as dt
 import pyarrow as pa
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NOT_AVAILABLE, Message
 
-from pipeline.arrow import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, BatchBuilder, binary_array
-from pipeline.options import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
+from samsa.pipeline.arrow import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, BatchBuilder, binary_array
+from samsa.pipeline.options import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP_TYPE
 
 UTC = dt.timezone.utc
 

@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka import TopicPartition
 
-from pipeline import client
-from pipeline.arrow import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
-from pipeline.options import parse_read_options
-from pipeline.ranges import OffsetRange
+from samsa.pipeline import client
+from samsa.pipeline.arrow import ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS
+from samsa.pipeline.options import parse_read_options
+from samsa.pipeline.ranges import OffsetRange
 from tests.support.kafka_wire import free_port
 
 from .conftest import consume_all, create_topic, produce, spark_rows

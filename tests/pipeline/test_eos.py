@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from pipeline.eos import Mark, TaskBatch, already_written, mark_for, prefix_for, transactional_id
-from pipeline.eos_writer import ExactlyOnceWriteError, check_marker_topic, write_exactly_once
-from pipeline.options import ExactlyOnce, SamsaOptionError, parse_write_options
+from samsa.pipeline.eos import Mark, TaskBatch, already_written, mark_for, prefix_for, transactional_id
+from samsa.pipeline.eos_writer import ExactlyOnceWriteError, check_marker_topic, write_exactly_once
+from samsa.pipeline.options import ExactlyOnce, SamsaOptionError, parse_write_options
 
 from .conftest import consume_all, create_topic
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.jobs.__main__ import main
-from pipeline.jobs.generate import Event, events, produce_events
-from pipeline.jobs.parquet_sink import ParquetBatchSink
+from samsa.pipeline.jobs.__main__ import main
+from samsa.pipeline.jobs.generate import Event, events, produce_events
+from samsa.pipeline.jobs.parquet_sink import ParquetBatchSink
 
 from .conftest import consume_all
 
@@ -65,7 +65,7 @@ def test_pipeline_end_to_end(spark, broker, tmp_path):
     b = broker.bootstrap
     out, cp = tmp_path / "events", tmp_path / "checkpoints"
     # The generator, through its command.
-    gen = subprocess.run([sys.executable, "-m", "pipeline.jobs", "generate", "--bootstrap-servers", b,
+    gen = subprocess.run([sys.executable, "-m", "samsa.pipeline.jobs", "generate", "--bootstrap-servers", b,
                           "--count", str(COUNT), "--seed", str(SEED), "--start", START,
                           "--interval-ms", str(INTERVAL_MS), "--partitions", "3"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)

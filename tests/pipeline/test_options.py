@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.options import (
+from samsa.pipeline.options import (
     Assign, Earliest, GlobalTimestamp, Latest, SamsaOptionError, SpecificOffsets, SpecificTimestamps,
     Subscribe, SubscribePattern, offsets_to_json, parse_read_options, parse_write_options,
 )
-from pipeline.ranges import OffsetRange, split_ranges
+from samsa.pipeline.ranges import OffsetRange, split_ranges
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -132,7 +132,7 @@ def test_split_ranges_like_spark():
 
 
 def test_executor_fetch_defaults_yield_to_kafka_options():
-    from pipeline.client import consumer_config
+    from samsa.pipeline.client import consumer_config
 
     opts = read(subscribe="t")
     long_range = consumer_config(opts, "executor", range_records=50_000)

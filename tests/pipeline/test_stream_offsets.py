@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.options import Latest, SamsaOptionError, SpecificOffsets, parse_stream_options
-from pipeline.ranges import OffsetRange
-from pipeline.streaming import from_offsets, plan_ranges, rate_limit, to_offsets
+from samsa.pipeline.options import Latest, SamsaOptionError, SpecificOffsets, parse_stream_options
+from samsa.pipeline.ranges import OffsetRange
+from samsa.pipeline.streaming import from_offsets, plan_ranges, rate_limit, to_offsets
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 

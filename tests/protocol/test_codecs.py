@@ -13,10 +13,10 @@ import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import (Codec, CorruptRecordError, UnsupportedCompressionError,
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.records import (Codec, CorruptRecordError, UnsupportedCompressionError,
                               codec_for_name, compress, decompress)
-from protocol.records.codecs import XERIAL_MAGIC, xxh32
+from samsa.protocol.records.codecs import XERIAL_MAGIC, xxh32
 
 ALL = list(Codec)
 PAYLOADS = [b"", b"x", os.urandom(3000), b"abc" * 40000 + os.urandom(70000)]

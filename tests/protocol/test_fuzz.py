@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from protocol.errors import ProtocolError
-from protocol.messages import API_BY_KEY, decode_request, decode_response
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import API_BY_KEY, decode_request, decode_response
 from tests.protocol.test_fuzz_corpus import mutate, random_frame, seed_frames
 
 N_FRAMES = 20_000

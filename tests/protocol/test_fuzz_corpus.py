@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import uuid
 
-from protocol.messages import API_BY_KEY, RequestHeader, encode_request, encode_response
+from samsa.protocol.messages import API_BY_KEY, RequestHeader, encode_request, encode_response
 
 _INTS = {"int8": 7, "int16": 15, "uint16": 16, "int32": 31, "uint32": 32, "int64": 63}
 

@@ -10,15 +10,15 @@ from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from hypothesis import given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import (Codec, CorruptRecordError, UnsupportedCompressionError,
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.records import (Codec, CorruptRecordError, UnsupportedCompressionError,
                               build_batch, build_control_batch, build_message_set,
                               downconvert_batches, downconvert_within, expand_wrapper, is_legacy,
                               iter_message_set,
                               iter_records, parse_message_set, read_batch_header,
                               set_log_append_time, upconvert_message_set, validate_batches,
                               validate_message_set)
-from protocol.records.codecs import xxh32
+from samsa.protocol.records.codecs import xxh32
 
 TS = 1_600_000_000_000
 LEGACY_CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4]
@@ -235,7 +235,7 @@ def test_bad_crc_magic_and_lengths():
 
 
 def _wrap(magic, codec_bits, value, offset=0):
-    from protocol.records.legacy import encode_message
+    from samsa.protocol.records.legacy import encode_message
     return encode_message(offset, magic, codec_bits, TS if magic else -1, None, value)
 
 

@@ -7,8 +7,8 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from protocol.errors import ProtocolError, UnsupportedVersionError
-from protocol.messages import (API_BY_KEY, ApiSpec, ApiVersionsRequest, ApiVersionsResponse,
+from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
+from samsa.protocol.messages import (API_BY_KEY, ApiSpec, ApiVersionsRequest, ApiVersionsResponse,
                                FetchResponse, MetadataRequest, ProduceRequest, ProduceResponse,
                                RequestHeader, decode_request, decode_response, encode_request,
                                encode_response)
@@ -150,7 +150,7 @@ def test_unknown_key_and_version_raise_unsupported():
 
 
 def test_header_versions_and_codecs():
-    from protocol.messages import (decode_request_header, encode_request_header,
+    from samsa.protocol.messages import (decode_request_header, encode_request_header,
                                    request_header_version, response_header_version)
     assert [request_header_version(0, v) for v in (0, 8, 9, 13)] == [1, 1, 2, 2]
     assert [response_header_version(1, v) for v in (0, 11, 12)] == [0, 0, 1]
@@ -225,7 +225,7 @@ def test_defaults_and_names():
 
 
 def test_every_message_class_is_importable_by_name():
-    import protocol.messages as pm
+    import samsa.protocol.messages as pm
     for spec in API_BY_KEY.values():
         for cls in (spec.request_cls, spec.response_cls):
             assert getattr(pm, cls.__name__) is cls and cls.__name__ in pm.__all__

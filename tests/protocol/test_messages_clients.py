@@ -14,8 +14,8 @@ import uuid
 
 import pytest
 
-from protocol.errors import UnsupportedVersionError
-from protocol.messages import (API_BY_KEY, ApiVersionsResponse, FetchResponse, InitProducerIdResponse,
+from samsa.protocol.errors import UnsupportedVersionError
+from samsa.protocol.messages import (API_BY_KEY, ApiVersionsResponse, FetchResponse, InitProducerIdResponse,
                                ListOffsetsResponse, MetadataResponse, ProduceResponse, RequestHeader,
                                decode_request, encode_response)
 

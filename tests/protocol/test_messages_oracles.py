@@ -18,9 +18,9 @@ import warnings
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from protocol.messages import (API_BY_KEY, RequestHeader, decode_body, decode_request, encode_body,
+from samsa.protocol.messages import (API_BY_KEY, RequestHeader, decode_body, decode_request, encode_body,
                                encode_response)
-from protocol.messages.schema import ZERO_UUID
+from samsa.protocol.messages.schema import ZERO_UUID
 from tests.protocol.test_messages_strategies import message_strategy
 
 ORACLE = settings(max_examples=10, deadline=None, derandomize=True,
@@ -210,7 +210,7 @@ def test_oracles_cover_every_api():
 
 
 def test_controlled_shutdown_bytes_as_kafka_3_lays_them_out():
-    from protocol.messages import ControlledShutdownRequest as Req, ControlledShutdownResponse as Resp
+    from samsa.protocol.messages import ControlledShutdownRequest as Req, ControlledShutdownResponse as Resp
     assert encode_body(Req(broker_id=2, broker_epoch=77), 1) == b"\x00\x00\x00\x02"
     assert encode_body(Req(broker_id=2, broker_epoch=77), 2) == \
         b"\x00\x00\x00\x02" + (77).to_bytes(8, "big")
@@ -338,7 +338,7 @@ def test_our_responses_decode_with_old_classes(key, v, oc):
 
 
 def test_uuid_fields_are_uuid():
-    from protocol.messages import MetadataResponse
+    from samsa.protocol.messages import MetadataResponse
     t = MetadataResponse.MetadataResponseTopic(name="x", topic_id=uuid.uuid4())
     frame = encode_response(RequestHeader(3, 12, 1, None), MetadataResponse(topics=[t]))[0]
     kobj = NEW["MetadataResponse"].decode(frame[4:], version=12, header=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from protocol.messages.schema import FieldSpec, StructSpec
+from samsa.protocol.messages.schema import FieldSpec, StructSpec
 
 _INTS = {
     "int8": (-2**7, 2**7 - 1), "int16": (-2**15, 2**15 - 1), "uint16": (0, 2**16 - 1),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from broker.handlers import HANDLERS
-from protocol.messages import API_BY_KEY
-from protocol.model import ApiKey
+from samsa.broker.handlers import HANDLERS
+from samsa.protocol.messages import API_BY_KEY
+from samsa.protocol.model import ApiKey
 
 
 def _kafka_name(schema_name: str) -> str:

@@ -9,13 +9,13 @@ from aiokafka.record.memory_records import MemoryRecords as AioMemoryRecords
 from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from protocol.errors import ProtocolError
-from protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, Codec, CorruptRecordError, Record,
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, Codec, CorruptRecordError, Record,
                               build_batch, build_control_batch, decode_batch, iter_all_records,
                               iter_records, parse_control_record, read_batch_header,
                               set_log_append_time, validate_batches)
-from protocol.records.batch import write_crc
-from protocol.records.varint import (decode_varint, decode_varlong, encode_varint,
+from samsa.protocol.records.batch import write_crc
+from samsa.protocol.records.varint import (decode_varint, decode_varlong, encode_varint,
                                      encode_varlong, size_of_varint)
 
 CODECS = list(Codec)

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import (BATCH_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError,
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.records import (BATCH_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError,
                               ValidatedBatch, iter_batch_headers, read_batch_header,
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
-from protocol.records.batch import compute_crc, write_crc
+from samsa.protocol.records.batch import compute_crc, write_crc
 
 CODECS = [0, 1, 2, 3, 4]
 

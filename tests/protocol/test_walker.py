@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.record import MemoryRecordsBuilder
 
-from protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, InvalidRecordError,
+from samsa.protocol.records import (BATCH_OVERHEAD, Codec, CorruptRecordError, InvalidRecordError,
                               build_batch, decode_batch, validate_batches, write_crc)
-from protocol.records.batch import validate_single_batch, walk_record_pieces
-from protocol.records.varint import encode_varint, encode_varlong
-from protocol.records.walker import (COMPILED, walk_prefix, walk_prefix_py, walk_records,
+from samsa.protocol.records.batch import validate_single_batch, walk_record_pieces
+from samsa.protocol.records.varint import encode_varint, encode_varlong
+from samsa.protocol.records.walker import (COMPILED, walk_prefix, walk_prefix_py, walk_records,
                                      walk_records_py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,7 +103,7 @@ def test_a_malformed_record_inside_a_compressed_batch_is_invalid(codec):
     encode_varint(6, records)
     records += b"\x00\x00\x00\x01\x01\x00"  # a 6-byte record...
     records += b"\x07"                      # ...and a byte the record count does not cover
-    from protocol.records.codecs import compress
+    from samsa.protocol.records.codecs import compress
     body = compress(codec, records) if codec else bytes(records)
     buf = bytearray(BATCH_OVERHEAD) + body
     struct.pack_into(">qiibIhiqqqhii", buf, 0, 0, len(buf) - 12, -1, 2, 0, codec, 0,
@@ -116,7 +116,7 @@ def test_a_malformed_record_inside_a_compressed_batch_is_invalid(codec):
 
 def test_offset_deltas_must_count_up_from_zero_on_produce_only():
     buf = build_batch([(b"a", b"1", [], 5), (b"b", b"2", [], 5)])
-    from protocol.records.records import Record
+    from samsa.protocol.records.records import Record
     gap = build_batch([Record(0, 0, b"a", b"1"), Record(2, 0, b"b", b"2")],
                       last_offset_delta=1)
     assert _agree(buf, BATCH_OVERHEAD, len(buf), 2)[0] == "ok"
@@ -182,7 +182,7 @@ def test_the_fallback_is_chosen_by_the_environment_and_tools_do_not_warn_of_it()
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "broker", "dump-log", "--help"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "samsa", "dump-log", "--help"], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "validated in Python" not in proc.stdout + proc.stderr

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from config.topic import TopicConfig
-from storage.log import Log
+from samsa.config.topic import TopicConfig
+from samsa.storage.log import Log
 
 
 @pytest.fixture

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import uuid
 
-from storage.checkpoints import (read_leader_epoch_checkpoint, read_offset_checkpoint,
+from samsa.storage.checkpoints import (read_leader_epoch_checkpoint, read_offset_checkpoint,
                                  read_partition_metadata, topic_id_from_str, topic_id_to_str,
                                  write_leader_epoch_checkpoint, write_offset_checkpoint,
                                  write_partition_metadata)
-from storage.leader_epoch import LeaderEpochCache
+from samsa.storage.leader_epoch import LeaderEpochCache
 
 
 def test_offset_checkpoint_roundtrip_and_damage(tmp_path):

@@ -10,12 +10,12 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from config.topic import TopicConfig
-from protocol.records import decode_batch, iter_batch_headers
-from storage import LogManager
-from storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, DELETE_HORIZON_MASK, clean_log)
-from storage.errors import InvalidRecordError, OffsetOutOfRangeError
-from storage.log import Log
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import decode_batch, iter_batch_headers
+from samsa.storage import LogManager
+from samsa.storage.cleaner import (CLEANER_OFFSET_CHECKPOINT, DELETE_HORIZON_MASK, clean_log)
+from samsa.storage.errors import InvalidRecordError, OffsetOutOfRangeError
+from samsa.storage.log import Log
 from tests.support.waiting import wait_until
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -8,10 +8,10 @@ import os
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, build_control_batch, decode_batch,
+from samsa.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, build_control_batch, decode_batch,
                               iter_batch_headers)
-from storage.cleaner import DELETE_HORIZON_MASK, clean_log
-from storage.log import AppendOrigin
+from samsa.storage.cleaner import DELETE_HORIZON_MASK, clean_log
+from samsa.storage.log import AppendOrigin
 from tests.storage.test_cleaner import T0, open_log
 
 A, B, C = 501, 502, 503

@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.records import iter_batch_headers, validate_batches
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import iter_batch_headers, validate_batches
+from samsa.storage.manager import LogManager
 
 # A child process appends and is killed with SIGKILL.
 pytestmark = pytest.mark.integration

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from config.topic import TopicConfig
-from storage.log import Log
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.storage.log import Log
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
 from tests.support.waiting import wait_until
 

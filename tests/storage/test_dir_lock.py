@@ -2,8 +2,8 @@
 tests/integration/test_log_dir_lock.py)."""
 import pytest
 
-from storage.dir_lock import LogDirLocks
-from storage.errors import StorageError
+from samsa.storage.dir_lock import LogDirLocks
+from samsa.storage.errors import StorageError
 
 
 def test_a_held_dir_is_refused_naming_it_until_released(tmp_path):

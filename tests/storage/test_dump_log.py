@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 
-from config.topic import TopicConfig
-from protocol.records import build_batch, compute_crc
-from storage.dump_log import main
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_batch, compute_crc
+from samsa.tools.dump_log import main
 
 
 def run(capsys, *args):
@@ -103,8 +103,8 @@ def test_empty_index_and_unknown_file(make_log, capsys, tmp_path):
 
 
 def test_transaction_markers_and_txnindex(make_log, capsys):
-    from protocol.records import build_control_batch
-    from storage.log import AppendOrigin
+    from samsa.protocol.records import build_control_batch
+    from samsa.storage.log import AppendOrigin
     lg = make_log()
     lg.append(build_batch([(None, b"t", (), 1631771619000)], producer_id=77, producer_epoch=2,
                           base_sequence=0, is_transactional=True))

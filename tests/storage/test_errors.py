@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.records import CorruptRecordError as ProtocolCorrupt
-from protocol.records import InvalidRecordError as ProtocolInvalid
-from storage.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.records import CorruptRecordError as ProtocolCorrupt
+from samsa.protocol.records import InvalidRecordError as ProtocolInvalid
+from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                             RecordError, StorageError)
 
 

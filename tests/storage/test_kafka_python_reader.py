@@ -7,8 +7,8 @@ import random
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 
-from config.topic import TopicConfig
-from protocol.records import build_batch as proto_build_batch
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_batch as proto_build_batch
 from tests.storage.helpers import build_batch
 
 

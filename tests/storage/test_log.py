@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.records import build_batch as proto_build_batch, iter_batch_headers, iter_records
-from storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_batch as proto_build_batch, iter_batch_headers, iter_records
+from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             RecordTooLargeError)
-from storage.log import AppendOrigin
+from samsa.storage.log import AppendOrigin
 from tests.storage.helpers import batch_of, build_batch
 from tests.support.waiting import wait_until
 
@@ -206,7 +206,7 @@ def test_bad_batches_write_nothing(make_log):
         lg.append(b"\x00" * 70)
     wrong_count = bytearray(good)
     struct.pack_into(">i", wrong_count, 57, 7)   # records count != lastOffsetDelta + 1
-    from protocol.records import write_crc
+    from samsa.protocol.records import write_crc
     write_crc(wrong_count)
     with pytest.raises(InvalidRecordError):
         lg.append(bytes(wrong_count))
@@ -216,7 +216,7 @@ def test_bad_batches_write_nothing(make_log):
 
 
 def test_offsets_going_backwards_rejected(make_log):
-    from storage.errors import OffsetsOutOfOrderError
+    from samsa.storage.errors import OffsetsOutOfOrderError
     lg = make_log()
     lg.append(batch_of(5))
     old = proto_build_batch([(None, b"x", (), 1)], base_offset=3)

@@ -9,13 +9,13 @@ import uuid
 
 import pytest
 
-import storage.manager
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode
-from storage.checkpoints import read_offset_checkpoint
-from storage.cleaner import CLEANER_OFFSET_CHECKPOINT
-from storage.errors import LogDirNotFoundError, StorageError
-from storage.manager import LogManager
+import samsa.storage.manager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode
+from samsa.storage.checkpoints import read_offset_checkpoint
+from samsa.storage.cleaner import CLEANER_OFFSET_CHECKPOINT
+from samsa.storage.errors import LogDirNotFoundError, StorageError
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
 from tests.storage.test_cleaner import COMPACT, keyed_batch
 from tests.support.waiting import wait_until
@@ -190,7 +190,7 @@ def test_a_stop_between_the_renames_keeps_the_copy(dirs, managers):
 def test_a_truncation_during_the_move_restarts_the_copy(dirs, managers, caplog):
     """A follower cut back to a divergence point mid-move: the copy holds
     batches the log no longer has, so it starts over rather than keep them."""
-    caplog.set_level(logging.INFO, logger="storage.manager")
+    caplog.set_level(logging.INFO, logger="samsa.storage.manager")
     lm, lg, src, dst = _filled(managers, dirs)
     # The swap waits for the cleaner (no pass half-way through the files it
     # replaces): held here, the move is certainly still in progress when the
@@ -320,7 +320,7 @@ def test_a_copy_that_cannot_be_created_is_a_storage_error_and_leaves_nothing(dir
 
     def disk_full(path, topic_id):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(storage.manager, "write_partition_metadata", disk_full)
+    monkeypatch.setattr(samsa.storage.manager, "write_partition_metadata", disk_full)
     with pytest.raises(StorageError) as e:
         lm.alter_log_dir("t", 0, dst)
     assert e.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR

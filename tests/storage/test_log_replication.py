@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.records import build_batch as proto_build_batch, iter_batch_headers
-from storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT
-from storage.errors import (CorruptRecordError, OffsetOutOfRangeError, OffsetsOutOfOrderError,
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_batch as proto_build_batch, iter_batch_headers
+from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT
+from samsa.storage.errors import (CorruptRecordError, OffsetOutOfRangeError, OffsetsOutOfOrderError,
                             OutOfOrderSequenceError)
-from storage.log import AppendOrigin, Log
-from storage.manager import LogManager
+from samsa.storage.log import AppendOrigin, Log
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of, build_batch
 from tests.support.waiting import wait_until
 
@@ -153,7 +153,7 @@ def test_replication_keeps_the_leaders_bytes_and_skips_client_policy(make_log):
     assert read_bytes(lg) == bytes(big)
     assert lg.leader_epochs.entries == [(4, 10)]
     # the same batch from a client is refused on both counts
-    from storage.errors import InvalidTimestampError, RecordTooLargeError
+    from samsa.storage.errors import InvalidTimestampError, RecordTooLargeError
     with pytest.raises((RecordTooLargeError, InvalidTimestampError)):
         lg.append(proto_build_batch([(b"k", b"v" * 500, (), 5)]))
 

@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
-from config.topic import TopicConfig
-from storage.checkpoints import topic_id_to_str
-from storage.errors import StorageError
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.storage.checkpoints import topic_id_to_str
+from samsa.storage.errors import StorageError
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
 from tests.support.waiting import wait_until
 
@@ -174,7 +174,7 @@ def test_each_checkpoint_file_on_its_own_interval(tmp_path, managers):
     """Kafka writes high watermarks every replica.high.watermark.checkpoint.interval.ms
     (5 s) and recovery points / log start offsets every minute: a broker that
     crashes comes back with a high watermark at most seconds old."""
-    from storage.checkpoints import read_offset_checkpoint
+    from samsa.storage.checkpoints import read_offset_checkpoint
     d = str(tmp_path / "d1")
     lm = managers([d], checkpoint_interval_ms=10**7, start_offset_checkpoint_interval_ms=10**7,
                   high_watermark_checkpoint_interval_ms=20)

@@ -7,10 +7,10 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from config.topic import TopicConfig
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from storage.log import Log
-from storage.producer_state import decode_snapshot
+from samsa.config.topic import TopicConfig
+from samsa.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from samsa.storage.log import Log
+from samsa.storage.producer_state import decode_snapshot
 from tests.storage.helpers import build_batch
 
 PID = 1000

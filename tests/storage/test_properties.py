@@ -7,11 +7,11 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from config.topic import TopicConfig
-from protocol.records import iter_batch_headers
-from storage.entries import EntryScanner
-from storage.index import OffsetIndex
-from storage.log import Log
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import iter_batch_headers
+from samsa.storage.entries import EntryScanner
+from samsa.storage.index import OffsetIndex
+from samsa.storage.log import Log
 from tests.storage.helpers import build_batch
 
 op = st.one_of(

@@ -5,10 +5,10 @@ import os
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.records import build_message_set, iter_batch_headers, parse_message_set
-from storage.log import Log
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import build_message_set, iter_batch_headers, parse_message_set
+from samsa.storage.log import Log
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
 
 CFG = TopicConfig(segment_bytes=2000, index_interval_bytes=150, file_delete_delay_ms=0)
@@ -212,7 +212,7 @@ def test_legacy_magic_0_and_1_data_opens_and_reads(tmp_path):
     assert r.first_offset == 12
     assert lg.offset_for_timestamp(1002) == (5, 1002)
     lg.close()
-    from storage.dump_log import main
+    from samsa.tools.dump_log import main
     import io
     import contextlib
     buf = io.StringIO()

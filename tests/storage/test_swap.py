@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.records import iter_batch_headers
-from storage.log import Log
+from samsa.config.topic import TopicConfig
+from samsa.protocol.records import iter_batch_headers
+from samsa.storage.log import Log
 from tests.storage.helpers import batch_of
 
 CFG = TopicConfig(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=0)

@@ -7,13 +7,13 @@ import struct
 
 import pytest
 
-from config.topic import TopicConfig
-from protocol.errors import ErrorCode
-from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
-from storage.errors import (InvalidProducerEpochError, InvalidRecordError,
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from samsa.storage.errors import (InvalidProducerEpochError, InvalidRecordError,
                             InvalidTxnStateError, TransactionCoordinatorFencedError)
-from storage.log import AppendOrigin
-from storage.producer_state import decode_snapshot
+from samsa.storage.log import AppendOrigin
+from samsa.storage.producer_state import decode_snapshot
 from tests.storage.helpers import build_batch
 
 COORD = AppendOrigin.COORDINATOR
@@ -311,7 +311,7 @@ def test_expired_producers_are_removed_but_not_open_transactions(make_log):
 
 
 def test_log_manager_expiry_reads_the_live_setting(tmp_path):
-    from storage import LogManager
+    from samsa.storage import LogManager
     expiration = [10 ** 9]
     lm = LogManager([str(tmp_path / "d")], TopicConfig(), 0, "c1",
                     producer_id_expiration_ms=lambda: expiration[0])

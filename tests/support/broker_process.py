@@ -1,6 +1,6 @@
 """A samsa broker as a child process, the way a user runs it.
 
-The contract with the broker's CLI: ``python -m broker server FILE --override key=value ...``.
+The contract with the broker's CLI: ``python -m samsa server FILE --override key=value ...``.
 We write a minimal properties file (listener on 127.0.0.1:<free port>, one log dir
 in the test's temp dir) and pass the test's extra settings as --override, which wins
 over the file. Readiness = the port answers a hand-built ApiVersions v0 request.
@@ -53,10 +53,10 @@ class BrokerProcess(ManagedProcess):
             f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
             f"log.dirs={self.data_dir}\n")
         self.overrides = _override_list(overrides)
-        argv = [python, "-m", "broker", "server", str(self.config_path)]
+        argv = [python, "-m", "samsa", "server", str(self.config_path)]
         for kv in self.overrides:
             argv += ["--override", kv]
-        # cwd = the repo root so "-m broker" imports this checkout's broker package.
+        # cwd = the repo root so "-m samsa" imports this checkout's broker package.
         # Unbuffered, so the log tail in an error message shows the broker's last words.
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         super().__init__("samsa broker", argv, "127.0.0.1", port, self.work_dir / "broker.log",

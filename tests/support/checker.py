@@ -54,7 +54,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.exceptions import KazooException
 
-from protocol.records.records import iter_all_records
+from samsa.protocol.records.records import iter_all_records
 
 from .cluster import Cluster
 from .java_client import JavaTools

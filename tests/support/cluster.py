@@ -22,8 +22,8 @@ from typing import Iterable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from broker.client import ClientError, SimpleClient
-from protocol.messages import MetadataRequest
+from samsa.client.blocking import ClientError, SimpleClient
+from samsa.protocol.messages import MetadataRequest
 
 from .broker_process import BrokerProcess
 from .kafka_wire import free_port

@@ -5,5 +5,5 @@ from __future__ import annotations
 
 
 def local_session(app_name: str, driver_memory: str = "1g"):
-    from pipeline.session import local_session as build
+    from samsa.pipeline.session import local_session as build
     return build(app_name, driver_memory=driver_memory)

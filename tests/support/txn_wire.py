@@ -10,10 +10,10 @@ driving the transaction, the broker must run with
 transaction.partition.verification.enable=false (NO_VERIFICATION below)."""
 from __future__ import annotations
 
-from broker.client import SimpleClient
-from protocol.messages import (DescribeProducersRequest, FetchRequest, InitProducerIdRequest,
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import (DescribeProducersRequest, FetchRequest, InitProducerIdRequest,
                                ListOffsetsRequest, ProduceRequest, WriteTxnMarkersRequest)
-from protocol.records import iter_all_records
+from samsa.protocol.records import iter_all_records
 from tests.storage.helpers import build_batch
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID, WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = (

@@ -30,8 +30,8 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from protocol.errors import ErrorCode as E
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ErrorCode as E
+from samsa.protocol.errors import ProtocolError
 
 from ..consumer_protocol import assignment_partitions, subscription_topics
 from ..effects import AwaitedWrite, Effects

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 
-from protocol.errors import ProtocolError
+from samsa.protocol.errors import ProtocolError
 
 from ..consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
 from ..log_format import OffsetAndMetadata

@@ -20,7 +20,7 @@ import logging
 import threading
 from typing import Iterable, Mapping
 
-from config.broker import AUTHORIZER_CLASS_NAMES as _CLASS_NAMES
+from samsa.config.broker import AUTHORIZER_CLASS_NAMES as _CLASS_NAMES
 
 from ..principal import KafkaPrincipal
 from .model import (OPERATIONS_BY_RESOURCE, WILDCARD_HOST, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE,

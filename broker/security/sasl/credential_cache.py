@@ -10,7 +10,7 @@ import threading
 
 from ...metadata.store import MetadataStore
 from ...metadata.zk_layout import user_entity_path
-from .scram_credential import HASHES, ScramCredential
+from samsa.client.scram_credential import HASHES, ScramCredential
 
 log = logging.getLogger("broker.sasl")
 

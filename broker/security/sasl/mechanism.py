@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from .scram_credential import ScramCredential
+from samsa.client.scram_credential import ScramCredential
 
 
 class SaslError(Exception):

@@ -7,10 +7,12 @@ from typing import Mapping
 from .mechanism import SaslServer, ScramCredentialLookup
 from .plain import MECHANISM as PLAIN, PlainServer
 from .scram import ScramServer
-from .scram_credential import HASHES
+from samsa.client.sasl import SUPPORTED_MECHANISMS
+from samsa.client.scram_credential import HASHES
 
 SCRAM_MECHANISMS = tuple(HASHES)
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+# The client side (client/sasl.py) names what samsa speaks; the server serves the same.
+assert set(SUPPORTED_MECHANISMS) == {PLAIN, *SCRAM_MECHANISMS}
 
 
 def new_server(mechanism: str, plain_users: Mapping[str, str],

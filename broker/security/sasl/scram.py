@@ -13,7 +13,7 @@ import re
 import secrets
 
 from .mechanism import SaslAuthenticationError, SaslError, ScramCredentialLookup
-from .scram_credential import (HASHES, MIN_ITERATIONS, ScramCredential, digest,
+from samsa.client.scram_credential import (HASHES, MIN_ITERATIONS, ScramCredential, digest,
                                hmac_digest)
 
 log = logging.getLogger("broker.sasl")

@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from config.errors import ConfigError
+from samsa.config.errors import ConfigError
 
-from .client import SaslClientSettings
-from .jaas import JaasSyntaxError, LoginModuleEntry, parse_jaas_file, parse_jaas_property
+from samsa.client.sasl import SaslClientSettings
+from samsa.client.jaas import JaasSyntaxError, LoginModuleEntry, parse_jaas_file, parse_jaas_property
 from .registry import SUPPORTED_MECHANISMS
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from config.describe import ConfigSource
-from protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from protocol.model import ApiKey
+from samsa.config.describe import ConfigSource
+from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from samsa.protocol.model import ApiKey
 
-from .client import SimpleClient, error_text, run_tool
-from .tool_config import command_config_security
-from .quotas_cli import is_quota_command, main as quotas_main
+from samsa.client.blocking import SimpleClient, error_text, run_tool
+from samsa.client.properties import command_config_security
+from samsa.tools.configs.lists import alter_lists
+from samsa.tools.configs.quotas import is_quota_command, main as quotas_main
 
 TOPIC, BROKER = 2, 4
 SET, DELETE = 0, 1
@@ -42,33 +43,6 @@ def _dynamic_source(rtype: int, name: str) -> int:
         return ConfigSource.TOPIC_CONFIG
     return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG if name == "" \
         else ConfigSource.DYNAMIC_BROKER_CONFIG
-
-
-def parse_config_list(text: str) -> dict[str, str]:
-    """kafka-configs' ``k1=v1,k2=[a,b]`` (brackets keep commas inside a value)."""
-    out: dict[str, str] = {}
-    depth = 0
-    item = ""
-    for ch in text + ",":
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            if item.strip():
-                key, sep, value = item.partition("=")
-                if not sep or not key.strip():
-                    raise ValueError(f"expected key=value, got {item.strip()!r}")
-                value = value.strip()
-                if value.startswith("[") and value.endswith("]"):
-                    value = value[1:-1]
-                out[key.strip()] = value
-            item = ""
-        else:
-            item += ch
-    if depth != 0:
-        raise ValueError(f"unbalanced brackets in {text!r}")
-    return out
 
 
 def _resource(args) -> tuple[int, str, str]:
@@ -110,22 +84,6 @@ def _describe(client: SimpleClient, args) -> int:
     return 0
 
 
-def alter_lists(add_config: str | None,
-                delete_config: str | None) -> tuple[dict[str, str], list[str]] | None:
-    """--add-config and --delete-config as (keys to set, keys to delete); None
-    (after a one-line error) when they are malformed or both empty."""
-    try:
-        adds = parse_config_list(add_config or "")
-    except ValueError as e:
-        print(f"samsa configs: --add-config: {e}", file=sys.stderr)
-        return None
-    deletes = [k.strip() for k in (delete_config or "").split(",") if k.strip()]
-    if not adds and not deletes:
-        print("samsa configs: --alter needs --add-config or --delete-config", file=sys.stderr)
-        return None
-    return adds, deletes
-
-
 def _alter(client: SimpleClient, args) -> int:
     lists = alter_lists(args.add_config, args.delete_config)
     if lists is None:
@@ -149,7 +107,7 @@ def _alter(client: SimpleClient, args) -> int:
 
 
 def main(argv) -> int:
-    if is_quota_command(argv):  # users, clients, ips: quotas and SCRAM (quotas_cli.py)
+    if is_quota_command(argv):  # users, clients, ips: quotas and SCRAM (quotas.py)
         return quotas_main(argv)
     p = argparse.ArgumentParser(prog="samsa configs",
                                 description="Describe or change topic and broker configs.")

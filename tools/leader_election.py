@@ -15,12 +15,12 @@ import argparse
 import json
 import sys
 
-from protocol.errors import ErrorCode
-from protocol.messages import ElectLeadersRequest
-from protocol.model import ApiKey
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ElectLeadersRequest
+from samsa.protocol.model import ApiKey
 
-from .client import ClientError, Cluster, error_text, run_cluster_tool
-from .tool_config import ClientConfigFlags
+from samsa.client.blocking import ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.properties import ClientConfigFlags
 
 PROG = "samsa leader-election"
 TYPES = {"PREFERRED": 0, "UNCLEAN": 1}

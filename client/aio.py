@@ -1,4 +1,4 @@
-"""An asyncio connection to a Kafka-protocol broker, over ``protocol.client``.
+"""An asyncio connection to a Kafka-protocol broker, over ``client/core.py``.
 
 Used where samsa itself is a client on an event loop (replica fetchers,
 requests between brokers, async tools and tests). Requests may be pipelined:
@@ -25,12 +25,12 @@ import logging
 import ssl
 from typing import Any
 
-from protocol.client import ClientCore
-from protocol.errors import ProtocolError
-from protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
-from protocol.model import ApiKey
+from samsa.client.core import ClientCore
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from samsa.protocol.model import ApiKey
 
-from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
+from samsa.client.sasl import (ReauthenticationClock, SaslClientError, SaslClientSettings,
                                    authenticate_async)
 
 log = logging.getLogger("broker.aio_client")

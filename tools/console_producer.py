@@ -34,13 +34,13 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
-from protocol.errors import ErrorCode
-from protocol.messages import ProduceRequest
-from protocol.model import ApiKey
-from protocol.records import build_batch, codec_for_name
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import ProduceRequest
+from samsa.protocol.model import ApiKey
+from samsa.protocol.records import build_batch, codec_for_name
 
-from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
-from .tool_config import ClientConfigFlags, key_value_properties
+from samsa.client.blocking import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.properties import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-producer"
 _LAST_PRODUCE_BY_NAME = 12   # v13 names topics by id

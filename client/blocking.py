@@ -1,7 +1,7 @@
 """A blocking Kafka client for samsa's own command line tools.
 
 One connection, one request at a time, over the same sans-IO core as the
-asyncio client (``protocol.client``): versions are picked from what the
+asyncio client (``client/core.py``): versions are picked from what the
 broker advertises in ApiVersions, capped at what protocol/ can encode.
 
 ``Cluster`` adds what a tool needs once a cluster has more than one broker:
@@ -9,7 +9,7 @@ connections to each partition leader and group coordinator, opened at the
 address Metadata (or FindCoordinator) advertises for it.
 
 How a tool gets the SASL login and TLS context it hands ``run_tool`` from its
-flags (``--command-config`` and the like) is ``broker.tool_config``'s.
+flags (``--command-config`` and the like) is ``client/properties.py``'s.
 """
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ import sys
 import time
 from typing import Callable
 
-from protocol.client import ClientCore, NoCommonVersionError
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
+from samsa.client.core import ClientCore, NoCommonVersionError
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.messages import (ApiVersionsRequest, FindCoordinatorRequest, ListOffsetsRequest,
                                MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest)
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
-from .security.sasl.client import (ReauthenticationClock, SaslClientError, SaslClientSettings,
+from samsa.client.sasl import (ReauthenticationClock, SaslClientError, SaslClientSettings,
                                    authenticate)
 
 

@@ -7,7 +7,7 @@ repeatable ``KEY=VALUE`` flags over it (``--producer-property``,
 ``--command-property`` ...). This module is that argparse side: the flags, the
 file and overrides merged, and the security they ask for (security.protocol,
 sasl.*, ssl.*). What a tool does with the login and the context once it has
-them (connect, send requests) is ``broker.client``'s.
+them (connect, send requests) is ``client/blocking.py``'s.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import ssl
 from dataclasses import dataclass
 from typing import Iterable, Mapping, NamedTuple
 
-from .security.sasl.client import SaslClientSettings, sasl_client_settings
+from samsa.client.sasl import SaslClientSettings, sasl_client_settings
 
 
 def key_value_properties(items: Iterable[str] | None) -> dict[str, str]:
@@ -44,7 +44,7 @@ def client_security(props: Mapping[str, str], source: str
     """The SASL login and TLS context that Kafka client properties ask for
     (security.protocol, sasl.*, ssl.*); ValueError naming what is wrong.
     ``source`` names where the properties came from, for messages."""
-    from broker.security.tls_config import client_tls
+    from samsa.broker.security.tls_config import client_tls
     return sasl_client_settings(props), client_tls(props, source)
 
 
@@ -105,7 +105,7 @@ class ClientConfigFlags:
         if file_flag is not None:
             path = getattr(args, self._dest(file_flag))
             source.append(f"{file_flag} {path}")
-            from config.properties import load_properties
+            from samsa.config.properties import load_properties
             try:
                 props.update(load_properties(path))
             except OSError as e:
@@ -132,5 +132,5 @@ def command_config_security(path: str | None
     file; neither without a file. OSError/ValueError name what is wrong."""
     if not path:
         return None, None
-    from config.properties import load_properties
+    from samsa.config.properties import load_properties
     return client_security(load_properties(path), f"--command-config {path}")

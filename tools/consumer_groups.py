@@ -16,15 +16,15 @@ import sys
 from datetime import datetime
 from typing import NamedTuple, Sequence
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
                                OffsetCommitRequest, OffsetFetchRequest)
-from protocol.model import TopicPartition
-from protocol.model import ApiKey
+from samsa.protocol.model import TopicPartition
+from samsa.protocol.model import ApiKey
 
-from .client import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
-from .tool_config import command_config_security
-from .groups.consumer_protocol import assignment_partitions
+from samsa.client.blocking import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
+from samsa.client.properties import command_config_security
+from samsa.broker.groups.consumer_protocol import assignment_partitions
 
 PROG = "samsa consumer-groups"
 _LAST_GROUP_ID_OFFSET_FETCH = 7  # v8+ nests several groups per request

@@ -20,13 +20,13 @@ import argparse
 import json
 import sys
 
-from protocol.messages import (AlterPartitionReassignmentsRequest,
+from samsa.protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
-from protocol.model import TopicPartition
+from samsa.protocol.model import TopicPartition
 
-from .client import ClientError, Cluster, error_text, run_cluster_tool
-from .tool_config import ClientConfigFlags
-from .cluster.assignment import AssignmentError, assign_replicas
+from samsa.client.blocking import ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.properties import ClientConfigFlags
+from samsa.broker.cluster.assignment import AssignmentError, assign_replicas
 
 PROG = "samsa reassign-partitions"
 _CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))

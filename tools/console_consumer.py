@@ -34,14 +34,14 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequest
-from protocol.model import ApiKey
-from protocol.records import decode_batch, iter_batch_headers
-from protocol.records.batch import NO_TIMESTAMP
+from samsa.protocol.errors import ErrorCode, ProtocolError
+from samsa.protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequest
+from samsa.protocol.model import ApiKey
+from samsa.protocol.records import decode_batch, iter_batch_headers
+from samsa.protocol.records.batch import NO_TIMESTAMP
 
-from .client import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
-from .tool_config import ClientConfigFlags, key_value_properties
+from samsa.client.blocking import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.properties import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-consumer"
 LATEST, EARLIEST = -1, -2

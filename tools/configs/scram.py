@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 import sys
 
-from protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode
 
-from protocol.messages import (AlterUserScramCredentialsRequest as Alter,
+from samsa.protocol.messages import (AlterUserScramCredentialsRequest as Alter,
                                DescribeUserScramCredentialsRequest as Describe)
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
-from .client import SimpleClient, error_text
-from .security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
+from samsa.client.blocking import SimpleClient, error_text
+from samsa.client.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                              TYPE_OF_MECHANISM, salted_password)
 
 RESOURCE_NOT_FOUND = ErrorCode.RESOURCE_NOT_FOUND

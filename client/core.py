@@ -21,11 +21,11 @@ import collections
 import struct
 from typing import Any, NamedTuple
 
-from protocol.errors import ProtocolError
-from protocol.messages import API_BY_KEY, RequestHeader, decode_response, encode_request
-from protocol.messages.model import Message
-from protocol.messages.wire import Buf
-from protocol.model import ApiKey
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.messages import API_BY_KEY, RequestHeader, decode_response, encode_request
+from samsa.protocol.messages.model import Message
+from samsa.protocol.messages.wire import Buf
+from samsa.protocol.model import ApiKey
 
 _SIZE = struct.Struct(">i")
 

@@ -13,8 +13,7 @@ CRC does not match prints ``isvalid: false`` and the walk goes on with the next
 one; bytes that cannot be a batch at all end the walk with Kafka's
 "Found N invalid bytes at the end of" line.
 
-The broker's CLI calls ``main(argv)``; the module also runs as
-``python -m storage.dump_log``.
+``samsa dump-log`` calls ``main(argv)`` (tools/cli.py).
 """
 from __future__ import annotations
 
@@ -23,12 +22,12 @@ import os
 import struct
 import sys
 
-from protocol.errors import ProtocolError
-from protocol.records import expand_wrapper, iter_message_set, iter_records, parse_control_record
-from storage.entries import EntryScanner, entry_is_valid
-from storage.index import OFFSET_ENTRY, TIME_ENTRY
-from storage.producer_state import decode_snapshot
-from storage.txn_index import decode_entries
+from samsa.protocol.errors import ProtocolError
+from samsa.protocol.records import expand_wrapper, iter_message_set, iter_records, parse_control_record
+from samsa.storage.entries import EntryScanner, entry_is_valid
+from samsa.storage.index import OFFSET_ENTRY, TIME_ENTRY
+from samsa.storage.producer_state import decode_snapshot
+from samsa.storage.txn_index import decode_entries
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 INT32_MAX = 0x7FFFFFFF

@@ -12,10 +12,12 @@ import secrets
 import time
 from typing import Awaitable, Callable, Generator, Mapping, NamedTuple
 
-from .jaas import JaasSyntaxError, parse_jaas_property
-from .registry import SUPPORTED_MECHANISMS
-from .scram_credential import (MAX_ITERATIONS, MIN_ITERATIONS, digest, hmac_digest,
+from samsa.client.jaas import JaasSyntaxError, parse_jaas_property
+from samsa.client.scram_credential import (HASHES, MAX_ITERATIONS, MIN_ITERATIONS, digest, hmac_digest,
                                salted_password)
+
+# The mechanisms samsa speaks, as a client here and as a server (broker/security/sasl/registry.py)
+SUPPORTED_MECHANISMS = ("PLAIN", *HASHES)
 
 
 class SaslClientError(Exception):

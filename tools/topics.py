@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
+from samsa.protocol.messages import (CreatePartitionsRequest, CreateTopicsRequest,
                                DeleteTopicsRequest, DescribeConfigsRequest, MetadataRequest)
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
-from .client import error_text as _error, run_tool
-from .tool_config import command_config_security
-from .metadata import kafka_id
+from samsa.client.blocking import error_text as _error, run_tool
+from samsa.client.properties import command_config_security
+from samsa.broker.metadata import kafka_id
 
 _DEFAULT_CONFIG = 5  # DescribeConfigs' config source of a key nobody set
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
-from protocol.model import ApiKey
+from samsa.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from samsa.protocol.model import ApiKey
 
-from . import scram_configs_cli
-from .client import SimpleClient, error_text, run_tool
-from .tool_config import command_config_security
+from samsa.tools.configs import scram
+from samsa.client.blocking import SimpleClient, error_text, run_tool
+from samsa.client.properties import command_config_security
+from samsa.tools.configs.lists import alter_lists
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2
@@ -100,19 +101,19 @@ def _describe(client: SimpleClient, pairs) -> int:
     if [t for t, _ in pairs] == ["users"] and pairs[0][1] is not None:
         # A user's znode also holds its SCRAM credentials; kafka-configs shows both.
         user = None if pairs[0][1] is _NO_NAME else pairs[0][1]
-        return scram_configs_cli.describe(client, user, quiet_if_none=True)
+        return scram.describe(client, user, quiet_if_none=True)
     return 0
 
 
 def _alter(client: SimpleClient, pairs, adds: dict[str, str], deletes: list[str]) -> int:
-    scram_adds = {k: v for k, v in adds.items() if scram_configs_cli.is_scram_key(k)}
-    scram_deletes = [k for k in deletes if scram_configs_cli.is_scram_key(k)]
+    scram_adds = {k: v for k, v in adds.items() if scram.is_scram_key(k)}
+    scram_deletes = [k for k in deletes if scram.is_scram_key(k)]
     if scram_adds or scram_deletes:
         if [t for t, _ in pairs] != ["users"] or pairs[0][1] is None:
             print("samsa configs: SCRAM credentials belong to one named user "
                   "(--entity-type users --entity-name NAME)", file=sys.stderr)
             return 2
-        code = scram_configs_cli.alter(client, pairs[0][1], scram_adds, scram_deletes,
+        code = scram.alter(client, pairs[0][1], scram_adds, scram_deletes,
                                        announce=False)
         if code:
             return code
@@ -149,7 +150,6 @@ def _alter(client: SimpleClient, pairs, adds: dict[str, str], deletes: list[str]
 
 
 def main(argv: list[str]) -> int:
-    from .configs_cli import alter_lists
     try:
         pairs, rest = _entities(argv)
     except ValueError as e:

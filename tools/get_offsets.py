@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from protocol.model import ApiKey
+from samsa.protocol.model import ApiKey
 
-from .client import Cluster, run_cluster_tool
-from .tool_config import ClientConfigFlags
+from samsa.client.blocking import Cluster, run_cluster_tool
+from samsa.client.properties import ClientConfigFlags
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 _CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))  # kafka-get-offsets' flag

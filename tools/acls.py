@@ -23,15 +23,15 @@ import itertools
 import sys
 from typing import Iterable
 
-from protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
-from protocol.model import ApiKey
+from samsa.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from samsa.protocol.model import ApiKey
 
-from .client import SimpleClient, error_text, run_tool
-from .tool_config import ClientConfigFlags, key_value_properties
-from .security.acl import (CLUSTER_NAME, WILDCARD_HOST, AccessControlEntry, AclBinding,
+from samsa.client.blocking import SimpleClient, error_text, run_tool
+from samsa.client.properties import ClientConfigFlags, key_value_properties
+from samsa.broker.security.acl import (CLUSTER_NAME, WILDCARD_HOST, AccessControlEntry, AclBinding,
                            AclBindingFilter, AclOperation, AclPermissionType, PatternType,
                            ResourcePattern, ResourceType)
-from .security.acl.model import OPERATIONS_BY_RESOURCE
+from samsa.broker.security.acl.model import OPERATIONS_BY_RESOURCE
 
 PROG = "samsa acls"
 _CLIENT_CONFIG = ClientConfigFlags(files=("--command-config",))
@@ -105,10 +105,10 @@ class ZooKeeperBackend(AclBackend):
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        from config import ConfigError
-        from config.zk_connect import parse_connect
+        from samsa.config import ConfigError
+        from samsa.config.zk_connect import parse_connect
 
-        from .metadata.acl_store import ZooKeeperAclStore
+        from samsa.broker.metadata.acl_store import ZooKeeperAclStore
         try:
             hosts, chroot = parse_connect(connect)  # kazoo's own parse raises a bare ValueError
         except ConfigError as e:
