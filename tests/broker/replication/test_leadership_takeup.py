@@ -16,7 +16,7 @@ from broker.replication.manager import ReplicaManager
 from config.topic import TopicConfig
 from protocol.errors import ErrorCode
 from storage.manager import LogManager
-from tests.broker.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
+from tests.broker.cluster.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
 from tests.support.waiting import wait_until
 
 ME = 0
