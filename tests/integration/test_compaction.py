@@ -2,11 +2,12 @@
 key at its original offset, and a consumer from the beginning sees exactly that."""
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.waiting import wait_until
 
 KEYS, UPDATES = 200, 20_000
 
@@ -53,12 +54,13 @@ def test_compacted_topic_keeps_latest_value_per_key(broker_factory):
     assert producer.flush(60) == 0
     assert errors == []
 
-    deadline = time.monotonic() + 90
-    records = _read_all(broker.bootstrap, topic)
-    while len(records) > UPDATES // 4 and time.monotonic() < deadline:
-        time.sleep(0.5)
-        records = _read_all(broker.bootstrap, topic)
-    assert len(records) <= UPDATES // 4, f"cleaner left {len(records)} of {UPDATES} records"
+    read = []
+
+    def compacted():
+        read.append(_read_all(broker.bootstrap, topic))
+        return read[-1] if len(read[-1]) <= UPDATES // 4 else None
+    records = wait_until(compacted, 90, lambda: f"the cleaner, which left {len(read[-1])} of {UPDATES} records",
+                         interval=0.5)
 
     seen = {}
     for offset, key, value in records:

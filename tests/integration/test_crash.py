@@ -24,6 +24,7 @@ import time
 import pytest
 
 from tests.support.java_client import JavaTools
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -154,7 +155,10 @@ def test_sigkill_mid_stream_keeps_every_acknowledged_record_once(java_tools: Jav
     producer.wait_for_acks(ACKED_BEFORE_KILL)
 
     broker.kill()
-    time.sleep(0.5)  # the producer keeps sending into the void: its requests fail and queue up
+    # The producer keeps sending into the void: the lines fed after the kill become
+    # requests that fail and queue up.
+    fed_at_kill = producer.fed
+    wait_until(lambda: producer.fed >= fed_at_kill + 2000, 30, "lines fed to the producer after the kill")
     producer.kill()
     assert producer.fed > len(producer.acks), "the kill did not land mid-stream"
     acks = list(producer.acks)

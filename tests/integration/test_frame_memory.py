@@ -25,6 +25,8 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.kafka_wire import free_port
+from tests.support.metrics import sample, scrape
 from tests.support.waiting import wait_until
 
 ATTACKERS = 400
@@ -107,23 +109,34 @@ def test_large_request_waits_for_memory_instead_of_failing(broker_factory):
     """With the budget held by a half-sent large frame, another large request
     waits (it is not refused or dropped) and goes through once the budget
     frees; small requests are served meanwhile."""
+    metrics_port = free_port()
     broker = broker_factory({"message.max.bytes": 2_000_000,
-                             "queued.max.request.bytes": 1_000_000})
+                             "queued.max.request.bytes": 1_000_000,
+                             "metrics.port": str(metrics_port), "metrics.host": "127.0.0.1"})
+
+    def request_memory(gauge: str) -> float:
+        return sample(scrape(metrics_port), f"samsa_request_memory_{gauge}") or 0
+
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
     hog = socket.create_connection((broker.host, broker.port), timeout=10)
     # What is sent is paid for, not what is declared: 1 MB of the frame
     # really arrives and holds the whole budget.
     hog.sendall(struct.pack(">i", 50_000_000) + b"\x00" * 1_000_000)
+    wait_until(lambda: request_memory("used") >= 1_000_000, what="the half-sent frame holding the budget")
     producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 2_000_000,
                          "message.timeout.ms": 60000, "linger.ms": 0})
     delivered = []
     producer.produce("t", b"y" * 1_200_000, on_delivery=lambda err, msg: delivered.append(err))
     try:
-        # Small requests (metadata, a small produce) are answered meanwhile...
+        # The large request arrives and waits in line for memory (the broker's
+        # gauge counts the connection waiting)...
+        wait_until(lambda: request_memory("waiting") == 1, what="the large request waiting for memory")
+        # ...small requests (metadata, a small produce) are answered meanwhile...
         assert _round_trip(broker.bootstrap, [b"small"]) == [b"small"]
-        # ...while the large one is still waiting for memory.
-        producer.poll(1.0)
+        # ...and the large one is still waiting, unanswered.
+        assert request_memory("waiting") == 1
+        producer.poll(0)
         assert delivered == []
     finally:
         hog.close()

@@ -1,22 +1,10 @@
 """Prometheus metrics: served on metrics.port, counting what the broker did."""
 from __future__ import annotations
 
-import re
-import urllib.request
-
 from kafka import KafkaProducer
 
 from tests.support.kafka_wire import free_port
-
-
-def _scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        return r.read().decode()
-
-
-def _value(text, name, labels=""):
-    m = re.search(rf"^{re.escape(name + labels)} ([0-9.e+]+)$", text, re.M)
-    return float(m.group(1)) if m else None
+from tests.support.metrics import sample, scrape
 
 
 def test_metrics_count_requests_and_partitions(broker_factory):
@@ -28,11 +16,11 @@ def test_metrics_count_requests_and_partitions(broker_factory):
         producer.send("metered", b"y").get(timeout=30)
     finally:
         producer.close()
-    text = _scrape(port)
-    assert _value(text, "samsa_requests_total", '{api_key="0"}') >= 1  # Produce
-    assert _value(text, "samsa_requests_total", '{api_key="3"}') >= 1  # Metadata
-    assert _value(text, "samsa_partitions") >= 1
-    assert _value(text, "samsa_connections_accepted") >= 1
+    text = scrape(port)
+    assert sample(text, "samsa_requests_total", '{api_key="0"}') >= 1  # Produce
+    assert sample(text, "samsa_requests_total", '{api_key="3"}') >= 1  # Metadata
+    assert sample(text, "samsa_partitions") >= 1
+    assert sample(text, "samsa_connections_accepted") >= 1
 
 
 def test_metrics_under_kafkas_names(broker_factory):
@@ -59,25 +47,25 @@ def test_metrics_under_kafkas_names(broker_factory):
             break
     c.close()
     assert got == 5
-    text = _scrape(port)
+    text = scrape(port)
     t = '{topic="kafka-named"}'
-    assert _value(text, "kafka_server_brokertopicmetrics_messagesin_total", t) == 5
-    assert _value(text, "kafka_server_brokertopicmetrics_messagesin_total", '{topic=""}') >= 5
-    bytes_in = _value(text, "kafka_server_brokertopicmetrics_bytesin_total", t)
-    bytes_out = _value(text, "kafka_server_brokertopicmetrics_bytesout_total", t)
+    assert sample(text, "kafka_server_brokertopicmetrics_messagesin_total", t) == 5
+    assert sample(text, "kafka_server_brokertopicmetrics_messagesin_total", '{topic=""}') >= 5
+    bytes_in = sample(text, "kafka_server_brokertopicmetrics_bytesin_total", t)
+    bytes_out = sample(text, "kafka_server_brokertopicmetrics_bytesout_total", t)
     assert bytes_in > 5 * 2 and bytes_out >= bytes_in  # batches, whole, both ways
-    assert _value(text, "kafka_network_requestmetrics_requests_total", '{request="Produce"}') >= 5
-    assert _value(text, "kafka_network_requestmetrics_requests_total", '{request="Fetch"}') >= 1
-    assert _value(text, "kafka_network_requestmetrics_totaltimems_count",
+    assert sample(text, "kafka_network_requestmetrics_requests_total", '{request="Produce"}') >= 5
+    assert sample(text, "kafka_network_requestmetrics_requests_total", '{request="Fetch"}') >= 1
+    assert sample(text, "kafka_network_requestmetrics_totaltimems_count",
                   '{request="Produce"}') >= 5
-    assert _value(text, "kafka_server_replicamanager_partitioncount") >= 2  # + __consumer_offsets
-    assert _value(text, "kafka_server_replicamanager_leadercount") == \
-        _value(text, "kafka_server_replicamanager_partitioncount")
-    assert _value(text, "kafka_server_replicamanager_underreplicatedpartitions") == 0
-    assert _value(text, "kafka_controller_kafkacontroller_activecontrollercount") == 1
-    assert _value(text, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
-    assert _value(text, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
-    assert _value(text, "kafka_log_log_size", '{partition="0",topic="kafka-named"}') >= bytes_in
+    assert sample(text, "kafka_server_replicamanager_partitioncount") >= 2  # + __consumer_offsets
+    assert sample(text, "kafka_server_replicamanager_leadercount") == \
+        sample(text, "kafka_server_replicamanager_partitioncount")
+    assert sample(text, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert sample(text, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert sample(text, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert sample(text, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
+    assert sample(text, "kafka_log_log_size", '{partition="0",topic="kafka-named"}') >= bytes_in
 
 
 def test_consumer_lag_per_group_under_kafka_exporters_names(broker_factory):
@@ -112,26 +100,26 @@ def test_consumer_lag_per_group_under_kafka_exporters_names(broker_factory):
         # Part of what was read: 3 of 7 on partition 0, 1 of 4 on partition 1.
         c.commit(offsets=[TopicPartition("lagged", 0, 3), TopicPartition("lagged", 1, 1)],
                  asynchronous=False)
-        text = _scrape(port)
+        text = scrape(port)
 
         def lag(partition):
-            return _value(text, "kafka_consumergroup_lag",
+            return sample(text, "kafka_consumergroup_lag",
                           f'{{consumergroup="lag-group",partition="{partition}",topic="lagged"}}')
         assert (lag(0), lag(1)) == (7 - 3, 4 - 1)
-        assert _value(text, "kafka_consumergroup_lag_sum",
+        assert sample(text, "kafka_consumergroup_lag_sum",
                       '{consumergroup="lag-group",topic="lagged"}') == 4 + 3
-        assert _value(text, "kafka_consumergroup_current_offset",
+        assert sample(text, "kafka_consumergroup_current_offset",
                       '{consumergroup="lag-group",partition="0",topic="lagged"}') == 3
         # Everything read is committed: no lag.
         c.commit(asynchronous=False)
-        text = _scrape(port)
+        text = scrape(port)
         assert (lag(0), lag(1)) == (0, 0)
-        assert _value(text, "kafka_consumergroup_lag_sum",
+        assert sample(text, "kafka_consumergroup_lag_sum",
                       '{consumergroup="lag-group",topic="lagged"}') == 0
         # New records raise it again, before the group reads them.
         p.produce("lagged", b"late", partition=1)
         assert p.flush(30) == 0
-        text = _scrape(port)
+        text = scrape(port)
         assert (lag(0), lag(1)) == (0, 1)
     finally:
         c.close()

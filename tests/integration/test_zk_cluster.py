@@ -409,9 +409,12 @@ def test_librdkafka_group_with_coordinator_on_another_broker(zk_cluster: Cluster
             assert msg.error() is None, msg.error()
             got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
         consumer.commit(asynchronous=False)
-        # Nothing more arrives: no record is delivered twice.
-        extra = consumer.poll(2.0)
-        assert extra is None or extra.error() is not None, (extra.partition(), extra.offset())
+        # Nothing more is there to arrive: each partition's log ends where its last
+        # acknowledged record does, and the group's consumer stands at that end.
+        positions = {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+        assert {p: positions[p] for p in ends} == dict(ends)
+        assert {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in ends} == dict(ends)
     finally:
         consumer.close()
     assert collections.Counter(got) == collections.Counter(acks.acked)
@@ -953,7 +956,7 @@ def test_committed_offsets_survive_a_coordinator_crash(cluster_factory):
                                                      prefix="crash")
     offsets_partition = _offsets_partition(group)
 
-    def consume(expect: int) -> list:
+    def consume(expect: int, commit: bool) -> list:
         # A short session: the first consumer's LeaveGroup makes the coordinator
         # write the group empty without waiting for the followers (as Kafka's
         # does); killed right after, the new coordinator may load the group with
@@ -971,20 +974,13 @@ def test_committed_offsets_survive_a_coordinator_crash(cluster_factory):
                 if msg is not None:
                     assert msg.error() is None, msg.error()
                     got.append(msg.value())
-            if expect:
+            if commit:
                 c.commit(asynchronous=False)
-            else:  # nothing past the committed offsets: no record at all, ever
-                def assigned():
-                    msg = c.poll(0.2)
-                    assert msg is None, f"redelivered: {msg.value() if not msg.error() else msg.error()}"
-                    return c.assignment()
-                wait_until(assigned, 30, "an assignment")
-                assert c.poll(2.0) is None
         finally:
             c.close()
         return got
 
-    assert len(consume(300)) == 300
+    assert len(consume(300, commit=True)) == 300
     # __consumer_offsets has offsets.topic.replication.factor (Kafka's 3) replicas:
     # another in-sync replica of the group's partition takes the coordinator over
     cluster.kill(coordinator)
@@ -1006,10 +1002,28 @@ def test_committed_offsets_survive_a_coordinator_crash(cluster_factory):
             return None  # the new coordinator is still loading: retriable
         return {tp.partition: tp.offset for tp in result.topic_partitions}
     assert wait_until(committed, 30, "the committed offsets from the new coordinator") == dict(ends)
-    assert consume(0) == []  # the group resumes where it committed
+    # The group resumes where it committed: a marker written to a partition is the
+    # first record the group reads of it (a record before one would be one delivered
+    # again). The crashed broker's partitions (one replica each) stay offline until
+    # it is back, and nothing of theirs can be read meanwhile.
+    offline = sorted(p for p, replicas in cluster.assignment(topic)["partitions"].items()
+                     if coordinator in replicas)
+    online = [p for p in range(3) if p not in offline]
+
+    def write_markers(partitions: list[int]) -> None:
+        acks = Acks()
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for partition in partitions:
+            producer.produce(topic, value=b"marker-%d" % partition, partition=partition,
+                             on_delivery=acks)
+        assert producer.flush(60) == 0 and not acks.errors, acks.errors
+
+    write_markers(online)
+    assert sorted(consume(len(online), commit=False)) == [b"marker-%d" % p for p in online]
 
     cluster.restart(coordinator)
-    assert consume(0) == []
+    write_markers(offline)
+    assert sorted(consume(3, commit=False)) == [b"marker-%d" % p for p in range(3)]
 
 
 def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
@@ -1096,7 +1110,14 @@ def test_a_tool_rewriting_a_topic_without_its_id_loses_no_data(zk_cluster: Clust
         {"version": 1, "partitions": before["partitions"]}).encode())
     wait_until(lambda: json.loads(zk.get(f"/brokers/topics/{topic}")[0]).get("topic_id")
                == before["topic_id"], what="the known topic id written back")
-    time.sleep(0.5)  # let every broker's metadata worker pass over the change
+    # Every broker's metadata worker has passed over the change once it has opened
+    # its log of a topic created after it (ZooKeeper tells each broker of changes in
+    # their order): then no broker set the topic's logs aside, and every record reads.
+    marker = _name("after-rewrite")
+    zk.create(f"/brokers/topics/{marker}", json.dumps({"version": 1, "partitions": {"0": [0, 1, 2]}}).encode())
+    wait_until(lambda: all((zk_cluster.broker(i).data_dir / f"{marker}-0").is_dir() for i in range(3)),
+               30, f"every broker's log of {marker}")
+    assert not [d for i in range(3) for d in zk_cluster.broker(i).data_dir.iterdir() if d.name.endswith("-stray")]
     got = _read_all(zk_cluster.bootstrap, topic, 3)
     assert len(got) == len(acks.acked) == 90
 

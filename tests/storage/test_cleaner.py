@@ -474,7 +474,7 @@ def test_cleaning_while_appending_reading_and_retention(tmp_path):
                 except Exception as exc:  # reported below
                     errors.append(exc)
                     return
-                time.sleep(0.005)
+                time.sleep(0.005)  # a reader beside the writer, not a busy loop
 
         written = {}
         rnd = random.Random(3)

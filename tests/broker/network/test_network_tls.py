@@ -14,7 +14,7 @@ import pytest
 from samsa.broker.network import NetworkServer
 from samsa.broker.security.ssl_principal import SslPrincipalMapper
 from samsa.broker.security.tls_config import ListenerTls
-from tests.broker.test_network import HOST, Client, Region, echo, frame, until
+from tests.broker.network.test_network import HOST, Client, Region, echo, frame, until
 from tests.support.tls_certs import make_certs
 
 pytestmark = pytest.mark.timeout(60)

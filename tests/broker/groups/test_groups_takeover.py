@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from samsa.broker.groups import ConsumerOffsetsLog, GroupCoordinator, GroupCoordinatorConfig
 from samsa.protocol.errors import ErrorCode as E
-from tests.broker.test_groups import MemoryLog
+from tests.broker.groups.test_groups import MemoryLog
 
 PARTITIONS = 4
 

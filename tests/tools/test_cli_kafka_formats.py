@@ -205,7 +205,7 @@ def test_unknown_topic_is_one_line_in_every_tool_that_names_one(broker, tmp_path
     line = _one_line_failure(_samsa("reassign-partitions", "--bootstrap-server", b,
                                     "--execute", "--reassignment-json-file", str(plan)))
     assert "nope" in line, line
-    # console-consumer: tests/broker/test_console_tools.py (its error line is
+    # console-consumer: tests/tools/test_console_tools.py (its error line is
     # followed by Kafka's "Processed a total of 0 messages", as Kafka's is).
     # leader-election: a single broker without ZooKeeper has no controller to
     # ask; tests/integration/test_reassignment.py covers it on a cluster.

@@ -16,7 +16,7 @@ from samsa.broker.replication.manager import ReplicaManager
 from samsa.config.topic import TopicConfig
 from samsa.protocol.errors import ErrorCode
 from samsa.storage.manager import LogManager
-from tests.broker.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
+from tests.broker.cluster.test_controller import ROOT, kazoo  # noqa: F401 - a fixture
 from tests.support.waiting import wait_until
 
 ME = 0

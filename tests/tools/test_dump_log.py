@@ -6,6 +6,7 @@ import os
 from samsa.config.topic import TopicConfig
 from samsa.protocol.records import build_batch, compute_crc
 from samsa.tools.dump_log import main
+from tests.storage.conftest import make_log  # noqa: F401 - a fixture (the logs dump-log reads)
 
 
 def run(capsys, *args):

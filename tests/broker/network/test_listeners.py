@@ -6,7 +6,7 @@ import pytest
 
 from samsa.broker.network import NetworkServer
 from samsa.broker.network.server import ConnectionCounts
-from tests.broker.test_network import HOST, Client, echo, until
+from tests.broker.network.test_network import HOST, Client, echo, until
 
 pytestmark = pytest.mark.timeout(60)
 
