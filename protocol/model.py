@@ -73,3 +73,7 @@ TopicPartition: TypeAlias = tuple[str, int]
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+# Bytes-like input of the record and wire decoders: a memoryview of a frame or a file
+# read, bytes, or a bytearray being patched. (mypy treats the three as distinct types.)
+Buf: TypeAlias = "bytes | bytearray | memoryview"

@@ -74,16 +74,23 @@ import os
 import struct
 import threading
 import time
-from typing import Callable, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeAlias
 
 from samsa.protocol.errors import ProtocolError
+from samsa.protocol.model import Buf, TopicPartition
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch, decode_batch, write_crc
 from samsa.storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
-from samsa.storage.entries import EntryScanner
+from samsa.storage.entries import Entry, EntryScanner
 from samsa.storage.errors import StorageError
 from samsa.storage.loader import CLEANED_SUFFIX
 from samsa.storage.producer_state import read_marker
-from samsa.storage.segment import INT32_MAX, LOG_SUFFIX
+from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, LogSegment
+from samsa.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from samsa.config.topic import TopicConfig
+    from samsa.protocol.records import BatchHeader
+    from samsa.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -131,13 +138,14 @@ class _TxnTracker:
     .txnindex entries handed to ``add``), and which markers may go."""
 
     def __init__(self) -> None:
-        self._pending: list = []          # heap of (first offset, n, AbortedTxn) not reached yet
+        # heap of (first offset, n, AbortedTxn) not reached yet
+        self._pending: list[tuple[int, int, AbortedTxn]] = []
         self._n = 0
-        self._aborted: dict[int, list] = {}   # pid -> [AbortedTxn, a batch of it seen]
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}   # pid -> (txn, a batch of it seen)
         self._committed: set[int] = set()     # pids whose committed txn had batches in the pass
-        self.cleaned_index: list = []     # entries of retained ABORT markers (cleaned .txnindex)
+        self.cleaned_index: list[AbortedTxn] = []   # retained ABORT markers' (cleaned .txnindex)
 
-    def add(self, txns) -> None:
+    def add(self, txns: Iterable[AbortedTxn]) -> None:
         for t in txns:
             heapq.heappush(self._pending, (t.first_offset, self._n, t))
             self._n += 1
@@ -145,21 +153,22 @@ class _TxnTracker:
     def _reach(self, offset: int) -> None:
         while self._pending and self._pending[0][0] <= offset:
             t = heapq.heappop(self._pending)[2]
-            self._aborted.setdefault(t.producer_id, [t, False])
+            self._aborted.setdefault(t.producer_id, (t, False))
 
-    def on_batch(self, h, last_offset: int) -> bool:
+    def on_batch(self, h: BatchHeader, last_offset: int) -> bool:
         """A data batch: True when it belongs to an aborted transaction."""
         self._reach(last_offset)
         if not h.is_transactional:
             return False
         entry = self._aborted.get(h.producer_id)
         if entry is not None:
-            entry[1] = True
+            if not entry[1]:
+                self._aborted[h.producer_id] = (entry[0], True)
             return True
         self._committed.add(h.producer_id)
         return False
 
-    def on_marker(self, h, last_offset: int, marker) -> bool:
+    def on_marker(self, h: BatchHeader, last_offset: int, marker: tuple[int, int] | None) -> bool:
         """A control batch: True when it may be discarded (no batch of its
         transaction is left after this pass)."""
         self._reach(last_offset)
@@ -180,26 +189,30 @@ class _TxnTracker:
         return False
 
 
-def _map_key(key: bytes):
+# what the offset map is keyed by (_map_key)
+_MapKey: TypeAlias = "bytes | tuple[bytes]"
+
+
+def _map_key(key: bytes) -> _MapKey:
     # short keys as they are; long ones by a 16-byte digest (Kafka hashes all keys
     # into its dedupe buffer). The tuple wrapper keeps the two spaces apart.
     return key if len(key) <= 32 else (hashlib.blake2b(key, digest_size=16).digest(),)
 
 
-def _entries(seg):
+def _entries(seg: LogSegment) -> Iterator[tuple[Entry, memoryview]]:
     """(Entry, bytes) of every entry of a non-active segment."""
     scanner = EntryScanner(seg.file.fileno(), 0, seg.size, keep_data=True)
     for e in scanner:
         yield e, scanner.last_data
 
 
-def _first_timestamp(seg) -> int:
+def _first_timestamp(seg: LogSegment) -> int:
     for e in EntryScanner(seg.file.fileno(), 0, seg.size):
         return e.max_timestamp
     return -1
 
 
-def cleanable_range(lg, checkpoint: int | None, now_ms: int) -> CleanableRange:
+def cleanable_range(lg: Log, checkpoint: int | None, now_ms: int) -> CleanableRange:
     """Step 1 and the numbers for step 2 (see the module docstring)."""
     cfg = lg.config
     segs, bases = lg._segs
@@ -226,11 +239,12 @@ def cleanable_range(lg, checkpoint: int | None, now_ms: int) -> CleanableRange:
     return CleanableRange(first_dirty, uncleanable, clean_bytes, dirty_bytes, must)
 
 
-def _build_offset_map(lg, segs, bases, ends, first_dirty: int, uncleanable: int,
-                      max_entries: int, should_stop) -> tuple[dict, int, int]:
+def _build_offset_map(lg: Log, segs: Sequence[LogSegment], ends: Sequence[int],
+                      first_dirty: int, uncleanable: int, max_entries: int,
+                      should_stop: Callable[[], bool]) -> tuple[dict[_MapKey, int], int, int]:
     """Step 3: key -> latest offset over the dirty segments; (map, end offset,
     records). Records of aborted transactions are left out, as Kafka does."""
-    key_map: dict = {}
+    key_map: dict[_MapKey, int] = {}
     end = first_dirty
     n = 0
     txns = _TxnTracker()
@@ -242,7 +256,7 @@ def _build_offset_map(lg, segs, bases, ends, first_dirty: int, uncleanable: int,
             break
         if should_stop():
             raise CleanAborted("stopping")
-        seg_map: dict = {}
+        seg_map: dict[_MapKey, int] = {}
         for e, data in _entries(segs[i]):
             h = e.header
             if h is None:
@@ -252,9 +266,10 @@ def _build_offset_map(lg, segs, bases, ends, first_dirty: int, uncleanable: int,
                 continue
             if txns.on_batch(h, e.last_offset) or e.last_offset < first_dirty:
                 continue
+            base = h.base_offset   # a record's offset: base + its delta (Record.offset)
             for r in decode_batch(data, 0, header=h)[1]:
-                if r.key is not None and r.offset >= first_dirty:
-                    seg_map[_map_key(r.key)] = r.offset
+                if r.key is not None and base + r.offset_delta >= first_dirty:
+                    seg_map[_map_key(r.key)] = base + r.offset_delta
                     n += 1
         if key_map and len(key_map) + len(seg_map) > max_entries:
             break   # full: this pass ends at the previous segment boundary
@@ -263,12 +278,13 @@ def _build_offset_map(lg, segs, bases, ends, first_dirty: int, uncleanable: int,
     return key_map, end, n
 
 
-def _group_segments(segs, ends, cfg) -> list[list]:
+def _group_segments(segs: Sequence[LogSegment], ends: Sequence[int],
+                    cfg: TopicConfig) -> list[list[LogSegment]]:
     """Consecutive segments whose sizes add up to at most segment.bytes (and whose
     offsets fit one segment's relative offsets and index), one cleaned segment each."""
-    groups: list[list] = []
+    groups: list[list[LogSegment]] = []
     max_index_entries = max(1, cfg.segment_index_bytes // 8)
-    cur: list = []
+    cur: list[LogSegment] = []
     size = 0
     for seg, end in zip(segs, ends):
         s = seg.size
@@ -284,7 +300,7 @@ def _group_segments(segs, ends, cfg) -> list[list]:
     return groups
 
 
-def _with_delete_horizon(data, h, horizon: int) -> bytes:
+def _with_delete_horizon(data: Buf, h: BatchHeader, horizon: int) -> bytes:
     """The control batch ``data`` rebuilt with a delete horizon (attribute bit 6,
     baseTimestamp = the horizon; record timestamps stay as they were)."""
     _, records = decode_batch(data, 0, header=h)
@@ -301,7 +317,7 @@ def _with_delete_horizon(data, h, horizon: int) -> bytes:
     return bytes(out)
 
 
-def _empty_batch(h) -> bytes:
+def _empty_batch(h: BatchHeader) -> bytes:
     """Kafka's DefaultRecordBatch.writeEmptyHeader: the batch's header without
     records (same offsets, producer fields, attributes but the codec), both
     timestamps its max timestamp."""
@@ -314,7 +330,8 @@ def _empty_batch(h) -> bytes:
                        last_offset_delta=h.last_offset_delta)
 
 
-def _is_last_of_producer(h, last_offset: int, last_batches: dict | None) -> bool:
+def _is_last_of_producer(h: BatchHeader, last_offset: int,
+                         last_batches: dict[int, tuple[int, int]] | None) -> bool:
     """Kafka's isBatchLastRecordOfProducer: the batch holds the producer's last
     data offset, or (no data known) it is a marker at the producer's epoch."""
     if last_batches is None or h.producer_id < 0:
@@ -328,13 +345,14 @@ def _is_last_of_producer(h, last_offset: int, last_batches: dict | None) -> bool
     return h.is_control and h.producer_epoch == epoch
 
 
-def _filter_marker(e, data, txns: _TxnTracker, now_ms: int, delete_retention_ms: int,
-                   retain_empty: bool = False):
-    """A control batch: kept as is while its transaction has batches left; else
-    given a delete horizon, and dropped once that has passed (Kafka's
-    checkBatchRetention for markers); a producer's last one stays, emptied."""
-    h = e.header
-    if not txns.on_marker(h, e.last_offset, read_marker(data)):
+def _filter_marker(h: BatchHeader, last_offset: int, data: memoryview, txns: _TxnTracker,
+                   now_ms: int, delete_retention_ms: int, retain_empty: bool = False
+                   ) -> tuple[Buf | None, int | None]:
+    """A control batch (``h``, ending at ``last_offset``): kept as is while its
+    transaction has batches left; else given a delete horizon, and dropped once
+    that has passed (Kafka's checkBatchRetention for markers); a producer's last
+    one stays, emptied."""
+    if not txns.on_marker(h, last_offset, read_marker(data)):
         return data, None
     if h.records_count == 0:   # emptied by an earlier pass: no marker left to delay
         return (data if retain_empty else None), None
@@ -347,8 +365,10 @@ def _filter_marker(e, data, txns: _TxnTracker, now_ms: int, delete_retention_ms:
     return _with_delete_horizon(data, h, horizon), horizon
 
 
-def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
-                  txns: _TxnTracker | None = None, last_batches: dict | None = None):
+def _filter_batch(e: Entry, data: memoryview, key_map: dict[_MapKey, int], now_ms: int,
+                  delete_retention_ms: int, txns: _TxnTracker | None = None,
+                  last_batches: dict[int, tuple[int, int]] | None = None
+                  ) -> tuple[Buf | None, int, int, int | None]:
     """Step 4 for one entry: the bytes to keep (``data`` itself when nothing changes),
     or None to drop it; plus (records in, records out, delete horizon of the
     tombstones or marker it keeps, or None). ``last_batches``: producer id ->
@@ -360,7 +380,8 @@ def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
     if h.is_control:
         if txns is None:
             return data, 0, 0, None
-        out, horizon = _filter_marker(e, data, txns, now_ms, delete_retention_ms, retain_empty)
+        out, horizon = _filter_marker(h, e.last_offset, data, txns, now_ms, delete_retention_ms,
+                                      retain_empty)
         return out, 0, 0, horizon
     if txns is not None and txns.on_batch(h, e.last_offset):
         # an aborted transaction's records go
@@ -369,13 +390,14 @@ def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
     if not records:   # emptied by an earlier pass: kept only while its producer's last
         return (data if retain_empty else None), 0, 0, None
     horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
-    kept = []
+    kept: list[Record] = []
     tombstones = False
+    base = h.base_offset   # a record's offset: base + its delta (Record.offset)
     for r in records:
         if r.key is None:
             continue
         latest = key_map.get(_map_key(r.key))
-        if latest is not None and r.offset < latest:
+        if latest is not None and base + r.offset_delta < latest:
             continue
         if r.value is None:
             if horizon is not None and now_ms >= horizon:
@@ -410,17 +432,17 @@ def _filter_batch(e, data, key_map: dict, now_ms: int, delete_retention_ms: int,
     return out, len(records), len(kept), horizon if tombstones else None
 
 
-def _write_all(fd: int, data) -> None:
+def _write_all(fd: int, data: Buf) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
 
 
-def pending_delete_horizon(lg) -> int | None:
+def pending_delete_horizon(lg: Log) -> int | None:
     """Earliest delete horizon among batches of the non-active segments that carry
     one (headers only; for a log the cleaner has not tracked yet, e.g. after a restart)."""
-    best = None
+    best: int | None = None
     for seg in lg.segments[:-1]:
         for e in EntryScanner(seg.file.fileno(), 0, seg.size):
             h = e.header
@@ -430,7 +452,7 @@ def pending_delete_horizon(lg) -> int | None:
     return best
 
 
-def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
+def clean_log(lg: Log, checkpoint: int | None, now_ms: int | None = None, *,
               max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES, force: bool = False,
               should_stop: Callable[[], bool] = lambda: False) -> CleanerStats | None:
     """One cleaning pass over ``lg`` if it is due; None when nothing was done.
@@ -452,7 +474,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     ends = list(bases[1:]) + [lg.log_end_offset]
     if rng.dirty_bytes > 0:
         try:
-            key_map, end, _ = _build_offset_map(lg, segs, bases, ends, rng.first_dirty_offset,
+            key_map, end, _ = _build_offset_map(lg, segs, ends, rng.first_dirty_offset,
                                                 rng.first_uncleanable_offset, max_map_entries,
                                                 should_stop)
         except (ValueError, OSError) as exc:   # a segment deleted and closed under us
@@ -467,7 +489,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
     groups = _group_segments([sg for sg, _ in to_clean], [e for _, e in to_clean], cfg)
     last_batches = lg.last_batches_of_producers()
     seg_in = seg_out = b_in = b_out = r_in = r_out = 0
-    min_horizon = None
+    min_horizon: int | None = None
     for group in groups:
         if should_stop() or lg.closed:
             raise CleanAborted("stopping")
@@ -476,7 +498,7 @@ def clean_log(lg, checkpoint: int | None, now_ms: int | None = None, *,
         txns = _TxnTracker()
         try:
             try:
-                pending: list = []
+                pending: list[Buf] = []
                 pending_size = 0
                 for seg in group:
                     b_in += seg.size
@@ -530,8 +552,9 @@ class LogCleaner:
     ``backoff_ms`` (log.cleaner.backoff.ms) on a daemon thread.
     """
 
-    def __init__(self, log_dirs: Iterable[str], logs: Callable[[], dict], *,
-                 held: Callable[[], dict] = dict, backoff_ms: int = 15000, max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
+    def __init__(self, log_dirs: Iterable[str], logs: Callable[[], dict[TopicPartition, tuple[Log, str]]],
+                 *, held: Callable[[], dict[TopicPartition, str]] = dict, backoff_ms: int = 15000,
+                 max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
                  clock: Callable[[], int] | None = None):
         self.log_dirs = list(log_dirs)
         self._logs = logs
@@ -555,12 +578,13 @@ class LogCleaner:
                 return cps[(topic, partition)]
         return None
 
-    def run_once(self, now_ms: int | None = None, *, force: bool = False) -> dict:
+    def run_once(self, now_ms: int | None = None, *, force: bool = False
+                 ) -> dict[TopicPartition, CleanerStats]:
         """Clean every compacted log that is due; {(topic, partition): CleanerStats}."""
-        done = {}
+        done: dict[TopicPartition, CleanerStats] = {}
         with self._lock:
             now = self._clock() if now_ms is None else now_ms
-            changed = set()
+            changed: set[str] = set()
             for key, (lg, d) in sorted(self._logs().items()):
                 if self._stop.is_set():
                     break

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from typing import Iterable
 
 from samsa.storage.errors import StorageError
 
@@ -25,7 +26,7 @@ LOCK_FILE = ".lock"
 class LogDirLocks:
     """The locks on a broker's log dirs, held until ``release``."""
 
-    def __init__(self, log_dirs) -> None:
+    def __init__(self, log_dirs: Iterable[str]) -> None:
         self._fds: list[int] = []
         seen: dict[str, str] = {}
         try:

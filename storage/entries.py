@@ -15,6 +15,7 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
+from samsa.protocol.model import Buf
 from samsa.protocol.records import (BATCH_OVERHEAD as V2_HEADER, LOG_OVERHEAD, BatchHeader,
                               compute_crc, read_batch_header)
 
@@ -25,6 +26,7 @@ PEEK = 17                    # bytes needed to know size and magic of any entry
 _PREFIX = struct.Struct(">qiiB")    # offset, size, (epoch | crc), magic
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_NO_DATA = memoryview(b"")
 
 
 class Entry(NamedTuple):
@@ -47,7 +49,7 @@ class InvalidEntry(Exception):
     """The bytes at a position cannot be an entry (size or magic impossible)."""
 
 
-def parse_entry(buf, pos: int, file_position: int) -> Entry | None:
+def parse_entry(buf: Buf, pos: int, file_position: int) -> Entry | None:
     """Decode the entry header at ``buf[pos:]``; None if the buffer holds too little of it.
 
     Raises InvalidEntry when the size or magic fields are impossible, which
@@ -78,14 +80,16 @@ def parse_entry(buf, pos: int, file_position: int) -> Entry | None:
     raise InvalidEntry(f"unknown magic {magic}")
 
 
-def entry_is_valid(buf, pos: int, entry: Entry) -> bool:
+def entry_is_valid(buf: Buf, pos: int, entry: Entry) -> bool:
     """CRC check of a complete entry held in ``buf`` at ``pos`` (Kafka's ensureValid)."""
     end = pos + entry.size
     if len(buf) < end:
         return False
-    if entry.magic == 2:
-        return compute_crc(buf, pos, entry.size) == entry.header.crc
+    hdr = entry.header
+    if hdr is not None:  # (a v2 batch's: magic 2)
+        return compute_crc(buf, pos, entry.size) == hdr.crc
     # v0/v1: CRC-32 (not C) over magic..value, stored right after offset and size
+    stored: int
     (stored,) = _U32.unpack_from(buf, pos + 12)
     with memoryview(buf) as mv:
         return (zlib.crc32(mv[pos + 16:end]) & 0xFFFFFFFF) == stored
@@ -111,7 +115,7 @@ class EntryScanner:
         self.valid_end = start
         self.error: str | None = None
         self.truncated = False     # stopped at an incomplete trailing entry
-        self.last_data: memoryview | None = None   # current entry bytes (keep_data)
+        self.last_data = _NO_DATA   # the bytes of the entry just yielded (keep_data)
 
     def __iter__(self) -> Iterator[Entry]:
         fd, end = self.fd, self.end

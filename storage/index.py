@@ -58,6 +58,7 @@ class _SparseIndex:
         self._pending = bytearray()
         self._pending_at = 0
         self.corrupt = False
+        fd: int | None  # None: a missing file of a read-only index, rebuilt by the segment
         if create:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         else:

@@ -208,7 +208,7 @@ def _recover_segment(directory: str, segments: list[LogSegment], i: int) -> tupl
     batches = []   # (header, base, last, marker) of the batches with a producer id
     end = [seg.base_offset]
 
-    def on_batch(e: Entry, data: bytes) -> None:
+    def on_batch(e: Entry, data: memoryview) -> None:
         end[0] = e.next_offset
         h = e.header
         if h is not None and h.producer_id >= 0:

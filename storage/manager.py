@@ -38,7 +38,9 @@ import shutil
 import threading
 import time
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypedDict
+
+from samsa.protocol.model import TopicPartition
 
 from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
                                  META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
@@ -46,11 +48,14 @@ from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_C
                                  fsync_dir, read_offset_checkpoint, read_partition_metadata,
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
-from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, LogCleaner
+from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanerStats, LogCleaner
 from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
 from samsa.storage.loader import parse_partition_dir
 from samsa.storage.log import AppendOrigin, Log
+
+if TYPE_CHECKING:
+    from samsa.config.topic import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +75,14 @@ MAX_DIR_NAME = 255
 class _Scheduler(threading.Thread):
     """A tiny timer wheel: run callables at given times on one daemon thread."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="samsa-log-scheduler", daemon=True)
         self._cond = threading.Condition()
-        self._heap: list = []
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []   # (when, seq, fn)
         self._seq = 0
         self._stopped = False
 
-    def schedule(self, fn: Callable[[], None], delay_ms: float) -> None:
+    def schedule(self, fn: Callable[[], object], delay_ms: float) -> None:
         with self._cond:
             self._seq += 1
             heapq.heappush(self._heap, (time.monotonic() + max(0, delay_ms) / 1000.0,
@@ -112,7 +117,7 @@ class _Scheduler(threading.Thread):
 class _Flusher(threading.Thread):
     """fsyncs logs handed to it, one at a time, off the append path."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="samsa-log-flusher", daemon=True)
         self._cond = threading.Condition()
         self._pending: dict[int, Log] = {}
@@ -159,13 +164,14 @@ class LogManager:
     # replica.alter.log.dirs.io.max.bytes.per.second (the broker sets it)
     move_bytes_per_second = LONG_MAX
 
-    def __init__(self, log_dirs, default_config, broker_id: int, cluster_id: str,
+    def __init__(self, log_dirs: str | Iterable[str], default_config: TopicConfig, broker_id: int,
+                 cluster_id: str,
                  retention_check_interval_ms: int = 300000, *,
                  checkpoint_interval_ms: int = 60000,
                  start_offset_checkpoint_interval_ms: int = 60000,
                  high_watermark_checkpoint_interval_ms: int = 5000,
                  flush_check_interval_ms: int = 1000,
-                 topic_config_provider: Callable[[str], object] | None = None,
+                 topic_config_provider: Callable[[str], TopicConfig | None] | None = None,
                  log_cleaner_enable: bool = True, log_cleaner_backoff_ms: int = 15000,
                  log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
                  producer_id_expiration_ms: int | Callable[[], int] = 86400000,
@@ -191,7 +197,7 @@ class LogManager:
         }
         self.flush_check_interval_ms = flush_check_interval_ms
         self._topic_config_provider = topic_config_provider
-        self._topic_configs: dict[str, object] = {}
+        self._topic_configs: dict[str, TopicConfig] = {}
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
         self._lock = threading.RLock()
@@ -263,11 +269,12 @@ class LogManager:
                                f"but this cluster is {self.cluster_id}")
 
     @staticmethod
-    def _read_checkpoints(d: str) -> tuple[dict, dict, dict]:
+    def _read_checkpoints(d: str) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int],
+                                           dict[TopicPartition, int]]:
         """Log dir ``d``'s recovery points, log start offsets and high watermarks."""
-        return tuple(read_offset_checkpoint(os.path.join(d, name))
-                     for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                                  REPLICATION_OFFSET_CHECKPOINT))
+        return (read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)),
+                read_offset_checkpoint(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)),
+                read_offset_checkpoint(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)))
 
     def _load_dir(self, d: str) -> None:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
@@ -281,7 +288,7 @@ class LogManager:
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 # a topic deletion the last run did not finish
-                self._scheduler.schedule(lambda p=path: shutil.rmtree(p, ignore_errors=True), 0)
+                self._scheduler.schedule(functools.partial(shutil.rmtree, path, ignore_errors=True), 0)
                 continue
             if name.endswith(FUTURE_DIR_SUFFIX):
                 try:
@@ -321,7 +328,7 @@ class LogManager:
             self._logs[key] = lg
             self._log_dir_of[key] = d
 
-    def _config_for(self, topic: str):
+    def _config_for(self, topic: str) -> TopicConfig:
         cfg = self._topic_configs.get(topic)
         if cfg is None and self._topic_config_provider is not None:
             cfg = self._topic_config_provider(topic)
@@ -349,7 +356,8 @@ class LogManager:
     def all_logs(self) -> dict[tuple[str, int], Log]:
         return dict(self._logs)
 
-    def create_log(self, topic: str, partition: int, config=None, topic_id: uuid.UUID | None = None) -> Log:
+    def create_log(self, topic: str, partition: int, config: TopicConfig | None = None,
+                   topic_id: uuid.UUID | None = None) -> Log:
         """Open or create ``<topic>-<partition>``; calling it again returns the same Log."""
         key = (topic, partition)
         with self._lock:
@@ -370,7 +378,8 @@ class LogManager:
             for k, d in self._log_dir_of.items():
                 counts[d] = counts.get(d, 0) + 1
             online = [x for x in self.log_dirs if x not in self._offline_dirs] or self.log_dirs
-            d = self._preferred_dirs.pop(key, None) or min(online, key=lambda x: counts[x])
+            preferred = self._preferred_dirs.pop(key, None)
+            d = preferred or min(online, key=lambda x: counts[x])
             path = os.path.join(d, f"{topic}-{partition}")
             os.makedirs(path, exist_ok=True)
             if topic_id is not None:
@@ -423,7 +432,7 @@ class LogManager:
                 self._retire_dir(lg, d, key, suffix)
             return len(keys)
 
-    def _retire_dir(self, lg: Log, d: str, key, suffix: str) -> None:
+    def _retire_dir(self, lg: Log, d: str, key: TopicPartition, suffix: str) -> None:
         """Take ``lg`` (in log dir ``d``) out of service: its directory is
         renamed ``<topic>-<p>.<uuid><suffix>`` now; a deleted one is removed
         after file.delete.delay.ms (in-flight reads of it stay valid), a stray
@@ -441,15 +450,15 @@ class LogManager:
             self._schedule(lg.close_handles, 0)
             return
 
-        def remove():
+        def remove() -> None:
             lg.close_handles()
             shutil.rmtree(target, ignore_errors=True)
         self._schedule(remove, lg.config.file_delete_delay_ms)
 
-    def update_topic_config(self, topic: str, config) -> None:
+    def update_topic_config(self, topic: str, config: TopicConfig) -> None:
         self.update_topic_configs({topic: config})
 
-    def update_topic_configs(self, configs: dict) -> None:
+    def update_topic_configs(self, configs: Mapping[str, TopicConfig]) -> None:
         """New configs for several topics at once (one pass over the logs)."""
         with self._lock:
             self._topic_configs.update(configs)
@@ -522,14 +531,14 @@ class LogManager:
         log.info("moving %s-%d from %s to %s", topic, partition, self._log_dir_of[key], destination)
         return True
 
-    def _start_move(self, key, future: Log) -> None:
+    def _start_move(self, key: TopicPartition, future: Log) -> None:
         """(Manager lock held.)"""
         cleaned = self.cleaner.first_dirty_offset(*key) if self.cleaner is not None else None
         self._moves[key] = _Move(future, cleaned)
         if self._started and not self._shut_down:
             self._scheduler.schedule(functools.partial(self._move_step, key), 0)
 
-    def _cancel_move(self, key) -> None:
+    def _cancel_move(self, key: TopicPartition) -> None:
         """(Manager lock held.) Drop the copy: renamed now, deleted after file.delete.delay.ms."""
         future = self._moves.pop(key).future
         d = os.path.dirname(future.dir)
@@ -544,7 +553,7 @@ class LogManager:
                 out.setdefault(os.path.dirname(move.future.dir), []).append(move.future)
         return out
 
-    def _move_step(self, key) -> None:
+    def _move_step(self, key: TopicPartition) -> None:
         """One scheduler turn of a move: copy a slice, or finish when caught up."""
         with self._lock:
             move = self._moves.get(key)
@@ -564,7 +573,7 @@ class LogManager:
         # a turn's share of replica.alter.log.dirs.io.max.bytes.per.second (a
         # tenth of a second's worth), and the pause that keeps to the rate after it
         budget = max(1, min(MOVE_STEP_BYTES, rate // 10))
-        delay = 0
+        delay: float = 0
         try:
             start_size = move.future.size_in_bytes()
             if self._copy(cur, move, budget):
@@ -619,7 +628,7 @@ class LogManager:
             copied += len(data)
         return False
 
-    def _finish_move(self, key, move: "_Move") -> bool:
+    def _finish_move(self, key: TopicPartition, move: "_Move") -> bool:
         """Swap the caught-up copy in for the current log; False when it cannot
         now (appends came in, the log was truncated) or the move was dropped."""
         cleaner = self.cleaner
@@ -634,7 +643,7 @@ class LogManager:
             if cleaner is not None:
                 cleaner.release()
 
-    def _swap(self, key, move: "_Move") -> bool:
+    def _swap(self, key: TopicPartition, move: "_Move") -> bool:
         """(_finish_move, the cleaner's lock held.)"""
         cleaner = self.cleaner
         with self._lock:
@@ -694,7 +703,7 @@ class LogManager:
             del self._moves[key]
             self._hand_over(key, move, src, dst)
 
-        def remove():
+        def remove() -> None:
             for seg in old_segments:
                 try:
                     seg.close(trim=False)
@@ -709,7 +718,7 @@ class LogManager:
         log.info("moved %s-%d from %s to %s", key[0], key[1], src, dst)
         return True
 
-    def _hand_over(self, key, move: "_Move", src: str, dst: str) -> None:
+    def _hand_over(self, key: TopicPartition, move: "_Move", src: str, dst: str) -> None:
         """(Manager and cleaner locks held.) The partition's log is in ``dst`` now."""
         self._log_dir_of[key] = dst
         if self.cleaner is not None:
@@ -717,7 +726,7 @@ class LogManager:
             if move.first_dirty is not None:
                 self.cleaner.checkpoints.setdefault(dst, {})[key] = move.first_dirty
 
-    def _lose_dir_with_move(self, key, move: "_Move", src: str, dst: str, retired: str,
+    def _lose_dir_with_move(self, key: TopicPartition, move: "_Move", src: str, dst: str, retired: str,
                             exc: OSError) -> None:
         """(_swap: the manager's lock held, the log frozen.) Neither the copy
         could take the partition's name nor the old directory get its own back:
@@ -750,7 +759,7 @@ class LogManager:
         for key, path, clean in found:
             d = os.path.dirname(path)
             name = f"{key[0]}-{key[1]}"
-            offsets = {}
+            offsets: _CheckpointedOffsets = {}
             if key in self._moves or self._log_dir_of.get(key) == d:
                 log.warning("ignoring directory %s: a second copy of %s", path, name)
                 continue
@@ -765,9 +774,9 @@ class LogManager:
                 path = final
                 # the swap wrote the copy's offsets here before its renames
                 recovery, starts, high_watermarks = self._read_checkpoints(d)
-                offsets = dict(recovery_point=recovery.get(key, 0),
-                               log_start_offset=starts.get(key),
-                               high_watermark=high_watermarks.get(key))
+                offsets = _CheckpointedOffsets(recovery_point=recovery.get(key, 0),
+                                               log_start_offset=starts.get(key),
+                                               high_watermark=high_watermarks.get(key))
             try:
                 lg = Log(path, key[0], key[1], self._config_for(key[0]),
                          topic_id=read_partition_metadata(path), clean_shutdown=clean, **offsets,
@@ -828,7 +837,7 @@ class LogManager:
                 out.setdefault(self._log_dir_of[key], []).append(lg)
         return out
 
-    def _logs_with_dirs(self) -> dict:
+    def _logs_with_dirs(self) -> dict[TopicPartition, tuple[Log, str]]:
         # (The cleaner's view.) A log being moved is not cleaned until it has
         # moved, as Kafka pauses cleaning for it: the copy takes its batches as
         # they are, and a cleaned-away batch would stay in the copy.
@@ -836,12 +845,13 @@ class LogManager:
             return {k: (lg, self._log_dir_of[k]) for k, lg in self._logs.items()
                     if k not in self._moves}
 
-    def _moving_logs(self) -> dict:
+    def _moving_logs(self) -> dict[TopicPartition, str]:
         """(The cleaner's view.) The logs kept from it while they move, with their dirs."""
         with self._lock:
             return {k: self._log_dir_of[k] for k in self._moves}
 
-    def run_cleaner(self, now_ms: int | None = None, *, force: bool = False) -> dict:
+    def run_cleaner(self, now_ms: int | None = None, *, force: bool = False
+                    ) -> dict[TopicPartition, CleanerStats]:
         """One compaction pass over every compacted log that is due (``force``:
         whatever the dirty ratio); {(topic, partition): CleanerStats} of those cleaned."""
         if self.cleaner is None:
@@ -856,27 +866,28 @@ class LogManager:
                 self._scheduler.schedule(functools.partial(self._checkpoint_task, name),
                                          self._checkpoint_intervals[name])
 
-    _CHECKPOINT_VALUES = {
+    _CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
         RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
         LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
         REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
     }
 
-    def write_checkpoints(self, names=tuple(_CHECKPOINT_VALUES)) -> list[str]:
+    def write_checkpoints(self, names: Sequence[str] = tuple(_CHECKPOINT_VALUES)) -> list[str]:
         """Write every dir's checkpoint files (``names``: those only); returns
         what failed (each naming the file)."""
-        failures = []
+        failures: list[str] = []
         with self._lock:
             by_dir = {d: self._logs_in(d) for d in self.log_dirs if d not in self._offline_dirs}
         for d, logs in by_dir.items():
             failures += self._write_checkpoint_files(d, logs, names)
         return failures
 
-    def _logs_in(self, d: str) -> dict:
+    def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
         """(Manager lock held.) The logs log dir ``d`` holds, by key."""
         return {k: lg for k, lg in self._logs.items() if self._log_dir_of[k] == d}
 
-    def _write_checkpoint_files(self, d: str, logs: dict, names) -> list[str]:
+    def _write_checkpoint_files(self, d: str, logs: Mapping[TopicPartition, Log],
+                                names: Sequence[str]) -> list[str]:
         try:
             for name in names:
                 value = self._CHECKPOINT_VALUES[name]
@@ -954,6 +965,13 @@ class LogManager:
                 except OSError as exc:
                     failures.append(f"writing the clean-shutdown marker: {exc}")
         return failures
+
+
+class _CheckpointedOffsets(TypedDict, total=False):
+    """What a log dir's checkpoint files say of a log, as Log's keyword arguments."""
+    recovery_point: int
+    log_start_offset: int | None
+    high_watermark: int | None
 
 
 class _Move:

@@ -49,15 +49,20 @@ import logging
 import os
 import re
 import struct
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
 from samsa.storage.checkpoints import fsync_dir
 from samsa.protocol.errors import ProtocolError
+from samsa.protocol.model import Buf
 from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
 from samsa.storage.errors import (InvalidProducerEpochError, InvalidTxnStateError,
                             OutOfOrderSequenceError, TransactionCoordinatorFencedError)
+
+if TYPE_CHECKING:
+    from samsa.protocol.records import BatchHeader
+    from samsa.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +94,7 @@ class CompletedTxn(NamedTuple):
     is_aborted: bool
 
 
-def read_marker(batch) -> tuple[int, int] | None:
+def read_marker(batch: Buf) -> tuple[int, int] | None:
     """(control type, coordinator epoch) of a control batch's first record
     (``batch``: the whole batch's bytes); None when it has no record (a
     compaction emptied it: it changes no state, as in Kafka) or an unreadable one."""
@@ -162,8 +167,9 @@ class ProducerStateManager:
         self.unreplicated: dict[int, int] = {}   # decided, marker not yet below the HW: first -> marker
 
     # -- append path -------------------------------------------------------------
-    def check(self, headers, markers=None, txn_version: int = 0
-              ) -> tuple[list, BatchMetadata | None]:
+    def check(self, headers: Sequence[BatchHeader],
+              markers: Mapping[int, tuple[int, int] | None] | None = None, txn_version: int = 0
+              ) -> tuple[list[int], BatchMetadata | None]:
         """Validate the producer fields of an append's batches, mutating nothing.
 
         ``markers``: batch index -> read_marker() of each control batch.
@@ -176,8 +182,10 @@ class ProducerStateManager:
         TransactionCoordinatorFencedError.
         """
         # pid -> (epoch, last seq, transaction open, coordinator epoch) within this append
-        pending: dict[int, tuple] = {}
-        updates = []
+        pending: dict[int, tuple[int, int | None, bool, int]] = {}
+        updates: list[int] = []
+        cur_epoch: int | None   # None: a producer this log does not know
+        cur_last: int | None
         for i, hdr in enumerate(headers):
             pid = hdr.producer_id
             if pid < 0:
@@ -243,7 +251,7 @@ class ProducerStateManager:
             updates.append(i)
         return updates, None
 
-    def update(self, hdr, first_offset: int, last_offset: int,
+    def update(self, hdr: BatchHeader, first_offset: int, last_offset: int,
                marker: tuple[int, int] | None = None) -> CompletedTxn | None:
         """Record an appended (or replayed) batch; no checks. ``marker`` is
         read_marker() of a control batch. Returns the transaction a marker
@@ -262,7 +270,8 @@ class ProducerStateManager:
             # maybeUpdateProducerEpoch); an open transaction stays open
             entry.epoch = hdr.producer_epoch
             entry.batches.clear()
-        if attrs & _CONTROL:
+        # (a control batch without a marker returned above: the second test is for mypy)
+        if attrs & _CONTROL and marker is not None:
             completed = None
             if entry.current_txn_first_offset >= 0:
                 completed = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
@@ -334,7 +343,7 @@ class ProducerStateManager:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def snapshot_offsets(self) -> list[int]:
-        out = []
+        out: list[int] = []
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
@@ -397,7 +406,7 @@ class ProducerStateManager:
         self._set_producers([])
         return None
 
-    def _set_producers(self, entries) -> None:
+    def _set_producers(self, entries: Sequence[ProducerEntry]) -> None:
         """Loaded state: open transactions come back from the entries' first
         offsets (Kafka's loadProducerEntry); completed ones are all below the
         snapshot, so none is unreplicated as far as the log is concerned."""
@@ -407,7 +416,7 @@ class ProducerStateManager:
         self.unreplicated = {}
 
 
-def encode_snapshot(entries) -> bytes:
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
     body = bytearray(_COUNT.pack(0))
     n = 0
     for e in entries:
@@ -435,7 +444,7 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
     (count,) = _COUNT.unpack_from(data, 6)
     if count < 0 or len(data) != 10 + count * _ENTRY.size:
         raise ValueError("snapshot length does not match its entry count")
-    out = []
+    out: list[ProducerEntry] = []
     for i in range(count):
         pid, epoch, last_seq, last_off, delta, ts, coord, txn_first = _ENTRY.unpack_from(
             data, 10 + i * _ENTRY.size)
@@ -453,8 +462,8 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
 _TRANSACTIONAL_MASK = 0x10
 
 
-def apply_producer_batch(ps: ProducerStateManager, h: Any, first: int, last: int,
-                         marker: tuple[int, int] | None, seg: Any) -> bool:
+def apply_producer_batch(ps: ProducerStateManager, h: BatchHeader, first: int, last: int,
+                         marker: tuple[int, int] | None, seg: LogSegment) -> bool:
     """Record one appended batch in producer state, and a transaction its marker
     aborts in ``seg``'s .txnindex with the LSO Kafka computes right after it
     (UnifiedLog.append / LogSegment.updateProducerState). True when open

@@ -36,10 +36,15 @@ import os
 import random
 import threading
 import time
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from samsa.storage.entries import EntryScanner
+from samsa.protocol.model import Buf
+from samsa.storage.entries import Entry, EntryScanner
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.txn_index import AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    from samsa.config.topic import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,7 @@ class FileRegion:
 
     __slots__ = ("file", "position", "length")
 
-    def __init__(self, file, position: int, length: int):
+    def __init__(self, file: io.FileIO, position: int, length: int):
         self.file = file
         self.position = position
         self.length = length
@@ -87,7 +92,8 @@ class FileRegion:
 
 
 class LogSegment:
-    def __init__(self, directory: str, base_offset: int, config, *, create: bool = False):
+    def __init__(self, directory: str, base_offset: int, config: TopicConfig, *,
+                 create: bool = False):
         self.dir = directory
         self.base_offset = base_offset
         name = segment_name(base_offset)
@@ -124,7 +130,7 @@ class LogSegment:
 
     # -- lazy opening -------------------------------------------------------------
     @property
-    def file(self):
+    def file(self) -> io.FileIO:
         f = self._file
         if f is None:
             with self._open_lock:
@@ -139,7 +145,7 @@ class LogSegment:
         return fd
 
     @contextlib.contextmanager
-    def borrowed_fd(self):
+    def borrowed_fd(self) -> Iterator[int]:
         """A descriptor to read the .log with for a moment (start-up scans):
         the segment's own if open, else one closed again afterwards, so that
         loading a log leaves no descriptor behind."""
@@ -166,25 +172,25 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         idx = self._offset_index
         if idx is None:
-            self._ensure_indexes()
-            idx = self._offset_index
+            idx = self._ensure_indexes()[0]
         return idx
 
     @property
     def time_index(self) -> TimeIndex:
         idx = self._time_index
         if idx is None:
-            self._ensure_indexes()
-            idx = self._time_index
+            idx = self._ensure_indexes()[1]
         return idx
 
-    def _ensure_indexes(self) -> None:
+    def _ensure_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         """Open both indexes on first use (read-only); they are loaded together."""
         with self._open_lock:
-            if self._offset_index is None or self._time_index is None:
-                self._load_indexes_locked(writable=False)
+            oi, ti = self._offset_index, self._time_index
+            if oi is None or ti is None:
+                oi, ti = self._load_indexes_locked(writable=False)
+            return oi, ti
 
-    def _load_indexes_locked(self, writable: bool) -> None:
+    def _load_indexes_locked(self, writable: bool) -> tuple[OffsetIndex, TimeIndex]:
         oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, writable=writable)
         ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes, writable=writable)
         if oi.corrupt or ti.corrupt or not self._index_sane(oi, ti):
@@ -200,6 +206,7 @@ class LogSegment:
                 oi.make_readonly()
                 ti.make_readonly()
         self._offset_index, self._time_index = oi, ti
+        return oi, ti
 
     def build_indexes(self) -> None:
         """Index a segment whose index files do not exist yet (a swapped-in segment)."""
@@ -213,7 +220,7 @@ class LogSegment:
             ti.make_readonly()
             self._offset_index, self._time_index = oi, ti
 
-    def _file_locked(self):
+    def _file_locked(self) -> io.FileIO:
         if self._file is None:
             # The active segment's one descriptor serves appends and reads.
             self._file = open(self.log_path, "r+b" if self.active else "rb", buffering=0)
@@ -256,16 +263,15 @@ class LogSegment:
             if not os.path.exists(self.log_path):
                 os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
             self._size = os.stat(self.log_path).st_size
-            if self._offset_index is not None:
-                self._offset_index.close(trim=False)
-                self._time_index.close(trim=False)
+            for old in (self._offset_index, self._time_index):  # (both or neither)
+                if old is not None:
+                    old.close(trim=False)
             self._offset_index = self._time_index = None
             self.active = True
             if not load_indexes:
                 return
-            self._load_indexes_locked(writable=True)
             # a rebuilt index was opened with create=True; make sure both are writable
-            for idx in (self._offset_index, self._time_index):
+            for idx in self._load_indexes_locked(writable=True):
                 if not idx.writable:
                     idx.writable = True
                     idx.preallocate()
@@ -296,7 +302,7 @@ class LogSegment:
             return int(time.time() * 1000)
 
     # -- appending (caller holds the log's lock) -------------------------------------
-    def should_roll(self, config, append_size: int, max_ts_in_append: int,
+    def should_roll(self, config: TopicConfig, append_size: int, max_ts_in_append: int,
                     last_offset: int, now_ms: int | None = None) -> str | None:
         """Why this (active) segment must roll before the append, or None.
         ``now_ms`` (read from the clock when None) matters only for a segment
@@ -324,12 +330,14 @@ class LogSegment:
             return "relative offset overflow"
         return None
 
-    def append(self, parts, total: int, batches) -> int:
+    def append(self, parts: Sequence[Buf], total: int,
+               batches: Sequence[tuple[int, int, int]]) -> int:
         """Write ``parts`` (buffers holding whole batches, ``total`` bytes) at the
         end with one pwritev; ``batches`` is a list of (size, last_offset,
         max_timestamp) in order. Returns the new size.
         """
         pos = self._size
+        assert pos is not None  # an active segment's size is known: created, opened or recovered
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -349,8 +357,9 @@ class LogSegment:
                 max_ts = self._max_ts = ts
                 self._offset_of_max_ts = last_offset
             if since > interval:
-                self._offset_index.append(last_offset, pos)
-                self._time_index.maybe_append(max_ts, self._offset_of_max_ts)
+                # (the properties: an active segment's indexes are loaded, these return them)
+                self.offset_index.append(last_offset, pos)
+                self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
                 since = 0
             pos += size
             since += size
@@ -358,10 +367,11 @@ class LogSegment:
         self._size = pos
         return pos
 
-    def append_one(self, parts, total: int, last_offset: int, ts: int) -> int:
+    def append_one(self, parts: Sequence[Buf], total: int, last_offset: int, ts: int) -> int:
         """``append`` of exactly one batch of ``total`` bytes (the produce fast
         path): same write, same index rule, no per-batch list."""
         pos = self._size
+        assert pos is not None  # as in append
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -379,8 +389,8 @@ class LogSegment:
             self._offset_of_max_ts = last_offset
         since = self._bytes_since_last_index
         if since > self.index_interval_bytes:
-            self._offset_index.append(last_offset, pos)
-            self._time_index.maybe_append(max_ts, self._offset_of_max_ts)
+            self.offset_index.append(last_offset, pos)
+            self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
             since = 0
         self._bytes_since_last_index = since + total
         pos += total
@@ -459,7 +469,8 @@ class LogSegment:
         end = max(scanner.valid_end, start + first_size)
         return FileRegion(f, start, end - start)
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int):
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int
+                                 ) -> tuple[Entry, bytes] | None:
         """First batch at/after ``start_offset`` whose max timestamp >= ``timestamp``:
         returns its Entry (and raw bytes through the scanner) or None."""
         _, indexed_offset = self.time_index.lookup(timestamp)
@@ -480,7 +491,8 @@ class LogSegment:
         return last.next_offset if last is not None else self.base_offset
 
     # -- recovery -------------------------------------------------------------------
-    def recover(self, on_batch=None) -> tuple[int, str | None]:
+    def recover(self, on_batch: Callable[[Entry, memoryview], None] | None = None
+                ) -> tuple[int, str | None]:
         """Check every entry (size, magic, CRC, offsets), rebuild both indexes and
         truncate the file at the first invalid byte. Returns (bytes truncated, reason).
         ``on_batch(entry, data)`` is called for each valid entry with its bytes
@@ -502,7 +514,8 @@ class LogSegment:
                         self._file = None
                         self._fd = None
 
-    def _recover(self, f, on_batch) -> tuple[int, str | None]:
+    def _recover(self, f: io.FileIO, on_batch: Callable[[Entry, memoryview], None] | None
+                 ) -> tuple[int, str | None]:
         size = os.fstat(f.fileno()).st_size
         writable = self.active
         with self._open_lock:
@@ -558,7 +571,7 @@ class LogSegment:
         return truncated, (reason if truncated else None)
 
     # -- truncation (a follower cutting its log at a divergence point) ---------------
-    def truncate_to(self, offset: int):
+    def truncate_to(self, offset: int) -> tuple[int, io.FileIO | None]:
         """Remove every batch holding an offset >= ``offset`` (whole batches: one
         that straddles ``offset`` goes too) and make this the active segment.
         Caller holds the log's lock. Returns ``(next_offset, retired_file)``:

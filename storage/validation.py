@@ -18,11 +18,15 @@ ordinary topic never comes here.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from samsa.protocol.errors import ProtocolError
-from samsa.protocol.records import decode_batch
+from samsa.protocol.model import Buf
+from samsa.protocol.records import ValidatedBatch, decode_batch
 from samsa.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordError
+
+if TYPE_CHECKING:
+    from samsa.config.topic import TopicConfig
 
 LONG_MAX = (1 << 63) - 1
 
@@ -40,7 +44,7 @@ class RecordRules(NamedTuple):
                 or self.max_timestamp_lead is not None)
 
 
-def rules_for(config) -> RecordRules:
+def rules_for(config: TopicConfig) -> RecordRules:
     """The rules of a topic config (storage's ``TopicConfig``)."""
     create_time = config.message_timestamp_type != "LogAppendTime"
     difference = config.message_timestamp_difference_max_ms
@@ -52,7 +56,7 @@ def rules_for(config) -> RecordRules:
         max_timestamp_lead=after if create_time and after < LONG_MAX else None)
 
 
-def check_records(payload, batches: Sequence, rules: RecordRules, now_ms: int,
+def check_records(payload: Buf, batches: Sequence[ValidatedBatch], rules: RecordRules, now_ms: int,
                   where: str) -> None:
     """Raise InvalidRecordError / InvalidTimestampError naming each bad record
     (``where`` is the partition, for the messages)."""
@@ -80,7 +84,8 @@ def check_records(payload, batches: Sequence, rules: RecordRules, now_ms: int,
                 missing_keys.append(RecordError(
                     index, f"Compacted topic cannot accept message without key in topic "
                            f"partition {where}."))
-            ts = r.timestamp
+            # (decode_batch sets every record's timestamp: only records to build lack one)
+            ts: int = r.timestamp  # type: ignore[assignment]
             if ((low is not None and ts < low) or (high is not None and ts > high)):
                 bad_times.append(RecordError(
                     index, f"Timestamp {ts} of message with offset {r.offset_delta} is out of "

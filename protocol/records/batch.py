@@ -28,11 +28,12 @@ Layout (big-endian), 61 bytes before the records::
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c as _crc32c
 
 from samsa.protocol.errors import ProtocolError
+from samsa.protocol.model import Buf
 from samsa.protocol.records.codecs import iter_decompress
 from samsa.protocol.records.errors import CorruptRecordError, InvalidRecordError
 from samsa.protocol.records.walker import walk_prefix, walk_records
@@ -159,7 +160,7 @@ class ValidatedBatch(NamedTuple):
     header: BatchHeader
 
 
-def read_batch_header(buf, pos: int = 0) -> BatchHeader:
+def read_batch_header(buf: Buf, pos: int = 0) -> BatchHeader:
     """Decode the v2 header at ``pos``. Does not check magic or CRC."""
     if pos < 0 or len(buf) - pos < BATCH_OVERHEAD:
         raise ProtocolError(
@@ -168,7 +169,7 @@ def read_batch_header(buf, pos: int = 0) -> BatchHeader:
     return _tuple_new(BatchHeader, _unpack_from(buf, pos))
 
 
-def iter_batch_headers(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+def iter_batch_headers(buf: Buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each complete batch; stop at a partial trailing one.
 
     Used on file contents and fetch responses, which may end mid-batch. A batch
@@ -185,7 +186,7 @@ def iter_batch_headers(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         pos += size
 
 
-def compute_crc(buf, pos: int = 0, size: int | None = None) -> int:
+def compute_crc(buf: Buf, pos: int = 0, size: int | None = None) -> int:
     """CRC-32C of the batch at ``pos`` (attributes to end), as stored in the header."""
     if size is None:
         (length,) = _I32.unpack_from(buf, pos + LENGTH_OFFSET)
@@ -227,7 +228,7 @@ class _UndecompressableBody(Exception):
     """The codec's own failure, told apart from a record-framing fault."""
 
 
-def _codec_pieces(codec: int, data) -> Iterator[bytes]:
+def _codec_pieces(codec: int, data: Buf) -> Iterator[bytes]:
     pieces = iter_decompress(codec, data)
     while True:
         try:
@@ -239,7 +240,7 @@ def _codec_pieces(codec: int, data) -> Iterator[bytes]:
         yield piece
 
 
-def walk_record_pieces(pieces, count: int) -> None:
+def walk_record_pieces(pieces: Iterable[Buf], count: int) -> None:
     """``walk_records`` over the concatenation of ``pieces`` (bytes-like),
     without building it: only a record that spans pieces is copied."""
     walked = 0
@@ -257,7 +258,7 @@ def walk_record_pieces(pieces, count: int) -> None:
     walk_records(rest, 0, len(rest), count - walked, True, None, walked)
 
 
-def validate_single_batch(buf) -> BatchHeader | None:
+def validate_single_batch(buf: Buf) -> BatchHeader | None:
     """Fast path of ``validate_batches(buf)`` for the common produce payload of
     exactly one batch: its header when it passes every check validate_batches
     makes (length, magic, CRC-32C, counts, records), else None, and the caller
@@ -291,7 +292,7 @@ def validate_single_batch(buf) -> BatchHeader | None:
     return _tuple_new(BatchHeader, f)
 
 
-def validate_batches(buf, *, check_counts: bool = True,
+def validate_batches(buf: Buf, *, check_counts: bool = True,
                      allow_trailing_partial: bool = False) -> list[ValidatedBatch]:
     """Check a buffer that must be an exact sequence of v2 batches; return their headers.
 
@@ -394,7 +395,7 @@ def write_crc(buf: bytearray, pos: int = 0) -> int:
     return crc
 
 
-def peek_magic(buf, pos: int = 0) -> int:
+def peek_magic(buf: Buf, pos: int = 0) -> int:
     """The magic byte of the entry at ``pos`` (same place, 16, in v0/v1/v2 layouts).
 
     ProtocolError if the buffer is too short to hold it.

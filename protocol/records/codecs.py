@@ -26,6 +26,7 @@ import lz4.frame as _lz4f
 import snappy as _snappy
 import zstandard as _zstd
 
+from samsa.protocol.model import Buf
 from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
 
 # Upper bound of one decompressed batch/wrapper. Kafka's own limits are on the
@@ -69,7 +70,7 @@ def _as_codec(codec: int) -> Codec:
 
 # -- public entry points ------------------------------------------------------
 
-def compress(codec: int, data, *, magic: int = 2) -> bytes:
+def compress(codec: int, data: Buf, *, magic: int = 2) -> bytes:
     """Compress ``data`` the way Kafka's Java client would for this codec and format.
 
     ``magic`` only matters for lz4 (magic 0 needs the old, wrong header checksum)
@@ -85,17 +86,20 @@ def compress(codec: int, data, *, magic: int = 2) -> bytes:
     if codec == Codec.SNAPPY:
         return _xerial_encode(data)
     if codec == Codec.LZ4:
-        out = _lz4f.compress(data, block_size=_lz4f.BLOCKSIZE_MAX64KB, block_linked=False,
-                             content_checksum=False, store_size=False)
+        # (lz4, zstandard and snappy have no type information: their results are Any)
+        out: bytes = _lz4f.compress(data, block_size=_lz4f.BLOCKSIZE_MAX64KB,
+                                    block_linked=False, content_checksum=False,
+                                    store_size=False)
         if magic == 0:
             out = _lz4_set_header_checksum(out, broken=True)
         return out
     if magic < 2:
         raise UnsupportedCompressionError(f"zstd cannot be used with magic {magic}")
-    return _zstd.ZstdCompressor(level=3).compress(data)
+    zstd_out: bytes = _zstd.ZstdCompressor(level=3).compress(data)
+    return zstd_out
 
 
-def decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
+def decompress(codec: int, data: Buf, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
     """Decompress one codec payload; CorruptRecordError if invalid or larger than ``max_output``."""
     parts = list(iter_decompress(codec, data, max_output=max_output))
     # one piece is returned as it is; several are copied once (growing a
@@ -106,21 +110,22 @@ def decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> byt
     return out
 
 
-def iter_decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[bytes]:
+def iter_decompress(codec: int, data: Buf, *,
+                    max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[bytes]:
     """The decompressed payload in pieces of at most ``PIECE`` bytes or so (a
     snappy block, a zstd window may be larger), never more than ``max_output``
     in all; errors as ``decompress``. Produce checks the records of every
     compressed batch in these pieces: no buffer of the whole output, whose
     allocation page-faulted in a running broker on every batch."""
-    codec = _as_codec(codec)
+    kind = _as_codec(codec)
     try:
-        if codec == Codec.NONE:
+        if kind == Codec.NONE:
             yield bytes(data)
-        elif codec == Codec.GZIP:
+        elif kind == Codec.GZIP:
             yield from _gunzip(data, max_output)
-        elif codec == Codec.SNAPPY:
+        elif kind == Codec.SNAPPY:
             yield from _snappy_decode(data, max_output)
-        elif codec == Codec.LZ4:
+        elif kind == Codec.LZ4:
             yield from _lz4_decode(data, max_output)
         else:
             yield from _zstd_decode(data, max_output)
@@ -129,9 +134,9 @@ def iter_decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -
     except (zlib.error, _zstd.ZstdError, RuntimeError, ValueError, TypeError, OverflowError,
             MemoryError, _snappy.UncompressError, struct.error) as e:
         # lz4 raises RuntimeError, snappy its own error (a plain Exception subclass).
-        raise CorruptRecordError(f"cannot decompress {codec.name.lower()} data: {e}") from None
+        raise CorruptRecordError(f"cannot decompress {kind.name.lower()} data: {e}") from None
     except Exception as e:  # noqa: BLE001 - any codec library failure is bad input
-        raise CorruptRecordError(f"cannot decompress {codec.name.lower()} data: {e!r}") from None
+        raise CorruptRecordError(f"cannot decompress {kind.name.lower()} data: {e!r}") from None
 
 
 # Output per decoder call where the library lets us bound it: below glibc's
@@ -139,14 +144,14 @@ def iter_decompress(codec: int, data, *, max_output: int = DEFAULT_MAX_OUTPUT) -
 PIECE = 64 * 1024
 
 
-def _too_big(codec, limit) -> CorruptRecordError:
+def _too_big(codec: int, limit: int) -> CorruptRecordError:
     return CorruptRecordError(
         f"{Codec(codec).name.lower()} data decompresses to more than {limit} bytes")
 
 
 # -- gzip ---------------------------------------------------------------------
 
-def _gunzip(data, limit: int) -> Iterator[bytes]:
+def _gunzip(data: Buf, limit: int) -> Iterator[bytes]:
     size = 0
     buf = bytes(data)
     while True:
@@ -176,7 +181,7 @@ _XERIAL_BLOCK = 32 * 1024  # xerial's default block size
 _U32 = struct.Struct(">I")
 
 
-def _xerial_encode(data) -> bytes:
+def _xerial_encode(data: Buf) -> bytes:
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else data
     parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
     for i in range(0, len(mv), _XERIAL_BLOCK):
@@ -186,7 +191,7 @@ def _xerial_encode(data) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_raw_length(block) -> int:
+def _snappy_raw_length(block: Buf) -> int:
     """The uncompressed length a raw snappy block declares (its leading uvarint)."""
     result = 0
     shift = 0
@@ -199,13 +204,14 @@ def _snappy_raw_length(block) -> int:
     raise CorruptRecordError("bad snappy length preamble")
 
 
-def _snappy_raw(block, budget: int) -> bytes:
+def _snappy_raw(block: Buf, budget: int) -> bytes:
     if _snappy_raw_length(block) > budget:
         raise CorruptRecordError("snappy block larger than the decompression limit")
-    return _snappy.decompress(bytes(block))
+    out: bytes = _snappy.decompress(bytes(block))
+    return out
 
 
-def _snappy_decode(data, limit: int) -> Iterator[bytes]:
+def _snappy_decode(data: Buf, limit: int) -> Iterator[bytes]:
     data = bytes(data)
     if len(data) >= 16 and data[:8] == XERIAL_MAGIC:
         size = 0
@@ -272,7 +278,7 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def _lz4_set_header_checksum(frame, *, broken: bool) -> bytes:
+def _lz4_set_header_checksum(frame: Buf, *, broken: bool) -> bytes:
     """Rewrite the frame descriptor's checksum byte: correct, or Kafka 0.8's broken variant.
 
     The correct checksum hashes FLG..end of descriptor; Kafka 0.8/0.9 hashed from
@@ -293,7 +299,7 @@ def _lz4_set_header_checksum(frame, *, broken: bool) -> bytes:
     return frame[:hc_pos] + bytes((hc,)) + frame[hc_pos + 1:]
 
 
-def _lz4_decode(data, limit: int) -> Iterator[bytes]:
+def _lz4_decode(data: Buf, limit: int) -> Iterator[bytes]:
     size = 0
     buf = bytes(data)
     while True:
@@ -327,7 +333,7 @@ def _lz4_decode(data, limit: int) -> Iterator[bytes]:
 _ZSTD_FEED = 512
 
 
-def _zstd_decode(data, limit: int) -> Iterator[bytes]:
+def _zstd_decode(data: Buf, limit: int) -> Iterator[bytes]:
     data = bytes(data)
     # One frame that declares its size within the limit (librdkafka's do)
     # decodes in one call, three times faster than feeding it in slices: the
@@ -359,7 +365,7 @@ def _zstd_decode(data, limit: int) -> Iterator[bytes]:
 _zstd_pool = threading.local()
 
 
-def _zstd_frames(dctx, mv: memoryview, limit: int) -> Iterator[bytes]:
+def _zstd_frames(dctx: _zstd.ZstdDecompressor, mv: memoryview, limit: int) -> Iterator[bytes]:
     size = 0
     pos = 0
     end = len(mv)

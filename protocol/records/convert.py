@@ -9,17 +9,21 @@ compressed wrapper, one wrapper per compressed batch); zstd cannot go below v2.
 """
 from __future__ import annotations
 
+from typing import Iterable, Sequence
+
+from samsa.protocol.model import Buf
 from samsa.protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, MIN_BATCH_LENGTH,
                                     TIMESTAMP_TYPE_MASK, peek_magic, read_batch_header)
 from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec
 from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
-from samsa.protocol.records.legacy import build_message_set, expand_wrapper, iter_message_set
+from samsa.protocol.records.legacy import (KeyValueTimestamp, LegacyMessage, build_message_set,
+                                     expand_wrapper, iter_message_set)
 from samsa.protocol.records.records import Record, build_batch, decode_batch
 
 _I32_MAX = (1 << 31) - 1
 
 
-def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = True,
+def upconvert_message_set(buf: Buf, *, keep_offsets: bool = False, strict: bool = True,
                           max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
     """Turn a v0/v1 message set into v2 batches.
 
@@ -36,15 +40,15 @@ def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = Tru
     trailing entry; pass False for fetched/stored data that may end mid-entry.
     """
     out: list[bytes] = []
-    run: list = []          # pending uncompressed messages
-    run_key = None          # (magic, timestamp_type) of the run
+    run: list[LegacyMessage] = []           # pending uncompressed messages
+    run_key: tuple[int, int] | None = None  # (magic, timestamp_type) of the run (None: no run)
     next_offset = 0
 
-    def emit(msgs, codec, ts_type):
+    def emit(msgs: list[LegacyMessage], codec: int, ts_type: int) -> None:
         nonlocal next_offset
         if keep_offsets:
             base = msgs[0].offset
-            deltas = [m.offset - base for m in msgs]
+            deltas: Sequence[int] = [m.offset - base for m in msgs]
             if any(d < 0 or d > _I32_MAX for d in deltas):
                 raise CorruptRecordError("message offsets go backwards or span too far to batch")
         else:
@@ -52,7 +56,7 @@ def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = Tru
             deltas = range(len(msgs))
         recs = [Record(d, 0, m.key, m.value, (), None, m.timestamp)
                 for d, m in zip(deltas, msgs)]
-        max_ts = None
+        max_ts: int | None = None
         if ts_type == 1:
             max_ts = max(m.timestamp for m in msgs)
         out.append(build_batch(recs, base_offset=base, codec=codec, timestamp_type=ts_type,
@@ -60,9 +64,9 @@ def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = Tru
                                last_offset_delta=deltas[-1]))
         next_offset = base + deltas[-1] + 1
 
-    def flush_run():
+    def flush_run() -> None:
         nonlocal run, run_key
-        if run:
+        if run_key is not None:  # (set exactly while run holds messages)
             emit(run, Codec.NONE, run_key[1] if run_key[1] >= 0 else 0)
         run = []
         run_key = None
@@ -83,13 +87,13 @@ def upconvert_message_set(buf, *, keep_offsets: bool = False, strict: bool = Tru
     return b"".join(out)
 
 
-def downconvert_batches(buf, magic: int, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
+def downconvert_batches(buf: Buf, magic: int, *, max_output: int = DEFAULT_MAX_OUTPUT) -> bytes:
     """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1
     message set, all of them (see ``downconvert_within``)."""
     return downconvert_within(buf, magic, None, max_output=max_output)[0]
 
 
-def downconvert_within(buf, magic: int, budget: int | None, *, first_batch: bool = True,
+def downconvert_within(buf: Buf, magic: int, budget: int | None, *, first_batch: bool = True,
                        max_output: int = DEFAULT_MAX_OUTPUT) -> tuple[bytes, int]:
     """Turn v2 batches (e.g. a fetch response's records) into a magic 0/1 message
     set: (the message set, bytes decoded for it).
@@ -147,6 +151,7 @@ def downconvert_within(buf, magic: int, budget: int | None, *, first_batch: bool
                 if hdr.size > limit:
                     break
                 _, recs = decode_batch(mv, pos, max_output=limit, header=hdr)
+                base = hdr.base_offset
                 size = max(hdr.size, _payload(recs))
                 if size > limit:
                     break
@@ -154,7 +159,7 @@ def downconvert_within(buf, magic: int, budget: int | None, *, first_batch: bool
                 converted = build_message_set(
                     [(r.key, r.value, r.timestamp) for r in recs], magic, codec,
                     timestamp_type=ts_type if magic else 0,
-                    offsets=[r.offset for r in recs],
+                    offsets=[base + r.offset_delta for r in recs],  # (r.offset, as decoded)
                     log_append_time=hdr.max_timestamp if ts_type else None)
                 step = hdr.size
             else:
@@ -185,6 +190,6 @@ def downconvert_within(buf, magic: int, budget: int | None, *, first_batch: bool
     return b"".join(out), decoded
 
 
-def _payload(records) -> int:
+def _payload(records: Iterable[KeyValueTimestamp]) -> int:
     """Bytes of keys and values: what decoding a batch or wrapper produced, near enough."""
     return sum(len(r.key or b"") + len(r.value or b"") for r in records)

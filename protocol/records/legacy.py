@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple, Protocol, TypeAlias, cast
 
+from samsa.protocol.model import Buf
 from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
 from samsa.protocol.records.errors import CorruptRecordError, UnsupportedCompressionError
 
@@ -70,7 +71,7 @@ class LegacyMessage(NamedTuple):
         return bool(self.attributes & CODEC_MASK)
 
 
-def is_legacy(buf, pos: int = 0) -> bool:
+def is_legacy(buf: Buf, pos: int = 0) -> bool:
     """True when the entry at ``pos`` is a magic 0/1 message (magic sits at byte 16 in all formats).
 
     False when the buffer is too short to tell: the v2 validator then reports it.
@@ -80,7 +81,7 @@ def is_legacy(buf, pos: int = 0) -> bool:
     return buf[pos + 16] in (0, 1)
 
 
-def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+def _read_bytes(buf: Buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     if end - pos < 4:
         raise CorruptRecordError(f"message {what} length runs past the end", pos)
     (n,) = _I32.unpack_from(buf, pos)
@@ -92,7 +93,7 @@ def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def _parse_entry(buf, pos: int, end: int, verify_crc: bool) -> LegacyMessage:
+def _parse_entry(buf: Buf, pos: int, end: int, verify_crc: bool) -> LegacyMessage:
     """Decode the complete entry at ``pos`` (caller checked pos+12+size <= end)."""
     offset, size, crc, magic, attrs = _ENTRY.unpack_from(buf, pos)
     if magic not in (0, 1):
@@ -119,7 +120,7 @@ def _parse_entry(buf, pos: int, end: int, verify_crc: bool) -> LegacyMessage:
     return LegacyMessage(offset, magic, attrs, ts, ts_type, key, value, crc, pos, size + LOG_OVERHEAD)
 
 
-def iter_message_set(buf, *, strict: bool = False, verify_crc: bool = True
+def iter_message_set(buf: Buf, *, strict: bool = False, verify_crc: bool = True
                      ) -> Iterator[LegacyMessage]:
     """Top-level entries of a message set (wrappers are not expanded).
 
@@ -167,7 +168,7 @@ def expand_wrapper(msg: LegacyMessage, *, max_output: int = DEFAULT_MAX_OUTPUT,
     inner = list(iter_message_set(data, strict=True, verify_crc=verify_crc))
     if not inner:
         raise CorruptRecordError("compressed message holds no messages", msg.position)
-    out = []
+    out: list[LegacyMessage] = []
     log_append = msg.magic >= 1 and msg.timestamp_type == 1
     shift = msg.offset - inner[-1].offset if msg.magic >= 1 else 0
     for m in inner:
@@ -187,7 +188,7 @@ def expand_wrapper(msg: LegacyMessage, *, max_output: int = DEFAULT_MAX_OUTPUT,
     return out
 
 
-def parse_message_set(buf, *, strict: bool = False, verify_crc: bool = True,
+def parse_message_set(buf: Buf, *, strict: bool = False, verify_crc: bool = True,
                       max_output: int = DEFAULT_MAX_OUTPUT) -> list[LegacyMessage]:
     """All messages of a set, wrappers expanded (what a consumer sees), in order."""
     out: list[LegacyMessage] = []
@@ -201,7 +202,8 @@ def parse_message_set(buf, *, strict: bool = False, verify_crc: bool = True,
 
 # -- building -----------------------------------------------------------------
 
-def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key, value) -> bytes:
+def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key: Buf | None,
+                   value: Buf | None) -> bytes:
     """One entry (offset, size, crc, message) with its CRC32."""
     klen = -1 if key is None else len(key)
     vlen = -1 if value is None else len(value)
@@ -220,7 +222,24 @@ def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key
     return _PREFIX.pack(offset, len(body) + 4, crc) + bytes(body)
 
 
-def _norm(msg) -> tuple:
+class KeyValueTimestamp(Protocol):
+    """A record-like message to build from (a v2 Record, a LegacyMessage)."""
+
+    @property
+    def key(self) -> Buf | None: ...
+    @property
+    def value(self) -> Buf | None: ...
+    @property
+    def timestamp(self) -> int | None: ...
+
+
+# What build_message_set takes per message (see there).
+MessageInput: TypeAlias = ("tuple[Buf | None, Buf | None, int | None]"
+                           " | tuple[Buf | None, Buf | None, object, int | None]"
+                           " | KeyValueTimestamp")
+
+
+def _norm(msg: MessageInput) -> tuple[Buf | None, Buf | None, int | None]:
     """(key, value, timestamp) from (key, value, ts), (key, value, headers, ts) or record-like."""
     if isinstance(msg, tuple) and not hasattr(msg, "_fields"):
         if len(msg) == 3:
@@ -228,10 +247,13 @@ def _norm(msg) -> tuple:
         if len(msg) == 4:
             return msg[0], msg[1], msg[3]  # headers do not exist before magic 2
         raise ValueError("message tuples are (key, value, timestamp) or (key, value, headers, timestamp)")
-    return msg.key, msg.value, msg.timestamp
+    # the plain tuples returned above; a named tuple (Record, LegacyMessage) or another
+    # object is read by name (mypy does not narrow on the hasattr test)
+    rec = cast(KeyValueTimestamp, msg)
+    return rec.key, rec.value, rec.timestamp
 
 
-def build_message_set(messages: Iterable, magic: int, codec: int = Codec.NONE,
+def build_message_set(messages: Iterable[MessageInput], magic: int, codec: int = Codec.NONE,
                       base_offset: int = 0, timestamp_type: int = 0, *,
                       offsets: list[int] | None = None,
                       log_append_time: int | None = None) -> bytes:
@@ -282,7 +304,7 @@ def build_message_set(messages: Iterable, magic: int, codec: int = Codec.NONE,
     return encode_message(offs[-1], magic, codec | ts_bit, wrapper_ts, None, value)
 
 
-def validate_message_set(buf, *, max_output: int = DEFAULT_MAX_OUTPUT) -> list[LegacyMessage]:
+def validate_message_set(buf: Buf, *, max_output: int = DEFAULT_MAX_OUTPUT) -> list[LegacyMessage]:
     """Check a produce payload of magic 0/1 messages (whole entries, CRCs, inner sets).
 
     Returns the expanded messages. Raises CorruptRecordError on any defect and for

@@ -16,8 +16,9 @@ before it is used, counts never size an allocation, and decompression is bounded
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple, Sequence, TypeAlias
 
+from samsa.protocol.model import Buf
 from samsa.protocol.records import batch as _b
 from samsa.protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, LOG_OVERHEAD,
                                     NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
@@ -25,8 +26,10 @@ from samsa.protocol.records.batch import (BATCH_OVERHEAD, CODEC_MASK, CONTROL_MA
 from samsa.protocol.records.codecs import DEFAULT_MAX_OUTPUT, Codec, compress, decompress
 from samsa.protocol.records.errors import CorruptRecordError
 from samsa.protocol.records.varint import encode_varint, encode_varlong
-from samsa.protocol.records.walker import walk_records
+from samsa.protocol.records.walker import RecordFields, walk_records
 
+# A header as build_batch takes it: key (str, or its UTF-8 bytes) and value (None: null).
+HeaderInput: TypeAlias = "tuple[str | bytes, Buf | None]"
 
 
 class Record(NamedTuple):
@@ -43,7 +46,7 @@ class Record(NamedTuple):
     timestamp_delta: int
     key: bytes | None
     value: bytes | None
-    headers: list = ()
+    headers: Sequence[tuple[str, bytes | None]] = ()
     offset: int | None = None
     timestamp: int | None = None
 
@@ -56,7 +59,7 @@ class Record(NamedTuple):
 
 # -- decoding -----------------------------------------------------------------
 
-def _decode_records(data, pos: int, end: int, count: int, base_offset: int,
+def _decode_records(data: Buf, pos: int, end: int, count: int, base_offset: int,
                     base_ts: int, append_time: int | None) -> list[Record]:
     """Decode ``count`` records from data[pos:end]; the records must fill it exactly.
 
@@ -64,12 +67,12 @@ def _decode_records(data, pos: int, end: int, count: int, base_offset: int,
     makes): it hands back each field's position, and this only slices.
     Offset deltas may have gaps (compaction leaves them on disk).
     """
-    fields: list = []
+    fields: list[RecordFields] = []
     walk_records(data, pos, end, count, False, fields)
     out: list[Record] = []
     append = out.append
     for off_delta, ts_delta, kpos, klen, vpos, vlen, hfields in fields:
-        headers = []
+        headers: list[tuple[str, bytes | None]] = []
         for hkpos, hklen, hvpos, hvlen in hfields:
             try:
                 hkey = bytes(data[hkpos:hkpos + hklen]).decode("utf-8")
@@ -84,7 +87,7 @@ def _decode_records(data, pos: int, end: int, count: int, base_offset: int,
     return out
 
 
-def decode_batch(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
+def decode_batch(buf: Buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
                  header: BatchHeader | None = None) -> tuple[BatchHeader, list[Record]]:
     """Header and all records of the v2 batch at ``pos`` (decompressing if needed).
 
@@ -103,7 +106,7 @@ def decode_batch(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
     if mv.ndim != 1 or mv.itemsize != 1:
         mv = mv.cast("B")
     if codec == 0:
-        data = mv[pos + BATCH_OVERHEAD:end]
+        data: Buf = mv[pos + BATCH_OVERHEAD:end]
     else:
         data = decompress(codec, mv[pos + BATCH_OVERHEAD:end], max_output=max_output)
     records = _decode_records(data, 0, len(data), hdr.records_count, hdr.base_offset,
@@ -111,12 +114,12 @@ def decode_batch(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT,
     return hdr, records
 
 
-def iter_records(buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
+def iter_records(buf: Buf, pos: int = 0, *, max_output: int = DEFAULT_MAX_OUTPUT) -> Iterator[Record]:
     """Records of the v2 batch at ``pos`` with absolute offsets and timestamps."""
     return iter(decode_batch(buf, pos, max_output=max_output)[1])
 
 
-def iter_all_records(buf, *, max_output: int = DEFAULT_MAX_OUTPUT
+def iter_all_records(buf: Buf, *, max_output: int = DEFAULT_MAX_OUTPUT
                      ) -> Iterator[tuple[BatchHeader, Record]]:
     """(header, record) for every complete v2 batch in ``buf`` (a partial tail is ignored)."""
     for pos, hdr in iter_batch_headers(buf):
@@ -126,7 +129,7 @@ def iter_all_records(buf, *, max_output: int = DEFAULT_MAX_OUTPUT
 
 # -- building -----------------------------------------------------------------
 
-def _encode_bytes(b, out: bytearray) -> None:
+def _encode_bytes(b: Buf | None, out: bytearray) -> None:
     if b is None:
         out.append(1)  # zigzag(-1)
     else:
@@ -134,8 +137,8 @@ def _encode_bytes(b, out: bytearray) -> None:
         out += b
 
 
-def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value,
-                  headers) -> None:
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: Buf | None,
+                  value: Buf | None, headers: Sequence[HeaderInput]) -> None:
     """Append one record (with its length prefix) to ``out``."""
     body = bytearray(b"\x00")  # attributes
     encode_varlong(timestamp_delta, body)
@@ -155,8 +158,12 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, 
 
 _HEADER = _b.HEADER_STRUCT
 
+# What build_batch takes per record: a Record, or (key, value, headers or None, timestamp
+# or None).
+RecordInput: TypeAlias = "Record | tuple[Buf | None, Buf | None, Sequence[HeaderInput] | None, int | None]"
 
-def build_batch(records: Iterable, base_offset: int = 0, codec: int = Codec.NONE,
+
+def build_batch(records: Iterable[RecordInput], base_offset: int = 0, codec: int = Codec.NONE,
                 timestamp_type: int = 0, producer_id: int = -1, producer_epoch: int = -1,
                 base_sequence: int = -1, partition_leader_epoch: int = -1,
                 is_transactional: bool = False, is_control: bool = False, *,
@@ -173,7 +180,7 @@ def build_batch(records: Iterable, base_offset: int = 0, codec: int = Codec.NONE
     ``last_offset_delta`` overrides the last record's delta (compaction keeps the
     original range even when trailing records are gone).
     """
-    norm = []
+    norm: list[tuple[int, int, Buf | None, Buf | None, Sequence[HeaderInput]]] = []
     for i, r in enumerate(records):
         if isinstance(r, Record):
             if r.timestamp is not None:
@@ -182,8 +189,9 @@ def build_batch(records: Iterable, base_offset: int = 0, codec: int = Codec.NONE
                 ts = (base_timestamp if base_timestamp is not None else 0) + r.timestamp_delta
             norm.append((r.offset_delta, ts, r.key, r.value, r.headers))
         else:
-            key, value, headers, ts = r
-            norm.append((i, NO_TIMESTAMP if ts is None else ts, key, value, headers or ()))
+            key, value, headers, timestamp = r
+            norm.append((i, NO_TIMESTAMP if timestamp is None else timestamp, key, value,
+                         headers or ()))
     if norm:
         first_ts = norm[0][1] if base_timestamp is None else base_timestamp
         max_ts = max(n[1] for n in norm)
@@ -198,8 +206,7 @@ def build_batch(records: Iterable, base_offset: int = 0, codec: int = Codec.NONE
     for off_delta, ts, key, value, headers in norm:
         encode_record(body, off_delta, ts - first_ts, key, value, headers)
     codec = int(codec)
-    if codec:
-        body = compress(codec, body)
+    records_bytes: Buf = compress(codec, body) if codec else body
     attrs = codec & CODEC_MASK
     if timestamp_type:
         attrs |= TIMESTAMP_TYPE_MASK
@@ -208,7 +215,7 @@ def build_batch(records: Iterable, base_offset: int = 0, codec: int = Codec.NONE
     if is_control:
         attrs |= CONTROL_MASK
     out = bytearray(BATCH_OVERHEAD)
-    out += body
+    out += records_bytes
     _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, 2, 0,
                       attrs, lod, first_ts, max_ts, producer_id, producer_epoch, base_sequence,
                       len(norm))
@@ -224,12 +231,12 @@ _CTRL_KEY = struct.Struct(">hh")
 _CTRL_VALUE = struct.Struct(">hi")
 
 
-def parse_control_record(key, value=None) -> tuple[int, int | None]:
+def parse_control_record(key: Buf | None, value: Buf | None = None) -> tuple[int, int | None]:
     """(type, coordinator_epoch or None) of a control record; type 0 ABORT, 1 COMMIT."""
     if key is None or len(key) < 4:
         raise CorruptRecordError("control record key too short")
     _version, ctype = _CTRL_KEY.unpack_from(key, 0)
-    epoch = None
+    epoch: int | None = None
     if value is not None and len(value) >= 6:
         epoch = _CTRL_VALUE.unpack_from(value, 0)[1]
     return ctype, epoch

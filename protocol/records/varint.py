@@ -6,6 +6,9 @@ one that runs off the end of the buffer, is a CorruptRecordError.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from samsa.protocol.model import Buf
 from samsa.protocol.records.errors import CorruptRecordError
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -53,7 +56,7 @@ def size_of_varint(n: int) -> int:
     return size
 
 
-def decode_uvarint(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+def decode_uvarint(buf: Buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     """(value, next position) of the unsigned varint at ``pos``; never reads at/after ``end``."""
     result = 0
     shift = 0
@@ -71,10 +74,11 @@ def decode_uvarint(buf, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
         shift += 7
 
 
-def _zigzag_decoder(max_bytes: int, limit: int, overflow: str):
+def _zigzag_decoder(max_bytes: int, limit: int,
+                    overflow: str) -> Callable[[Buf, int, int], tuple[int, int]]:
     """A signed zigzag decoder of at most ``max_bytes`` whose unsigned form
     stays within ``limit``: (value, next position)."""
-    def decode(buf, pos: int, end: int) -> tuple[int, int]:
+    def decode(buf: Buf, pos: int, end: int) -> tuple[int, int]:
         # most record fields take one or two bytes: no second call for them
         # (the pure-Python record walker reads seven varints per record)
         if pos + 1 < end:

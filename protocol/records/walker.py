@@ -47,15 +47,36 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Protocol, TypeAlias
 
+from samsa.protocol.model import Buf
 from samsa.protocol.records.errors import CorruptRecordError
 from samsa.protocol.records.varint import decode_varint, decode_varlong
 
 log = logging.getLogger(__name__)
 
+# What ``fields`` receives per record (module docstring): offset delta, timestamp
+# delta, key position and length, value position and length, and per header
+# (key position, key length, value position, value length).
+RecordFields: TypeAlias = tuple[int, int, int, int, int, int, tuple[tuple[int, int, int, int], ...]]
 
-def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
-                    fields: list | None, first: int = 0) -> None:
+
+class WalkRecords(Protocol):
+    """``walk_records``: the C function's signature (positional only) and the fallback's."""
+
+    def __call__(self, buf: Buf, pos: int, end: int, count: int, consecutive: bool,
+                 fields: list[RecordFields] | None, first: int = 0, /) -> None: ...
+
+
+class WalkPrefix(Protocol):
+    """``walk_prefix``: (position reached, records walked)."""
+
+    def __call__(self, buf: Buf, pos: int, end: int, count: int, consecutive: bool,
+                 first: int, /) -> tuple[int, int]: ...
+
+
+def walk_records_py(buf: Buf, pos: int, end: int, count: int, consecutive: bool,
+                    fields: list[RecordFields] | None, first: int = 0) -> None:
     """The pure-Python walker (see the module docstring)."""
     if pos < 0 or end > len(buf) or pos > end or first < 0:
         raise ValueError("pos/end outside the buffer")
@@ -78,7 +99,7 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
         hcount, pos = decode_varint(buf, pos, rend)
         if hcount < 0 or hcount * 2 > rend - pos:
             raise CorruptRecordError(f"record {i}: invalid header count {hcount}", pos)
-        headers = []
+        headers: list[tuple[int, int, int, int]] = []
         for _ in range(hcount):
             hklen, pos = decode_varint(buf, pos, rend)
             if hklen < 0 or hklen > rend - pos:
@@ -99,7 +120,7 @@ def walk_records_py(buf, pos: int, end: int, count: int, consecutive: bool,
             f"{end - pos} bytes left after the last of {first + count} records", pos)
 
 
-def _nullable_length(buf, pos: int, rend: int, index: int, what: str) -> tuple[int, int]:
+def _nullable_length(buf: Buf, pos: int, rend: int, index: int, what: str) -> tuple[int, int]:
     """(length, position after it) of a key, value or header value: -1 (null)
     or bytes that end within the record."""
     n, pos = decode_varint(buf, pos, rend)
@@ -111,7 +132,7 @@ def _nullable_length(buf, pos: int, rend: int, index: int, what: str) -> tuple[i
     return n, pos
 
 
-def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
+def walk_prefix_py(buf: Buf, pos: int, end: int, count: int, consecutive: bool,
                    first: int) -> tuple[int, int]:
     """The pure-Python ``walk_prefix`` (see the module docstring)."""
     if pos < 0 or end > len(buf) or pos > end or first < 0:
@@ -133,7 +154,7 @@ def walk_prefix_py(buf, pos: int, end: int, count: int, consecutive: bool,
     return pos, walked
 
 
-def _select():
+def _select() -> tuple[WalkRecords, WalkPrefix, str | None]:
     if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
         return (walk_records_py, walk_prefix_py,
                 "SAMSA_PURE_PYTHON_RECORDS=1: records are validated in Python (slower)")
