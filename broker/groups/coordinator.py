@@ -28,9 +28,6 @@ from dataclasses import dataclass
 
 from samsa.protocol.errors import ErrorCode
 
-from ..coordinator_errors import coordinator_write_error
-from ..network.log_limit import RateLimitedLog
-from . import offsets as offset_rules
 from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
 from .effects import (
@@ -46,7 +43,6 @@ from .effects import (
 )
 from .log_format import GroupRecord
 from .results import (
-    FetchedOffset,
     GroupDescription,
     GroupMembership,
     JoinResult,
@@ -58,10 +54,11 @@ from .results import (
     PartitionError,
     SyncResult,
 )
+from .offset_manager import OffsetManager
 from .store import OFFSETS_TOPIC, OffsetStore
+from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
-_store_log = RateLimitedLog(log)  # expected write failures (_log_store_failure)
 
 E = ErrorCode
 NONE = int(E.NONE)
@@ -97,47 +94,6 @@ class GroupCoordinatorConfig:
         if hasattr(cfg, "offsets_retention_minutes"):
             kw["offsets_retention_ms"] = int(cfg.offsets_retention_minutes) * 60_000
         return cls(**kw)
-
-
-def _store_error(exc: BaseException, *, too_large: int,
-                 timed_out: int | None = None,
-                 otherwise: int = int(E.COORDINATOR_NOT_AVAILABLE)) -> int:
-    """The answer for a write of the offsets partition that failed (the
-    write's ``error_code``), as Kafka's GroupMetadataManager maps it: a moved
-    partition or a short ISR as every coordinator answers them (a client
-    finds the new coordinator on NOT_COORDINATOR), a record too large as
-    ``too_large``, a timed-out wait as ``timed_out`` where the request has its
-    own answer for it."""
-    code = getattr(exc, "error_code", None)
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
-        return too_large
-    if code == E.REQUEST_TIMED_OUT and timed_out is not None:
-        return timed_out
-    answer = coordinator_write_error(code) if code is not None else None
-    return int(answer if answer is not None else otherwise)
-
-
-def _log_store_failure(what: str, group_id: str, exc: BaseException) -> None:
-    """A write the partition layer refused (it names why) or the disk failed
-    (full, read-only) is expected: one line, at most one per kind per interval
-    however many groups commit; any other failure is a bug and keeps its
-    traceback."""
-    code = getattr(exc, "error_code", None)
-    if code is not None or isinstance(exc, OSError):
-        kind = f"{what}:{code if code is not None else getattr(exc, 'errno', None)}"
-        _store_log.warning(kind, "group %s: %s failed: %s", group_id, what, exc)
-    else:
-        log.error("group %s: %s failed", group_id, what, exc_info=exc)
-
-
-def _txn_store_error(exc: BaseException) -> int:
-    """TxnOffsetCommit's answer: as a commit's, except that a zombie producer
-    hears it is fenced and anything unforeseen is UNKNOWN_SERVER_ERROR."""
-    if getattr(exc, "error_code", None) in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
-        return int(E.INVALID_PRODUCER_EPOCH)
-    return _store_error(exc, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE),
-                        otherwise=int(E.UNKNOWN_SERVER_ERROR))
-
 
 
 class GroupCoordinator:
@@ -176,21 +132,14 @@ class GroupCoordinator:
         self._timers: dict[str, dict[Hashable, Cancellable]] = {}
         # (member, "join" | "sync") -> the future its waiting request awaits
         self._waiting: dict[tuple[Member, str], asyncio.Future] = {}
-        # group id -> futures of offset commits accepted but still being stored.
-        # OffsetFetch waits for them: a rebalance can complete while a commit that
-        # was valid for the previous generation is being written, and the new owner
-        # of a partition must see that commit when it asks where to start.
-        self._storing_commits: dict[str, set[asyncio.Future]] = {}
-        self._refusal_log = RateLimitedLog(log)
         # Offsets-topic partitions being (re)loaded after this broker took them
         # over, with how many loads are still to run (leadership can go and come
         # back before the first has run): their groups answer
         # COORDINATOR_LOAD_IN_PROGRESS until the last one has.
         self._loading: collections.Counter[int] = collections.Counter()
         self._loading_lock = threading.Lock()  # loading() comes from other threads
-        # producer id -> ids of groups holding its pending transactional offsets,
-        # so a marker settles them without a walk over every group
-        self._txn_groups: dict[int, set[str]] = {}
+        # committed offsets and their flows (offset_manager.py), through this runtime
+        self.offsets = OffsetManager(self, store, self.config)
 
     # ================================================================ lifecycle
 
@@ -209,14 +158,13 @@ class GroupCoordinator:
             self._apply_now(group, fx)
         for gid, by_tp in offsets.items():
             # offsets without group metadata: a simple consumer's group
-            self._group_for_offsets(gid).offsets.update(by_tp)
+            self.group_for_offsets(gid).offsets.update(by_tp)
         for gid, by_producer in (pending_txn or {}).items():
-            group = self._group_for_offsets(gid)
+            group = self.group_for_offsets(gid)
             for pid, by_tp in by_producer.items():
-                group.pending_txn_offsets.setdefault(pid, {}).update(by_tp)
-                self._txn_groups.setdefault(pid, set()).add(gid)
+                self.offsets.add_loaded_pending(group, pid, by_tp)
 
-    def _group_for_offsets(self, group_id: str) -> Group:
+    def group_for_offsets(self, group_id: str) -> Group:
         """The group, made (an Empty classic group) when it has only offsets."""
         group = self.groups.get(group_id)
         if group is None:
@@ -273,7 +221,7 @@ class GroupCoordinator:
 
     # ================================================================ carrying out effects
 
-    def _check(self, group_id: str | None, allow_empty: bool) -> int:
+    def check(self, group_id: str | None, allow_empty: bool) -> int:
         if not self._loaded:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         if group_id is None or (not group_id and not allow_empty):
@@ -284,8 +232,18 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
-    def _machine(self, group: Group) -> GroupMachine:
+    def machine(self, group: Group) -> GroupMachine:
         return self._machines[group.group_type]
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def now_ms(self) -> int:
+        return self._time_ms()
+
+    def owns(self, group_id: str) -> bool:
+        return self._owns(group_id)
 
     def _live(self, group: Group) -> bool:
         """False for a group object that was deleted or moved away since."""
@@ -297,7 +255,7 @@ class GroupCoordinator:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def _apply(self, group: Group, fx: Effects) -> asyncio.Future | None:
+    def apply(self, group: Group, fx: Effects) -> asyncio.Future | None:
         """Carry out the effects' ops in order; the future the request waits
         on, if it waits. Timers are only armed for a group still coordinated
         here (a write finishing after its partition moved must not arm any)."""
@@ -329,7 +287,7 @@ class GroupCoordinator:
 
     def _apply_now(self, group: Group, fx: Effects) -> None:
         """Effects of an event no request waits on (a timer, a load)."""
-        self._apply(group, fx)
+        self.apply(group, fx)
         if fx.write is not None:
             self._spawn(self._finish_write(group, fx.write))
 
@@ -337,13 +295,13 @@ class GroupCoordinator:
         while write is not None:
             error = await self._write_group(group, write.record)
             after = write.then(error, self._time_ms())
-            self._apply(group, after)
+            self.apply(group, after)
             write = after.write
 
     async def _run(self, group: Group, fx: Effects):
         """A request's effects: carried out, its write done, then its answer
         (now, or once the group answers the member)."""
-        fut = self._apply(group, fx)
+        fut = self.apply(group, fx)
         await self._finish_write(group, fx.write)
         if fx.answer is not None:
             return fx.answer
@@ -361,7 +319,7 @@ class GroupCoordinator:
                 return  # replaced or cancelled meanwhile
             del timers[op.key]
             if self._live(group):
-                self._apply_now(group, self._machine(group).timer_fired(
+                self._apply_now(group, self.machine(group).timer_fired(
                     group, op.key, op.payload, self._time_ms()))
 
         assert self._clock is not None, "start() sets the clock before any timer"
@@ -375,7 +333,7 @@ class GroupCoordinator:
     def _tell_membership(self, group: Group) -> None:
         if self._on_membership is None:
             return
-        membership = self._machine(group).membership(group)
+        membership = self.machine(group).membership(group)
         if membership is None:
             return
         try:
@@ -394,15 +352,15 @@ class GroupCoordinator:
             await self.store.store_group(record)
             return NONE
         except Exception as e:
-            _log_store_failure("storing group metadata", group.group_id, e)
-            return _store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
+            log_store_failure("storing group metadata", group.group_id, e)
+            return store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
                                 timed_out=int(E.REBALANCE_IN_PROGRESS))
 
     async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
         try:
             await self.store.store_group(record)
         except Exception as e:
-            _log_store_failure("storing group metadata", group.group_id, e)
+            log_store_failure("storing group metadata", group.group_id, e)
 
     # ================================================================ membership requests
 
@@ -416,7 +374,7 @@ class GroupCoordinator:
         require_known_member_id: True for JoinGroup v4+ (an empty member id first
         gets MEMBER_ID_REQUIRED with the id to rejoin with)."""
         member_id = member_id or ""
-        err = self._check(group_id, allow_empty=False)
+        err = self.check(group_id, allow_empty=False)
         if err:
             return JoinResult(err, member_id=member_id)
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
@@ -439,7 +397,7 @@ class GroupCoordinator:
                          protocol_name: str | None,
                          assignments: Sequence[tuple[str, bytes]]) -> SyncResult:
         """SyncGroup. protocol_type/protocol_name: None when the request version lacks them."""
-        err = self._check(group_id, allow_empty=False)
+        err = self.check(group_id, allow_empty=False)
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
@@ -451,7 +409,7 @@ class GroupCoordinator:
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None = None) -> int:
-        err = self._check(group_id, allow_empty=False)
+        err = self.check(group_id, allow_empty=False)
         if err:
             return err
         group = self.groups.get(group_id)
@@ -468,7 +426,7 @@ class GroupCoordinator:
         (the admin path of kafka-consumer-groups --delete-members style tools).
         """
         members = [(t[0] or "", t[1] if len(t) > 1 else None) for t in members]
-        err = self._check(group_id, allow_empty=False)
+        err = self.check(group_id, allow_empty=False)
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
@@ -486,7 +444,7 @@ class GroupCoordinator:
         which answer NONE for it."""
         out = []
         for gid in group_ids:
-            err = self._check(gid, allow_empty=True)
+            err = self.check(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:
                 out.append(GroupDescription(gid, err, "", "", ""))
@@ -494,7 +452,7 @@ class GroupCoordinator:
                 code = int(E.GROUP_ID_NOT_FOUND) if unknown_is_error else NONE
                 out.append(GroupDescription(gid, code, str(GroupState.DEAD), "", ""))
             else:
-                out.append(self._machine(group).describe(group))
+                out.append(self.machine(group).describe(group))
         return out
 
     async def list_groups(self, states_filter: Iterable[str] | None = None,
@@ -506,31 +464,22 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS), []
         states = {s.lower() for s in states_filter or ()}
         types = {t.lower() for t in types_filter or ()}
-        return NONE, [self._machine(g).listed(g) for g in self.groups.values()
+        return NONE, [self.machine(g).listed(g) for g in self.groups.values()
                       if not g.is_(GroupState.DEAD) and self._owns(g.group_id)
                       and (not types or g.group_type in types)
                       and (not states or str(g.state).lower() in states)]
-
-    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """Read-only copy of the committed offsets of the groups this broker
-        coordinates: {group id: {(topic, partition): offset}}. For metrics,
-        which scrape from another thread: it only copies (list() of a dict
-        view is one step under the GIL), never awaits or changes anything."""
-        return {gid: {tp: om.offset for tp, om in list(g.offsets.items())}
-                for gid, g in list(self.groups.items())
-                if not g.is_(GroupState.DEAD) and self._owns(gid)}
 
     async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, int]]:
         """DeleteGroups -> [(group_id, error_code)]; deletes committed offsets too."""
         out = []
         for gid in group_ids:
-            err = self._check(gid, allow_empty=True)
+            err = self.check(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:
                 out.append((gid, err))
             elif group is None or group.is_(GroupState.DEAD):
                 out.append((gid, int(E.GROUP_ID_NOT_FOUND)))
-            elif err := self._machine(group).deletable(group):
+            elif err := self.machine(group).deletable(group):
                 out.append((gid, err))
             else:
                 out.append((gid, await self._remove_group(group)))
@@ -540,9 +489,9 @@ class GroupCoordinator:
         """Empty -> Dead, forgotten in memory first (so nothing joins meanwhile), then in the store."""
         partitions = list(group.offsets)
         self._cancel_timers(group.group_id)
-        fx = self._machine(group).delete(group, self._time_ms())
+        fx = self.machine(group).delete(group, self._time_ms())
         del self.groups[group.group_id]
-        self._apply(group, fx)
+        self.apply(group, fx)
         try:
             await self.store.delete_group(group.group_id, partitions)
         except Exception:
@@ -550,237 +499,44 @@ class GroupCoordinator:
             return int(E.COORDINATOR_NOT_AVAILABLE)
         return NONE
 
-    async def _drop_if_empty(self, group: Group) -> None:
+    async def drop_if_empty(self, group: Group) -> None:
         """A group with nothing left to remember goes, as in Kafka."""
-        if self._live(group) and self._machine(group).forgettable(group):
+        if self._live(group) and self.machine(group).forgettable(group):
             await self._remove_group(group)
 
-    # ================================================================ offsets
+    # ================================================================ offsets (offset_manager.py)
+
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        return self.offsets.committed_offsets()
 
     async def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                              group_instance_id: str | None,
                              offsets: Sequence[tuple[str, int, int, int, str | None]],
                              retention_ms: int | None = None) -> list[PartitionError]:
-        """OffsetCommit: offsets are (topic, partition, offset, leader_epoch, metadata).
-
-        generation_id -1 with an empty member id is a commit from outside group
-        management (a "simple" consumer, or admin tools): allowed only while the
-        group has no members. retention_ms: OffsetCommit v2-v4 retention_time_ms
-        (-1/None = broker default).
-        """
-        member_id = member_id or ""
-        offsets = list(offsets)
-
-        err = self._check(group_id, allow_empty=True)
-        if err:
-            return offset_rules.every_partition(offsets, err)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                # a member of a generation we never had (or a group we deleted)
-                return self._refuse_commit(group_id, offsets, int(E.ILLEGAL_GENERATION),
-                                           generation_id, member_id, "the group does not exist")
-            # outside group management: a "simple" group that only keeps offsets
-            group = self._group_for_offsets(group_id)
-        machine = self._machine(group)
-        err = machine.commit_error(group, generation_id, member_id, group_instance_id)
-        if err:
-            return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
-                                       f"the group is {group.state}, generation "
-                                       f"{group.generation_id}")
-        if member_id in group.members:
-            self._apply(group, machine.offsets_committed(group, member_id))
-
-        now = self._time_ms()
-        codes, entries = offset_rules.offset_entries(
-            offsets, now, offset_rules.expire_at(now, retention_ms),
-            self.config.offset_metadata_max_bytes)
-        if entries:
-            storing = asyncio.get_running_loop().create_future()
-            self._storing_commits.setdefault(group_id, set()).add(storing)
-            try:
-                await self.store.store_offsets(group_id, entries)
-            except Exception as e:
-                _log_store_failure("storing offsets", group_id, e)
-                code = _store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
-                for tp in entries:
-                    codes[tp] = code
-            else:
-                live = self.groups.get(group_id)
-                if live is not None:
-                    live.offsets.update(entries)
-                    # A transactional commit of these partitions written before
-                    # this one is older: its transaction's COMMIT must not
-                    # bring it back (Kafka compares their log positions).
-                    for by_tp in live.pending_txn_offsets.values():
-                        for tp in entries:
-                            by_tp.pop(tp, None)
-            finally:
-                pending = self._storing_commits.get(group_id)
-                if pending is not None:
-                    pending.discard(storing)
-                    if not pending:
-                        del self._storing_commits[group_id]
-                storing.set_result(None)
-        return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+        return await self.offsets.commit_offsets(group_id, generation_id, member_id,
+                                                 group_instance_id, offsets, retention_ms)
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str,
                                  group_instance_id: str | None,
                                  offsets: Sequence[tuple[str, int, int, int, str | None]]
                                  ) -> list[PartitionError]:
-        """TxnOffsetCommit: offsets written in the producer's transaction, kept
-        pending until its marker (complete_txn_offsets). The member fields
-        (v3+, KIP-447) are checked when given; generation -1 with no member
-        is a producer outside group management, always allowed (as Kafka)."""
-        member_id = member_id or ""
-        offsets = list(offsets)
-
-        err = self._check(group_id, allow_empty=True)
-        if err:
-            return offset_rules.every_partition(offsets, err)
-        group = self._group_for_offsets(group_id)
-        err = self._machine(group).commit_error(group, generation_id, member_id,
-                                                group_instance_id, transactional=True)
-        if err:
-            return self._refuse_commit(group_id, offsets, err, generation_id, member_id,
-                                       f"transactional, the group is {group.state}, "
-                                       f"generation {group.generation_id}")
-        codes, entries = offset_rules.offset_entries(offsets, self._time_ms(), None,
-                                                     self.config.offset_metadata_max_bytes)
-        if entries:
-            try:
-                await self.store.store_offsets(group_id, entries, (producer_id, producer_epoch))
-            except Exception as e:  # noqa: BLE001 - answered with its error code
-                code = _txn_store_error(e)
-                _log_store_failure("storing transactional offsets", group_id, e)
-                for tp in entries:
-                    codes[tp] = code
-            else:
-                live = self.groups.get(group_id)
-                if live is not None:
-                    live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
-                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
-        return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+        return await self.offsets.commit_txn_offsets(group_id, producer_id, producer_epoch,
+                                                     generation_id, member_id,
+                                                     group_instance_id, offsets)
 
     async def complete_txn_offsets(self, partition: int, producer_id: int,
                                    committed: bool) -> None:
-        """The producer's transaction marker landed in offsets partition
-        ``partition``: its pending offsets there take effect, or are dropped."""
-        gids = self._txn_groups.get(producer_id, set())
-        for gid in [g for g in gids if self.store.partition_for(g) == partition]:
-            gids.discard(gid)
-            group = self.groups.get(gid)
-            if group is None:
-                continue
-            settled = group.pending_txn_offsets.pop(producer_id, None)
-            if settled and committed:
-                group.offsets.update(settled)
-            if settled is not None:
-                await self._drop_if_empty(group)
-        if not gids:
-            self._txn_groups.pop(producer_id, None)
-
-    def _refuse_commit(self, group_id: str, offsets: list, code: int, generation_id: int,
-                       member_id: str, why: str) -> list[PartitionError]:
-        """Every partition of a refused commit answers ``code``; the refusal
-        is logged (at most a line per error code every interval), since
-        a client that ignores the answer otherwise loses its offsets silently."""
-        self._refusal_log.info(
-            f"commit-refused:{code}",
-            "group %s: offset commit (generation %d, member %r) refused with %s: %s",
-            group_id, generation_id, member_id, ErrorCode(code).name, why)
-        return offset_rules.every_partition(offsets, code)
+        await self.offsets.complete_txn_offsets(partition, producer_id, committed)
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,
                             require_stable: bool = False) -> OffsetFetchResult:
-        """OffsetFetch; partitions None = every committed offset of the group.
-        Nothing committed -> offset -1, leader_epoch -1, metadata "", error NONE.
-        ``require_stable`` (v7+, KIP-447): a partition with a transactional
-        commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry."""
-        err = self._check(group_id, allow_empty=True)
-        if err:
-            return OffsetFetchResult(err, [])
-        pending = self._storing_commits.get(group_id)
-        if pending:
-            await asyncio.wait(list(pending))
-            # A commit waits for the ISR: the partition may have moved meanwhile
-            # (its groups dropped here), and "nothing committed" would be a lie.
-            err = self._check(group_id, allow_empty=True)
-            if err:
-                return OffsetFetchResult(err, [])
-        group = self.groups.get(group_id)
-        committed = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
-        if partitions is None:
-            partitions = sorted(committed)
-        unstable: set[tuple[str, int]] = set()
-        if require_stable and group is not None:
-            for by_tp in group.pending_txn_offsets.values():
-                unstable.update(by_tp)
-        out = []
-        for t, p in partitions:
-            om = committed.get((t, p))
-            if (t, p) in unstable:
-                out.append(FetchedOffset(t, p, -1, -1, "", int(E.UNSTABLE_OFFSET_COMMIT)))
-            elif om is None:
-                out.append(FetchedOffset(t, p, -1, -1, "", NONE))
-            else:
-                out.append(FetchedOffset(t, p, om.offset, om.leader_epoch, om.metadata, NONE))
-        return OffsetFetchResult(NONE, out)
+        return await self.offsets.fetch_offsets(group_id, partitions, require_stable)
 
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResult:
-        """OffsetDelete (KIP-496). Refuses topics a live consumer group subscribes to."""
-        partitions = list(partitions)
-        err = self._check(group_id, allow_empty=False)
-        if err:
-            return OffsetDeleteResult(err)
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            return OffsetDeleteResult(int(E.GROUP_ID_NOT_FOUND))
-        err, codes = self._machine(group).offsets_deletable(group, partitions)
-        if err:
-            return OffsetDeleteResult(err)
-        eligible = [tp for tp in partitions if codes[tp] == NONE]
-        present = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
-        if present:
-            try:
-                await self.store.delete_offsets(group_id, present)
-            except Exception:
-                log.exception("group %s: deleting offsets failed", group_id)
-                for tp in eligible:
-                    codes[tp] = int(E.COORDINATOR_NOT_AVAILABLE)
-                present = []
-        for tp in present:
-            group.offsets.pop(tp, None)
-        if present:
-            await self._drop_if_empty(group)
-        return OffsetDeleteResult(NONE, [PartitionError(t, p, codes[(t, p)])
-                                         for t, p in partitions])
+        return await self.offsets.delete_offsets(group_id, partitions)
 
     async def expire_offsets(self, now_ms: int | None = None) -> int:
-        """Drop offsets past retention (call every offsets.retention.check.interval.ms),
-        as offsets.expired decides with the base time and kept topics the
-        group's machine gives (KIP-211). Returns how many went."""
-        if not self._loaded:
-            return 0
-        now = self._time_ms() if now_ms is None else now_ms
-        removed = 0
-        for group in list(self.groups.values()):
-            condition = self._machine(group).expiry(group)
-            if condition is None:
-                continue
-            expired = offset_rules.expired(group.offsets, now, self.config.offsets_retention_ms,
-                                           *condition)
-            if expired:
-                try:
-                    await self.store.delete_offsets(group.group_id, expired)
-                except Exception:
-                    log.exception("group %s: expiring offsets failed", group.group_id)
-                    continue
-                for tp in expired:
-                    group.offsets.pop(tp, None)
-                removed += len(expired)
-            await self._drop_if_empty(group)
-        return removed
+        return await self.offsets.expire_offsets(now_ms)
