@@ -9,18 +9,20 @@ import time
 
 from config import describe_topic_config
 from protocol.errors import ErrorCode
-from protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
+from protocol.messages import (CreatePartitionsRequest, CreatePartitionsResponse,
+                               CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                                DeleteTopicsResponse)
 
 from ..quotas.mutation import ThrottlingQuotaExceeded
 from ..topics import TopicError
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 
 
-async def handle_create_topics(ctx, req):
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest
+                               ) -> CreateTopicsResponse:
     return await off_loop(_create_topics, ctx, req)
 
 
@@ -59,7 +61,7 @@ def _create_topics(ctx, req):
                 count, factor = len(assignment), len(next(iter(assignment.values())))
             else:
                 count = (t.num_partitions if t.num_partitions != -1
-                         else topics.config.num_partitions)
+                         else ctx.broker.config.num_partitions)
                 factor = 1
             result.num_partitions = count
             result.replication_factor = factor
@@ -70,7 +72,7 @@ def _create_topics(ctx, req):
                 result.configs = [
                     R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                             config_source=e.source, is_sensitive=e.is_sensitive)
-                    for e in describe_topic_config(topics.config, configs)]
+                    for e in describe_topic_config(ctx.broker.config, configs)]
             else:  # created, but its configs are not this client's to see (as Kafka)
                 result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except TopicError as e:
@@ -91,7 +93,8 @@ def _create_topics(ctx, req):
     return R(throttle_time_ms=0, topics=results)
 
 
-async def handle_delete_topics(ctx, req):
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
+                               ) -> DeleteTopicsResponse:
     return await off_loop(_delete_topics, ctx, req)
 
 
@@ -138,7 +141,8 @@ def _delete_topics(ctx, req):
     return R(throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(ctx, req):
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest
+                                   ) -> CreatePartitionsResponse:
     return await off_loop(_create_partitions, ctx, req)
 
 

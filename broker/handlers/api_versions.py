@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import ApiVersionsResponse
+from protocol.messages import (ApiVersionsRequest, ApiVersionsResponse)
+from .context import RequestContext
 
 
 def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsResponse:
@@ -15,5 +16,5 @@ def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsR
     )
 
 
-async def handle_api_versions(ctx, req):
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     return api_versions_response(ctx.broker.advertised_apis)

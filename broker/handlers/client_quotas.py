@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 
 from protocol.errors import ErrorCode
-from protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
+from protocol.messages import (AlterClientQuotasRequest, AlterClientQuotasResponse,
+                               DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 
 from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
                                   sanitize_entity_name, user_client_entity_path,
@@ -19,7 +20,7 @@ from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
 from ..quotas.entities import CLIENT_QUOTA_KEYS, DEFAULT, IP_QUOTA_KEYS, check_quota_value
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -70,11 +71,12 @@ def check_entity(pairs: list[tuple[str, str | None]]) -> dict[str, str | None]:
         raise QuotaRequestError("Invalid empty client quota entity")
     if IP in entity and len(entity) > 1:
         raise QuotaRequestError("Invalid quota entity combination: ip with user or client-id")
-    if entity.get(IP) is not None:
+    ip = entity.get(IP)
+    if ip is not None:
         try:
-            ipaddress.ip_address(entity[IP])
+            ipaddress.ip_address(ip)
         except ValueError:
-            raise QuotaRequestError(f"{entity[IP]} is not a valid IP address") from None
+            raise QuotaRequestError(f"{ip} is not a valid IP address") from None
     return entity
 
 
@@ -142,7 +144,8 @@ def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, floa
     return out
 
 
-async def handle_describe_client_quotas(ctx, req):
+async def handle_describe_client_quotas(ctx: RequestContext, req: DescribeClientQuotasRequest
+                                        ) -> DescribeClientQuotasResponse:
     R = DescribeClientQuotasResponse
     if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -186,7 +189,8 @@ def alter_one(store, pairs, ops, validate_only: bool) -> None:
         store.set_entity_configs(path, configs)
 
 
-async def handle_alter_client_quotas(ctx, req):
+async def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotasRequest
+                                     ) -> AlterClientQuotasResponse:
     R = AlterClientQuotasResponse
     store = ctx.broker.store
     allowed = authz.cluster(ctx, Op.ALTER_CONFIGS)  # Kafka: AlterConfigs on the cluster

@@ -13,13 +13,14 @@ from config.describe import describe_broker_defaults
 from config.dynamic import DynamicConfigError, key_definition
 from config.values import ConfigKey, render
 from protocol.errors import ErrorCode
-from protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
+from protocol.messages import (AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
+                               DescribeConfigsResponse, IncrementalAlterConfigsRequest,
                                IncrementalAlterConfigsResponse)
 
 from ..topics import TopicError, name_error
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -56,7 +57,8 @@ def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, 
     return None
 
 
-async def handle_describe_configs(ctx, req):
+async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest
+                                  ) -> DescribeConfigsResponse:
     broker = ctx.broker
     R = DescribeConfigsResponse
     results = []
@@ -113,7 +115,8 @@ def _alter(broker, resource, new_configs_fn, validate_only):
     return ErrorCode.NONE, None
 
 
-async def handle_alter_configs(ctx, req):
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     return await off_loop(_alter_configs, ctx, req)
 
 
@@ -176,7 +179,8 @@ def _incremental(ops, resource_type: int):
     return apply
 
 
-async def handle_incremental_alter_configs(ctx, req):
+async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest
+                                           ) -> IncrementalAlterConfigsResponse:
     return await off_loop(_incremental_alter_configs, ctx, req)
 
 

@@ -4,11 +4,11 @@ live replica of a partition without a leader."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import ElectLeadersResponse
+from protocol.messages import (ElectLeadersRequest, ElectLeadersResponse)
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 R = ElectLeadersResponse
 PREFERRED, UNCLEAN = 0, 1
@@ -24,7 +24,8 @@ def _answer(version: int, top: ErrorCode, results: dict) -> ElectLeadersResponse
         R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
-async def handle_elect_leaders(ctx, req):
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest
+                               ) -> ElectLeadersResponse:
     version = ctx.version
     wanted = None
     if req.topic_partitions is not None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 
 from protocol.errors import ErrorCode
-from protocol.messages import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
+from protocol.messages import (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+                               DescribeLogDirsRequest, DescribeLogDirsResponse)
 from storage.errors import StorageError
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 
 def _disk(path: str) -> tuple[int, int] | None:
@@ -24,7 +25,8 @@ def _disk(path: str) -> tuple[int, int] | None:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-async def handle_describe_log_dirs(ctx, req):
+async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest
+                                   ) -> DescribeLogDirsResponse:
     R = DescribeLogDirsResponse
     if not authz.cluster(ctx, Op.DESCRIBE):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -72,7 +74,8 @@ def _describe_log_dirs(manager, wanted: dict | None) -> list:
     return results
 
 
-async def handle_alter_replica_log_dirs(ctx, req):
+async def handle_alter_replica_log_dirs(ctx: RequestContext, req: AlterReplicaLogDirsRequest
+                                        ) -> AlterReplicaLogDirsResponse:
     """Kafka's ReplicaManager.alterReplicaLogDirs, per partition: the
     destination must be one of log.dirs, as an absolute path
     (LOG_DIR_NOT_FOUND), and online (KAFKA_STORAGE_ERROR); a partition this

@@ -8,16 +8,21 @@ LEADER_NOT_AVAILABLE, as Kafka's does.
 """
 from __future__ import annotations
 
+import uuid
+
 from protocol.errors import ErrorCode
-from protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
-                               MetadataResponse)
+from protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
+                               DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+                               MetadataRequest, MetadataResponse)
 
 from ..metadata import brokers_on_listener
 from ..topics import TopicError, name_error
 from ..security.acl import CLUSTER_NAME, ResourceType
 from . import authz
 from .authz import NOT_REQUESTED as _NOT_REQUESTED, Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 class _Reachable:
@@ -69,7 +74,7 @@ def _partitions(cls, store, topic, reachable: _Reachable):
     return out
 
 
-async def handle_metadata(ctx, req):
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.version
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
@@ -85,7 +90,8 @@ async def handle_metadata(ctx, req):
 
     if req.topics is None or (version == 0 and not req.topics):
         # every topic the client may describe; the others are left out silently
-        wanted = [(name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
     else:
         wanted = [(t.name, t.topic_id) for t in req.topics]
 
@@ -107,7 +113,9 @@ async def handle_metadata(ctx, req):
             meta = broker.topics.by_id(topic_id) if topic_id is not None else None
             if meta is None:
                 topics_out.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                    # neither name nor id: the zero id, as the encoder writes a missing one
+                    topic_id=topic_id if topic_id is not None else _NO_TOPIC_ID,
                     partitions=[], topic_authorized_operations=_NOT_REQUESTED))
                 continue
         else:
@@ -160,7 +168,8 @@ async def handle_metadata(ctx, req):
     )
 
 
-async def handle_describe_cluster(ctx, req):
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest
+                                  ) -> DescribeClusterResponse:
     store = ctx.broker.store
     R = DescribeClusterResponse
     return R(
@@ -175,7 +184,8 @@ async def handle_describe_cluster(ctx, req):
     )
 
 
-async def handle_describe_topic_partitions(ctx, req):
+async def handle_describe_topic_partitions(ctx: RequestContext, req: DescribeTopicPartitionsRequest
+                                           ) -> DescribeTopicPartitionsResponse:
     """Topics in name order, at most `response_partition_limit` partitions per
     answer, continued from `cursor` and pointing on with `next_cursor`."""
     broker = ctx.broker

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
+from protocol.messages import (DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest,
+                               ListOffsetsResponse, OffsetForLeaderEpochRequest,
                                OffsetForLeaderEpochResponse)
 
 from ..partitions import LeaderLookup, fetch_upper_bound
 from . import authz
 from .authz import Op
 from .errors import error_code_for
+from .context import RequestContext
 
 _REFUSED = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
@@ -39,7 +41,7 @@ def _list_offset(log, timestamp, replica: bool, isolation: int = 0):
     return found  # (offset, timestamp)
 
 
-async def handle_list_offsets(ctx, req):
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     version = ctx.version
     R = ListOffsetsResponse
@@ -74,7 +76,8 @@ async def handle_list_offsets(ctx, req):
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def handle_offset_for_leader_epoch(ctx, req):
+async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest
+                                         ) -> OffsetForLeaderEpochResponse:
     broker = ctx.broker
     R = OffsetForLeaderEpochResponse
     topics = []
@@ -90,11 +93,11 @@ async def handle_offset_for_leader_epoch(ctx, req):
         for p in t.partitions:
             found = broker.partitions.leader_log(t.topic, p.partition, p.current_leader_epoch) \
                 if may_describe(t.topic) else _REFUSED
-            log, code = found.log, found.error
-            if code:
-                parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
+            if not found.ok:
+                parts.append(R.EpochEndOffset(error_code=found.error, partition=p.partition,
                                               leader_epoch=-1, end_offset=-1))
                 continue
+            log = found.found_log
             if p.leader_epoch == found.leader_epoch:
                 # The current epoch has not ended: it ends at the log end offset,
                 # as in Kafka, even while the log is empty.
@@ -107,7 +110,8 @@ async def handle_offset_for_leader_epoch(ctx, req):
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def handle_delete_records(ctx, req):
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest
+                                ) -> DeleteRecordsResponse:
     broker = ctx.broker
     R = DeleteRecordsResponse
     topics = []
@@ -117,12 +121,12 @@ async def handle_delete_records(ctx, req):
         for p in t.partitions:
             found = broker.partitions.leader_log(t.name, p.partition_index) \
                 if may_delete(t.name) else _REFUSED
-            log = found.log
             if not found.ok:
                 parts.append(R.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=-1,
                     error_code=found.error))
                 continue
+            log = found.found_log
             offset = log.high_watermark if p.offset == -1 else p.offset
             if offset < 0 or offset > log.high_watermark:
                 parts.append(R.DeleteRecordsPartitionResult(

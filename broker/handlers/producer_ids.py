@@ -9,19 +9,21 @@ broker that does not coordinate the id answers NOT_COORDINATOR, as Kafka does.
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import InitProducerIdResponse
+from protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 from . import authz
 from .authz import Op
 from ..security.acl import ResourceType
 from .context import off_loop
 from .transactions import for_version
+from .context import RequestContext
 
 _MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
 
 
-async def handle_init_producer_id(ctx, req):
+async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest
+                                  ) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
             return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

@@ -5,11 +5,13 @@ background; any other broker answers NOT_CONTROLLER, as Kafka's do."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
+from protocol.messages import (AlterPartitionReassignmentsRequest,
+                               AlterPartitionReassignmentsResponse,
+                               ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse)
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 ALTER = AlterPartitionReassignmentsResponse
 LIST = ListPartitionReassignmentsResponse
@@ -19,7 +21,8 @@ def _not_controller(message: str = "this broker is not the controller") -> tuple
     return ErrorCode.NOT_CONTROLLER, message
 
 
-async def handle_alter_partition_reassignments(ctx, req):
+async def handle_alter_partition_reassignments(ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+                                               ) -> AlterPartitionReassignmentsResponse:
     requests = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
                 for t in req.topics for p in t.partitions}
     controller = ctx.broker.controller
@@ -51,7 +54,8 @@ async def handle_alter_partition_reassignments(ctx, req):
         ALTER.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-async def handle_list_partition_reassignments(ctx, req):
+async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPartitionReassignmentsRequest
+                                              ) -> ListPartitionReassignmentsResponse:
     if not authz.cluster(ctx, Op.DESCRIBE):
         return LIST(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     error_message=authz.CLUSTER_DENIED, topics=[])

@@ -20,6 +20,10 @@ from ..security.sasl.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, M
 from . import authz
 from .authz import Op
 from .context import off_loop
+from protocol.messages import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+                               DescribeUserScramCredentialsRequest,
+                               DescribeUserScramCredentialsResponse)
+from .context import RequestContext
 
 USERNAME_EMPTY = "Username must not be empty"
 UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
@@ -73,7 +77,8 @@ def _describe(store, users: list[str] | None) -> DescribeR:
     return DescribeR(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
-async def handle_describe_user_scram_credentials(ctx, req):
+async def handle_describe_user_scram_credentials(ctx: RequestContext, req: DescribeUserScramCredentialsRequest
+                                                 ) -> DescribeUserScramCredentialsResponse:
     users = None if req.users is None else [u.name for u in req.users]
     if not authz.cluster(ctx, Op.DESCRIBE):  # Kafka: Describe on the cluster
         # the refusal, for the request and each user asked about (librdkafka
@@ -144,7 +149,8 @@ def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> A
     return AlterR(throttle_time_ms=0, results=results)
 
 
-async def handle_alter_user_scram_credentials(ctx, req):
+async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
+                                              ) -> AlterUserScramCredentialsResponse:
     if not authz.cluster(ctx, Op.ALTER):  # Kafka: Alter on the cluster, every user refused
         users = sorted({u.name for u in req.upsertions} | {d.name for d in req.deletions})
         return AlterR(throttle_time_ms=0, results=[AlterR.AlterUserScramCredentialsResult(

@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 
 from protocol.errors import ErrorCode
-from protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
-                               DescribeTransactionsResponse, EndTxnResponse,
+from protocol.messages import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+                               AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                               DescribeTransactionsRequest, DescribeTransactionsResponse,
+                               EndTxnRequest, EndTxnResponse, ListTransactionsRequest,
                                ListTransactionsResponse)
 from protocol.model import OFFSETS_TOPIC
 
 from . import authz
 from .authz import Op
+from .context import RequestContext
+from .services import TransactionCoordination
 
 
 def for_version(code: int, version: int, fenced_since: int) -> int:
@@ -29,7 +33,7 @@ def for_version(code: int, version: int, fenced_since: int) -> int:
     return code
 
 
-def _coordinator_or_error(ctx) -> tuple[object | None, ErrorCode]:
+def _coordinator_or_error(ctx: RequestContext) -> tuple[TransactionCoordination | None, ErrorCode]:
     txns = ctx.broker.transactions
     if txns is None:
         return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -78,7 +82,8 @@ async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
     return {tp: code for tp in wanted}
 
 
-async def handle_add_partitions_to_txn(ctx, req):
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest
+                                       ) -> AddPartitionsToTxnResponse:
     R = AddPartitionsToTxnResponse
     txns, _ = _coordinator_or_error(ctx)
     if ctx.version <= 3:
@@ -103,7 +108,8 @@ async def handle_add_partitions_to_txn(ctx, req):
 
 # ------------------------------------------------------------------ AddOffsetsToTxn
 
-async def handle_add_offsets_to_txn(ctx, req):
+async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest
+                                    ) -> AddOffsetsToTxnResponse:
     txns, code = _coordinator_or_error(ctx)
     if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
         txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -125,7 +131,7 @@ async def handle_add_offsets_to_txn(ctx, req):
 
 # ------------------------------------------------------------------ EndTxn
 
-async def handle_end_txn(ctx, req):
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     txns, code = _coordinator_or_error(ctx)
     if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
         txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -138,7 +144,8 @@ async def handle_end_txn(ctx, req):
 
 # ------------------------------------------------------------------ admin
 
-async def handle_describe_transactions(ctx, req):
+async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransactionsRequest
+                                       ) -> DescribeTransactionsResponse:
     R = DescribeTransactionsResponse
     txns, code = _coordinator_or_error(ctx)
     states = []
@@ -169,7 +176,8 @@ async def handle_describe_transactions(ctx, req):
     return R(throttle_time_ms=0, transaction_states=states)
 
 
-async def handle_list_transactions(ctx, req):
+async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest
+                                   ) -> ListTransactionsResponse:
     R = ListTransactionsResponse
     txns, code = _coordinator_or_error(ctx)
     if txns is None:

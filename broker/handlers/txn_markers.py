@@ -22,7 +22,7 @@ import logging
 import time
 
 from protocol.errors import ErrorCode
-from protocol.messages import WriteTxnMarkersResponse
+from protocol.messages import (WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from protocol.model import OFFSETS_TOPIC
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from storage import AppendOrigin
@@ -30,6 +30,7 @@ from storage import AppendOrigin
 from . import authz
 from .authz import Op
 from .errors import error_code_for
+from .context import RequestContext
 
 R = WriteTxnMarkersResponse
 log = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def _tell_hook(hook, appended) -> None:
                               topic, result.partition_index, pid)
 
 
-async def handle_write_txn_markers(ctx, req):
+async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest
+                                   ) -> WriteTxnMarkersResponse:
     broker = ctx.broker
     version = ctx.version
     now_ms = int(time.time() * 1000)
