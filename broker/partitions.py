@@ -26,6 +26,7 @@ import asyncio
 from typing import Callable, NamedTuple, Protocol
 
 from protocol.errors import ErrorCode
+from config.topic import TopicConfig
 from storage import AppendOrigin
 from storage.producer_state import ProducerSummary
 
@@ -43,6 +44,7 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1   # Fetch/ListOffsets isolation_level
 class PartitionLog(Protocol):
     """What handlers use of a storage.Log (kept narrow on purpose)."""
     topic: str
+    config: TopicConfig
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -52,6 +54,8 @@ class PartitionLog(Protocol):
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
     def delete_records_before(self, offset: int) -> int: ...
     def active_producers(self) -> list[ProducerSummary]: ...
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None: ...
 
 
 def fetch_upper_bound(log: PartitionLog, isolation_level: int) -> int:

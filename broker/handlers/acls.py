@@ -23,7 +23,8 @@ from .services import Acls
 _NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-def _filter(f, version: int) -> AclBindingFilter:
+def _filter(f: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter, version: int
+            ) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.of(f.resource_type_filter), f.resource_name_filter,
         PatternType.of(f.pattern_type_filter) if version >= 1 else PatternType.LITERAL,
@@ -105,7 +106,7 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
             R.DeleteAclsFilterResult(error_code=refused[0], error_message=refused[1],
                                      matching_acls=[]) for _ in req.filters])
     filters = [_filter(f, ctx.version) for f in req.filters]
-    results: list = [None] * len(filters)
+    results: list[DeleteAclsResponse.DeleteAclsFilterResult | None] = [None] * len(filters)
     usable = []
     for i, flt in enumerate(filters):
         unknown = flt.unknown_field()
@@ -128,4 +129,4 @@ async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> Del
                 resource_name=b.pattern.name, pattern_type=b.pattern.pattern_type,
                 principal=b.entry.principal, host=b.entry.host, operation=b.entry.operation,
                 permission_type=b.entry.permission) for b in found])
-    return R(throttle_time_ms=0, filter_results=results)
+    return R(throttle_time_ms=0, filter_results=[r for r in results if r is not None])

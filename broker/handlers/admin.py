@@ -6,9 +6,11 @@ quota refuses is answered THROTTLING_QUOTA_EXCEEDED and the others go on."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from config import describe_topic_config
 from protocol.errors import ErrorCode
+from protocol.messages.schema import ZERO_UUID
 from protocol.messages import (CreatePartitionsRequest, CreatePartitionsResponse,
                                CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                                DeleteTopicsResponse)
@@ -26,7 +28,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest
     return await off_loop(_create_topics, ctx, req)
 
 
-def _create_topics(ctx, req):
+def _create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     topics = ctx.broker.topics
     R = CreateTopicsResponse
     results = []
@@ -98,9 +100,10 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
     return await off_loop(_delete_topics, ctx, req)
 
 
-def _delete_topics(ctx, req):
+def _delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     topics = ctx.broker.topics
     R = DeleteTopicsResponse
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -122,9 +125,16 @@ def _delete_topics(ctx, req):
                     name=None, topic_id=topic_id,
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=authz.DENIED))
                 continue
+        # the id as answered: a missing one is the zero id, as the encoder writes None
+        answered_id = topic_id if topic_id is not None else ZERO_UUID
+        if name is None:  # neither a name nor an id (v6+ decodes a missing id as zero)
+            results.append(R.DeletableTopicResult(name=None, topic_id=answered_id,
+                                                  error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                  error_message=None))
+            continue
         if not authz.topic(ctx, Op.DELETE, name):
             results.append(R.DeletableTopicResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                name=name, topic_id=answered_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 error_message=authz.DENIED))
             continue
         try:
@@ -132,11 +142,11 @@ def _delete_topics(ctx, req):
             results.append(R.DeletableTopicResult(name=name, topic_id=meta.topic_id,
                                                   error_code=0, error_message=None))
         except TopicError as e:
-            results.append(R.DeletableTopicResult(name=name, topic_id=topic_id,
+            results.append(R.DeletableTopicResult(name=name, topic_id=answered_id,
                                                   error_code=e.code, error_message=e.message))
         except ThrottlingQuotaExceeded as e:
             results.append(R.DeletableTopicResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                name=name, topic_id=answered_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                 error_message=str(e)))
     return R(throttle_time_ms=0, responses=results)
 
@@ -146,7 +156,8 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     return await off_loop(_create_partitions, ctx, req)
 
 
-def _create_partitions(ctx, req):
+def _create_partitions(ctx: RequestContext, req: CreatePartitionsRequest
+                       ) -> CreatePartitionsResponse:
     topics = ctx.broker.topics
     R = CreatePartitionsResponse
     results = []

@@ -21,6 +21,7 @@ from ..quotas.entities import CLIENT_QUOTA_KEYS, DEFAULT, IP_QUOTA_KEYS, check_q
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
+from .services import MetadataView
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -91,7 +92,10 @@ def format_value(key: str, value: float, keys: dict[str, bool]) -> str:
 
 # ----------------------------------------------------------------- Describe
 
-def _matches(entity: dict[str, str | None], components, strict: bool) -> bool:
+_Component = DescribeClientQuotasRequest.ComponentData
+
+
+def _matches(entity: dict[str, str | None], components: list[_Component], strict: bool) -> bool:
     wanted = {c.entity_type for c in components}
     if strict and set(entity) != wanted:
         return False
@@ -106,8 +110,8 @@ def _matches(entity: dict[str, str | None], components, strict: bool) -> bool:
     return True
 
 
-def _check_filter(components) -> None:
-    seen = set()
+def _check_filter(components: list[_Component]) -> None:
+    seen: set[str] = set()
     for c in components:
         if c.entity_type not in _STORE_TYPES:
             raise QuotaRequestError(f"Unexpected quota entity type: {c.entity_type}")
@@ -123,7 +127,8 @@ def _check_filter(components) -> None:
                                 "user or client-id")
 
 
-def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, float]]]:
+def describe(store: MetadataView, components: list[_Component], strict: bool
+             ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
     _check_filter(components)
     out = []
     for entity_type in ("users", "clients", "ips"):
@@ -132,7 +137,7 @@ def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, floa
             if not _matches(entity, components, strict):
                 continue
             keys = _keys_for(entity)
-            values = {}
+            values: dict[str, float] = {}
             for k, v in store.entity_configs(path).items():
                 if k in keys:
                     try:
@@ -163,12 +168,13 @@ async def handle_describe_client_quotas(ctx: RequestContext, req: DescribeClient
 
 # ----------------------------------------------------------------- Alter
 
-def plan(store, entity: dict[str, str | None], ops) -> tuple[str, dict[str, str]]:
+def plan(store: MetadataView, entity: dict[str, str | None],
+         ops: list[AlterClientQuotasRequest.OpData]) -> tuple[str, dict[str, str]]:
     """(entity path, its configs after ``ops``); QuotaRequestError if refused."""
     keys = _keys_for(entity)
     path = entity_path(entity)
     configs = store.entity_configs(path)
-    seen = set()
+    seen: set[str] = set()
     for op in ops:
         if op.key not in keys:
             raise QuotaRequestError(f"Invalid configuration key {op.key}")
@@ -182,7 +188,8 @@ def plan(store, entity: dict[str, str | None], ops) -> tuple[str, dict[str, str]
     return path, configs
 
 
-def alter_one(store, pairs, ops, validate_only: bool) -> None:
+def alter_one(store: MetadataView, pairs: list[tuple[str, str | None]],
+              ops: list[AlterClientQuotasRequest.OpData], validate_only: bool) -> None:
     entity = check_entity(pairs)
     path, configs = plan(store, entity, ops)
     if not validate_only:

@@ -4,7 +4,8 @@ live replica of a partition without a leader."""
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.messages import (ElectLeadersRequest, ElectLeadersResponse)
+from protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from protocol.model import TopicPartition
 
 from . import authz
 from .authz import Op
@@ -14,8 +15,9 @@ R = ElectLeadersResponse
 PREFERRED, UNCLEAN = 0, 1
 
 
-def _answer(version: int, top: ErrorCode, results: dict) -> ElectLeadersResponse:
-    by_topic: dict[str, list] = {}
+def _answer(version: int, top: ErrorCode, results: dict[TopicPartition, ErrorCode]
+            ) -> ElectLeadersResponse:
+    by_topic: dict[str, list[R.PartitionResult]] = {}
     for (topic, partition), code in sorted(results.items()):
         by_topic.setdefault(topic, []).append(R.PartitionResult(
             partition_id=partition, error_code=code,

@@ -11,24 +11,24 @@ from __future__ import annotations
 import uuid
 
 from protocol.errors import ErrorCode
+from protocol.messages.schema import ZERO_UUID
 from protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
                                DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
                                MetadataRequest, MetadataResponse)
 
-from ..metadata import brokers_on_listener
+from ..metadata import PartitionMeta, brokers_on_listener
 from ..topics import TopicError, name_error
 from ..security.acl import CLUSTER_NAME, ResourceType
 from . import authz
 from .authz import NOT_REQUESTED as _NOT_REQUESTED, Op
 from .context import RequestContext, off_loop
-
-_NO_TOPIC_ID = uuid.UUID(int=0)
+from .services import MetadataView
 
 
 class _Reachable:
     """Which live brokers a client of the request's listener can reach."""
 
-    def __init__(self, store, listener: str | None, version: int) -> None:
+    def __init__(self, store: MetadataView, listener: str | None, version: int) -> None:
         live = store.brokers()
         self.brokers = brokers_on_listener(live, listener)
         self.ids = {b.node_id for b in self.brokers}
@@ -42,14 +42,14 @@ class _Reachable:
         # missing: the ZooKeeper-era health checks read a broker down from it.
         self.only_reachable_replicas = version == 0
 
-    def leader(self, p) -> tuple[ErrorCode, int]:
+    def leader(self, p: PartitionMeta) -> tuple[ErrorCode, int]:
         if p.leader < 0:
             return ErrorCode.LEADER_NOT_AVAILABLE, p.leader
         if p.leader in self.live_ids and p.leader not in self.ids:
             return self.unlisted, -1
         return ErrorCode.NONE, p.leader
 
-    def partition(self, p) -> tuple[ErrorCode, int, list[int], list[int]]:
+    def partition(self, p: PartitionMeta) -> tuple[ErrorCode, int, list[int], list[int]]:
         """(error, leader, replicas, isr) of a partition as this request's
         version shows them."""
         error, leader = self.leader(p)
@@ -64,7 +64,9 @@ class _Reachable:
         return error, leader, replicas, isr
 
 
-def _partitions(cls, store, topic, reachable: _Reachable):
+def _partitions(store: MetadataView, topic: str, reachable: _Reachable
+                ) -> list[MetadataResponse.MetadataResponsePartition]:
+    cls = MetadataResponse.MetadataResponsePartition
     out = []
     for index, p in sorted(store.partitions(topic).items()):
         error, leader, replicas, isr = reachable.partition(p)
@@ -84,7 +86,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
 
-    def topic_ops(name):
+    def topic_ops(name: str | None) -> int:
         return authz.authorized_operations(ctx, ResourceType.TOPIC, name) \
             if with_ops and name else _NOT_REQUESTED
 
@@ -115,7 +117,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 topics_out.append(R.MetadataResponseTopic(
                     error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                     # neither name nor id: the zero id, as the encoder writes a missing one
-                    topic_id=topic_id if topic_id is not None else _NO_TOPIC_ID,
+                    topic_id=topic_id if topic_id is not None else ZERO_UUID,
                     partitions=[], topic_authorized_operations=_NOT_REQUESTED))
                 continue
         else:
@@ -152,7 +154,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name, reachable),
+            partitions=_partitions(broker.store, meta.name, reachable),
             topic_authorized_operations=topic_ops(meta.name)))
 
     return R(

@@ -1,12 +1,14 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords: questions about a log's offsets."""
 from __future__ import annotations
 
+from typing import Callable
+
 from protocol.errors import ErrorCode
 from protocol.messages import (DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest,
                                ListOffsetsResponse, OffsetForLeaderEpochRequest,
                                OffsetForLeaderEpochResponse)
 
-from ..partitions import LeaderLookup, fetch_upper_bound
+from ..partitions import LeaderLookup, PartitionLog, fetch_upper_bound
 from . import authz
 from .authz import Op
 from .errors import error_code_for
@@ -17,7 +19,8 @@ _REFUSED = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def _list_offset(log, timestamp, replica: bool, isolation: int = 0):
+def _list_offset(log: PartitionLog, timestamp: int, replica: bool, isolation: int = 0
+                 ) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches.
     The latest offset is the high watermark for clients (the last stable
     offset for read_committed ones, v2+), the log end for a follower (a broker:
@@ -53,14 +56,13 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> L
             found = broker.partitions.leader_log(t.name, p.partition_index,
                                                  p.current_leader_epoch) \
                 if may_describe(t.name) else _REFUSED
-            log, code = found.log, found.error
-            if code:
+            if not found.ok:
                 parts.append(R.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=code, old_style_offsets=[],
-                    timestamp=-1, offset=-1, leader_epoch=-1))
+                    partition_index=p.partition_index, error_code=found.error,
+                    old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:
-                offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0,
+                offset, ts = _list_offset(found.found_log, p.timestamp, req.replica_id >= 0,
                                           req.isolation_level if version >= 2 else 0)
                 code = ErrorCode.NONE
             except Exception as e:
@@ -83,11 +85,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLead
     topics = []
     # As Kafka, whatever replica_id says: ClusterAction (a broker) covers
     # every topic, otherwise each needs Describe.
-    if authz.cluster(ctx, Op.CLUSTER_ACTION):
-        def may_describe(_topic: str) -> bool:
-            return True
-    else:
-        may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+    may_describe: Callable[[str], bool] = (
+        (lambda _topic: True) if authz.cluster(ctx, Op.CLUSTER_ACTION)
+        else authz.topic_checker(ctx, Op.DESCRIBE))
     for t in req.topics:
         parts = []
         for p in t.partitions:

@@ -27,7 +27,7 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
     if req.transactional_id is not None:
         if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
             return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return await _transactional(ctx, req)
+        return await _transactional(ctx, req.transactional_id, req)
     # KIP-679: IdempotentWrite on the cluster, or Write on some topic
     if not (authz.cluster(ctx, Op.IDEMPOTENT_WRITE)
             or authz.any_of_type(ctx, Op.WRITE, ResourceType.TOPIC)):
@@ -42,12 +42,13 @@ async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdReques
                                   producer_epoch=0)
 
 
-def _refused(code: ErrorCode):
+def _refused(code: ErrorCode) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
                                   producer_epoch=-1)
 
 
-async def _transactional(ctx, req):
+async def _transactional(ctx: RequestContext, transactional_id: str, req: InitProducerIdRequest
+                         ) -> InitProducerIdResponse:
     txns = ctx.broker.transactions
     if txns is None:
         return InitProducerIdResponse(throttle_time_ms=0,
@@ -61,7 +62,7 @@ async def _transactional(ctx, req):
                                           error_code=ErrorCode.INVALID_REQUEST,
                                           producer_id=-1, producer_epoch=-1)
         expected = (req.producer_id, req.producer_epoch)
-    result = await txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+    result = await txns.init_producer_id(transactional_id, req.transaction_timeout_ms,
                                          expected)
     return InitProducerIdResponse(throttle_time_ms=0,
                                   error_code=for_version(result.error, ctx.version, 4),

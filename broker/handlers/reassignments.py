@@ -17,7 +17,7 @@ ALTER = AlterPartitionReassignmentsResponse
 LIST = ListPartitionReassignmentsResponse
 
 
-def _not_controller(message: str = "this broker is not the controller") -> tuple:
+def _not_controller(message: str = "this broker is not the controller") -> tuple[ErrorCode, str]:
     return ErrorCode.NOT_CONTROLLER, message
 
 
@@ -45,10 +45,10 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, req: AlterPa
         code, message = _not_controller()
         return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=code,
                      error_message=message, responses=[])
-    by_topic: dict[str, list] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
+    by_topic: dict[str, list[ALTER.ReassignablePartitionResponse]] = {}
+    for (topic, partition), (result_code, result_message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append(ALTER.ReassignablePartitionResponse(
-            partition_index=partition, error_code=code, error_message=message))
+            partition_index=partition, error_code=result_code, error_message=result_message))
     return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
                  error_code=ErrorCode.NONE, error_message=None, responses=[
         ALTER.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
@@ -67,7 +67,7 @@ async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPart
     if req.topics is not None:  # only the partitions asked about
         wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
         running = {tp: r for tp, r in running.items() if tp in wanted}
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[LIST.OngoingPartitionReassignment]] = {}
     for (topic, partition), r in sorted(running.items()):
         by_topic.setdefault(topic, []).append(LIST.OngoingPartitionReassignment(
             partition_index=partition, replicas=list(r.full), adding_replicas=list(r.adding),

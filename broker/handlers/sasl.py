@@ -65,7 +65,7 @@ class _SaslSession:
     expires_at: float | None = None     # loop time the session ends (KIP-368)
 
 
-def _is_sasl(conn) -> bool:
+def _is_sasl(conn: Connection) -> bool:
     return conn.security_protocol.startswith("SASL_")
 
 
@@ -88,7 +88,7 @@ def expects_raw_token(conn: Connection) -> bool:
     return session is not None and session.raw_tokens
 
 
-def admits(conn, frame) -> bool:
+def admits(conn: Connection, frame: Buf) -> bool:
     """May this connection send this request frame now? False: close it.
     Before authentication only ApiVersions and SASL are taken, so an
     unauthenticated peer cannot make the broker work for it (and the
@@ -98,7 +98,7 @@ def admits(conn, frame) -> bool:
         return True
     if not conn.authenticated:
         return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
-    session = conn.state.get(_STATE_KEY)
+    session = _existing_session(conn)
     if session is None or session.expires_at is None or conn.loop.time() < session.expires_at:
         return True
     if int.from_bytes(frame[:2], "big", signed=True) in _REAUTHENTICATION:
@@ -108,7 +108,7 @@ def admits(conn, frame) -> bool:
     return False
 
 
-def _refuse(conn, why: str) -> None:
+def _refuse(conn: Connection, why: str) -> None:
     """A request out of order in the SASL exchange (Kafka's
     IllegalSaslStateException): close at once, no answer."""
     log.info("closing connection %s: %s", conn.connection_id, why)

@@ -40,15 +40,20 @@ def _coordinator_or_error(ctx: RequestContext) -> tuple[TransactionCoordination 
     return txns, ErrorCode.NONE
 
 
-def _unknown_partitions(ctx, topics) -> set[tuple[str, int]]:
+_Topics = list[tuple[str, list[int]]]  # (topic, partitions) as a request names them
+
+
+def _unknown_partitions(ctx: RequestContext, topics: _Topics) -> set[tuple[str, int]]:
     known = ctx.broker.partitions
     return {(t, p) for t, ps in topics for p in ps if known.partition(t, p) is None}
 
 
 # ------------------------------------------------------------------ AddPartitionsToTxn
 
-def _topic_results(R, errors: dict[tuple[str, int], int]):
-    by_topic: dict[str, list] = {}
+def _topic_results(errors: dict[tuple[str, int], int]
+                   ) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    R = AddPartitionsToTxnResponse
+    by_topic: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (topic, p), code in errors.items():
         by_topic.setdefault(topic, []).append(R.AddPartitionsToTxnPartitionResult(
             partition_index=p, partition_error_code=code))
@@ -56,7 +61,8 @@ def _topic_results(R, errors: dict[tuple[str, int], int]):
             for t, rs in by_topic.items()]
 
 
-async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
+async def _add_for_producer(ctx: RequestContext, txns: TransactionCoordination | None, tid: str,
+                            pid: int, epoch: int, topics: _Topics,
                             verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t, p) for t, ps in topics for p in ps]
     if not verify_only:
@@ -92,7 +98,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
                                          req.v3_and_below_producer_id,
                                          req.v3_and_below_producer_epoch, topics, False)
         errors = {tp: for_version(code, ctx.version, 2) for tp, code in errors.items()}
-        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, errors))
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors))
     if not authz.cluster(ctx, Op.CLUSTER_ACTION):  # v4+ is brokers' batched form
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                  results_by_transaction=[])
@@ -102,7 +108,7 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
         errors = await _add_for_producer(ctx, txns, txn.transactional_id, txn.producer_id,
                                          txn.producer_epoch, topics, txn.verify_only)
         results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                  topic_results=_topic_results(R, errors)))
+                                                  topic_results=_topic_results(errors)))
     return R(throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 

@@ -23,7 +23,7 @@ from broker.handlers.services import (Acls, AppendWaits, ClusterControl, Commit,
                                       CoordinatorLocation, DynamicConfigs,
                                       GroupCoordination, LogDirs, MetadataView, Metrics,
                                       MutationQuotas, Partitions, Sasl, ScramCredentials,
-                                      Services, Topics, TransactionCoordination,
+                                      Services, StoredLog, Topics, TransactionCoordination,
                                       TxnVerification)
 from broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta
 from broker.partitions import LeaderLookup
@@ -41,7 +41,8 @@ from config import BrokerConfig
 from protocol.errors import ErrorCode
 from protocol.messages import ApiSpec, RequestHeader
 from protocol.model import TopicPartition
-from storage import AppendOrigin
+from protocol.messages.wire import Buf
+from storage import AppendOrigin, AppendResult
 
 NODE = BrokerEndpoint(1, "broker1", 9092, None,
                       (ListenerEndpoint("PLAINTEXT", "broker1", 9092, "PLAINTEXT"),))
@@ -134,7 +135,7 @@ class FakeTopics(Topics):
         return self.by_name.get(name)
 
     def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-               configs: dict[str, str | None] | None = None, validate_only: bool = False,
+               configs: dict[str, str] | None = None, validate_only: bool = False,
                assignment: dict[int, list[int]] | None = None,
                charge: Callable[[int], None] | None = None) -> TopicMeta | None:
         if name in self.by_name:
@@ -208,9 +209,9 @@ class FakePartitions(Partitions):
                          log_start_offset: int = -1) -> None:
         unused("follower_fetched")
 
-    def append(self, found: LeaderLookup, payload: object,
+    def append(self, found: LeaderLookup, payload: Buf,
                origin: AppendOrigin = AppendOrigin.CLIENT, acks: int = 1,
-               txn_version: int = 0) -> object:
+               txn_version: int = 0) -> AppendResult:
         unused("append")
 
     async def wait_replicated(self, pending: list[tuple[LeaderLookup, int, int]],
@@ -420,11 +421,24 @@ class NoDynamicConfigs(DynamicConfigs):
     def entity_configs(self, entity: int | None) -> dict[str, str]:
         return {}
 
-    def alter(self, entity: int | None, configs: dict[str, str], validate_only: bool) -> None:
+    def alter(self, entity: int | None, requested: Mapping[str, str | None],
+              validate_only: bool) -> None:
         unused("alter")
 
 
 class NoLogDirs(LogDirs):
+    def logs_by_dir(self) -> Mapping[str, Sequence[StoredLog]]:
+        return {}
+
+    def future_logs_by_dir(self) -> Mapping[str, Sequence[StoredLog]]:
+        return {}
+
+    def log_dir_online(self, d: str) -> bool:
+        return True
+
+    def get_log(self, topic: str, partition: int) -> StoredLog | None:
+        return None
+
     def alter_log_dir(self, topic: str, partition: int, destination: str) -> bool:
         unused("alter_log_dir")
 
