@@ -21,7 +21,9 @@ packages = ["samsa"] + [f"samsa.{p}" for p in find_packages(include=[f"{f}*" for
 setup(
     packages=packages,
     package_dir={"samsa": "samsa", **{f"samsa.{f}": f for f in FOLDERS}},
-    package_data={"samsa.protocol.messages.schemas": ["*.json"]},
+    package_data={"samsa.protocol.messages.schemas": ["*.json"],
+                  # what a type checker reads: the message classes (stubgen.py), the C walker
+                  "samsa.protocol.messages": ["*.pyi"], "samsa.protocol.records": ["*.pyi"]},
     ext_modules=[Extension("samsa.protocol.records._walker", ["protocol/records/_walker.c"],
                            extra_compile_args=["-O2"], optional=True)],
 )

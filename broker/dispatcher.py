@@ -13,6 +13,7 @@ SocketServer.parseRequestHeader does (UnsupportedVersionException, channel close
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from samsa.protocol.errors import ErrorCode, UnsupportedVersionError
 from samsa.protocol.messages import RequestHeader, decode_request, encode_response
@@ -21,13 +22,24 @@ from samsa.protocol.model import ApiKey
 from .handlers import HANDLERS, RequestContext
 from .handlers.api_versions import api_versions_response
 from .handlers.sasl import admits, expects_raw_token, handle_raw_token
+from .handlers.services import Services
+
+if TYPE_CHECKING:
+    from .server import BrokerServices
 
 log = logging.getLogger("broker.requests")
 
 
+def handler_services(services: BrokerServices) -> Services:
+    """What handlers see of the broker: BrokerServices satisfies the handlers'
+    Services protocol structurally, and the checker checks it here."""
+    return services
+
+
 class Dispatcher:
-    def __init__(self, services):
+    def __init__(self, services: BrokerServices) -> None:
         self.services = services
+        self.handler_services = handler_services(services)
         self.handlers = {spec.key: HANDLERS[spec.key] for spec in services.advertised_apis}
         self.names = {spec.key: spec.name for spec in services.advertised_apis}
 
@@ -36,7 +48,7 @@ class Dispatcher:
         # ApiVersions/SASL before authentication (decided before decoding).
         if conn.sasl:
             if expects_raw_token(conn):
-                return await handle_raw_token(RequestContext(None, conn, self.services), frame)
+                return await handle_raw_token(conn, self.services.sasl, frame)
             if not admits(conn, frame):
                 conn.close()
                 return None
@@ -65,10 +77,11 @@ class Dispatcher:
         started = metrics.request(header.api_key, name)
         try:
             if quota is None:
-                response = await handler(RequestContext(header, conn, services), request)
+                response = await handler(RequestContext(header, conn, self.handler_services), request)
             else:
                 response = await quota.timed(
-                    handler(RequestContext(header, conn, services, quota.mutation), request))
+                    handler(RequestContext(header, conn, self.handler_services, quota.mutation),
+                            request))
         finally:
             metrics.request_done(name, started)
         if quota is None:

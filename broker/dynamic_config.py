@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Callable
 
 from samsa.config import BrokerConfig
@@ -56,9 +57,11 @@ class DynamicBrokerConfig:
             return self.broker_id
         return False
 
-    def alter(self, entity: Entity, configs: dict[str, str], validate_only: bool) -> None:
-        """Replace ``entity``'s dynamic configs; DynamicConfigError if refused."""
-        configs = {k: v for k, v in configs.items() if v is not None}
+    def alter(self, entity: Entity, requested: Mapping[str, str | None],
+              validate_only: bool) -> None:
+        """Replace ``entity``'s dynamic configs (a None value: not set);
+        DynamicConfigError if refused."""
+        configs = {k: v for k, v in requested.items() if v is not None}
         with self._lock:
             default = self.store.broker_configs(None)
             mine = self.store.broker_configs(self.broker_id)

@@ -26,7 +26,9 @@ import asyncio
 from typing import Callable, NamedTuple, Protocol
 
 from samsa.protocol.errors import ErrorCode
+from samsa.config.topic import TopicConfig
 from samsa.storage import AppendOrigin
+from samsa.storage.producer_state import ProducerSummary
 
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
 from .replication.leader import LeaderReplica
@@ -41,12 +43,19 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1   # Fetch/ListOffsets isolation_level
 
 class PartitionLog(Protocol):
     """What handlers use of a storage.Log (kept narrow on purpose)."""
+    topic: str
+    config: TopicConfig
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
     last_stable_offset: int   # KIP-98: min(first unstable offset, high watermark)
 
     def aborted_transactions(self, fetch_offset: int, regions) -> list: ...
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
+    def delete_records_before(self, offset: int) -> int: ...
+    def active_producers(self) -> list[ProducerSummary]: ...
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None: ...
 
 
 def fetch_upper_bound(log: PartitionLog, isolation_level: int) -> int:
@@ -75,6 +84,13 @@ class LeaderLookup(NamedTuple):
     @property
     def ok(self) -> bool:
         return self.error == ErrorCode.NONE
+
+    @property
+    def found_log(self) -> PartitionLog:
+        """The log of a lookup that is ``ok`` (one always has its log)."""
+        if self.log is None:
+            raise RuntimeError(f"a partition lookup answered {self.error!r} has no log")
+        return self.log
 
 
 def epoch_error(believed: int, current: int) -> ErrorCode:

@@ -10,6 +10,7 @@ import signal
 import time
 from typing import Callable
 
+from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import API_BY_KEY
 from samsa.protocol.records import walker as records_walker
@@ -55,11 +56,11 @@ from .replication.manager import ReplicaManager
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
-from .loop_bridge import LoopBridge
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
 from .transactions import TransactionCoordinator, TxnCoordinatorConfig
+from .transactions.bridge import TransactionsBridge, VerifierBridge
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
 from .transactions.verification import TxnVerifier
@@ -70,7 +71,7 @@ log = logging.getLogger("broker")
 @dataclasses.dataclass
 class BrokerServices:
     """Everything a handler may use; one instance per broker, shared by all threads."""
-    config: object
+    config: BrokerConfig
     store: MetadataStore
     logs: LogManager
     topics: TopicService
@@ -85,8 +86,8 @@ class BrokerServices:
     quotas: ClientQuotas  # client quotas; every request goes through them (dispatcher)
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
-    transactions: LoopBridge | None = None  # the transaction coordinator, once started
-    txn_verifier: LoopBridge | None = None  # KIP-890 produce verification, once started
+    transactions: TransactionsBridge | None = None  # the transaction coordinator, once started
+    txn_verifier: VerifierBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
     # ZooKeeper mode: this broker's controller; embedded: the one-broker one
     controller: Controller | SingleBrokerController | None = None
@@ -494,14 +495,12 @@ class Broker:
             if services.partitions.leader_log(TRANSACTION_STATE_TOPIC, p).ok:
                 await coordinator.load_partition(p)
         loop = asyncio.get_running_loop()
-        services.transactions = LoopBridge(coordinator, loop, frozenset({
-            "init_producer_id", "add_partitions", "verify_partitions", "end_transaction",
-            "describe", "list_transactions"}))
+        services.transactions = TransactionsBridge(coordinator, loop)
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
                                          security=self.inter_broker)
-        services.txn_verifier = LoopBridge(self._txn_verifier, loop, frozenset({"verify"}))
+        services.txn_verifier = VerifierBridge(self._txn_verifier, loop)
 
     async def _start_groups(self) -> None:
         """Load committed offsets and groups before any client can ask for them."""

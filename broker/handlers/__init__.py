@@ -1,6 +1,7 @@
 """Request handlers, one module per API family, keyed by Kafka API key.
 
-A handler is `async def handle(ctx: RequestContext, request) -> response | None`;
+A handler is `async def handle(ctx: RequestContext, req: XRequest) -> XResponse` (the classes
+of protocol/messages/__init__.pyi; ctx.broker is the Services of services.py);
 None means no response at all (Produce with acks=0).
 """
 from samsa.protocol.model import ApiKey

@@ -9,19 +9,22 @@ not named kafka-cluster, a principal without a type) is INVALID_REQUEST.
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
+from samsa.protocol.messages import (CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest,
+                               DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse)
 
 from ..metadata import MetadataUnavailableError
 from ..security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation,
                             AclPermissionType, PatternType, ResourcePattern, ResourceType,
                             creation_error)
 from . import authz
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import Acls
 
 _NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-def _filter(f, version: int) -> AclBindingFilter:
+def _filter(f: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter, version: int
+            ) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.of(f.resource_type_filter), f.resource_name_filter,
         PatternType.of(f.pattern_type_filter) if version >= 1 else PatternType.LITERAL,
@@ -29,18 +32,22 @@ def _filter(f, version: int) -> AclBindingFilter:
         AclPermissionType.of(f.permission_type))
 
 
-def _refusal(ctx, operation: AclOperation) -> tuple[ErrorCode, str] | None:
-    if not authz.enabled(ctx):
+def _acls_or_refusal(ctx: RequestContext, operation: AclOperation) -> Acls | tuple[ErrorCode, str]:
+    """The ACL service, or why the request is refused (no authorizer, or not allowed)."""
+    acls = ctx.broker.acls
+    if acls is None:
         return ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER
     if not authz.cluster(ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
-    return None
+    return acls
 
 
-async def handle_describe_acls(ctx, req):
+async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
+                               ) -> DescribeAclsResponse:
     R = DescribeAclsResponse
-    refused = _refusal(ctx, AclOperation.DESCRIBE)
-    if refused:
+    acls = _acls_or_refusal(ctx, AclOperation.DESCRIBE)
+    if isinstance(acls, tuple):
+        refused = acls
         return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1],
                  resources=[])
     flt = _filter(req, ctx.version)
@@ -49,7 +56,7 @@ async def handle_describe_acls(ctx, req):
         return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                  error_message=f"unknown {unknown} in the filter", resources=[])
     by_pattern: dict[ResourcePattern, list[AccessControlEntry]] = {}
-    for b in ctx.broker.acls.authorizer.bindings(flt):
+    for b in acls.authorizer.bindings(flt):
         by_pattern.setdefault(b.pattern, []).append(b.entry)
     return R(throttle_time_ms=0, error_code=0, error_message=None, resources=[
         R.DescribeAclsResource(
@@ -59,10 +66,11 @@ async def handle_describe_acls(ctx, req):
         for p, entries in by_pattern.items()])
 
 
-async def handle_create_acls(ctx, req):
+async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     R = CreateAclsResponse
-    refused = _refusal(ctx, AclOperation.ALTER)
-    if refused:
+    acls = _acls_or_refusal(ctx, AclOperation.ALTER)
+    if isinstance(acls, tuple):
+        refused = acls
         return R(throttle_time_ms=0, results=[
             R.AclCreationResult(error_code=refused[0], error_message=refused[1])
             for _ in req.creations])
@@ -82,22 +90,23 @@ async def handle_create_acls(ctx, req):
             valid.append((binding, result))
     if valid:
         try:
-            await off_loop(ctx.broker.acls.add, [b for b, _ in valid])
+            await off_loop(acls.add, [b for b, _ in valid])
         except MetadataUnavailableError as e:
             for _, result in valid:
                 result.error_code, result.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
     return R(throttle_time_ms=0, results=results)
 
 
-async def handle_delete_acls(ctx, req):
+async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
     R = DeleteAclsResponse
-    refused = _refusal(ctx, AclOperation.ALTER)
-    if refused:
+    acls = _acls_or_refusal(ctx, AclOperation.ALTER)
+    if isinstance(acls, tuple):
+        refused = acls
         return R(throttle_time_ms=0, filter_results=[
             R.DeleteAclsFilterResult(error_code=refused[0], error_message=refused[1],
                                      matching_acls=[]) for _ in req.filters])
     filters = [_filter(f, ctx.version) for f in req.filters]
-    results: list = [None] * len(filters)
+    results: list[DeleteAclsResponse.DeleteAclsFilterResult | None] = [None] * len(filters)
     usable = []
     for i, flt in enumerate(filters):
         unknown = flt.unknown_field()
@@ -108,7 +117,7 @@ async def handle_delete_acls(ctx, req):
         else:
             usable.append(i)
     try:
-        deleted = await off_loop(ctx.broker.acls.remove, [filters[i] for i in usable])
+        deleted = await off_loop(acls.remove, [filters[i] for i in usable])
         error, message = 0, None
     except MetadataUnavailableError as e:
         deleted, error, message = [[] for _ in usable], ErrorCode.UNKNOWN_SERVER_ERROR, str(e)
@@ -120,4 +129,4 @@ async def handle_delete_acls(ctx, req):
                 resource_name=b.pattern.name, pattern_type=b.pattern.pattern_type,
                 principal=b.entry.principal, host=b.entry.host, operation=b.entry.operation,
                 permission_type=b.entry.permission) for b in found])
-    return R(throttle_time_ms=0, filter_results=results)
+    return R(throttle_time_ms=0, filter_results=[r for r in results if r is not None])

@@ -6,25 +6,29 @@ quota refuses is answered THROTTLING_QUOTA_EXCEEDED and the others go on."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from samsa.config import describe_topic_config
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse,
+from samsa.protocol.messages.schema import ZERO_UUID
+from samsa.protocol.messages import (CreatePartitionsRequest, CreatePartitionsResponse,
+                               CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
                                DeleteTopicsResponse)
 
 from ..quotas.mutation import ThrottlingQuotaExceeded
 from ..topics import TopicError
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 
 
-async def handle_create_topics(ctx, req):
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest
+                               ) -> CreateTopicsResponse:
     return await off_loop(_create_topics, ctx, req)
 
 
-def _create_topics(ctx, req):
+def _create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     topics = ctx.broker.topics
     R = CreateTopicsResponse
     results = []
@@ -59,7 +63,7 @@ def _create_topics(ctx, req):
                 count, factor = len(assignment), len(next(iter(assignment.values())))
             else:
                 count = (t.num_partitions if t.num_partitions != -1
-                         else topics.config.num_partitions)
+                         else ctx.broker.config.num_partitions)
                 factor = 1
             result.num_partitions = count
             result.replication_factor = factor
@@ -70,7 +74,7 @@ def _create_topics(ctx, req):
                 result.configs = [
                     R.CreatableTopicConfigs(name=e.name, value=e.value, read_only=e.read_only,
                                             config_source=e.source, is_sensitive=e.is_sensitive)
-                    for e in describe_topic_config(topics.config, configs)]
+                    for e in describe_topic_config(ctx.broker.config, configs)]
             else:  # created, but its configs are not this client's to see (as Kafka)
                 result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         except TopicError as e:
@@ -91,13 +95,15 @@ def _create_topics(ctx, req):
     return R(throttle_time_ms=0, topics=results)
 
 
-async def handle_delete_topics(ctx, req):
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
+                               ) -> DeleteTopicsResponse:
     return await off_loop(_delete_topics, ctx, req)
 
 
-def _delete_topics(ctx, req):
+def _delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     topics = ctx.broker.topics
     R = DeleteTopicsResponse
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -119,9 +125,16 @@ def _delete_topics(ctx, req):
                     name=None, topic_id=topic_id,
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=authz.DENIED))
                 continue
+        # the id as answered: a missing one is the zero id, as the encoder writes None
+        answered_id = topic_id if topic_id is not None else ZERO_UUID
+        if name is None:  # neither a name nor an id (v6+ decodes a missing id as zero)
+            results.append(R.DeletableTopicResult(name=None, topic_id=answered_id,
+                                                  error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                  error_message=None))
+            continue
         if not authz.topic(ctx, Op.DELETE, name):
             results.append(R.DeletableTopicResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                name=name, topic_id=answered_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 error_message=authz.DENIED))
             continue
         try:
@@ -129,20 +142,22 @@ def _delete_topics(ctx, req):
             results.append(R.DeletableTopicResult(name=name, topic_id=meta.topic_id,
                                                   error_code=0, error_message=None))
         except TopicError as e:
-            results.append(R.DeletableTopicResult(name=name, topic_id=topic_id,
+            results.append(R.DeletableTopicResult(name=name, topic_id=answered_id,
                                                   error_code=e.code, error_message=e.message))
         except ThrottlingQuotaExceeded as e:
             results.append(R.DeletableTopicResult(
-                name=name, topic_id=topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                name=name, topic_id=answered_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                 error_message=str(e)))
     return R(throttle_time_ms=0, responses=results)
 
 
-async def handle_create_partitions(ctx, req):
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest
+                                   ) -> CreatePartitionsResponse:
     return await off_loop(_create_partitions, ctx, req)
 
 
-def _create_partitions(ctx, req):
+def _create_partitions(ctx: RequestContext, req: CreatePartitionsRequest
+                       ) -> CreatePartitionsResponse:
     topics = ctx.broker.topics
     R = CreatePartitionsResponse
     results = []

@@ -1,11 +1,16 @@
 """ApiVersions: what this broker serves, from the same table the codecs use."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ApiVersionsResponse
+from samsa.protocol.messages import ApiSpec, ApiVersionsRequest, ApiVersionsResponse
+
+from .context import RequestContext
 
 
-def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsResponse:
+def api_versions_response(advertised: Iterable[ApiSpec], error_code: int = ErrorCode.NONE
+                          ) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=error_code,
         api_keys=[ApiVersionsResponse.ApiVersion(api_key=s.key, min_version=s.min_version,
@@ -15,5 +20,5 @@ def api_versions_response(advertised, error_code=ErrorCode.NONE) -> ApiVersionsR
     )
 
 
-async def handle_api_versions(ctx, req):
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     return api_versions_response(ctx.broker.advertised_apis)

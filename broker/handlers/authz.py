@@ -7,8 +7,11 @@ AuthorizableRequestContext gives them.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.acl.model import OPERATIONS_BY_RESOURCE
+from .context import RequestContext
 
 Op = AclOperation
 
@@ -22,11 +25,11 @@ DENIED = "Authorization failed."
 TOPIC_DENIED = "Topic authorization failed."
 CLUSTER_DENIED = "Cluster authorization failed."
 
-def enabled(ctx) -> bool:
+def enabled(ctx: RequestContext) -> bool:
     return ctx.broker.acls is not None
 
 
-def allowed(ctx, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+def allowed(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
     acls = ctx.broker.acls
     if acls is None:
         return True
@@ -34,23 +37,23 @@ def allowed(ctx, operation: AclOperation, resource_type: ResourceType, name: str
                                      resource_type, name)
 
 
-def topic(ctx, operation: AclOperation, name: str) -> bool:
+def topic(ctx: RequestContext, operation: AclOperation, name: str) -> bool:
     return allowed(ctx, operation, ResourceType.TOPIC, name)
 
 
-def group(ctx, operation: AclOperation, name: str) -> bool:
+def group(ctx: RequestContext, operation: AclOperation, name: str) -> bool:
     return allowed(ctx, operation, ResourceType.GROUP, name)
 
 
-def cluster(ctx, operation: AclOperation) -> bool:
+def cluster(ctx: RequestContext, operation: AclOperation) -> bool:
     return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def transactional_id(ctx, operation: AclOperation, name: str) -> bool:
+def transactional_id(ctx: RequestContext, operation: AclOperation, name: str) -> bool:
     return allowed(ctx, operation, ResourceType.TRANSACTIONAL_ID, name)
 
 
-def any_of_type(ctx, operation: AclOperation, resource_type: ResourceType) -> bool:
+def any_of_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
     """May the connection do ``operation`` on some resource of the type
     (Kafka's authorizeByResourceType)?"""
     acls = ctx.broker.acls
@@ -60,7 +63,7 @@ def any_of_type(ctx, operation: AclOperation, resource_type: ResourceType) -> bo
                                                  operation, resource_type)
 
 
-def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
     """The bit field of Metadata's, DescribeGroups' and DescribeCluster's
     authorized operations fields."""
     acls = ctx.broker.acls
@@ -70,7 +73,7 @@ def authorized_operations(ctx, resource_type: ResourceType, name: str) -> int:
                                                  resource_type, name)
 
 
-def topic_checker(ctx, operation: AclOperation):
+def topic_checker(ctx: RequestContext, operation: AclOperation) -> Callable[[str], bool]:
     """``allowed(topic name) -> bool`` for one request, deciding each name once."""
     if not enabled(ctx):
         return _always

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import AlterClientQuotasResponse, DescribeClientQuotasResponse
+from samsa.protocol.messages import (AlterClientQuotasRequest, AlterClientQuotasResponse,
+                               DescribeClientQuotasRequest, DescribeClientQuotasResponse)
 
 from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
                                   sanitize_entity_name, user_client_entity_path,
@@ -19,7 +20,8 @@ from ..metadata.zk_layout import (client_entity_path, desanitize_entity_name,
 from ..quotas.entities import CLIENT_QUOTA_KEYS, DEFAULT, IP_QUOTA_KEYS, check_quota_value
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import MetadataView
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -70,11 +72,12 @@ def check_entity(pairs: list[tuple[str, str | None]]) -> dict[str, str | None]:
         raise QuotaRequestError("Invalid empty client quota entity")
     if IP in entity and len(entity) > 1:
         raise QuotaRequestError("Invalid quota entity combination: ip with user or client-id")
-    if entity.get(IP) is not None:
+    ip = entity.get(IP)
+    if ip is not None:
         try:
-            ipaddress.ip_address(entity[IP])
+            ipaddress.ip_address(ip)
         except ValueError:
-            raise QuotaRequestError(f"{entity[IP]} is not a valid IP address") from None
+            raise QuotaRequestError(f"{ip} is not a valid IP address") from None
     return entity
 
 
@@ -89,7 +92,10 @@ def format_value(key: str, value: float, keys: dict[str, bool]) -> str:
 
 # ----------------------------------------------------------------- Describe
 
-def _matches(entity: dict[str, str | None], components, strict: bool) -> bool:
+_Component = DescribeClientQuotasRequest.ComponentData
+
+
+def _matches(entity: dict[str, str | None], components: list[_Component], strict: bool) -> bool:
     wanted = {c.entity_type for c in components}
     if strict and set(entity) != wanted:
         return False
@@ -104,8 +110,8 @@ def _matches(entity: dict[str, str | None], components, strict: bool) -> bool:
     return True
 
 
-def _check_filter(components) -> None:
-    seen = set()
+def _check_filter(components: list[_Component]) -> None:
+    seen: set[str] = set()
     for c in components:
         if c.entity_type not in _STORE_TYPES:
             raise QuotaRequestError(f"Unexpected quota entity type: {c.entity_type}")
@@ -121,7 +127,8 @@ def _check_filter(components) -> None:
                                 "user or client-id")
 
 
-def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, float]]]:
+def describe(store: MetadataView, components: list[_Component], strict: bool
+             ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
     _check_filter(components)
     out = []
     for entity_type in ("users", "clients", "ips"):
@@ -130,7 +137,7 @@ def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, floa
             if not _matches(entity, components, strict):
                 continue
             keys = _keys_for(entity)
-            values = {}
+            values: dict[str, float] = {}
             for k, v in store.entity_configs(path).items():
                 if k in keys:
                     try:
@@ -142,7 +149,8 @@ def describe(store, components, strict: bool) -> list[tuple[dict, dict[str, floa
     return out
 
 
-async def handle_describe_client_quotas(ctx, req):
+async def handle_describe_client_quotas(ctx: RequestContext, req: DescribeClientQuotasRequest
+                                        ) -> DescribeClientQuotasResponse:
     R = DescribeClientQuotasResponse
     if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):  # Kafka: DescribeConfigs on the cluster
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -160,12 +168,13 @@ async def handle_describe_client_quotas(ctx, req):
 
 # ----------------------------------------------------------------- Alter
 
-def plan(store, entity: dict[str, str | None], ops) -> tuple[str, dict[str, str]]:
+def plan(store: MetadataView, entity: dict[str, str | None],
+         ops: list[AlterClientQuotasRequest.OpData]) -> tuple[str, dict[str, str]]:
     """(entity path, its configs after ``ops``); QuotaRequestError if refused."""
     keys = _keys_for(entity)
     path = entity_path(entity)
     configs = store.entity_configs(path)
-    seen = set()
+    seen: set[str] = set()
     for op in ops:
         if op.key not in keys:
             raise QuotaRequestError(f"Invalid configuration key {op.key}")
@@ -179,14 +188,16 @@ def plan(store, entity: dict[str, str | None], ops) -> tuple[str, dict[str, str]
     return path, configs
 
 
-def alter_one(store, pairs, ops, validate_only: bool) -> None:
+def alter_one(store: MetadataView, pairs: list[tuple[str, str | None]],
+              ops: list[AlterClientQuotasRequest.OpData], validate_only: bool) -> None:
     entity = check_entity(pairs)
     path, configs = plan(store, entity, ops)
     if not validate_only:
         store.set_entity_configs(path, configs)
 
 
-async def handle_alter_client_quotas(ctx, req):
+async def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotasRequest
+                                     ) -> AlterClientQuotasResponse:
     R = AlterClientQuotasResponse
     store = ctx.broker.store
     allowed = authz.cluster(ctx, Op.ALTER_CONFIGS)  # Kafka: AlterConfigs on the cluster

@@ -10,17 +10,19 @@ the broker does not know is UNSUPPORTED_VERSION, as Kafka answers.
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ListConfigResourcesResponse
+from samsa.protocol.messages import (ListConfigResourcesRequest, ListConfigResourcesResponse)
 
 from ..metadata import brokers_on_listener
 from . import authz
 from .authz import Op
+from .context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SUPPORTED_TYPES = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
 
 
-async def handle_list_config_resources(ctx, req):
+async def handle_list_config_resources(ctx: RequestContext, req: ListConfigResourcesRequest
+                                       ) -> ListConfigResourcesResponse:
     R = ListConfigResourcesResponse
     if not authz.cluster(ctx, Op.DESCRIBE_CONFIGS):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

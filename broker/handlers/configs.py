@@ -8,24 +8,34 @@ which keys, broker/dynamic_config.py keeps and applies them).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from samsa.config import TOPIC_KEYS, ConfigType, describe_broker_config, describe_topic_config
-from samsa.config.describe import describe_broker_defaults
+from samsa.config.describe import ConfigEntry, describe_broker_defaults
 from samsa.config.dynamic import DynamicConfigError, key_definition
 from samsa.config.values import ConfigKey, render
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (AlterConfigsResponse, DescribeConfigsResponse,
+from samsa.protocol.messages import (AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
+                               DescribeConfigsResponse, IncrementalAlterConfigsRequest,
                                IncrementalAlterConfigsResponse)
 
 from ..topics import TopicError, name_error
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import Services
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _entries(broker, resource_type, name):
+# A resource's configs as a change sees them (None: not set), and a change of them
+_Configs = dict[str, "str | None"]
+_Change = Callable[[_Configs], _Configs]
+
+
+def _entries(broker: Services, resource_type: int, name: str
+             ) -> tuple[int, str | None, list[ConfigEntry]]:
     """(error code, message, config entries) for one resource."""
     if resource_type == TOPIC:
         if name_error(name):
@@ -45,7 +55,8 @@ def _entries(broker, resource_type, name):
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
 
 
-def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, str] | None:
+def _refusal(ctx: RequestContext, resource_type: int, name: str, operation: Op
+             ) -> tuple[ErrorCode, str] | None:
     """Kafka's check: the operation on the topic, or on the cluster for
     broker and broker-logger resources."""
     if resource_type == TOPIC:
@@ -56,7 +67,8 @@ def _refusal(ctx, resource_type: int, name: str, operation) -> tuple[ErrorCode, 
     return None
 
 
-async def handle_describe_configs(ctx, req):
+async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest
+                                  ) -> DescribeConfigsResponse:
     broker = ctx.broker
     R = DescribeConfigsResponse
     results = []
@@ -82,50 +94,54 @@ async def handle_describe_configs(ctx, req):
     return R(throttle_time_ms=0, results=results)
 
 
-def _alter(broker, resource, new_configs_fn, validate_only):
+def _alter(broker: Services, resource_type: int, resource_name: str, new_configs_fn: _Change,
+           validate_only: bool) -> tuple[int, str | None]:
     """Apply one resource's change; returns (code, message)."""
-    if resource.resource_type == BROKER:
+    if resource_type == BROKER:
         dynamic = broker.dynamic_config
-        entity = dynamic.owns(resource.resource_name)
+        entity = dynamic.owns(resource_name)
         if entity is False:
             return (ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected "
                     f"{broker.config.broker_id} or the empty string (cluster default)")
         try:
-            dynamic.alter(entity, new_configs_fn(dynamic.entity_configs(entity)), validate_only)
+            current: _Configs = {**dynamic.entity_configs(entity)}
+            dynamic.alter(entity, new_configs_fn(current), validate_only)
         except DynamicConfigError as e:
             return ErrorCode.INVALID_REQUEST, str(e)
         except TopicError as e:  # an unknown incremental operation
             return e.code, e.message
         return ErrorCode.NONE, None
-    if resource.resource_type != TOPIC:
-        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}"
-    if name_error(resource.resource_name):
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error(resource.resource_name)
-    meta = broker.topics.get(resource.resource_name)
+    if resource_type != TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
+    if name_error(resource_name):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, name_error(resource_name)
+    meta = broker.topics.get(resource_name)
     if meta is None:
         return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"Topic {resource.resource_name} does not exist")
+                f"Topic {resource_name} does not exist")
     try:
-        configs = new_configs_fn(dict(meta.configs))
+        configs = new_configs_fn({**meta.configs})
         broker.topics.set_configs(meta.name, configs, validate_only=validate_only)
     except TopicError as e:
         return e.code, e.message
     return ErrorCode.NONE, None
 
 
-async def handle_alter_configs(ctx, req):
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     return await off_loop(_alter_configs, ctx, req)
 
 
-def _alter_configs(ctx, req):
+def _alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     """AlterConfigs replaces a topic's whole set of overrides."""
     R = AlterConfigsResponse
     out = []
     for res in req.resources:
-        replacement = {c.name: c.value for c in res.configs if c.value is not None}
+        replacement: _Configs = {c.name: c.value for c in res.configs if c.value is not None}
         code, message = _refusal(ctx, res.resource_type, res.resource_name,
                                  Op.ALTER_CONFIGS) or _alter(
-            ctx.broker, res, lambda _old, r=replacement: r, req.validate_only)
+            ctx.broker, res.resource_type, res.resource_name, _replace_with(replacement),
+            req.validate_only)
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type,
                                                   resource_name=res.resource_name))
@@ -140,8 +156,13 @@ def _key_of(resource_type: int, name: str) -> ConfigKey | None:
     return key_definition(name)
 
 
-def _incremental(ops, resource_type: int):
-    def apply(configs):
+def _replace_with(replacement: _Configs) -> _Change:
+    return lambda _old: replacement
+
+
+def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], resource_type: int
+                 ) -> _Change:
+    def apply(configs: _Configs) -> _Configs:
         for op in ops:
             if op.config_operation == SET:
                 configs[op.name] = op.value
@@ -176,17 +197,20 @@ def _incremental(ops, resource_type: int):
     return apply
 
 
-async def handle_incremental_alter_configs(ctx, req):
+async def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest
+                                           ) -> IncrementalAlterConfigsResponse:
     return await off_loop(_incremental_alter_configs, ctx, req)
 
 
-def _incremental_alter_configs(ctx, req):
+def _incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest
+                               ) -> IncrementalAlterConfigsResponse:
     R = IncrementalAlterConfigsResponse
     out = []
     for res in req.resources:
         code, message = _refusal(ctx, res.resource_type, res.resource_name,
                                  Op.ALTER_CONFIGS) or _alter(
-            ctx.broker, res, _incremental(res.configs, res.resource_type), req.validate_only)
+            ctx.broker, res.resource_type, res.resource_name,
+            _incremental(res.configs, res.resource_type), req.validate_only)
         out.append(R.AlterConfigsResourceResponse(error_code=code, error_message=message,
                                                   resource_type=res.resource_type,
                                                   resource_name=res.resource_name))

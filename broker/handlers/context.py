@@ -3,18 +3,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
+
+from samsa.protocol.messages import RequestHeader
 
 from ..quotas.mutation import UNBOUNDED, MutationQuota
+from .services import Connection, Services
 
 T = TypeVar("T")
 
 
 @dataclasses.dataclass
 class RequestContext:
-    header: Any            # protocol.messages.RequestHeader
-    conn: Any              # broker.network.ConnectionContext
-    broker: Any            # broker.server.BrokerServices
+    header: RequestHeader
+    conn: Connection
+    broker: Services
     # What CreateTopics, DeleteTopics and CreatePartitions charge their
     # partition mutations to (the dispatcher sets it when a quota applies)
     mutation_quota: MutationQuota = UNBOUNDED
@@ -24,10 +27,10 @@ class RequestContext:
         return self.header.api_version
 
     @property
-    def listener(self) -> str | None:
+    def listener(self) -> str:
         """The listener the request came in on: broker addresses in answers are
-        that listener's (None: no connection, the inter-broker addresses)."""
-        return self.conn.listener_name if self.conn is not None else None
+        that listener's."""
+        return self.conn.listener_name
 
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:

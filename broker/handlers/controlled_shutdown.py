@@ -3,17 +3,19 @@ partitions' leadership elsewhere first (ZooKeeper-mode Kafka's API 7)."""
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ControlledShutdownResponse
+from samsa.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 
 from . import authz
 from .authz import Op
 from .context import off_loop
+from .context import RequestContext
 
 R = ControlledShutdownResponse
 DECISION_TIMEOUT_S = 30.0
 
 
-async def handle_controlled_shutdown(ctx, req):
+async def handle_controlled_shutdown(ctx: RequestContext, req: ControlledShutdownRequest
+                                     ) -> ControlledShutdownResponse:
     if not authz.cluster(ctx, Op.CLUSTER_ACTION):
         return R(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
     controller = ctx.broker.controller

@@ -5,16 +5,18 @@ read_committed consumer's last stable offset back."""
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import DescribeProducersResponse
+from samsa.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
 from ..partitions import LeaderLookup
 from . import authz
 from .authz import Op
+from .context import RequestContext
 
 R = DescribeProducersResponse
 
 
-async def handle_describe_producers(ctx, req):
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest
+                                    ) -> DescribeProducersResponse:
     broker = ctx.broker
     topics = []
     may_read = authz.topic_checker(ctx, Op.READ)
@@ -33,6 +35,6 @@ async def handle_describe_producers(ctx, req):
                     producer_id=p.producer_id, producer_epoch=p.epoch, last_sequence=p.last_seq,
                     last_timestamp=p.last_timestamp, coordinator_epoch=p.coordinator_epoch,
                     current_txn_start_offset=p.current_txn_first_offset)
-                    for p in found.log.active_producers()]))
+                    for p in found.found_log.active_producers()]))
         topics.append(R.TopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

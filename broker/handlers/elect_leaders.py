@@ -4,18 +4,20 @@ live replica of a partition without a leader."""
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ElectLeadersResponse
+from samsa.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
+from samsa.protocol.model import TopicPartition
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 R = ElectLeadersResponse
 PREFERRED, UNCLEAN = 0, 1
 
 
-def _answer(version: int, top: ErrorCode, results: dict) -> ElectLeadersResponse:
-    by_topic: dict[str, list] = {}
+def _answer(version: int, top: ErrorCode, results: dict[TopicPartition, ErrorCode]
+            ) -> ElectLeadersResponse:
+    by_topic: dict[str, list[R.PartitionResult]] = {}
     for (topic, partition), code in sorted(results.items()):
         by_topic.setdefault(topic, []).append(R.PartitionResult(
             partition_id=partition, error_code=code,
@@ -24,7 +26,8 @@ def _answer(version: int, top: ErrorCode, results: dict) -> ElectLeadersResponse
         R.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
-async def handle_elect_leaders(ctx, req):
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest
+                               ) -> ElectLeadersResponse:
     version = ctx.version
     wanted = None
     if req.topic_partitions is not None:

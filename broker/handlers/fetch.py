@@ -32,10 +32,11 @@ rack (``preferred_read_replica``, no records) and answers at once.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import FetchResponse
+from samsa.protocol.messages import FetchRequest, FetchResponse
 from samsa.protocol.records import downconvert_within
 
 from ..metadata import brokers_on_listener
@@ -43,6 +44,7 @@ from ..partitions import READ_COMMITTED, LeaderLookup
 from . import authz
 from .authz import Op
 from .errors import error_code_for
+from .context import RequestContext
 
 R = FetchResponse
 _INT32_MAX = 0x7FFFFFFF
@@ -188,7 +190,7 @@ def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
 
 def _response(answers, listener: str | None):
     topics = []
-    by_topic = {}
+    by_topic: dict[tuple[str, uuid.UUID], FetchResponse.FetchableTopicResponse] = {}
     # KIP-951: where the partitions this broker does not lead are led now
     leaders = {t.lookup.leader.node_id: t.lookup.leader for t, _ in answers
                if t.lookup.leader is not None}
@@ -215,7 +217,7 @@ def _convert(jobs, magic: int, budget: int, conn) -> list | None:
     away while this waited for a thread, so nobody wants the work."""
     if conn is not None and conn.closed:
         return None
-    out = []
+    out: list[bytes | Exception] = []
     first = True
     for regions, partition_max in jobs:
         try:
@@ -270,7 +272,7 @@ def _count_out(metrics, answers, follower: bool) -> None:
                 metrics.fetched(t.topic, size)
 
 
-async def handle_fetch(ctx, req):
+async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | None:
     broker = ctx.broker
     version = ctx.version
     if version >= 7 and req.session_id != 0:

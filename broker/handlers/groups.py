@@ -13,21 +13,25 @@ from __future__ import annotations
 import logging
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (DeleteGroupsResponse, DescribeGroupsResponse,
-                               FindCoordinatorResponse, HeartbeatResponse,
-                               JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-                               OffsetCommitResponse, OffsetDeleteResponse,
-                               OffsetFetchResponse, SyncGroupResponse,
+from samsa.protocol.messages import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+                               DescribeGroupsResponse, FindCoordinatorRequest,
+                               FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+                               JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+                               LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
+                               OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+                               OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
+                               SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
                                TxnOffsetCommitResponse)
 from samsa.protocol.model import OFFSETS_TOPIC
 
-from ..groups import FetchedOffset, OffsetFetchResult
+from ..groups.results import FetchedOffset, OffsetFetchResult
 from ..metadata import MetadataUnavailableError
 from ..security.acl import ResourceType
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 from .txn_verification import opens_transaction, verification_on, verify_opening
+from .services import GroupCoordination
 
 log = logging.getLogger("broker.handlers.groups")
 
@@ -39,6 +43,15 @@ NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 def _client_host(ctx) -> str:
     # Kafka reports the peer as InetAddress.toString() of an unresolved address: "/1.2.3.4"
     return "/" + (ctx.conn.peer_host or "") if ctx.conn is not None else ""
+
+
+def _groups(ctx: RequestContext) -> GroupCoordination:
+    # The server bridges the coordinator before it listens (Broker.start), so a
+    # handler never runs without one.
+    groups = ctx.broker.groups
+    if groups is None:
+        raise RuntimeError("the group coordinator is not started")
+    return groups
 
 
 def _client_id(ctx) -> str:
@@ -73,7 +86,8 @@ def _coordinator(ctx, key_type: int, key: str | None):
     return ErrorCode.NONE, None, node
 
 
-async def handle_find_coordinator(ctx, req):
+async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest
+                                  ) -> FindCoordinatorResponse:
     R = FindCoordinatorResponse
     if ctx.version >= 4:
         coordinators = []
@@ -92,7 +106,7 @@ async def handle_find_coordinator(ctx, req):
 
 # ------------------------------------------------------------------ membership
 
-async def handle_join_group(ctx, req):
+async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.version
     session = req.session_timeout_ms
     # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout for both
@@ -102,7 +116,7 @@ async def handle_join_group(ctx, req):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                  generation_id=-1, protocol_type=None, protocol_name=None if v >= 7 else "",
                  leader="", member_id=req.member_id, members=[])
-    res = await ctx.broker.groups.join_group(
+    res = await _groups(ctx).join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
         _client_id(ctx), _client_host(ctx), session, rebalance, req.protocol_type,
         [(p.name, p.metadata) for p in req.protocols], require_known_member_id=v >= 4,
@@ -118,13 +132,13 @@ async def handle_join_group(ctx, req):
                       for mid, iid, meta in res.members])
 
 
-async def handle_sync_group(ctx, req):
+async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.version
     if not authz.group(ctx, Op.READ, req.group_id):
         return SyncGroupResponse(throttle_time_ms=0,
                                  error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                  protocol_type=None, protocol_name=None, assignment=b"")
-    res = await ctx.broker.groups.sync_group(
+    res = await _groups(ctx).sync_group(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if v >= 3 else None,
         req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
@@ -134,29 +148,29 @@ async def handle_sync_group(ctx, req):
                              assignment=res.assignment or b"")
 
 
-async def handle_heartbeat(ctx, req):
+async def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     if not authz.group(ctx, Op.READ, req.group_id):
         return HeartbeatResponse(throttle_time_ms=0,
                                  error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    code = await ctx.broker.groups.heartbeat(
+    code = await _groups(ctx).heartbeat(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if ctx.version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-async def handle_leave_group(ctx, req):
+async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     v = ctx.version
     R = LeaveGroupResponse
     if not authz.group(ctx, Op.READ, req.group_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                  members=[])
     if v <= 2:
-        res = await ctx.broker.groups.leave_group(req.group_id, [(req.member_id, None, None)])
+        res = await _groups(ctx).leave_group(req.group_id, [(req.member_id, None, None)])
         code = res.error_code
         if code == ErrorCode.NONE and res.members:
             code = res.members[0].error_code
         return R(throttle_time_ms=0, error_code=code)
-    res = await ctx.broker.groups.leave_group(
+    res = await _groups(ctx).leave_group(
         req.group_id, [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None)
                        for m in req.members])
     return R(throttle_time_ms=0, error_code=res.error_code,
@@ -167,13 +181,14 @@ async def handle_leave_group(ctx, req):
 
 # ------------------------------------------------------------------ group admin
 
-async def handle_describe_groups(ctx, req):
+async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
+                                 ) -> DescribeGroupsResponse:
     v = ctx.version
     R = DescribeGroupsResponse
     allowed = [authz.group(ctx, Op.DESCRIBE, g) for g in req.groups]
     may = [g for g, ok in zip(req.groups, allowed) if ok]
     # one answer per group asked about, in order
-    described = iter(await ctx.broker.groups.describe_groups(
+    described = iter(await _groups(ctx).describe_groups(
         may, unknown_is_error=v >= 6) if may else ())
     with_ops = v >= 3 and req.include_authorized_operations
     groups = []
@@ -202,9 +217,9 @@ async def handle_describe_groups(ctx, req):
     return R(throttle_time_ms=0, groups=groups)
 
 
-async def handle_list_groups(ctx, req):
+async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     v = ctx.version
-    code, listed = await ctx.broker.groups.list_groups(
+    code, listed = await _groups(ctx).list_groups(
         list(req.states_filter or ()) if v >= 4 else None,
         list(req.types_filter or ()) if v >= 5 else None)
     R = ListGroupsResponse
@@ -216,10 +231,11 @@ async def handle_list_groups(ctx, req):
                      for g in listed])
 
 
-async def handle_delete_groups(ctx, req):
+async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest
+                               ) -> DeleteGroupsResponse:
     R = DeleteGroupsResponse
     may = [g for g in req.groups_names if authz.group(ctx, Op.DELETE, g)]
-    results = dict(await ctx.broker.groups.delete_groups(may)) if may else {}
+    results = dict(await _groups(ctx).delete_groups(may)) if may else {}
     return R(throttle_time_ms=0, results=[
         R.DeletableGroupResult(group_id=gid, error_code=results.get(
             gid, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for gid in req.groups_names])
@@ -266,7 +282,8 @@ def _commit_answers(topics, codes, topic_cls, partition_cls) -> list:
         for p in t.partitions]) for t in topics]
 
 
-async def handle_offset_commit(ctx, req):
+async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest
+                               ) -> OffsetCommitResponse:
     v = ctx.version
     broker = ctx.broker
     R = OffsetCommitResponse
@@ -291,7 +308,7 @@ async def handle_offset_commit(ctx, req):
         generation = req.generation_id_or_member_epoch if v >= 1 else -1
         member = req.member_id if v >= 1 else ""
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
-        results = await broker.groups.commit_offsets(
+        results = await _groups(ctx).commit_offsets(
             req.group_id, generation, member, req.group_instance_id if v >= 7 else None,
             wanted, retention_ms=retention if retention >= 0 else None)
         for r in results:
@@ -304,7 +321,8 @@ async def handle_offset_commit(ctx, req):
         req.topics, codes, R.OffsetCommitResponseTopic, R.OffsetCommitResponsePartition))
 
 
-async def handle_txn_offset_commit(ctx, req):
+async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest
+                                   ) -> TxnOffsetCommitResponse:
     """TxnOffsetCommit: a transactional producer's offsets for the group,
     visible once its transaction commits (the coordinator keeps them pending
     until the marker reaches the group's offsets partition)."""
@@ -324,7 +342,7 @@ async def handle_txn_offset_commit(ctx, req):
             codes[(t, p)] = verdict
         wanted = []
     if wanted:
-        results = await broker.groups.commit_txn_offsets(
+        results = await _groups(ctx).commit_txn_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
             req.group_instance_id if v >= 3 else None, wanted)
@@ -389,7 +407,7 @@ async def _fetch_group(ctx, group_id, topics, require_stable: bool = False, fetc
                    for t in topics for p in t.partition_indexes if not may_describe(t.name)]
     if fetch is None:
         def fetch(wanted):
-            return ctx.broker.groups.fetch_offsets(group_id, wanted, require_stable)
+            return _groups(ctx).fetch_offsets(group_id, wanted, require_stable)
     res = await fetch(partitions) if partitions or partitions is None \
         else OffsetFetchResult(ErrorCode.NONE, [])
     if topics is None:
@@ -409,7 +427,7 @@ async def _fetch_group_from_zookeeper(registry, group_id,
                                               for t, p in wanted])
 
 
-async def handle_offset_fetch(ctx, req):
+async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.version
     broker = ctx.broker
     R = OffsetFetchResponse
@@ -450,13 +468,14 @@ async def handle_offset_fetch(ctx, req):
         for topic, fs in _by_topic(fetched).items()])
 
 
-async def handle_offset_delete(ctx, req):
+async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest
+                               ) -> OffsetDeleteResponse:
     R = OffsetDeleteResponse
     broker = ctx.broker
     if not authz.group(ctx, Op.DELETE, req.group_id):
         return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     may_read = authz.topic_checker(ctx, Op.READ)
-    codes = {}
+    codes: dict[tuple[str, int], int] = {}
     wanted = []
     for t in req.topics:
         for p in t.partitions:
@@ -466,7 +485,7 @@ async def handle_offset_delete(ctx, req):
                 wanted.append((t.name, p.partition_index))
             else:
                 codes[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    res = await broker.groups.delete_offsets(req.group_id, wanted)
+    res = await _groups(ctx).delete_offsets(req.group_id, wanted)
     codes.update({(r.topic, r.partition): r.error_code for r in res.partitions})
     if res.error_code != ErrorCode.NONE:
         return R(error_code=res.error_code, throttle_time_ms=0, topics=[])

@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
+from samsa.protocol.messages import (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+                               DescribeLogDirsRequest, DescribeLogDirsResponse)
 from samsa.storage.errors import StorageError
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import LogDirs, Services
 
 
 def _disk(path: str) -> tuple[int, int] | None:
@@ -24,7 +26,8 @@ def _disk(path: str) -> tuple[int, int] | None:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-async def handle_describe_log_dirs(ctx, req):
+async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest
+                                   ) -> DescribeLogDirsResponse:
     R = DescribeLogDirsResponse
     if not authz.cluster(ctx, Op.DESCRIBE):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -38,7 +41,8 @@ async def handle_describe_log_dirs(ctx, req):
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=results)
 
 
-def _describe_log_dirs(manager, wanted: dict | None) -> list:
+def _describe_log_dirs(manager: LogDirs, wanted: dict[str, set[int]] | None
+                       ) -> list[DescribeLogDirsResponse.DescribeLogDirsResult]:
     R = DescribeLogDirsResponse
     results = []
     futures = manager.future_logs_by_dir()
@@ -49,7 +53,7 @@ def _describe_log_dirs(manager, wanted: dict | None) -> list:
                 error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[],
                 total_bytes=-1, usable_bytes=-1))
             continue
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[DescribeLogDirsResponse.DescribeLogDirsPartition]] = {}
         listed = [(lg, False) for lg in logs] + [(lg, True) for lg in futures.get(log_dir, ())]
         for lg, future in sorted(listed, key=lambda x: (x[0].topic, x[0].partition)):
             if wanted is not None and lg.partition not in wanted.get(lg.topic, ()):
@@ -72,7 +76,8 @@ def _describe_log_dirs(manager, wanted: dict | None) -> list:
     return results
 
 
-async def handle_alter_replica_log_dirs(ctx, req):
+async def handle_alter_replica_log_dirs(ctx: RequestContext, req: AlterReplicaLogDirsRequest
+                                        ) -> AlterReplicaLogDirsResponse:
     """Kafka's ReplicaManager.alterReplicaLogDirs, per partition: the
     destination must be one of log.dirs, as an absolute path
     (LOG_DIR_NOT_FOUND), and online (KAFKA_STORAGE_ERROR); a partition this
@@ -86,10 +91,11 @@ async def handle_alter_replica_log_dirs(ctx, req):
             for p in t.partitions:
                 wanted[(t.name, p)] = d.path
     if not authz.cluster(ctx, Op.ALTER):
-        codes = {key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in wanted}
+        codes: dict[tuple[str, int], int] = {
+            key: ErrorCode.CLUSTER_AUTHORIZATION_FAILED for key in wanted}
     else:
         codes = await off_loop(_alter_log_dirs, ctx.broker, wanted)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
     for (topic, partition), code in codes.items():
         by_topic.setdefault(topic, []).append(
             R.AlterReplicaLogDirPartitionResult(partition_index=partition, error_code=code))
@@ -98,8 +104,9 @@ async def handle_alter_replica_log_dirs(ctx, req):
         for topic, parts in by_topic.items()])
 
 
-def _alter_log_dirs(broker, wanted: dict[tuple[str, int], str]) -> dict:
-    codes = {}
+def _alter_log_dirs(broker: Services, wanted: dict[tuple[str, int], str]
+                    ) -> dict[tuple[str, int], int]:
+    codes: dict[tuple[str, int], int] = {}
     for (topic, partition), path in wanted.items():
         try:
             if broker.logs.alter_log_dir(topic, partition, path):

@@ -8,22 +8,27 @@ LEADER_NOT_AVAILABLE, as Kafka's does.
 """
 from __future__ import annotations
 
-from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (DescribeClusterResponse, DescribeTopicPartitionsResponse,
-                               MetadataResponse)
+import uuid
 
-from ..metadata import brokers_on_listener
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages.schema import ZERO_UUID
+from samsa.protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
+                               DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+                               MetadataRequest, MetadataResponse)
+
+from ..metadata import PartitionMeta, brokers_on_listener
 from ..topics import TopicError, name_error
 from ..security.acl import CLUSTER_NAME, ResourceType
 from . import authz
 from .authz import NOT_REQUESTED as _NOT_REQUESTED, Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import MetadataView
 
 
 class _Reachable:
     """Which live brokers a client of the request's listener can reach."""
 
-    def __init__(self, store, listener: str | None, version: int) -> None:
+    def __init__(self, store: MetadataView, listener: str | None, version: int) -> None:
         live = store.brokers()
         self.brokers = brokers_on_listener(live, listener)
         self.ids = {b.node_id for b in self.brokers}
@@ -37,14 +42,14 @@ class _Reachable:
         # missing: the ZooKeeper-era health checks read a broker down from it.
         self.only_reachable_replicas = version == 0
 
-    def leader(self, p) -> tuple[ErrorCode, int]:
+    def leader(self, p: PartitionMeta) -> tuple[ErrorCode, int]:
         if p.leader < 0:
             return ErrorCode.LEADER_NOT_AVAILABLE, p.leader
         if p.leader in self.live_ids and p.leader not in self.ids:
             return self.unlisted, -1
         return ErrorCode.NONE, p.leader
 
-    def partition(self, p) -> tuple[ErrorCode, int, list[int], list[int]]:
+    def partition(self, p: PartitionMeta) -> tuple[ErrorCode, int, list[int], list[int]]:
         """(error, leader, replicas, isr) of a partition as this request's
         version shows them."""
         error, leader = self.leader(p)
@@ -59,7 +64,9 @@ class _Reachable:
         return error, leader, replicas, isr
 
 
-def _partitions(cls, store, topic, reachable: _Reachable):
+def _partitions(store: MetadataView, topic: str, reachable: _Reachable
+                ) -> list[MetadataResponse.MetadataResponsePartition]:
+    cls = MetadataResponse.MetadataResponsePartition
     out = []
     for index, p in sorted(store.partitions(topic).items()):
         error, leader, replicas, isr = reachable.partition(p)
@@ -69,7 +76,7 @@ def _partitions(cls, store, topic, reachable: _Reachable):
     return out
 
 
-async def handle_metadata(ctx, req):
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.version
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
@@ -79,13 +86,14 @@ async def handle_metadata(ctx, req):
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
 
-    def topic_ops(name):
+    def topic_ops(name: str | None) -> int:
         return authz.authorized_operations(ctx, ResourceType.TOPIC, name) \
             if with_ops and name else _NOT_REQUESTED
 
     if req.topics is None or (version == 0 and not req.topics):
         # every topic the client may describe; the others are left out silently
-        wanted = [(name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
     else:
         wanted = [(t.name, t.topic_id) for t in req.topics]
 
@@ -107,7 +115,9 @@ async def handle_metadata(ctx, req):
             meta = broker.topics.by_id(topic_id) if topic_id is not None else None
             if meta is None:
                 topics_out.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                    # neither name nor id: the zero id, as the encoder writes a missing one
+                    topic_id=topic_id if topic_id is not None else ZERO_UUID,
                     partitions=[], topic_authorized_operations=_NOT_REQUESTED))
                 continue
         else:
@@ -144,7 +154,7 @@ async def handle_metadata(ctx, req):
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=_partitions(R.MetadataResponsePartition, broker.store, meta.name, reachable),
+            partitions=_partitions(broker.store, meta.name, reachable),
             topic_authorized_operations=topic_ops(meta.name)))
 
     return R(
@@ -160,7 +170,8 @@ async def handle_metadata(ctx, req):
     )
 
 
-async def handle_describe_cluster(ctx, req):
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest
+                                  ) -> DescribeClusterResponse:
     store = ctx.broker.store
     R = DescribeClusterResponse
     return R(
@@ -175,7 +186,8 @@ async def handle_describe_cluster(ctx, req):
     )
 
 
-async def handle_describe_topic_partitions(ctx, req):
+async def handle_describe_topic_partitions(ctx: RequestContext, req: DescribeTopicPartitionsRequest
+                                           ) -> DescribeTopicPartitionsResponse:
     """Topics in name order, at most `response_partition_limit` partitions per
     answer, continued from `cursor` and pointing on with `next_cursor`."""
     broker = ctx.broker

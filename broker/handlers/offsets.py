@@ -1,21 +1,26 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords: questions about a log's offsets."""
 from __future__ import annotations
 
+from typing import Callable
+
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (DeleteRecordsResponse, ListOffsetsResponse,
+from samsa.protocol.messages import (DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest,
+                               ListOffsetsResponse, OffsetForLeaderEpochRequest,
                                OffsetForLeaderEpochResponse)
 
-from ..partitions import LeaderLookup, fetch_upper_bound
+from ..partitions import LeaderLookup, PartitionLog, fetch_upper_bound
 from . import authz
 from .authz import Op
 from .errors import error_code_for
+from .context import RequestContext
 
 _REFUSED = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def _list_offset(log, timestamp, replica: bool, isolation: int = 0):
+def _list_offset(log: PartitionLog, timestamp: int, replica: bool, isolation: int = 0
+                 ) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query; -1 offset when nothing matches.
     The latest offset is the high watermark for clients (the last stable
     offset for read_committed ones, v2+), the log end for a follower (a broker:
@@ -39,7 +44,7 @@ def _list_offset(log, timestamp, replica: bool, isolation: int = 0):
     return found  # (offset, timestamp)
 
 
-async def handle_list_offsets(ctx, req):
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     version = ctx.version
     R = ListOffsetsResponse
@@ -51,14 +56,13 @@ async def handle_list_offsets(ctx, req):
             found = broker.partitions.leader_log(t.name, p.partition_index,
                                                  p.current_leader_epoch) \
                 if may_describe(t.name) else _REFUSED
-            log, code = found.log, found.error
-            if code:
+            if not found.ok:
                 parts.append(R.ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=code, old_style_offsets=[],
-                    timestamp=-1, offset=-1, leader_epoch=-1))
+                    partition_index=p.partition_index, error_code=found.error,
+                    old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:
-                offset, ts = _list_offset(log, p.timestamp, req.replica_id >= 0,
+                offset, ts = _list_offset(found.found_log, p.timestamp, req.replica_id >= 0,
                                           req.isolation_level if version >= 2 else 0)
                 code = ErrorCode.NONE
             except Exception as e:
@@ -74,27 +78,26 @@ async def handle_list_offsets(ctx, req):
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def handle_offset_for_leader_epoch(ctx, req):
+async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest
+                                         ) -> OffsetForLeaderEpochResponse:
     broker = ctx.broker
     R = OffsetForLeaderEpochResponse
     topics = []
     # As Kafka, whatever replica_id says: ClusterAction (a broker) covers
     # every topic, otherwise each needs Describe.
-    if authz.cluster(ctx, Op.CLUSTER_ACTION):
-        def may_describe(_topic: str) -> bool:
-            return True
-    else:
-        may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+    may_describe: Callable[[str], bool] = (
+        (lambda _topic: True) if authz.cluster(ctx, Op.CLUSTER_ACTION)
+        else authz.topic_checker(ctx, Op.DESCRIBE))
     for t in req.topics:
         parts = []
         for p in t.partitions:
             found = broker.partitions.leader_log(t.topic, p.partition, p.current_leader_epoch) \
                 if may_describe(t.topic) else _REFUSED
-            log, code = found.log, found.error
-            if code:
-                parts.append(R.EpochEndOffset(error_code=code, partition=p.partition,
+            if not found.ok:
+                parts.append(R.EpochEndOffset(error_code=found.error, partition=p.partition,
                                               leader_epoch=-1, end_offset=-1))
                 continue
+            log = found.found_log
             if p.leader_epoch == found.leader_epoch:
                 # The current epoch has not ended: it ends at the log end offset,
                 # as in Kafka, even while the log is empty.
@@ -107,7 +110,8 @@ async def handle_offset_for_leader_epoch(ctx, req):
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def handle_delete_records(ctx, req):
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest
+                                ) -> DeleteRecordsResponse:
     broker = ctx.broker
     R = DeleteRecordsResponse
     topics = []
@@ -117,12 +121,12 @@ async def handle_delete_records(ctx, req):
         for p in t.partitions:
             found = broker.partitions.leader_log(t.name, p.partition_index) \
                 if may_delete(t.name) else _REFUSED
-            log = found.log
             if not found.ok:
                 parts.append(R.DeleteRecordsPartitionResult(
                     partition_index=p.partition_index, low_watermark=-1,
                     error_code=found.error))
                 continue
+            log = found.found_log
             offset = log.high_watermark if p.offset == -1 else p.offset
             if offset < 0 or offset > log.high_watermark:
                 parts.append(R.DeleteRecordsPartitionResult(

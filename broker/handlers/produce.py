@@ -9,7 +9,7 @@ holds v2 data written by samsa.
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ProduceResponse
+from samsa.protocol.messages import (ProduceRequest, ProduceResponse)
 from samsa.protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
 from ..metadata import BrokerEndpoint, brokers_on_listener
@@ -19,6 +19,7 @@ from . import authz
 from .authz import Op
 from .errors import error_code_for
 from .txn_verification import opens_transaction, verification_on, verify_opening
+from .context import RequestContext
 
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
 _FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
@@ -52,7 +53,7 @@ def _append(partitions, found: LeaderLookup, records, version, acks, metrics):
                                  message=f"zstd needs Produce v{_FIRST_ZSTD_VERSION} or later"), -1
     res = partitions.append(found, records, acks=acks)
     if not res.duplicate:
-        metrics.produced(found.log.topic, res.last_offset - res.first_offset + 1, len(records))
+        metrics.produced(found.found_log.topic, res.last_offset - res.first_offset + 1, len(records))
     # a retried duplicate waits for its original's replication, as in Kafka
     return _partition_result(-1, ErrorCode.NONE, res.first_offset, res.log_append_time,
                              res.log_start_offset), res.last_offset + 1
@@ -141,7 +142,7 @@ async def _verify_transactional(ctx, req, topics) -> dict[tuple[str, int], Error
     return await verify_opening(broker, req.transactional_id, opening)
 
 
-async def handle_produce(ctx, req):
+async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
     broker = ctx.broker
     version = ctx.version
     topics_out = []

@@ -9,23 +9,25 @@ broker that does not coordinate the id answers NOT_COORDINATOR, as Kafka does.
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import InitProducerIdResponse
+from samsa.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 from . import authz
 from .authz import Op
 from ..security.acl import ResourceType
 from .context import off_loop
 from .transactions import for_version
+from .context import RequestContext
 
 _MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
 
 
-async def handle_init_producer_id(ctx, req):
+async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest
+                                  ) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
             return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return await _transactional(ctx, req)
+        return await _transactional(ctx, req.transactional_id, req)
     # KIP-679: IdempotentWrite on the cluster, or Write on some topic
     if not (authz.cluster(ctx, Op.IDEMPOTENT_WRITE)
             or authz.any_of_type(ctx, Op.WRITE, ResourceType.TOPIC)):
@@ -40,12 +42,13 @@ async def handle_init_producer_id(ctx, req):
                                   producer_epoch=0)
 
 
-def _refused(code: ErrorCode):
+def _refused(code: ErrorCode) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
                                   producer_epoch=-1)
 
 
-async def _transactional(ctx, req):
+async def _transactional(ctx: RequestContext, transactional_id: str, req: InitProducerIdRequest
+                         ) -> InitProducerIdResponse:
     txns = ctx.broker.transactions
     if txns is None:
         return InitProducerIdResponse(throttle_time_ms=0,
@@ -59,7 +62,7 @@ async def _transactional(ctx, req):
                                           error_code=ErrorCode.INVALID_REQUEST,
                                           producer_id=-1, producer_epoch=-1)
         expected = (req.producer_id, req.producer_epoch)
-    result = await txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+    result = await txns.init_producer_id(transactional_id, req.transaction_timeout_ms,
                                          expected)
     return InitProducerIdResponse(throttle_time_ms=0,
                                   error_code=for_version(result.error, ctx.version, 4),

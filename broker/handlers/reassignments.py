@@ -5,21 +5,24 @@ background; any other broker answers NOT_CONTROLLER, as Kafka's do."""
 from __future__ import annotations
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
+from samsa.protocol.messages import (AlterPartitionReassignmentsRequest,
+                               AlterPartitionReassignmentsResponse,
+                               ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse)
 
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
 
 ALTER = AlterPartitionReassignmentsResponse
 LIST = ListPartitionReassignmentsResponse
 
 
-def _not_controller(message: str = "this broker is not the controller") -> tuple:
+def _not_controller(message: str = "this broker is not the controller") -> tuple[ErrorCode, str]:
     return ErrorCode.NOT_CONTROLLER, message
 
 
-async def handle_alter_partition_reassignments(ctx, req):
+async def handle_alter_partition_reassignments(ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+                                               ) -> AlterPartitionReassignmentsResponse:
     requests = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
                 for t in req.topics for p in t.partitions}
     controller = ctx.broker.controller
@@ -42,16 +45,17 @@ async def handle_alter_partition_reassignments(ctx, req):
         code, message = _not_controller()
         return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=code,
                      error_message=message, responses=[])
-    by_topic: dict[str, list] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
+    by_topic: dict[str, list[ALTER.ReassignablePartitionResponse]] = {}
+    for (topic, partition), (result_code, result_message) in sorted(results.items()):
         by_topic.setdefault(topic, []).append(ALTER.ReassignablePartitionResponse(
-            partition_index=partition, error_code=code, error_message=message))
+            partition_index=partition, error_code=result_code, error_message=result_message))
     return ALTER(throttle_time_ms=0, allow_replication_factor_change=allow,
                  error_code=ErrorCode.NONE, error_message=None, responses=[
         ALTER.ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-async def handle_list_partition_reassignments(ctx, req):
+async def handle_list_partition_reassignments(ctx: RequestContext, req: ListPartitionReassignmentsRequest
+                                              ) -> ListPartitionReassignmentsResponse:
     if not authz.cluster(ctx, Op.DESCRIBE):
         return LIST(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     error_message=authz.CLUSTER_DENIED, topics=[])
@@ -63,7 +67,7 @@ async def handle_list_partition_reassignments(ctx, req):
     if req.topics is not None:  # only the partitions asked about
         wanted = {(t.name, p) for t in req.topics for p in t.partition_indexes}
         running = {tp: r for tp, r in running.items() if tp in wanted}
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[LIST.OngoingPartitionReassignment]] = {}
     for (topic, partition), r in sorted(running.items()):
         by_topic.setdefault(topic, []).append(LIST.OngoingPartitionReassignment(
             partition_index=partition, replicas=list(r.full), adding_replicas=list(r.adding),

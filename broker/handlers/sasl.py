@@ -34,13 +34,18 @@ import logging
 import struct
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+from samsa.protocol.messages import (SaslAuthenticateRequest, SaslAuthenticateResponse,
+                               SaslHandshakeRequest, SaslHandshakeResponse)
 from samsa.protocol.model import ApiKey
 
 from ..security.principal import user
 from ..security.sasl.mechanism import (SaslAuthenticationError, SaslError, SaslServer,
                                        client_message)
 from ..security.sasl.registry import new_server
+from samsa.protocol.messages.wire import Buf
+
+from .context import RequestContext
+from .services import Connection, Sasl
 
 log = logging.getLogger("broker.sasl")
 
@@ -60,24 +65,30 @@ class _SaslSession:
     expires_at: float | None = None     # loop time the session ends (KIP-368)
 
 
-def _is_sasl(conn) -> bool:
+def _is_sasl(conn: Connection) -> bool:
     return conn.security_protocol.startswith("SASL_")
 
 
-def _session(conn) -> _SaslSession:
+def _existing_session(conn: Connection) -> _SaslSession | None:
     session = conn.state.get(_STATE_KEY)
+    return session if isinstance(session, _SaslSession) else None
+
+
+def _session(conn: Connection) -> _SaslSession:
+    session = _existing_session(conn)
     if session is None:
-        session = conn.state[_STATE_KEY] = _SaslSession()
+        session = _SaslSession()
+        conn.state[_STATE_KEY] = session
     return session
 
 
-def expects_raw_token(conn) -> bool:
+def expects_raw_token(conn: Connection) -> bool:
     """True when the next frame is a bare SASL token (after SaslHandshake v0)."""
-    session = conn.state.get(_STATE_KEY)
+    session = _existing_session(conn)
     return session is not None and session.raw_tokens
 
 
-def admits(conn, frame) -> bool:
+def admits(conn: Connection, frame: Buf) -> bool:
     """May this connection send this request frame now? False: close it.
     Before authentication only ApiVersions and SASL are taken, so an
     unauthenticated peer cannot make the broker work for it (and the
@@ -87,7 +98,7 @@ def admits(conn, frame) -> bool:
         return True
     if not conn.authenticated:
         return int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTHENTICATION
-    session = conn.state.get(_STATE_KEY)
+    session = _existing_session(conn)
     if session is None or session.expires_at is None or conn.loop.time() < session.expires_at:
         return True
     if int.from_bytes(frame[:2], "big", signed=True) in _REAUTHENTICATION:
@@ -97,14 +108,15 @@ def admits(conn, frame) -> bool:
     return False
 
 
-def _refuse(conn, why: str) -> None:
+def _refuse(conn: Connection, why: str) -> None:
     """A request out of order in the SASL exchange (Kafka's
     IllegalSaslStateException): close at once, no answer."""
     log.info("closing connection %s: %s", conn.connection_id, why)
     conn.close()
 
 
-async def handle_sasl_handshake(ctx, req):
+async def handle_sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest
+                                ) -> SaslHandshakeResponse | None:
     conn = ctx.conn
     if not _is_sasl(conn):
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
@@ -131,24 +143,25 @@ async def handle_sasl_handshake(ctx, req):
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 
 
-async def handle_sasl_authenticate(ctx, req):
+async def handle_sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest
+                                   ) -> SaslAuthenticateResponse | None:
     conn = ctx.conn
     if not _is_sasl(conn):
         return _authenticate_response(ErrorCode.ILLEGAL_SASL_STATE,
                                       "SaslAuthenticate on a listener without SASL")
-    session = conn.state.get(_STATE_KEY)
+    session = _existing_session(conn)
     server = session.server if session is not None else None
     if server is None and conn.authenticated:
         # as Kafka's request handler answers it (the connection stays)
         return _authenticate_response(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request "
                                       "received after successful authentication")
-    if server is None or server.complete or session.raw_tokens:
+    if session is None or server is None or server.complete or session.raw_tokens:
         _refuse(conn, "SaslAuthenticate without a SaslHandshake v1+ before it")
         return None
     try:
         answer = await server.evaluate(req.auth_bytes or b"")
         if server.complete:
-            lifetime_ms = _authenticated(ctx, session, server)
+            lifetime_ms = _authenticated(conn, ctx.broker.sasl, session, server)
         else:
             lifetime_ms = 0
     except SaslError as e:
@@ -165,20 +178,24 @@ async def handle_sasl_authenticate(ctx, req):
                                     auth_bytes=answer, session_lifetime_ms=lifetime_ms)
 
 
-async def handle_raw_token(ctx, frame) -> list | None:
+async def handle_raw_token(conn: Connection, sasl: Sasl, frame: Buf) -> list[bytes] | None:
     """A bare token after SaslHandshake v0: answered as a bare size-prefixed
-    frame; a failure closes the connection (the v0 protocol has no error field)."""
-    conn = ctx.conn
-    session = conn.state[_STATE_KEY]
-    server = session.server
+    frame; a failure closes the connection (the v0 protocol has no error field).
+    Such a frame has no request header: the dispatcher passes the connection and
+    the SASL settings, not a RequestContext."""
+    session = _existing_session(conn)
+    server = session.server if session is not None else None
+    if session is None or server is None:  # the dispatcher asked expects_raw_token first
+        _refuse(conn, "a SASL token without a SaslHandshake v0 before it")
+        return None
     try:
         answer = await server.evaluate(bytes(frame))
         if server.complete:
             session.raw_tokens = False  # Kafka requests follow
-            _authenticated(ctx, session, server)
+            _authenticated(conn, sasl, session, server)
     except SaslError as e:
         session.raw_tokens = False  # whatever else arrives is refused by the gate
-        delay_ms = ctx.broker.sasl.failed_authentication_delay_ms
+        delay_ms = sasl.failed_authentication_delay_ms
         if delay_ms:
             await asyncio.sleep(delay_ms / 1000)
         _refuse(conn, f"SASL/{server.mechanism} authentication (raw tokens) failed: {e}")
@@ -186,15 +203,14 @@ async def handle_raw_token(ctx, frame) -> list | None:
     return [_SIZE.pack(len(answer)), answer]
 
 
-def _authenticated(ctx, session: _SaslSession, server: SaslServer) -> int:
+def _authenticated(conn: Connection, sasl: Sasl, session: _SaslSession, server: SaslServer) -> int:
     """Take the completed exchange's principal; the session lifetime in ms."""
-    conn = ctx.conn
     principal = user(server.authorization_id)
     reauthenticated = conn.authenticated
     if reauthenticated and principal != conn.principal:
         raise SaslAuthenticationError(f"Cannot change principals during re-authentication "
                                       f"from {conn.principal}: {principal}")
-    lifetime_ms = ctx.broker.sasl.for_listener(conn.listener_name).max_reauth_ms
+    lifetime_ms = sasl.for_listener(conn.listener_name).max_reauth_ms
     conn.principal = principal
     conn.authenticated = True
     session.mechanism = server.mechanism

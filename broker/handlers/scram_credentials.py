@@ -10,22 +10,26 @@ from __future__ import annotations
 from collections import Counter
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (AlterUserScramCredentialsResponse as AlterR,
-                               DescribeUserScramCredentialsResponse as DescribeR)
+from samsa.protocol.messages import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+                               DescribeUserScramCredentialsRequest,
+                               DescribeUserScramCredentialsResponse)
 
 from ..metadata.zk_layout import desanitize_entity_name, user_entity_path
-from ..security.sasl.credential_cache import ScramCredentialCache
 from samsa.client.scram_credential import (MAX_ITERATIONS, MECHANISM_TYPES, MIN_ITERATIONS,
                                               ScramCredential, credential_from_salted)
 from . import authz
 from .authz import Op
-from .context import off_loop
+from .context import RequestContext, off_loop
+from .services import MetadataView, ScramCredentials
+
+AlterR = AlterUserScramCredentialsResponse
+DescribeR = DescribeUserScramCredentialsResponse
 
 USERNAME_EMPTY = "Username must not be empty"
 UNKNOWN_MECHANISM = "Unknown SCRAM mechanism"
 
 
-def _credential_infos(configs: dict[str, str]) -> list:
+def _credential_infos(configs: dict[str, str]) -> list[DescribeR.CredentialInfo]:
     infos = []
     for mechanism_type, name in MECHANISM_TYPES.items():
         if name in configs:
@@ -35,7 +39,7 @@ def _credential_infos(configs: dict[str, str]) -> list:
     return infos
 
 
-def _describe(store, users: list[str] | None) -> DescribeR:
+def _describe(store: MetadataView, users: list[str] | None) -> DescribeR:
     results = []
     if not users:
         for path in store.entity_config_paths("users"):
@@ -73,7 +77,8 @@ def _describe(store, users: list[str] | None) -> DescribeR:
     return DescribeR(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
-async def handle_describe_user_scram_credentials(ctx, req):
+async def handle_describe_user_scram_credentials(ctx: RequestContext, req: DescribeUserScramCredentialsRequest
+                                                 ) -> DescribeUserScramCredentialsResponse:
     users = None if req.users is None else [u.name for u in req.users]
     if not authz.cluster(ctx, Op.DESCRIBE):  # Kafka: Describe on the cluster
         # the refusal, for the request and each user asked about (librdkafka
@@ -86,7 +91,9 @@ async def handle_describe_user_scram_credentials(ctx, req):
     return await off_loop(_describe, ctx.broker.store, users)
 
 
-def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> AlterR:
+def _alter(store: MetadataView, credentials: ScramCredentials,
+           upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion],
+           deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion]) -> AlterR:
     failed: dict[str, tuple[int, str]] = {}
 
     def fail(user: str, code: int, message: str) -> None:
@@ -106,13 +113,14 @@ def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> A
             fail(d.name, ErrorCode.UNACCEPTABLE_CREDENTIAL, USERNAME_EMPTY)
         elif d.mechanism not in MECHANISM_TYPES:
             fail(d.name, ErrorCode.UNSUPPORTED_SASL_MECHANISM, UNKNOWN_MECHANISM)
-    pairs = Counter((x.name, x.mechanism) for x in (*upsertions, *deletions)
-                    if x.name not in failed)
+    # (user, mechanism) of every upsertion and deletion, in the request's order
+    named = [(x.name, x.mechanism) for x in upsertions] + [(x.name, x.mechanism) for x in deletions]
+    pairs = Counter((name, mechanism) for name, mechanism in named if name not in failed)
     for (user, _), n in pairs.items():
         if n > 1:
             fail(user, ErrorCode.DUPLICATE_RESOURCE,
                  "A user credential cannot be altered twice in the same request")
-    users = dict.fromkeys(x.name for x in (*upsertions, *deletions) if x.name not in failed)
+    users = dict.fromkeys(name for name, _ in named if name not in failed)
     configs = {user: store.entity_configs(user_entity_path(user)) for user in users}
     for d in deletions:
         if d.name in configs and MECHANISM_TYPES[d.mechanism] not in configs[d.name]:
@@ -144,7 +152,8 @@ def _alter(store, credentials: ScramCredentialCache, upsertions, deletions) -> A
     return AlterR(throttle_time_ms=0, results=results)
 
 
-async def handle_alter_user_scram_credentials(ctx, req):
+async def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest
+                                              ) -> AlterUserScramCredentialsResponse:
     if not authz.cluster(ctx, Op.ALTER):  # Kafka: Alter on the cluster, every user refused
         users = sorted({u.name for u in req.upsertions} | {d.name for d in req.deletions})
         return AlterR(throttle_time_ms=0, results=[AlterR.AlterUserScramCredentialsResult(

@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
-                               DescribeTransactionsResponse, EndTxnResponse,
+from samsa.protocol.messages import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+                               AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                               DescribeTransactionsRequest, DescribeTransactionsResponse,
+                               EndTxnRequest, EndTxnResponse, ListTransactionsRequest,
                                ListTransactionsResponse)
 from samsa.protocol.model import OFFSETS_TOPIC
 
 from . import authz
 from .authz import Op
+from .context import RequestContext
+from .services import TransactionCoordination
 
 
 def for_version(code: int, version: int, fenced_since: int) -> int:
@@ -29,22 +33,27 @@ def for_version(code: int, version: int, fenced_since: int) -> int:
     return code
 
 
-def _coordinator_or_error(ctx) -> tuple[object | None, ErrorCode]:
+def _coordinator_or_error(ctx: RequestContext) -> tuple[TransactionCoordination | None, ErrorCode]:
     txns = ctx.broker.transactions
     if txns is None:
         return None, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     return txns, ErrorCode.NONE
 
 
-def _unknown_partitions(ctx, topics) -> set[tuple[str, int]]:
+_Topics = list[tuple[str, list[int]]]  # (topic, partitions) as a request names them
+
+
+def _unknown_partitions(ctx: RequestContext, topics: _Topics) -> set[tuple[str, int]]:
     known = ctx.broker.partitions
     return {(t, p) for t, ps in topics for p in ps if known.partition(t, p) is None}
 
 
 # ------------------------------------------------------------------ AddPartitionsToTxn
 
-def _topic_results(R, errors: dict[tuple[str, int], int]):
-    by_topic: dict[str, list] = {}
+def _topic_results(errors: dict[tuple[str, int], int]
+                   ) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    R = AddPartitionsToTxnResponse
+    by_topic: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (topic, p), code in errors.items():
         by_topic.setdefault(topic, []).append(R.AddPartitionsToTxnPartitionResult(
             partition_index=p, partition_error_code=code))
@@ -52,7 +61,8 @@ def _topic_results(R, errors: dict[tuple[str, int], int]):
             for t, rs in by_topic.items()]
 
 
-async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
+async def _add_for_producer(ctx: RequestContext, txns: TransactionCoordination | None, tid: str,
+                            pid: int, epoch: int, topics: _Topics,
                             verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t, p) for t, ps in topics for p in ps]
     if not verify_only:
@@ -78,7 +88,8 @@ async def _add_for_producer(ctx, txns, tid: str, pid: int, epoch: int, topics,
     return {tp: code for tp in wanted}
 
 
-async def handle_add_partitions_to_txn(ctx, req):
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest
+                                       ) -> AddPartitionsToTxnResponse:
     R = AddPartitionsToTxnResponse
     txns, _ = _coordinator_or_error(ctx)
     if ctx.version <= 3:
@@ -87,7 +98,7 @@ async def handle_add_partitions_to_txn(ctx, req):
                                          req.v3_and_below_producer_id,
                                          req.v3_and_below_producer_epoch, topics, False)
         errors = {tp: for_version(code, ctx.version, 2) for tp, code in errors.items()}
-        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, errors))
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors))
     if not authz.cluster(ctx, Op.CLUSTER_ACTION):  # v4+ is brokers' batched form
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                  results_by_transaction=[])
@@ -97,13 +108,14 @@ async def handle_add_partitions_to_txn(ctx, req):
         errors = await _add_for_producer(ctx, txns, txn.transactional_id, txn.producer_id,
                                          txn.producer_epoch, topics, txn.verify_only)
         results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                  topic_results=_topic_results(R, errors)))
+                                                  topic_results=_topic_results(errors)))
     return R(throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 
 # ------------------------------------------------------------------ AddOffsetsToTxn
 
-async def handle_add_offsets_to_txn(ctx, req):
+async def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest
+                                    ) -> AddOffsetsToTxnResponse:
     txns, code = _coordinator_or_error(ctx)
     if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
         txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -125,7 +137,7 @@ async def handle_add_offsets_to_txn(ctx, req):
 
 # ------------------------------------------------------------------ EndTxn
 
-async def handle_end_txn(ctx, req):
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     txns, code = _coordinator_or_error(ctx)
     if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
         txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -138,7 +150,8 @@ async def handle_end_txn(ctx, req):
 
 # ------------------------------------------------------------------ admin
 
-async def handle_describe_transactions(ctx, req):
+async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransactionsRequest
+                                       ) -> DescribeTransactionsResponse:
     R = DescribeTransactionsResponse
     txns, code = _coordinator_or_error(ctx)
     states = []
@@ -169,7 +182,8 @@ async def handle_describe_transactions(ctx, req):
     return R(throttle_time_ms=0, transaction_states=states)
 
 
-async def handle_list_transactions(ctx, req):
+async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest
+                                   ) -> ListTransactionsResponse:
     R = ListTransactionsResponse
     txns, code = _coordinator_or_error(ctx)
     if txns is None:

@@ -20,22 +20,27 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import WriteTxnMarkersResponse
+from samsa.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from samsa.protocol.model import OFFSETS_TOPIC
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from samsa.storage import AppendOrigin
 
 from . import authz
 from .authz import Op
+from ..partitions import LeaderLookup
+from .context import RequestContext
 from .errors import error_code_for
+from .services import Partitions
 
 R = WriteTxnMarkersResponse
 log = logging.getLogger(__name__)
 
 
-def _append_marker(partitions, topic: str, index: int, batch: bytes, txn_version: int):
+def _append_marker(partitions: Partitions, topic: str, index: int, batch: bytes, txn_version: int
+                   ) -> tuple[int, LeaderLookup | None, int]:
     """(error code, the partition lookup and the offset after the marker when appended)."""
     found = partitions.leader_log(topic, index)
     if not found.ok:
@@ -48,7 +53,13 @@ def _append_marker(partitions, topic: str, index: int, batch: bytes, txn_version
     return ErrorCode.NONE, found, res.last_offset + 1
 
 
-def _tell_hook(hook, appended) -> None:
+# An appended marker: (its partition, the offset after it, the partition's answer, topic,
+# producer id, committed)
+_Appended = tuple[LeaderLookup, int, "WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult",
+                  str, int, bool]
+
+
+def _tell_hook(hook: Callable[[int, int, bool], None], appended: list[_Appended]) -> None:
     for _, _, result, topic, pid, committed in appended:
         if topic == OFFSETS_TOPIC and result.error_code == ErrorCode.NONE:
             try:
@@ -58,13 +69,14 @@ def _tell_hook(hook, appended) -> None:
                               topic, result.partition_index, pid)
 
 
-async def handle_write_txn_markers(ctx, req):
+async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest
+                                   ) -> WriteTxnMarkersResponse:
     broker = ctx.broker
     version = ctx.version
     now_ms = int(time.time() * 1000)
     markers_out = []
     # acks=all: (lookup, end offset, the partition's result, topic, producer id, committed)
-    appended = []
+    appended: list[_Appended] = []
     allowed = authz.cluster(ctx, Op.CLUSTER_ACTION)  # only brokers write markers
     for m in req.markers:
         committed = bool(m.transaction_result)
@@ -89,7 +101,7 @@ async def handle_write_txn_markers(ctx, req):
                                                      topics=topics_out))
     if appended:
         codes = await broker.partitions.wait_replicated(
-            [(found, end, found.log.config.min_insync_replicas)
+            [(found, end, found.found_log.config.min_insync_replicas)
              for found, end, *_ in appended], broker.config.request_timeout_ms)
         for (_, _, result, *_), code in zip(appended, codes):
             result.error_code = code

@@ -6,15 +6,17 @@ from __future__ import annotations
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.model import TopicPartition
 
+from ..partitions import LeaderLookup
+from .services import Services
 
 
-def verification_on(broker) -> bool:
+def verification_on(broker: Services) -> bool:
     """transaction.partition.verification.enable, once the verifier runs."""
     return (broker.txn_verifier is not None
             and broker.config.transaction_partition_verification_enable)
 
 
-def opens_transaction(broker, found, producer_id: int, producer_epoch: int) -> bool:
+def opens_transaction(broker: Services, found: LeaderLookup, producer_id: int, producer_epoch: int) -> bool:
     """Whether a transactional write of the producer to the partition
     (``found`` from leader_log) would open a transaction there: only such a
     write is verified (one joining an open transaction was verified when
@@ -22,14 +24,16 @@ def opens_transaction(broker, found, producer_id: int, producer_epoch: int) -> b
     return not broker.partitions.transaction_open(found, producer_id, producer_epoch)
 
 
-async def verify_opening(broker, transactional_id: str,
+async def verify_opening(broker: Services, transactional_id: str,
                          opening: dict[tuple[int, int], list[TopicPartition]]
                          ) -> dict[TopicPartition, ErrorCode]:
     """The coordinator's answer, as the write's error, for each partition
     of ``opening`` ((producer id, epoch) -> partitions it would open a
     transaction in); NONE where the write may go ahead."""
     verdicts: dict[TopicPartition, ErrorCode] = {}
+    verifier = broker.txn_verifier
+    if verifier is None:  # callers ask verification_on first
+        return verdicts
     for (pid, epoch), partitions in opening.items():
-        verdicts.update(await broker.txn_verifier.verify(transactional_id, pid, epoch,
-                                                         partitions))
+        verdicts.update(await verifier.verify(transactional_id, pid, epoch, partitions))
     return verdicts

@@ -9,8 +9,6 @@ Public API (see /work/contracts.md):
 and one class per message (ProduceRequest, FetchResponse, ...) with nested struct
 classes as attributes (ProduceResponse.PartitionProduceResponse, ...).
 """
-from typing import Any
-
 from samsa.protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, RequestHeader,
                                    decode_body, decode_request, decode_request_header,
                                    decode_response, encode_body, encode_request,
@@ -18,8 +16,8 @@ from samsa.protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, R
                                    request_header_version, response_header_version)
 from samsa.protocol.messages.model import Message
 
-# One class per message, compiled at import: no static definitions a checker could read,
-# so the module's __getattr__ below tells checkers that any other name exists (typed Any).
+# One class per message, compiled at import: no source defines them, so a checker reads
+# them from __init__.pyi, rendered from the same specs (python -m protocol.messages.stubgen).
 globals().update(MESSAGE_CLASSES)
 
 __all__ = ["API_BY_KEY", "ApiSpec", "RequestHeader", "Message", "decode_request",
@@ -27,8 +25,3 @@ __all__ = ["API_BY_KEY", "ApiSpec", "RequestHeader", "Message", "decode_request"
            "encode_body", "MESSAGE_CLASSES", "decode_request_header", "encode_request_header",
            "request_header_version", "response_header_version"]
 __all__.extend(sorted(MESSAGE_CLASSES))
-
-
-def __getattr__(name: str) -> Any:
-    # Only reached for names not in the module (the compiled classes are in its globals).
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

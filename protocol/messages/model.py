@@ -6,7 +6,7 @@ codec's business (codegen.py), so handlers never look at versions to read fields
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from samsa.protocol.messages.schema import ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
@@ -14,18 +14,13 @@ _MISSING = object()
 
 
 class Message:
-    """Base of all generated classes: keyword-only constructor, __eq__, __repr__."""
+    """Base of all generated classes: keyword-only constructor, __eq__, __repr__.
+    A checker sees each class's fields in protocol/messages/__init__.pyi (stubgen.py)."""
 
     __slots__ = ()
     _spec: ClassVar[StructSpec | None] = None
     _attrs: ClassVar[tuple[str, ...]] = ()
     _message: ClassVar[MessageSpec]  # set on each top-level message class
-
-    if TYPE_CHECKING:
-        # The fields are made at import from the schemas: to a checker, any keyword
-        # and any attribute is a field (typed Any).
-        def __init__(self, **fields: Any) -> None: ...
-        def __getattr__(self, name: str) -> Any: ...
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):

@@ -8,12 +8,24 @@ Writers append bytes-like parts to a list (``out``) that the caller joins once.
 from __future__ import annotations
 
 import struct
-from typing import Any, NoReturn, TypeAlias
+from typing import Any, NoReturn, Protocol, TypeAlias
 
 from samsa.protocol.errors import ProtocolError
 
 # What readers read from: a memoryview of the frame (or bytes, in tests and tools).
 Buf: TypeAlias = "bytes | bytearray | memoryview"
+
+
+class Region(Protocol):
+    """A records value that is not bytes-like: a file region the network layer sends
+    with sendfile (write_records puts it in ``out.regions``), known by its length."""
+
+    @property
+    def length(self) -> int: ...
+
+
+# What a records field holds: the decoded bytes, a region to send, or null.
+Records: TypeAlias = "Buf | Region | None"
 
 _i16 = struct.Struct(">h")
 _i32 = struct.Struct(">i")

@@ -1,0 +1,59 @@
+"""Fetch: the answers that need no log (unknown topic, not the leader, refused, sessions)."""
+from __future__ import annotations
+
+from samsa.broker.handlers.fetch import handle_fetch
+from samsa.broker.security.acl import AclOperation, ResourceType
+from samsa.broker.security.principal import user
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest, FetchResponse
+from samsa.protocol.model import ApiKey
+
+from .acl_setup import allow
+from .fakes import FakeAcls, FakeServices, context
+
+
+def _request(*targets: tuple[str, int], session_id: int = 0) -> FetchRequest:
+    return FetchRequest(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20,
+                        session_id=session_id, topics=[
+                            FetchRequest.FetchTopic(topic=name, partitions=[
+                                FetchRequest.FetchPartition(partition=p, fetch_offset=0,
+                                                            partition_max_bytes=1 << 20)])
+                            for name, p in targets])
+
+
+def _codes(resp: FetchResponse | None) -> list[tuple[str, int, int]]:
+    assert resp is not None
+    return [(t.topic, p.partition_index, p.error_code) for t in resp.responses
+            for p in t.partitions]
+
+
+async def test_unknown_partitions_and_partitions_led_elsewhere_answer_at_once():
+    services = FakeServices()
+    services.topics.add("t", partitions=2)
+    services.partitions.not_leader.add(("t", 1))
+    ctx = context(services, ApiKey.FETCH, 12)
+    resp = await handle_fetch(ctx, _request(("nope", 0), ("t", 1), ("t", 7)))
+    assert _codes(resp) == [("nope", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                            ("t", 1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                            ("t", 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert resp is not None
+    assert all(p.high_watermark == -1 and p.records == b""
+               for t in resp.responses for p in t.partitions)
+
+
+async def test_a_fetch_session_is_unknown():
+    ctx = context(FakeServices(), ApiKey.FETCH, 12)
+    resp = await handle_fetch(ctx, _request(("t", 0), session_id=42))
+    assert resp is not None and resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+async def test_with_acls_reading_needs_read_on_the_topic_even_a_missing_one():
+    services = FakeServices(acls=FakeAcls())
+    services.topics.add("mine")
+    services.partitions.not_leader.add(("mine", 0))
+    assert services.acls is not None
+    allow(services.acls, "User:bob", AclOperation.READ, ResourceType.TOPIC, "mine")
+    ctx = context(services, ApiKey.FETCH, 12, user("bob"))
+    assert _codes(await handle_fetch(ctx, _request(("mine", 0), ("missing", 0)))) == [
+        ("mine", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        ("missing", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]

@@ -1,0 +1,55 @@
+"""Metadata: what a client learns of brokers, topics and their errors."""
+from __future__ import annotations
+
+from samsa.broker.security.acl import AclOperation, ResourceType
+from samsa.broker.security.principal import user
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import MetadataRequest
+from samsa.protocol.model import ApiKey
+
+from .acl_setup import allow
+from .fakes import NODE, FakeAcls, FakeServices, context
+
+T = MetadataRequest.MetadataRequestTopic
+
+
+async def _metadata(services: FakeServices, topics: list[str] | None, version: int = 12,
+                    principal: str = "ANONYMOUS"):
+    from samsa.broker.handlers.metadata import handle_metadata
+    ctx = context(services, ApiKey.METADATA, version, user(principal))
+    req = MetadataRequest(topics=None if topics is None else [T(name=n) for n in topics],
+                          allow_auto_topic_creation=False)
+    return await handle_metadata(ctx, req)
+
+
+async def test_a_known_topic_is_described_with_its_leader_and_the_broker():
+    services = FakeServices()
+    meta = services.topics.add("orders", partitions=2)
+    resp = await _metadata(services, ["orders"])
+    assert [(b.node_id, b.host, b.port) for b in resp.brokers] == [(1, NODE.host, NODE.port)]
+    assert resp.cluster_id == "test-cluster" and resp.controller_id == 1
+    [topic] = resp.topics
+    assert (topic.error_code, topic.name, topic.topic_id) == (0, "orders", meta.topic_id)
+    assert [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes)
+            for p in topic.partitions] == [(0, 1, [1], [1]), (1, 1, [1], [1])]
+
+
+async def test_an_unknown_topic_is_unknown_and_an_invalid_name_invalid():
+    resp = await _metadata(FakeServices(), ["nope", "bad/name"])
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION)]
+
+
+async def test_with_acls_a_topic_the_client_may_not_describe_is_refused_or_left_out():
+    services = FakeServices(acls=FakeAcls())
+    services.topics.add("open")
+    services.topics.add("secret")
+    assert services.acls is not None
+    allow(services.acls, "User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "open")
+    named = await _metadata(services, ["open", "secret"], principal="alice")
+    assert [(t.name, t.error_code) for t in named.topics] == [
+        ("open", 0), ("secret", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    # all topics: the ones it may not describe are left out silently
+    every = await _metadata(services, None, principal="alice")
+    assert [t.name for t in every.topics] == ["open"]
