@@ -22,6 +22,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.java_client import JavaTools
 from tests.support.waiting import wait_until
@@ -120,11 +121,17 @@ def producers():
         p.kill()
 
 
-def consume_all(java_tools: JavaTools, bootstrap: str, topic: str, expected: int | None = None) -> list[tuple[int, str]]:
-    """(offset, value) of every record in partition 0 from the beginning."""
-    args = ["--from-beginning", "--partition", 0, "--property", "print.offset=true", "--timeout-ms", 3000]
-    if expected is not None:
-        args += ["--max-messages", expected]
+def consume_all(java_tools: JavaTools, bootstrap: str, topic: str) -> list[tuple[int, str]]:
+    """(offset, value) of every record in partition 0 from the beginning: as many as
+    the partition's end offset says there are (not what arrives before the consumer
+    is idle for a while, which is less on a loaded machine)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        end = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        reader.close()
+    args = ["--from-beginning", "--partition", 0, "--property", "print.offset=true",
+            "--max-messages", end, "--timeout-ms", 30000]
     res = java_tools.consume(bootstrap, topic, *args, timeout=90).check()
     rows = []
     for line in res.lines:

@@ -223,14 +223,17 @@ def test_console_producer_and_consumer_over_ssl_and_sasl(secured, files):
     assert sorted(got.stdout.splitlines()) == wanted, got.stderr
     assert f"Processed a total of {len(wanted)} messages" in got.stderr
     # Over SASL_PLAINTEXT with properties alone; group.id from them, as --group:
-    # the group's committed offsets win over --from-beginning, and the commit
-    # above left nothing more to read.
+    # the group's committed offsets win over --from-beginning, so the first record
+    # read is one written after the commit above, never one read before it.
+    _ok(_samsa("console-producer", "--bootstrap-server", secured.address("SSL"), "--topic", topic,
+               "--producer.config", files.ssl, input="after-the-commit\n"))
+    wanted = sorted(wanted + ["after-the-commit"])
     sasl = [f"--consumer-property={line}" for line in
             files.admin_sasl.read_text().splitlines()]
     got = _ok(_samsa("console-consumer", "--bootstrap-server", secured.address("SASL_PLAINTEXT"),
                      "--topic", topic, *sasl, "--consumer-property", f"group.id=g-{topic}",
-                     "--from-beginning", "--timeout-ms", 3000))
-    assert got.stdout == "" and "Processed a total of 0 messages" in got.stderr, got.stderr
+                     "--from-beginning", "--max-messages", 1, "--timeout-ms", 30000))
+    assert got.stdout == "after-the-commit\n" and "Processed a total of 1 messages" in got.stderr, got.stderr
     got = _ok(_samsa("console-consumer", "--bootstrap-server", secured.address("SASL_PLAINTEXT"),
                      "--topic", topic, *sasl, "--from-beginning", "--max-messages", len(wanted),
                      "--timeout-ms", 30000))

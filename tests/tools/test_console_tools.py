@@ -20,6 +20,7 @@ from samsa.tools.console_producer import LineFormat, LineError, murmur2
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import ListGroupsRequest, MetadataRequest, MetadataResponse
 from tests.support.broker_process import REPO_ROOT
+from tests.support.waiting import wait_until
 
 MR = MetadataResponse
 
@@ -190,9 +191,25 @@ def test_reads_what_librdkafka_wrote(broker):
         f"{'null' if i == 0 else f'k{i}'}\tv{i}" for i in range(6))
     p = _consume(broker, "lib", "--partition", "1", "--offset", "1", "--max-messages", "2")
     assert p.stdout.splitlines() == ["v3", "v5"]
-    # without --from-beginning a consumer starts at the end: nothing to print
-    p = _consume(broker, "lib", "--timeout-ms", "500")
-    assert p.stdout == "" and "Processed a total of 0 messages" in p.stderr
+    # Without --from-beginning a consumer starts at the end: the first record it
+    # prints is one written after it started (written until it prints one, since
+    # when it has found the end is not seen from here), never one of the six.
+    proc = subprocess.Popen([sys.executable, "-m", "broker", "console-consumer",
+                             "--bootstrap-server", broker.bootstrap, "--topic", "lib",
+                             "--max-messages", "1", "--timeout-ms", "30000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        def printed_one():
+            producer.produce("lib", b"late", partition=0)
+            producer.flush(30)
+            return proc.poll() is not None
+        wait_until(printed_one, 60, "the consumer to print a record", interval=0.2)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == "late\n", (out, err)
 
 
 def test_acks_zero_and_compression(broker):
@@ -211,14 +228,17 @@ def test_group_resumes_where_the_last_run_stopped(broker):
     first = _consume(broker, "resume", "--group", "console", "--from-beginning",
                      "--max-messages", "4").stdout.splitlines()
     assert len(first) == 4
-    second = _consume(broker, "resume", "--group", "console", "--timeout-ms", "1500"
-                      ).stdout.splitlines()
+    second = _consume(broker, "resume", "--group", "console", "--max-messages", "6",
+                      "--timeout-ms", "30000").stdout.splitlines()
     assert sorted(first + second) == sorted(f"v{i}" for i in range(10))
     committed = _committed(broker, "console", "resume", [0, 1])
     assert sum(committed.values()) == 10
+    # Committed offsets win over --from-beginning: the first record read is one
+    # written after the commit, never one read before it.
+    _produce(broker, "resume", "k10\tafter-the-commit\n", "--property", "parse.key=true")
     third = _consume(broker, "resume", "--group", "console", "--from-beginning",
-                     "--timeout-ms", "500")
-    assert third.stdout == ""  # committed offsets win over --from-beginning
+                     "--max-messages", "1", "--timeout-ms", "30000")
+    assert third.stdout == "after-the-commit\n"
 
 
 def test_ctrl_c_commits_and_reports(broker):
