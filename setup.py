@@ -3,7 +3,8 @@
 One import namespace: the source tree keeps the design card's folders at its top
 (broker/, protocol/, ...); the wheel installs each under samsa/ (samsa.broker,
 samsa.protocol, ...), so nothing generic such as `config` lands in site-packages.
-samsa/__init__.py does the same for a source tree run in place.
+In the source tree, samsa/<folder> is a symbolic link to each folder, so the same
+imports work from a checkout.
 
 protocol/records/_walker.c is the record walker the produce path runs on every
 record (see protocol/records/walker.py). It needs a C compiler and Python's
@@ -23,7 +24,8 @@ setup(
     package_dir={"samsa": "samsa", **{f"samsa.{f}": f for f in FOLDERS}},
     package_data={"samsa.protocol.messages.schemas": ["*.json"],
                   # what a type checker reads: the message classes (stubgen.py), the C walker
-                  "samsa.protocol.messages": ["*.pyi"], "samsa.protocol.records": ["*.pyi"]},
+                  "samsa.protocol.messages": ["*.pyi"], "samsa.protocol.records": ["*.pyi"],
+                  "samsa": ["py.typed"]},  # PEP 561: checkers in users' projects read the types
     ext_modules=[Extension("samsa.protocol.records._walker", ["protocol/records/_walker.c"],
                            extra_compile_args=["-O2"], optional=True)],
 )

@@ -44,7 +44,7 @@ def client_security(props: Mapping[str, str], source: str
     """The SASL login and TLS context that Kafka client properties ask for
     (security.protocol, sasl.*, ssl.*); ValueError naming what is wrong.
     ``source`` names where the properties came from, for messages."""
-    from samsa.broker.security.tls_config import client_tls
+    from samsa.client.tls import client_tls
     return sasl_client_settings(props), client_tls(props, source)
 
 

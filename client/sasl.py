@@ -34,7 +34,7 @@ def sasl_client_settings(props: Mapping[str, str]) -> SaslClientSettings | None:
     """None for PLAINTEXT; ValueError for what samsa's tools cannot do or a
     property that is missing or malformed."""
     protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol in ("PLAINTEXT", "SSL"):  # TLS alone: broker/security/tls_config.client_tls
+    if protocol in ("PLAINTEXT", "SSL"):  # TLS alone: client/tls.py's client_tls
         return None
     if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         raise ValueError(f"security.protocol={protocol} is not supported by samsa's tools "

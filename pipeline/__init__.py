@@ -1,9 +1,9 @@
 """The Spark side of samsa: a PySpark data source named ``samsa`` (see pipeline/README.md).
 
-``pipeline.options``, ``pipeline.ranges`` and ``pipeline.client`` import without PySpark;
-``SamsaDataSource`` (``pipeline.source``) needs it and is imported on first use:
+``samsa.pipeline.options``, ``.ranges`` and ``.client`` import without PySpark;
+``SamsaDataSource`` (``samsa.pipeline.source``) needs it and is imported on first use:
 
-    from pipeline import SamsaDataSource
+    from samsa.pipeline import SamsaDataSource
     spark.dataSource.register(SamsaDataSource)
 """
 

@@ -9,6 +9,7 @@ must not be used: it would load a second copy of the module beside samsa.protoco
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,30 @@ def test_the_project_imports_its_packages_only_through_the_samsa_namespace():
     assert not bare, "import these as samsa.<name>:\n" + "\n".join(bare)
 
 
+# Code run as text (a child process's -c program, a `python -m` command line): the same rule
+_NAMES = "|".join(FOLDERS)
+_BARE_IN_TEXT = re.compile(
+    rf"""(?:^|[;"'])\s*from\s+(?:{_NAMES})(?:\.\w+)*\s+import\s"""
+    rf"""|(?:^|[;"'])\s*import\s+(?:{_NAMES})(?:\.\w+)*\s*(?:$|;|,|\bas\b)"""
+    rf"""|["']-m["'],\s*["'](?:{_NAMES})\b""", re.M)
+
+
+def test_code_in_strings_and_module_commands_use_the_samsa_namespace_too():
+    bare = []
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, ast.List):  # [sys.executable, "-m", "broker", ...]
+                text = ", ".join(repr(e.value) for e in node.elts
+                                 if isinstance(e, ast.Constant) and isinstance(e.value, str))
+            else:
+                continue
+            if _BARE_IN_TEXT.search(text):
+                bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:80]!r}")
+    assert not bare, "use samsa.<name> (and `-m samsa`) here too:\n" + "\n".join(bare)
+
+
 def test_the_source_tree_links_each_folder_under_samsa():
     for folder in FOLDERS:
         link = ROOT / "samsa" / folder
@@ -74,5 +99,8 @@ def test_the_wheel_installs_nothing_but_the_samsa_package(tmp_path):
     assert any(n.startswith("samsa/protocol/messages/schemas/") and n.endswith(".json")
                for n in names)
     assert not any(n.startswith(("samsa/tests/", "samsa/bench/")) for n in names)
+    # what type checkers in users' projects read (PEP 561): the marker and the generated stubs
+    assert {"samsa/py.typed", "samsa/protocol/messages/__init__.pyi",
+            "samsa/protocol/records/_walker.pyi"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "samsa = samsa.tools.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

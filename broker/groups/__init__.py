@@ -2,14 +2,16 @@
 
 Layout: classic/ (the classic protocol's state and its state machine),
 effects.py (what a machine answers an event with), offsets.py (committed
-offsets' rules, any group type), coordinator.py (the runtime: store, clock,
-timers, waiting requests, membership mirror), clock.py, store.py.
+offsets' rules, any group type), offset_manager.py (the committed offsets'
+flows: commit, transactional commit, fetch, delete, retention), coordinator.py
+(the runtime: store, clock, timers, waiting requests, membership mirror),
+write_errors.py (how a failed write is answered), clock.py, store.py.
 
 Wiring (broker integrator):
 
-    from broker.groups import (GroupCoordinator, GroupCoordinatorConfig,
+    from samsa.broker.groups import (GroupCoordinator, GroupCoordinatorConfig,
                                ConsumerOffsetsLog, CoordinatorBridge, OFFSETS_TOPIC)
-    from broker.groups.log_adapter import offsets_log_functions
+    from samsa.broker.groups.log_adapter import offsets_log_functions
     # create OFFSETS_TOPIC partitions 0..N-1 (N = offsets.topic.num.partitions,
     # cleanup.policy=compact) in the metadata layer + LogManager, then:
     append, read_all = offsets_log_functions(lambda p: lm.get_log(OFFSETS_TOPIC, p), N)

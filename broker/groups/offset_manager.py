@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import TopicPartition
 
 from ..network.log_limit import RateLimitedLog
 from . import offsets as offset_rules
@@ -35,7 +36,6 @@ log = logging.getLogger("samsa.broker.groups.coordinator")  # one log for the co
 
 E = ErrorCode
 NONE = int(E.NONE)
-TopicPartition = tuple[str, int]
 
 
 class GroupRuntime(Protocol):

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.model import TopicPartition
 
 from .log_format import OffsetAndMetadata
 from .results import PartitionError
 
 NONE = int(ErrorCode.NONE)
-TopicPartition = tuple[str, int]
 # (topic, partition, offset, leader_epoch, metadata) as OffsetCommit carries them
 Commit = tuple[str, int, int, "int | None", "str | None"]
 

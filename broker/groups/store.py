@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple, Protocol
 
 from samsa.protocol.errors import ProtocolError
+from samsa.protocol.model import OFFSETS_TOPIC, TopicPartition
 
 from .log_format import (
     GroupKey,
@@ -36,7 +37,6 @@ from .log_format import (
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 # group_id -> {(topic, partition): OffsetAndMetadata}
 OffsetsByGroup = dict[str, dict[TopicPartition, OffsetAndMetadata]]
 # group_id -> producer id -> offsets committed in its still open transaction
@@ -57,7 +57,6 @@ class TxnRecord(NamedTuple):
     value: bytes | None
     producer_id: int
 
-OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 

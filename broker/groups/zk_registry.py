@@ -33,13 +33,13 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from samsa.broker.metadata import zk_layout as z
 from samsa.broker.metadata.zookeeper import retriable_on_zookeeper_errors
 from samsa.broker.metadata.zookeeper.writes import Znodes, over_kazoo
+from samsa.protocol.model import TopicPartition
 
 if TYPE_CHECKING:
     from .coordinator import GroupMembership
 
 log = logging.getLogger("broker.groups.zk_registry")
 
-TopicPartition = tuple[str, int]
 
 
 class ConsumerRegistry:

@@ -12,11 +12,9 @@ import dataclasses
 import uuid
 from typing import Callable, NamedTuple
 
-
-# Topics whose records are a coordinator's state: never written by clients,
-# never deleted.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
+# Topics whose records are a coordinator's state: never written by clients, never
+# deleted (re-exported: the metadata layer's handlers and controller read them here)
+from samsa.protocol.model import INTERNAL_TOPICS as INTERNAL_TOPICS
 
 class ListenerEndpoint(NamedTuple):
     """One advertised listener of a broker."""

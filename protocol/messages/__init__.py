@@ -17,7 +17,7 @@ from samsa.protocol.messages.api import (API_BY_KEY, MESSAGE_CLASSES, ApiSpec, R
 from samsa.protocol.messages.model import Message
 
 # One class per message, compiled at import: no source defines them, so a checker reads
-# them from __init__.pyi, rendered from the same specs (python -m protocol.messages.stubgen).
+# them from __init__.pyi, rendered from the same specs (python -m samsa.protocol.messages.stubgen).
 globals().update(MESSAGE_CLASSES)
 
 __all__ = ["API_BY_KEY", "ApiSpec", "RequestHeader", "Message", "decode_request",

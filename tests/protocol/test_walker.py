@@ -177,7 +177,7 @@ def test_the_fallback_is_chosen_by_the_environment_and_tools_do_not_warn_of_it()
     """The slower walker is the broker's business (it warns as it starts,
     tests/integration/test_record_errors.py); a command-line tool run says nothing of it."""
     env = {**os.environ, "SAMSA_PURE_PYTHON_RECORDS": "1"}
-    code = ("from protocol.records.walker import COMPILED, walk_records, walk_records_py;"
+    code = ("from samsa.protocol.records.walker import COMPILED, walk_records, walk_records_py;"
             "assert not COMPILED and walk_records is walk_records_py")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env=env, timeout=60)
@@ -270,8 +270,8 @@ def test_records_in_pieces_get_the_verdict_of_the_whole(which, where, junk, cuts
 # walker builds for the fields (gc threshold 1), after the record was checked.
 _REWRITTEN_DURING_THE_WALK = """
 import gc
-from protocol.records.walker import walk_records
-from protocol.records.varint import encode_varint
+from samsa.protocol.records.walker import walk_records
+from samsa.protocol.records.varint import encode_varint
 body = bytearray([0, 0, 0, 1, 1])
 encode_varint(50, body)
 for _ in range(50):

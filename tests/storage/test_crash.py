@@ -33,8 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHILD = r'''
 import os, random, sys
 sys.path.insert(0, sys.argv[2])
-from config.topic import TopicConfig
-from storage.manager import LogManager
+from samsa.config.topic import TopicConfig
+from samsa.storage.manager import LogManager
 from tests.storage.helpers import build_batch
 cfg = TopicConfig(segment_bytes=1_000_000, index_interval_bytes=4096, flush_ms=50,
                   file_delete_delay_ms=0)

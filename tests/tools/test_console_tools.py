@@ -194,7 +194,7 @@ def test_reads_what_librdkafka_wrote(broker):
     # Without --from-beginning a consumer starts at the end: the first record it
     # prints is one written after it started (written until it prints one, since
     # when it has found the end is not seen from here), never one of the six.
-    proc = subprocess.Popen([sys.executable, "-m", "broker", "console-consumer",
+    proc = subprocess.Popen([sys.executable, "-m", "samsa", "console-consumer",
                              "--bootstrap-server", broker.bootstrap, "--topic", "lib",
                              "--max-messages", "1", "--timeout-ms", "30000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
