@@ -404,12 +404,12 @@ def test_static_member_restart_causes_no_rebalance(gbroker):
         return sorted(p.partition for p in c.assignment())
 
     def poll_until(consumers, cond, what):
-        end = time.monotonic() + DEADLINE_S
-        while not cond():
-            if time.monotonic() > end:
-                raise AssertionError(f"timed out waiting for {what}: {events}")
+        def polled():  # a consumer's callbacks and rebalances run inside its poll()
             for c in consumers:
                 c.poll(0.05)
+            return cond()
+        wait_until(lambda: cond() or polled(), DEADLINE_S, lambda: f"{what}: {events}",
+                   interval=0)
 
     a, b = consumer("a"), consumer("b")
     try:

@@ -5,13 +5,13 @@ across containers, and shuts down cleanly on docker stop (SIGTERM)."""
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.support.kafka_wire import free_port
+from tests.support.waiting import wait_until
 
 from .kafka_io import consume, produce
 
@@ -25,16 +25,18 @@ STOPPED_CLEANLY = "samsa broker stopped cleanly"
 
 def _wait_for_log(dockerd, name: str, pattern: re.Pattern, timeout: float = 60.0) -> str:
     """The container's log once ``pattern`` is in it; fails early if it exits."""
-    deadline = time.monotonic() + timeout
-    while True:
-        log = dockerd.logs(name)
+    seen = [""]
+
+    def logged() -> str | None:
+        seen[0] = log = dockerd.logs(name)
         if pattern.search(log):
             return log
         if dockerd.inspect(name, "{{.State.Running}}") != "true":
             raise AssertionError(f"container {name} exited before {pattern.pattern!r}:\n{log[-3000:]}")
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"no {pattern.pattern!r} from {name} in {timeout:g} s:\n{log[-3000:]}")
-        time.sleep(0.2)
+        return None
+
+    return wait_until(logged, timeout, lambda: f"{pattern.pattern!r} from {name}:\n{seen[0][-3000:]}",
+                      interval=0.2)
 
 
 def _run_broker(dockerd, image: str, name: str, volume: str, port: int) -> None:
