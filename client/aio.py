@@ -129,6 +129,8 @@ class KafkaConnection:
         """Open the connection (over TLS with ``tls``), learn the broker's API
         versions and, on a SASL listener (``sasl`` given), authenticate."""
         address = f"{host}:{port}"
+        # no protocol yet: the protocol needs the connection, which gets it (below) once
+        # connected; nothing reads it before then
         conn = cls(None, ClientCore(client_id), address, timeout)  # type: ignore[arg-type]
         loop = asyncio.get_running_loop()
         try:
@@ -249,6 +251,9 @@ class KafkaConnection:
         if self._closed_error is not None:
             raise ConnectionClosedError(f"connection to {self.address} is closed: "
                                         f"{self._closed_error}")
+        transport = self._protocol.transport
+        if transport is None:  # (create_connection answers after connection_made: not seen)
+            raise ConnectionClosedError(f"connection to {self.address} is not open")
         _, data = self.core.request(request, api_key=api_key, version=version,
                                     expects_response=expects_response)
         future: asyncio.Future | None = None
@@ -256,7 +261,7 @@ class KafkaConnection:
             future = asyncio.get_running_loop().create_future()
             self._waiters.append(future)
             self._nothing_in_flight.clear()
-        self._protocol.transport.write(data)
+        transport.write(data)
         await self._protocol.drain()
         if self._closed_error is not None and future is None:
             raise ConnectionClosedError(f"send to {self.address} failed: {self._closed_error}")

@@ -8,6 +8,9 @@ for the Spark schema, so nothing is cast on the way into the JVM.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Message
@@ -31,6 +34,12 @@ _FIELDS = [
 HEADERS_FIELD = pa.field("headers", pa.list_(pa.field("element", HEADER_TYPE)))
 ARROW_SCHEMA = pa.schema(_FIELDS)
 ARROW_SCHEMA_WITH_HEADERS = pa.schema(_FIELDS + [HEADERS_FIELD])
+
+# A consumed message's headers: librdkafka hands them over as a list of (key, value) pairs.
+# The stubs type Message.headers with the HeadersType that produce() takes, which also allows
+# a dict; this alias says what a consumer's message answers (the cast is made once, here).
+_consumed_headers = cast(Callable[[Message], "list[tuple[str, bytes | None]] | None"],
+                         Message.headers)
 
 # librdkafka's timestamp types (confluent_kafka.TIMESTAMP_*) -> Kafka's TimestampType ids.
 _TS_TYPE = {0: NO_TIMESTAMP_TYPE, 1: CREATE_TIME, 2: LOG_APPEND_TIME}
@@ -113,7 +122,7 @@ class BatchBuilder:
         if self.include_headers:
             # Spark: a record without headers has a null array, not an empty one.
             self.headers += [[{"key": k, "value": v} for k, v in hs] if hs else None
-                             for hs in map(Message.headers, msgs)]
+                             for hs in map(_consumed_headers, msgs)]
 
     def _ts_type_array(self, n: int) -> pa.Array:
         raw = self.ts_types

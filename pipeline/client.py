@@ -24,7 +24,8 @@ import bisect
 import logging
 import re
 import time
-from typing import Iterable, Iterator
+from collections.abc import Callable
+from typing import Any, Iterable, Iterator, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -35,6 +36,11 @@ from .options import (
     WriteOptions, tp_str,
 )
 from .ranges import OffsetRange, sort_ranges, split_ranges
+
+# Message.offset is Optional in the stubs (a message being produced has none yet); a consumed
+# record has its offset, and librdkafka's partition-EOF event the log's end: this alias says
+# so, cast once (Message.offset is called per record on the read path).
+_offset = cast(Callable[[Message], int], Message.offset)
 
 rdkafka_log = logging.getLogger("pipeline.librdkafka")
 
@@ -183,7 +189,6 @@ def list_partitions(consumer: Consumer, opts: ReadOptions, *, missing_ok: bool =
     ``missing_ok`` (streaming): a subscribed topic that does not exist yet has no partitions,
     as a Kafka consumer's subscription waits for it; its partitions are new ones once it exists."""
     strategy = opts.strategy
-    md = None
     for attempt in range(3):
         md = _metadata(consumer, opts)
         transient = [t for t, tm in md.topics.items()
@@ -199,7 +204,7 @@ def list_partitions(consumer: Consumer, opts: ReadOptions, *, missing_ok: bool =
             f"kafka.bootstrap.servers='{opts.bootstrap_servers}'")
 
     if isinstance(strategy, Subscribe):
-        out = []
+        out: list[tuple[str, int]] = []
         for topic in strategy.topics:
             if topic not in topics:
                 if missing_ok:
@@ -328,13 +333,16 @@ def _option_name(spec: OffsetSpec, starting: bool) -> str:
 
 def plan_batch(opts: ReadOptions) -> list[OffsetRange]:
     """The offset ranges of a batch read, split for minPartitions; one Spark partition each."""
+    if opts.ending is None:  # (parse_read_options always sets one; parse_stream_options none)
+        raise ValueError("plan_batch needs a batch query's options: they have no ending offsets")
+    ending = opts.ending
     consumer = _consumer(opts, "driver")
     try:
         tps = list_partitions(consumer, opts)
         start = resolve_offsets(consumer, opts, opts.starting, tps, starting=True,
                                 option=_option_name(opts.starting, True))
-        end = resolve_offsets(consumer, opts, opts.ending, tps, starting=False,
-                              option=_option_name(opts.ending, False))
+        end = resolve_offsets(consumer, opts, ending, tps, starting=False,
+                              option=_option_name(ending, False))
     finally:
         consumer.close()
     ranges = []
@@ -453,7 +461,7 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                 next(i for i, e in enumerate(errors) if e is not None)
             good = msgs if first_error == len(msgs) else msgs[:first_error]
             if good:
-                offsets = list(map(Message.offset, good))
+                offsets = list(map(_offset, good))
                 if offsets[-1] >= end:       # past the range (offsets only grow): keep those below
                     keep = bisect.bisect_left(offsets, end)
                     good, offsets = good[:keep], offsets[:keep]
@@ -463,13 +471,14 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                     position = offsets[-1] + 1
                 if position >= end:
                     done = True
-            if not done and first_error < len(msgs):
-                m, err = msgs[first_error], errors[first_error]
+            err = errors[first_error] if first_error < len(msgs) else None
+            if not done and err is not None:
+                m = msgs[first_error]
                 if err.code() == KafkaError._PARTITION_EOF:
                     # At or past the end: done. Below it: the log was truncated since planning.
-                    if m.offset() < end and opts.fail_on_data_loss:
+                    if _offset(m) < end and opts.fail_on_data_loss:
                         raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: "
-                                            f"offsets up to {end} were to be read, the log ends at {m.offset()}.")
+                                            f"offsets up to {end} were to be read, the log ends at {_offset(m)}.")
                     done = True
                 elif err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
                     if opts.fail_on_data_loss:
@@ -585,13 +594,14 @@ def produce_all(opts: WriteOptions, producer: Producer, batches: Iterable) -> in
             if topic is None:
                 raise KafkaSourceError("The Kafka message data sent to the producer contains a null topic. "
                                        "Use the `topic` option for setting a default topic.")
-            kw = {}
+            kw: dict[str, Any] = {}  # produce()'s optional arguments, each of its own type
             if parts[i] is not None:
                 kw["partition"] = parts[i]
             if stamps[i] is not None:
                 kw["timestamp"] = stamps[i]
-            if headers[i]:
-                kw["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            row_headers = headers[i]
+            if row_headers:
+                kw["headers"] = [(h["key"], h["value"]) for h in row_headers]
             while True:
                 try:
                     producer.produce(topic, value=values[i], key=keys[i], on_delivery=on_delivery, **kw)

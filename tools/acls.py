@@ -287,31 +287,32 @@ def _run(backend: AclBackend, args) -> int:
                         for p in wanted])
     elif args.remove:
         pattern_type = _pattern_type(args.resource_pattern_type, adding=False)
-        filters = _filters(args, pattern_type)
-        if not _resources(args, pattern_type):
+        resources = _resources(args, pattern_type)
+        if not resources:
             raise AclToolError("You must provide at least one resource: --topic <topic> or "
                                "--cluster or --group <group> or --transactional-id <id>")
         narrowed = args.allow_principal or args.deny_principal or args.operation
-        for flt in filters:
+        # one filter per named resource (what _filters makes of them), so each has a name
+        for rtype, name in resources:
+            flt = AclBindingFilter(rtype, name, pattern_type)
             if narrowed:
-                entries = _bindings_to_add(args, flt.pattern_type)[
-                    ResourcePattern(flt.resource_type, flt.name, flt.pattern_type)] \
-                    if flt.pattern_type.is_specific else None
-                if entries is None:
+                if not pattern_type.is_specific:
                     raise AclToolError("--remove with principals or operations needs "
                                        "--resource-pattern-type LITERAL or PREFIXED")
+                removing = _bindings_to_add(args, pattern_type)[
+                    ResourcePattern(rtype, name, pattern_type)]
                 question = ("Are you sure you want to remove ACLs: \n "
-                            + "\n".join("\t" + str(e) for e in sorted(entries))
+                            + "\n".join("\t" + str(e) for e in sorted(removing))
                             + f" \n from resource filter `{_filter_text(flt)}`? (y/n)")
                 if _confirm(args, question):
-                    for e in entries:
+                    for e in removing:
                         backend.remove(AclBindingFilter(
-                            flt.resource_type, flt.name, flt.pattern_type, e.principal,
+                            rtype, name, pattern_type, e.principal,
                             e.host, e.operation, e.permission))
             elif _confirm(args, "Are you sure you want to delete all ACLs for resource "
                                 f"filter `{_filter_text(flt)}`? (y/n)"):
                 backend.remove(flt)
-        _list(backend, filters)
+        _list(backend, _filters(args, pattern_type))
     else:
         pattern_type = _pattern_type(args.resource_pattern_type, adding=False)
         filters = _filters(args, pattern_type)

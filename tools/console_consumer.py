@@ -31,8 +31,10 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from types import FrameType
+from typing import Any, BinaryIO
 
 from samsa.protocol.errors import ErrorCode, ProtocolError
 from samsa.protocol.messages import FetchRequest, OffsetCommitRequest, OffsetFetchRequest
@@ -203,8 +205,9 @@ class Consumer:
                 position = max(position, hdr.next_offset)
                 continue
             for r in decode_batch(data, pos, header=hdr)[1]:
-                if r.offset >= position:  # a batch may begin before the position
-                    out.append((partition, r.offset, hdr.timestamp_type, r.timestamp,
+                offset = r.absolute_offset(hdr.base_offset)  # (r.offset: None when building)
+                if offset >= position:  # a batch may begin before the position
+                    out.append((partition, offset, hdr.timestamp_type, r.timestamp,
                                 r.headers, _bytes(r.key), _bytes(r.value)))
             position = hdr.next_offset
         self.positions[partition] = position
@@ -275,7 +278,8 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous = None
+        # what signal.signal answers: the handler before ours (None: one not set from Python)
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None
         self._installed = False
 
     def __enter__(self) -> "StopRequest":

@@ -21,9 +21,11 @@ import argparse
 import os
 import struct
 import sys
+from collections.abc import Iterator
 
 from samsa.protocol.errors import ProtocolError
-from samsa.protocol.records import expand_wrapper, iter_message_set, iter_records, parse_control_record
+from samsa.protocol.records import (BatchHeader, LegacyMessage, Record, expand_wrapper,
+                                    iter_message_set, iter_records, parse_control_record)
 from samsa.storage.entries import EntryScanner, entry_is_valid
 from samsa.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from samsa.storage.producer_state import decode_snapshot
@@ -162,54 +164,69 @@ def _text(b) -> str:
     return bytes(b).decode("utf-8", "replace")
 
 
-def _record_lines(e, data, print_contents: bool, skip_meta: bool):
+def _record_lines(e, data, print_contents: bool, skip_meta: bool) -> Iterator[tuple[str, int]]:
     """(line, offset) per record; a batch that cannot be decoded yields nothing."""
+    # decoded here, whole, so that a batch that cannot be decoded yields no line at all
+    lines: Iterator[tuple[str, int]]
     try:
         if e.magic == 2:
-            records = list(iter_records(bytes(data)))
+            lines = _v2_lines(e.header, list(iter_records(bytes(data))), print_contents,
+                              skip_meta)
         else:
-            records = []
+            messages: list[LegacyMessage] = []
             for m in iter_message_set(bytes(data), verify_crc=False):
-                records.extend(expand_wrapper(m, verify_crc=False) if m.is_wrapper else [m])
+                messages.extend(expand_wrapper(m, verify_crc=False) if m.is_wrapper else [m])
+            lines = _legacy_lines(messages, print_contents, skip_meta)
     except (ProtocolError, ValueError, struct.error):
         return
+    yield from lines
+
+
+def _v2_lines(h: BatchHeader, records: list[Record], print_contents: bool,
+              skip_meta: bool) -> Iterator[tuple[str, int]]:
+    ts_type = _ts_type_name(2, h.attributes)
     for r in records:
+        offset = r.absolute_offset(h.base_offset)
         prefix = "| "
         parts = []
-        if e.magic == 2:
-            h = e.header
-            ts_type = _ts_type_name(2, h.attributes)
-            if not skip_meta:
-                seq = -1 if h.base_sequence < 0 else (h.base_sequence + (r.offset - h.base_offset)) & INT32_MAX
-                keys = ",".join(_text(k) for k, _ in (r.headers or ()))
-                parts.append(f"{prefix}offset: {r.offset} {ts_type}: {r.timestamp} "
-                             f"keySize: {-1 if r.key is None else len(r.key)} "
-                             f"valueSize: {-1 if r.value is None else len(r.value)} "
-                             f"sequence: {seq} headerKeys: [{keys}]")
+        if not skip_meta:
+            seq = -1 if h.base_sequence < 0 else (h.base_sequence + (offset - h.base_offset)) & INT32_MAX
+            keys = ",".join(_text(k) for k, _ in (r.headers or ()))
+            parts.append(f"{prefix}offset: {offset} {ts_type}: {r.timestamp} "
+                         f"keySize: {-1 if r.key is None else len(r.key)} "
+                         f"valueSize: {-1 if r.value is None else len(r.value)} "
+                         f"sequence: {seq} headerKeys: [{keys}]")
+            prefix = " "
+            if h.is_control:
+                parts.append(_control_text(r))
+        if print_contents and not h.is_control:
+            if r.key is not None:
+                parts.append(f"{prefix}key: {_text(r.key)}")
                 prefix = " "
-                if h.is_control:
-                    parts.append(_control_text(r))
-            if print_contents and not h.is_control:
-                if r.key is not None:
-                    parts.append(f"{prefix}key: {_text(r.key)}")
-                    prefix = " "
-                if r.value is not None:
-                    parts.append(f" payload: {_text(r.value)}")
-        else:
-            ts_type = "NoTimestampType" if r.magic == 0 else (
-                "LogAppendTime" if r.timestamp_type == 1 else "CreateTime")
-            if not skip_meta:
-                parts.append(f"{prefix}offset: {r.offset} {ts_type}: {r.timestamp} "
-                             f"keySize: {-1 if r.key is None else len(r.key)} "
-                             f"valueSize: {-1 if r.value is None else len(r.value)} "
-                             f"isValid: true crc: {r.crc}}}")
+            if r.value is not None:
+                parts.append(f" payload: {_text(r.value)}")
+        yield "".join(parts), offset
+
+
+def _legacy_lines(messages: list[LegacyMessage], print_contents: bool,
+                  skip_meta: bool) -> Iterator[tuple[str, int]]:
+    for r in messages:
+        prefix = "| "
+        parts = []
+        ts_type = "NoTimestampType" if r.magic == 0 else (
+            "LogAppendTime" if r.timestamp_type == 1 else "CreateTime")
+        if not skip_meta:
+            parts.append(f"{prefix}offset: {r.offset} {ts_type}: {r.timestamp} "
+                         f"keySize: {-1 if r.key is None else len(r.key)} "
+                         f"valueSize: {-1 if r.value is None else len(r.value)} "
+                         f"isValid: true crc: {r.crc}}}")
+            prefix = " "
+        if print_contents:
+            if r.key is not None:
+                parts.append(f"{prefix}key: {_text(r.key)}")
                 prefix = " "
-            if print_contents:
-                if r.key is not None:
-                    parts.append(f"{prefix}key: {_text(r.key)}")
-                    prefix = " "
-                if r.value is not None:
-                    parts.append(f" payload: {_text(r.value)}")
+            if r.value is not None:
+                parts.append(f" payload: {_text(r.value)}")
         yield "".join(parts), r.offset
 
 

@@ -210,9 +210,10 @@ def main(argv) -> int:
         sasl, tls = command_config_security(args.command_config)
     except (OSError, ValueError) as e:
         p.error(f"--command-config {args.command_config}: {e}")
-    for name, fn in (("create", _create), ("list", _list), ("describe", _describe),
-                     ("alter", _alter), ("delete", _delete)):
-        if getattr(args, name):
-            return run_tool("samsa topics", args.bootstrap_server,
-                            lambda client, fn=fn: fn(client, args), sasl=sasl, tls=tls)
-    return 2
+    actions = {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
+               "delete": _delete}
+    chosen = next((fn for name, fn in actions.items() if getattr(args, name)), None)
+    if chosen is None:
+        return 2
+    return run_tool("samsa topics", args.bootstrap_server, lambda client: chosen(client, args),
+                    sasl=sasl, tls=tls)

@@ -32,7 +32,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, NamedTuple
+from functools import partial
+from typing import Callable, Mapping, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
@@ -402,7 +403,7 @@ class Controller:
         for tp, (state, _) in list(self._states.items()):
             for replica in sorted(dead):
                 if replica == state.leader or replica in state.isr:
-                    self._decide(tp, lambda s, r=replica, tp=tp: self._offline_step(tp, s, r))
+                    self._decide(tp, partial(self._offline_step, tp, replica=replica))
 
     def _offline_step(self, tp: Partition, state: LeaderAndIsr,
                       replica: int) -> LeaderAndIsr | None:
@@ -446,8 +447,8 @@ class Controller:
             # notifications): decide on what is written now.
             self._read_state(tp)
             if tp in self._states and tp[1] in self._assignments.get(tp[0], {}):
-                self._decide(tp, lambda s, tp=tp: elect_preferred(
-                    self._assignments[tp[0]][tp[1]], s, self._electable))
+                self._decide(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
+                                         live=self._electable))
         try:
             self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
         except NoNodeError:
@@ -500,11 +501,11 @@ class Controller:
             if answer is not None:
                 out[tp] = answer
             elif unclean:
-                self._decide(tp, lambda s, r=replicas: elect_offline(r, s, self._electable, True))
+                self._decide(tp, partial(elect_offline, replicas, live=self._electable, unclean=True))
                 ok = self._states.get(tp, (state,))[0].leader in self._electable
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
             else:
-                self._decide(tp, lambda s, r=replicas: elect_preferred(r, s, self._electable))
+                self._decide(tp, partial(elect_preferred, replicas, live=self._electable))
                 ok = self._states.get(tp, (state,))[0].leader == replicas[0]
                 out[tp] = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         return elections_reported(out, partitions is None)
@@ -551,8 +552,8 @@ class Controller:
                 log.info("controller: broker %d leads %d of its %d preferred partitions; "
                          "moving leadership back", broker, len(tps) - len(elsewhere), len(tps))
                 for tp in elsewhere:
-                    self._decide(tp, lambda s, r=self._assignments[tp[0]][tp[1]]:
-                                 elect_preferred(r, s, self._electable))
+                    self._decide(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
+                                             live=self._electable))
 
     # ---------------------------------------------------------------- reassignment
 
@@ -582,7 +583,7 @@ class Controller:
             return None
         return dict(self._reassigning)
 
-    def _on_reassign(self, requests: dict[Partition, list[int] | None],
+    def _on_reassign(self, requests: Mapping[Partition, list[int] | None],
                      allow_replication_factor_change: bool = True, from_znode: bool = False
                      ) -> dict[Partition, ReassignResult]:
         deleting = set(self.zk.get_children(z.DELETE_TOPICS))
@@ -722,8 +723,7 @@ class Controller:
             if topic not in self._topic_znodes:
                 return False
             assignment, topic_version = self._topic_znodes[topic]
-            state_and_version = self._states.get(tp)
-            state = state_and_version[0] if state_and_version else None
+            state, state_version = self._states.get(tp, (None, None))
             decided = step(self._assignments[topic][partition], self._reassigning.get(tp), state)
             if decided is None:
                 return False
@@ -744,8 +744,11 @@ class Controller:
                 {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
             writes = [SetData(z.topic_path(topic), z.encode_topic(new_assignment), topic_version)]
             if new_state is not None:
+                if state_version is None:  # the steps decide a new state only from a read one
+                    raise RuntimeError(f"reassigning {topic}-{partition}: a new state for a "
+                                       f"partition without one")
                 writes.append(SetData(z.partition_state_path(*tp), self._state_bytes(new_state),
-                                      state_and_version[1]))
+                                      state_version))
             try:
                 results = self.zk.commit_fenced(self._epoch_version, writes)
             except (BadVersionError, NoNodeError):
@@ -771,8 +774,8 @@ class Controller:
         for tp, (state, _) in list(self._states.items()):
             replicas = self._assignments.get(tp[0], {}).get(tp[1], [])
             if len(replicas) > 1 and (state.leader == broker_id or broker_id in state.isr):
-                self._decide(tp, lambda s, r=replicas: elect_for_shutdown(
-                    r, s, self._live, self._shutting_down))
+                self._decide(tp, partial(elect_for_shutdown, replicas, live=self._live,
+                                         shutting_down=self._shutting_down))
         # A partition with no other live in-sync replica has nowhere to go (one
         # replica, or the others are down): the broker is not kept waiting for it.
         return sorted(tp for tp, (state, _) in self._states.items()
@@ -851,8 +854,8 @@ class Controller:
                 if first is not None:
                     self._write_new(tp, first)
             else:
-                self._decide(tp, lambda s, r=replicas, tp=tp: elect_offline(
-                    r, s, self._electable, self._unclean(tp[0])))
+                self._decide(tp, partial(elect_offline, replicas, live=self._electable,
+                                         unclean=self._unclean(tp[0])))
 
     def _decide(self, tp: Partition, decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> None:
         """Apply a decision to the partition's current state and write it,

@@ -176,6 +176,7 @@ class _Metered:
         throttle = max(bandwidth, request_throttle, mutation_throttle)
         if throttle > 0:
             # a tie counts as request time, as in Kafka
+            # (a throttle comes from a quota that matched: the match is never None here)
             if bandwidth > request_throttle:
                 manager, match = (quotas.produce, self.produce) if self.produce is not None \
                     else (quotas.fetch, self.fetch)
@@ -183,7 +184,8 @@ class _Metered:
                 manager, match = quotas.mutations, self.mutation.match
             else:
                 manager, match = quotas.request, self.request_time
-            manager.throttled(match, throttle, now)
+            if match is not None:
+                manager.throttled(match, throttle, now)
             if response is not None and "throttle_time_ms" in response._attrs:
                 response.throttle_time_ms = throttle
                 parts = None

@@ -19,7 +19,7 @@ them, at most once per ``SWEEP_INTERVAL_MS``.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, cast
 
 from .entities import QuotaConfigs, QuotaMatch
 if TYPE_CHECKING:
@@ -186,6 +186,10 @@ class MutationQuotaManager(QuotaManager):
     def _new_budget(self, now_ms: float) -> _MutationBudget:
         return _MutationBudget(self.window, now_ms)
 
+    def _mutation_budget(self, match: QuotaMatch, now_ms: float) -> _MutationBudget:
+        # every budget of this manager is made by _new_budget above: a _MutationBudget
+        return cast(_MutationBudget, self._budget(match, now_ms))
+
     def burst(self, match: QuotaMatch) -> float:
         """The most credits a budget holds: the bound over the quota window."""
         return match.bound * self.window.samples * self.window.window_ms / 1000.0
@@ -197,7 +201,7 @@ class MutationQuotaManager(QuotaManager):
         left, however many they are, and without a throttle time."""
         with self._lock:
             self._sweep(now_ms)
-            budget = self._budget(match, now_ms)
+            budget = self._mutation_budget(match, now_ms)
             burst = self.burst(match)
             left = budget.credits.measure(match.bound, burst, now_ms)
             if left < 0:
@@ -211,7 +215,7 @@ class MutationQuotaManager(QuotaManager):
         long until the bucket is no longer overdrawn."""
         with self._lock:
             self._sweep(now_ms)
-            budget = self._budget(match, now_ms)
+            budget = self._mutation_budget(match, now_ms)
             burst = self.burst(match)
             budget.credits.take(mutations, match.bound, burst, now_ms)
             budget.usage.record(mutations, now_ms)

@@ -23,12 +23,13 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 try:
     import uvloop
+    _new_event_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
 except ImportError:  # pragma: no cover - uvloop is a declared dependency
-    uvloop = None
+    _new_event_loop = asyncio.new_event_loop
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -66,13 +67,19 @@ _LEADER_CATCHING_UP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADE
 QUICK_RETRY_S = 0.025
 
 
+class LeaderEpochs(Protocol):
+    """What the fetcher reads of a log's leader-epoch cache (storage's LeaderEpochCache)."""
+    @property
+    def latest_epoch(self) -> int: ...
+
+
 class FollowerLog(Protocol):
     topic: str
     partition: int
     log_end_offset: int
     log_start_offset: int
     high_watermark: int
-    leader_epochs: object
+    leader_epochs: LeaderEpochs
 
     def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...) -> object: ...
     def update_high_watermark(self, offset: int) -> bool: ...
@@ -130,7 +137,7 @@ class ReplicaFetcher:
         # uvloop, as the processors: a follower's loop turns over once per chunk
         # of each 1 MiB Fetch answer, and the pure-Python selector loop cost
         # ~8% of the follower's CPU per replicated MB (0.81 -> 0.75 ms/MB).
-        self._loop = uvloop.new_event_loop() if uvloop else asyncio.new_event_loop()
+        self._loop = _new_event_loop()
         self._tasks: dict[int, asyncio.Task] = {}
         # A leader loop waiting in a long-polling Fetch, by leader: a partition
         # newly followed from that leader interrupts the wait (see _ensure_task).
@@ -287,7 +294,9 @@ class ReplicaFetcher:
             return None
 
     async def _call(self, conn: KafkaConnection, request: object, api_key: int, version: int,
-                    cfg: FetcherConfig, extra_wait_ms: int = 0) -> object:
+                    cfg: FetcherConfig, extra_wait_ms: int = 0) -> Any:
+        """The decoded response: an instance of a message class compiled at import,
+        which the checker cannot see (samsa.protocol.messages answers them as Any)."""
         timeout = (cfg.replica_socket_timeout_ms + extra_wait_ms) / 1000
         return await asyncio.wait_for(conn.call(request, api_key=api_key, version=version),
                                       timeout)
@@ -305,10 +314,10 @@ class ReplicaFetcher:
                         cfg: FetcherConfig) -> None:
         R = OffsetForLeaderEpochRequest
         by_topic: dict[str, list] = {}
-        for f in fresh:
-            by_topic.setdefault(f.log.topic, []).append(R.OffsetForLeaderPartition(
-                partition=f.log.partition, current_leader_epoch=f.leader_epoch,
-                leader_epoch=f.log.leader_epochs.latest_epoch))
+        for followed in fresh:  # (f below: the one an answer names, if any)
+            by_topic.setdefault(followed.log.topic, []).append(R.OffsetForLeaderPartition(
+                partition=followed.log.partition, current_leader_epoch=followed.leader_epoch,
+                leader_epoch=followed.log.leader_epochs.latest_epoch))
         resp = await self._call(conn, R(replica_id=cfg.broker_id, topics=[
             R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]),
             OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, cfg)
@@ -364,20 +373,20 @@ class ReplicaFetcher:
                      cfg: FetcherConfig) -> None:
         R = FetchRequest
         by_topic: dict[str, list] = {}
-        for f in ready:
-            lg = f.log
+        for followed in ready:  # (f below: the one an answer names, if any)
+            lg = followed.log
             by_topic.setdefault(lg.topic, []).append(R.FetchPartition(
-                partition=lg.partition, current_leader_epoch=f.leader_epoch,
+                partition=lg.partition, current_leader_epoch=followed.leader_epoch,
                 fetch_offset=lg.log_end_offset, last_fetched_epoch=-1,
                 log_start_offset=lg.log_start_offset,
-                partition_max_bytes=cfg.replica_fetch_max_bytes, replica_directory_id=None,
-                high_watermark=-1))
-        request = R(cluster_id=None, replica_id=cfg.broker_id, replica_state=None,
+                partition_max_bytes=cfg.replica_fetch_max_bytes, high_watermark=-1))
+        # (Fetch v12: replica_id in the body; no topic ids, replica state or directory id yet)
+        request = R(cluster_id=None, replica_id=cfg.broker_id,
                     max_wait_ms=cfg.replica_fetch_wait_max_ms,
                     min_bytes=cfg.replica_fetch_min_bytes,
                     max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0,
                     session_id=0, session_epoch=-1,
-                    topics=[R.FetchTopic(topic=t, topic_id=None, partitions=ps)
+                    topics=[R.FetchTopic(topic=t, partitions=ps)
                             for t, ps in by_topic.items()],
                     forgotten_topics_data=[], rack_id="")
         leader = ready[0].leader
@@ -389,8 +398,8 @@ class ReplicaFetcher:
             if self._polling.get(leader) is conn:
                 del self._polling[leader]
         if resp.error_code:
-            for f in ready:
-                self._delay(f, cfg)
+            for followed in ready:
+                self._delay(followed, cfg)
             return
         index = {f.key: f for f in ready}
         out_of_range = []
@@ -423,7 +432,7 @@ class ReplicaFetcher:
         if out_of_range:
             await self._reset_out_of_range(conn, out_of_range, cfg)
 
-    def _apply(self, f: _Followed, p: object) -> None:
+    def _apply(self, f: _Followed, p: Any) -> None:  # p: a FetchResponse partition
         records = p.records
         with f.lock:
             if not f.active:

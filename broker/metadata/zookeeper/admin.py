@@ -124,7 +124,7 @@ class AdminWrites:
                     break
                 except BadVersionError:
                     continue  # someone else changed it: decide again on what is there now
-            return self._cache.reload_topic(name)
+            return self._reloaded(name)
 
     @retriable_on_zookeeper_errors
     def update_isr(self, topic: str, partition: int, leader_epoch: int,
@@ -164,7 +164,15 @@ class AdminWrites:
             except NoNodeError:
                 self.zk.create(z.topic_config_path(name), z.encode_config(configs))
             write_change_notice(self.zk, f"topics/{name}")
-            return self._cache.reload_topic(name)
+            return self._reloaded(name)
+
+    def _reloaded(self, name: str) -> TopicMeta:
+        """The topic as just written, read back into the cache; a topic deleted since
+        (the cache has None) is unknown, as it is to the write's first read."""
+        meta = self._cache.reload_topic(name)
+        if meta is None:
+            raise UnknownTopicError(name)
+        return meta
 
     def broker_configs(self, broker: int | None) -> dict[str, str]:
         return self._read_config(z.broker_config_path(broker))

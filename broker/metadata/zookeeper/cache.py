@@ -260,14 +260,15 @@ class WatchCache:
         except z.ZNodeFormatError as e:
             log.warning("ignoring topic: %s", e)
             return None
-        if assignment.topic_id is None:
+        kafka_topic_id = assignment.topic_id
+        if kafka_topic_id is None:
             # Written by a tool that predates topic ids (a new topic, or an old
             # kafka-topics --alter rewriting a known one): give it an id, as Kafka's
             # controller does, conditionally on what we read. A topic we know keeps
             # its id: a new one would make its logs look like another topic's.
             known = self._topics.get(name)
-            topic_id = known.topic_id if known is not None else uuid.uuid4()
-            assignment = z.TopicAssignment(assignment.partitions, kafka_id(topic_id),
+            kafka_topic_id = kafka_id(known.topic_id if known is not None else uuid.uuid4())
+            assignment = z.TopicAssignment(assignment.partitions, kafka_topic_id,
                                            assignment.adding_replicas,
                                            assignment.removing_replicas)
             try:
@@ -282,7 +283,7 @@ class WatchCache:
         except z.ZNodeFormatError as e:
             log.warning("ignoring topic config: %s", e)
             configs = {}
-        meta = TopicMeta(name, topic_uuid(assignment.topic_id), len(assignment.partitions),
+        meta = TopicMeta(name, topic_uuid(kafka_topic_id), len(assignment.partitions),
                          configs, name in INTERNAL_TOPICS)
         replicas = {p: tuple(r) for p, r in assignment.partitions.items()}
         with self._snapshot_lock:
