@@ -27,7 +27,8 @@ from typing import Callable, NamedTuple, Protocol
 
 from samsa.protocol.errors import ErrorCode
 from samsa.config.topic import TopicConfig
-from samsa.storage import AppendOrigin
+from samsa.storage import AppendOrigin, FileRegion, ReadResult
+from samsa.storage.txn_index import AbortedTxn
 from samsa.storage.producer_state import ProducerSummary
 
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
@@ -50,7 +51,10 @@ class PartitionLog(Protocol):
     high_watermark: int
     last_stable_offset: int   # KIP-98: min(first unstable offset, high watermark)
 
-    def aborted_transactions(self, fetch_offset: int, regions) -> list: ...
+    def aborted_transactions(self, fetch_offset: int,
+                             regions: list[FileRegion]) -> list[AbortedTxn]: ...
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True,
+             max_offset: int | None = None) -> ReadResult: ...
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
     def delete_records_before(self, offset: int) -> int: ...
     def active_producers(self) -> list[ProducerSummary]: ...

@@ -17,13 +17,17 @@ import logging
 import threading
 import time
 import weakref
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
-from samsa.config import ConfigError
+from samsa.config import BrokerConfig, ConfigError
+from samsa.config.topic import TopicConfig
 from samsa.config.topic_keys import drop_removed_keys
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.model import INTERNAL_TOPICS
 from samsa.protocol.topic_name import collision_key, topic_name_error
+from samsa.storage import Log, LogManager
 
 from .cluster.assignment import AssignmentError, check_assignment
 from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
@@ -53,7 +57,7 @@ def name_error(name: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def _metadata_write():
+def _metadata_write() -> Iterator[None]:
     """A metadata store that cannot be written now (ZooKeeper unreachable)
     answers with a retriable error; a placement the store cannot make is an
     invalid replication factor, as Kafka says."""
@@ -66,7 +70,8 @@ def _metadata_write():
 
 
 class TopicService:
-    def __init__(self, store: MetadataStore, log_manager, broker_config, on_log_opened=None):
+    def __init__(self, store: MetadataStore, log_manager: LogManager, broker_config: BrokerConfig,
+                 on_log_opened: Callable[[Log], None] | None = None) -> None:
         self.store = store
         self.logs = log_manager
         self.config = broker_config
@@ -87,10 +92,10 @@ class TopicService:
     def get(self, name: str) -> TopicMeta | None:
         return self.store.topic(name)
 
-    def by_id(self, topic_id) -> TopicMeta | None:
+    def by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
         return self.store.topic_by_id(topic_id)
 
-    def topic_config(self, meta: TopicMeta):
+    def topic_config(self, meta: TopicMeta) -> TopicConfig:
         return self.config.topic_config(meta.configs)
 
     # -- start-up --------------------------------------------------------
@@ -99,7 +104,7 @@ class TopicService:
         for meta in self.store.topics().values():
             self._open_logs(meta, range(meta.num_partitions))
 
-    def _local(self, meta: TopicMeta, partitions) -> list[int]:
+    def _local(self, meta: TopicMeta, partitions: Iterable[int]) -> list[int]:
         """The partitions of ``meta`` whose replica list names this broker (all of
         them on the embedded store; in a cluster, the ones placed here)."""
         me = self.store.broker_id
@@ -117,7 +122,7 @@ class TopicService:
         is incomplete; deleting data on a guess is not worth the risk."""
         with self._lock:
             known = self.store.topics()
-            local: dict[str, list] = {}
+            local: dict[str, list[Log]] = {}
             for (t, _), lg in self.logs.all_logs().items():
                 local.setdefault(t, []).append(lg)
             local_topics = set(local)
@@ -176,7 +181,7 @@ class TopicService:
                     dropped.append((topic, p))
         return dropped
 
-    def _open_logs(self, meta: TopicMeta, partitions) -> None:
+    def _open_logs(self, meta: TopicMeta, partitions: Iterable[int]) -> None:
         cfg = self.topic_config(meta)
         for p in self._local(meta, partitions):
             log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
@@ -186,7 +191,7 @@ class TopicService:
 
     # -- changing --------------------------------------------------------
     def validate_new(self, name: str, num_partitions: int, replication_factor: int,
-                     configs: dict) -> None:
+                     configs: Mapping[str, str | None]) -> None:
         err = name_error(name)
         if err:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
@@ -225,12 +230,12 @@ class TopicService:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
 
     def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-               configs: dict | None = None, validate_only: bool = False,
+               configs: dict[str, str] | None = None, validate_only: bool = False,
                assignment: dict[int, list[int]] | None = None,
                charge: Charge | None = None) -> TopicMeta | None:
         """``assignment`` (partition -> replica broker ids) replaces the
         partition count and replication factor when given."""
-        configs = drop_removed_keys(configs or {})
+        kept = drop_removed_keys(configs or {})
         if assignment is not None:
             self._check_assignment(assignment, 0)
             num_partitions = len(assignment)
@@ -240,14 +245,14 @@ class TopicService:
         if replication_factor == -1:
             replication_factor = self.config.default_replication_factor
         with self._lock:
-            self.validate_new(name, num_partitions, replication_factor, configs)
+            self.validate_new(name, num_partitions, replication_factor, kept)
             if validate_only:
                 return None
             if charge is not None:
                 charge(num_partitions)
             try:
                 with _metadata_write():
-                    meta = self.store.create_topic(name, num_partitions, configs,
+                    meta = self.store.create_topic(name, num_partitions, kept,
                                                    is_internal=name in INTERNAL_TOPICS,
                                                    assignment=assignment,
                                                    replication_factor=replication_factor)
@@ -355,8 +360,9 @@ class TopicService:
                     dict(enumerate(assignment, old)) if assignment is not None else None)
             self._open_logs(meta, range(old, count))
 
-    def set_configs(self, name: str, configs: dict, validate_only: bool = False) -> None:
-        configs = drop_removed_keys(configs)
+    def set_configs(self, name: str, requested: Mapping[str, str | None],
+                    validate_only: bool = False) -> None:
+        configs = drop_removed_keys(requested)
         with self._lock:
             meta = self.store.topic(name)
             if meta is None:

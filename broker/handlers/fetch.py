@@ -33,18 +33,23 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest, FetchResponse
+from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
 from ..metadata import brokers_on_listener
-from ..partitions import READ_COMMITTED, LeaderLookup
+from samsa.storage import FileRegion
+
+from ..partitions import READ_COMMITTED, LeaderLookup, PartitionLog
 from . import authz
 from .authz import Op
 from .errors import error_code_for
 from .context import RequestContext
+from .services import Connection, Metrics, Services
 
 R = FetchResponse
 _INT32_MAX = 0x7FFFFFFF
@@ -58,8 +63,8 @@ class _Target:
     __slots__ = ("topic", "topic_id", "partition", "fetch_offset", "max_bytes", "lookup",
                  "read_replica", "log_start_offset")
 
-    def __init__(self, topic, topic_id, partition, fetch_offset, max_bytes, lookup,
-                 log_start_offset=-1):
+    def __init__(self, topic: str, topic_id: uuid.UUID, partition: int, fetch_offset: int,
+                 max_bytes: int, lookup: LeaderLookup, log_start_offset: int = -1) -> None:
         self.topic, self.topic_id, self.partition = topic, topic_id, partition
         self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
         self.log_start_offset = log_start_offset  # the fetcher's own (v5+; a follower's)
@@ -67,7 +72,8 @@ class _Target:
         self.read_replica = -1  # KIP-392: the replica the consumer should read from instead
 
 
-def _resolve(broker, req, version, replica_id, allowed):
+def _resolve(broker: Services, req: FetchRequest, version: int, replica_id: int,
+             allowed: Callable[[str], bool]) -> list[_Target]:
     """``allowed(topic)``: whether the fetcher may read the topic (ACLs)."""
     targets = []
     partitions = broker.partitions
@@ -102,11 +108,16 @@ class _Unconverted:
     is final (``_downconvert``)."""
     __slots__ = ("regions",)
 
-    def __init__(self, regions) -> None:
+    def __init__(self, regions: list[FileRegion]) -> None:
         self.regions = regions
 
+    @property
+    def length(self) -> int:
+        """The bytes before conversion (a records value that is not bytes has a length)."""
+        return _region_size(self.regions)
 
-def _records_value(regions, version):
+
+def _records_value(regions: list[FileRegion], version: int) -> Records:
     if not regions:
         return b""
     if version <= 3:
@@ -116,11 +127,11 @@ def _records_value(regions, version):
     return b"".join(r.read_bytes() for r in regions)
 
 
-def _region_size(regions) -> int:
+def _region_size(regions: list[FileRegion]) -> int:
     return sum(r.length for r in regions)
 
 
-def _replica_id(req, version) -> int:
+def _replica_id(req: FetchRequest, version: int) -> int:
     """The fetching broker's id; -1 for a consumer."""
     if version >= 15:
         state = req.replica_state
@@ -128,17 +139,23 @@ def _replica_id(req, version) -> int:
     return req.replica_id
 
 
-def _aborted(log, fetch_offset, regions):
+def _aborted(log: PartitionLog, fetch_offset: int, regions: list[FileRegion]
+             ) -> list[FetchResponse.AbortedTransaction]:
     return [R.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
             for t in log.aborted_transactions(fetch_offset, regions)]
 
 
-def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
+# A partition's answer, before it is grouped by topic
+_Answer = tuple[_Target, FetchResponse.PartitionData]
+
+
+def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bool,
+              isolation: int = 0) -> tuple[list[_Answer], int]:
     """One pass over every partition: (partition answers, bytes gathered).
     ``isolation``: the consumer's isolation level (READ_COMMITTED: up to the
     last stable offset, with the aborted transactions)."""
     committed = isolation == READ_COMMITTED and not follower
-    answers = []
+    answers: list[_Answer] = []
     remaining = max_bytes
     gathered = 0
     for t in targets:
@@ -151,7 +168,7 @@ def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
                     leader_id=leader.node_id if leader else -1,
                     leader_epoch=t.lookup.leader_epoch if leader else -1))))
             continue
-        log = t.lookup.log
+        log = t.lookup.found_log
         if t.read_replica >= 0:
             answers.append((t, R.PartitionData(
                 partition_index=t.partition, error_code=ErrorCode.NONE,
@@ -188,8 +205,8 @@ def _read_all(targets, max_bytes, version, follower: bool, isolation: int = 0):
     return answers, gathered
 
 
-def _response(answers, listener: str | None):
-    topics = []
+def _response(answers: list[_Answer], listener: str | None) -> FetchResponse:
+    topics: list[FetchResponse.FetchableTopicResponse] = []
     by_topic: dict[tuple[str, uuid.UUID], FetchResponse.FetchableTopicResponse] = {}
     # KIP-951: where the partitions this broker does not lead are led now
     leaders = {t.lookup.leader.node_id: t.lookup.leader for t, _ in answers
@@ -209,13 +226,14 @@ def _response(answers, listener: str | None):
              if leaders else [])
 
 
-def _convert(jobs, magic: int, budget: int, conn) -> list | None:
+def _convert(jobs: list[tuple[list[FileRegion], int]], magic: int, budget: int,
+             conn: Connection) -> list[bytes | Exception] | None:
     """On a converter thread: each (regions, partition max bytes) as a message
     set of ``magic``, or the exception that stopped it. Together they decode
     at most ``budget`` bytes (each at most its partition's), beyond the
     first batch of the first partition with records. None: the fetcher went
     away while this waited for a thread, so nobody wants the work."""
-    if conn is not None and conn.closed:
+    if conn.closed:
         return None
     out: list[bytes | Exception] = []
     first = True
@@ -233,18 +251,19 @@ def _convert(jobs, magic: int, budget: int, conn) -> list | None:
     return out
 
 
-async def _downconvert(ctx, answers, version: int, max_bytes: int) -> bool:
+async def _downconvert(ctx: RequestContext, answers: list[_Answer], version: int, max_bytes: int
+                      ) -> bool:
     """Down-convert the partitions read for Fetch v0-3, off the loop; False
     when the connection closed before it was done."""
-    pending = [(t, p) for t, p in answers if isinstance(p.records, _Unconverted)]
+    pending = [(t, p, p.records) for t, p in answers if isinstance(p.records, _Unconverted)]
     if not pending:
         return True
     results = await asyncio.get_running_loop().run_in_executor(
-        _CONVERTERS, _convert, [(p.records.regions, t.max_bytes) for t, p in pending],
+        _CONVERTERS, _convert, [(records.regions, t.max_bytes) for t, _, records in pending],
         0 if version <= 1 else 1, max_bytes, ctx.conn)
     if results is None:
         return False
-    for (_, p), result in zip(pending, results):
+    for (_, p, _), result in zip(pending, results):
         if isinstance(result, Exception):
             p.error_code, p.records = error_code_for(result), b""
         else:
@@ -252,19 +271,25 @@ async def _downconvert(ctx, answers, version: int, max_bytes: int) -> bool:
     return True
 
 
-async def _answer(ctx, answers, version: int, max_bytes: int, follower: bool):
+async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max_bytes: int,
+                  follower: bool) -> FetchResponse | None:
     if version <= 3 and not await _downconvert(ctx, answers, version, max_bytes):
         return None  # no connection to answer on
     _count_out(ctx.broker.metrics, answers, follower)
     return _response(answers, ctx.listener)
 
 
-def _count_out(metrics, answers, follower: bool) -> None:
+def _count_out(metrics: Metrics, answers: list[_Answer], follower: bool) -> None:
     """Bytes out to consumers per topic, to followers apart (as Kafka's
     BytesOutPerSec and ReplicationBytesOutPerSec)."""
     for t, pdata in answers:
-        size = len(pdata.records) if isinstance(pdata.records, (bytes, bytearray)) \
-            else pdata.records.length
+        records = pdata.records
+        if isinstance(records, (bytes, bytearray)):
+            size = len(records)
+        elif records is None or isinstance(records, memoryview):  # not what _read_all makes
+            size = 0 if records is None else records.nbytes
+        else:
+            size = records.length
         if size:
             if follower:
                 metrics.replicated_out(size)

@@ -11,6 +11,8 @@ FindCoordinator v4's batched keys) are folded here so the coordinator never sees
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
@@ -22,27 +24,30 @@ from samsa.protocol.messages import (DeleteGroupsRequest, DeleteGroupsResponse, 
                                OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse,
                                SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
                                TxnOffsetCommitResponse)
-from samsa.protocol.model import OFFSETS_TOPIC
+from samsa.protocol.model import OFFSETS_TOPIC, TopicPartition
 
 from ..groups.results import FetchedOffset, OffsetFetchResult
-from ..metadata import MetadataUnavailableError
+from ..metadata import BrokerEndpoint, MetadataUnavailableError
 from ..security.acl import ResourceType
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
 from .txn_verification import opens_transaction, verification_on, verify_opening
-from .services import GroupCoordination
+from .services import Commit, ConsumerRegistry, GroupCoordination, Services
 
 log = logging.getLogger("broker.handlers.groups")
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
 NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 
 
-def _client_host(ctx) -> str:
+def _client_host(ctx: RequestContext) -> str:
     # Kafka reports the peer as InetAddress.toString() of an unresolved address: "/1.2.3.4"
-    return "/" + (ctx.conn.peer_host or "") if ctx.conn is not None else ""
+    return "/" + (ctx.conn.peer_host or "")
 
 
 def _groups(ctx: RequestContext) -> GroupCoordination:
@@ -54,13 +59,14 @@ def _groups(ctx: RequestContext) -> GroupCoordination:
     return groups
 
 
-def _client_id(ctx) -> str:
+def _client_id(ctx: RequestContext) -> str:
     return ctx.header.client_id or ""
 
 
 # ------------------------------------------------------------------ FindCoordinator
 
-def _coordinator(ctx, key_type: int, key: str | None):
+def _coordinator(ctx: RequestContext, key_type: int, key: str | None
+                 ) -> tuple[int, str | None, BrokerEndpoint | None]:
     """(error_code, message, node) for one key: the broker that coordinates it."""
     broker = ctx.broker
     if key_type == KEY_TYPE_TRANSACTION:
@@ -77,9 +83,12 @@ def _coordinator(ctx, key_type: int, key: str | None):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
+    if locator is None:  # no transaction coordinator in this broker (yet)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
     answer = locator.locate(key)
     # A coordinator without the client's listener cannot be reached by it (Kafka).
-    node = answer.node.for_listener(ctx.listener) if not answer.error else None
+    node = answer.node.for_listener(ctx.listener) \
+        if not answer.error and answer.node is not None else None
     if node is None:
         return answer.error or ErrorCode.COORDINATOR_NOT_AVAILABLE, \
             "The coordinator is not available.", None
@@ -243,19 +252,48 @@ async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest
 
 # ------------------------------------------------------------------ committed offsets
 
-def _partition_exists(broker, topic: str, partition: int) -> bool:
+def _partition_exists(broker: Services, topic: str, partition: int) -> bool:
     meta = broker.topics.get(topic)
     return meta is not None and 0 <= partition < meta.num_partitions
 
 
-def _commits_of_known_partitions(broker, topics, with_epoch: bool, refused=None,
-                                 may_read=None):
+class _CommitPartition(Protocol):
+    """A partition of an OffsetCommit or TxnOffsetCommit request."""
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class _CommitTopic(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[_CommitPartition]: ...
+
+
+class _AskedTopic(Protocol):
+    """A topic of an OffsetFetch request (its v0-v7 and v8+ shapes)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
+
+
+def _commits_of_known_partitions(broker: Services, topics: Sequence[_CommitTopic],
+                                 with_epoch: bool, refused: int | None = None,
+                                 may_read: Callable[[str], bool] | None = None
+                                 ) -> tuple[dict[tuple[str, int], int], list[Commit]]:
     """({partition: error} for partitions refused (``refused``: the whole
     request; ``may_read(topic)`` False: that topic) or that do not exist,
     [(topic, partition, offset, leader epoch, metadata)] for the rest): an
     OffsetCommit's or TxnOffsetCommit's topics, as the coordinator takes them."""
     codes: dict[tuple[str, int], int] = {}
-    wanted = []
+    wanted: list[Commit] = []
     for t in topics:
         for p in t.partitions:
             if refused:
@@ -273,7 +311,9 @@ def _commits_of_known_partitions(broker, topics, with_epoch: bool, refused=None,
     return codes, wanted
 
 
-def _commit_answers(topics, codes, topic_cls, partition_cls) -> list:
+def _commit_answers(topics: Sequence[_CommitTopic], codes: dict[tuple[str, int], int],
+                    topic_cls: Callable[..., _T], partition_cls: Callable[..., object]
+                    ) -> list[_T]:
     """An OffsetCommit's or TxnOffsetCommit's answer: each partition asked
     about, in the request's order, with its error code."""
     return [topic_cls(name=t.name, partitions=[
@@ -297,8 +337,9 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest
         # Kafka's v0 commits are ZooKeeper's (/consumers/<group>/offsets), written
         # by whichever broker receives them; a 0.8-era consumer reads them back
         # with OffsetFetch v0 from any broker, across restarts and coordinator moves.
-        code = await _zookeeper_call(registry.commit, req.group_id,
-                                     {(t, p): off for t, p, off, _, _ in wanted})
+        failed = await _zookeeper_call(registry.commit, req.group_id,
+                                       {(t, p): off for t, p, off, _, _ in wanted})
+        code = failed if failed is not None else ErrorCode.NONE
         for t, p, *_ in wanted:
             codes[(t, p)] = code
         wanted = []
@@ -352,7 +393,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
         req.topics, codes, R.TxnOffsetCommitResponseTopic, R.TxnOffsetCommitResponsePartition))
 
 
-async def _verify_offsets_partition(ctx, req) -> ErrorCode:
+async def _verify_offsets_partition(ctx: RequestContext, req: TxnOffsetCommitRequest) -> ErrorCode:
     """KIP-890 part 1 for TxnOffsetCommit, as for Produce: the group's offsets
     partition must be in the producer's open transaction (AddOffsetsToTxn)
     before its first transactional commit there, or that commit would stay
@@ -372,15 +413,15 @@ async def _verify_offsets_partition(ctx, req) -> ErrorCode:
     return verdicts[tp]
 
 
-def _by_topic(fetched):
+def _by_topic(fetched: Iterable[FetchedOffset]) -> dict[str, list[FetchedOffset]]:
     """[FetchedOffset] -> {topic: [FetchedOffset]} keeping first-seen topic order."""
-    out: dict[str, list] = {}
+    out: dict[str, list[FetchedOffset]] = {}
     for f in fetched:
         out.setdefault(f.topic, []).append(f)
     return out
 
 
-async def _zookeeper_call(fn, *args):
+async def _zookeeper_call(fn: Callable[..., _R], *args: object) -> _R | ErrorCode:
     """A consumer-registry call, off the network loop (ZooKeeper round trips);
     a ZooKeeper that cannot be reached is a retriable COORDINATOR_NOT_AVAILABLE."""
     try:
@@ -388,10 +429,15 @@ async def _zookeeper_call(fn, *args):
     except MetadataUnavailableError as e:
         log.warning("ZooKeeper consumer registry: %s", e)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return result if result is not None else ErrorCode.NONE
+    return result
 
 
-async def _fetch_group(ctx, group_id, topics, require_stable: bool = False, fetch=None):
+_Fetch = Callable[[list[TopicPartition] | None], Awaitable[OffsetFetchResult]]
+
+
+async def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[_AskedTopic] | None,
+                       require_stable: bool = False, fetch: _Fetch | None = None
+                       ) -> OffsetFetchResult:
     """One group's OffsetFetch: topics None = everything committed. Needs
     Describe on the group; topics without Describe are refused (named) or
     left out (everything). ``fetch(partitions)``: where the offsets come from
@@ -399,14 +445,15 @@ async def _fetch_group(ctx, group_id, topics, require_stable: bool = False, fetc
     if not authz.group(ctx, Op.DESCRIBE, group_id):
         return OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
-    partitions, refused = None, []
+    partitions: list[TopicPartition] | None = None
+    refused: list[FetchedOffset] = []
     if topics is not None:
         partitions = [(t.name, p) for t in topics for p in t.partition_indexes
                       if may_describe(t.name)]
         refused = [FetchedOffset(t.name, p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                    for t in topics for p in t.partition_indexes if not may_describe(t.name)]
     if fetch is None:
-        def fetch(wanted):
+        def fetch(wanted: list[TopicPartition] | None) -> Awaitable[OffsetFetchResult]:
             return _groups(ctx).fetch_offsets(group_id, wanted, require_stable)
     res = await fetch(partitions) if partitions or partitions is None \
         else OffsetFetchResult(ErrorCode.NONE, [])
@@ -415,7 +462,7 @@ async def _fetch_group(ctx, group_id, topics, require_stable: bool = False, fetc
     return res._replace(partitions=res.partitions + refused) if refused else res
 
 
-async def _fetch_group_from_zookeeper(registry, group_id,
+async def _fetch_group_from_zookeeper(registry: ConsumerRegistry, group_id: str,
                                       wanted: list[tuple[str, int]]) -> OffsetFetchResult:
     """OffsetFetch v0 in ZooKeeper mode: the offsets v0 commits wrote there."""
     found = await _zookeeper_call(registry.fetch, group_id, wanted)
@@ -446,12 +493,14 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
         return R(throttle_time_ms=0, groups=groups)
     # v0-v1 cannot ask for "all" (topics is not nullable there)
     topics = req.topics if v >= 2 else (req.topics or [])
-    if v == 0 and broker.zk_registry is not None:
+    registry = broker.zk_registry
+    if v == 0 and registry is not None:
+        async def from_zookeeper(wanted: list[TopicPartition] | None) -> OffsetFetchResult:
+            # v0 names its topics (never "all"), so there is a list to read
+            return await _fetch_group_from_zookeeper(registry, req.group_id, wanted or [])
         # the same Describe rules as the coordinator's offsets (Kafka: v0's
         # topics without Describe are TOPIC_AUTHORIZATION_FAILED too)
-        res = await _fetch_group(ctx, req.group_id, topics, fetch=lambda wanted:
-                                 _fetch_group_from_zookeeper(broker.zk_registry,
-                                                             req.group_id, wanted))
+        res = await _fetch_group(ctx, req.group_id, topics, fetch=from_zookeeper)
     else:
         res = await _fetch_group(ctx, req.group_id, topics, v >= 7 and req.require_stable)
     fetched = res.partitions

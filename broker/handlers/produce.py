@@ -8,11 +8,16 @@ holds v2 data written by samsa.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (ProduceRequest, ProduceResponse)
+from samsa.protocol.messages import ProduceRequest, ProduceResponse
+from samsa.protocol.messages.wire import Buf, Records
 from samsa.protocol.records import Codec, iter_batch_headers, upconvert_message_set
 
-from ..metadata import BrokerEndpoint, brokers_on_listener
+from samsa.storage.errors import RecordError
+
+from ..metadata import BrokerEndpoint, TopicMeta, brokers_on_listener
 from ..partitions import LeaderLookup
 from ..topics import name_error
 from . import authz
@@ -20,14 +25,30 @@ from .authz import Op
 from .errors import error_code_for
 from .txn_verification import opens_transaction, verification_on, verify_opening
 from .context import RequestContext
+from .services import Metrics, Partitions, Services
 
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
 _FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
 _ADMIN_CLIENT_ID = "__admin_client"  # the one client Kafka lets write internal topics
 
 
-def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
-                      message=None, record_errors=(), current_leader=None):
+_PartitionAnswer = ProduceResponse.PartitionProduceResponse
+# A topic of the request, its metadata (None: not served) and the error for a missing one
+_Topic = tuple[ProduceRequest.TopicProduceData, "TopicMeta | None", int]
+# acks=all: (partition, end offset, its answer, timeout ms)
+_Waiting = tuple[LeaderLookup, int, _PartitionAnswer, int]
+
+
+def _received(records: Records) -> Buf | None:
+    """A request's records as decoded: bytes-like or null (a file region is only sent)."""
+    return records if isinstance(records, (bytes, bytearray, memoryview)) else None
+
+
+def _partition_result(index: int, code: int, base_offset: int = -1, log_append_time: int = -1,
+                      log_start_offset: int = -1, message: str | None = None,
+                      record_errors: Iterable[RecordError] = (),
+                      current_leader: ProduceResponse.LeaderIdAndEpoch | None = None
+                      ) -> _PartitionAnswer:
     R = ProduceResponse
     return R.PartitionProduceResponse(
         index=index, error_code=code, base_offset=base_offset,
@@ -38,7 +59,8 @@ def _partition_result(index, code, base_offset=-1, log_append_time=-1, log_start
         current_leader=current_leader or R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
 
 
-def _append(partitions, found: LeaderLookup, records, version, acks, metrics):
+def _append(partitions: Partitions, found: LeaderLookup, records: Buf | None, version: int,
+            acks: int, metrics: Metrics) -> tuple[_PartitionAnswer, int]:
     """(the partition's answer, the offset after its records; -1 when refused)."""
     if records is None or len(records) == 0:
         return _partition_result(-1, ErrorCode.INVALID_RECORD, message="empty record set"), -1
@@ -59,7 +81,8 @@ def _append(partitions, found: LeaderLookup, records, version, acks, metrics):
                              res.log_start_offset), res.last_offset + 1
 
 
-def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoint]):
+def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoint]
+                ) -> _PartitionAnswer:
     """An error for a partition this broker does not lead (or cannot write),
     with the current leader when another broker has it (KIP-951)."""
     current = None
@@ -70,11 +93,11 @@ def _not_leader(index: int, found: LeaderLookup, leaders: dict[int, BrokerEndpoi
     return _partition_result(index, found.error, current_leader=current)
 
 
-async def _await_replication(partitions, waiting) -> None:
+async def _await_replication(partitions: Partitions, waiting: list[_Waiting]) -> None:
     """acks=all: each appended partition's answer waits until its in-sync
     replicas have the records (or the request's timeout passes)."""
     codes = await partitions.wait_replicated(
-        [(found, end, found.log.config.min_insync_replicas) for found, end, _, _ in waiting],
+        [(found, end, found.found_log.config.min_insync_replicas) for found, end, _, _ in waiting],
         min(t for _, _, _, t in waiting))
     for (_, _, result, _), code in zip(waiting, codes):
         if code:
@@ -84,7 +107,8 @@ async def _await_replication(partitions, waiting) -> None:
             result.log_start_offset = -1
 
 
-def _topic_meta(broker, version: int, topic):
+def _topic_meta(broker: Services, version: int, topic: ProduceRequest.TopicProduceData
+                ) -> tuple[TopicMeta | None, int]:
     """(the topic's metadata or None, the error for a missing one): by id from v13."""
     if version >= 13:
         return broker.topics.by_id(topic.topic_id), ErrorCode.UNKNOWN_TOPIC_ID
@@ -93,7 +117,8 @@ def _topic_meta(broker, version: int, topic):
         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _first_transactional_write(broker, found: LeaderLookup, records) -> tuple[int, int] | None:
+def _first_transactional_write(broker: Services, found: LeaderLookup, records: Buf | None
+                               ) -> tuple[int, int] | None:
     """(producer id, epoch) when ``records`` would open a transaction in the
     partition (a transactional batch of a producer without one open there):
     the write KIP-890 has the coordinator verify first. None otherwise."""
@@ -108,12 +133,12 @@ def _first_transactional_write(broker, found: LeaderLookup, records) -> tuple[in
     return None
 
 
-def _holds_transactional_batches(req) -> bool:
+def _holds_transactional_batches(req: ProduceRequest) -> bool:
     """Does any partition's data hold a transactional batch (Kafka's
     RequestUtils.hasTransactionalRecords)? Legacy message sets never do."""
     for topic in req.topic_data:
         for part in topic.partition_data:
-            records = part.records
+            records = _received(part.records)
             if not records or len(records) <= _MAGIC_OFFSET or records[_MAGIC_OFFSET] != 2:
                 continue
             if any(h.is_transactional for _, h in iter_batch_headers(records)):
@@ -121,7 +146,8 @@ def _holds_transactional_batches(req) -> bool:
     return False
 
 
-async def _verify_transactional(ctx, req, topics) -> dict[tuple[str, int], ErrorCode]:
+async def _verify_transactional(ctx: RequestContext, transactional_id: str, topics: list[_Topic]
+                                ) -> dict[tuple[str, int], ErrorCode]:
     """KIP-890 part 1: the coordinator's word on every partition this request
     would open a transaction in (empty when there are none, or the check is
     off). ``topics``: (request topic, its metadata or None, error if missing)."""
@@ -136,10 +162,10 @@ async def _verify_transactional(ctx, req, topics) -> dict[tuple[str, int], Error
             found = broker.partitions.leader_log(meta.name, part.index)
             if not found.ok:
                 continue
-            producer = _first_transactional_write(broker, found, part.records)
+            producer = _first_transactional_write(broker, found, _received(part.records))
             if producer is not None:
                 opening.setdefault(producer, []).append((meta.name, part.index))
-    return await verify_opening(broker, req.transactional_id, opening)
+    return await verify_opening(broker, transactional_id, opening)
 
 
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
@@ -147,9 +173,9 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     version = ctx.version
     topics_out = []
     acks_ok = req.acks in (-1, 0, 1)
-    waiting = []  # acks=all: (partition, end offset, its result, timeout ms)
+    waiting: list[_Waiting] = []
     leaders: dict[int, BrokerEndpoint] = {}  # where clients should go instead (v10+)
-    topics = [(t, *_topic_meta(broker, version, t)) for t in req.topic_data]
+    topics: list[_Topic] = [(t, *_topic_meta(broker, version, t)) for t in req.topic_data]
     # Kafka refuses a whole request holding transactional batches unless it
     # names a transactional id it may Write (even without an authorizer: a
     # batch of no known transaction would hang read_committed readers), and
@@ -166,11 +192,11 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                       meta.name if meta is not None else t.name)
                   else (t, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                   for t, meta, missing in topics]
-    verdicts = {}
-    if req.transactional_id is not None and acks_ok and refused is None:
+    verdicts: dict[tuple[str, int], ErrorCode] = {}
+    if tid is not None and acks_ok and refused is None:
         # Leadership is looked up again below: the verification waited on the
         # coordinator, and appends go where the partition is led now.
-        verdicts = await _verify_transactional(ctx, req, topics)
+        verdicts = await _verify_transactional(ctx, tid, topics)
     for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:
@@ -196,7 +222,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                         f"part of transaction {req.transactional_id!r}: {verdict.name}"))
                 else:
                     try:
-                        result, end = _append(broker.partitions, found, part.records, version,
+                        result, end = _append(broker.partitions, found, _received(part.records), version,
                                               req.acks, broker.metrics)
                         if req.acks == -1 and end >= 0:
                             waiting.append((found, end, result, req.timeout_ms))

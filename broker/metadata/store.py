@@ -10,7 +10,7 @@ import abc
 import base64
 import dataclasses
 import uuid
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 # Topics whose records are a coordinator's state: never written by clients, never
 # deleted (re-exported: the metadata layer's handlers and controller read them here)
@@ -64,7 +64,8 @@ class TopicMeta:
     name: str
     topic_id: uuid.UUID
     num_partitions: int
-    configs: dict  # topic-level overrides, Kafka key names -> string values
+    # topic-level overrides, Kafka key names -> string values (None: set to null by a client)
+    configs: dict[str, str | None]
     is_internal: bool = False
 
 
@@ -171,7 +172,7 @@ class MetadataStore(abc.ABC):
         raise NotImplementedError("one broker: every partition's ISR is that broker")
 
     @abc.abstractmethod
-    def create_topic(self, name: str, num_partitions: int, configs: dict,
+    def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None],
                      is_internal: bool = False,
                      assignment: dict[int, list[int]] | None = None,
                      replication_factor: int = 1) -> TopicMeta:
@@ -188,7 +189,7 @@ class MetadataStore(abc.ABC):
         """``assignment`` places the new partitions only."""
 
     @abc.abstractmethod
-    def set_topic_configs(self, name: str, configs: dict) -> TopicMeta: ...
+    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicMeta: ...
 
     @abc.abstractmethod
     def broker_configs(self, broker: int | None) -> dict[str, str]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import urllib.parse
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 # zookeeper.connect is read by config/ (a bad one refuses start-up naming the key)
-from samsa.config.zk_connect import parse_connect  # noqa: F401  (z.parse_connect)
+from samsa.config.zk_connect import parse_connect as parse_connect  # re-exported: z.parse_connect
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -108,7 +108,7 @@ def _dump(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _load(path: str, data: bytes | None) -> dict:
+def _load(path: str, data: bytes | None) -> dict[str, Any]:
     if not data:
         raise ZNodeFormatError(path, "empty")
     try:
@@ -133,10 +133,10 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes) -> str:
-    value = _load(CLUSTER_ID, data)
-    if not isinstance(value.get("id"), str):
+    cluster_id = _load(CLUSTER_ID, data).get("id")
+    if not isinstance(cluster_id, str):
         raise ZNodeFormatError(CLUSTER_ID, "no id")
-    return value["id"]
+    return cluster_id
 
 
 # ----------------------------------------------------------- /brokers/ids/<id>
@@ -155,7 +155,7 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     plaintext = [(h, p) for name, h, p in reg.endpoints
                  if reg.security_protocols.get(name, name) == "PLAINTEXT"]
     host, port = plaintext[0] if plaintext else (None, -1)
-    value: dict = {
+    value: dict[str, Any] = {
         "version": 5,
         "host": host,
         "port": port,
@@ -207,9 +207,9 @@ class TopicAssignment:
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
-    def by_partition(m: Mapping[int, Sequence[int]]) -> dict:
+    def by_partition(m: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
         return {str(p): list(r) for p, r in sorted(m.items())}
-    value: dict = {
+    value: dict[str, Any] = {
         "version": 3,
         "partitions": by_partition(assignment.partitions),
         "adding_replicas": by_partition(assignment.adding_replicas),

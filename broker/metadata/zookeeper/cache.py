@@ -275,9 +275,10 @@ class WatchCache:
                 self.zk.set(z.topic_path(name), z.encode_topic(assignment), version=stat.version)
             except (BadVersionError, NoNodeError):
                 return self.reload_topic(name, drops_seen)
+        configs: dict[str, str | None]  # (TopicMeta's: a null value is a key set to null)
         try:
-            configs = z.decode_config(z.topic_config_path(name),
-                                      self.zk.get(z.topic_config_path(name))[0])
+            configs = dict(z.decode_config(z.topic_config_path(name),
+                                           self.zk.get(z.topic_config_path(name))[0]))
         except NoNodeError:
             configs = {}
         except z.ZNodeFormatError as e:

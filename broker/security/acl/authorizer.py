@@ -59,7 +59,8 @@ class AclAuthorizer:
         self._lock = threading.Lock()  # one replacement of the snapshot at a time
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._prefixed: dict[ResourceType, frozenset[str]] = {}  # prefixed names by type
-        self._decisions: dict[tuple, bool] = {}
+        # (principal, host, operation, resource type, name) -> the decision
+        self._decisions: dict[tuple[KafkaPrincipal, str, AclOperation, ResourceType, str], bool] = {}
         self.replace_all(acls or {})
 
     # ------------------------------------------------------------ the cache

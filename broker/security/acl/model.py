@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Self
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -27,7 +28,7 @@ class _Coded(enum.IntEnum):
         return _camel(self.name)
 
     @classmethod
-    def parse(cls, text: str):
+    def parse(cls, text: str) -> Self:
         """Kafka's fromString: any case, with or without underscores."""
         key = text.replace("_", "").replace("-", "").upper()
         for member in cls:
@@ -36,7 +37,7 @@ class _Coded(enum.IntEnum):
         raise ValueError(f"unknown {cls.__name__} {text!r}")
 
     @classmethod
-    def of(cls, code: int):
+    def of(cls, code: int) -> Self:
         """The member for a wire code; UNKNOWN for a code Kafka does not define."""
         try:
             return cls(code)

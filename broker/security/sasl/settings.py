@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
+from samsa.config import BrokerConfig
 from samsa.config.errors import ConfigError
 
 from samsa.client.sasl import SaslClientSettings
 from samsa.client.jaas import JaasSyntaxError, LoginModuleEntry, parse_jaas_file, parse_jaas_property
-from .registry import SUPPORTED_MECHANISMS
+from samsa.client.sasl import SUPPORTED_MECHANISMS
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 DEFAULT_MECHANISMS = ("PLAIN",)
@@ -48,7 +49,7 @@ class SaslSettings:
         return found if found is not None else ListenerSasl(DEFAULT_MECHANISMS, {}, 0)
 
     @classmethod
-    def from_config(cls, cfg) -> "SaslSettings":
+    def from_config(cls, cfg: BrokerConfig) -> "SaslSettings":
         jaas_file = _JaasFile(cfg.java_security_auth_login_config)
         out = {}
         for listener in cfg.listeners:
@@ -59,7 +60,7 @@ class SaslSettings:
                    _inter_broker(cfg, out, jaas_file))
 
 
-def _inter_broker(cfg, listeners: Mapping[str, ListenerSasl],
+def _inter_broker(cfg: BrokerConfig, listeners: Mapping[str, ListenerSasl],
                   jaas_file: "_JaasFile") -> SaslClientSettings | None:
     """Kafka's rule: on a SASL inter-broker listener a broker logs in to the
     others with ``sasl.mechanism.inter.broker.protocol`` (samsa: PLAIN when
@@ -94,7 +95,7 @@ def _inter_broker(cfg, listeners: Mapping[str, ListenerSasl],
                               'username="..." password="..." for the broker to log in with')
 
 
-def _listener_settings(cfg, name: str, jaas_file: "_JaasFile") -> ListenerSasl:
+def _listener_settings(cfg: BrokerConfig, name: str, jaas_file: "_JaasFile") -> ListenerSasl:
     prefix = f"listener.name.{name.lower()}."
     raw = cfg.raw
     key = prefix + "sasl.enabled.mechanisms"
@@ -139,15 +140,15 @@ def _plain_users(raw: Mapping[str, object], prefix: str, listener: str,
                               message=f"invalid value for {key}: expected exactly one "
                                       f"{PLAIN_LOGIN_MODULE} entry")
         return _users_of(entries)
-    entries = jaas_file.section(f"{listener.lower()}.KafkaServer")
-    if entries is None:
-        entries = jaas_file.section("KafkaServer")
-    if entries is None:
+    found = jaas_file.section(f"{listener.lower()}.KafkaServer")
+    if found is None:
+        found = jaas_file.section("KafkaServer")
+    if found is None:
         raise ConfigError(key, None, "a JAAS entry with the listener's PLAIN users",
                           message=f"SASL/PLAIN is enabled on listener {listener} but {key} is "
                                   "not set and java.security.auth.login.config names no "
                                   f"KafkaServer or {listener.lower()}.KafkaServer section")
-    return _users_of(entries)
+    return _users_of(found)
 
 
 def _users_of(entries: list[LoginModuleEntry]) -> dict[str, str]:
