@@ -134,3 +134,19 @@ def command_config_security(path: str | None
         return None, None
     from samsa.config.properties import load_properties
     return client_security(load_properties(path), f"--command-config {path}")
+
+
+def add_command_config(parser: argparse.ArgumentParser) -> None:
+    """``--command-config FILE``, as Kafka's admin tools take it."""
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties: security.protocol, sasl.mechanism, "
+                             "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+
+
+def command_config_or_exit(parser: argparse.ArgumentParser, path: str | None
+                           ) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
+    """command_config_security, or the tool's one-line usage error naming the file."""
+    try:
+        return command_config_security(path)
+    except (OSError, ValueError) as e:
+        parser.error(f"--command-config {path}: {e}")

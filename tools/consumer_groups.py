@@ -23,7 +23,7 @@ from samsa.protocol.model import TopicPartition
 from samsa.protocol.model import ApiKey
 
 from samsa.client.blocking import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
-from samsa.client.properties import command_config_security
+from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.broker.groups.consumer_protocol import assignment_partitions
 
 PROG = "samsa consumer-groups"
@@ -345,9 +345,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="List, describe, reset offsets of "
                                                        "and delete consumer groups.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties: security.protocol, sasl.mechanism, "
-                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+    add_command_config(p)
 
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
@@ -386,9 +384,6 @@ def main(argv) -> int:
     fn = {"list": _list, "describe": _describe, "delete": _delete,
           "reset_offsets": _reset}[next(k for k in ("list", "describe", "delete",
                                                      "reset_offsets") if getattr(args, k))]
-    try:
-        sasl, tls = command_config_security(args.command_config)
-    except (OSError, ValueError) as e:
-        p.error(f"--command-config {args.command_config}: {e}")
+    sasl, tls = command_config_or_exit(p, args.command_config)
     return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args),
                             sasl=sasl, tls=tls)

@@ -9,7 +9,7 @@ from samsa.protocol.messages import (CreatePartitionsRequest, CreateTopicsReques
 from samsa.protocol.model import ApiKey
 
 from samsa.client.blocking import error_text as _error, run_tool
-from samsa.client.properties import command_config_security
+from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.broker.metadata import kafka_id
 
 _DEFAULT_CONFIG = 5  # DescribeConfigs' config source of a key nobody set
@@ -169,9 +169,7 @@ def _delete(client, args) -> int:
 def main(argv) -> int:
     p = argparse.ArgumentParser(prog="samsa topics")
     p.add_argument("--bootstrap-server", default="localhost:9092")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties: security.protocol, sasl.mechanism, "
-                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+    add_command_config(p)
     action = p.add_mutually_exclusive_group(required=True)
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true")
@@ -206,10 +204,7 @@ def main(argv) -> int:
             args.assignment = _parse_replica_assignment(args.replica_assignment)
         except ValueError as e:
             return _failed(str(e))
-    try:
-        sasl, tls = command_config_security(args.command_config)
-    except (OSError, ValueError) as e:
-        p.error(f"--command-config {args.command_config}: {e}")
+    sasl, tls = command_config_or_exit(p, args.command_config)
     actions = {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
                "delete": _delete}
     chosen = next((fn for name, fn in actions.items() if getattr(args, name)), None)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from samsa.config.describe import ConfigSource
 from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from samsa.protocol.model import ApiKey
 
 from samsa.client.blocking import SimpleClient, error_text, run_tool
-from samsa.client.properties import command_config_security
+from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.tools.configs.lists import alter_lists
 from samsa.tools.configs.quotas import is_quota_command, main as quotas_main
 
@@ -54,6 +55,12 @@ def _resource(args) -> tuple[int, str, str]:
     return BROKER, args.entity_name, f"broker {args.entity_name}"
 
 
+def _refused(what: str, result: Any) -> int:
+    """A resource's error in a describe or alter answer, as kafka-configs prints it."""
+    print(f"{what}: {error_text(result.error_code, result.error_message)}", file=sys.stderr)
+    return 1
+
+
 def _describe(client: SimpleClient, args) -> int:
     rtype, name, label = _resource(args)
     resp = client.call(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(
@@ -62,9 +69,7 @@ def _describe(client: SimpleClient, args) -> int:
             resource_type=rtype, resource_name=name, configuration_keys=None)]))
     result = resp.results[0]
     if result.error_code:
-        print(f"Error while describing configs for {label}: "
-              f"{error_text(result.error_code, result.error_message)}", file=sys.stderr)
-        return 1
+        return _refused(f"Error while describing configs for {label}", result)
     if args.all:
         heading = f"All configs for {label} are:"
     elif name == "" and rtype == BROKER:
@@ -97,9 +102,7 @@ def _alter(client: SimpleClient, args) -> int:
         resource_type=rtype, resource_name=name, configs=ops)]))
     result = resp.responses[0]
     if result.error_code:
-        print(f"Error while executing config command: "
-              f"{error_text(result.error_code, result.error_message)}", file=sys.stderr)
-        return 1
+        return _refused("Error while executing config command", result)
     what = "default config for brokers in the cluster" if label.startswith("brokers in") \
         else f"config for {label}"
     print(f"Completed updating {what}.")
@@ -123,18 +126,13 @@ def main(argv) -> int:
     p.add_argument("--all", action="store_true", help="describe every config, not only overrides")
     p.add_argument("--add-config", metavar="K1=V1,K2=[A,B]")
     p.add_argument("--delete-config", metavar="K1,K2")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties: security.protocol, sasl.mechanism, "
-                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+    add_command_config(p)
     args = p.parse_args(argv)
     if args.entity_type == "topics" and (args.entity_default or not args.entity_name):
         p.error("--entity-type topics needs --entity-name")
     if args.entity_type == "brokers" and not (args.entity_default or args.entity_name):
         p.error("--entity-type brokers needs --entity-name or --entity-default")
-    try:
-        sasl, tls = command_config_security(args.command_config)
-    except (OSError, ValueError) as e:
-        p.error(f"--command-config {args.command_config}: {e}")
+    sasl, tls = command_config_or_exit(p, args.command_config)
     fn = _describe if args.describe else _alter
     return run_tool("samsa configs", args.bootstrap_server, lambda client: fn(client, args),
                     sasl=sasl, tls=tls)

@@ -22,7 +22,7 @@ from samsa.protocol.model import ApiKey
 
 from samsa.tools.configs import scram
 from samsa.client.blocking import SimpleClient, error_text, run_tool
-from samsa.client.properties import command_config_security
+from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.tools.configs.lists import alter_lists
 
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
@@ -163,14 +163,9 @@ def main(argv: list[str]) -> int:
     action.add_argument("--alter", action="store_true")
     p.add_argument("--add-config", metavar="K1=V1,K2=V2")
     p.add_argument("--delete-config", metavar="K1,K2")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="Kafka client properties: security.protocol, sasl.mechanism, "
-                        "sasl.jaas.config, ssl.truststore.*, ssl.keystore.*")
+    add_command_config(p)
     args = p.parse_args(rest)
-    try:
-        sasl, tls = command_config_security(args.command_config)
-    except (OSError, ValueError) as e:
-        p.error(f"--command-config {args.command_config}: {e}")
+    sasl, tls = command_config_or_exit(p, args.command_config)
     if len({t for t, _ in pairs}) != len(pairs):
         p.error("each --entity-type may be given once")
     if args.describe:
