@@ -30,30 +30,12 @@ from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
-from .effects import (
-    AwaitedWrite,
-    CancelTimer,
-    Effects,
-    GroupMachine,
-    MembershipChanged,
-    Respond,
-    SetTimer,
-    Wait,
-    WriteRecord,
-)
+from .effects import (AwaitedWrite, CancelTimer, Effects, GroupMachine, MembershipChanged, Respond,
+                      SetTimer, Wait, WriteRecord)
 from .log_format import GroupRecord
-from .results import (
-    GroupDescription,
-    GroupMembership,
-    JoinResult,
-    LeaveMemberResult,
-    LeaveResult,
-    ListedGroup,
-    OffsetDeleteResult,
-    OffsetFetchResult,
-    PartitionError,
-    SyncResult,
-)
+from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMemberResult, LeaveResult,
+                      ListedGroup, OffsetDeleteResult, OffsetFetchResult, PartitionError,
+                      SyncResult)
 from .offset_manager import OffsetManager
 from .store import OFFSETS_TOPIC, OffsetStore
 from .write_errors import log_store_failure, store_error
