@@ -292,26 +292,30 @@ def _run(backend: AclBackend, args) -> int:
             raise AclToolError("You must provide at least one resource: --topic <topic> or "
                                "--cluster or --group <group> or --transactional-id <id>")
         narrowed = args.allow_principal or args.deny_principal or args.operation
-        # one filter per named resource (what _filters makes of them), so each has a name
-        for rtype, name in resources:
-            flt = AclBindingFilter(rtype, name, pattern_type)
-            if narrowed:
-                if not pattern_type.is_specific:
-                    raise AclToolError("--remove with principals or operations needs "
-                                       "--resource-pattern-type LITERAL or PREFIXED")
-                removing = _bindings_to_add(args, pattern_type)[
-                    ResourcePattern(rtype, name, pattern_type)]
+        if narrowed:
+            if not pattern_type.is_specific:
+                raise AclToolError("--remove with principals or operations needs "
+                                   "--resource-pattern-type LITERAL or PREFIXED")
+            # The entries --add would grant, resource by resource, as Kafka's AclCommand
+            # removes them: --producer/--consumer name their own resources (the cluster's
+            # IdempotentWrite with --idempotent), whatever else was named beside them.
+            for pattern, removing in _bindings_to_add(args, pattern_type).items():
+                flt = AclBindingFilter(pattern.resource_type, pattern.name, pattern_type)
                 question = ("Are you sure you want to remove ACLs: \n "
                             + "\n".join("\t" + str(e) for e in sorted(removing))
                             + f" \n from resource filter `{_filter_text(flt)}`? (y/n)")
                 if _confirm(args, question):
                     for e in removing:
                         backend.remove(AclBindingFilter(
-                            rtype, name, pattern_type, e.principal,
+                            pattern.resource_type, pattern.name, pattern_type, e.principal,
                             e.host, e.operation, e.permission))
-            elif _confirm(args, "Are you sure you want to delete all ACLs for resource "
-                                f"filter `{_filter_text(flt)}`? (y/n)"):
-                backend.remove(flt)
+        else:
+            # one filter per named resource (what _filters makes of them), so each has a name
+            for rtype, name in resources:
+                flt = AclBindingFilter(rtype, name, pattern_type)
+                if _confirm(args, "Are you sure you want to delete all ACLs for resource "
+                                  f"filter `{_filter_text(flt)}`? (y/n)"):
+                    backend.remove(flt)
         _list(backend, _filters(args, pattern_type))
     else:
         pattern_type = _pattern_type(args.resource_pattern_type, adding=False)

@@ -775,6 +775,38 @@ def test_embedded_store_keeps_acls_across_restarts(tmp_path, capsys):
         broker.stop()
 
 
+def test_remove_with_producer_removes_what_add_granted_and_ignores_other_resources(tmp_path, capsys):
+    """kafka-acls --remove --producer --idempotent takes away what the same --add granted,
+    the cluster's IdempotentWrite too, and a --cluster named beside it is no crash."""
+    broker = BrokerProcess(tmp_path, overrides={
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS"}).start()  # the tool and the test's admin
+    try:
+        who = ["--allow-principal", "User:p", "--producer", "--idempotent", "--topic", "t"]
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--add", *who]) == 0
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                 AclOperation.ANY, AclPermissionType.ANY)
+        granted = admin.describe_acls(every).result(30)
+        assert {(b.restype, b.operation) for b in granted} == {
+            (ResourceType.TOPIC, AclOperation.WRITE), (ResourceType.TOPIC, AclOperation.DESCRIBE),
+            (ResourceType.TOPIC, AclOperation.CREATE),
+            (ResourceType.BROKER, AclOperation.IDEMPOTENT_WRITE)}
+        # without --idempotent: the topic's entries go; the --cluster beside it is not the
+        # producer's resource (Kafka's AclCommand ignores it), and the cluster entry stays
+        producer = ["--allow-principal", "User:p", "--producer", "--topic", "t"]
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--remove", "--force",
+                              *producer, "--cluster"]) == 0
+        assert [(b.restype, b.operation) for b in admin.describe_acls(every).result(30)] == [
+            (ResourceType.BROKER, AclOperation.IDEMPOTENT_WRITE)]
+        # with --idempotent (and no --cluster): the cluster's IdempotentWrite goes too
+        assert acls_cli.main(["--bootstrap-server", broker.bootstrap, "--remove", "--force",
+                              *who]) == 0
+        assert admin.describe_acls(every).result(30) == []
+    finally:
+        broker.stop()
+
+
 def test_unknown_authorizer_class_refuses_to_start(tmp_path):
     broker = BrokerProcess(tmp_path, overrides={"authorizer.class.name": "com.example.Mine"},
                            startup_timeout=20)
