@@ -342,6 +342,30 @@ class Cluster(ClusterProcesses):
         """Broker ``broker_id`` with its fault controls."""
         return ClusterBroker(self.brokers[broker_id], self._admin_ports.get(broker_id))
 
+    def move_leader(self, topic: str, partition: int, to: int) -> None:
+        """Make broker ``to`` the partition's leader (asked of the controller), and
+        wait until every running broker says so."""
+        self.node(self.wait_for_controller()).move_leader(topic, partition, to)
+        wait_until(lambda: self.leaders(topic).get(partition) == to, 30,
+                   f"broker {to} leading {topic}-{partition}")
+        self.wait_until_settled()
+
+    def shrink_isr(self, topic: str, partition: int, isr: list[int]) -> None:
+        """Set the partition's ISR (asked of its leader; it must stay in it)."""
+        self.node(self.leaders(topic)[partition]).shrink_isr(topic, partition, isr)
+
+    def expire_member(self, group: str, member_id: str | None = None) -> str:
+        """Expire a member of ``group`` on whichever broker coordinates it."""
+        refusals = []
+        for i, b in enumerate(self.brokers):
+            if not b.is_running():
+                continue
+            try:
+                return self.node(i).expire_member(group, member_id)
+            except ValueError as e:
+                refusals.append(str(e))
+        raise ValueError("no broker coordinates a member of group " + group + ": " + "; ".join(refusals))
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      config: Mapping[str, Any] | None = None) -> None:
         """Create it and wait until every broker names a leader for every partition."""

@@ -227,6 +227,24 @@ class GroupCoordinator:
     def owns(self, group_id: str) -> bool:
         return self._owns(group_id)
 
+    def expire_member(self, group_id: str, member_id: str | None = None) -> str | None:
+        """A member's session ends now, as when its heartbeats stop (the test kit's
+        fault injection): its heartbeat timer fires at once. The member expired
+        (``member_id``, or the group's first), or None when this coordinator has
+        no such group or member."""
+        group = self.groups.get(group_id)
+        if group is None or not self.owns(group_id):
+            return None
+        member = group.members.get(member_id) if member_id else next(iter(group.members.values()), None)
+        if member is None:
+            return None
+        key = ("heartbeat", member)
+        handle = self._timers.get(group_id, {}).pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        self._apply_now(group, self.machine(group).timer_fired(group, key, None, self._time_ms()))
+        return member.member_id
+
     def _live(self, group: Group) -> bool:
         """False for a group object that was deleted or moved away since."""
         return self.groups.get(group.group_id) is group
