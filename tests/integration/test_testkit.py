@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,3 +66,23 @@ def test_fault_injection_refuses_to_start_with_a_listener_beyond_loopback(tmp_pa
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "samsa.testing.faults.enable" in done.stderr and "0.0.0.0" in done.stderr
+
+
+def test_samsa_testing_serve_prints_the_bootstrap_address_and_stops_cleanly():
+    import os
+    import signal
+    serve = subprocess.Popen([sys.executable, "-m", "samsa", "testing", "serve", "num.partitions=2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        bootstrap = serve.stdout.readline().strip()
+        faults_line = serve.stdout.readline()
+        assert bootstrap.startswith("127.0.0.1:") and "faults http://127.0.0.1:" in faults_line
+        _produce_one({"bootstrap.servers": bootstrap})
+        root = Path("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+        work_dirs = [p.parent for p in root.glob("samsa-testing-*/server.properties")
+                     if bootstrap in p.read_text()]
+        assert len(work_dirs) == 1
+    finally:
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(60) == 0, serve.stderr.read()
+    assert not [d for d in work_dirs if d.exists()]
