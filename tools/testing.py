@@ -11,10 +11,11 @@ import argparse
 import signal
 import sys
 import threading
+from typing import Any
 
 
-def _configs(items: list[str]) -> dict[str, str]:
-    out = {}
+def _configs(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -48,7 +49,10 @@ def _serve(args: argparse.Namespace) -> int:
                     print(f"client {key}={value}")
         sys.stdout.flush()
         if args.stdin_eof:
-            threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+            def until_eof() -> None:
+                sys.stdin.read()
+                stop.set()
+            threading.Thread(target=until_eof, daemon=True).start()
         stop.wait()
     return 0
 
