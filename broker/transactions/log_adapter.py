@@ -56,7 +56,7 @@ class PartitionTxnLog:
             result = self._partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1)
         except (NotLeaderError, NotEnoughReplicasError, StorageError) as e:
             raise TxnLogWriteError(_answer(e.error_code), f"{where}: {e}") from None
-        min_isr = found.log.config.min_insync_replicas
+        min_isr = found.found_log.config.min_insync_replicas
         code, = await self._partitions.wait_replicated(
             [(found, result.last_offset + 1, min_isr)], self._timeout_ms())
         if code:
