@@ -13,13 +13,20 @@ from samsa.storage.txn_index import AbortedTxn
 
 
 class PartitionLog(Protocol):
-    """What handlers use of a storage.Log (kept narrow on purpose)."""
-    topic: str
-    config: TopicConfig
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset: int   # KIP-98: min(first unstable offset, high watermark)
+    """What handlers use of a storage.Log (kept narrow on purpose; read-only:
+    the log moves its offsets itself)."""
+    @property
+    def topic(self) -> str: ...
+    @property
+    def config(self) -> TopicConfig: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...   # KIP-98: min(first unstable offset, high watermark)
 
     def aborted_transactions(self, fetch_offset: int,
                              regions: list[FileRegion]) -> list[AbortedTxn]: ...

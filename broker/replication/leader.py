@@ -33,7 +33,8 @@ from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
 class ReplicaLog(PartitionLog, Protocol):
     """What the leader uses of storage.Log; also what handlers read of it (a
     PartitionLog), which the partition layer hands them from a leader lookup."""
-    partition: int
+    @property
+    def partition(self) -> int: ...
 
     def update_high_watermark(self, offset: int) -> bool: ...
     def begin_leader_epoch(self, epoch: int) -> None: ...
