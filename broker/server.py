@@ -19,7 +19,7 @@ from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.errors import StorageError
 
 from samsa.protocol.messages import ControlledShutdownRequest
-from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
+from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey, TopicPartition
 
 from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
@@ -63,6 +63,7 @@ from .transactions import TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.bridge import TransactionsBridge, VerifierBridge
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
+from .transactions.state import TV_2
 from .transactions.verification import TxnVerifier
 
 log = logging.getLogger("broker")
@@ -499,8 +500,19 @@ class Broker:
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
-                                         security=self.inter_broker)
+                                         security=self.inter_broker,
+                                         local_add=self._add_for_v2_producer)
         services.txn_verifier = VerifierBridge(self._txn_verifier, loop)
+
+    async def _add_for_v2_producer(self, transactional_id: str, producer_id: int,
+                                   producer_epoch: int, partitions: list[TopicPartition]
+                                   ) -> ErrorCode:
+        """The implicit add of transactions v2, when this broker coordinates the id."""
+        coordinator = self.txn_coordinator
+        if coordinator is None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return await coordinator.add_partitions(transactional_id, producer_id, producer_epoch,
+                                                partitions, TV_2)
 
     async def _start_groups(self) -> None:
         """Load committed offsets and groups before any client can ask for them."""
