@@ -130,11 +130,13 @@ class DescribedTxn(NamedTuple):
 
 class _Entry:
     """One transactional id as this coordinator holds it."""
-    __slots__ = ("meta", "writing")
+    __slots__ = ("meta", "writing", "v2_reported")
 
     def __init__(self, meta: TxnMetadata) -> None:
         self.meta = meta
         self.writing = False  # a transition is being written (Kafka's pending state)
+        self.v2_reported = -1  # the producer id whose use of transactions v2 was logged
+        #                        since its InitProducerId
 
 
 class _Partition:
@@ -373,6 +375,7 @@ class TransactionCoordinator:
         code = await self._apply(p, held, transactional_id, entry, decision)
         if code:
             return InitResult(code)
+        entry.v2_reported = -1  # a new producer session: say again which protocol it speaks
         return InitResult(ErrorCode.NONE, entry.meta.producer_id, entry.meta.producer_epoch)
 
     async def _decide(self, transactional_id: str,
@@ -451,7 +454,24 @@ class TransactionCoordinator:
         if code or client_version < rules.TV_2 or not after:
             return EndResult(code)
         pid, epoch = rules.producer_after_end(after[-1])
+        self._report_v2(transactional_id, producer_id, pid, epoch)
         return EndResult(ErrorCode.NONE, pid, epoch)
+
+    def _report_v2(self, transactional_id: str, producer_id: int, next_pid: int,
+                   next_epoch: int) -> None:
+        """One line per producer session (InitProducerId) that ends its
+        transactions with EndTxn v5, not one per transaction: which protocol a
+        producer speaks is what an operator looks for when transactions
+        misbehave."""
+        _, _, held = self._held(transactional_id)
+        entry = held.ids.get(transactional_id) if held is not None else None
+        if entry is None or entry.v2_reported == producer_id:
+            return
+        entry.v2_reported = producer_id
+        log.info("transactional id %s: producer %d ends its transactions with EndTxn v5 "
+                 "(transactions v2, KIP-890): continuing as producer %d epoch %d, the epoch "
+                 "bumped by every transaction", transactional_id, producer_id, next_pid,
+                 next_epoch)
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
         out = []

@@ -275,7 +275,10 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     """Kafka's consume-transform-produce loop (sendOffsetsToTransaction), killed
     with SIGKILL at random points while it works and restarted: read_committed
     output holds every input record exactly once; every 4th transaction is
-    aborted on purpose, so a read_uncommitted reader sees more than that."""
+    aborted on purpose, so a read_uncommitted reader sees more than that. The
+    Java 4.3 producer speaks transactions v2 here (the broker finalizes
+    transaction.version 2): EndTxn v5 with an epoch bump per transaction, no
+    AddPartitionsToTxn / AddOffsetsToTxn of its own."""
     broker = broker_factory({"group.initial.rebalance.delay.ms": 0})
     src, dst = _topic("eos-in"), _topic("eos-out")
     _create(broker.bootstrap, src, partitions=2)
@@ -309,6 +312,8 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     assert len(out) == n and sorted(out) == expected, (len(out), len(set(out)), n)
     raw = _read(broker.bootstrap, dst, "read_uncommitted", partitions=2, idle_s=3.0)
     assert len(raw) > n and set(raw) == set(expected)
+    # every run's producer ended its transactions with EndTxn v5
+    assert broker.log_path.read_text().count("ends its transactions with EndTxn v5") >= 4
 
 
 # ------------------------------------------------------------------ KIP-890 part 1
