@@ -319,7 +319,7 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
 # ------------------------------------------------------------------ KIP-890 part 1
 
 def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
-                 value: bytes):
+                 value: bytes, version: int = 9):
     from samsa.protocol.messages import ProduceRequest
     from samsa.protocol.records import build_batch
     batch = build_batch([(None, value, [], int(time.time() * 1000))], producer_id=pid,
@@ -329,7 +329,7 @@ def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: 
                                           name=topic, partition_data=[
                                               ProduceRequest.PartitionProduceData(
                                                   index=partition, records=batch)])]),
-                    highest=9)
+                    highest=version)
     return r.responses[0].partition_responses[0]
 
 
@@ -446,3 +446,59 @@ def test_old_request_versions_hear_invalid_producer_epoch_not_producer_fenced(br
                               committed=True)
         assert c.call(26, stale, highest=1).error_code == 47  # INVALID_PRODUCER_EPOCH
         assert c.call(26, stale, highest=2).error_code == 90  # PRODUCER_FENCED
+
+
+# ------------------------------------------------------------------ KIP-890 part 2
+
+def test_a_v2_producers_partitions_join_on_its_first_write(broker):
+    """Transactions v2 on the wire, as the Java 4.x producer speaks it: no
+    AddPartitionsToTxn, the partitions of a Produce v12 join the transaction;
+    EndTxn v5 answers the epoch bumped for the next transaction, so a late
+    write of an ended transaction is refused; read_committed readers see the
+    committed transaction only."""
+    from samsa.protocol.messages import EndTxnRequest
+    topic = _topic()
+    _create(broker.bootstrap, topic, partitions=2)
+    _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    tid = f"v2-{uuid.uuid4().hex[:6]}"
+
+    def produce(c, partition, epoch, seq, value):
+        # NOT_ENOUGH_REPLICAS (19): the coordinator could not answer yet, retried
+        return wait_until(lambda: (lambda r: r if r.error_code != 19 else None)(
+            _txn_produce(c, tid, topic, partition, pid, epoch, seq, value, version=12)))
+
+    def end(c, epoch, commit):
+        return wait_until(lambda: (lambda r: r if r.error_code != 51 else None)(  # CONCURRENT
+            c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                     producer_epoch=epoch, committed=commit), highest=5)))
+
+    with SimpleClient(broker.bootstrap) as c:
+        pid, epoch = _wire_init(c, tid)
+        assert produce(c, 0, epoch, 0, b"aborted-0").error_code == 0
+        assert produce(c, 1, epoch, 0, b"aborted-1").error_code == 0
+        described = c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+        state = described.transaction_states[0]
+        assert state.transaction_state == "Ongoing"
+        assert sorted((t.topic, p) for t in state.topics for p in t.partitions) == [
+            (topic, 0), (topic, 1)]
+        aborted = end(c, epoch, commit=False)
+        assert (aborted.error_code, aborted.producer_id, aborted.producer_epoch) == (
+            0, pid, epoch + 1)
+        # the next transaction at the bumped epoch, its sequences from 0 again
+        assert produce(c, 0, epoch + 1, 0, b"committed").error_code == 0
+        committed = end(c, epoch + 1, commit=True)
+        assert (committed.error_code, committed.producer_epoch) == (0, epoch + 2)
+        # a retried EndTxn (its answer lost) gets the same answer once complete
+        wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+                   .transaction_states[0].transaction_state == "CompleteCommit" or None,
+                   what="CompleteCommit")
+        again = end(c, epoch + 1, commit=True)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (
+            0, pid, epoch + 2)
+        # a late write of the ended transaction: its epoch is fenced
+        late = produce(c, 1, epoch + 1, 0, b"late")
+        assert late.error_code == 47  # INVALID_PRODUCER_EPOCH
+    assert _read(broker.bootstrap, topic, "read_committed", partitions=2,
+                 expect=1) == [b"committed"]
+    assert sorted(_read(broker.bootstrap, topic, "read_uncommitted", partitions=2,
+                        expect=3)) == [b"aborted-0", b"aborted-1", b"committed"]
