@@ -148,6 +148,10 @@ class _Partition:
         self.loaded = False
 
 
+class _NoIdAllocated(Exception):
+    """A rule asked for a new producer id the request had not allocated."""
+
+
 def _returning(value: int) -> Callable[[], int]:
     return lambda: value
 
@@ -438,8 +442,8 @@ class TransactionCoordinator:
                 fresh_id = await self._allocate()
 
         def next_id() -> int:
-            if fresh_id is None:
-                raise RuntimeError("no producer id was allocated")
+            if fresh_id is None:  # the epoch ran out while this request waited
+                raise _NoIdAllocated
             return fresh_id
         # the metadata the producer continues from: the prepared transaction,
         # or (a retry of an end already done) the metadata as it stands
@@ -450,7 +454,10 @@ class TransactionCoordinator:
                                              client_version, next_id)
             after.append(decision.target or meta)
             return decision
-        code = await self._decide(transactional_id, rule)
+        try:
+            code = await self._decide(transactional_id, rule)
+        except _NoIdAllocated:
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)  # the producer retries
         if code or client_version < rules.TV_2 or not after:
             return EndResult(code)
         pid, epoch = rules.producer_after_end(after[-1])

@@ -316,6 +316,27 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     assert broker.log_path.read_text().count("ends its transactions with EndTxn v5") >= 4
 
 
+def test_java_producer_keeps_the_classic_protocol_when_the_feature_is_off(broker_factory,
+                                                                          java_tools):
+    """transaction.version=0 (Kafka: the feature at level 0): the Java 4.3
+    producer sees no transaction.version in ApiVersions and speaks the classic
+    protocol (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4), exactly once
+    still; no EndTxn v5 reaches the broker."""
+    broker = broker_factory({"group.initial.rebalance.delay.ms": 0, "transaction.version": 0})
+    src, dst = _topic("eos-in"), _topic("eos-out")
+    _create(broker.bootstrap, src)
+    _create(broker.bootstrap, dst)
+    inputs = _produce_input(broker.bootstrap, src, 200)
+    final = java_tools.run("Eos", "--bootstrap-server", broker.bootstrap, "--input", src,
+                           "--output", dst, "--group", "eos-classic", "--transactional-id",
+                           "eos-classic", "--abort-every", "3", "--idle-ms", "4000",
+                           timeout=120).check()
+    assert final.lines[-1] != "aborted 0"
+    out = _read(broker.bootstrap, dst, "read_committed", expect=len(inputs), idle_s=5.0)
+    assert sorted(out) == sorted(b"out:" + v for v in inputs)
+    assert "EndTxn v5" not in broker.log_path.read_text()
+
+
 # ------------------------------------------------------------------ KIP-890 part 1
 
 def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
@@ -360,8 +381,10 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
         assert _txn_produce(c, tid, topic, 0, pid, epoch, 0, b"in").error_code == 0
         stray = _txn_produce(c, tid, topic, 1, pid, epoch, 0, b"not added")
         assert stray.error_code == 48  # INVALID_TXN_STATE
+        # the classic protocol (EndTxn v4): the epoch stays, the coordinator says no
         assert c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
-                                        producer_epoch=epoch, committed=True)).error_code == 0
+                                        producer_epoch=epoch, committed=True),
+                      highest=4).error_code == 0
         # a late batch once the commit is complete (its markers written: until
         # then the partition's transaction is still open, and a write joins it)
         wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
@@ -385,9 +408,10 @@ def _wire_init(c, tid: str) -> tuple[int, int]:
 
 
 def test_txn_offset_commit_needs_add_offsets_first(broker):
-    """TxnOffsetCommit for a group whose offsets partition the producer never
-    added (AddOffsetsToTxn) is INVALID_TXN_STATE, and nothing stays pending:
-    a read_committed consumer of the group is not held up."""
+    """TxnOffsetCommit (v4: a classic producer) for a group whose offsets
+    partition the producer never added (AddOffsetsToTxn) is INVALID_TXN_STATE,
+    and nothing stays pending: a read_committed consumer of the group is not
+    held up. (v5, transactions v2, adds the partition itself.)"""
     from samsa.protocol.messages import TxnOffsetCommitRequest as T
     topic = _topic()
     _create(broker.bootstrap, topic)
@@ -400,7 +424,8 @@ def test_txn_offset_commit_needs_add_offsets_first(broker):
                          group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
                              name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
                                  partition_index=0, committed_offset=5,
-                                 committed_leader_epoch=-1, committed_metadata="")])]))
+                                 committed_leader_epoch=-1, committed_metadata="")])]),
+                   highest=4)
         assert r.topics[0].partitions[0].error_code == 48  # INVALID_TXN_STATE
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                          "isolation.level": "read_committed", "enable.auto.commit": False})

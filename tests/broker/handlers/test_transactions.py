@@ -54,3 +54,12 @@ async def test_list_transactions_with_a_pattern_that_is_no_regex_is_invalid_regu
         ListTransactionsRequest(state_filters=[], producer_id_filters=[],
                                 transactional_id_pattern="("))
     assert resp.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+
+
+async def test_end_txn_v5_answers_the_producer_epoch_to_continue_with():
+    services = FakeServices()
+    req = EndTxnRequest(transactional_id="tx", producer_id=7, producer_epoch=1, committed=True)
+    v5 = await handle_end_txn(context(services, ApiKey.END_TXN, 5), req)
+    assert (v5.error_code, v5.producer_id, v5.producer_epoch) == (0, 7, 2)
+    v4 = await handle_end_txn(context(services, ApiKey.END_TXN, 4), req)  # classic: no epoch
+    assert (v4.error_code, v4.producer_id, v4.producer_epoch) == (0, -1, -1)
