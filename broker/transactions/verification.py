@@ -34,6 +34,7 @@ from samsa.protocol.model import ApiKey
 
 from samsa.client.aio import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
+from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections
 
@@ -101,12 +102,12 @@ class TxnVerifier:
                 found = await self._local(transactional_id, producer_id, producer_epoch,
                                           partitions)
         else:
-            found = await self._remote(answer, transactional_id, producer_id, producer_epoch,
+            found = await self._remote(answer.node, transactional_id, producer_id, producer_epoch,
                                        partitions, add)
         return {tp: produce_error(found.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
                 for tp in partitions}
 
-    async def _remote(self, answer: CoordinatorAnswer, transactional_id: str, producer_id: int,
+    async def _remote(self, node: BrokerEndpoint, transactional_id: str, producer_id: int,
                       producer_epoch: int, partitions: list[TopicPartition], add: bool = False
                       ) -> dict[TopicPartition, ErrorCode]:
         R = AddPartitionsToTxnRequest
@@ -118,7 +119,6 @@ class TxnVerifier:
             producer_epoch=producer_epoch, verify_only=not add,
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
-        node = answer.node
         conn = None
         try:
             conn = await self._connections.get(node, node.node_id)
