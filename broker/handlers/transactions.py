@@ -73,7 +73,8 @@ async def _add_for_producer(ctx: RequestContext, txns: TransactionCoordination |
                             verify_only: bool, client_version: int = 0
                             ) -> dict[tuple[str, int], int]:
     wanted = [(t, p) for t, ps in topics for p in ps]
-    if not verify_only:
+    from_broker = ctx.version >= 4  # authorized as a broker (ClusterAction) already
+    if not verify_only and not from_broker:
         # Kafka: Write on the transactional id, then on every topic; the
         # partitions of topics allowed are then OPERATION_NOT_ATTEMPTED
         if not authz.transactional_id(ctx, Op.WRITE, tid):

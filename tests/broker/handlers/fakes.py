@@ -311,6 +311,7 @@ class FakeTransactions(TransactionCoordination):
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         self.end_code = ErrorCode.NONE
         self.list_error: Exception | None = None
+        self.add_versions: list[int] = []  # client transaction version of each add
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> InitResult:
@@ -322,6 +323,7 @@ class FakeTransactions(TransactionCoordination):
                              client_version: int = 0) -> ErrorCode:
         self.calls.append(("add_partitions", (transactional_id, producer_id, producer_epoch,
                                               sorted(partitions))))
+        self.add_versions.append(client_version)
         return ErrorCode.NONE
 
     async def verify_partitions(self, transactional_id: str, producer_id: int,
