@@ -5,6 +5,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import signal
@@ -73,6 +74,7 @@ from .transactions import TransactionCoordinator, TxnCoordinatorConfig
 from .transactions.bridge import TransactionsBridge, VerifierBridge
 from .transactions.log_adapter import PartitionTxnLog
 from .transactions.markers import MarkerSender
+from .transactions.state import TV_2
 from .transactions.verification import TxnVerifier
 
 log = logging.getLogger("broker")
@@ -534,7 +536,10 @@ class Broker:
         self._txn_verifier = TxnVerifier(self.cfg.broker_id, txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
-                                         security=self.inter_broker)
+                                         security=self.inter_broker,
+                                         local_add=functools.partial(
+                                             coordinator.add_partitions,
+                                             client_version=TV_2))
         services.txn_verifier = VerifierBridge(self._txn_verifier, loop)
 
     async def _start_groups(self, services: BrokerServices) -> None:

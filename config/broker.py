@@ -371,6 +371,13 @@ class BrokerConfig:
         "transaction.partition.verification.enable", T.BOOLEAN, True, None,
         "Partition leaders ask the transaction coordinator before a producer's first "
         "transactional write to a partition (KIP-890: no hanging transactions).")
+    transaction_version: int = _key(
+        "transaction.version", T.SHORT, 2, between(0, 2),
+        "The finalized level of the transaction.version feature, advertised in ApiVersions "
+        "(Kafka sets it with kafka-features / kafka-storage format): 2 offers transactions "
+        "v2 (KIP-890 part 2: EndTxn v5, an epoch bump per transaction, partitions added "
+        "on their first write), 1 only writes the flexible __transaction_state records, "
+        "0 is the classic protocol throughout.")
     transaction_state_log_segment_bytes: int = _key(
         "transaction.state.log.segment.bytes", T.INT, 104857600, at_least(1),
         "Segment size of __transaction_state.")

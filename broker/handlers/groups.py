@@ -43,6 +43,7 @@ _R = TypeVar("_R")
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
 NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
+TXN_OFFSET_COMMIT_V2 = 5  # TxnOffsetCommit v5: a transactions v2 producer
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -400,7 +401,8 @@ async def _verify_offsets_partition(ctx: RequestContext, req: TxnOffsetCommitReq
     pending forever (read_committed consumers asking with require_stable would
     wait on it for good)."""
     broker = ctx.broker
-    if not verification_on(broker):
+    v2 = ctx.version >= TXN_OFFSET_COMMIT_V2  # transactions v2: the partition joins here
+    if not verification_on(broker, v2):
         return ErrorCode.NONE
     tp = (OFFSETS_TOPIC, broker.coordinators.partition_of(req.group_id))
     found = broker.partitions.leader_log(*tp)
@@ -409,7 +411,7 @@ async def _verify_offsets_partition(ctx: RequestContext, req: TxnOffsetCommitReq
     if not opens_transaction(broker, found, req.producer_id, req.producer_epoch):
         return ErrorCode.NONE
     verdicts = await verify_opening(broker, req.transactional_id,
-                                    {(req.producer_id, req.producer_epoch): [tp]})
+                                    {(req.producer_id, req.producer_epoch): [tp]}, add=v2)
     return verdicts[tp]
 
 

@@ -30,6 +30,7 @@ from .services import Metrics, Partitions, Services
 _MAGIC_OFFSET = 16  # baseOffset i64, length i32, leaderEpoch i32, then magic
 _FIRST_ZSTD_VERSION = 7  # KIP-110: zstd batches need Produce v7+
 _ADMIN_CLIENT_ID = "__admin_client"  # the one client Kafka lets write internal topics
+PRODUCE_TXN_V2 = 12  # Produce v12+: a transactions v2 producer (partitions join implicitly)
 
 
 _PartitionAnswer = ProduceResponse.PartitionProduceResponse
@@ -152,7 +153,8 @@ async def _verify_transactional(ctx: RequestContext, transactional_id: str, topi
     would open a transaction in (empty when there are none, or the check is
     off). ``topics``: (request topic, its metadata or None, error if missing)."""
     broker = ctx.broker
-    if not verification_on(broker):
+    v2 = ctx.version >= PRODUCE_TXN_V2
+    if not verification_on(broker, v2):
         return {}
     opening: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic, meta, _ in topics:
@@ -165,7 +167,7 @@ async def _verify_transactional(ctx: RequestContext, transactional_id: str, topi
             producer = _first_transactional_write(broker, found, _received(part.records))
             if producer is not None:
                 opening.setdefault(producer, []).append((meta.name, part.index))
-    return await verify_opening(broker, transactional_id, opening)
+    return await verify_opening(broker, transactional_id, opening, add=v2)
 
 
 async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:

@@ -35,7 +35,7 @@ from ..security.sasl.settings import ListenerSasl
 
 if TYPE_CHECKING:  # result types only: the coordinators are not imported at run time here
     from ..cluster.reassignment import Reassignment
-    from ..transactions.coordinator import DescribedTxn, InitResult
+    from ..transactions.coordinator import DescribedTxn, EndResult, InitResult
     from ..transactions.state import TxnMetadata
 
 # A group commit's entries: (topic, partition, offset, leader epoch, metadata)
@@ -108,12 +108,14 @@ class TransactionCoordination(Protocol):
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> InitResult: ...
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> ErrorCode: ...
+                             partitions: Iterable[TopicPartition],
+                             client_version: int = 0) -> ErrorCode: ...
     async def verify_partitions(self, transactional_id: str, producer_id: int,
                                 producer_epoch: int, partitions: Iterable[TopicPartition]
                                 ) -> dict[TopicPartition, ErrorCode]: ...
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ErrorCode: ...
+                              producer_epoch: int, commit: bool,
+                              client_version: int = 0) -> EndResult: ...
     async def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]: ...
     async def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int],
                                 min_duration_ms: int = -1, id_pattern: str | None = None
@@ -124,7 +126,8 @@ class TxnVerification(Protocol):
     """KIP-890: asks the transaction coordinator whether a partition is in a transaction."""
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+                     partitions: list[TopicPartition], add: bool = False
+                     ) -> dict[TopicPartition, ErrorCode]: ...
 
 
 class CoordinatorLocation(Protocol):

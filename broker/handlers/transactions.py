@@ -8,6 +8,7 @@ the transaction coordinator (broker.transactions, reached through
 """
 from __future__ import annotations
 
+import logging
 import re
 
 from samsa.protocol.errors import ErrorCode
@@ -22,6 +23,12 @@ from . import authz
 from .authz import Op
 from .context import RequestContext
 from .services import TransactionCoordination
+
+log = logging.getLogger("broker.handlers.transactions")
+# EndTxn v5 / AddPartitionsToTxn v5 are the transactions v2 (KIP-890 part 2) forms
+END_TXN_V2 = 5
+ADD_PARTITIONS_V2 = 5
+TV_2 = 2
 
 
 def for_version(code: int, version: int, fenced_since: int) -> int:
@@ -63,9 +70,11 @@ def _topic_results(errors: dict[tuple[str, int], int]
 
 async def _add_for_producer(ctx: RequestContext, txns: TransactionCoordination | None, tid: str,
                             pid: int, epoch: int, topics: _Topics,
-                            verify_only: bool) -> dict[tuple[str, int], int]:
+                            verify_only: bool, client_version: int = 0
+                            ) -> dict[tuple[str, int], int]:
     wanted = [(t, p) for t, ps in topics for p in ps]
-    if not verify_only:
+    from_broker = ctx.version >= 4  # authorized as a broker (ClusterAction) already
+    if not verify_only and not from_broker:
         # Kafka: Write on the transactional id, then on every topic; the
         # partitions of topics allowed are then OPERATION_NOT_ATTEMPTED
         if not authz.transactional_id(ctx, Op.WRITE, tid):
@@ -84,7 +93,7 @@ async def _add_for_producer(ctx: RequestContext, txns: TransactionCoordination |
         # error, the others OPERATION_NOT_ATTEMPTED.
         return {tp: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                      else ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in wanted}
-    code = await txns.add_partitions(tid, pid, epoch, wanted)
+    code = await txns.add_partitions(tid, pid, epoch, wanted, client_version)
     return {tp: code for tp in wanted}
 
 
@@ -105,8 +114,11 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsTo
     results = []
     for txn in req.transactions:
         topics = [(t.name, list(t.partitions)) for t in txn.topics]
-        errors = await _add_for_producer(ctx, txns, txn.transactional_id, txn.producer_id,
-                                         txn.producer_epoch, topics, txn.verify_only)
+        # v5 from a partition leader adds the partition of a v2 producer's
+        # first transactional write (the producer itself no longer asks)
+        errors = await _add_for_producer(
+            ctx, txns, txn.transactional_id, txn.producer_id, txn.producer_epoch, topics,
+            txn.verify_only, TV_2 if ctx.version >= ADD_PARTITIONS_V2 else 0)
         results.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
                                                   topic_results=_topic_results(errors)))
     return R(throttle_time_ms=0, error_code=0, results_by_transaction=results)
@@ -141,11 +153,20 @@ async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnRespo
     txns, code = _coordinator_or_error(ctx)
     if not authz.transactional_id(ctx, Op.WRITE, req.transactional_id):
         txns, code = None, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    pid = epoch = -1
+    v2 = ctx.version >= END_TXN_V2
     if txns is not None:
-        code = await txns.end_transaction(req.transactional_id, req.producer_id,
-                                          req.producer_epoch, req.committed)
+        ended = await txns.end_transaction(req.transactional_id, req.producer_id,
+                                           req.producer_epoch, req.committed,
+                                           TV_2 if v2 else 0)
+        code, pid, epoch = ended.error, ended.producer_id, ended.producer_epoch
+    if v2:
+        log.debug("EndTxn v%d (transactions v2) %s for %s producer %d epoch %d: %s, "
+                  "continuing as producer %d epoch %d", ctx.version,
+                  "commit" if req.committed else "abort", req.transactional_id,
+                  req.producer_id, req.producer_epoch, ErrorCode(code).name, pid, epoch)
     return EndTxnResponse(throttle_time_ms=0, error_code=for_version(code, ctx.version, 2),
-                          producer_id=-1, producer_epoch=-1)
+                          producer_id=pid, producer_epoch=epoch)
 
 
 # ------------------------------------------------------------------ admin

@@ -17,6 +17,13 @@ and CompleteCommit / CompleteAbort is written once all have them. A coordinator
 that loads a partition resumes the markers of every transaction it finds
 prepared there.
 
+Transactions v2 (KIP-890 part 2): ``state`` decides the epoch bump and the
+producer id rotation; here the new producer id is allocated before a v2
+transaction whose epoch ran out is ended, the markers are sent as
+WriteTxnMarkers v2 with the transaction version (the partition then refuses
+a marker not newer than the data), and the EndTxn answer carries the
+producer id and epoch the producer continues with.
+
 Runs on one event loop (the broker's main loop); handlers on the processor
 loops reach it through a LoopBridge.
 """
@@ -35,8 +42,9 @@ from samsa.protocol.model import TRANSACTION_STATE_TOPIC, TopicPartition
 
 from ..groups.log_format import partition_for
 from . import state as rules
-from .log_format import decode_key, decode_value, encode_key, encode_value
-from .state import TxnMetadata, TxnState
+from .log_format import (FLEXIBLE_VALUE_VERSION, VALUE_VERSION, decode_key, decode_value,
+                         encode_key, encode_value)
+from .state import TV_CLASSIC, TxnMetadata, TxnState
 
 log = logging.getLogger("broker.transactions")
 
@@ -70,10 +78,12 @@ class TxnLog(Protocol):
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: frozenset[TopicPartition],
-                            still_wanted: Callable[[], bool]) -> bool:
+                            still_wanted: Callable[[], bool], *,
+                            transaction_version: int = TV_CLASSIC) -> bool:
         """Write the marker into every partition (retrying until each partition
         has it, is gone, or ``still_wanted()`` turns false). False when it
-        stopped before all had it."""
+        stopped before all had it. ``transaction_version`` 2: the marker
+        carries the epoch bumped at the end of the transaction."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,16 +93,31 @@ class TxnCoordinatorConfig:
     id_expiration_ms: int = 604800000
     abort_check_interval_ms: int = 10000
     expire_check_interval_ms: int = 3600000
+    # the finalized transaction.version feature level: 1+ writes the flexible
+    # (v1) __transaction_state records, as Kafka does
+    transaction_version: int = 2
+
+    @property
+    def log_value_version(self) -> int:
+        return FLEXIBLE_VALUE_VERSION if self.transaction_version >= 1 else VALUE_VERSION
 
     @classmethod
     def from_broker_config(cls, cfg: BrokerConfig) -> "TxnCoordinatorConfig":
         return cls(cfg.transaction_state_log_num_partitions, cfg.transaction_max_timeout_ms,
                    cfg.transactional_id_expiration_ms,
                    cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-                   cfg.transaction_remove_expired_transaction_cleanup_interval_ms)
+                   cfg.transaction_remove_expired_transaction_cleanup_interval_ms,
+                   cfg.transaction_version)
 
 
 class InitResult(NamedTuple):
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class EndResult(NamedTuple):
+    """EndTxn's answer: v5 gives the producer its next producer id and epoch."""
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
@@ -106,11 +131,13 @@ class DescribedTxn(NamedTuple):
 
 class _Entry:
     """One transactional id as this coordinator holds it."""
-    __slots__ = ("meta", "writing")
+    __slots__ = ("meta", "writing", "v2_reported")
 
     def __init__(self, meta: TxnMetadata) -> None:
         self.meta = meta
         self.writing = False  # a transition is being written (Kafka's pending state)
+        self.v2_reported = -1  # the producer id whose use of transactions v2 was logged
+        #                        since its InitProducerId
 
 
 class _Partition:
@@ -120,6 +147,14 @@ class _Partition:
         self.epoch = epoch           # coordinator epoch: the partition's leader epoch
         self.ids: dict[str, _Entry] = {}
         self.loaded = False
+
+
+class _NoIdAllocated(Exception):
+    """A rule asked for a new producer id the request had not allocated."""
+
+
+def _returning(value: int) -> Callable[[], int]:
+    return lambda: value
 
 
 def _wall_ms() -> int:
@@ -262,7 +297,9 @@ class TransactionCoordinator:
             return decision.error
         entry.writing = True
         try:
-            await self._log.append(partition, encode_key(tid), encode_value(target))
+            await self._log.append(partition, encode_key(tid), encode_value(
+                target, self.config.log_value_version,
+                previous_producer_id=entry.meta.producer_id))
         except TxnLogWriteError as e:
             log.info("transactional id %s: %s not written (%s)", tid, target.state.name, e)
             return e.code
@@ -285,7 +322,7 @@ class TransactionCoordinator:
         if not await self._markers.write_markers(
                 prepared.producer_id, prepared.producer_epoch,
                 prepared.state == TxnState.PREPARE_COMMIT, held.epoch, prepared.partitions,
-                wanted):
+                wanted, transaction_version=prepared.client_version):
             return  # deposed (a newer coordinator finishes it), or no longer wanted
         delay = 0.05
         while wanted():
@@ -343,6 +380,7 @@ class TransactionCoordinator:
         code = await self._apply(p, held, transactional_id, entry, decision)
         if code:
             return InitResult(code)
+        entry.v2_reported = -1  # a new producer session: say again which protocol it speaks
         return InitResult(ErrorCode.NONE, entry.meta.producer_id, entry.meta.producer_epoch)
 
     async def _decide(self, transactional_id: str,
@@ -363,10 +401,13 @@ class TransactionCoordinator:
                                  rule(entry.meta, self._time_ms()))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> ErrorCode:
+                             partitions: Iterable[TopicPartition],
+                             client_version: int = TV_CLASSIC) -> ErrorCode:
+        """AddPartitionsToTxn; ``client_version`` 2 when a partition leader adds
+        the partition of a v2 producer's first transactional write there."""
         added = frozenset(partitions)
         return await self._decide(transactional_id, lambda meta, now: rules.add_partitions(
-            meta, producer_id, producer_epoch, added, now))
+            meta, producer_id, producer_epoch, added, now, client_version))
 
     async def verify_partitions(self, transactional_id: str, producer_id: int,
                                 producer_epoch: int, partitions: Iterable[TopicPartition]
@@ -387,9 +428,58 @@ class TransactionCoordinator:
                      else ErrorCode.INVALID_TXN_STATE) for tp in wanted}
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ErrorCode:
-        return await self._decide(transactional_id, lambda meta, now: rules.end_transaction(
-            meta, producer_id, producer_epoch, commit, now))
+                              producer_epoch: int, commit: bool,
+                              client_version: int = TV_CLASSIC) -> EndResult:
+        """EndTxn; ``client_version`` 2 for EndTxn v5 (transactions v2)."""
+        if not transactional_id:
+            return EndResult(ErrorCode.INVALID_REQUEST)
+        fresh_id: int | None = None
+        if client_version >= rules.TV_2:
+            code, p, held = self._held(transactional_id)
+            entry = held.ids.get(transactional_id) if held is not None else None
+            if entry is not None and entry.meta.epoch_exhausted:
+                # the epoch bump of this end would exhaust it: the producer
+                # moves to a new producer id once the transaction is complete
+                fresh_id = await self._allocate()
+
+        def next_id() -> int:
+            if fresh_id is None:  # the epoch ran out while this request waited
+                raise _NoIdAllocated
+            return fresh_id
+        # the metadata the producer continues from: the prepared transaction,
+        # or (a retry of an end already done) the metadata as it stands
+        after: list[TxnMetadata] = []
+
+        def rule(meta: TxnMetadata, now: int) -> rules.Decision:
+            decision = rules.end_transaction(meta, producer_id, producer_epoch, commit, now,
+                                             client_version, next_id)
+            after.append(decision.target or meta)
+            return decision
+        try:
+            code = await self._decide(transactional_id, rule)
+        except _NoIdAllocated:
+            return EndResult(ErrorCode.CONCURRENT_TRANSACTIONS)  # the producer retries
+        if code or client_version < rules.TV_2 or not after:
+            return EndResult(code)
+        pid, epoch = rules.producer_after_end(after[-1])
+        self._report_v2(transactional_id, producer_id, pid, epoch)
+        return EndResult(ErrorCode.NONE, pid, epoch)
+
+    def _report_v2(self, transactional_id: str, producer_id: int, next_pid: int,
+                   next_epoch: int) -> None:
+        """One line per producer session (InitProducerId) that ends its
+        transactions with EndTxn v5, not one per transaction: which protocol a
+        producer speaks is what an operator looks for when transactions
+        misbehave."""
+        _, _, held = self._held(transactional_id)
+        entry = held.ids.get(transactional_id) if held is not None else None
+        if entry is None or entry.v2_reported == producer_id:
+            return
+        entry.v2_reported = producer_id
+        log.info("transactional id %s: producer %d ends its transactions with EndTxn v5 "
+                 "(transactions v2, KIP-890): continuing as producer %d epoch %d, the epoch "
+                 "bumped by every transaction", transactional_id, producer_id, next_pid,
+                 next_epoch)
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
         out = []
@@ -457,8 +547,13 @@ class TransactionCoordinator:
             log.info("aborting the transaction of %s (producer %d epoch %d): older than "
                      "its timeout of %d ms", tid, entry.meta.producer_id,
                      entry.meta.producer_epoch, entry.meta.timeout_ms)
+            next_id: Callable[[], int] | None = None
+            if entry.meta.bumps_epoch and entry.meta.epoch_exhausted:
+                next_id = _returning(await self._allocate())
+                if entry.writing or not rules.timed_out(entry.meta, now):
+                    continue  # changed while the id was allocated
             code = await self._apply(p, held, tid, entry, rules.Decision(
-                ErrorCode.NONE, rules.fence_and_abort(entry.meta, now)))
+                ErrorCode.NONE, rules.fence_and_abort(entry.meta, now, next_id)))
             count += code == ErrorCode.NONE
         return count
 

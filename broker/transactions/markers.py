@@ -51,11 +51,15 @@ class MarkerSender:
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: frozenset[TopicPartition],
-                            still_wanted: Callable[[], bool]) -> bool:
+                            still_wanted: Callable[[], bool], *,
+                            transaction_version: int = 0) -> bool:
         """True once every partition has its marker (or is gone); False when
         this coordinator stopped: no longer wanted, or a partition refused the
         marker as from a deposed coordinator or an older producer epoch (a
-        newer coordinator owns the transaction then, as Kafka concludes)."""
+        newer coordinator owns the transaction then, as Kafka concludes).
+        ``transaction_version`` 2 goes as WriteTxnMarkers v2's
+        TransactionVersion: the marker's epoch is the one bumped at the end of
+        the transaction (KIP-890 part 2)."""
         remaining = set(partitions)
         backoff = _FIRST_BACKOFF_S
         while remaining:
@@ -70,7 +74,8 @@ class MarkerSender:
                 elif meta.leader >= 0:
                     by_leader.setdefault(meta.leader, []).append(tp)
             results = await asyncio.gather(*(
-                self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+                self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch,
+                           transaction_version)
                 for leader, tps in by_leader.items()))
             for done, stale in results:
                 if stale:
@@ -82,8 +87,8 @@ class MarkerSender:
         return True
 
     async def _send(self, leader: int, partitions: list[TopicPartition], producer_id: int,
-                    producer_epoch: int, commit: bool, coordinator_epoch: int
-                    ) -> tuple[set[TopicPartition], bool]:
+                    producer_epoch: int, commit: bool, coordinator_epoch: int,
+                    transaction_version: int = 0) -> tuple[set[TopicPartition], bool]:
         """(the partitions whose marker ``leader`` has written or that are gone,
         whether a partition refused it as stale)."""
         by_topic: dict[str, list[int]] = {}
@@ -94,12 +99,13 @@ class MarkerSender:
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[W.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()],
-            coordinator_epoch=coordinator_epoch)])
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         conn = None
         try:
             conn = await self._connections.get(self._cluster.broker(leader), leader)
             response = await asyncio.wait_for(
-                conn.call(request, api_key=ApiKey.WRITE_TXN_MARKERS, version=1), self._timeout)
+                conn.call(request, api_key=ApiKey.WRITE_TXN_MARKERS,
+                          version=2 if transaction_version >= 2 else 1), self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("markers to broker %d not sent (%s); retrying", leader, e)
             self._connections.drop(leader, conn)

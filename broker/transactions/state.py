@@ -16,6 +16,16 @@ The states and their numbers are Kafka's (they are written to the log):
 An Ongoing transaction of a producer that is fenced (InitProducerId from a
 new instance) or timed out is aborted with the epoch bumped, so the old
 producer's next request is refused (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH).
+
+Transactions v2 (KIP-890 part 2, a client speaking EndTxn v5): every
+PrepareCommit / PrepareAbort bumps the producer epoch, so the markers carry
+an epoch newer than any of the transaction's data and a late batch of an
+ended transaction is refused as a zombie; the producer learns the new epoch
+from the EndTxn answer. Once the epoch would pass MAX_EPOCH - 1 a new
+producer id is allocated at the end instead (``next_producer_id``, taken up
+by Complete*: the producer continues at epoch 0 of it). Partitions join a v2
+transaction implicitly: the partition leader adds them on the first
+transactional write (AddPartitionsToTxn v5 from the broker).
 """
 from __future__ import annotations
 
@@ -29,6 +39,11 @@ from samsa.protocol.model import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
+# ClientTransactionVersion (Kafka's TransactionVersion feature levels): 0 and 1
+# speak the classic protocol (1 only adds flexible __transaction_state
+# records), 2 is KIP-890 part 2.
+TV_CLASSIC = 0
+TV_2 = 2
 
 
 class TxnState(enum.IntEnum):
@@ -80,10 +95,20 @@ class TxnMetadata:
     # retrying an InitProducerId whose answer it lost is recognised.
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # v2: the producer id the producer moves to once this transaction is
+    # complete (its epoch ran out), and the transaction version of the client
+    # (both written to the log as TransactionLogValue v1's tagged fields).
+    next_producer_id: int = NO_PRODUCER_ID
+    client_version: int = TV_CLASSIC
 
     @property
     def epoch_exhausted(self) -> bool:
         return epoch_exhausted(self.producer_epoch)
+
+    @property
+    def bumps_epoch(self) -> bool:
+        """Whether this transaction ends with an epoch bump (transactions v2)."""
+        return self.client_version >= TV_2
 
     def with_(self, **changes) -> "TxnMetadata":
         return dataclasses.replace(self, **changes)
@@ -123,7 +148,8 @@ def init_producer_id(cur: TxnMetadata, timeout_ms: int, expected: tuple[int, int
         # Fence the current producer: abort its transaction with the epoch
         # bumped, and let the new one retry once the abort completed (its
         # retry bumps the epoch again, or rotates the id if that exhausted it).
-        return Decision(ErrorCode.CONCURRENT_TRANSACTIONS, fence_and_abort(cur, now))
+        return Decision(ErrorCode.CONCURRENT_TRANSACTIONS,
+                        fence_and_abort(cur, now, next_producer_id))
     if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
         return Decision(ErrorCode.CONCURRENT_TRANSACTIONS)
     if cur.epoch_exhausted and (expected is None or expected[1] == cur.producer_epoch):
@@ -132,7 +158,8 @@ def init_producer_id(cur: TxnMetadata, timeout_ms: int, expected: tuple[int, int
             last_producer_id=cur.producer_id,
             last_producer_epoch=cur.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
             timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(),
-            start_ms=-1, update_ms=now))
+            start_ms=-1, update_ms=now, next_producer_id=NO_PRODUCER_ID,
+            client_version=TV_CLASSIC))
     bumped = cur.producer_epoch + 1
     if expected is None:
         epoch, last_epoch = bumped, NO_PRODUCER_EPOCH
@@ -144,7 +171,8 @@ def init_producer_id(cur: TxnMetadata, timeout_ms: int, expected: tuple[int, int
         return Decision(ErrorCode.PRODUCER_FENCED)
     return Decision(ErrorCode.NONE, cur.with_(
         producer_epoch=epoch, last_producer_epoch=last_epoch, timeout_ms=timeout_ms,
-        state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1, update_ms=now))
+        state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1, update_ms=now,
+        next_producer_id=NO_PRODUCER_ID, client_version=TV_CLASSIC))
 
 
 def _expected_matches(cur: TxnMetadata, expected: tuple[int, int]) -> bool:
@@ -153,12 +181,19 @@ def _expected_matches(cur: TxnMetadata, expected: tuple[int, int]) -> bool:
             or (pid == cur.last_producer_id and epoch_exhausted(epoch)))
 
 
-def fence_and_abort(cur: TxnMetadata, now: int) -> TxnMetadata:
+def fence_and_abort(cur: TxnMetadata, now: int,
+                    next_producer_id: Callable[[], int] | None = None) -> TxnMetadata:
     """The coordinator aborts ``cur``'s open transaction itself (a newer producer
-    instance, or the transaction timed out): PrepareAbort at a bumped epoch."""
+    instance, or the transaction timed out): PrepareAbort at a bumped epoch.
+    A v2 transaction is bumped once, as its own end would be; when that uses
+    up the epoch the producer id rotates on completion (``next_producer_id``
+    is asked then; the coordinator allocates one for an exhausted epoch)."""
     epoch = cur.producer_epoch if cur.producer_epoch >= MAX_EPOCH else cur.producer_epoch + 1
+    next_id = NO_PRODUCER_ID
+    if cur.bumps_epoch and cur.epoch_exhausted and next_producer_id is not None:
+        next_id = next_producer_id()
     return cur.with_(producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH,
-                     state=TxnState.PREPARE_ABORT, update_ms=now)
+                     state=TxnState.PREPARE_ABORT, update_ms=now, next_producer_id=next_id)
 
 
 def _check_producer(cur: TxnMetadata, producer_id: int, producer_epoch: int) -> ErrorCode:
@@ -170,8 +205,11 @@ def _check_producer(cur: TxnMetadata, producer_id: int, producer_epoch: int) -> 
 
 
 def add_partitions(cur: TxnMetadata, producer_id: int, producer_epoch: int,
-                   partitions: frozenset[TopicPartition], now: int) -> Decision:
-    """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition)."""
+                   partitions: frozenset[TopicPartition], now: int,
+                   client_version: int = TV_CLASSIC) -> Decision:
+    """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets
+    partition); with ``client_version`` 2, a partition leader adding the
+    partition of a v2 producer's first transactional write there."""
     code = _check_producer(cur, producer_id, producer_epoch)
     if code:
         return Decision(code)
@@ -185,20 +223,28 @@ def add_partitions(cur: TxnMetadata, producer_id: int, producer_epoch: int,
     starting = cur.state != TxnState.ONGOING
     return Decision(ErrorCode.NONE, cur.with_(
         state=TxnState.ONGOING, partitions=cur.partitions | partitions,
-        start_ms=now if starting else cur.start_ms, update_ms=now))
+        start_ms=now if starting else cur.start_ms, update_ms=now,
+        client_version=client_version))
 
 
 def end_transaction(cur: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool,
-                    now: int) -> Decision:
+                    now: int, client_version: int = TV_CLASSIC,
+                    next_producer_id: Callable[[], int] | None = None) -> Decision:
     """EndTxn from the producer: PrepareCommit / PrepareAbort, or the answer to
-    a retry of one already decided."""
+    a retry of one already decided. ``client_version`` 2 (EndTxn v5) follows
+    the v2 rules (``end_transaction_v2``)."""
+    if client_version >= TV_2:
+        return end_transaction_v2(cur, producer_id, producer_epoch, commit, now,
+                                  next_producer_id)
     code = _check_producer(cur, producer_id, producer_epoch)
     if code:
         return Decision(code)
     state = cur.state
     if state == TxnState.ONGOING:
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        return Decision(ErrorCode.NONE, cur.with_(state=target, update_ms=now))
+        return Decision(ErrorCode.NONE, cur.with_(state=target, update_ms=now,
+                                                  client_version=TV_CLASSIC,
+                                                  next_producer_id=NO_PRODUCER_ID))
     wanted_done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
     wanted_prepare = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
     if state == wanted_done:
@@ -208,10 +254,93 @@ def end_transaction(cur: TxnMetadata, producer_id: int, producer_epoch: int, com
     return Decision(ErrorCode.INVALID_TXN_STATE)
 
 
+def end_transaction_v2(cur: TxnMetadata, producer_id: int, producer_epoch: int, commit: bool,
+                       now: int, next_producer_id: Callable[[], int] | None = None
+                       ) -> Decision:
+    """EndTxn v5 (Kafka's endTransaction for TV2). The prepare bumps the epoch;
+    the producer retrying after losing the answer sends the epoch before the
+    bump (or, after a producer id rotation, the old id at MAX_EPOCH - 1) and
+    is answered as before. An abort is allowed with no transaction open (the
+    producer cannot tell whether its first write added a partition).
+
+                      Abort            Commit
+                    retry  current   retry  current
+    Empty            FENCED  bump     FENCED  INVALID_TXN_STATE
+    CompleteAbort    NONE    bump     INVALID_TXN_STATE
+    CompleteCommit   INVALID bump     NONE    INVALID_TXN_STATE
+    """
+    state = cur.state
+    retry_on_overflow = (cur.last_producer_id == producer_id and cur.producer_id != producer_id
+                         and producer_epoch == MAX_EPOCH - 1 and cur.producer_epoch == 0)
+    retry_on_bump = cur.producer_id == producer_id and cur.producer_epoch == producer_epoch + 1
+    if cur.producer_id != producer_id and not retry_on_overflow:
+        return Decision(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        valid_epoch = retry_on_bump
+    elif state in COMPLETED:
+        valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == cur.producer_epoch
+    else:
+        valid_epoch = producer_epoch == cur.producer_epoch
+    if not valid_epoch:
+        return Decision(ErrorCode.PRODUCER_FENCED)
+    retry = retry_on_bump or retry_on_overflow
+
+    def prepare(target: TxnState, nothing_added: bool) -> Decision:
+        next_id = NO_PRODUCER_ID
+        if cur.epoch_exhausted:
+            if next_producer_id is None:
+                raise ValueError("an exhausted epoch needs a new producer id")
+            next_id = next_producer_id()
+        return Decision(ErrorCode.NONE, cur.with_(
+            state=target, producer_epoch=cur.producer_epoch + 1,
+            last_producer_epoch=cur.producer_epoch, next_producer_id=next_id,
+            client_version=TV_2, start_ms=now if nothing_added else cur.start_ms,
+            update_ms=now))
+
+    if state == TxnState.ONGOING:
+        return prepare(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, False)
+    if state == TxnState.PREPARE_COMMIT:
+        return Decision(ErrorCode.CONCURRENT_TRANSACTIONS if commit
+                        else ErrorCode.INVALID_TXN_STATE)
+    if state == TxnState.PREPARE_ABORT:
+        return Decision(ErrorCode.INVALID_TXN_STATE if commit
+                        else ErrorCode.CONCURRENT_TRANSACTIONS)
+    if state == TxnState.COMPLETE_COMMIT:
+        if commit:
+            return Decision(ErrorCode.NONE if retry else ErrorCode.INVALID_TXN_STATE)
+        return (Decision(ErrorCode.INVALID_TXN_STATE) if retry
+                else prepare(TxnState.PREPARE_ABORT, True))
+    if state == TxnState.COMPLETE_ABORT:
+        if not commit:
+            return Decision(ErrorCode.NONE) if retry else prepare(TxnState.PREPARE_ABORT, True)
+        return Decision(ErrorCode.INVALID_TXN_STATE)
+    if state == TxnState.EMPTY and not commit:
+        return prepare(TxnState.PREPARE_ABORT, True)
+    return Decision(ErrorCode.INVALID_TXN_STATE)
+
+
+def producer_after_end(meta: TxnMetadata) -> tuple[int, int]:
+    """The (producer id, epoch) an EndTxn v5 answer gives the producer for
+    ``meta`` (prepared or complete): the rotated id at epoch 0 when the epoch
+    ran out, else the bumped epoch."""
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.next_producer_id, 0
+    return meta.producer_id, meta.producer_epoch
+
+
 def complete(cur: TxnMetadata, now: int) -> TxnMetadata:
-    """Every partition has its marker: CompleteCommit / CompleteAbort."""
+    """Every partition has its marker: CompleteCommit / CompleteAbort. A v2
+    transaction whose epoch ran out hands over to its next producer id here
+    (the last epoch the producer saw, MAX_EPOCH - 1, is kept to recognise its
+    retries)."""
     done = (TxnState.COMPLETE_COMMIT if cur.state == TxnState.PREPARE_COMMIT
             else TxnState.COMPLETE_ABORT)
+    if cur.bumps_epoch and cur.next_producer_id != NO_PRODUCER_ID:
+        return cur.with_(state=done, partitions=frozenset(), update_ms=now,
+                         producer_id=cur.next_producer_id, producer_epoch=0,
+                         last_producer_id=cur.producer_id,
+                         last_producer_epoch=MAX_EPOCH - 1,
+                         next_producer_id=NO_PRODUCER_ID)
     return cur.with_(state=done, partitions=frozenset(), update_ms=now)
 
 

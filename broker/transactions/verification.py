@@ -14,6 +14,12 @@ otherwise. Its answers become the produce errors Kafka gives: a fenced
 producer INVALID_PRODUCER_EPOCH, a partition not in the transaction
 INVALID_TXN_STATE, and a coordinator that cannot answer now (moving, loading)
 NOT_ENOUGH_REPLICAS, which producers retry.
+
+Transactions v2 (KIP-890 part 2): a producer writing with Produce v12+ /
+TxnOffsetCommit v5 no longer adds its partitions itself; the leader asks the
+coordinator to add the partition instead of verifying it (``add=True``:
+AddPartitionsToTxn v5 without verify_only over the wire), with the same
+answers.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from .connections import BrokerConnections
 log = logging.getLogger("broker.transactions.verification")
 
 VERIFY_VERSION = 4  # the first version with verify_only (brokers only)
+ADD_VERSION = 5     # a partition leader adding a v2 producer's partition
 # what the producer may retry: the coordinator was not reachable or not ready
 _RETRIABLE = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
@@ -46,6 +53,8 @@ class Locator(Protocol):
 
 
 LocalVerify = Callable[[str, int, int, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
+# the coordinator's add for a v2 producer (transactional id, producer id, epoch, partitions)
+LocalAdd = Callable[[str, int, int, list[TopicPartition]], Awaitable[ErrorCode]]
 
 
 def produce_error(code: int) -> ErrorCode:
@@ -64,10 +73,12 @@ class TxnVerifier:
     """Lives on the transaction coordinator's loop (connections are loop-bound)."""
 
     def __init__(self, broker_id: int, locator: Locator, local_verify: LocalVerify,
-                 timeout_s: float, security: InterBrokerSecurity = PLAINTEXT) -> None:
+                 timeout_s: float, security: InterBrokerSecurity = PLAINTEXT,
+                 local_add: LocalAdd | None = None) -> None:
         self._broker_id = broker_id
         self._locator = locator
         self._local = local_verify
+        self._local_add = local_add
         self._timeout = timeout_s
         self._connections = BrokerConnections("samsa-txn-verify", timeout_s, security)
 
@@ -75,20 +86,29 @@ class TxnVerifier:
         await self._connections.close()
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                     partitions: list[TopicPartition], add: bool = False
+                     ) -> dict[TopicPartition, ErrorCode]:
+        """The produce error per partition (NONE: go ahead). ``add``: add the
+        partitions to the transaction (a v2 producer) rather than verify."""
         answer = self._locator.locate(transactional_id)
         if answer.error or answer.node is None:
             return {tp: ErrorCode.NOT_ENOUGH_REPLICAS for tp in partitions}
         if answer.node.node_id == self._broker_id:
-            found = await self._local(transactional_id, producer_id, producer_epoch, partitions)
+            if add and self._local_add is not None:
+                code = await self._local_add(transactional_id, producer_id, producer_epoch,
+                                             partitions)
+                found = {tp: code for tp in partitions}
+            else:
+                found = await self._local(transactional_id, producer_id, producer_epoch,
+                                          partitions)
         else:
             found = await self._remote(answer.node, transactional_id, producer_id, producer_epoch,
-                                       partitions)
+                                       partitions, add)
         return {tp: produce_error(found.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
                 for tp in partitions}
 
     async def _remote(self, node: BrokerEndpoint, transactional_id: str, producer_id: int,
-                      producer_epoch: int, partitions: list[TopicPartition]
+                      producer_epoch: int, partitions: list[TopicPartition], add: bool = False
                       ) -> dict[TopicPartition, ErrorCode]:
         R = AddPartitionsToTxnRequest
         by_topic: dict[str, list[int]] = {}
@@ -96,14 +116,15 @@ class TxnVerifier:
             by_topic.setdefault(topic, []).append(p)
         request = R(transactions=[R.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
         conn = None
         try:
             conn = await self._connections.get(node, node.node_id)
             response = await asyncio.wait_for(
-                conn.call(request, api_key=ApiKey.ADD_PARTITIONS_TO_TXN, version=VERIFY_VERSION),
+                conn.call(request, api_key=ApiKey.ADD_PARTITIONS_TO_TXN,
+                          version=ADD_VERSION if add else VERIFY_VERSION),
                 self._timeout)
         except (ConnectionClosedError, OSError, asyncio.TimeoutError) as e:
             log.info("verifying %s with coordinator %d failed: %s", transactional_id,

@@ -68,12 +68,12 @@ SERVED = {
     "CreatePartitions": (37, 0, 3),
     "DeleteRecords": (21, 0, 2),
     "InitProducerId": (22, 0, 5),
-    # Transactions, version 1 of the protocol (KIP-98/447); EndTxn v5 and the
-    # per-transaction epoch bump of KIP-890 part 2 are not offered, so clients
-    # use the classic form.
+    # Transactions (KIP-98/447) and transactions v2 (KIP-890 part 2: EndTxn v5,
+    # AddPartitionsToTxn v5 between brokers); clients take up v2 only when the
+    # transaction.version feature in ApiVersions says 2.
     "AddPartitionsToTxn": (24, 0, 5),
     "AddOffsetsToTxn": (25, 0, 4),
-    "EndTxn": (26, 0, 4),
+    "EndTxn": (26, 0, 5),
     "TxnOffsetCommit": (28, 0, 5),
     "DescribeTransactions": (65, 0, 0),
     "ListTransactions": (66, 0, 2),

@@ -275,7 +275,10 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     """Kafka's consume-transform-produce loop (sendOffsetsToTransaction), killed
     with SIGKILL at random points while it works and restarted: read_committed
     output holds every input record exactly once; every 4th transaction is
-    aborted on purpose, so a read_uncommitted reader sees more than that."""
+    aborted on purpose, so a read_uncommitted reader sees more than that. The
+    Java 4.3 producer speaks transactions v2 here (the broker finalizes
+    transaction.version 2): EndTxn v5 with an epoch bump per transaction, no
+    AddPartitionsToTxn / AddOffsetsToTxn of its own."""
     broker = broker_factory({"group.initial.rebalance.delay.ms": 0})
     src, dst = _topic("eos-in"), _topic("eos-out")
     _create(broker.bootstrap, src, partitions=2)
@@ -309,12 +312,35 @@ def test_java_exactly_once_loop_survives_sigkill(broker_factory, java_tools):
     assert len(out) == n and sorted(out) == expected, (len(out), len(set(out)), n)
     raw = _read(broker.bootstrap, dst, "read_uncommitted", partitions=2, idle_s=3.0)
     assert len(raw) > n and set(raw) == set(expected)
+    # every run's producer ended its transactions with EndTxn v5
+    assert broker.log_path.read_text().count("ends its transactions with EndTxn v5") >= 4
+
+
+def test_java_producer_keeps_the_classic_protocol_when_the_feature_is_off(broker_factory,
+                                                                          java_tools):
+    """transaction.version=0 (Kafka: the feature at level 0): the Java 4.3
+    producer sees no transaction.version in ApiVersions and speaks the classic
+    protocol (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v4), exactly once
+    still; no EndTxn v5 reaches the broker."""
+    broker = broker_factory({"group.initial.rebalance.delay.ms": 0, "transaction.version": 0})
+    src, dst = _topic("eos-in"), _topic("eos-out")
+    _create(broker.bootstrap, src)
+    _create(broker.bootstrap, dst)
+    inputs = _produce_input(broker.bootstrap, src, 200)
+    final = java_tools.run("Eos", "--bootstrap-server", broker.bootstrap, "--input", src,
+                           "--output", dst, "--group", "eos-classic", "--transactional-id",
+                           "eos-classic", "--abort-every", "3", "--idle-ms", "4000",
+                           timeout=120).check()
+    assert final.lines[-1] != "aborted 0"
+    out = _read(broker.bootstrap, dst, "read_committed", expect=len(inputs), idle_s=5.0)
+    assert sorted(out) == sorted(b"out:" + v for v in inputs)
+    assert "EndTxn v5" not in broker.log_path.read_text()
 
 
 # ------------------------------------------------------------------ KIP-890 part 1
 
 def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
-                 value: bytes):
+                 value: bytes, version: int = 9):
     from samsa.protocol.messages import ProduceRequest
     from samsa.protocol.records import build_batch
     batch = build_batch([(None, value, [], int(time.time() * 1000))], producer_id=pid,
@@ -324,7 +350,7 @@ def _txn_produce(client, tid: str, topic: str, partition: int, pid: int, epoch: 
                                           name=topic, partition_data=[
                                               ProduceRequest.PartitionProduceData(
                                                   index=partition, records=batch)])]),
-                    highest=9)
+                    highest=version)
     return r.responses[0].partition_responses[0]
 
 
@@ -355,8 +381,10 @@ def test_leaders_refuse_transactional_writes_the_coordinator_does_not_know(broke
         assert _txn_produce(c, tid, topic, 0, pid, epoch, 0, b"in").error_code == 0
         stray = _txn_produce(c, tid, topic, 1, pid, epoch, 0, b"not added")
         assert stray.error_code == 48  # INVALID_TXN_STATE
+        # the classic protocol (EndTxn v4): the epoch stays, the coordinator says no
         assert c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
-                                        producer_epoch=epoch, committed=True)).error_code == 0
+                                        producer_epoch=epoch, committed=True),
+                      highest=4).error_code == 0
         # a late batch once the commit is complete (its markers written: until
         # then the partition's transaction is still open, and a write joins it)
         wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
@@ -380,9 +408,10 @@ def _wire_init(c, tid: str) -> tuple[int, int]:
 
 
 def test_txn_offset_commit_needs_add_offsets_first(broker):
-    """TxnOffsetCommit for a group whose offsets partition the producer never
-    added (AddOffsetsToTxn) is INVALID_TXN_STATE, and nothing stays pending:
-    a read_committed consumer of the group is not held up."""
+    """TxnOffsetCommit (v4: a classic producer) for a group whose offsets
+    partition the producer never added (AddOffsetsToTxn) is INVALID_TXN_STATE,
+    and nothing stays pending: a read_committed consumer of the group is not
+    held up. (v5, transactions v2, adds the partition itself.)"""
     from samsa.protocol.messages import TxnOffsetCommitRequest as T
     topic = _topic()
     _create(broker.bootstrap, topic)
@@ -395,7 +424,8 @@ def test_txn_offset_commit_needs_add_offsets_first(broker):
                          group_instance_id=None, topics=[T.TxnOffsetCommitRequestTopic(
                              name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
                                  partition_index=0, committed_offset=5,
-                                 committed_leader_epoch=-1, committed_metadata="")])]))
+                                 committed_leader_epoch=-1, committed_metadata="")])]),
+                   highest=4)
         assert r.topics[0].partitions[0].error_code == 48  # INVALID_TXN_STATE
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                          "isolation.level": "read_committed", "enable.auto.commit": False})
@@ -441,3 +471,59 @@ def test_old_request_versions_hear_invalid_producer_epoch_not_producer_fenced(br
                               committed=True)
         assert c.call(26, stale, highest=1).error_code == 47  # INVALID_PRODUCER_EPOCH
         assert c.call(26, stale, highest=2).error_code == 90  # PRODUCER_FENCED
+
+
+# ------------------------------------------------------------------ KIP-890 part 2
+
+def test_a_v2_producers_partitions_join_on_its_first_write(broker):
+    """Transactions v2 on the wire, as the Java 4.x producer speaks it: no
+    AddPartitionsToTxn, the partitions of a Produce v12 join the transaction;
+    EndTxn v5 answers the epoch bumped for the next transaction, so a late
+    write of an ended transaction is refused; read_committed readers see the
+    committed transaction only."""
+    from samsa.protocol.messages import EndTxnRequest
+    topic = _topic()
+    _create(broker.bootstrap, topic, partitions=2)
+    _producer(broker.bootstrap, f"warm-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    tid = f"v2-{uuid.uuid4().hex[:6]}"
+
+    def produce(c, partition, epoch, seq, value):
+        # NOT_ENOUGH_REPLICAS (19): the coordinator could not answer yet, retried
+        return wait_until(lambda: (lambda r: r if r.error_code != 19 else None)(
+            _txn_produce(c, tid, topic, partition, pid, epoch, seq, value, version=12)))
+
+    def end(c, epoch, commit):
+        return wait_until(lambda: (lambda r: r if r.error_code != 51 else None)(  # CONCURRENT
+            c.call(26, EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                     producer_epoch=epoch, committed=commit), highest=5)))
+
+    with SimpleClient(broker.bootstrap) as c:
+        pid, epoch = _wire_init(c, tid)
+        assert produce(c, 0, epoch, 0, b"aborted-0").error_code == 0
+        assert produce(c, 1, epoch, 0, b"aborted-1").error_code == 0
+        described = c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+        state = described.transaction_states[0]
+        assert state.transaction_state == "Ongoing"
+        assert sorted((t.topic, p) for t in state.topics for p in t.partitions) == [
+            (topic, 0), (topic, 1)]
+        aborted = end(c, epoch, commit=False)
+        assert (aborted.error_code, aborted.producer_id, aborted.producer_epoch) == (
+            0, pid, epoch + 1)
+        # the next transaction at the bumped epoch, its sequences from 0 again
+        assert produce(c, 0, epoch + 1, 0, b"committed").error_code == 0
+        committed = end(c, epoch + 1, commit=True)
+        assert (committed.error_code, committed.producer_epoch) == (0, epoch + 2)
+        # a retried EndTxn (its answer lost) gets the same answer once complete
+        wait_until(lambda: c.call(65, DescribeTransactionsRequest(transactional_ids=[tid]))
+                   .transaction_states[0].transaction_state == "CompleteCommit" or None,
+                   what="CompleteCommit")
+        again = end(c, epoch + 1, commit=True)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (
+            0, pid, epoch + 2)
+        # a late write of the ended transaction: its epoch is fenced
+        late = produce(c, 1, epoch + 1, 0, b"late")
+        assert late.error_code == 47  # INVALID_PRODUCER_EPOCH
+    assert _read(broker.bootstrap, topic, "read_committed", partitions=2,
+                 expect=1) == [b"committed"]
+    assert sorted(_read(broker.bootstrap, topic, "read_uncommitted", partitions=2,
+                        expect=3)) == [b"aborted-0", b"aborted-1", b"committed"]

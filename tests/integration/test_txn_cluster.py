@@ -110,3 +110,30 @@ def test_coordinator_killed_with_a_transaction_open_and_committing(cluster_facto
     assert sorted(got) == sorted(first + second)
     assert wait_until(lambda: _state_on(cluster, tid) == "CompleteCommit" or None,
                       timeout=60, what="CompleteCommit on the new coordinator")
+
+
+def test_java_transactions_v2_across_brokers(cluster_factory, java_tools):
+    """The Java 4.3 producer's exactly-once loop on a 3-broker cluster speaks
+    transactions v2: the leaders of its output partitions (mostly not its
+    transaction coordinator) add them to its transaction over the wire
+    (AddPartitionsToTxn v5), the group coordinator adds the offsets partition
+    for TxnOffsetCommit v5, and the markers go out with the bumped epoch."""
+    from tests.integration.test_txn_clients import _produce_input
+    cluster = cluster_factory(offsets_partitions=3, overrides=TXN_OVERRIDES)
+    bootstrap = cluster.bootstrap
+    src, dst = f"v2in-{uuid.uuid4().hex[:6]}", f"v2out-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for topic in (src, dst):
+        admin.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})])[
+            topic].result(30)
+        cluster.wait_for_leaders(topic, 3)
+    inputs = _produce_input(bootstrap, src, 300)
+    final = java_tools.run("Eos", "--bootstrap-server", bootstrap, "--input", src, "--output",
+                           dst, "--group", "v2-group", "--transactional-id", "v2-app",
+                           "--abort-every", "5", "--idle-ms", "5000", timeout=180).check()
+    assert final.lines[-1] != "aborted 0"
+    got = _read_committed(bootstrap, dst, 3, expect=len(inputs))
+    assert sorted(got) == sorted(b"out:" + v for v in inputs)
+    coordinator = _coordinator_of(cluster, "v2-app")
+    log = cluster.brokers[coordinator].log_path.read_text()
+    assert "ends its transactions with EndTxn v5" in log

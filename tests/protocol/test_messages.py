@@ -31,7 +31,7 @@ EXPECTED_RANGES = {
     "ControlledShutdown": (7, 1, 3),
     "ElectLeaders": (43, 0, 2), "AlterPartitionReassignments": (45, 0, 1),
     "ListPartitionReassignments": (46, 0, 0),
-    "AddPartitionsToTxn": (24, 0, 5), "AddOffsetsToTxn": (25, 0, 4), "EndTxn": (26, 0, 4),
+    "AddPartitionsToTxn": (24, 0, 5), "AddOffsetsToTxn": (25, 0, 4), "EndTxn": (26, 0, 5),
     "TxnOffsetCommit": (28, 0, 5),
     "DescribeTransactions": (65, 0, 0), "ListTransactions": (66, 0, 2),
     "SaslHandshake": (17, 0, 1), "SaslAuthenticate": (36, 0, 2),

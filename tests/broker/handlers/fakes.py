@@ -35,7 +35,7 @@ from samsa.client.scram_credential import ScramCredential
 from samsa.broker.security.sasl.settings import ListenerSasl, SaslSettings
 from samsa.broker.server import advertised_apis
 from samsa.broker.topics import TopicError
-from samsa.broker.transactions.coordinator import DescribedTxn, InitResult
+from samsa.broker.transactions.coordinator import DescribedTxn, EndResult, InitResult
 from samsa.broker.transactions.state import TxnMetadata
 from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
@@ -311,6 +311,7 @@ class FakeTransactions(TransactionCoordination):
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         self.end_code = ErrorCode.NONE
         self.list_error: Exception | None = None
+        self.add_versions: list[int] = []  # client transaction version of each add
 
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> InitResult:
@@ -318,9 +319,11 @@ class FakeTransactions(TransactionCoordination):
         return InitResult(ErrorCode.NONE, 7000, 3)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> ErrorCode:
+                             partitions: Iterable[TopicPartition],
+                             client_version: int = 0) -> ErrorCode:
         self.calls.append(("add_partitions", (transactional_id, producer_id, producer_epoch,
                                               sorted(partitions))))
+        self.add_versions.append(client_version)
         return ErrorCode.NONE
 
     async def verify_partitions(self, transactional_id: str, producer_id: int,
@@ -329,10 +332,13 @@ class FakeTransactions(TransactionCoordination):
         unused("verify_partitions")
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ErrorCode:
+                              producer_epoch: int, commit: bool,
+                              client_version: int = 0) -> EndResult:
         self.calls.append(("end_transaction", (transactional_id, producer_id, producer_epoch,
                                                commit)))
-        return self.end_code
+        if client_version >= 2 and not self.end_code:  # v2: the epoch bumped per transaction
+            return EndResult(self.end_code, producer_id, producer_epoch + 1)
+        return EndResult(self.end_code)
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[DescribedTxn]:
         unused("describe")
@@ -347,7 +353,8 @@ class FakeTransactions(TransactionCoordination):
 
 class FakeVerifier(TxnVerification):
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                     partitions: list[TopicPartition], add: bool = False
+                     ) -> dict[TopicPartition, ErrorCode]:
         unused("verify")
 
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import re
 
-from samsa.broker.handlers.transactions import (handle_add_offsets_to_txn, handle_end_txn,
-                                          handle_list_transactions)
+from samsa.broker.handlers.transactions import (handle_add_offsets_to_txn,
+                                                handle_add_partitions_to_txn, handle_end_txn,
+                                                handle_list_transactions)
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import AddOffsetsToTxnRequest, EndTxnRequest, ListTransactionsRequest
+from samsa.protocol.messages import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+                                     EndTxnRequest, ListTransactionsRequest)
 from samsa.protocol.model import OFFSETS_TOPIC, ApiKey
 
 from .fakes import FakeServices, FakeTransactions, context
@@ -54,3 +56,34 @@ async def test_list_transactions_with_a_pattern_that_is_no_regex_is_invalid_regu
         ListTransactionsRequest(state_filters=[], producer_id_filters=[],
                                 transactional_id_pattern="("))
     assert resp.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION == 128
+
+
+async def test_end_txn_v5_answers_the_producer_epoch_to_continue_with():
+    services = FakeServices()
+    req = EndTxnRequest(transactional_id="tx", producer_id=7, producer_epoch=1, committed=True)
+    v5 = await handle_end_txn(context(services, ApiKey.END_TXN, 5), req)
+    assert (v5.error_code, v5.producer_id, v5.producer_epoch) == (0, 7, 2)
+    v4 = await handle_end_txn(context(services, ApiKey.END_TXN, 4), req)  # classic: no epoch
+    assert (v4.error_code, v4.producer_id, v4.producer_epoch) == (0, -1, -1)
+
+
+async def test_add_partitions_v5_from_a_leader_adds_for_a_v2_producer():
+    """AddPartitionsToTxn v5 without verify_only is a partition leader adding
+    the partition of a transactions v2 producer's first write; v4 is classic."""
+    R = AddPartitionsToTxnRequest
+    services = FakeServices()
+
+    def request(verify_only: bool) -> AddPartitionsToTxnRequest:
+        return R(transactions=[R.AddPartitionsToTxnTransaction(
+            transactional_id="tx", producer_id=7, producer_epoch=3, verify_only=verify_only,
+            topics=[R.AddPartitionsToTxnTopic(name="t", partitions=[0])])])
+    services.topics.add("t")
+    v5 = await handle_add_partitions_to_txn(
+        context(services, ApiKey.ADD_PARTITIONS_TO_TXN, 5), request(False))
+    v4 = await handle_add_partitions_to_txn(
+        context(services, ApiKey.ADD_PARTITIONS_TO_TXN, 4), request(False))
+    for resp in (v5, v4):
+        assert resp.results_by_transaction[0].topic_results[0].results_by_partition[0] \
+            .partition_error_code == 0
+    assert _txns(services).calls == [("add_partitions", ("tx", 7, 3, [("t", 0)]))] * 2
+    assert _txns(services).add_versions == [2, 0]

@@ -49,7 +49,7 @@ class RecordingMarkers:
         self.release.set()
 
     async def write_markers(self, producer_id, producer_epoch, commit, coordinator_epoch,
-                            partitions, still_wanted) -> None:
+                            partitions, still_wanted, *, transaction_version=0) -> None:
         await self.release.wait()
         if not still_wanted():
             return False
@@ -95,7 +95,7 @@ def test_a_commit_writes_prepare_then_markers_then_complete():
         init = await c.init_producer_id("t", 60000, None)
         assert (init.error, init.producer_id, init.producer_epoch) == (0, 5000, 0)
         assert await c.add_partitions("t", 5000, 0, [("a", 0), ("b", 1)]) == 0
-        assert await c.end_transaction("t", 5000, 0, True) == 0
+        assert (await c.end_transaction("t", 5000, 0, True)).error == 0
         await _settle()
         assert markers.sent == [(5000, 0, True, 7, frozenset({("a", 0), ("b", 1)}))]
         assert _states(log) == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT,
@@ -114,7 +114,7 @@ def test_a_new_coordinator_finishes_a_prepared_transaction():
         await old.init_producer_id("t", 60000, None)
         await old.add_partitions("t", 5000, 0, [("a", 0)])
         markers.release.clear()  # the old coordinator dies before its markers
-        assert await old.end_transaction("t", 5000, 0, False) == 0
+        assert (await old.end_transaction("t", 5000, 0, False)).error == 0
         old.unload_partition(0)
         markers.release.set()
         await _settle()
@@ -172,7 +172,7 @@ def test_not_leading_is_not_coordinator_and_a_timeout_abort_fences():
         await _settle()
         assert markers.sent == [(5000, 1, False, 0, frozenset({("a", 0)}))]
         # the producer at epoch 0 is a zombie now
-        assert await c.end_transaction("t", 5000, 0, True) == ErrorCode.PRODUCER_FENCED
+        assert (await c.end_transaction("t", 5000, 0, True)).error == ErrorCode.PRODUCER_FENCED
         await c.shutdown()
     asyncio.run(run())
 
@@ -234,7 +234,7 @@ def test_a_leader_epoch_bump_keeping_the_leader_keeps_the_coordinator():
         await c.init_producer_id("t", 60000, None)
         log.epochs[0] = 8
         assert await c.add_partitions("t", 5000, 0, [("a", 0)]) == 0
-        assert await c.end_transaction("t", 5000, 0, True) == 0
+        assert (await c.end_transaction("t", 5000, 0, True)).error == 0
         await _settle()
         assert markers.sent == [(5000, 0, True, 8, frozenset({("a", 0)}))]
         await c.shutdown()
