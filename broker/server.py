@@ -33,6 +33,8 @@ from .cluster.controller import Controller, RebalancePolicy
 from .cluster.single_broker import SingleBrokerController
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
+from .groups.share.config import ShareDefaults
+from .groups.share.service import ShareService
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
@@ -56,6 +58,8 @@ from .replication.manager import ReplicaManager
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
+from .handlers.share import share_bounds
+from .groups.clock import wall_ms
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
@@ -86,6 +90,7 @@ class BrokerServices:
     quotas: ClientQuotas  # client quotas; every request goes through them (dispatcher)
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
+    share_groups: ShareService | None = None  # KIP-932 share groups, once loaded
     transactions: TransactionsBridge | None = None  # the transaction coordinator, once started
     txn_verifier: VerifierBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
@@ -559,6 +564,12 @@ class Broker:
                               consumer_lag.RemoteWatermarks(self._leader_address))
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
 
+    async def _start_share_groups(self) -> None:
+        """KIP-932 share groups: their durable state loaded before serving."""
+        services = self.services
+        services.share_groups = ShareService(
+            ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services))
+
     def _leader_address(self, topic: str, partition: int) -> str | None:
         """host:port of the partition's leader, as the cluster advertises it."""
         partitions = self.services.partitions
@@ -666,6 +677,7 @@ class Broker:
             raise
         cfg = self.cfg  # now with the stored dynamic configs
         await self._start_groups()
+        await self._start_share_groups()
         await self._start_transactions()
         dispatcher = Dispatcher(self.services)
         for network in self.networks:

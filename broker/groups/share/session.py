@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from samsa.protocol.errors import ErrorCode
 
 # (topic id, partition)
-SharePartitionKey = tuple[uuid.UUID, int]
+SessionKey = tuple[uuid.UUID, int]
 
 OPEN, CLOSE = 0, -1
 
@@ -27,7 +27,7 @@ class ShareSession:
     group_id: str
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
-    partitions: set[SharePartitionKey] = field(default_factory=set)
+    partitions: set[SessionKey] = field(default_factory=set)
 
 
 class ShareSessions:
@@ -50,8 +50,8 @@ class ShareSessions:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
         return ErrorCode.NONE, session
 
-    def advance(self, session: ShareSession, add: Iterable[SharePartitionKey],
-                forget: Iterable[SharePartitionKey], opened: bool) -> None:
+    def advance(self, session: ShareSession, add: Iterable[SessionKey],
+                forget: Iterable[SessionKey], opened: bool) -> None:
         if opened:
             self._sessions[(session.group_id, session.member_id)] = session
         else:
