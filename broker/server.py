@@ -35,6 +35,7 @@ from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
+from .groups.share.state_log import SHARE_STATE_TOPIC, ShareStateLog, replay
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
@@ -564,11 +565,42 @@ class Broker:
                               consumer_lag.RemoteWatermarks(self._leader_address))
         self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
 
+    def _ensure_share_state_topic(self, topics: TopicService) -> None:
+        """Create __share_group_state (compacted: the last snapshot per
+        share-partition is its state) on first start."""
+        cfg = self.cfg
+        _ensure_internal_topic(
+            topics, SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions,
+            cfg.share_coordinator_state_topic_replication_factor,
+            "share.coordinator.state.topic.replication.factor", "share groups",
+            {"cleanup.policy": "compact",
+             "segment.bytes": str(cfg.share_coordinator_state_topic_segment_bytes)})
+
     async def _start_share_groups(self) -> None:
-        """KIP-932 share groups: their durable state loaded before serving."""
+        """KIP-932 share groups: the share-partitions' state read back from
+        __share_group_state before serving. The partitions of it this broker
+        leads are the ones written and read here (in a cluster, a state
+        partition led elsewhere is not written: see state_log.py)."""
         services = self.services
+        partitions, logs = services.partitions, services.logs
+        try:
+            await off_loop(self._ensure_share_state_topic, services.topics)
+        except TopicError as e:
+            log.warning("share groups keep no durable state: %s", e)
+        num = _partition_count(services.store, SHARE_STATE_TOPIC) or 0
+
+        def append_batch(p: int, batch: bytes) -> None:
+            found = partitions.leader_log(SHARE_STATE_TOPIC, p)
+            if not found.ok:
+                raise CoordinatorWriteError(f"{SHARE_STATE_TOPIC}-{p}: {found.error.name}",
+                                             found.error)
+            partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=1)
+        get_log = lambda p: logs.get_log(SHARE_STATE_TOPIC, p)
+        append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
+        loaded = await off_loop(lambda: replay(read_all())) if num else {}
         services.share_groups = ShareService(
-            ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services))
+            ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services),
+            writer=ShareStateLog(append, num) if num else None, loaded=loaded)
 
     def _leader_address(self, topic: str, partition: int) -> str | None:
         """host:port of the partition's leader, as the cluster advertises it."""

@@ -162,3 +162,37 @@ def test_explicit_release_and_reject_and_a_poison_record_archived(broker_factory
     assert by_value["bad-0"] == [(1, "reject")]  # rejected: never offered again
     # released each time, offered again until the delivery-count limit (3), then archived
     assert by_value["poison-0"] == [(1, "release"), (2, "release"), (3, "release")]
+
+
+def test_every_record_acknowledged_once_across_a_broker_restart(broker_factory, java_tools):
+    """Acknowledgements live in __share_group_state: after a restart nothing
+    acknowledged comes back, and what a member held unacknowledged does."""
+    broker = broker_factory(OVERRIDES)
+    b = broker.bootstrap
+    topic, group = _name("sq"), _name("share")
+    _create_topic(b, topic)
+    first_half = [f"r-{i}" for i in range(20)]
+    second_half = [f"r-{i}" for i in range(20, 40)]
+    procs: list[subprocess.Popen] = []
+    try:
+        reader = _consumer(java_tools, b, group, topic, "--idle-ms", "2500")
+        procs.append(reader)
+        _members_assigned(b, group, 1)
+        _produce(b, topic, first_half)
+        assert sorted(v for v, *_ in _finish(reader, "the first reader")) == sorted(first_half)
+        holder = _consumer(java_tools, b, group, topic, "--hold", "--max-records", "5")
+        procs.append(holder)
+        _members_assigned(b, group, 1)
+        _produce(b, topic, second_half)
+        wait_until(lambda: holder.stdout.readline() == "holding\n", WAIT_S,
+                   "the holder to get records")
+        holder.kill()
+        broker.restart()
+        after = _consumer(java_tools, b, group, topic, "--idle-ms", "3000")
+        procs.append(after)
+        got = _finish(after, "the reader after the restart")
+    finally:
+        _reap(procs)
+    # the first half was acknowledged before the restart: never again; the
+    # second half (part of it held, none acknowledged) exactly once
+    assert Counter(v for v, *_ in got) == Counter(second_half)

@@ -21,7 +21,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   [--reject PREFIX]    explicitly reject them
  *   [--hold]             print the first records it gets and never acknowledge or poll
  *                        again (a member that hangs, to be killed, holding its records)
- *   [--idle-ms N]        exit (closing the consumer) after N ms with no record (default 5000)
+ *   [--idle-ms N]        exit (closing the consumer) after N ms with no record, counted from
+ *                        the first record (default 5000); before it, wait up to 120 s
  *   [--max-records N]    max.poll.records
  * Without --release/--reject, acknowledgement is implicit (each poll accepts the last
  * poll's records); with either, explicit (acknowledge each record, commitSync per poll).
@@ -47,10 +48,12 @@ public final class ShareConsume {
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
             consumer.subscribe(List.of(a.require("--topic")));
             long lastRecord = System.currentTimeMillis();
-            while (System.currentTimeMillis() - lastRecord < idleMs) {
+            long wait = 120_000;  // until the first record: the test produces once we joined
+            while (System.currentTimeMillis() - lastRecord < wait) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) continue;
                 lastRecord = System.currentTimeMillis();
+                wait = idleMs;
                 for (ConsumerRecord<String, String> r : records) {
                     String value = r.value();
                     AcknowledgeType type = AcknowledgeType.ACCEPT;

@@ -11,6 +11,7 @@ which asks ``wake_at`` when a lock runs out.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,6 +24,8 @@ from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
 from .partition import Acquired, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
+
+log = logging.getLogger("broker.groups.share")
 
 # (group id, topic id, partition)
 ShareKey = tuple[str, uuid.UUID, int]
@@ -234,4 +237,7 @@ class ShareService:
         return sp
 
     def _persist(self, key: ShareKey, sp: SharePartition) -> None:
-        self._writer.write(key, sp.start_offset, sp.state_batches())
+        try:
+            self._writer.write(key, sp.start_offset, sp.state_batches())
+        except Exception as e:  # the state goes on in memory; a restart would lose this change
+            log.warning("share-partition %s: state not written: %s", key, e)

@@ -119,3 +119,21 @@ def test_persisted_state_round_trips_and_redelivers_only_unacknowledged():
     assert back.start_offset == 2
     got = back.acquire("b", 10, upper=8, now_ms=T0)
     assert got == [Acquired(2, 2, 2), Acquired(5, 5, 2), Acquired(6, 7, 1)]
+
+
+def test_snapshot_records_round_trip_in_kafkas_layout():
+    import uuid
+
+    from samsa.broker.groups.share.state_log import (decode_key, decode_value, encode_key,
+                                                     encode_value, replay)
+    key = ("g", uuid.UUID(int=7), 3)
+    batches = [StateBatch(5, 9, 2, 1), StateBatch(10, 10, 4, 5)]
+    k, v = encode_key(key), encode_value(1, 5, batches)
+    assert k[:2] == b"\x00\x00"  # record type 0: ShareSnapshot
+    assert v[:2] == b"\x00\x00"  # value version 0
+    assert decode_key(k) == key
+    assert decode_value(v) == (1, 5, batches)
+    older = encode_value(0, 0, [])
+    other = ("g", uuid.UUID(int=7), 4)
+    assert replay([(k, older), (k, v), (encode_key(other), older), (encode_key(other), None)]) \
+        == {key: (5, batches)}
