@@ -578,16 +578,13 @@ class Broker:
 
     async def _start_share_groups(self) -> None:
         """KIP-932 share groups: the share-partitions' state read back from
-        __share_group_state before serving. The partitions of it this broker
-        leads are the ones written and read here (in a cluster, a state
-        partition led elsewhere is not written: see state_log.py)."""
+        __share_group_state (if it exists) before serving. The partitions of
+        it this broker leads are the ones written and read here (in a
+        cluster, a state partition led elsewhere is not written: see
+        docs/design.md)."""
         services = self.services
-        partitions, logs = services.partitions, services.logs
-        try:
-            await off_loop(self._ensure_share_state_topic, services.topics)
-        except TopicError as e:
-            log.warning("share groups keep no durable state: %s", e)
-        num = _partition_count(services.store, SHARE_STATE_TOPIC) or 0
+        partitions, logs, store = services.partitions, services.logs, services.store
+        num = _partition_count(store, SHARE_STATE_TOPIC) or 0
 
         def append_batch(p: int, batch: bytes) -> None:
             found = partitions.leader_log(SHARE_STATE_TOPIC, p)
@@ -595,12 +592,17 @@ class Broker:
                 raise CoordinatorWriteError(f"{SHARE_STATE_TOPIC}-{p}: {found.error.name}",
                                              found.error)
             partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=1)
+
+        def created() -> int:
+            """The topic's partition count, creating it with the first share group."""
+            self._ensure_share_state_topic(services.topics)
+            return _partition_count(store, SHARE_STATE_TOPIC) or 0
         get_log = lambda p: logs.get_log(SHARE_STATE_TOPIC, p)
         append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
         loaded = await off_loop(lambda: replay(read_all())) if num else {}
         services.share_groups = ShareService(
             ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services),
-            writer=ShareStateLog(append, num) if num else None, loaded=loaded)
+            writer=ShareStateLog(append, created), loaded=loaded)
 
     def _leader_address(self, topic: str, partition: int) -> str | None:
         """host:port of the partition's leader, as the cluster advertises it."""

@@ -135,16 +135,23 @@ def replay(records: Iterable[object]) -> dict[ShareKey, tuple[int, list[StateBat
 
 class ShareStateLog:
     """The share service's StateWriter: a ShareSnapshot per change, appended
-    through ``append(partition, [(key, value)])`` (log_adapter's append_fn)."""
+    through ``append(partition, [(key, value)])`` (log_adapter's append_fn).
+
+    ``partitions()`` is how many partitions __share_group_state has, creating
+    it first if it does not exist: as Kafka does, the topic appears with the
+    first share group, so a broker that never serves one never has it."""
 
     def __init__(self, append: Callable[[int, list[tuple[bytes, bytes | None]]], object],
-                 num_partitions: int) -> None:
+                 partitions: Callable[[], int]) -> None:
         self._append = append
-        self._num_partitions = num_partitions
+        self._partitions = partitions
+        self._num: int | None = None
         self._epochs: dict[ShareKey, int] = {}
 
     def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
+        if self._num is None:
+            self._num = self._partitions()
         epoch = self._epochs.get(key, -1) + 1
         self._epochs[key] = epoch
-        self._append(state_partition(key, self._num_partitions),
+        self._append(state_partition(key, self._num),
                      [(encode_key(key), encode_value(epoch, start_offset, batches))])
