@@ -17,13 +17,15 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest,
+                                     DescribeShareGroupOffsetsResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
                                      ShareFetchRequest, ShareFetchResponse,
                                      ShareGroupDescribeRequest, ShareGroupDescribeResponse,
                                      ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
 from samsa.protocol.messages.wire import Records
 from samsa.protocol.records.batch import iter_batch_headers
 
+from ..groups.results import ListedGroup
 from ..groups.share.service import Bounds, ShareKey, ShareService
 from ..groups.share.session import CLOSE, OPEN
 from . import authz
@@ -351,3 +353,75 @@ def share_bounds(broker: Services) -> Callable[[uuid.UUID, int], Bounds | None]:
         log = found.found_log
         return Bounds(log.log_start_offset, log.high_watermark)
     return bounds
+
+
+async def handle_describe_share_group_offsets(
+        ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
+        ) -> DescribeShareGroupOffsetsResponse:
+    """Each share-partition's start offset and (v1) lag: the records from the
+    start offset to the high watermark not yet acknowledged or archived."""
+    R = DescribeShareGroupOffsetsResponse
+    broker = ctx.broker
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+    groups = []
+    for g in req.groups:
+        code = (ErrorCode.GROUP_AUTHORIZATION_FAILED
+                if not authz.group(ctx, Op.DESCRIBE, g.group_id)
+                else _coordinator_error(ctx, g.group_id))
+        service = broker.share_groups
+        state = service.offsets(g.group_id) if not code and service is not None else None
+        if code:
+            groups.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=[], error_code=code, error_message=None))
+            continue
+        state = state or {}
+        wanted: list[tuple[str, list[int]]]
+        if g.topics is None:
+            by_id: dict[str, list[int]] = {}
+            for (topic_id, p) in state:
+                meta = broker.topics.by_id(topic_id)
+                if meta is not None:
+                    by_id.setdefault(meta.name, []).append(p)
+            wanted = sorted((name, sorted(ps)) for name, ps in by_id.items())
+        else:
+            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        topics = []
+        for name, parts in wanted:
+            meta = broker.topics.get(name)
+            answers = []
+            for p in parts:
+                err, start, lag = ErrorCode.NONE, -1, -1
+                if meta is None or not may_describe(name) or not 0 <= p < meta.num_partitions:
+                    err = (ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                           if meta is not None and not may_describe(name)
+                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif (meta.topic_id, p) in state:
+                    start, done = state[(meta.topic_id, p)]
+                    found = broker.partitions.leader_log(name, p)
+                    if found.ok:
+                        lag = max(0, found.found_log.high_watermark - start - done)
+                answers.append(R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=start, leader_epoch=0, lag=lag,
+                    error_code=err, error_message=None))
+            topics.append(R.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=name, topic_id=meta.topic_id if meta else uuid.UUID(int=0),
+                partitions=answers))
+        groups.append(R.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
+    return R(throttle_time_ms=0, groups=groups)
+
+
+def share_groups_listed(ctx: RequestContext, states: list[str] | None,
+                        types: list[str] | None) -> list[ListedGroup]:
+    """ListGroups' share groups (group type "share"), within its filters."""
+    service = ctx.broker.share_groups
+    if service is None or (types and "share" not in {t.lower() for t in types}):
+        return []
+    wanted = {s.lower() for s in states or ()}
+    out = []
+    for group_id in service.group_ids():
+        found = service.describe(group_id)
+        if found is None or (wanted and found.state.lower() not in wanted):
+            continue
+        out.append(ListedGroup(group_id, "share", found.state, "share"))
+    return out

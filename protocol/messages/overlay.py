@@ -109,4 +109,5 @@ SERVED = {
     "ShareGroupDescribe": (77, 1, 1),
     "ShareFetch": (78, 1, 1),
     "ShareAcknowledge": (79, 1, 1),
+    "DescribeShareGroupOffsets": (90, 0, 1),  # v1 adds the lag (Kafka 4.1)
 }

@@ -16,7 +16,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.client.blocking import SimpleClient
-from samsa.protocol.messages import ShareGroupDescribeRequest
+from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ListGroupsRequest,
+                                     ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
 from tests.support.waiting import wait_until
 
@@ -196,3 +197,15 @@ def test_every_record_acknowledged_once_across_a_broker_restart(broker_factory, 
     # the first half was acknowledged before the restart: never again; the
     # second half (part of it held, none acknowledged) exactly once
     assert Counter(v for v, *_ in got) == Counter(second_half)
+    # the group's state as admin clients see it: start offset past everything, no lag
+    with SimpleClient(b) as c:
+        offsets = c.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, DescribeShareGroupOffsetsRequest(
+            groups=[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                group_id=group, topics=None)]))
+        listed = c.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[],
+                                                              types_filter=["share"]))
+    [g] = offsets.groups
+    [t] = g.topics
+    assert (t.topic_name, [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                           for p in t.partitions]) == (topic, [(0, 40, 0, 0)])
+    assert [(x.group_id, x.group_type) for x in listed.groups] == [(group, "share")]

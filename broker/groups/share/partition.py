@@ -210,6 +210,11 @@ class SharePartition:
         rec = self._flight.get(offset, _InFlight())
         return rec.state, rec.delivery_count
 
+    def done_in_flight(self) -> int:
+        """In-flight records already acknowledged or archived (not lag)."""
+        return sum(1 for r in self._flight.values()
+                   if r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+
     def in_flight(self) -> int:
         return self.next_offset - self.start_offset
 

@@ -206,8 +206,20 @@ class ShareService:
                      and (t := sp.next_expiry()) is not None]
             return min(times) if times else None
 
-    def partition_view(self, key: ShareKey) -> SharePartition | None:
-        return self.partitions.get(key)
+    def offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], tuple[int, int]] | None:
+        """The group's share-partitions: (topic id, partition) -> (start offset,
+        records in flight already done with); None: no such share group."""
+        with self._lock:
+            if group_id not in self.groups and not any(
+                    k[0] == group_id for k in (*self.partitions, *self._loaded)):
+                return None
+            out = {(k[1], k[2]): (sp.start_offset, sp.done_in_flight())
+                   for k, sp in self.partitions.items() if k[0] == group_id}
+            for k, (start, batches) in self._loaded.items():
+                if k[0] == group_id:
+                    out[(k[1], k[2])] = (start, sum(
+                        b.last_offset - b.first_offset + 1 for b in batches if b.state in (2, 4)))
+            return out
 
     # ------------------------------------------------------------ internals
 
