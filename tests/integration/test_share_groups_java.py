@@ -8,6 +8,7 @@ API, so the Java client is the one real share consumer tested here.
 from __future__ import annotations
 
 import subprocess
+import sys
 import uuid
 from collections import Counter
 
@@ -19,6 +20,7 @@ from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ListGroupsRequest,
                                      ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
+from tests.support.broker_process import REPO_ROOT
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -112,6 +114,15 @@ def test_members_share_one_partition_and_a_dead_members_records_come_back(
     procs = [holder, *live]
     try:
         _members_assigned(b, group, 3)
+        tool = subprocess.run([sys.executable, "-m", "samsa", "share-groups",
+                               "--bootstrap-server", b, "--describe", "--group", group,
+                               "--members"], capture_output=True, text=True, timeout=60,
+                              cwd=REPO_ROOT)
+        lines = tool.stdout.splitlines()
+        assert lines[0] == "" and lines[1].split() == [
+            "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], tool
+        assert [(r.split()[0], r.split()[2], r.split()[-2:]) for r in lines[2:]] == [
+            (group, "/127.0.0.1", ["1", f"{topic}:0"])] * 3, tool
         values = [f"r-{i}" for i in range(60)]
         _produce(b, topic, values)
         # the holder prints what it got, then hangs holding it: kill -9 it
@@ -209,3 +220,18 @@ def test_every_record_acknowledged_once_across_a_broker_restart(broker_factory, 
     assert (t.topic_name, [(p.partition_index, p.start_offset, p.lag, p.error_code)
                            for p in t.partitions]) == (topic, [(0, 40, 0, 0)])
     assert [(x.group_id, x.group_type) for x in listed.groups] == [(group, "share")]
+    # and as kafka-share-groups prints it
+    tool = subprocess.run([sys.executable, "-m", "samsa", "share-groups", "--bootstrap-server", b,
+                           "--describe", "--group", group], capture_output=True, text=True,
+                          timeout=60, cwd=REPO_ROOT)
+    width = max(15, len(group))
+    assert tool.stdout.splitlines() == [
+        "",
+        f"{'GROUP'.ljust(width)} {'TOPIC'.ljust(15)} {'PARTITION'.ljust(10)} "
+        f"{'START-OFFSET'.ljust(13)} LAG",
+        f"{group.ljust(width)} {topic.ljust(15)} {'0'.ljust(10)} {'40'.ljust(13)} 0"], tool
+    tool = subprocess.run([sys.executable, "-m", "samsa", "share-groups", "--bootstrap-server", b,
+                           "--list", "--state"], capture_output=True, text=True, timeout=60,
+                          cwd=REPO_ROOT)
+    assert tool.stdout.splitlines() == [f"{'GROUP'.ljust(width)} STATE",
+                                        f"{group.ljust(width)} Empty"], tool
