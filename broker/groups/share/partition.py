@@ -152,6 +152,8 @@ class SharePartition:
         if any(t not in AckType.__members__.values() for t in types):
             return ErrorCode.INVALID_REQUEST
         self.expire(now_ms)
+        if first_offset < self.start_offset or last_offset >= self.next_offset:
+            return ErrorCode.INVALID_RECORD_STATE  # not in flight (and no loop over a wild range)
         recs = []
         for off in range(first_offset, last_offset + 1):
             rec = self._flight.get(off)

@@ -150,7 +150,10 @@ class ShareStateLog:
 
     def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
         if self._num is None:
-            self._num = self._partitions()
+            num = self._partitions()
+            if num <= 0:
+                raise RuntimeError(f"{SHARE_STATE_TOPIC} has no partitions yet")
+            self._num = num
         epoch = self._epochs.get(key, -1) + 1
         self._epochs[key] = epoch
         self._append(state_partition(key, self._num),

@@ -83,6 +83,7 @@ def test_acknowledging_what_another_member_holds_fails_whole_batch():
     assert sp.state_of(1) == (RecordState.ACQUIRED, 1)
     assert sp.acknowledge("a", 0, 1, [1, 1, 1], T0) == ErrorCode.INVALID_REQUEST
     assert sp.acknowledge("a", 0, 1, [9], T0) == ErrorCode.INVALID_REQUEST
+    assert sp.acknowledge("a", 0, 10**15, [1], T0) == ErrorCode.INVALID_RECORD_STATE
 
 
 def test_a_member_whose_session_ends_gives_its_records_back_at_once():
