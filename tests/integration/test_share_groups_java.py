@@ -2,8 +2,8 @@
 KafkaShareConsumer (tests/java/ShareConsume.java, one line per record it is
 given: value, offset, delivery count, how it acknowledged it).
 
-confluent-kafka 2.16 (librdkafka 2.16) has no share consumer in its Python
-API, so the Java client is the one real share consumer tested here.
+confluent-kafka 2.16's ShareConsumer (librdkafka's, in preview) has its own
+test beside this one (test_share_groups_confluent.py).
 """
 from __future__ import annotations
 
