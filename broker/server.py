@@ -44,6 +44,9 @@ from .cluster.controller import Controller, RebalancePolicy
 from .cluster.single_broker import SingleBrokerController
 from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
+from .groups.share.config import ShareDefaults
+from .groups.share.service import ShareService
+from .groups.share.state_log import SHARE_STATE_TOPIC, ShareStateLog, replay
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
@@ -67,6 +70,8 @@ from .replication.manager import ReplicaManager
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
+from .handlers.share import share_bounds
+from .groups.clock import wall_ms
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
 from .security.sasl.settings import SaslSettings
@@ -109,6 +114,7 @@ class BrokerServices:
     quotas: ClientQuotas  # client quotas; every request goes through them (dispatcher)
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
+    share_groups: ShareService | None = None  # KIP-932 share groups, once loaded
     transactions: TransactionsBridge | None = None  # the transaction coordinator, once started
     txn_verifier: VerifierBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
@@ -599,6 +605,44 @@ class Broker:
         self._expiry_task = asyncio.get_running_loop().create_task(
             self._expire_offsets_loop(coordinator))
 
+    def _ensure_share_state_topic(self, topics: TopicService) -> None:
+        """Create __share_group_state (compacted: the last snapshot per
+        share-partition is its state) on first start."""
+        cfg = self.cfg
+        _ensure_internal_topic(
+            topics, SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions,
+            cfg.share_coordinator_state_topic_replication_factor,
+            "share.coordinator.state.topic.replication.factor", "share groups",
+            {"cleanup.policy": "compact",
+             "segment.bytes": str(cfg.share_coordinator_state_topic_segment_bytes)})
+
+    async def _start_share_groups(self, services: BrokerServices) -> None:
+        """KIP-932 share groups: the share-partitions' state read back from
+        __share_group_state (if it exists) before serving. The partitions of
+        it this broker leads are the ones written and read here (in a
+        cluster, a state partition led elsewhere is not written: see
+        docs/design.md)."""
+        partitions, logs, store = services.partitions, services.logs, services.store
+        num = _partition_count(store, SHARE_STATE_TOPIC) or 0
+
+        def append_batch(p: int, batch: bytes) -> None:
+            found = partitions.leader_log(SHARE_STATE_TOPIC, p)
+            if not found.ok:
+                raise CoordinatorWriteError(f"{SHARE_STATE_TOPIC}-{p}: {found.error.name}",
+                                             found.error)
+            partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=1)
+
+        def created() -> int:
+            """The topic's partition count, creating it with the first share group."""
+            self._ensure_share_state_topic(services.topics)
+            return _partition_count(store, SHARE_STATE_TOPIC) or 0
+        get_log = lambda p: logs.get_log(SHARE_STATE_TOPIC, p)
+        append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
+        loaded = await off_loop(lambda: replay(read_all())) if num else {}
+        services.share_groups = ShareService(
+            ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services),
+            writer=ShareStateLog(append, created), loaded=loaded)
+
     async def _offsets_replicated(self, partitions: PartitionLayer, found: LeaderLookup,
                                   partition: int, end: int, min_isr: int) -> None:
         code, = await partitions.wait_replicated(
@@ -699,6 +743,7 @@ class Broker:
             raise
         cfg = self.cfg  # now with the stored dynamic configs
         await self._start_groups(services)
+        await self._start_share_groups(services)
         await self._start_transactions(services)
         dispatcher = Dispatcher(services)
         # Fault injection wraps the dispatcher: without it, nothing on the request path

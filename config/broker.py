@@ -399,6 +399,34 @@ class BrokerConfig:
         "How long the broker's own acks=all appends (transaction markers) wait for "
         "replication before answering REQUEST_TIMED_OUT.")
 
+    # ------------------------------------------------------------ share groups (KIP-932)
+    group_share_record_lock_duration_ms: int = _key(
+        "group.share.record.lock.duration.ms", T.INT, 30000, at_least(1),
+        "How long a share consumer holds the records it fetched before they are offered again.")
+    group_share_delivery_count_limit: int = _key(
+        "group.share.delivery.count.limit", T.INT, 5, at_least(1),
+        "Deliveries of a record before a share group archives it.")
+    group_share_partition_max_record_locks: int = _key(
+        "group.share.partition.max.record.locks", T.INT, 2000, at_least(1),
+        "Records of one share-partition in flight at once.")
+    group_share_session_timeout_ms: int = _key(
+        "group.share.session.timeout.ms", T.INT, 45000, at_least(1),
+        "A share-group member not heard from for this long is dropped.")
+    group_share_heartbeat_interval_ms: int = _key(
+        "group.share.heartbeat.interval.ms", T.INT, 5000, at_least(1),
+        "How often share-group members heartbeat.")
+    group_share_max_size: int = _key(
+        "group.share.max.size", T.SHORT, 200, at_least(1), "Most members in one share group.")
+    share_coordinator_state_topic_num_partitions: int = _key(
+        "share.coordinator.state.topic.num.partitions", T.INT, 50, at_least(1),
+        "Partitions of __share_group_state.")
+    share_coordinator_state_topic_replication_factor: int = _key(
+        "share.coordinator.state.topic.replication.factor", T.SHORT, 3, at_least(1),
+        "Replicas of __share_group_state.")
+    share_coordinator_state_topic_segment_bytes: int = _key(
+        "share.coordinator.state.topic.segment.bytes", T.INT, 104857600, at_least(1),
+        "Segment size of __share_group_state.")
+
     # ------------------------------------------------------------ client quotas
     quota_window_num: int = _key(
         "quota.window.num", T.INT, 11, at_least(1),

@@ -64,6 +64,11 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 # A partition of a topic: (topic name, partition index).

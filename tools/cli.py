@@ -20,6 +20,8 @@ COMMANDS = {
                 "configs of topics and brokers, quotas and SCRAM credentials"),
     "consumer-groups": ("samsa.tools.consumer_groups:main", "kafka-consumer-groups: list, describe, "
                         "reset the offsets of and delete consumer groups"),
+    "share-groups": ("samsa.tools.share_groups:main", "kafka-share-groups: list share groups "
+                     "and describe their offsets, members and state"),
     "get-offsets": ("samsa.tools.get_offsets:main",
                     "kafka-get-offsets: the offsets of partitions at a point in time"),
     "console-producer": ("samsa.tools.console_producer:main",

@@ -27,6 +27,8 @@ from .metadata import (handle_describe_cluster, handle_describe_topic_partitions
                        handle_metadata)
 from .offsets import handle_delete_records, handle_list_offsets, handle_offset_for_leader_epoch
 from .produce import handle_produce
+from .share import (handle_describe_share_group_offsets, handle_share_acknowledge, handle_share_fetch,
+                    handle_share_group_describe, handle_share_group_heartbeat)
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram_credentials import (handle_alter_user_scram_credentials,
                                 handle_describe_user_scram_credentials)
@@ -90,6 +92,11 @@ HANDLERS = {
     ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.SHARE_FETCH: handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
 }
 
 __all__ = ["HANDLERS", "RequestContext"]

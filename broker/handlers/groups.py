@@ -32,6 +32,7 @@ from ..security.acl import ResourceType
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
+from .share import share_groups_listed
 from .txn_verification import opens_transaction, verification_on, verify_opening
 from .services import Commit, ConsumerRegistry, GroupCoordination, Services
 
@@ -232,6 +233,8 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
     code, listed = await _groups(ctx).list_groups(
         list(req.states_filter or ()) if v >= 4 else None,
         list(req.types_filter or ()) if v >= 5 else None)
+    listed = [*listed, *share_groups_listed(ctx, list(req.states_filter or ()) if v >= 4 else None,
+                                            list(req.types_filter or ()) if v >= 5 else None)]
     R = ListGroupsResponse
     if not authz.cluster(ctx, Op.DESCRIBE):  # then only the groups it may describe
         listed = [g for g in listed if authz.group(ctx, Op.DESCRIBE, g.group_id)]

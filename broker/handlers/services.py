@@ -24,6 +24,7 @@ from samsa.storage import AppendOrigin, AppendResult
 
 from ..groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
                               OffsetDeleteResult, OffsetFetchResult, PartitionError, SyncResult)
+from ..groups.share.service import ShareService
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
@@ -334,6 +335,8 @@ class Services(Protocol):
     def quotas(self) -> MutationQuotas: ...
     @property
     def groups(self) -> GroupCoordination | None: ...
+    @property
+    def share_groups(self) -> ShareService | None: ...
     @property
     def transactions(self) -> TransactionCoordination | None: ...
     @property

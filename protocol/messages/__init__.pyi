@@ -696,6 +696,44 @@ class DescribeProducersResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DescribeProducersResponse.TopicResponse] = ...) -> None: ...
 
 
+class DescribeShareGroupOffsetsRequest(Message):
+    class DescribeShareGroupOffsetsRequestGroup(Message):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ...) -> None: ...
+
+
+class DescribeShareGroupOffsetsResponse(Message):
+    class DescribeShareGroupOffsetsResponseGroup(Message):
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponsePartition(Message):
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., leader_epoch: int = ..., lag: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = ...) -> None: ...
+
+
 class DescribeTopicPartitionsRequest(Message):
     class Cursor(Message):
         topic_name: str
@@ -1467,6 +1505,193 @@ class SaslHandshakeResponse(Message):
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
 
+class ShareAcknowledgeRequest(Message):
+    class AcknowledgePartition(Message):
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = ...) -> None: ...
+    class AcknowledgeTopic(Message):
+        topic_id: UUID
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = ...) -> None: ...
+    class AcknowledgementBatch(Message):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...) -> None: ...
+
+
+class ShareAcknowledgeResponse(Message):
+    class LeaderIdAndEpoch(Message):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class NodeEndpoint(Message):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    class PartitionData(Message):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = ...) -> None: ...
+    class ShareAcknowledgeTopicResponse(Message):
+        topic_id: UUID
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareAcknowledgeResponse.PartitionData] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...) -> None: ...
+
+
+class ShareFetchRequest(Message):
+    class AcknowledgementBatch(Message):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    class FetchPartition(Message):
+        partition_index: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...) -> None: ...
+    class FetchTopic(Message):
+        topic_id: UUID
+        partitions: list[ShareFetchRequest.FetchPartition]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareFetchRequest.FetchPartition] = ...) -> None: ...
+    class ForgottenTopic(Message):
+        topic_id: UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., max_records: int = ..., batch_size: int = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...) -> None: ...
+
+
+class ShareFetchResponse(Message):
+    class AcquiredRecords(Message):
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_count: int = ...) -> None: ...
+    class LeaderIdAndEpoch(Message):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class NodeEndpoint(Message):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    class PartitionData(Message):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: Records
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., acknowledge_error_code: int = ..., acknowledge_error_message: str | None = ..., current_leader: ShareFetchResponse.LeaderIdAndEpoch = ..., records: Records = ..., acquired_records: list[ShareFetchResponse.AcquiredRecords] = ...) -> None: ...
+    class ShareFetchableTopicResponse(Message):
+        topic_id: UUID
+        partitions: list[ShareFetchResponse.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ShareFetchResponse.PartitionData] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ...) -> None: ...
+
+
+class ShareGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+
+class ShareGroupDescribeResponse(Message):
+    class Assignment(Message):
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = ...) -> None: ...
+    class DescribedGroup(Message):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ShareGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+    class Member(Message):
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+        def __init__(self, *, member_id: str = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., assignment: ShareGroupDescribeResponse.Assignment = ...) -> None: ...
+    class TopicPartitions(Message):
+        topic_id: UUID
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ShareGroupDescribeResponse.DescribedGroup] = ...) -> None: ...
+
+
+class ShareGroupHeartbeatRequest(Message):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., rack_id: str | None = ..., subscribed_topic_names: list[str] | None = ...) -> None: ...
+
+
+class ShareGroupHeartbeatResponse(Message):
+    class Assignment(Message):
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Message):
+        topic_id: UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ShareGroupHeartbeatResponse.Assignment | None = ...) -> None: ...
+
+
 class SyncGroupRequest(Message):
     class SyncGroupRequestAssignment(Message):
         member_id: str
@@ -1561,4 +1786,4 @@ class WriteTxnMarkersResponse(Message):
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
 
 
-__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]
+__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]

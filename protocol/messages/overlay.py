@@ -102,4 +102,12 @@ SERVED = {
     "DescribeAcls": (29, 0, 3),
     "CreateAcls": (30, 0, 3),
     "DeleteAcls": (31, 0, 3),
+    # KIP-932 share groups: v1 is the first stable version (Kafka 4.1); v0 was
+    # early access only, and ShareFetch/ShareAcknowledge v2 (KIP-1206/1222's
+    # acquire modes and renewals) are not offered
+    "ShareGroupHeartbeat": (76, 1, 1),
+    "ShareGroupDescribe": (77, 1, 1),
+    "ShareFetch": (78, 1, 1),
+    "ShareAcknowledge": (79, 1, 1),
+    "DescribeShareGroupOffsets": (90, 0, 1),  # v1 adds the lag (Kafka 4.1)
 }

@@ -38,6 +38,9 @@ EXPECTED_RANGES = {
     "DescribeUserScramCredentials": (50, 0, 0), "AlterUserScramCredentials": (51, 0, 0),
     "DescribeClientQuotas": (48, 0, 1), "AlterClientQuotas": (49, 0, 1),
     "DescribeAcls": (29, 0, 3), "CreateAcls": (30, 0, 3), "DeleteAcls": (31, 0, 3),
+    "ShareGroupHeartbeat": (76, 1, 1), "ShareGroupDescribe": (77, 1, 1),
+    "ShareFetch": (78, 1, 1), "ShareAcknowledge": (79, 1, 1),
+    "DescribeShareGroupOffsets": (90, 0, 1),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
 from samsa.broker.cluster.reassignment import Reassignment
+from samsa.broker.groups.share.service import ShareService
 from samsa.broker.groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
                                    OffsetDeleteResult, OffsetFetchResult, PartitionError,
                                    SyncResult)
@@ -506,6 +507,7 @@ class FakeServices:
     scram_credentials: ScramCredentials = dataclasses.field(default_factory=NoScram)
     quotas: MutationQuotas = dataclasses.field(default_factory=NoQuotas)
     groups: FakeGroups | None = dataclasses.field(default_factory=FakeGroups)
+    share_groups: ShareService | None = None
     transactions: FakeTransactions | None = dataclasses.field(default_factory=FakeTransactions)
     txn_verifier: TxnVerification | None = None
     zk_registry: ConsumerRegistry | None = None

@@ -1,0 +1,100 @@
+"""A share group's settings: the broker's group.share.* defaults, overridden
+per group by the share.* group configs (GROUP config resources, KIP-932).
+
+Kept in one place so the GROUP config resource (IncrementalAlterConfigs /
+DescribeConfigs on resource type 32) registers these keys with one line:
+``SHARE_GROUP_CONFIG_KEYS`` names them with their validation.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .partition import ShareLimits
+
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
+LOCK_DURATION = "share.record.lock.duration.ms"
+DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+SESSION_TIMEOUT = "share.session.timeout.ms"
+HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
+ISOLATION_LEVEL = "share.isolation.level"
+
+
+def _reset(value: str) -> str:
+    if value not in ("earliest", "latest"):
+        raise ValueError(f"{AUTO_OFFSET_RESET} must be earliest or latest, not {value!r}")
+    return value
+
+
+def _positive(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise ValueError(f"must be positive, not {value}")
+    return n
+
+
+def _isolation(value: str) -> str:
+    if value not in ("read_committed", "read_uncommitted"):
+        raise ValueError(f"{ISOLATION_LEVEL} must be read_committed or read_uncommitted")
+    return value
+
+
+# group config key -> parser/validator of its string value (raises ValueError)
+SHARE_GROUP_CONFIG_KEYS: dict[str, Callable[[str], Any]] = {
+    AUTO_OFFSET_RESET: _reset,
+    LOCK_DURATION: _positive,
+    DELIVERY_COUNT_LIMIT: _positive,
+    SESSION_TIMEOUT: _positive,
+    HEARTBEAT_INTERVAL: _positive,
+    ISOLATION_LEVEL: _isolation,
+}
+
+
+@dataclass(frozen=True)
+class ShareDefaults:
+    """The broker's defaults (Kafka's group.share.* broker keys)."""
+    lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    max_record_locks: int = 2_000
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 5_000
+    max_size: int = 200
+
+    @classmethod
+    def from_broker_config(cls, cfg: Any) -> ShareDefaults:
+        return cls(cfg.group_share_record_lock_duration_ms,
+                   cfg.group_share_delivery_count_limit,
+                   cfg.group_share_partition_max_record_locks,
+                   cfg.group_share_session_timeout_ms,
+                   cfg.group_share_heartbeat_interval_ms,
+                   cfg.group_share_max_size)
+
+
+@dataclass(frozen=True)
+class ShareGroupSettings:
+    auto_offset_reset: str
+    limits: ShareLimits
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    read_committed: bool
+
+
+def settings(defaults: ShareDefaults, overrides: Mapping[str, str]) -> ShareGroupSettings:
+    """The group's settings; a bad override is ignored (it was validated when set)."""
+    def get(key: str, fallback: Any) -> Any:
+        raw = overrides.get(key)
+        if raw is None:
+            return fallback
+        try:
+            return SHARE_GROUP_CONFIG_KEYS[key](raw)
+        except ValueError:
+            return fallback
+    return ShareGroupSettings(
+        get(AUTO_OFFSET_RESET, "latest"),
+        ShareLimits(get(LOCK_DURATION, defaults.lock_duration_ms),
+                    get(DELIVERY_COUNT_LIMIT, defaults.delivery_count_limit),
+                    defaults.max_record_locks),
+        get(SESSION_TIMEOUT, defaults.session_timeout_ms),
+        get(HEARTBEAT_INTERVAL, defaults.heartbeat_interval_ms),
+        get(ISOLATION_LEVEL, "read_uncommitted") == "read_committed")

@@ -1,0 +1,427 @@
+"""KIP-932 share groups: ShareGroupHeartbeat (76), ShareGroupDescribe (77),
+ShareFetch (78) and ShareAcknowledge (79), over the share service
+(broker/groups/share/service.py).
+
+ShareFetch reads a share-partition's log from its first acquirable offset
+(up to the high watermark) and answers the record batches read with the
+offsets this member acquired among them (AcquiredRecords); the client keeps
+only those. Acknowledgements piggybacked on the fetch are applied first, so
+a member that accepts its last batch and fetches again in one request gets
+the next records. The long poll wakes on an append to any of the session's
+partitions or when an acquisition lock runs out (records offered again).
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest,
+                                     DescribeShareGroupOffsetsResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse,
+                                     ShareFetchRequest, ShareFetchResponse,
+                                     ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+                                     ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
+from samsa.protocol.messages.wire import Records
+from samsa.protocol.records.batch import iter_batch_headers
+
+from ..groups.results import ListedGroup
+from ..groups.share.service import Bounds, ShareKey, ShareService
+from ..groups.share.session import CLOSE, OPEN
+from . import authz
+from .authz import Op
+from .context import RequestContext
+from .services import Services
+from ..partitions import LeaderLookup
+from ..security.acl import ResourceType
+
+_INT32_MAX = 0x7FFFFFFF
+# Kafka 4.x's share-group assignor
+SHARE_ASSIGNOR = "simple"
+# Kafka answers acknowledgements of a partition the member may not read this way
+_NO_TOPIC = ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode:
+    broker = ctx.broker
+    if broker.share_groups is None:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    found = broker.coordinators.locate(group_id)
+    if found.error:
+        return found.error
+    if found.node is None or found.node.node_id != broker.config.broker_id:
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.NONE
+
+
+def _topics_view(broker: Services) -> dict[str, tuple[uuid.UUID, int]]:
+    return {name: (meta.topic_id, meta.num_partitions)
+            for name, meta in broker.topics.topics().items()}
+
+
+async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeartbeatRequest
+                                       ) -> ShareGroupHeartbeatResponse:
+    R = ShareGroupHeartbeatResponse
+
+    def fail(code: ErrorCode, message: str | None = None) -> ShareGroupHeartbeatResponse:
+        return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+                 member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+
+    if not authz.group(ctx, Op.READ, req.group_id):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not req.group_id:
+        return fail(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    subscribed = req.subscribed_topic_names
+    if subscribed is not None and not all(authz.topic(ctx, Op.DESCRIBE, t) for t in subscribed):
+        return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    code = _coordinator_error(ctx, req.group_id)
+    service = ctx.broker.share_groups
+    if code or service is None:
+        return fail(code or ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    answer, interval = service.heartbeat(
+        req.group_id, req.member_id, req.member_epoch, req.rack_id,
+        list(subscribed) if subscribed is not None else None,
+        ctx.header.client_id or "", "/" + ctx.conn.peer_host, _topics_view(ctx.broker))
+    if answer.error:
+        return fail(answer.error, answer.message)
+    assignment = None
+    if answer.assignment is not None:
+        assignment = R.Assignment(topic_partitions=[
+            R.TopicPartitions(topic_id=t, partitions=sorted(p))
+            for t, p in sorted(answer.assignment.items())])
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+             member_id=answer.member_id, member_epoch=answer.epoch,
+             heartbeat_interval_ms=interval, assignment=assignment)
+
+
+async def handle_share_group_describe(ctx: RequestContext, req: ShareGroupDescribeRequest
+                                      ) -> ShareGroupDescribeResponse:
+    R = ShareGroupDescribeResponse
+    broker = ctx.broker
+    names = {meta.topic_id: name for name, meta in broker.topics.topics().items()}
+    groups = []
+    for group_id in req.group_ids:
+        code = ErrorCode.NONE
+        if not authz.group(ctx, Op.DESCRIBE, group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = _coordinator_error(ctx, group_id)
+        found = (broker.share_groups.describe(group_id)
+                 if not code and broker.share_groups is not None else None)
+        if not code and found is None:
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        if code or found is None:
+            groups.append(R.DescribedGroup(
+                error_code=code, error_message=None, group_id=group_id, group_state="Dead",
+                group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
+        members = [R.Member(
+            member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch,
+            client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=m.subscribed, assignment=R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=t, topic_name=names.get(t, ""), partitions=p)
+                for t, p in sorted(m.assignment.items())]))
+            for m in found.members]
+        ops = (authz.authorized_operations(ctx, ResourceType.GROUP, group_id)
+               if req.include_authorized_operations else -2147483648)
+        groups.append(R.DescribedGroup(
+            error_code=ErrorCode.NONE, error_message=None, group_id=group_id,
+            group_state=found.state, group_epoch=found.group_epoch,
+            assignment_epoch=found.assignment_epoch, assignor_name=SHARE_ASSIGNOR,
+            members=members, authorized_operations=ops))
+    return R(throttle_time_ms=0, groups=groups)
+
+
+# (topic id, partition) -> its acknowledgement batches (first, last, types)
+_Acks = dict[tuple[uuid.UUID, int], list[tuple[int, int, Sequence[int]]]]
+
+
+def _acknowledge(ctx: RequestContext, service: ShareService, group_id: str, member_id: str,
+                 acks: _Acks, readable: Callable[[uuid.UUID], str | None]
+                 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    out: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for (topic_id, p), batches in acks.items():
+        name = readable(topic_id)
+        if name is None:
+            out[(topic_id, p)] = _NO_TOPIC
+            continue
+        out[(topic_id, p)] = service.acknowledge((group_id, topic_id, p), member_id, batches)
+    return out
+
+
+def _readable(ctx: RequestContext) -> Callable[[uuid.UUID], str | None]:
+    """topic id -> its name if it exists and the member may read it."""
+    broker = ctx.broker
+    may_read = authz.topic_checker(ctx, Op.READ)
+
+    def check(topic_id: uuid.UUID) -> str | None:
+        meta = broker.topics.by_id(topic_id)
+        if meta is None or not may_read(meta.name):
+            return None
+        return meta.name
+    return check
+
+
+async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchResponse:
+    R = ShareFetchResponse
+    broker = ctx.broker
+    service = broker.share_groups
+
+    def fail(code: ErrorCode, message: str | None = None) -> ShareFetchResponse:
+        return R(throttle_time_ms=0, error_code=code, error_message=message,
+                 acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
+
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    if not group_id or not member_id:
+        return fail(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required.")
+    if not authz.group(ctx, Op.READ, group_id):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if service is None:
+        return fail(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    epoch = req.share_session_epoch
+    if epoch == OPEN and not service.is_member(group_id, member_id):
+        return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+    code, session = service.open_session(group_id, member_id, epoch, fetch=True)
+    if code or session is None:
+        return fail(code)
+    readable = _readable(ctx)
+    acks: _Acks = {}
+    wanted: list[tuple[uuid.UUID, int]] = []
+    for t in req.topics:
+        for fp in t.partitions:
+            wanted.append((t.topic_id, fp.partition_index))
+            if fp.acknowledgement_batches:
+                acks[(t.topic_id, fp.partition_index)] = [
+                    (b.first_offset, b.last_offset, list(b.acknowledge_types))
+                    for b in fp.acknowledgement_batches]
+    if epoch == OPEN and acks:
+        return fail(ErrorCode.INVALID_REQUEST, "Acknowledgements need an open share session.")
+    forgotten = [(f.topic_id, p) for f in req.forgotten_topics_data for p in f.partitions]
+    ack_errors = _acknowledge(ctx, service, group_id, member_id, acks, readable)
+    lock_ms = service.settings(group_id).limits.lock_duration_ms
+    if epoch == CLOSE:
+        service.close_session(group_id, member_id)
+        return _fetch_response(ctx, {}, ack_errors, {}, lock_ms)
+    service.update_session(session, wanted, forgotten, opened=epoch == OPEN)
+    targets = sorted(session.partitions)
+    errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    found: dict[tuple[uuid.UUID, int], tuple[str, LeaderLookup]] = {}
+    for topic_id, p in targets:
+        name = readable(topic_id)
+        if name is None:
+            errors[(topic_id, p)] = _NO_TOPIC
+            continue
+        lookup = broker.partitions.leader_log(name, p)
+        if not lookup.ok:
+            errors[(topic_id, p)] = lookup.error
+            continue
+        found[(topic_id, p)] = (name, lookup)
+    max_records = req.max_records if req.max_records > 0 else 500
+    max_bytes = req.max_bytes if req.max_bytes > 0 else _INT32_MAX
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
+    keys = [(name, p) for (name, p) in ((v[0], k[1]) for k, v in found.items())]
+    while True:
+        waiter = broker.notifier.wait_any(keys, loop) if keys else None
+        got = _acquire_all(service, group_id, member_id, found, max_records, max_bytes)
+        timeout = deadline - loop.time()
+        if got or timeout <= 0 or waiter is None or errors:
+            if waiter is not None:
+                waiter.cancel()
+            return _fetch_response(ctx, got, ack_errors, errors, lock_ms)
+        wake = service.wake_at((group_id, t, p) for t, p in found)
+        if wake is not None:
+            timeout = min(timeout, max(0.0, (wake - service.now_ms()) / 1000.0) + 0.005)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            pass
+
+
+# (topic id, partition) -> (records, [(first, last, delivery count)])
+_Got = dict[tuple[uuid.UUID, int], tuple[Records, list[tuple[int, int, int]]]]
+
+
+def _acquire_all(service: ShareService, group_id: str, member_id: str,
+                 found: dict[tuple[uuid.UUID, int], tuple[str, LeaderLookup]],
+                 max_records: int, max_bytes: int) -> _Got:
+    got: _Got = {}
+    budget_records, budget_bytes = max_records, max_bytes
+    for (topic_id, p), (_name, lookup) in found.items():
+        if budget_records <= 0 or budget_bytes <= 0:
+            break
+        log = lookup.found_log
+        key: ShareKey = (group_id, topic_id, p)
+        position = service.fetch_position(key)
+        if position is None:
+            continue
+        hw = log.high_watermark
+        if position >= hw:
+            continue
+        rr = log.read(max(position, log.log_start_offset), budget_bytes, min_one_batch=True,
+                      max_offset=hw)
+        data = b"".join(r.read_bytes() for r in rr.regions)
+        upper = position
+        first_batch = None
+        for _pos, hdr in iter_batch_headers(data):
+            if first_batch is None:
+                first_batch = hdr.base_offset
+            upper = max(upper, min(hdr.last_offset + 1, hw))
+        if upper <= position:
+            continue
+        acquired = service.acquire(key, member_id, budget_records, position, upper)
+        if not acquired:
+            continue
+        got[(topic_id, p)] = (data, [(a.first_offset, a.last_offset, a.delivery_count)
+                                     for a in acquired])
+        budget_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+        budget_bytes -= len(data)
+    return got
+
+
+def _fetch_response(ctx: RequestContext, got: _Got, ack_errors: dict[tuple[uuid.UUID, int],
+                    ErrorCode], errors: dict[tuple[uuid.UUID, int], ErrorCode],
+                    lock_ms: int) -> ShareFetchResponse:
+    R = ShareFetchResponse
+    by_topic: dict[uuid.UUID, list[ShareFetchResponse.PartitionData]] = {}
+    for key in sorted(set(got) | set(ack_errors) | set(errors)):
+        records, acquired = got.get(key, (b"", []))
+        by_topic.setdefault(key[0], []).append(R.PartitionData(
+            partition_index=key[1], error_code=errors.get(key, ErrorCode.NONE),
+            error_message=None, acknowledge_error_code=ack_errors.get(key, ErrorCode.NONE),
+            acknowledge_error_message=None,
+            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+            records=records, acquired_records=[
+                R.AcquiredRecords(first_offset=f, last_offset=last, delivery_count=c)
+                for f, last, c in acquired]))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+             acquisition_lock_timeout_ms=lock_ms, responses=[
+                 R.ShareFetchableTopicResponse(topic_id=t, partitions=parts)
+                 for t, parts in by_topic.items()], node_endpoints=[])
+
+
+async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeRequest
+                                   ) -> ShareAcknowledgeResponse:
+    R = ShareAcknowledgeResponse
+    service = ctx.broker.share_groups
+
+    def fail(code: ErrorCode, message: str | None = None) -> ShareAcknowledgeResponse:
+        return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[],
+                 node_endpoints=[])
+
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    if not group_id or not member_id:
+        return fail(ErrorCode.INVALID_REQUEST, "GroupId and MemberId are required.")
+    if not authz.group(ctx, Op.READ, group_id):
+        return fail(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if service is None:
+        return fail(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    code, session = service.open_session(group_id, member_id, req.share_session_epoch,
+                                         fetch=False)
+    if code or session is None:
+        return fail(code)
+    acks: _Acks = {}
+    for t in req.topics:
+        for ap in t.partitions:
+            acks[(t.topic_id, ap.partition_index)] = [
+                (b.first_offset, b.last_offset, list(b.acknowledge_types))
+                for b in ap.acknowledgement_batches]
+    errors = _acknowledge(ctx, service, group_id, member_id, acks, _readable(ctx))
+    if req.share_session_epoch == CLOSE:
+        service.close_session(group_id, member_id)
+    else:
+        service.update_session(session, [], [], opened=False)
+    by_topic: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
+    for (topic_id, pi), err in sorted(errors.items()):
+        by_topic.setdefault(topic_id, []).append(R.PartitionData(
+            partition_index=pi, error_code=err, error_message=None,
+            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
+        R.ShareAcknowledgeTopicResponse(topic_id=t, partitions=parts)
+        for t, parts in by_topic.items()], node_endpoints=[])
+
+
+def share_bounds(broker: Services) -> Callable[[uuid.UUID, int], Bounds | None]:
+    """Where a share-partition may start on its log (for the share service)."""
+    def bounds(topic_id: uuid.UUID, partition: int) -> Bounds | None:
+        meta = broker.topics.by_id(topic_id)
+        if meta is None:
+            return None
+        found = broker.partitions.leader_log(meta.name, partition)
+        if not found.ok:
+            return None
+        log = found.found_log
+        return Bounds(log.log_start_offset, log.high_watermark)
+    return bounds
+
+
+async def handle_describe_share_group_offsets(
+        ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
+        ) -> DescribeShareGroupOffsetsResponse:
+    """Each share-partition's start offset and (v1) lag: the records from the
+    start offset to the high watermark not yet acknowledged or archived."""
+    R = DescribeShareGroupOffsetsResponse
+    broker = ctx.broker
+    may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
+    groups = []
+    for g in req.groups:
+        code = (ErrorCode.GROUP_AUTHORIZATION_FAILED
+                if not authz.group(ctx, Op.DESCRIBE, g.group_id)
+                else _coordinator_error(ctx, g.group_id))
+        service = broker.share_groups
+        state = service.offsets(g.group_id) if not code and service is not None else None
+        if code:
+            groups.append(R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, topics=[], error_code=code, error_message=None))
+            continue
+        state = state or {}
+        wanted: list[tuple[str, list[int]]]
+        if g.topics is None:
+            by_id: dict[str, list[int]] = {}
+            for (topic_id, p) in state:
+                meta = broker.topics.by_id(topic_id)
+                if meta is not None:
+                    by_id.setdefault(meta.name, []).append(p)
+            wanted = sorted((name, sorted(ps)) for name, ps in by_id.items())
+        else:
+            wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        topics = []
+        for name, parts in wanted:
+            meta = broker.topics.get(name)
+            answers = []
+            for p in parts:
+                err, start, lag = ErrorCode.NONE, -1, -1
+                if meta is None or not may_describe(name) or not 0 <= p < meta.num_partitions:
+                    err = (ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                           if meta is not None and not may_describe(name)
+                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif (meta.topic_id, p) in state:
+                    start, done = state[(meta.topic_id, p)]
+                    found = broker.partitions.leader_log(name, p)
+                    if found.ok:
+                        lag = max(0, found.found_log.high_watermark - start - done)
+                answers.append(R.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=start, leader_epoch=0, lag=lag,
+                    error_code=err, error_message=None))
+            topics.append(R.DescribeShareGroupOffsetsResponseTopic(
+                topic_name=name, topic_id=meta.topic_id if meta else uuid.UUID(int=0),
+                partitions=answers))
+        groups.append(R.DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
+    return R(throttle_time_ms=0, groups=groups)
+
+
+def share_groups_listed(ctx: RequestContext, states: list[str] | None,
+                        types: list[str] | None) -> list[ListedGroup]:
+    """ListGroups' share groups (group type "share"), within its filters."""
+    service = ctx.broker.share_groups
+    if service is None or (types and "share" not in {t.lower() for t in types}):
+        return []
+    wanted = {s.lower() for s in states or ()}
+    out = []
+    for group_id in service.group_ids():
+        found = service.describe(group_id)
+        if found is None or (wanted and found.state.lower() not in wanted):
+            continue
+        out.append(ListedGroup(group_id, "share", found.state, "share"))
+    return out

@@ -1,0 +1,87 @@
+"""Share-group handlers over a real share service (a state machine, no I/O):
+what the client sent reaches the group, and Kafka's error codes come back."""
+from __future__ import annotations
+
+from samsa.broker.groups.share.config import ShareDefaults
+from samsa.broker.groups.share.service import Bounds, ShareService
+from samsa.broker.handlers.share import (handle_share_acknowledge, handle_share_fetch,
+                                         handle_share_group_describe,
+                                         handle_share_group_heartbeat)
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (ShareAcknowledgeRequest, ShareFetchRequest,
+                                     ShareGroupDescribeRequest, ShareGroupHeartbeatRequest)
+from samsa.protocol.model import ApiKey
+
+from .fakes import FakeServices, context
+
+
+def _services() -> FakeServices:
+    services = FakeServices()
+    services.topics.create("t", 1, 1)
+    services.share_groups = ShareService(ShareDefaults(heartbeat_interval_ms=777), lambda: 1000,
+                                         lambda _t, _p: Bounds(0, 0))
+    return services
+
+
+async def _join(services: FakeServices, member: str = "m1"):
+    return await handle_share_group_heartbeat(
+        context(services, ApiKey.SHARE_GROUP_HEARTBEAT, 1), ShareGroupHeartbeatRequest(
+            group_id="g", member_id=member, member_epoch=0, rack_id=None,
+            subscribed_topic_names=["t"]))
+
+
+async def test_a_joining_member_gets_the_partition_and_the_interval():
+    services = _services()
+    resp = await _join(services)
+    topic = services.topics.get("t")
+    assert topic is not None
+    assert (resp.error_code, resp.member_id, resp.member_epoch, resp.heartbeat_interval_ms) == (
+        0, "m1", 1, 777)
+    assert resp.assignment is not None
+    assert [(tp.topic_id, tp.partitions) for tp in resp.assignment.topic_partitions] == [
+        (topic.topic_id, [0])]
+    desc = await handle_share_group_describe(
+        context(services, ApiKey.SHARE_GROUP_DESCRIBE, 1),
+        ShareGroupDescribeRequest(group_ids=["g", "nope"], include_authorized_operations=False))
+    g, missing = desc.groups
+    assert (g.group_state, [m.member_id for m in g.members], g.assignor_name) == (
+        "Stable", ["m1"], "simple")
+    assert g.members[0].assignment.topic_partitions[0].topic_name == "t"
+    assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+async def test_heartbeat_errors():
+    services = _services()
+    resp = await handle_share_group_heartbeat(
+        context(services, ApiKey.SHARE_GROUP_HEARTBEAT, 1), ShareGroupHeartbeatRequest(
+            group_id="g", member_id="x", member_epoch=5, rack_id=None,
+            subscribed_topic_names=None))
+    assert resp.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    resp = await handle_share_group_heartbeat(
+        context(services, ApiKey.SHARE_GROUP_HEARTBEAT, 1), ShareGroupHeartbeatRequest(
+            group_id="", member_id="x", member_epoch=0, rack_id=None,
+            subscribed_topic_names=["t"]))
+    assert resp.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_share_session_epochs_are_checked():
+    services = _services()
+    await _join(services)
+
+    def fetch(epoch: int, member: str = "m1") -> ShareFetchRequest:
+        return ShareFetchRequest(group_id="g", member_id=member, share_session_epoch=epoch,
+                                 max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, max_records=10,
+                                 batch_size=10, topics=[], forgotten_topics_data=[])
+    ctx = context(services, ApiKey.SHARE_FETCH, 1)
+    assert (await handle_share_fetch(ctx, fetch(3))).error_code \
+        == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert (await handle_share_fetch(ctx, fetch(0, "stranger"))).error_code \
+        == ErrorCode.UNKNOWN_MEMBER_ID
+    assert (await handle_share_fetch(ctx, fetch(0))).error_code == ErrorCode.NONE
+    assert (await handle_share_fetch(ctx, fetch(2))).error_code \
+        == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert (await handle_share_fetch(ctx, fetch(1))).error_code == ErrorCode.NONE
+    ack = await handle_share_acknowledge(
+        context(services, ApiKey.SHARE_ACKNOWLEDGE, 1), ShareAcknowledgeRequest(
+            group_id="g", member_id="m1", share_session_epoch=0, topics=[]))
+    assert ack.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH

@@ -1,0 +1,77 @@
+"""KIP-932 share groups with confluent-kafka 2.16's ShareConsumer (librdkafka's
+share consumer, "preview"): two members on one partition, explicit
+acknowledgements (accept, release, reject) and the delivery-count limit."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.test_share_groups_java import OVERRIDES, _members_assigned
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_two_share_consumers_split_a_partition_and_archive_a_poison_record(broker_factory):
+    broker = broker_factory(OVERRIDES)
+    b = broker.bootstrap
+    topic, group = f"sq-{uuid.uuid4().hex[:8]}", f"share-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    members = [ShareConsumer({"bootstrap.servers": b, "group.id": group,
+                              "share.acknowledgement.mode": "explicit",
+                              "max.poll.records": 5}) for _ in range(2)]
+    received: list[tuple[int, str]] = []  # (member, value), in order
+    actions: Counter[tuple[str, str]] = Counter()
+
+    def poll_all() -> None:
+        for i, c in enumerate(members):
+            msgs = [m for m in c.poll(0.1) if m.error() is None]
+            for m in msgs:
+                value = m.value().decode()
+                received.append((i, value))
+                kind = ("release" if value.startswith("poison") else
+                        "reject" if value.startswith("bad") else "accept")
+                actions[(value, kind)] += 1
+                c.acknowledge(m, {"release": AcknowledgeType.RELEASE,
+                                  "reject": AcknowledgeType.REJECT,
+                                  "accept": AcknowledgeType.ACCEPT}[kind])
+            if msgs:
+                c.commit_sync()
+
+    try:
+        for c in members:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # join (heartbeats need polls)
+            poll_all()
+            try:
+                _members_assigned(b, group, 2)
+                break
+            except AssertionError:
+                continue
+        oks = [f"ok-{i}" for i in range(30)]
+        p = Producer({"bootstrap.servers": b})
+        for v in [*oks[:15], "poison-0", "bad-0", *oks[15:]]:
+            p.produce(topic, v.encode(), partition=0)
+        assert p.flush(30) == 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+                actions[("poison-0", "release")] >= 3 and all(actions[(v, "accept")] for v in oks)
+                and actions[("bad-0", "reject")]):
+            poll_all()
+        settle = time.monotonic() + 2 * int(OVERRIDES["group.share.record.lock.duration.ms"]) / 1000
+        while time.monotonic() < settle:  # nothing more may come
+            poll_all()
+    finally:
+        for c in members:
+            c.close()
+    counts = Counter(v for _, v in received)
+    assert {v: counts[v] for v in oks} == {v: 1 for v in oks}  # each to one member, once
+    assert counts["bad-0"] == 1                                 # rejected: never again
+    assert counts["poison-0"] == 3                              # the limit, then archived
+    assert len({m for m, _ in received}) == 2                   # both members got records
