@@ -40,7 +40,10 @@ class BrokerProcess(ManagedProcess):
 
     def __init__(self, work_dir: Path, port: int | None = None,
                  overrides: Mapping[str, object] | Sequence[str] | None = None,
-                 broker_id: int = 0, startup_timeout: float = 30.0, python: str = sys.executable):
+                 broker_id: int = 0, startup_timeout: float = 30.0, python: str = sys.executable,
+                 host: str = "127.0.0.1", launcher: Sequence[str] = ()):
+        """``host``: the address it listens on and advertises; ``launcher``: argv that
+        runs the broker's command (``ip netns exec NS``: tests/support/netns.py)."""
         self.work_dir = Path(work_dir)
         self.data_dir = self.work_dir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -49,17 +52,17 @@ class BrokerProcess(ManagedProcess):
         self.config_path.write_text(
             "# written by tests/support/broker_process.py\n"
             f"broker.id={broker_id}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
+            f"listeners=PLAINTEXT://{host}:{port}\n"
+            f"advertised.listeners=PLAINTEXT://{host}:{port}\n"
             f"log.dirs={self.data_dir}\n")
         self.overrides = _override_list(overrides)
-        argv = [python, "-m", "samsa", "server", str(self.config_path)]
+        argv = [*launcher, python, "-m", "samsa", "server", str(self.config_path)]
         for kv in self.overrides:
             argv += ["--override", kv]
         # cwd = the repo root so "-m samsa" imports this checkout's broker package.
         # Unbuffered, so the log tail in an error message shows the broker's last words.
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        super().__init__("samsa broker", argv, "127.0.0.1", port, self.work_dir / "broker.log",
+        super().__init__("samsa broker", argv, host, port, self.work_dir / "broker.log",
                          env=env, cwd=REPO_ROOT, startup_timeout=startup_timeout)
 
 
