@@ -15,6 +15,13 @@ or lagging for longer than ``replica.lag.time.max.ms``) to the store, one at a
 time, conditionally on the state version the leader knows: a leader that was
 replaced without noticing (paused, cut off from ZooKeeper) fails the write and
 stops acting as leader.
+
+A broker whose ZooKeeper session is presumed expired (cut off for longer than
+the session timeout: broker/metadata/zookeeper/session_fence.py) stops acting
+as leader of everything at once (``fence_all``), as the controller is electing
+others meanwhile; when a connection is back (``resume``), each such leader
+leads again only if its state znode still names it at the same epoch, checked
+by a conditional write of its ISR at the version it knows on the ISR thread.
 """
 from __future__ import annotations
 
@@ -59,6 +66,7 @@ class ReplicaManager:
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
+        self._resumes: list[LeaderReplica] = []  # session-fenced leaders to check (ISR thread)
         self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -212,6 +220,14 @@ class ReplicaManager:
                     self.propose_isr(leader, shrunk)
             with self._pending_lock:
                 pending, self._pending = self._pending, []
+                resumes, self._resumes = self._resumes, []
+            for leader in resumes:
+                try:
+                    self._check_resume(leader)
+                except Exception:  # noqa: BLE001 - checked again later
+                    log.exception("checking %s-%d's leadership failed", leader.topic,
+                                  leader.partition)
+                    self._resume_later(leader)
             for leader, isr in pending:
                 try:
                     self._write_isr(leader, isr)
@@ -219,6 +235,60 @@ class ReplicaManager:
                     log.exception("ISR change of %s-%d to %s failed; trying again",
                                   leader.topic, leader.partition, list(isr))
                     self._retry_later(leader, isr)
+
+    # ------------------------------------------------------------ session fencing
+
+    def fence_all(self) -> None:
+        """The ZooKeeper session is presumed expired: stop acting as leader."""
+        with self._roles_lock:
+            leaders = [lr for lr in self._leaders.values() if not lr.fenced]
+            for lr in leaders:
+                lr.fence_for_session()
+        if leaders:
+            log.warning("ZooKeeper session presumed expired: no longer acting as leader of "
+                        "%d partition(s) until ZooKeeper says who leads", len(leaders))
+
+    def resume(self) -> None:
+        """Connected to ZooKeeper again: check each session-fenced leader (ISR thread)."""
+        with self._roles_lock:
+            fenced = [lr for lr in self._leaders.values() if lr.session_fenced]
+        if fenced:
+            with self._pending_lock:
+                self._resumes.extend(fenced)
+            self._wake.set()
+
+    def _check_resume(self, leader: LeaderReplica) -> None:
+        key = (leader.topic, leader.partition)
+        if not leader.session_fenced or self._leaders.get(key) is not leader:
+            return
+        try:
+            # Our own ISR at the version we know: written when nothing changed,
+            # else the state as it is (still us at this epoch, or not).
+            result = self._store.update_isr(leader.topic, leader.partition,
+                                            leader.leader_epoch, leader.isr, leader.isr_version)
+        except MetadataUnavailableError:
+            self._resume_later(leader)
+            return
+        if result.leader == self.broker_id and result.leader_epoch == leader.leader_epoch:
+            with self._roles_lock:
+                if self._leaders.get(key) is leader and leader.unfence(result.isr, result.version):
+                    log.info("%s-%d: still leader at epoch %d after the ZooKeeper session "
+                             "came back (isr %s)", leader.topic, leader.partition,
+                             leader.leader_epoch, list(result.isr))
+        else:
+            log.info("%s-%d: leader %d epoch %d now; this broker stays fenced at epoch %d",
+                     leader.topic, leader.partition, result.leader, result.leader_epoch,
+                     leader.leader_epoch)
+
+    def _resume_later(self, leader: LeaderReplica) -> None:
+        def again() -> None:
+            if not self._stopped and leader.session_fenced:
+                with self._pending_lock:
+                    self._resumes.append(leader)
+                self._wake.set()
+        timer = threading.Timer(ISR_WRITE_RETRY_S, again)
+        timer.daemon = True
+        timer.start()
 
     def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
         if leader.pending_isr != isr or leader.fenced:

@@ -141,3 +141,68 @@ def test_no_append_after_losing_leadership_and_acks_all_refused_below_min_isr(lo
     with pytest.raises(NotLeaderError):
         lr.append(batch_of(1), AppendOrigin.CLIENT)
     assert log.log_end_offset == 0
+
+
+class _StateSays:
+    """The state znode as a conditional ISR write finds it: ``leader`` at ``epoch``."""
+
+    def __init__(self, leader, epoch, isr=(0, 1, 2), version=7):
+        self.leader, self.epoch, self.isr, self.version = leader, epoch, isr, version
+        self.calls = 0
+
+    def update_isr(self, topic, partition, leader_epoch, isr, version):
+        self.calls += 1
+        return IsrUpdate(False, self.leader, self.epoch, self.isr, self.version)
+
+
+def _managed(store, lr):
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
+                             lag_time_max_ms=lambda: 10_000)
+    manager._leaders[(lr.topic, lr.partition)] = lr
+    return manager
+
+
+async def test_a_leader_whose_session_is_presumed_expired_stops_leading(log):
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    manager = _managed(_StateSays(ME, 1), lr)
+    manager.fence_all()
+    # the produce waiting for its replicas is told, nothing more is appended
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
+    assert lr.lagging_isr(0) is None  # and proposes no ISR change
+    assert log.log_end_offset == end
+
+
+def test_the_same_leader_at_the_same_epoch_leads_again_after_the_session_is_back(log):
+    lr = leader(log)
+    store = _StateSays(ME, 1, isr=(0, 1), version=9)
+    manager = _managed(store, lr)
+    manager.fence_all()
+    manager.resume()
+    manager._check_resume(manager._resumes.pop())
+    assert store.calls == 1 and not lr.fenced
+    assert lr.isr == (0, 1) and lr.isr_version == 9
+    append(lr, 1)
+
+
+def test_a_leader_replaced_meanwhile_stays_fenced_after_the_session_is_back(log):
+    lr = leader(log)
+    manager = _managed(_StateSays(2, 2), lr)  # the controller elected broker 2 at epoch 2
+    manager.fence_all()
+    manager.resume()
+    manager._check_resume(manager._resumes.pop())
+    assert lr.fenced
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
+
+
+def test_a_leader_fenced_by_a_newer_decision_is_not_unfenced_by_the_session(log):
+    lr = leader(log)
+    manager = _managed(_StateSays(ME, 1), lr)
+    lr.resign()  # an ISR write lost on a version conflict
+    manager.fence_all()
+    manager.resume()
+    assert not manager._resumes and lr.fenced
