@@ -826,7 +826,7 @@ def pause_leader(run: Run) -> str:
     return f"paused broker {victim} (leader of p{p}) past its session; acked under fault: {acked}"
 
 
-def _probe_until_refused(run: Run) -> list[int]:
+def _probe_until_refused(run: Run, within_s: float | None = None) -> list[int]:
     """Until every partition has refused an acks=all write with NOT_ENOUGH_REPLICAS.
     The probe is a plain producer (no idempotence, retries=0), so the broker's
     refusal reaches us as is instead of being retried until a timeout (librdkafka
@@ -849,7 +849,7 @@ def _probe_until_refused(run: Run) -> list[int]:
     # Refusals start once the survivor's ISR has shrunk: after the dead brokers'
     # sessions expire and the controller (or the leader itself) drops them.
     next_at = time.monotonic()
-    deadline = next_at + max(30, 10 * run.session_s)
+    deadline = next_at + (max(30, 10 * run.session_s) if within_s is None else within_s)
     try:
         while len(refused) < run.partitions and time.monotonic() < deadline:
             for p in set(range(run.partitions)) - refused:
@@ -1009,13 +1009,16 @@ def split_halves(run: Run) -> str:
         if refusing:
             _wait_led_by(run, with_zk)
             window = _refusal_window(run, f"{sorted(with_zk)} with ZooKeeper | {sorted(without)}")
-        acked = run.hold()
+        before = run.history.acked_count()
+        unrefused = _probe_until_refused(run, max(run.hold_s, 15)) if window else []
+        acked = run.hold() + run.history.acked_count() - before
     finally:
         run.history.window = None
         _healing(run)
     return (f"split {sorted(with_zk)}+ZooKeeper | {sorted(without)}; acked meanwhile: {acked}"
             + (f"; acked in the window: {len(window.acked)}, refused: {dict(window.rejections)}"
-               if window else ""))
+               if window else "")
+            + (f"; partitions {unrefused} never answered NOT_ENOUGH_REPLICAS" if unrefused else ""))
 
 
 def isolate_zookeeper(run: Run) -> str:
@@ -1034,13 +1037,16 @@ def isolate_zookeeper(run: Run) -> str:
             # acknowledge, rightly: every ISR member has what they acknowledged.
             _wait_led_by(run, minority)
             window = _refusal_window(run, f"ZooKeeper cut from {majority}")
-        acked = run.hold()
+        before = run.history.acked_count()
+        unrefused = _probe_until_refused(run, max(run.hold_s, 15)) if window else []
+        acked = run.hold() + run.history.acked_count() - before
     finally:
         run.history.window = None
         _healing(run)
     return (f"cut ZooKeeper from brokers {majority}; acked meanwhile: {acked}"
             + (f"; acked in the window: {len(window.acked)}, refused: {dict(window.rejections)}"
-               if window else ""))
+               if window else "")
+            + (f"; partitions {unrefused} never answered NOT_ENOUGH_REPLICAS" if unrefused else ""))
 
 
 def one_way_cut(run: Run) -> str:
