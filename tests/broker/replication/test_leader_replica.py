@@ -206,3 +206,19 @@ def test_a_leader_fenced_by_a_newer_decision_is_not_unfenced_by_the_session(log)
     manager.fence_all()
     manager.resume()
     assert not manager._resumes and lr.fenced
+
+
+async def test_an_isr_write_lost_on_a_version_conflict_to_a_new_leader_fences_this_one(log):
+    """The zombie's way out without a session fence: its ISR shrink (followers
+    gone to the new leader) meets a state znode written by the controller since
+    (another leader, a newer epoch); it stops acting as leader at once."""
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    manager = _managed(_StateSays(2, 2, isr=(1, 2), version=3), lr)
+    lr.pending_isr = (0,)  # as lagging_isr marks it
+    manager._write_isr(lr, (0,))
+    assert lr.fenced and lr.isr == (0, 1, 2)  # the write did not land: nothing shrank
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
