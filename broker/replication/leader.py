@@ -279,6 +279,13 @@ class LeaderReplica:
             except RuntimeError:  # that loop is closed: the connection is gone
                 pass
 
+    def followers_lagging(self, max_lag_ms: float) -> bool:
+        """Whether an in-sync follower has not caught up for ``max_lag_ms`` (the
+        ISR shrink this leader would write now)."""
+        with self._lock:
+            return bool(out_of_sync(self.isr, self.broker_id, self.log.log_end_offset,
+                                    self._followers, now_ms(), max_lag_ms))
+
     def fence_for_session(self) -> None:
         """This broker's ZooKeeper session is presumed expired: stop acting as
         leader (waiting produces answered NOT_LEADER_OR_FOLLOWER, appends and

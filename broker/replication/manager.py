@@ -17,16 +17,22 @@ replaced without noticing (paused, cut off from ZooKeeper) fails the write and
 stops acting as leader.
 
 A broker whose ZooKeeper session is presumed expired (cut off for longer than
-the session timeout: broker/metadata/zookeeper/session_fence.py) stops acting
-as leader of everything at once (``fence_all``), as the controller is electing
-others meanwhile; when a connection is back (``resume``), each such leader
-leads again only if its state znode still names it at the same epoch, checked
-by a conditional write of its ISR at the version it knows on the ISR thread.
+the session timeout: broker/metadata/zookeeper/session_fence.py) is ``cut_off``:
+the controller may be electing other leaders meanwhile. Each leader whose
+in-sync followers have then stopped catching up (the ISR shrink it would write
+now and cannot) stops acting as leader: its followers have gone to another
+leader, or it is cut from them too. A leader whose followers still fetch goes
+on (ZooKeeper itself is down, the brokers are fine: Kafka's brokers serve
+through a ZooKeeper outage). When a connection is back (``resume``) each such
+leader leads again only if its state znode still names it at the same epoch,
+checked by a conditional write of its ISR at the version it knows, on the ISR
+thread.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Protocol
 
 from samsa.protocol.model import TopicPartition
@@ -37,6 +43,7 @@ from .leader import LeaderReplica, ReplicaLog
 log = logging.getLogger("broker.replication")
 
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
+CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
 
 
 class Logs(Protocol):
@@ -67,6 +74,8 @@ class ReplicaManager:
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
         self._resumes: list[LeaderReplica] = []  # session-fenced leaders to check (ISR thread)
+        self._cut_off = False  # ZooKeeper unreachable past the session (session_fence.py)
+        self._cut_off_generation = 0
         self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -238,18 +247,38 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ session fencing
 
-    def fence_all(self) -> None:
-        """The ZooKeeper session is presumed expired: stop acting as leader."""
+    def cut_off(self, silent_ms: float | None = None) -> None:
+        """The ZooKeeper session is presumed expired: from now on a leader whose
+        in-sync followers have not caught up for ``silent_ms`` (the session
+        timeout; at most replica.lag.time.max.ms) stops acting as leader
+        (``_fence_abandoned``), checked on a thread of its own: the ISR thread
+        may be waiting on ZooKeeper."""
+        self._cut_off = True
+        self._cut_off_generation += 1
+        generation = self._cut_off_generation
+
+        def watch() -> None:
+            while self._cut_off and not self._stopped \
+                    and generation == self._cut_off_generation:
+                lag = self._lag_time_max_ms()
+                self._fence_abandoned(lag if silent_ms is None else min(lag, silent_ms))
+                time.sleep(CUT_OFF_CHECK_S)
+        threading.Thread(target=watch, name="samsa-zk-cut-off", daemon=True).start()
+
+    def _fence_abandoned(self, max_lag_ms: float) -> None:
         with self._roles_lock:
-            leaders = [lr for lr in self._leaders.values() if not lr.fenced]
-            for lr in leaders:
+            gone = [lr for lr in self._leaders.values()
+                    if not lr.fenced and lr.followers_lagging(max_lag_ms)]
+            for lr in gone:
                 lr.fence_for_session()
-        if leaders:
-            log.warning("ZooKeeper session presumed expired: no longer acting as leader of "
-                        "%d partition(s) until ZooKeeper says who leads", len(leaders))
+        for lr in gone:
+            log.warning("%s-%d: cut off from ZooKeeper past the session and its in-sync "
+                        "followers stopped catching up: no longer acting as leader until "
+                        "ZooKeeper says who leads", lr.topic, lr.partition)
 
     def resume(self) -> None:
         """Connected to ZooKeeper again: check each session-fenced leader (ISR thread)."""
+        self._cut_off = False
         with self._roles_lock:
             fenced = [lr for lr in self._leaders.values() if lr.session_fenced]
         if fenced:

@@ -7,10 +7,12 @@ this broker led. The broker itself learns of the expiry only when it reaches
 ZooKeeper again, so a leader cut from ZooKeeper and its peers but not from its
 clients would go on accepting writes (acks=1 ones acknowledged, to be truncated
 away when it returns: a zombie leader). Instead, once disconnected for long
-enough that ZooKeeper has expired the session, it presumes the session gone and
-stops leading (FENCE); when a connection (the same session, or a new one) is
-back, it leads again where the partition state still names it leader at the
-same epoch (RESUME; the caller checks that against ZooKeeper).
+enough that ZooKeeper has expired the session, it presumes the session gone
+(FENCE: the replica manager then stops leading the partitions whose followers
+have stopped fetching; a ZooKeeper outage with the brokers fine fences nothing
+that way); when a connection (the same session, or a new one) is back, it leads
+again where the partition state still names it leader at the same epoch
+(RESUME; the caller checks that against ZooKeeper).
 
 kazoo reports a lost connection after up to two thirds of the session timeout
 without an answer, so the fence comes a third of the timeout after that report:

@@ -155,10 +155,21 @@ class _StateSays:
         return IsrUpdate(False, self.leader, self.epoch, self.isr, self.version)
 
 
+_MANAGERS: list[ReplicaManager] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_managers():
+    yield
+    while _MANAGERS:  # ends their cut-off watch threads
+        _MANAGERS.pop().stop()
+
+
 def _managed(store, lr):
     manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
                              lag_time_max_ms=lambda: 10_000)
     manager._leaders[(lr.topic, lr.partition)] = lr
+    _MANAGERS.append(manager)
     return manager
 
 
@@ -167,7 +178,8 @@ async def test_a_leader_whose_session_is_presumed_expired_stops_leading(log):
     end = append(lr, 1)
     waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
     manager = _managed(_StateSays(ME, 1), lr)
-    manager.fence_all()
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
     # the produce waiting for its replicas is told, nothing more is appended
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     with pytest.raises(NotLeaderError):
@@ -176,11 +188,26 @@ async def test_a_leader_whose_session_is_presumed_expired_stops_leading(log):
     assert log.log_end_offset == end
 
 
+def test_cut_off_from_zookeeper_a_leader_whose_followers_still_fetch_goes_on(log):
+    """ZooKeeper down, the brokers fine: the followers' fetches vouch for this
+    leader (none of them follows another), so it serves on, as Kafka's do."""
+    lr = leader(log)
+    end = append(lr, 2)
+    lr.follower_fetched(1, end)
+    lr.follower_fetched(2, end)
+    manager = _managed(_StateSays(ME, 1), lr)
+    manager.cut_off()
+    manager._fence_abandoned(-1)
+    assert not lr.fenced
+    assert append(lr, 1) == end + 1
+
+
 def test_the_same_leader_at_the_same_epoch_leads_again_after_the_session_is_back(log):
     lr = leader(log)
     store = _StateSays(ME, 1, isr=(0, 1), version=9)
     manager = _managed(store, lr)
-    manager.fence_all()
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
     manager.resume()
     manager._check_resume(manager._resumes.pop())
     assert store.calls == 1 and not lr.fenced
@@ -191,7 +218,8 @@ def test_the_same_leader_at_the_same_epoch_leads_again_after_the_session_is_back
 def test_a_leader_replaced_meanwhile_stays_fenced_after_the_session_is_back(log):
     lr = leader(log)
     manager = _managed(_StateSays(2, 2), lr)  # the controller elected broker 2 at epoch 2
-    manager.fence_all()
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
     manager.resume()
     manager._check_resume(manager._resumes.pop())
     assert lr.fenced
@@ -203,7 +231,8 @@ def test_a_leader_fenced_by_a_newer_decision_is_not_unfenced_by_the_session(log)
     lr = leader(log)
     manager = _managed(_StateSays(ME, 1), lr)
     lr.resign()  # an ISR write lost on a version conflict
-    manager.fence_all()
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
     manager.resume()
     assert not manager._resumes and lr.fenced
 

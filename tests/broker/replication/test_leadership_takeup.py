@@ -31,6 +31,7 @@ def broker(zookeeper, kazoo, tmp_path):
     try:
         yield store, logs, replicas, PartitionLayer(store, logs, ME, replicas)
     finally:
+        replicas.stop()  # (a cut-off watch thread, if any)
         logs.shutdown()
         store.close()
 
@@ -104,7 +105,8 @@ def test_a_session_fenced_leader_answers_not_leader_until_zookeeper_says_it_stil
     replicas.log_opened(logs.create_log("t", 0, topic_id=store.topic("t").topic_id))
     assert partitions.leader_log("t", 0).ok
 
-    replicas.fence_all()
+    replicas.cut_off()
+    replicas._fence_abandoned(-1)  # follower 1 never caught up: as the ISR thread would
     assert partitions.leader_log("t", 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert partitions.replica_log("t", 0, 0, replica_id=1).error == \
         ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -112,7 +114,8 @@ def test_a_session_fenced_leader_answers_not_leader_until_zookeeper_says_it_stil
     replicas._check_resume(replicas._resumes.pop())  # as the ISR thread does
     assert partitions.leader_log("t", 0).ok  # nothing changed meanwhile: it leads on
 
-    replicas.fence_all()
+    replicas.cut_off()
+    replicas._fence_abandoned(-1)  # follower 1 never caught up: as the ISR thread would
     _write_state(kazoo, "t", 1, 1, [1])  # meanwhile the controller elected broker 1
     replicas.resume()
     replicas._check_resume(replicas._resumes.pop())
