@@ -23,9 +23,11 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
@@ -37,13 +39,15 @@ from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMember
                       ListedGroup, OffsetDeleteResult, OffsetFetchResult, PartitionError,
                       SyncResult)
 from .offset_manager import OffsetManager
-from .store import OFFSETS_TOPIC, OffsetStore
+from .store import OFFSETS_TOPIC, OffsetsByGroup, OffsetStore, PendingTxnOffsets
 from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
 NONE = int(E.NONE)
+
+Answer = TypeVar("Answer")
 
 __all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "GroupMembership"]
 
@@ -63,7 +67,7 @@ class GroupCoordinatorConfig:
     new_member_join_timeout_ms: int = 300_000
 
     @classmethod
-    def from_broker_config(cls, cfg) -> GroupCoordinatorConfig:
+    def from_broker_config(cls, cfg: BrokerConfig) -> GroupCoordinatorConfig:
         """Pick the group settings off a BrokerConfig (attribute = Kafka key, dots -> _)."""
         names = {
             "group_min_session_timeout_ms": "group_min_session_timeout_ms",
@@ -109,11 +113,11 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         # group id -> timer key -> the armed timer (effects.SetTimer)
         self._timers: dict[str, dict[Hashable, Cancellable]] = {}
         # (member, "join" | "sync") -> the future its waiting request awaits
-        self._waiting: dict[tuple[Member, str], asyncio.Future] = {}
+        self._waiting: dict[tuple[Member, str], asyncio.Future[object]] = {}
         # Offsets-topic partitions being (re)loaded after this broker took them
         # over, with how many loads are still to run (leadership can go and come
         # back before the first has run): their groups answer
@@ -133,7 +137,8 @@ class GroupCoordinator:
         self._add_loaded(*await self.store.load())
         self._loaded = True
 
-    def _add_loaded(self, offsets, records, pending_txn=None) -> None:
+    def _add_loaded(self, offsets: OffsetsByGroup, records: dict[str, GroupRecord],
+                    pending_txn: PendingTxnOffsets | None = None) -> None:
         for gid, rec in records.items():
             group, fx = self.classic.loaded(rec)
             self.groups[gid] = group
@@ -231,13 +236,13 @@ class GroupCoordinator:
         """False for a group object that was deleted or moved away since."""
         return self.groups.get(group.group_id) is group
 
-    def _answer(self, member: Member, kind: str, result) -> None:
+    def _answer(self, member: Member, kind: str, result: object) -> None:
         setattr(member, "awaiting_" + kind, False)
         fut = self._waiting.pop((member, kind), None)
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def apply(self, group: Group, fx: Effects) -> asyncio.Future | None:
+    def apply(self, group: Group, fx: Effects) -> asyncio.Future[object] | None:
         """Carry out the effects' ops in order; the future the request waits
         on, if it waits. Timers are only armed for a group still coordinated
         here (a write finishing after its partition moved must not arm any)."""
@@ -280,15 +285,21 @@ class GroupCoordinator:
             self.apply(group, after)
             write = after.write
 
-    async def _run(self, group: Group, fx: Effects):
+    async def _run(self, group: Group, fx: Effects, answer_type: type[Answer]) -> Answer:
         """A request's effects: carried out, its write done, then its answer
-        (now, or once the group answers the member)."""
+        (now, or once the group answers the member). ``answer_type``: what the
+        request is answered with (effects carry any answer: another is a bug
+        in the machine, said here rather than sent to the client)."""
         fut = self.apply(group, fx)
         await self._finish_write(group, fx.write)
         if fx.answer is not None:
-            return fx.answer
-        assert fut is not None, "a request neither answered nor waiting"
-        return await asyncio.shield(fut)
+            answer = fx.answer
+        else:
+            assert fut is not None, "a request neither answered nor waiting"
+            answer = await asyncio.shield(fut)
+        if not isinstance(answer, answer_type):
+            raise TypeError(f"group {group.group_id}: answered {answer!r}, not a {answer_type.__name__}")
+        return answer
 
     def _set_timer(self, group: Group, op: SetTimer) -> None:
         timers = self._timers.setdefault(group.group_id, {})
@@ -323,7 +334,7 @@ class GroupCoordinator:
         except Exception:  # noqa: BLE001 - an observer must not break a rebalance
             log.exception("group %s: membership observer failed", group.group_id)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -372,7 +383,7 @@ class GroupCoordinator:
         return await self._run(group, self.classic.join(
             group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
             rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
-            self._time_ms()))
+            self._time_ms()), JoinResult)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None, protocol_type: str | None,
@@ -387,7 +398,7 @@ class GroupCoordinator:
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
         return await self._run(group, self.classic.sync(
             group, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-            assignments, self._time_ms()))
+            assignments, self._time_ms()), SyncResult)
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None = None) -> int:
@@ -398,24 +409,24 @@ class GroupCoordinator:
         if group is None:
             return int(E.UNKNOWN_MEMBER_ID)
         return await self._run(group, self.classic.heartbeat(
-            group, generation_id, member_id, group_instance_id, self._time_ms()))
+            group, generation_id, member_id, group_instance_id, self._time_ms()), int)
 
     async def leave_group(self, group_id: str,
-                          members: Iterable[tuple]) -> LeaveResult:
+                          members: Iterable[Sequence[str | None]]) -> LeaveResult:
         """LeaveGroup; members: (member_id, group_instance_id[, reason]) each.
 
         An empty member_id with a group_instance_id removes that static member
         (the admin path of kafka-consumer-groups --delete-members style tools).
         """
-        members = [(t[0] or "", t[1] if len(t) > 1 else None) for t in members]
+        leaving = [(t[0] or "", t[1] if len(t) > 1 else None) for t in members]
         err = self.check(group_id, allow_empty=False)
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
         if group is None:
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
-                                      for mid, iid in members])
-        return await self._run(group, self.classic.leave(group, members, self._time_ms()))
+                                      for mid, iid in leaving])
+        return await self._run(group, self.classic.leave(group, leaving, self._time_ms()), LeaveResult)
 
     # ================================================================ admin
 
