@@ -347,6 +347,10 @@ class Broker:
         self.replica_sync = LocalReplicaSync(reconcile)
         store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
         store.on_partition_state(self.replica_sync.changed)  # leaders, epochs, ISRs
+        # Cut off from ZooKeeper past the session: no zombie leader (session_fence.py).
+        store.on_session_fence(
+            lambda: replicas.cut_off(silent_ms=self.cfg.zookeeper_session_timeout_ms),
+            replicas.resume)
         store.on_broker_config_change(self._dynamic_configs_changed)
         fetcher.start()
         replicas.start()

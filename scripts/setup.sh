@@ -81,6 +81,11 @@ if [ "$want_test" = 1 ]; then
     command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
     command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
     command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+    # The network-partition tests (tests/support/netns.py): namespaces, veths and
+    # a bridge (iproute2), fault rules (nftables; iptables for hand debugging).
+    command -v ip >/dev/null 2>&1 || need+=(iproute2)
+    command -v nft >/dev/null 2>&1 || need+=(nftables)
+    command -v iptables >/dev/null 2>&1 || need+=(iptables)
     if [ "${#need[@]}" -gt 0 ]; then
         apt_install "${need[@]}"
     fi

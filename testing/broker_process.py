@@ -51,31 +51,34 @@ class BrokerProcess(ManagedProcess):
                  overrides: Mapping[str, object] | Sequence[str] | None = None,
                  broker_id: int = 0, startup_timeout: float = 30.0, python: str = sys.executable,
                  cwd: str | os.PathLike | None = None, data_dir: Path | None = None,
-                 fork: bool = False):
+                 fork: bool = False, host: str = "127.0.0.1", launcher: Sequence[str] = ()):
+        """``host``: the address it listens on and advertises; ``launcher``: argv that
+        runs the broker's command (``ip netns exec NS``: tests/support/netns.py); a
+        launched broker is never forked."""
         self.work_dir = Path(work_dir)
         self.data_dir = Path(data_dir) if data_dir is not None else self.work_dir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.broker_id = broker_id
-        self.fork = fork
+        self.fork = fork and not launcher
         port = port or free_port()
         self.config_path = self.work_dir / "server.properties"
         self.config_path.write_text(
             "# written by samsa.testing (testing/broker_process.py)\n"
             f"broker.id={broker_id}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
+            f"listeners=PLAINTEXT://{host}:{port}\n"
+            f"advertised.listeners=PLAINTEXT://{host}:{port}\n"
             f"log.dirs={self.data_dir}\n")
         self.overrides = _override_list(overrides)
         self.server_args = [str(self.config_path)]
         for kv in self.overrides:
             self.server_args += ["--override", kv]
-        argv = [python, "-m", "samsa", "server", *self.server_args]
+        argv = [*launcher, python, "-m", "samsa", "server", *self.server_args]
         # "-m samsa" imports the samsa this process runs (PYTHONPATH first), whatever
         # the cwd. Unbuffered, so the log tail in an error message shows the broker's
         # last words.
         path = os.pathsep.join(p for p in (samsa_path(), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
-        super().__init__("samsa broker", argv, "127.0.0.1", port, self.work_dir / "broker.log",
+        super().__init__("samsa broker", argv, host, port, self.work_dir / "broker.log",
                          env=env, cwd=cwd or self.work_dir, startup_timeout=startup_timeout)
 
     def _spawn(self, log):

@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
+from typing import Sequence
 
 from .wire import free_port
 from .process import ManagedProcess
@@ -33,7 +34,10 @@ def zookeeper_installed() -> bool:
 
 
 class ZooKeeperProcess(ManagedProcess):
-    def __init__(self, work_dir: Path, port: int | None = None, startup_timeout: float = 60.0):
+    def __init__(self, work_dir: Path, port: int | None = None, startup_timeout: float = 60.0,
+                 host: str = "127.0.0.1", launcher: Sequence[str] = ()):
+        """``host``: the address it listens on; ``launcher``: argv that runs the server
+        (``ip netns exec NS``: tests/support/netns.py)."""
         self.work_dir = Path(work_dir)
         data_dir = self.work_dir / "zk-data"
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -43,13 +47,13 @@ class ZooKeeperProcess(ManagedProcess):
             f"tickTime={TICK_MS}\n"
             f"dataDir={data_dir}\n"
             f"clientPort={port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={host}\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr\n"
             "maxSessionTimeout=60000\n")
-        argv = ["java", "-Xmx256m", "-Dzookeeper.jmx.log4j.disable=true", "-cp", CLASSPATH,
+        argv = [*launcher, "java", "-Xmx256m", "-Dzookeeper.jmx.log4j.disable=true", "-cp", CLASSPATH,
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)]
-        super().__init__("zookeeper", argv, "127.0.0.1", port, self.work_dir / "zookeeper.log",
+        super().__init__("zookeeper", argv, host, port, self.work_dir / "zookeeper.log",
                          startup_timeout=startup_timeout)
 
     @property

@@ -239,3 +239,20 @@ def zookeeper(request):
             _stop_all(request, [server])
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _cleanup_test_networks(include_own: bool) -> None:
+    # Network namespaces of runs that died (tests/support/netns.py names them after
+    # the owning pid): removed at the start, ours too at the end. Only as root.
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return
+    from tests.support.netns import cleanup_stale
+    cleanup_stale(include_own=include_own)
+
+
+def pytest_sessionstart(session):
+    _cleanup_test_networks(include_own=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _cleanup_test_networks(include_own=True)

@@ -70,6 +70,9 @@ class LeaderReplica:
         self.epoch_start_offset = log.log_end_offset
         self.pending_isr: tuple[int, ...] | None = None  # being written
         self.fenced = False                # a newer decision exists: stop acting as leader
+        # fenced because ZooKeeper presumably expired this broker's session (not by a
+        # newer decision): it may lead again if the state znode still names it
+        self.session_fenced = False
         self._notify = notify
         self._lock = threading.Lock()
         self._append_lock = threading.Lock()
@@ -287,11 +290,41 @@ class LeaderReplica:
             except RuntimeError:  # that loop is closed: the connection is gone
                 pass
 
+    def followers_lagging(self, max_lag_ms: float) -> bool:
+        """Whether an in-sync follower has not caught up for ``max_lag_ms`` (the
+        ISR shrink this leader would write now)."""
+        with self._lock:
+            return bool(out_of_sync(self.isr, self.broker_id, self.log.log_end_offset,
+                                    self._followers, now_ms(), max_lag_ms))
+
+    def fence_for_session(self) -> None:
+        """This broker's ZooKeeper session is presumed expired: stop acting as
+        leader (waiting produces answered NOT_LEADER_OR_FOLLOWER, appends and
+        follower fetches refused) until ``unfence`` after a check of the state."""
+        with self._append_lock, self._lock:
+            if self.fenced:
+                return
+            self.fenced = self.session_fenced = True
+            self.pending_isr = None
+        self._check_waiters()
+
+    def unfence(self, isr: tuple[int, ...], version: int) -> bool:
+        """ZooKeeper still names this broker leader at this epoch (with ``isr`` at
+        ``version``): lead again. False when fenced for another reason."""
+        with self._append_lock, self._lock:
+            if not self.session_fenced:
+                return False
+            self.fenced = self.session_fenced = False
+            self.isr, self.isr_version = isr, version
+        self._maybe_advance()
+        return True
+
     def resign(self) -> None:
         """Leadership moved (or a newer decision fenced this one): every waiting
         produce is answered NOT_LEADER_OR_FOLLOWER."""
         with self._append_lock, self._lock:  # after the append in progress, if any
             self.fenced = True
+            self.session_fenced = False  # for good
         self._check_waiters()
 
 

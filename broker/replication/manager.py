@@ -15,11 +15,24 @@ or lagging for longer than ``replica.lag.time.max.ms``) to the store, one at a
 time, conditionally on the state version the leader knows: a leader that was
 replaced without noticing (paused, cut off from ZooKeeper) fails the write and
 stops acting as leader.
+
+A broker whose ZooKeeper session is presumed expired (cut off for longer than
+the session timeout: broker/metadata/zookeeper/session_fence.py) is ``cut_off``:
+the controller may be electing other leaders meanwhile. Each leader whose
+in-sync followers have then stopped catching up (the ISR shrink it would write
+now and cannot) stops acting as leader: its followers have gone to another
+leader, or it is cut from them too. A leader whose followers still fetch goes
+on (ZooKeeper itself is down, the brokers are fine: Kafka's brokers serve
+through a ZooKeeper outage). When a connection is back (``resume``) each such
+leader leads again only if its state znode still names it at the same epoch,
+checked by a conditional write of its ISR at the version it knows, on the ISR
+thread.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Callable, Protocol
 
@@ -32,6 +45,7 @@ from .leader import LeaderReplica, ReplicaLog
 log = logging.getLogger("broker.replication")
 
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
+CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -66,6 +80,9 @@ class ReplicaManager:
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
+        self._resumes: list[LeaderReplica] = []  # session-fenced leaders to check (ISR thread)
+        self._cut_off = False  # ZooKeeper unreachable past the session (session_fence.py)
+        self._cut_off_generation = 0
         self._wake = threading.Event()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -219,6 +236,14 @@ class ReplicaManager:
                     self.propose_isr(leader, shrunk)
             with self._pending_lock:
                 pending, self._pending = self._pending, []
+                resumes, self._resumes = self._resumes, []
+            for leader in resumes:
+                try:
+                    self._check_resume(leader)
+                except Exception:  # noqa: BLE001 - checked again later
+                    log.exception("checking %s-%d's leadership failed", leader.topic,
+                                  leader.partition)
+                    self._resume_later(leader)
             for leader, isr in pending:
                 try:
                     self._write_isr(leader, isr)
@@ -226,6 +251,80 @@ class ReplicaManager:
                     log.exception("ISR change of %s-%d to %s failed; trying again",
                                   leader.topic, leader.partition, list(isr))
                     self._retry_later(leader, isr)
+
+    # ------------------------------------------------------------ session fencing
+
+    def cut_off(self, silent_ms: float | None = None) -> None:
+        """The ZooKeeper session is presumed expired: from now on a leader whose
+        in-sync followers have not caught up for ``silent_ms`` (the session
+        timeout; at most replica.lag.time.max.ms) stops acting as leader
+        (``_fence_abandoned``), checked on a thread of its own: the ISR thread
+        may be waiting on ZooKeeper."""
+        self._cut_off = True
+        self._cut_off_generation += 1
+        generation = self._cut_off_generation
+
+        def watch() -> None:
+            while self._cut_off and not self._stopped \
+                    and generation == self._cut_off_generation:
+                lag = self._lag_time_max_ms()
+                self._fence_abandoned(lag if silent_ms is None else min(lag, silent_ms))
+                time.sleep(CUT_OFF_CHECK_S)
+        threading.Thread(target=watch, name="samsa-zk-cut-off", daemon=True).start()
+
+    def _fence_abandoned(self, max_lag_ms: float) -> None:
+        with self._roles_lock:
+            gone = [lr for lr in self._leaders.values()
+                    if not lr.fenced and lr.followers_lagging(max_lag_ms)]
+            for lr in gone:
+                lr.fence_for_session()
+        for lr in gone:
+            log.warning("%s-%d: cut off from ZooKeeper past the session and its in-sync "
+                        "followers stopped catching up: no longer acting as leader until "
+                        "ZooKeeper says who leads", lr.topic, lr.partition)
+
+    def resume(self) -> None:
+        """Connected to ZooKeeper again: check each session-fenced leader (ISR thread)."""
+        self._cut_off = False
+        with self._roles_lock:
+            fenced = [lr for lr in self._leaders.values() if lr.session_fenced]
+        if fenced:
+            with self._pending_lock:
+                self._resumes.extend(fenced)
+            self._wake.set()
+
+    def _check_resume(self, leader: LeaderReplica) -> None:
+        key = (leader.topic, leader.partition)
+        if not leader.session_fenced or self._leaders.get(key) is not leader:
+            return
+        try:
+            # Our own ISR at the version we know: written when nothing changed,
+            # else the state as it is (still us at this epoch, or not).
+            result = self._store.update_isr(leader.topic, leader.partition,
+                                            leader.leader_epoch, leader.isr, leader.isr_version)
+        except MetadataUnavailableError:
+            self._resume_later(leader)
+            return
+        if result.leader == self.broker_id and result.leader_epoch == leader.leader_epoch:
+            with self._roles_lock:
+                if self._leaders.get(key) is leader and leader.unfence(result.isr, result.version):
+                    log.info("%s-%d: still leader at epoch %d after the ZooKeeper session "
+                             "came back (isr %s)", leader.topic, leader.partition,
+                             leader.leader_epoch, list(result.isr))
+        else:
+            log.info("%s-%d: leader %d epoch %d now; this broker stays fenced at epoch %d",
+                     leader.topic, leader.partition, result.leader, result.leader_epoch,
+                     leader.leader_epoch)
+
+    def _resume_later(self, leader: LeaderReplica) -> None:
+        def again() -> None:
+            if not self._stopped and leader.session_fenced:
+                with self._pending_lock:
+                    self._resumes.append(leader)
+                self._wake.set()
+        timer = threading.Timer(ISR_WRITE_RETRY_S, again)
+        timer.daemon = True
+        timer.start()
 
     def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
         if leader.pending_isr != isr or leader.fenced:

@@ -61,6 +61,11 @@ from .java_client import JavaTools
 from .waiting import wait_until
 
 NEMESES = ("kill_leader", "kill_controller", "pause_leader", "kill_two", "restart_zookeeper")
+# Need a NetCluster (tests/support/net_cluster.py): every process stays up, links break.
+NETWORK_NEMESES = ("isolate_leader", "isolate_follower", "split_halves", "isolate_zookeeper",
+                   "one_way_cut", "slow_link")
+ACKS1_PREFIX = "a"     # values of acks=1 producers: "a0-000001"
+ACKS1_GRACE_S = 5.0    # an acks=1 write acked this long before a fault may still be lost
 
 # Every librdkafka client here: back on its feet soon after a broker returns, and
 # its many "Connection refused" lines in a logger (pytest shows them on failure)
@@ -95,6 +100,8 @@ class History:
         self.errors: collections.Counter[str] = collections.Counter()
         self.crashes: list[str] = []                 # producers that died or hit a fatal error
         self.window: Window | None = None
+        self.acked_at: dict[str, float] = {}         # value -> when acked (monotonic)
+        self.fault_spans: list[tuple[float, float]] = []  # each round: fault on .. recovered
 
     def on_sent(self, value: str) -> None:
         with self.lock:
@@ -106,8 +113,10 @@ class History:
         in flight before a later batch of the same producer succeeded)."""
         with self.lock:
             self.acked[value] = (partition, -1 if offset is None else offset)
+            self.acked_at[value] = time.monotonic()
             w = self.sent.get(value)
-            if w is not None and w is self.window:
+            # (acks=1 values: the leader alone acknowledges, min.insync.replicas aside)
+            if w is not None and w is self.window and not value.startswith(ACKS1_PREFIX):
                 w.acked.append(value)
 
     def on_failed(self, value: str | None, error: str, count: int = 1) -> None:
@@ -150,10 +159,12 @@ class RdkafkaProducer(threading.Thread):
     (socket.timeout.ms) and are retried with their sequence numbers."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, history: History, rate: float,
-                 message_timeout_ms: int):
+                 message_timeout_ms: int, acks: str = "all"):
         super().__init__(name=f"producer-{name}", daemon=True)
         self.prefix, self.topic, self.history, self.rate = name, topic, history, rate
-        self.config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+        # acks=1 cannot be idempotent (librdkafka refuses the pair)
+        self.config = {"bootstrap.servers": bootstrap, "enable.idempotence": acks == "all",
+                       "acks": acks,
                        "linger.ms": 5, "message.timeout.ms": message_timeout_ms,
                        "socket.timeout.ms": 10000, "error_cb": self._on_error, **RDKAFKA}
         self.flush_s = message_timeout_ms / 1000 + 30
@@ -537,6 +548,18 @@ class CheckerResult:
     read_total: int = 0
     read_problem: str | None = None
     lost: list[str] = field(default_factory=list)
+    # acks=1 values (producers "a0"...): acked by the leader alone. Kafka loses such a
+    # write when that leader is cut off or dies before a follower copied it and the
+    # new leader's log truncates it away: allowed when it was acked during a fault
+    # (or just before: the followers' copy lags a fetch behind), not otherwise.
+    acks1_sent: int = 0
+    acks1_acked: int = 0
+    acks1_lost: list[str] = field(default_factory=list)
+    acks1_lost_unexplained: list[str] = field(default_factory=list)
+    # Spans in which no acks=all write may be acknowledged (the partition's side
+    # with ZooKeeper holds fewer than min.insync.replicas brokers).
+    refusal_windows: list[Window] = field(default_factory=list)
+    recovery_s: dict[str, list[float]] = field(default_factory=dict)  # nemesis -> heal..recovered
     duplicated: list[str] = field(default_factory=list)
     resent: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
@@ -560,11 +583,15 @@ class CheckerResult:
         return [v for w in self.kill_two for v in w.acked]
 
     @property
+    def acked_in_minority(self) -> list[str]:
+        return [v for w in self.refusal_windows for v in w.acked]
+
+    @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.unexpected or self.wrong_offset
                     or self.out_of_order or self.offsets_went_backwards or self.replica_mismatches
                     or self.acked_while_two_down or self.not_recovered or self.no_reaction
-                    or self.read_problem)
+                    or self.read_problem or self.acks1_lost_unexplained or self.acked_in_minority)
 
     def summary(self) -> str:
         def some(items: list[str], n: int = 5, category: str = "") -> str:
@@ -597,6 +624,16 @@ class CheckerResult:
                  f"(bytes compared per partition: {self.replica_bytes})",
                  f"acked_while_two_down={len(self.acked_while_two_down)}{some(self.acked_while_two_down)}",
                  *(f"  {w.label}: rejections {dict(w.rejections)}" for w in self.kill_two),
+                 f"acked_in_minority={len(self.acked_in_minority)}{some(self.acked_in_minority)}",
+                 *(f"  {w.label}: rejections {dict(w.rejections)}" for w in self.refusal_windows),
+                 *([f"acks=1: sent={self.acks1_sent} acked={self.acks1_acked} "
+                    f"lost in a fault (allowed)={len(self.acks1_lost)}"
+                    f"{some(self.acks1_lost, 3, category='acks1_lost')} "
+                    f"lost outside any fault={len(self.acks1_lost_unexplained)}"
+                    f"{some(self.acks1_lost_unexplained)}"] if self.acks1_sent else []),
+                 *(["recovery after healing (s): " + ", ".join(
+                     f"{k} n={len(v)} median={sorted(v)[len(v) // 2]:.1f} max={max(v):.1f}"
+                     for k, v in sorted(self.recovery_s.items()))] if self.recovery_s else []),
                  f"group: consumed={c.consumed} commits={c.commits} commit_errors={dict(c.commit_errors)} "
                  f"offset_samples={c.samples} sample_errors={dict(c.sample_errors)} "
                  f"highest committed={self.committed}"]
@@ -629,6 +666,7 @@ def analyse(history: History, read: list[tuple[int, int, str]], result: CheckerR
     with history.lock:
         sent, acked, sent_in = dict(history.sent), dict(history.acked), dict(history.sent_in)
         failed = dict(history.failed)
+        acked_at, spans = dict(history.acked_at), list(history.fault_spans)
         result.errors.update(history.errors)
     result.sent, result.acked = len(sent), len(acked)
     result.failed = sum(result.errors.values())  # Java's failures are counted, not attributed
@@ -662,9 +700,17 @@ def analyse(history: History, read: list[tuple[int, int, str]], result: CheckerR
     by_partition: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
     known = {v: (p, o) for v, (p, o) in acked.items() if o >= 0}  # offset and order checkable
     result.acked_without_offset = len(acked) - len(known)
+    def in_a_fault(v: str) -> bool:
+        at = acked_at.get(v)
+        return at is not None and any(start - ACKS1_GRACE_S <= at <= end for start, end in spans)
     for v, (p, o) in acked.items():
         if v not in where:
-            result.lost.append(about(v))
+            if not v.startswith(ACKS1_PREFIX):
+                result.lost.append(about(v))
+            elif in_a_fault(v):
+                result.acks1_lost.append(about(v))
+            else:
+                result.acks1_lost_unexplained.append(about(v))
         elif v in known and (p, o) not in where[v]:
             result.wrong_offset.append(about(v))
         if v in known:
@@ -679,7 +725,10 @@ def analyse(history: History, read: list[tuple[int, int, str]], result: CheckerR
             if last is not None and pos <= last[1]:
                 result.out_of_order.append(f"{about(v)}: not after {last[0]} (read at {last[1]})")
             last = (v, pos)
-    tally("lost", (v for v in acked if v not in where))
+    tally("lost", (v for v in acked if v not in where and not v.startswith(ACKS1_PREFIX)))
+    tally("acks1_lost", (v for v in acked if v not in where and v.startswith(ACKS1_PREFIX)))
+    result.acks1_acked = sum(1 for v in acked if v.startswith(ACKS1_PREFIX))
+    result.acks1_sent = sum(1 for v in sent if v.startswith(ACKS1_PREFIX))
     tally("wrong_offset", (v for v, (p, o) in known.items() if v in where and (p, o) not in where[v]))
 
 
@@ -700,6 +749,7 @@ class Run:
     result: CheckerResult
     label: str = ""
     probes: int = 0  # probe values sent so far (kill_two)
+    healed_at: float | None = None  # when the round's fault was undone (monotonic)
 
     @property
     def session_s(self) -> float:
@@ -776,7 +826,7 @@ def pause_leader(run: Run) -> str:
     return f"paused broker {victim} (leader of p{p}) past its session; acked under fault: {acked}"
 
 
-def _probe_until_refused(run: Run) -> list[int]:
+def _probe_until_refused(run: Run, within_s: float | None = None) -> list[int]:
     """Until every partition has refused an acks=all write with NOT_ENOUGH_REPLICAS.
     The probe is a plain producer (no idempotence, retries=0), so the broker's
     refusal reaches us as is instead of being retried until a timeout (librdkafka
@@ -799,7 +849,7 @@ def _probe_until_refused(run: Run) -> list[int]:
     # Refusals start once the survivor's ISR has shrunk: after the dead brokers'
     # sessions expire and the controller (or the leader itself) drops them.
     next_at = time.monotonic()
-    deadline = next_at + max(30, 10 * run.session_s)
+    deadline = next_at + (max(30, 10 * run.session_s) if within_s is None else within_s)
     try:
         while len(refused) < run.partitions and time.monotonic() < deadline:
             for p in set(range(run.partitions)) - refused:
@@ -852,13 +902,195 @@ def restart_zookeeper(run: Run) -> str:
     return f"ZooKeeper killed for {away:g} s and started again; acked meanwhile: {acked}"
 
 
+# ------------------------------------------------------------------ network nemeses
+# Every process stays up; links break (nftables rules in the nodes' namespaces,
+# tests/support/netns.py). The test's clients reach every broker all along.
+
+def _network(run: Run):
+    network = getattr(run.cluster, "network", None)
+    if network is None:
+        raise RuntimeError("network nemeses need a NetCluster (tests/support/net_cluster.py)")
+    return network
+
+
+def _node(broker: int) -> str:
+    return f"b{broker}"
+
+
+def _everyone_but(run: Run, brokers: Iterable[int]) -> list[str]:
+    """ZooKeeper and every broker not in ``brokers``, as network nodes."""
+    brokers = set(brokers)
+    return ["zk", *(_node(b) for b in range(run.cluster.size) if b not in brokers)]
+
+
+def _wait_expired(run: Run, brokers: Iterable[int]) -> None:
+    """Until ZooKeeper has expired the sessions of ``brokers`` (their /brokers/ids gone)."""
+    brokers = sorted(brokers)
+    zk = run.cluster.zk_client()
+    wait_until(lambda: not any(zk.exists(f"/brokers/ids/{b}") for b in brokers),
+               max(30, 5 * run.session_s), f"ZooKeeper to expire the sessions of {brokers}")
+
+
+def _healing(run: Run) -> None:
+    _network(run).heal()
+    run.healed_at = time.monotonic()
+
+
+def _wait_led_by(run: Run, side: list[int]) -> None:
+    """Until the controller has every partition led from ``side`` (ZooKeeper's side)
+    with an ISR shrunk to that side: from then on min.insync.replicas refuses."""
+    def led():
+        states = [_state(run.cluster, run.topic, p) for p in range(run.partitions)]
+        return all(s is not None and s["leader"] in side and set(s["isr"]) <= set(side)
+                   for s in states)
+    wait_until(led, max(30, 10 * run.session_s),
+               f"every partition led from {side} with its ISR shrunk to it")
+
+
+def _refusal_window(run: Run, label: str) -> Window:
+    """From now until the heal, no acks=all write may be acknowledged."""
+    window = Window(f"{run.label}: {label}")
+    run.result.refusal_windows.append(window)
+    run.history.window = window
+    return window
+
+
+def isolate_leader(run: Run) -> str:
+    """The leader of a partition cut from ZooKeeper and the other brokers, not from
+    its clients: it must stop acknowledging acks=all writes (its followers stop
+    fetching, its ISR cannot shrink without ZooKeeper) while the controller elects
+    another leader; what it took meanwhile is truncated on its return, unacked."""
+    net = _network(run)
+    p, victim = run.random_leader()
+    led = run.led_by(victim)
+    net.cut(_node(victim), _everyone_but(run, [victim]))
+    try:
+        _wait_expired(run, [victim])
+        run.wait_failover([victim], led)
+        acked = run.hold()
+    finally:
+        _healing(run)
+    return f"cut leader {victim} (of p{p}) from ZooKeeper and its peers; acked meanwhile: {acked}"
+
+
+def isolate_follower(run: Run) -> str:
+    """A follower cut from ZooKeeper and its peers: it leaves the ISR, writes go on
+    with the two left (min.insync.replicas 2)."""
+    net = _network(run)
+    p, leader = run.random_leader()
+    followers = [b for b in range(run.cluster.size) if b != leader]
+    victim = run.rng.choice(followers)
+    net.cut(_node(victim), _everyone_but(run, [victim]))
+    try:
+        _wait_expired(run, [victim])
+        wait_until(lambda: (s := _state(run.cluster, run.topic, p)) is not None
+                   and victim not in s["isr"], max(30, 10 * run.session_s),
+                   f"broker {victim} out of p{p}'s ISR")
+        acked = run.hold()
+    finally:
+        _healing(run)
+    return f"cut follower {victim} (of p{p}) from ZooKeeper and its peers; acked meanwhile: {acked}"
+
+
+def split_halves(run: Run) -> str:
+    """ZooKeeper and one broker on one side, the other brokers on the other. The
+    ZooKeeper side leads everything with one in-sync replica (min.insync.replicas
+    refuses), the other side cannot shrink its ISRs: no acks=all write may be
+    acknowledged until the heal."""
+    net = _network(run)
+    brokers = list(range(run.cluster.size))
+    run.rng.shuffle(brokers)
+    with_zk, without = brokers[:len(brokers) // 2], brokers[len(brokers) // 2:]
+    net.partition(["zk", *map(_node, with_zk)], map(_node, without))
+    refusing = run.replicas == run.cluster.size and len(with_zk) < run.min_insync
+    window = None
+    try:
+        _wait_expired(run, without)
+        if refusing:
+            _wait_led_by(run, with_zk)
+            window = _refusal_window(run, f"{sorted(with_zk)} with ZooKeeper | {sorted(without)}")
+        before = run.history.acked_count()
+        unrefused = _probe_until_refused(run, max(run.hold_s, 15)) if window else []
+        acked = run.hold() + run.history.acked_count() - before
+    finally:
+        run.history.window = None
+        _healing(run)
+    return (f"split {sorted(with_zk)}+ZooKeeper | {sorted(without)}; acked meanwhile: {acked}"
+            + (f"; acked in the window: {len(window.acked)}, refused: {dict(window.rejections)}"
+               if window else "")
+            + (f"; partitions {unrefused} never answered NOT_ENOUGH_REPLICAS" if unrefused else ""))
+
+
+def isolate_zookeeper(run: Run) -> str:
+    """ZooKeeper cut from a majority of the brokers (they still hear each other):
+    the one broker left with ZooKeeper leads everything with one in-sync replica."""
+    net = _network(run)
+    majority = sorted(run.rng.sample(range(run.cluster.size), run.cluster.size // 2 + 1))
+    net.cut("zk", map(_node, majority))
+    minority = [b for b in range(run.cluster.size) if b not in majority]
+    refusing = run.replicas == run.cluster.size and len(minority) < run.min_insync
+    window = None
+    try:
+        _wait_expired(run, majority)
+        if refusing:
+            # Until the survivor leads alone, the others may still replicate and
+            # acknowledge, rightly: every ISR member has what they acknowledged.
+            _wait_led_by(run, minority)
+            window = _refusal_window(run, f"ZooKeeper cut from {majority}")
+        before = run.history.acked_count()
+        unrefused = _probe_until_refused(run, max(run.hold_s, 15)) if window else []
+        acked = run.hold() + run.history.acked_count() - before
+    finally:
+        run.history.window = None
+        _healing(run)
+    return (f"cut ZooKeeper from brokers {majority}; acked meanwhile: {acked}"
+            + (f"; acked in the window: {len(window.acked)}, refused: {dict(window.rejections)}"
+               if window else "")
+            + (f"; partitions {unrefused} never answered NOT_ENOUGH_REPLICAS" if unrefused else ""))
+
+
+def one_way_cut(run: Run) -> str:
+    """A broker (a leader, mostly) that still sends to ZooKeeper and its peers but
+    hears nothing from them (its clients still reach it)."""
+    net = _network(run)
+    p, victim = run.random_leader()
+    led = run.led_by(victim)
+    net.cut_inbound(_node(victim), _everyone_but(run, [victim]))
+    try:
+        _wait_expired(run, [victim])
+        run.wait_failover([victim], led)
+        acked = run.hold()
+    finally:
+        _healing(run)
+    return f"broker {victim} (leader of p{p}) hears nothing from ZooKeeper and its peers; " \
+           f"acked meanwhile: {acked}"
+
+
+def slow_link(run: Run) -> str:
+    """A broker whose every packet is delayed and some lost, for a while."""
+    net = _network(run)
+    victim = run.rng.randrange(run.cluster.size)
+    how = net.slow(_node(victim))
+    try:
+        acked = run.hold(max(run.hold_s, run.session_s))
+    finally:
+        _healing(run)
+    return f"slow link at broker {victim} ({how}); acked meanwhile: {acked}"
+
+
 NEMESIS_FUNCTIONS: dict[str, Callable[[Run], str]] = {
     "kill_leader": kill_leader, "kill_controller": kill_controller, "pause_leader": pause_leader,
-    "kill_two": kill_two, "restart_zookeeper": restart_zookeeper}
+    "kill_two": kill_two, "restart_zookeeper": restart_zookeeper,
+    "isolate_leader": isolate_leader, "isolate_follower": isolate_follower,
+    "split_halves": split_halves, "isolate_zookeeper": isolate_zookeeper,
+    "one_way_cut": one_way_cut, "slow_link": slow_link}
 
 
 def heal(cluster: Cluster) -> None:
-    """Undo whatever a failed nemesis left: ZooKeeper and every broker running."""
+    """Undo whatever a failed nemesis left: every link up, ZooKeeper and every broker running."""
+    network = getattr(cluster, "network", None)
+    if network is not None:
+        network.heal()
     if not cluster.zk.is_running():
         cluster.zk.start()
     for i, b in enumerate(cluster.brokers):
@@ -882,6 +1114,7 @@ def run_checker(cluster: Cluster, rounds: int, nemeses: Iterable[str] = NEMESES,
                 partitions: int = 3, replicas: int = 3, min_insync: int = 2,
                 seed: int | None = None, hold_s: float = 2.0, rdkafka_producers: int = 2,
                 java_producers: int = 1, rate: float = 150.0, message_timeout_ms: int = 120000,
+                acks1_producers: int = 0,
                 consumers: int = 2, java_tools: JavaTools | None = None,
                 log: Callable[[str], None] = print) -> CheckerResult:
     """Produce and consume through ``rounds`` nemesis rounds (``nemeses`` taken in turn),
@@ -903,6 +1136,8 @@ def run_checker(cluster: Cluster, rounds: int, nemeses: Iterable[str] = NEMESES,
     tools = java_tools or (JavaTools() if java_producers else None)
     producers = [RdkafkaProducer(f"r{i}", cluster.bootstrap, topic, history, rate, message_timeout_ms)
                  for i in range(rdkafka_producers)]
+    producers += [RdkafkaProducer(f"{ACKS1_PREFIX}{i}", cluster.bootstrap, topic, history, rate,
+                                  message_timeout_ms, acks="1") for i in range(acks1_producers)]
     javas = [JavaProducer(tools, f"j{i}", cluster.bootstrap, topic, history, rate, cluster.work_dir,
                           delivery_timeout_ms=message_timeout_ms) for i in range(java_producers)]
     members = [GroupConsumer(f"c{i}", cluster.bootstrap, topic, group, result.consumers)
@@ -920,12 +1155,14 @@ def run_checker(cluster: Cluster, rounds: int, nemeses: Iterable[str] = NEMESES,
             name = nemeses[i % len(nemeses)]
             run.label = history.phase = f"round {i + 1}/{rounds} {name}"
             started = time.monotonic()
+            run.healed_at = None
             try:
                 what = NEMESIS_FUNCTIONS[name](run)
             except AssertionError as e:  # the cluster's reaction never came (no failover...)
                 heal(cluster)
                 result.no_reaction.append(f"{run.label}: {e}")
                 what = f"did not go as expected: {e}"
+            returned = time.monotonic()  # the process nemeses heal (restart) before they return
             try:
                 wait_until(lambda: recovered(cluster, topic, partitions, replicas),
                            max(60, 10 * run.session_s), "every partition led with a full ISR")
@@ -934,7 +1171,13 @@ def run_checker(cluster: Cluster, rounds: int, nemeses: Iterable[str] = NEMESES,
                 result.rounds.append(f"{run.label}: {what}; NOT RECOVERED")
                 log(result.rounds[-1])
                 break
-            result.rounds.append(f"{run.label}: {what} ({time.monotonic() - started:.1f} s)")
+            now = time.monotonic()
+            with history.lock:
+                history.fault_spans.append((started, now))
+            healed = run.healed_at if run.healed_at is not None else returned
+            result.recovery_s.setdefault(name, []).append(now - healed)
+            result.rounds.append(f"{run.label}: {what} ({now - started:.1f} s, "
+                                 f"recovered {now - healed:.1f} s after the heal)")
             log(result.rounds[-1])
         run.label = history.phase = "after the last round"
     finally:

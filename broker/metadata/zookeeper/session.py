@@ -7,7 +7,10 @@ the start-up that waits ZooKeeper out.
   waited out rather than failing the broker's start (_StartingKazooClient);
 - when the session expires the broker registers again; kazoo's watch
   recipes re-read and re-arm themselves, their re-reads sharing a few
-  threads (_WatchReadPool).
+  threads (_WatchReadPool);
+- cut off for long enough that ZooKeeper has expired the session, the
+  broker is told to stop acting as leader, and told when a connection is
+  back (session_fence.py decides; ``on_fence``).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
 from .. import zk_layout as z
+from .session_fence import Decision, SessionFence
 from ..store import BrokerEndpoint, ListenerEndpoint, MetadataUnavailableError, new_cluster_id
 
 log = logging.getLogger("broker.metadata.zookeeper")
@@ -214,6 +218,12 @@ class ZooKeeperSession:
         self.closed = False
         self._registered = False
         self._session_lost = False
+        self._fence = SessionFence(session_timeout_ms)
+        self._fence_lock = threading.Lock()
+        self._fence_timer: threading.Timer | None = None
+        self._fence_handlers: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        # fence/resume calls, in order, off kazoo's connection thread
+        self._fence_calls = ThreadPoolExecutor(1, thread_name_prefix="samsa-zk-fence")
         timeout = (connection_timeout_ms if connection_timeout_ms is not None
                    else session_timeout_ms) / 1000
         if chroot:
@@ -319,8 +329,48 @@ class ZooKeeperSession:
 
     # ------------------------------------------------------------ expiry
 
+    def on_fence(self, fence: Callable[[], None], resume: Callable[[], None]) -> None:
+        """``fence()`` when the session is presumed expired (cut off from ZooKeeper
+        past the session timeout, or told it expired), ``resume()`` when connected
+        again; called in order on a thread of their own."""
+        self._fence_handlers.append((fence, resume))
+
+    def _fence_event(self, state: str | None) -> None:
+        """A connection state (None: the presumed-expiry timer fired) into the
+        fence's decision; arms the timer for the next one."""
+        now = time.monotonic() * 1000
+        with self._fence_lock:
+            if state == KazooState.SUSPENDED:
+                decision = self._fence.disconnected(now)
+            elif state == KazooState.LOST:
+                decision = self._fence.expired(now)
+            elif state == KazooState.CONNECTED:
+                decision = self._fence.connected(now)
+            else:
+                decision = self._fence.tick(now)
+            if self._fence_timer is not None:
+                self._fence_timer.cancel()
+                self._fence_timer = None
+            deadline = self._fence.deadline_ms()
+            if deadline is not None and not self.closed:
+                self._fence_timer = threading.Timer(max(0.0, (deadline - now) / 1000),
+                                                    self._fence_event, args=(None,))
+                self._fence_timer.daemon = True
+                self._fence_timer.start()
+        if decision is Decision.NONE or self.closed:
+            return
+        if decision is Decision.FENCE:
+            log.warning("ZooKeeper session of broker %d presumed expired (no connection "
+                        "for longer than it lasts)", self.broker_id)
+        for fence, resume in self._fence_handlers:
+            try:
+                self._fence_calls.submit(fence if decision is Decision.FENCE else resume)
+            except RuntimeError:  # shut down: closing
+                return
+
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: no blocking calls here.
+        self._fence_event(state)
         if state == KazooState.LOST:
             self._session_lost = True
         elif state == KazooState.CONNECTED and self._session_lost and not self.closed \
@@ -378,6 +428,10 @@ class ZooKeeperSession:
         if self.closed:
             return
         self.closed = True
+        with self._fence_lock:
+            if self._fence_timer is not None:
+                self._fence_timer.cancel()
+        self._fence_calls.shutdown(wait=False, cancel_futures=True)
         try:
             self.zk.stop()  # ends the session: the ephemeral registration goes now
         finally:

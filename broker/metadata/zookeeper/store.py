@@ -124,6 +124,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         called on ZooKeeper's event thread: keep it short."""
         self._cache.on_partition_state(listener)
 
+    def on_session_fence(self, fence: Callable[[], None], resume: Callable[[], None]) -> None:
+        """``fence()`` once this broker's session is presumed expired (cut off from
+        ZooKeeper past the session timeout): stop acting as leader; ``resume()``
+        when connected again (session_fence.py)."""
+        self._session.on_fence(fence, resume)
+
     def on_topic_change(self, listener: Callable[[str], None]) -> None:
         """``listener(topic)`` after a topic's assignment or config changed, or
         it was deleted; called on ZooKeeper's event thread: keep it short."""

@@ -141,3 +141,113 @@ def test_no_append_after_losing_leadership_and_acks_all_refused_below_min_isr(lo
     with pytest.raises(NotLeaderError):
         lr.append(batch_of(1), AppendOrigin.CLIENT)
     assert log.log_end_offset == 0
+
+
+class _StateSays:
+    """The state znode as a conditional ISR write finds it: ``leader`` at ``epoch``."""
+
+    def __init__(self, leader, epoch, isr=(0, 1, 2), version=7):
+        self.leader, self.epoch, self.isr, self.version = leader, epoch, isr, version
+        self.calls = 0
+
+    def update_isr(self, topic, partition, leader_epoch, isr, version):
+        self.calls += 1
+        return IsrUpdate(False, self.leader, self.epoch, self.isr, self.version)
+
+
+_MANAGERS: list[ReplicaManager] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_managers():
+    yield
+    while _MANAGERS:  # ends their cut-off watch threads
+        _MANAGERS.pop().stop()
+
+
+def _managed(store, lr):
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
+                             lag_time_max_ms=lambda: 10_000)
+    manager._leaders[(lr.topic, lr.partition)] = lr
+    _MANAGERS.append(manager)
+    return manager
+
+
+async def test_a_leader_whose_session_is_presumed_expired_stops_leading(log):
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    manager = _managed(_StateSays(ME, 1), lr)
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
+    # the produce waiting for its replicas is told, nothing more is appended
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
+    assert lr.lagging_isr(0) is None  # and proposes no ISR change
+    assert log.log_end_offset == end
+
+
+def test_cut_off_from_zookeeper_a_leader_whose_followers_still_fetch_goes_on(log):
+    """ZooKeeper down, the brokers fine: the followers' fetches vouch for this
+    leader (none of them follows another), so it serves on, as Kafka's do."""
+    lr = leader(log)
+    end = append(lr, 2)
+    lr.follower_fetched(1, end)
+    lr.follower_fetched(2, end)
+    manager = _managed(_StateSays(ME, 1), lr)
+    manager.cut_off()
+    manager._fence_abandoned(-1)
+    assert not lr.fenced
+    assert append(lr, 1) == end + 1
+
+
+def test_the_same_leader_at_the_same_epoch_leads_again_after_the_session_is_back(log):
+    lr = leader(log)
+    store = _StateSays(ME, 1, isr=(0, 1), version=9)
+    manager = _managed(store, lr)
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
+    manager.resume()
+    manager._check_resume(manager._resumes.pop())
+    assert store.calls == 1 and not lr.fenced
+    assert lr.isr == (0, 1) and lr.isr_version == 9
+    append(lr, 1)
+
+
+def test_a_leader_replaced_meanwhile_stays_fenced_after_the_session_is_back(log):
+    lr = leader(log)
+    manager = _managed(_StateSays(2, 2), lr)  # the controller elected broker 2 at epoch 2
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
+    manager.resume()
+    manager._check_resume(manager._resumes.pop())
+    assert lr.fenced
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)
+
+
+def test_a_leader_fenced_by_a_newer_decision_is_not_unfenced_by_the_session(log):
+    lr = leader(log)
+    manager = _managed(_StateSays(ME, 1), lr)
+    lr.resign()  # an ISR write lost on a version conflict
+    manager.cut_off()
+    manager._fence_abandoned(-1)  # as the ISR thread does; any follower not caught up counts
+    manager.resume()
+    assert not manager._resumes and lr.fenced
+
+
+async def test_an_isr_write_lost_on_a_version_conflict_to_a_new_leader_fences_this_one(log):
+    """The zombie's way out without a session fence: its ISR shrink (followers
+    gone to the new leader) meets a state znode written by the controller since
+    (another leader, a newer epoch); it stops acting as leader at once."""
+    lr = leader(log)
+    end = append(lr, 1)
+    waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
+    manager = _managed(_StateSays(2, 2, isr=(1, 2), version=3), lr)
+    lr.pending_isr = (0,)  # as lagging_isr marks it
+    manager._write_isr(lr, (0,))
+    assert lr.fenced and lr.isr == (0, 1, 2)  # the write did not land: nothing shrank
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(NotLeaderError):
+        lr.append(batch_of(1), AppendOrigin.CLIENT)

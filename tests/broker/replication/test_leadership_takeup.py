@@ -31,6 +31,7 @@ def broker(zookeeper, kazoo, tmp_path):
     try:
         yield store, logs, replicas, PartitionLayer(store, logs, ME, replicas)
     finally:
+        replicas.stop()  # (a cut-off watch thread, if any)
         logs.shutdown()
         store.close()
 
@@ -88,3 +89,38 @@ def test_a_take_up_that_fails_answers_not_leader_instead_of_raising(broker, kazo
     wait_until(lambda: store.partition("t", 0).leader_epoch == 1, what="the new state")
     found = partitions.leader_log("t", 0)
     assert (found.error, found.leader_epoch) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 1)
+
+
+def test_a_session_fenced_leader_answers_not_leader_until_zookeeper_says_it_still_leads(
+        broker, kazoo):
+    """A leader whose ZooKeeper session is presumed expired (session_fence.py)
+    refuses produces and its followers' fetches with NOT_LEADER_OR_FOLLOWER;
+    connected again, it leads on only if the state znode still names it at the
+    same epoch (a conditional write of its ISR against the real store)."""
+    store, logs, replicas, partitions = broker
+    kazoo.create(z.topic_path("t"), z.encode_topic(z.TopicAssignment({0: [0, 1]})),
+                 makepath=True)
+    _write_state(kazoo, "t", ME, 0, [0, 1])
+    wait_until(lambda: (m := store.partition("t", 0)) and m.leader == ME, what="the first state")
+    replicas.log_opened(logs.create_log("t", 0, topic_id=store.topic("t").topic_id))
+    assert partitions.leader_log("t", 0).ok
+
+    replicas.cut_off()
+    replicas._fence_abandoned(-1)  # follower 1 never caught up: as the ISR thread would
+    assert partitions.leader_log("t", 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partitions.replica_log("t", 0, 0, replica_id=1).error == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    replicas.resume()
+    replicas._check_resume(replicas._resumes.pop())  # as the ISR thread does
+    assert partitions.leader_log("t", 0).ok  # nothing changed meanwhile: it leads on
+
+    replicas.cut_off()
+    replicas._fence_abandoned(-1)  # follower 1 never caught up: as the ISR thread would
+    _write_state(kazoo, "t", 1, 1, [1])  # meanwhile the controller elected broker 1
+    replicas.resume()
+    replicas._check_resume(replicas._resumes.pop())
+    assert replicas.leader("t", 0).fenced
+    wait_until(lambda: store.partition("t", 0).leader_epoch == 1, what="the new state")
+    # no longer named leader: a follower's fetch here is sent to broker 1
+    assert partitions.replica_log("t", 0, 0, replica_id=1).error == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
