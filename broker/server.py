@@ -27,6 +27,7 @@ from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
+from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
@@ -528,6 +529,12 @@ class Broker:
                                                                partition_reader(get_log)),
                                             GroupCoordinatorConfig.from_broker_config(self.cfg),
                                             owns=services.coordinators.owns,
+                                            consumer_config=ConsumerGroupConfig
+                                            .from_broker_config(self.cfg),
+                                            topics=lambda: {
+                                                name: (meta.topic_id, meta.num_partitions)
+                                                for name, meta in services.topics.topics().items()
+                                                if not meta.is_internal},
                                             on_membership=(self.registry.membership_changed
                                                            if self.registry else None))
         await self.coordinator.start()

@@ -30,14 +30,17 @@ from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
+from .consumer import ConsumerGroup, ConsumerGroupMachine, Heartbeat, HeartbeatResult
+from .consumer.machine import ConsumerGroupConfig, ConsumerGroupView
+from .consumer.state import TopicImage
 from .effects import (AwaitedWrite, CancelTimer, Effects, GroupMachine, MembershipChanged, Respond,
-                      SetTimer, Wait, WriteRecord)
+                      SetTimer, Wait, WriteRecord, WriteRecords)
 from .log_format import GroupRecord
 from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMemberResult, LeaveResult,
                       ListedGroup, OffsetDeleteResult, OffsetFetchResult, PartitionError,
                       SyncResult)
 from .offset_manager import OffsetManager
-from .store import OFFSETS_TOPIC, OffsetStore
+from .store import OFFSETS_TOPIC, ConsumerGroupRecords, OffsetStore
 from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
@@ -89,14 +92,20 @@ class GroupCoordinator:
     def __init__(self, store: OffsetStore, config: GroupCoordinatorConfig | None = None,
                  *, time_ms: Callable[[], int] = wall_ms, clock: Clock | None = None,
                  owns: Callable[[str], bool] = lambda group_id: True,
-                 on_membership: Callable[[GroupMembership], None] | None = None):
+                 on_membership: Callable[[GroupMembership], None] | None = None,
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 topics: Callable[[], TopicImage] = dict,
+                 group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}):
         """owns(group_id): whether this broker coordinates the group now (in a
         cluster, whether it leads the group's __consumer_offsets partition).
         on_membership: told each consumer group's members and assignment when
         a rebalance completes, and that it has none when it empties or goes
         (ZooKeeper mode publishes them in the ZooKeeper-era registry).
         clock: the time and the timers (default: time_ms and the loop start()
-        runs on)."""
+        runs on). consumer_config: the group.consumer.* settings of KIP-848
+        groups; topics(): the topics now, name -> (id, partition count), that
+        their subscriptions resolve against; group_configs(group id): the
+        group's own settings (GROUP config resource)."""
         self.store = store
         self._owns = owns
         self._on_membership = on_membership
@@ -105,7 +114,10 @@ class GroupCoordinator:
         self._time_ms = clock.now_ms if clock is not None else time_ms
         self.classic = ClassicGroupMachine(self.config)
         # group type -> its state machine (JoinGroup & co. always go to "classic")
-        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic}
+        self.consumer = ConsumerGroupMachine(consumer_config, group_configs)
+        self._topics = topics
+        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic,
+                                                   self.consumer.group_type: self.consumer}
         self.groups: dict[str, Group] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -135,6 +147,11 @@ class GroupCoordinator:
 
     def _add_loaded(self, offsets, records, pending_txn=None) -> None:
         for gid, rec in records.items():
+            if isinstance(rec, ConsumerGroupRecords):
+                consumer, cfx = self.consumer.loaded(gid, rec.records, self._time_ms())
+                self.groups[gid] = consumer
+                self._apply_now(consumer, cfx)
+                continue
             group, fx = self.classic.loaded(rec)
             self.groups[gid] = group
             self._apply_now(group, fx)
@@ -197,6 +214,8 @@ class GroupCoordinator:
         """This broker stops coordinating the group: its timers stop and its
         waiting members are told NOT_COORDINATOR (they find the new one)."""
         self._cancel_timers(group.group_id)
+        if group.group_type != self.classic.group_type:
+            return
         for m in group.members.values():
             self._answer(m, "join", JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
             self._answer(m, "sync", SyncResult(int(E.NOT_COORDINATOR)))
@@ -263,6 +282,8 @@ class GroupCoordinator:
                         handle.cancel()
             elif isinstance(op, WriteRecord):
                 self._spawn(self._store_group_quietly(group, op.record))
+            elif isinstance(op, WriteRecords):
+                self._spawn(self._store_records_quietly(op))
             elif isinstance(op, MembershipChanged):
                 self._tell_membership(group)
         return request
@@ -338,6 +359,12 @@ class GroupCoordinator:
             return store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
                                 timed_out=int(E.REBALANCE_IN_PROGRESS))
 
+    async def _store_records_quietly(self, op: WriteRecords) -> None:
+        try:
+            await self.store.store_records(op.group_id, op.entries)
+        except Exception as e:
+            log_store_failure("storing consumer group records", op.group_id, e)
+
     async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
         try:
             await self.store.store_group(record)
@@ -363,6 +390,12 @@ class GroupCoordinator:
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(int(E.INVALID_SESSION_TIMEOUT), member_id=member_id)
         group = self.groups.get(group_id)
+        if group is not None and group.group_type != self.classic.group_type:
+            if group.members:
+                # a classic member cannot join a consumer group that has
+                # members (Kafka's answer under its default migration policy)
+                return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id=member_id)
+            group = self._convert_to_classic(group)
         if group is None:
             if member_id:
                 return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member_id)
@@ -383,7 +416,7 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.group_type != self.classic.group_type:
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
         return await self._run(group, self.classic.sync(
             group, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
@@ -395,7 +428,7 @@ class GroupCoordinator:
         if err:
             return err
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.group_type != self.classic.group_type:
             return int(E.UNKNOWN_MEMBER_ID)
         return await self._run(group, self.classic.heartbeat(
             group, generation_id, member_id, group_instance_id, self._time_ms()))
@@ -412,10 +445,74 @@ class GroupCoordinator:
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.group_type != self.classic.group_type:
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
                                       for mid, iid in members])
         return await self._run(group, self.classic.leave(group, members, self._time_ms()))
+
+    # ================================================================ KIP-848 consumer groups
+
+    async def consumer_group_heartbeat(self, group_id: str, hb: Heartbeat) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (API 68)."""
+        err = self.check(group_id, allow_empty=False)
+        if err:
+            return HeartbeatResult(err)
+        refused = self.consumer.validate(hb)
+        if refused is not None:
+            return refused.answer
+        group = self.groups.get(group_id)
+        if group is not None and group.group_type != self.consumer.group_type:
+            if group.members or group.group_type != self.classic.group_type:
+                return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
+                                       f"Group {group_id} is not a consumer group.")
+            group = None  # an empty classic group (offsets only) becomes a consumer group
+        if group is None:
+            if hb.member_epoch != 0:
+                return HeartbeatResult(int(E.UNKNOWN_MEMBER_ID),
+                                       f"Consumer group {group_id} not found.")
+            old = self.groups.get(group_id)
+            group = self.consumer.new_group(group_id)
+            if old is not None:
+                group.offsets = old.offsets
+                group.pending_txn_offsets = old.pending_txn_offsets
+                self._cancel_timers(group_id)
+            self.groups[group_id] = group
+        fx = self.consumer.heartbeat(group, hb, self._topics(), self._time_ms())
+        result: HeartbeatResult = await self._run(group, fx)
+        return result
+
+    def _convert_to_classic(self, group: ConsumerGroup) -> Group:
+        """An empty consumer group a classic member joins becomes a classic
+        group (its records go, its offsets stay), as in Kafka."""
+        self._cancel_timers(group.group_id)
+        self.apply(group, self.consumer.delete(group, self._time_ms()))
+        classic = self.groups[group.group_id] = self.classic.new_group(group.group_id)
+        classic.offsets = group.offsets
+        classic.pending_txn_offsets = group.pending_txn_offsets
+        return classic
+
+    async def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupView]:
+        """ConsumerGroupDescribe (API 69)."""
+        out = []
+        for gid in group_ids:
+            err = self.check(gid, allow_empty=False)
+            group = self.groups.get(gid) if not err else None
+            if err:
+                out.append(ConsumerGroupView(gid, err))
+            elif group is None or group.is_(GroupState.DEAD):
+                out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
+                                             error_message=f"Group {gid} not found."))
+            elif group.group_type != self.consumer.group_type:
+                out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
+                                             error_message=f"Group {gid} is not a consumer "
+                                             f"group."))
+            else:
+                out.append(self.consumer.view(group))
+        return out
+
+    def topic_names(self) -> dict[object, str]:
+        """Topic id -> name, now."""
+        return {tid: name for name, (tid, _) in self._topics().items()}
 
     # ================================================================ admin
 
@@ -430,7 +527,10 @@ class GroupCoordinator:
             group = self.groups.get(gid) if not err else None
             if err:
                 out.append(GroupDescription(gid, err, "", "", ""))
-            elif group is None or group.is_(GroupState.DEAD):
+            elif group is None or group.is_(GroupState.DEAD) or \
+                    group.group_type != self.classic.group_type:
+                # DescribeGroups describes classic groups; Kafka answers a
+                # consumer group's id as one it does not know
                 code = int(E.GROUP_ID_NOT_FOUND) if unknown_is_error else NONE
                 out.append(GroupDescription(gid, code, str(GroupState.DEAD), "", ""))
             else:

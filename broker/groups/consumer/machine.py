@@ -60,12 +60,17 @@ class ConsumerGroupConfig:
             if value is not None:
                 kw[f] = int(value)
         names = getattr(cfg, "group_consumer_assignors", None)
-        if names:
-            if isinstance(names, str):
-                names = names.split(",")
-            kw["assignors"] = tuple(n.strip().rsplit(".", 1)[-1].lower().replace(
-                "assignor", "").replace("uniform", "uniform") for n in names if n.strip())
+        if isinstance(names, str) and names.strip():
+            kw["assignors"] = tuple(assignor_name(n) for n in names.split(",") if n.strip())
         return cls(**kw)
+
+
+def assignor_name(name: str) -> str:
+    """"uniform", or Kafka's class name for it (...UniformAssignor) -> "uniform"."""
+    short = name.strip().rsplit(".", 1)[-1]
+    if short.endswith("Assignor"):
+        short = short[:-len("Assignor")]
+    return short.lower()
 
 
 @dataclass(frozen=True)
@@ -433,7 +438,11 @@ class ConsumerGroupMachine:
                      group_instance_id: str | None, transactional: bool = False) -> int:
         """Kafka's ConsumerGroup.validateOffsetCommit: outside group management
         (epoch < 0) only while the group is empty; a member commits with its
-        current epoch (else STALE_MEMBER_EPOCH)."""
+        epoch (else STALE_MEMBER_EPOCH). As Kafka 4.3 (KIP-1251), a commit
+        made with the epoch just before the member's current one is taken:
+        the bump may still be on its way to the member, and a partition only
+        moves once the member said it gave it up, so it still holds what it
+        commits."""
         if generation_id < 0 and not group.members:
             return NONE
         if transactional and generation_id < 0 and not member_id:
@@ -441,7 +450,8 @@ class ConsumerGroupMachine:
         member = group.members.get(member_id)
         if member is None:
             return int(E.UNKNOWN_MEMBER_ID)
-        if generation_id != member.member_epoch:
+        if generation_id != member.member_epoch and not (
+                0 < generation_id == member.previous_member_epoch):
             return int(E.STALE_MEMBER_EPOCH)
         return NONE
 

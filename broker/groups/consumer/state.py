@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ..log_format import OffsetAndMetadata
 
@@ -152,7 +152,7 @@ class ConsumerGroup:
             self.owners[tp] = member.member_id
 
     def subscribed_topics(self, member: ConsumerMember, image: TopicImage,
-                          pattern_matches) -> set[str]:
+                          pattern_matches: Callable[[str, str], bool]) -> set[str]:
         """The topic names the member subscribes to that exist now."""
         names = {n for n in member.subscribed_topic_names if n in image}
         if member.subscribed_topic_regex:
