@@ -155,3 +155,20 @@ def test_a_broker_restart_keeps_the_group_and_its_offsets(cbroker):
     finally:
         for c in reading.consumers:
             c.close()
+
+
+def test_the_java_client_shares_the_topic_and_a_leavers_partitions_move(cbroker, java_tools):
+    bs = cbroker.bootstrap
+    topic = _topic(bs)
+    _produce(bs, topic, 0, 600)
+    result = java_tools.run("ConsumerProtocolGroup", "--bootstrap-server", bs, "--topic", topic,
+                            "--group", f"g-{uuid.uuid4().hex[:6]}",
+                            "--partitions", PARTITIONS, "--records", 600,
+                            "--deadline-ms", 60000, timeout=90).check()
+    three, two, done = result.lines[-3:]
+    held = [set(map(int, ps.split(","))) for ps in three.split(": ")[1].split(";")]
+    assert three.startswith("members 3") and [len(ps) for ps in held] == [2, 2, 2]
+    assert two.startswith("members 2") and \
+        sorted(int(p) for ps in two.split(": ")[1].split(";") for p in ps.split(",")) == \
+        list(range(PARTITIONS))
+    assert done == "read 600 twice 0"

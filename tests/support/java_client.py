@@ -59,7 +59,7 @@ JVM_FLAGS = [
 ]
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
-            "Reassign", "Eos", "TopicMutations", "LogDirs")
+            "Reassign", "Eos", "TopicMutations", "LogDirs", "ConsumerProtocolGroup")
 
 
 class JavaToolsError(RuntimeError):
