@@ -27,6 +27,7 @@ from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
+from .group_configs import GroupConfigs
 from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
@@ -531,6 +532,7 @@ class Broker:
                                             owns=services.coordinators.owns,
                                             consumer_config=ConsumerGroupConfig
                                             .from_broker_config(self.cfg),
+                                            group_configs=GroupConfigs(services.store).get,
                                             topics=lambda: {
                                                 name: (meta.topic_id, meta.num_partitions)
                                                 for name, meta in services.topics.topics().items()

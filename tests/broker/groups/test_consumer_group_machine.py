@@ -286,3 +286,14 @@ def test_assignors():
     after = uniform({"a": {T1}, "b": {T1}, "c": {T1}}, {T1: 6}, before)
     assert all(len(after[m][T1]) == 2 for m in "abc")
     assert after["a"][T1] <= before["a"][T1] and after["b"][T1] <= before["b"][T1]
+
+
+def test_a_groups_own_configs_set_its_session_timeout_and_heartbeat_interval():
+    d = Driver()
+    own = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "7000"}
+    d.machine.group_configs = lambda group_id: own if group_id == "g" else {}
+    assert d.hb("a", 0).heartbeat_interval_ms == 7000
+    d.advance(46_000)
+    assert "a" in d.group.members
+    d.advance(4_001)
+    assert "a" not in d.group.members
