@@ -11,7 +11,7 @@ import threading
 
 
 class AppendNotifier:
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[tuple[str, int], set] = {}
 

@@ -40,7 +40,7 @@ class Dispatcher:
     def __init__(self, services: BrokerServices) -> None:
         self.services = services
         self.handler_services = handler_services(services)
-        self.handlers = {spec.key: HANDLERS[spec.key] for spec in services.advertised_apis}
+        self.handlers = {spec.key: HANDLERS[ApiKey(spec.key)] for spec in services.advertised_apis}
         self.names = {spec.key: spec.name for spec in services.advertised_apis}
 
     async def __call__(self, conn, frame):

@@ -67,7 +67,7 @@ def _add(into: dict, counts: dict) -> None:
 
 
 class BrokerMetrics:
-    def __init__(self):
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self._local = threading.local()
         self._tallies: list[_Tally] = []

@@ -26,12 +26,11 @@ import asyncio
 from typing import Callable, NamedTuple, Protocol
 
 from samsa.protocol.errors import ErrorCode
-from samsa.config.topic import TopicConfig
-from samsa.storage import AppendOrigin, FileRegion, ReadResult
-from samsa.storage.txn_index import AbortedTxn
-from samsa.storage.producer_state import ProducerSummary
+from samsa.protocol.messages.wire import Buf
+from samsa.storage import AppendOrigin, AppendResult
 
 from .metadata import BrokerEndpoint, MetadataStore, PartitionMeta
+from .partition_log import PartitionLog
 from .replication.leader import LeaderReplica
 from .replication.manager import ReplicaManager
 from .replication.selector import ReplicaView, select_rack_aware
@@ -40,26 +39,6 @@ NO_EPOCH = -1  # a client that does not say which epoch it believes in
 
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1   # Fetch/ListOffsets isolation_level
-
-
-class PartitionLog(Protocol):
-    """What handlers use of a storage.Log (kept narrow on purpose)."""
-    topic: str
-    config: TopicConfig
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset: int   # KIP-98: min(first unstable offset, high watermark)
-
-    def aborted_transactions(self, fetch_offset: int,
-                             regions: list[FileRegion]) -> list[AbortedTxn]: ...
-    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True,
-             max_offset: int | None = None) -> ReadResult: ...
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
-    def delete_records_before(self, offset: int) -> int: ...
-    def active_producers(self) -> list[ProducerSummary]: ...
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
-    def max_timestamp_and_offset(self) -> tuple[int, int] | None: ...
 
 
 def fetch_upper_bound(log: PartitionLog, isolation_level: int) -> int:
@@ -95,6 +74,14 @@ class LeaderLookup(NamedTuple):
         if self.log is None:
             raise RuntimeError(f"a partition lookup answered {self.error!r} has no log")
         return self.log
+
+    @property
+    def found_replica(self) -> LeaderReplica:
+        """The leader replica of a lookup that leader_log answered ``ok`` (a
+        follower's copy, from consumer_log, has none: only a leader appends)."""
+        if self.replica is None:
+            raise RuntimeError(f"a partition lookup answered {self.error!r} has no leader replica")
+        return self.replica
 
 
 def epoch_error(believed: int, current: int) -> ErrorCode:
@@ -152,7 +139,7 @@ class PartitionLayer:
         the partition's replicas (Kafka answers any other broker
         NOT_LEADER_OR_FOLLOWER: it is not a valid replica of the partition)."""
         found = self.leader_log(topic, partition, current_leader_epoch)
-        if found.ok and replica_id not in found.replica.replicas:
+        if found.ok and replica_id not in found.found_replica.replicas:
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=found.leader_epoch)
         return found
 
@@ -186,7 +173,7 @@ class PartitionLayer:
             return -1
         own = self.endpoint(self.broker_id)
         leader = ReplicaView(self.broker_id, own.rack if own else None,
-                             found.log.log_end_offset, float("inf"))
+                             found.replica.log.log_end_offset, float("inf"))
         followers = []
         for broker_id, end, caught_up in found.replica.in_sync_followers_holding(fetch_offset):
             endpoint = self.endpoint(broker_id)
@@ -197,48 +184,51 @@ class PartitionLayer:
 
     # ------------------------------------------------------------ writes
 
-    def append(self, found: LeaderLookup, payload, origin: AppendOrigin = AppendOrigin.CLIENT,
-               acks: int = 1, txn_version: int = 0):
+    def append(self, found: LeaderLookup, payload: Buf, origin: AppendOrigin = AppendOrigin.CLIENT,
+               acks: int = 1, txn_version: int = 0) -> AppendResult:
         """Append to a partition this broker leads (``found`` from leader_log):
         stamped with the leader epoch, then the high watermark follows. acks=-1
         is refused before writing when the ISR is below min.insync.replicas
         (NotEnoughReplicasError); a leadership lost since the lookup is
         NotLeaderError. Both carry their Kafka error code. ``txn_version``:
         a transaction marker's TransactionVersion (WriteTxnMarkers v2)."""
-        min_isr = found.log.config.min_insync_replicas if acks == -1 else None
-        return found.replica.append(payload, origin, min_isr, txn_version)
+        min_isr = found.found_log.config.min_insync_replicas if acks == -1 else None
+        return found.found_replica.append(payload, origin, min_isr, txn_version)
 
     def transaction_open(self, found: LeaderLookup, producer_id: int, epoch: int) -> bool:
         """Whether the partition (``found`` from leader_log) has the producer's
         transaction open at ``epoch``: its next transactional batches join it."""
-        return found.log.transaction_open(producer_id, epoch)
+        return found.found_log.transaction_open(producer_id, epoch)
 
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
         """A follower's fetch: its log end is ``fetch_offset``, its log start
         ``log_start_offset`` (-1: the request does not say, before v5)."""
-        join = found.replica.follower_fetched(replica_id, fetch_offset, log_start_offset)
+        replica = found.found_replica
+        join = replica.follower_fetched(replica_id, fetch_offset, log_start_offset)
         if join is not None:
-            self.replicas.propose_isr(found.replica, join)
+            self.replicas.propose_isr(replica, join)
 
     async def wait_replicated(self, pending: list[tuple[LeaderLookup, int, int]],
                               timeout_ms: int) -> list[ErrorCode]:
         """acks=all: per (partition, end offset, min.insync.replicas), the error
         once the high watermark reaches the end offset, or REQUEST_TIMED_OUT."""
-        known = [found.replica.replicated(end, min_isr) for found, end, min_isr in pending]
-        if None not in known:  # one replica, or the followers were quick
-            return known
+        leaders = [found.found_replica for found, _, _ in pending]  # appended to: leader lookups
+        known = [leader.replicated(end, min_isr) for leader, (_, end, min_isr) in zip(leaders, pending)]
+        answered = [code for code in known if code is not None]
+        if len(answered) == len(known):  # one replica, or the followers were quick
+            return answered
         loop = asyncio.get_running_loop()
-        futures = [found.replica.wait_for(end, min_isr, loop) for found, end, min_isr in pending]
+        futures = [leader.wait_for(end, min_isr, loop) for leader, (_, end, min_isr) in zip(leaders, pending)]
         undone = [f for f in futures if not f.done()]
         if undone:
             await asyncio.wait(undone, timeout=max(0, timeout_ms) / 1000)
-        codes = []
-        for (found, _, _), fut in zip(pending, futures):
+        codes: list[ErrorCode] = []
+        for leader, fut in zip(leaders, futures):
             if fut.done():
                 codes.append(fut.result())
             else:
-                found.replica.forget(fut)
+                leader.forget(fut)
                 fut.cancel()
                 codes.append(ErrorCode.REQUEST_TIMED_OUT)
         return codes

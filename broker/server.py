@@ -2,19 +2,24 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import errno
 import logging
 import os
 import signal
 import time
-from typing import Callable
+from collections.abc import Awaitable, Iterable
+from functools import partial
+from typing import Callable, TypeVar
 
 from samsa.config import BrokerConfig
+from samsa.config.broker import Listener
+from samsa.config.topic import TopicConfig
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import API_BY_KEY
+from samsa.protocol.messages import API_BY_KEY, ApiSpec
 from samsa.protocol.records import walker as records_walker
-from samsa.storage import LogManager
+from samsa.storage import Log, LogManager
 from samsa.storage.dir_lock import LogDirLocks
 from samsa.storage.errors import StorageError
 
@@ -47,7 +52,7 @@ from .network import NetworkServer
 from .network.memory import RequestMemoryPool
 from .network.server import ConnectionCounts
 from .security.tls_config import check_tls_config, inter_broker_tls
-from .partitions import PartitionLayer
+from .partitions import LeaderLookup, PartitionLayer
 from .quotas import ClientQuotas, QuotaConfigs
 from .quotas.manager import client_window
 from .quotas.rate import now_ms
@@ -69,6 +74,17 @@ from .transactions.verification import TxnVerifier
 
 log = logging.getLogger("broker")
 
+_Part = TypeVar("_Part")
+
+
+def _made(part: _Part | None, what: str) -> _Part:
+    """A part of the broker that start() makes before anything can use it: a
+    None here is a call out of order, said as such rather than as an
+    AttributeError."""
+    if part is None:
+        raise RuntimeError(f"{what} is used before the broker has made it")
+    return part
+
 
 @dataclasses.dataclass
 class BrokerServices:
@@ -81,7 +97,7 @@ class BrokerServices:
     coordinators: CoordinatorLocator
     notifier: AppendNotifier
     node: BrokerEndpoint
-    advertised_apis: list
+    advertised_apis: list[ApiSpec]
     metrics: BrokerMetrics
     dynamic_config: DynamicBrokerConfig
     scram_credentials: ScramCredentialCache  # every user's SCRAM credentials, kept current
@@ -105,7 +121,7 @@ class BrokerServices:
     acls: AclService | None = None
 
 
-def advertised_apis() -> list:
+def advertised_apis() -> list[ApiSpec]:
     """Every API that has a handler, at every version the codecs serve."""
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
@@ -131,13 +147,20 @@ def _ensure_internal_topic(topics: TopicService, name: str, partitions: int,
             raise
 
 
-def _log_failure(what: str):
+def _log_failure(what: str) -> Callable[[concurrent.futures.Future[None]], None]:
     """A done-callback for work handed to another loop: its exception logged,
     not lost with the future nobody awaits."""
-    def check(fut) -> None:
+    def check(fut: concurrent.futures.Future[None]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
             log.error("%s failed", what, exc_info=fut.exception())
     return check
+
+
+def _leader_address(partitions: PartitionLayer, topic: str, partition: int) -> str | None:
+    """host:port of the partition's leader, as the cluster advertises it."""
+    meta = partitions.partition(topic, partition)
+    node = partitions.endpoint(meta.leader) if meta is not None and meta.leader >= 0 else None
+    return None if node is None else f"{node.host}:{node.port}"
 
 
 def _partition_count(store: MetadataStore, topic: str) -> int | None:
@@ -145,14 +168,14 @@ def _partition_count(store: MetadataStore, topic: str) -> int | None:
     return meta.num_partitions if meta is not None else None
 
 
-def _stored_topic_config(cfg, store, topic):
+def _stored_topic_config(cfg: BrokerConfig, store: MetadataStore, topic: str) -> TopicConfig | None:
     """A topic's config from its stored overrides, so that recovery at start-up
     already treats e.g. a compacted topic as compacted."""
     meta = store.topic(topic)
     return cfg.topic_config(meta.configs) if meta is not None else None
 
 
-def _check_log_dirs(dirs) -> None:
+def _check_log_dirs(dirs: Iterable[str]) -> None:
     """Each of log.dirs must be (or become) a writable directory; the error
     names the key, since the path alone does not say where it came from."""
     for d in dirs:
@@ -164,11 +187,11 @@ def _check_log_dirs(dirs) -> None:
             raise StorageError(f"log.dirs: {d} is not a writable directory")
 
 
-def _other_port_override(cfg, busy: str) -> str:
+def _other_port_override(cfg: BrokerConfig, busy: str) -> str:
     """The --override that moves listener ``busy`` to another port: every
     listener must be given, and advertised.listeners too when it is set
     (clients would otherwise be sent to the busy port)."""
-    def value(listeners) -> str:
+    def value(listeners: Iterable[Listener]) -> str:
         return ",".join(f"{lst.name}://{f'[{lst.host}]' if ':' in lst.host else lst.host}:"
                         f"{'PORT' if lst.name == busy else lst.port}" for lst in listeners)
     hint = f"--override listeners={value(cfg.listeners)}"
@@ -177,7 +200,7 @@ def _other_port_override(cfg, busy: str) -> str:
     return hint
 
 
-def _node(cfg) -> BrokerEndpoint:
+def _node(cfg: BrokerConfig) -> BrokerEndpoint:
     """This broker as others see it: every advertised listener, and as its
     address the inter-broker listener's (the first listener's when that one
     is not among them: a single broker without a cluster)."""
@@ -187,7 +210,7 @@ def _node(cfg) -> BrokerEndpoint:
     return BrokerEndpoint(cfg.broker_id, own.host, own.port, cfg.broker_rack, listeners)
 
 
-def _open_store(cfg, node: BrokerEndpoint) -> MetadataStore:
+def _open_store(cfg: BrokerConfig, node: BrokerEndpoint) -> MetadataStore:
     """The embedded store (one broker), or the cluster's ZooKeeper."""
     if not cfg.zookeeper_connect:
         return EmbeddedMetadataStore(cfg.log_dirs[0], cfg.broker_id, node)
@@ -202,7 +225,7 @@ CONTROLLED_SHUTDOWN_WAIT_S = 30.0
 
 
 class Broker:
-    def __init__(self, cfg):
+    def __init__(self, cfg: BrokerConfig) -> None:
         self.cfg = cfg
         self.node = _node(cfg)
         self.sasl = SaslSettings.from_config(cfg)  # ConfigError: refuse to start
@@ -218,7 +241,7 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
-        self._expiry_task: asyncio.Task | None = None
+        self._expiry_task: asyncio.Task[None] | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
         self.replica_sync: LocalReplicaSync | None = None
@@ -252,12 +275,12 @@ class Broker:
         logs.move_bytes_per_second = cfg.replica_alter_log_dirs_io_max_bytes_per_second
         logs.startup()
         notifier = AppendNotifier()
-        if store.replicates:
-            self.fetcher = ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
-                                          security=self.inter_broker)
+        self.fetcher = fetcher = (ReplicaFetcher(lambda: self.cfg, store.broker, notifier.notify,
+                                                 security=self.inter_broker)
+                                  if store.replicates else None)
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
-            lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=self.fetcher)
+            lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=fetcher)
         # A log's role (leader, follower) is taken up as soon as it is opened.
         topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
         topics.open_all()
@@ -268,13 +291,13 @@ class Broker:
             partitions, lambda: _partition_count(store, OFFSETS_TOPIC),
             lambda: self._ensure_offsets_topic(topics), cfg.offsets_topic_num_partitions)
         if isinstance(store, ZooKeeperMetadataStore):
-            self._join_cluster(store, topics)
+            self._join_cluster(store, topics, replicas, fetcher)
         else:
             # One broker: nothing to wait for, and the coordinator loads it at start.
             self._ensure_offsets_topic(topics)
         metrics = BrokerMetrics()
         metrics.add_source("partitions", lambda: len(logs.all_logs()))
-        self._kafka_gauges(metrics, store, logs, partitions)
+        self._kafka_gauges(metrics, store, logs, partitions, replicas)
         txn_coordinators = CoordinatorLocator(
             partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
             lambda: self._ensure_transaction_topic(topics),
@@ -294,11 +317,13 @@ class Broker:
                               quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
                               acls=acls)
 
-    def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService) -> None:
+    def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService,
+                      replicas: ReplicaManager, fetcher: ReplicaFetcher | None) -> None:
         """Follow the metadata other brokers and the controller write (logs for
         partitions placed here, configs, deleted topics' logs removed). The
         broker registers and stands for controller later, once it serves."""
-        replicas = self.replicas
+        if fetcher is None:
+            raise RuntimeError("a ZooKeeper store replicates: the broker must have a replica fetcher")
 
         def reconcile() -> None:
             topics.sync_local_replicas()
@@ -309,7 +334,7 @@ class Broker:
         store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
         store.on_partition_state(self.replica_sync.changed)  # leaders, epochs, ISRs
         store.on_broker_config_change(self._dynamic_configs_changed)
-        self.fetcher.start()
+        fetcher.start()
         replicas.start()
         self.replica_sync.start()
         self.replica_sync.changed()  # what changed while this broker was down
@@ -322,16 +347,15 @@ class Broker:
         self.registry = ConsumerRegistry(
             store.znodes, mirror_offsets=self.cfg.zookeeper_consumer_offsets_mirror_enable)
 
-    def _register_in_cluster(self) -> None:
+    def _register_in_cluster(self, store: MetadataStore, controller: Controller) -> None:
         """Announce this broker (its logs and groups are loaded), then stand for
         controller."""
-        store = self.services.store
         assert isinstance(store, ZooKeeperMetadataStore)
         store.register()
-        self.controller.start()
+        controller.start()
 
     def _kafka_gauges(self, metrics: BrokerMetrics, store: MetadataStore, logs: LogManager,
-                      partitions: PartitionLayer) -> None:
+                      partitions: PartitionLayer, replicas: ReplicaManager) -> None:
         """What Kafka's dashboards read, computed when scraped."""
         me = self.cfg.broker_id
 
@@ -367,7 +391,7 @@ class Broker:
                                 lambda: [({}, active_controller())])
         metrics.add_kafka_gauge(ctl + "offlinepartitionscount", "Partitions without a leader",
                                 lambda: [({}, offline())])
-        replicas, fetcher = self.replicas, self.fetcher
+        fetcher = self.fetcher
         metrics.add_kafka_gauge(rm + "isrshrinkspersec_count",
                                 "ISR shrinks written by leaders here since start",
                                 lambda: [({}, replicas.isr_shrinks)])
@@ -398,11 +422,13 @@ class Broker:
         cfg = self.cfg.topic_config(meta.configs if meta is not None else {})
         return bool(cfg.unclean_leader_election_enable)
 
-    def _apply_config(self, cfg) -> None:
+    def _apply_config(self, cfg: BrokerConfig) -> None:
         """A dynamic broker config changed: every holder of the config switches
-        (topic defaults of every log without its own override, connection limits)."""
+        (topic defaults of every log without its own override, connection limits).
+        (Changes come through AlterConfigs and the change notices, both only
+        once the services exist.)"""
         self.cfg = cfg
-        services = self.services
+        services = _made(self.services, "the broker's services")
         services.config = cfg
         services.topics.config = cfg
         services.logs.default_config = cfg.default_topic_config
@@ -413,7 +439,7 @@ class Broker:
             network.max_connections_per_ip = cfg.max_connections_per_ip
         self._apply_connection_rates(cfg)
 
-    def _apply_connection_rates(self, cfg) -> None:
+    def _apply_connection_rates(self, cfg: BrokerConfig) -> None:
         """max.connection.creation.rate, broker-wide and per listener."""
         key = "max.connection.creation.rate"
         self.connection_rates.set_rates(
@@ -426,7 +452,8 @@ class Broker:
         rates = self.connection_rates
         prefix = "kafka_server_socket_server_metrics_"
 
-        def per_listener(pick: Callable[[ListenerRates], float]):
+        def per_listener(pick: Callable[[ListenerRates], float]
+                         ) -> Callable[[], list[tuple[dict[str, str], float]]]:
             return lambda: [({"listener": r.listener}, pick(r))
                             for r in rates.listener_rates(now_ms())]
         metrics.add_kafka_gauge(prefix + "broker_connection_accept_rate",
@@ -478,40 +505,39 @@ class Broker:
              "unclean.leader.election.enable": "false",
              "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, replicas))})
 
-    async def _start_transactions(self) -> None:
+    async def _start_transactions(self, services: BrokerServices) -> None:
         """The transaction coordinator: it loads the partitions of
         __transaction_state this broker leads, and follows that leadership."""
-        services = self.services
         store = services.store
-        self._marker_sender = MarkerSender(store, self.cfg.request_timeout_ms / 1000,
-                                           security=self.inter_broker)
+        txn_coordinators = _made(services.txn_coordinators, "the transaction coordinator locator")
+        self._marker_sender = marker_sender = MarkerSender(
+            store, self.cfg.request_timeout_ms / 1000, security=self.inter_broker)
         txn_log = PartitionTxnLog(
             services.partitions, lambda p: services.logs.get_log(TRANSACTION_STATE_TOPIC, p),
             lambda: self.cfg.request_timeout_ms)
         self.txn_coordinator = coordinator = TransactionCoordinator(
-            txn_log, self._marker_sender, lambda: off_loop(store.allocate_producer_id),
+            txn_log, marker_sender, lambda: off_loop(store.allocate_producer_id),
             TxnCoordinatorConfig.from_broker_config(self.cfg),
-            num_partitions=services.txn_coordinators.partition_count)
+            num_partitions=txn_coordinators.partition_count)
         await coordinator.start()
-        for p in range(services.txn_coordinators.partition_count()):
+        for p in range(txn_coordinators.partition_count()):
             if services.partitions.leader_log(TRANSACTION_STATE_TOPIC, p).ok:
                 await coordinator.load_partition(p)
         loop = asyncio.get_running_loop()
         services.transactions = TransactionsBridge(coordinator, loop)
-        self._txn_verifier = TxnVerifier(self.cfg.broker_id, services.txn_coordinators,
+        self._txn_verifier = TxnVerifier(self.cfg.broker_id, txn_coordinators,
                                          coordinator.verify_partitions,
                                          self.cfg.request_timeout_ms / 1000,
                                          security=self.inter_broker)
         services.txn_verifier = VerifierBridge(self._txn_verifier, loop)
 
-    async def _start_groups(self) -> None:
+    async def _start_groups(self, services: BrokerServices) -> None:
         """Load committed offsets and groups before any client can ask for them."""
-        services = self.services
         num = services.coordinators.partition_count()
         logs = services.logs
         partitions = services.partitions
 
-        def append_batch(p: int, batch: bytes):
+        def append_batch(p: int, batch: bytes) -> Awaitable[None] | None:
             """The coordinator's write, as Kafka's: acks=all into the offsets
             partition it leads; an awaitable while the ISR has not got it."""
             found = partitions.leader_log(OFFSETS_TOPIC, p)
@@ -520,37 +546,35 @@ class Broker:
                                              found.error)
             end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
                                     acks=-1).last_offset + 1
-            min_isr = found.log.config.min_insync_replicas
-            if found.replica.replicated(end, min_isr) == ErrorCode.NONE:
+            min_isr = found.found_log.config.min_insync_replicas
+            if found.found_replica.replicated(end, min_isr) == ErrorCode.NONE:
                 return None
-            return self._offsets_replicated(found, end, min_isr)
-        get_log = lambda p: logs.get_log(OFFSETS_TOPIC, p)
+            return self._offsets_replicated(partitions, found, p, end, min_isr)
+
+        def get_log(p: int) -> Log | None:
+            return logs.get_log(OFFSETS_TOPIC, p)
         append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
-        self.coordinator = GroupCoordinator(ConsumerOffsetsLog(append, read_all, num,
-                                                               partition_reader(get_log)),
-                                            GroupCoordinatorConfig.from_broker_config(self.cfg),
-                                            owns=services.coordinators.owns,
-                                            consumer_config=ConsumerGroupConfig
-                                            .from_broker_config(self.cfg),
-                                            group_configs=GroupConfigs(services.store).get,
-                                            topics=lambda: {
-                                                name: (meta.topic_id, meta.num_partitions)
-                                                for name, meta in services.topics.topics().items()
-                                                if not meta.is_internal},
-                                            on_membership=(self.registry.membership_changed
-                                                           if self.registry else None))
-        await self.coordinator.start()
+        self.coordinator = coordinator = GroupCoordinator(
+            ConsumerOffsetsLog(append, read_all, num, partition_reader(get_log)),
+            GroupCoordinatorConfig.from_broker_config(self.cfg),
+            owns=services.coordinators.owns,
+            on_membership=(self.registry.membership_changed if self.registry else None),
+            consumer_config=ConsumerGroupConfig.from_broker_config(self.cfg),
+            group_configs=GroupConfigs(services.store).get,
+            topics=lambda: {name: (meta.topic_id, meta.num_partitions)
+                            for name, meta in services.topics.topics().items()
+                            if not meta.is_internal})
+        await coordinator.start()
         # From here on the coordinator follows leadership of the offsets
         # partitions; what it loaded of the others (copies this broker follows)
         # is not its to serve.
         main_loop = asyncio.get_running_loop()
-        self.replicas.on_leadership = lambda topic, p, leading: self._internal_leadership(
-            main_loop, topic, p, leading)
+        _made(self.replicas, "the replica manager").on_leadership = (
+            lambda topic, p, leading: self._internal_leadership(main_loop, topic, p, leading))
         for p in range(num):
             if not partitions.leader_log(OFFSETS_TOPIC, p).ok:
-                self.coordinator.unload_partition(p)
-        services.groups = CoordinatorBridge(self.coordinator)
-        coordinator = self.coordinator
+                coordinator.unload_partition(p)
+        services.groups = CoordinatorBridge(coordinator)
         # A transaction's marker in an offsets partition: the producer's
         # transactional offset commits there take effect (or go), on the
         # coordinator's loop.
@@ -559,29 +583,22 @@ class Broker:
                 coordinator.complete_txn_offsets(p, producer_id, committed), main_loop)
             done.add_done_callback(_log_failure("settling transactional offsets"))
         services.txn_marker_hook = settle_txn_offsets
-        services.metrics.add_source("consumer_groups", lambda: len(self.coordinator.groups))
+        services.metrics.add_source("consumer_groups", lambda: len(coordinator.groups))
         services.metrics.add_kafka_gauge(
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Consumer groups this broker coordinates",
-            lambda: [({}, len(self.coordinator.groups))])
-        consumer_lag.register(services.metrics, self.coordinator.committed_offsets, logs.get_log,
-                              consumer_lag.RemoteWatermarks(self._leader_address))
-        self._expiry_task = asyncio.get_running_loop().create_task(self._expire_offsets_loop())
+            lambda: [({}, len(coordinator.groups))])
+        consumer_lag.register(services.metrics, coordinator.committed_offsets, logs.get_log,
+                              consumer_lag.RemoteWatermarks(partial(_leader_address, partitions)))
+        self._expiry_task = asyncio.get_running_loop().create_task(
+            self._expire_offsets_loop(coordinator))
 
-    def _leader_address(self, topic: str, partition: int) -> str | None:
-        """host:port of the partition's leader, as the cluster advertises it."""
-        partitions = self.services.partitions
-        meta = partitions.partition(topic, partition)
-        node = partitions.endpoint(meta.leader) if meta is not None and meta.leader >= 0 else None
-        return None if node is None else f"{node.host}:{node.port}"
-
-    async def _offsets_replicated(self, found, end: int, min_isr: int) -> None:
-        code, = await self.services.partitions.wait_replicated(
+    async def _offsets_replicated(self, partitions: PartitionLayer, found: LeaderLookup,
+                                  partition: int, end: int, min_isr: int) -> None:
+        code, = await partitions.wait_replicated(
             [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
         if code:
-            raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{found.log.partition}: {code.name}",
-                                         code)
-
+            raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{partition}: {code.name}", code)
     def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
                              leading: bool) -> None:
         """On the replica manager's thread: this broker took up or gave up
@@ -604,12 +621,12 @@ class Broker:
         else:
             loop.call_soon_threadsafe(self.coordinator.unload_partition, partition)
 
-    async def _expire_offsets_loop(self) -> None:
+    async def _expire_offsets_loop(self, coordinator: GroupCoordinator) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                removed = await self.coordinator.expire_offsets()
+                removed = await coordinator.expire_offsets()
                 if removed:
                     log.info("expired %d committed offset(s)", removed)
             except Exception:  # keep expiring on the next round
@@ -669,37 +686,45 @@ class Broker:
         # store's files included): another broker on these dirs refuses this one.
         self._dir_locks = LogDirLocks(cfg.log_dirs)
         try:
-            self.services = await asyncio.get_running_loop().run_in_executor(None, self._open)
+            self.services = services = await asyncio.get_running_loop().run_in_executor(
+                None, self._open)
         except BaseException:
             self._release_log_dirs()
             raise
         cfg = self.cfg  # now with the stored dynamic configs
-        await self._start_groups()
-        await self._start_transactions()
-        dispatcher = Dispatcher(self.services)
+        await self._start_groups(services)
+        await self._start_transactions(services)
+        dispatcher = Dispatcher(services)
         for network in self.networks:
             network.max_connections = cfg.max_connections
             network.max_connections_per_ip = cfg.max_connections_per_ip
             network.set_handler(dispatcher)
         self._apply_connection_rates(cfg)
-        if self.controller is not None:
+        controller = self.controller
+        if controller is not None:
             # As Kafka does: register once the logs and groups are loaded, then
             # process requests (connections wait in the listen backlog meanwhile).
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._register_in_cluster)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self._register_in_cluster, services.store, controller)
             except BaseException:
                 await self.stop()  # a duplicate broker.id: leave the logs cleanly shut
                 raise
         for network in self.networks:
             await network.start()
         self._serving = True
-        m = self.services.metrics
-        for attr in ("connections_open", "connections_accepted", "connections_throttled",
-                     "bytes_in", "bytes_out"):
-            m.add_source(attr, lambda a=attr: sum(getattr(n, a) for n in self.networks))
+        m = services.metrics
+        networks = self.networks
+        m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))
+        m.add_source("connections_accepted", lambda: sum(n.connections_accepted for n in networks))
+        m.add_source("connections_throttled", lambda: sum(n.connections_throttled for n in networks))
+        m.add_source("bytes_in", lambda: sum(n.bytes_in for n in networks))
+        m.add_source("bytes_out", lambda: sum(n.bytes_out for n in networks))
         self._connection_rate_gauges(m)
-        for attr in ("request_memory_used", "request_memory_waiting"):  # one shared pool
-            m.add_source(attr, lambda a=attr: getattr(self.network, a))
+        # one pool, shared by every listener: the first one's answers for all
+        pool_holder = _made(self.network, "the first listener")
+        m.add_source("request_memory_used", lambda: pool_holder.request_memory_used)
+        m.add_source("request_memory_waiting", lambda: pool_holder.request_memory_waiting)
         if getattr(cfg, "metrics_port", 0):
             # By default where the listener is: a broker on localhost does not
             # publish its metrics to the whole network.
@@ -708,15 +733,15 @@ class Broker:
                  "cluster id %s, data in %s", cfg.broker_id,
                  ", ".join(f"{n.listener_name}://{n.host}:{n.port}" for n in self.networks),
                  ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.node.listeners),
-                 self.services.store.cluster_id, ",".join(cfg.log_dirs))
+                 services.store.cluster_id, ",".join(cfg.log_dirs))
 
-    async def _controlled_shutdown(self) -> None:
+    async def _controlled_shutdown(self, store: MetadataStore, controller: Controller) -> None:
         """Kafka's controlled shutdown: while this broker still serves, the
         controller moves leadership of its partitions to other in-sync replicas,
         so clients fail over at once instead of after the ZooKeeper session ends."""
         cfg = self.cfg
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
-            remaining = await self._ask_controller_to_move_leaders()
+            remaining = await self._ask_controller_to_move_leaders(store, controller)
             if remaining == []:
                 log.info("controlled shutdown: leadership moved off broker %d", cfg.broker_id)
                 if self.fetcher is not None:
@@ -732,17 +757,18 @@ class Broker:
         log.warning("controlled shutdown did not move every leader off broker %d; "
                     "stopping anyway", cfg.broker_id)
 
-    async def _ask_controller_to_move_leaders(self) -> list[tuple[str, int]] | None:
-        store, me = self.services.store, self.cfg.broker_id
+    async def _ask_controller_to_move_leaders(self, store: MetadataStore, controller: Controller
+                                              ) -> list[tuple[str, int]] | None:
+        me = self.cfg.broker_id
         # A controller may be changing hands (the previous one just stopped):
         # wait for the next one rather than give up on this attempt.
         deadline = time.monotonic() + self.cfg.controlled_shutdown_retry_backoff_ms / 1000
         while store.broker(store.controller_id) is None and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         controller_id = store.controller_id
-        if controller_id == me and self.controller.active:
+        if controller_id == me and controller.active:
             return await asyncio.get_running_loop().run_in_executor(
-                None, self.controller.controlled_shutdown, me, CONTROLLED_SHUTDOWN_WAIT_S)
+                None, controller.controlled_shutdown, me, CONTROLLED_SHUTDOWN_WAIT_S)
         ep = store.broker(controller_id)
         if ep is None:
             return None
@@ -769,7 +795,7 @@ class Broker:
         failures: list[str] = []
         if (self.controller is not None and self.services is not None and not self._stopping
                 and self.cfg.controlled_shutdown_enable and self._serving):
-            await self._controlled_shutdown()
+            await self._controlled_shutdown(self.services.store, self.controller)
         self._stopping = True
         if self._expiry_task is not None:
             self._expiry_task.cancel()
@@ -782,7 +808,10 @@ class Broker:
         if self.txn_coordinator is not None:
             # markers still to send are resumed by the next coordinator from the log
             await self.txn_coordinator.shutdown()
+        # (made one after the other as the coordinator starts: each closed if it was made)
+        if self._marker_sender is not None:
             await self._marker_sender.close()
+        if self._txn_verifier is not None:
             await self._txn_verifier.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once

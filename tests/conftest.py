@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,48 @@ def pytest_configure(config):
 PROCESS_FIXTURES = frozenset({"broker_factory", "tansu", "java_tools", "zookeeper",
                               "cluster_factory", "spark"})
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
+
+
+# Under pytest-xdist (scripts/test.sh runs the suite in several workers) a test file is one
+# unit of work, so a module-scoped fixture (a cluster, a TLS broker) starts once; the files
+# that share an expensive session fixture (Spark's JVM, the dockerd and its images) are one
+# unit together, so it is built once. Those units and tests/integration go first: they are
+# the long ones, and a long unit started last would leave the other workers idle.
+_SHARED_SESSION_UNITS = {"tests/pipeline/": "spark", "tests/integration/containers/": "docker"}
+
+
+def _work_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    for prefix, unit in _SHARED_SESSION_UNITS.items():
+        if path.startswith(prefix):
+            return unit
+    return path
+
+
+def _work_unit_order(unit: str) -> int:
+    if unit in _SHARED_SESSION_UNITS.values():
+        return 0
+    return 1 if unit.startswith("tests/integration/") else 2
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LongUnitsFirst(OrderedDict):
+        def popitem(self, last: bool = True):
+            unit = min(self, key=_work_unit_order)  # the first of the longest kind
+            return unit, self.pop(unit)
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = LongUnitsFirst()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _work_unit(nodeid)
+
+    return SharedFixtureScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -84,10 +84,10 @@ def _describe_either(cluster: Cluster, group_id: str) -> _Described:
         except ClientError:
             found = None
         if found is not None and found.error_code == 0:
-            owners = {(tp.topic_name, p): (m.member_id, m.client_host, m.client_id)
+            members = {(tp.topic_name, p): (m.member_id, m.client_host, m.client_id)
                       for m in found.members for tp in m.assignment.topic_partitions
                       for p in tp.partitions}
-            return _Described(0, None, found.group_state, owners)
+            return _Described(0, None, found.group_state, members)
         return _Described(int(ErrorCode.GROUP_ID_NOT_FOUND), None, "Dead", {})
     owners: dict[TopicPartition, tuple[str, str, str]] = {}
     for m in group.members:

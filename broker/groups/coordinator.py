@@ -23,9 +23,11 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
@@ -39,14 +41,18 @@ from .log_format import GroupRecord
 from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMemberResult, LeaveResult,
                       ListedGroup, OffsetDeleteResult, OffsetFetchResult, PartitionError,
                       SyncResult)
+from .kinds import AnyGroup
 from .offset_manager import OffsetManager
-from .store import OFFSETS_TOPIC, ConsumerGroupRecords, OffsetStore
+from .store import (OFFSETS_TOPIC, ConsumerGroupRecords, OffsetsByGroup, OffsetStore,
+                    PendingTxnOffsets)
 from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
 NONE = int(E.NONE)
+
+Answer = TypeVar("Answer")
 
 __all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "GroupMembership"]
 
@@ -66,7 +72,7 @@ class GroupCoordinatorConfig:
     new_member_join_timeout_ms: int = 300_000
 
     @classmethod
-    def from_broker_config(cls, cfg) -> GroupCoordinatorConfig:
+    def from_broker_config(cls, cfg: BrokerConfig) -> GroupCoordinatorConfig:
         """Pick the group settings off a BrokerConfig (attribute = Kafka key, dots -> _)."""
         names = {
             "group_min_session_timeout_ms": "group_min_session_timeout_ms",
@@ -118,14 +124,14 @@ class GroupCoordinator:
         self._topics = topics
         self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic,
                                                    self.consumer.group_type: self.consumer}
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, AnyGroup] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         # group id -> timer key -> the armed timer (effects.SetTimer)
         self._timers: dict[str, dict[Hashable, Cancellable]] = {}
         # (member, "join" | "sync") -> the future its waiting request awaits
-        self._waiting: dict[tuple[Member, str], asyncio.Future] = {}
+        self._waiting: dict[tuple[Member, str], asyncio.Future[object]] = {}
         # Offsets-topic partitions being (re)loaded after this broker took them
         # over, with how many loads are still to run (leadership can go and come
         # back before the first has run): their groups answer
@@ -145,7 +151,9 @@ class GroupCoordinator:
         self._add_loaded(*await self.store.load())
         self._loaded = True
 
-    def _add_loaded(self, offsets, records, pending_txn=None) -> None:
+    def _add_loaded(self, offsets: OffsetsByGroup,
+                    records: dict[str, GroupRecord | ConsumerGroupRecords],
+                    pending_txn: PendingTxnOffsets | None = None) -> None:
         for gid, rec in records.items():
             if isinstance(rec, ConsumerGroupRecords):
                 consumer, cfx = self.consumer.loaded(gid, rec.records, self._time_ms())
@@ -159,11 +167,10 @@ class GroupCoordinator:
             # offsets without group metadata: a simple consumer's group
             self.group_for_offsets(gid).offsets.update(by_tp)
         for gid, by_producer in (pending_txn or {}).items():
-            group = self.group_for_offsets(gid)
             for pid, by_tp in by_producer.items():
-                self.offsets.add_loaded_pending(group, pid, by_tp)
+                self.offsets.add_loaded_pending(self.group_for_offsets(gid), pid, by_tp)
 
-    def group_for_offsets(self, group_id: str) -> Group:
+    def group_for_offsets(self, group_id: str) -> AnyGroup:
         """The group, made (an Empty classic group) when it has only offsets."""
         group = self.groups.get(group_id)
         if group is None:
@@ -210,11 +217,11 @@ class GroupCoordinator:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _release(self, group: Group) -> None:
+    def _release(self, group: AnyGroup) -> None:
         """This broker stops coordinating the group: its timers stop and its
         waiting members are told NOT_COORDINATOR (they find the new one)."""
         self._cancel_timers(group.group_id)
-        if group.group_type != self.classic.group_type:
+        if not isinstance(group, Group):
             return
         for m in group.members.values():
             self._answer(m, "join", JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
@@ -233,7 +240,7 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
-    def machine(self, group: Group) -> GroupMachine:
+    def machine(self, group: AnyGroup) -> GroupMachine:
         return self._machines[group.group_type]
 
     @property
@@ -246,17 +253,17 @@ class GroupCoordinator:
     def owns(self, group_id: str) -> bool:
         return self._owns(group_id)
 
-    def _live(self, group: Group) -> bool:
+    def _live(self, group: AnyGroup) -> bool:
         """False for a group object that was deleted or moved away since."""
         return self.groups.get(group.group_id) is group
 
-    def _answer(self, member: Member, kind: str, result) -> None:
+    def _answer(self, member: Member, kind: str, result: object) -> None:
         setattr(member, "awaiting_" + kind, False)
         fut = self._waiting.pop((member, kind), None)
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def apply(self, group: Group, fx: Effects) -> asyncio.Future | None:
+    def apply(self, group: AnyGroup, fx: Effects) -> asyncio.Future[object] | None:
         """Carry out the effects' ops in order; the future the request waits
         on, if it waits. Timers are only armed for a group still coordinated
         here (a write finishing after its partition moved must not arm any)."""
@@ -288,30 +295,36 @@ class GroupCoordinator:
                 self._tell_membership(group)
         return request
 
-    def _apply_now(self, group: Group, fx: Effects) -> None:
+    def _apply_now(self, group: AnyGroup, fx: Effects) -> None:
         """Effects of an event no request waits on (a timer, a load)."""
         self.apply(group, fx)
         if fx.write is not None:
             self._spawn(self._finish_write(group, fx.write))
 
-    async def _finish_write(self, group: Group, write: AwaitedWrite | None) -> None:
+    async def _finish_write(self, group: AnyGroup, write: AwaitedWrite | None) -> None:
         while write is not None:
             error = await self._write_group(group, write.record)
             after = write.then(error, self._time_ms())
             self.apply(group, after)
             write = after.write
 
-    async def _run(self, group: Group, fx: Effects):
+    async def _run(self, group: AnyGroup, fx: Effects, answer_type: type[Answer]) -> Answer:
         """A request's effects: carried out, its write done, then its answer
-        (now, or once the group answers the member)."""
+        (now, or once the group answers the member). ``answer_type``: what the
+        request is answered with (effects carry any answer: another is a bug
+        in the machine, said here rather than sent to the client)."""
         fut = self.apply(group, fx)
         await self._finish_write(group, fx.write)
         if fx.answer is not None:
-            return fx.answer
-        assert fut is not None, "a request neither answered nor waiting"
-        return await asyncio.shield(fut)
+            answer = fx.answer
+        else:
+            assert fut is not None, "a request neither answered nor waiting"
+            answer = await asyncio.shield(fut)
+        if not isinstance(answer, answer_type):
+            raise TypeError(f"group {group.group_id}: answered {answer!r}, not a {answer_type.__name__}")
+        return answer
 
-    def _set_timer(self, group: Group, op: SetTimer) -> None:
+    def _set_timer(self, group: AnyGroup, op: SetTimer) -> None:
         timers = self._timers.setdefault(group.group_id, {})
         old = timers.pop(op.key, None)
         if old is not None:
@@ -333,7 +346,7 @@ class GroupCoordinator:
         for handle in self._timers.pop(group_id, {}).values():
             handle.cancel()
 
-    def _tell_membership(self, group: Group) -> None:
+    def _tell_membership(self, group: AnyGroup) -> None:
         if self._on_membership is None:
             return
         membership = self.machine(group).membership(group)
@@ -344,12 +357,12 @@ class GroupCoordinator:
         except Exception:  # noqa: BLE001 - an observer must not break a rebalance
             log.exception("group %s: membership observer failed", group.group_id)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write_group(self, group: Group, record: GroupRecord) -> int:
+    async def _write_group(self, group: AnyGroup, record: GroupRecord) -> int:
         """Write the group's record: NONE, or the error code its request answers."""
         try:
             await self.store.store_group(record)
@@ -365,7 +378,7 @@ class GroupCoordinator:
         except Exception as e:
             log_store_failure("storing consumer group records", op.group_id, e)
 
-    async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
+    async def _store_group_quietly(self, group: AnyGroup, record: GroupRecord) -> None:
         try:
             await self.store.store_group(record)
         except Exception as e:
@@ -390,7 +403,7 @@ class GroupCoordinator:
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(int(E.INVALID_SESSION_TIMEOUT), member_id=member_id)
         group = self.groups.get(group_id)
-        if group is not None and group.group_type != self.classic.group_type:
+        if isinstance(group, ConsumerGroup):
             if group.members:
                 # a classic member cannot join a consumer group that has
                 # members (Kafka's answer under its default migration policy)
@@ -405,7 +418,7 @@ class GroupCoordinator:
         return await self._run(group, self.classic.join(
             group, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
             rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
-            self._time_ms()))
+            self._time_ms()), JoinResult)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None, protocol_type: str | None,
@@ -416,11 +429,11 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
-        if group is None or group.group_type != self.classic.group_type:
+        if not isinstance(group, Group):
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
         return await self._run(group, self.classic.sync(
             group, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-            assignments, self._time_ms()))
+            assignments, self._time_ms()), SyncResult)
 
     async def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                         group_instance_id: str | None = None) -> int:
@@ -428,27 +441,27 @@ class GroupCoordinator:
         if err:
             return err
         group = self.groups.get(group_id)
-        if group is None or group.group_type != self.classic.group_type:
+        if not isinstance(group, Group):
             return int(E.UNKNOWN_MEMBER_ID)
         return await self._run(group, self.classic.heartbeat(
-            group, generation_id, member_id, group_instance_id, self._time_ms()))
+            group, generation_id, member_id, group_instance_id, self._time_ms()), int)
 
     async def leave_group(self, group_id: str,
-                          members: Iterable[tuple]) -> LeaveResult:
+                          members: Iterable[Sequence[str | None]]) -> LeaveResult:
         """LeaveGroup; members: (member_id, group_instance_id[, reason]) each.
 
         An empty member_id with a group_instance_id removes that static member
         (the admin path of kafka-consumer-groups --delete-members style tools).
         """
-        members = [(t[0] or "", t[1] if len(t) > 1 else None) for t in members]
+        leaving = [(t[0] or "", t[1] if len(t) > 1 else None) for t in members]
         err = self.check(group_id, allow_empty=False)
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
-        if group is None or group.group_type != self.classic.group_type:
+        if not isinstance(group, Group):
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
-                                      for mid, iid in members])
-        return await self._run(group, self.classic.leave(group, members, self._time_ms()))
+                                      for mid, iid in leaving])
+        return await self._run(group, self.classic.leave(group, leaving, self._time_ms()), LeaveResult)
 
     # ================================================================ KIP-848 consumer groups
 
@@ -459,18 +472,18 @@ class GroupCoordinator:
             return HeartbeatResult(err)
         refused = self.consumer.validate(hb)
         if refused is not None:
-            return refused.answer
+            answer: HeartbeatResult = refused.answer
+            return answer
         group = self.groups.get(group_id)
-        if group is not None and group.group_type != self.consumer.group_type:
-            if group.members or group.group_type != self.classic.group_type:
-                return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
-                                       f"Group {group_id} is not a consumer group.")
-            group = None  # an empty classic group (offsets only) becomes a consumer group
-        if group is None:
+        if group is not None and not isinstance(group, ConsumerGroup) and group.members:
+            return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
+                                   f"Group {group_id} is not a consumer group.")
+        if not isinstance(group, ConsumerGroup):
+            # none yet, or an empty classic group (offsets only), which becomes one
             if hb.member_epoch != 0:
                 return HeartbeatResult(int(E.UNKNOWN_MEMBER_ID),
                                        f"Consumer group {group_id} not found.")
-            old = self.groups.get(group_id)
+            old = group
             group = self.consumer.new_group(group_id)
             if old is not None:
                 group.offsets = old.offsets
@@ -478,8 +491,7 @@ class GroupCoordinator:
                 self._cancel_timers(group_id)
             self.groups[group_id] = group
         fx = self.consumer.heartbeat(group, hb, self._topics(), self._time_ms())
-        result: HeartbeatResult = await self._run(group, fx)
-        return result
+        return await self._run(group, fx, HeartbeatResult)
 
     def _convert_to_classic(self, group: ConsumerGroup) -> Group:
         """An empty consumer group a classic member joins becomes a classic
@@ -502,7 +514,7 @@ class GroupCoordinator:
             elif group is None or group.is_(GroupState.DEAD):
                 out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
                                              error_message=f"Group {gid} not found."))
-            elif group.group_type != self.consumer.group_type:
+            elif not isinstance(group, ConsumerGroup):
                 out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
                                              error_message=f"Group {gid} is not a consumer "
                                              f"group."))
@@ -567,7 +579,7 @@ class GroupCoordinator:
                 out.append((gid, await self._remove_group(group)))
         return out
 
-    async def _remove_group(self, group: Group) -> int:
+    async def _remove_group(self, group: AnyGroup) -> int:
         """Empty -> Dead, forgotten in memory first (so nothing joins meanwhile), then in the store."""
         partitions = list(group.offsets)
         self._cancel_timers(group.group_id)
@@ -581,7 +593,7 @@ class GroupCoordinator:
             return int(E.COORDINATOR_NOT_AVAILABLE)
         return NONE
 
-    async def drop_if_empty(self, group: Group) -> None:
+    async def drop_if_empty(self, group: AnyGroup) -> None:
         """A group with nothing left to remember goes, as in Kafka."""
         if self._live(group) and self.machine(group).forgettable(group):
             await self._remove_group(group)

@@ -13,18 +13,35 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.records import build_batch, iter_all_records, parse_control_record
+from samsa.storage import ReadResult
 
-from .store import TxnMarker, TxnRecord
+from .store import LogItem, TxnMarker, TxnRecord
 
 READ_CHUNK = 1 << 20
 
 
-def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
+class OffsetsLog(Protocol):
+    """What the replay reads of a storage.Log."""
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    def read(self, fetch_offset: int, max_bytes: int, min_one_batch: bool = True) -> ReadResult: ...
+
+
+class AppendableOffsetsLog(OffsetsLog, Protocol):
+    """A storage.Log appended to directly (no partition layer in between)."""
+    def append(self, payload: bytes) -> object: ...
+
+
+def offsets_log_functions(get_log: Callable[[int], AppendableOffsetsLog | None], num_partitions: int,
                           time_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-                          append_batch: Callable[[int, bytes], object] | None = None):
+                          append_batch: Callable[[int, bytes], object] | None = None
+                          ) -> tuple[Callable[..., object], Callable[[], Iterator[LogItem]]]:
     """(append_fn, read_all_fn) for ConsumerOffsetsLog over storage.Log partitions.
     append_batch(partition, batch): how a batch reaches the partition (the
     broker's partition layer, which stamps the leader epoch and moves the high
@@ -51,24 +68,25 @@ def offsets_log_functions(get_log: Callable[[int], object], num_partitions: int,
 
     read_partition_fn = partition_reader(get_log)
 
-    def read_all_fn() -> Iterator[tuple[bytes, bytes | None]]:
+    def read_all_fn() -> Iterator[LogItem]:
         for p in range(num_partitions):
             yield from read_partition_fn(p)
 
     return append_fn, read_all_fn
 
 
-def partition_reader(get_log: Callable[[int], object]
-                     ) -> Callable[[int], Iterator[tuple[bytes, bytes | None]]]:
-    """read_partition_fn for ConsumerOffsetsLog: one partition's records."""
-    def read_partition_fn(partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+def partition_reader(get_log: Callable[[int], OffsetsLog | None]
+                     ) -> Callable[[int], Iterator[LogItem]]:
+    """read_partition_fn for ConsumerOffsetsLog: one partition's records (with
+    transactions' records and markers, which the replay settles)."""
+    def read_partition_fn(partition: int) -> Iterator[LogItem]:
         log = get_log(partition)
         if log is not None:
             yield from _read_partition(log)
     return read_partition_fn
 
 
-def _read_partition(log) -> Iterator[tuple[bytes, bytes | None] | TxnRecord | TxnMarker]:
+def _read_partition(log: OffsetsLog) -> Iterator[LogItem]:
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         rr = log.read(offset, READ_CHUNK, min_one_batch=True)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeAlias
 
 from samsa.protocol.errors import ProtocolError
-from samsa.protocol.model import OFFSETS_TOPIC, TopicPartition
+# OFFSETS_TOPIC: re-exported, the package and the locator take it from here
+from samsa.protocol.model import OFFSETS_TOPIC as OFFSETS_TOPIC, TopicPartition
 
 from .consumer import records as consumer_records
 from .log_format import (
@@ -105,7 +106,7 @@ class OffsetStore(Protocol):
 
 Entry = tuple[bytes, "bytes | None"]
 # What a read of the log yields: plain records, records of a transaction, markers.
-LogItem = "Entry | TxnRecord | TxnMarker"
+LogItem: TypeAlias = "Entry | TxnRecord | TxnMarker"
 
 
 class ConsumerOffsetsLog:
@@ -122,9 +123,9 @@ class ConsumerOffsetsLog:
     """
 
     def __init__(self, append_fn: Callable[..., object],
-                 read_all_fn: Callable[[], Iterable[Entry]],
+                 read_all_fn: Callable[[], Iterable[LogItem]],
                  num_partitions: int = DEFAULT_OFFSETS_TOPIC_PARTITIONS,
-                 read_partition_fn: Callable[[int], Iterable[Entry]] | None = None):
+                 read_partition_fn: Callable[[int], Iterable[LogItem]] | None = None) -> None:
         """read_partition_fn(p): the records of one partition (a coordinator
         taking over that partition loads it alone); without it, read_all_fn's
         records are filtered."""
@@ -182,6 +183,8 @@ class ConsumerOffsetsLog:
                         consumer_records.record_type(key_bytes) in consumer_records.RECORD_TYPES:
                     self._replay_consumer_record(groups, key_bytes, value, partition)
                     continue
+                if key is None:
+                    continue  # a record type the classic coordinator does not keep
                 if partition is not None and self.partition_for(key.group) != partition:
                     continue
                 if txn_producer >= 0:
@@ -197,10 +200,10 @@ class ConsumerOffsetsLog:
                     for by_tp in pending.get(key.group, {}).values():
                         by_tp.pop(tp, None)
                     if value is None:
-                        by_tp = offsets.get(key.group)
-                        if by_tp is not None:
-                            by_tp.pop(tp, None)
-                            if not by_tp:
+                        committed = offsets.get(key.group)
+                        if committed is not None:
+                            committed.pop(tp, None)
+                            if not committed:
                                 del offsets[key.group]
                     else:
                         offsets.setdefault(key.group, {})[tp] = decode_offset_value(value)
@@ -243,27 +246,30 @@ class ConsumerOffsetsLog:
         if inspect.isawaitable(written):
             await written
 
-    async def store_offsets(self, group_id, entries, producer=None):
-        recs = [(encode_offset_key(group_id, t, p), encode_offset_value(om))
+    async def store_offsets(self, group_id: str,
+                            entries: Mapping[TopicPartition, OffsetAndMetadata],
+                            producer: tuple[int, int] | None = None) -> None:
+        recs: list[Entry] = [(encode_offset_key(group_id, t, p), encode_offset_value(om))
                 for (t, p), om in entries.items()]
         if recs:
             await self._write(self.partition_for(group_id), recs, producer)
 
-    async def store_group(self, record: GroupRecord):
+    async def store_group(self, record: GroupRecord) -> None:
         await self._write(self.partition_for(record.group_id),
                           [(encode_group_key(record.group_id), encode_group_value(record))])
 
-    async def store_records(self, group_id, entries):
+    async def store_records(self, group_id: str,
+                            entries: list[tuple[bytes, bytes | None]]) -> None:
         if entries:
             await self._write(self.partition_for(group_id), list(entries))
 
-    async def delete_offsets(self, group_id, partitions):
-        recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        recs: list[Entry] = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
         if recs:
             await self._write(self.partition_for(group_id), recs)
 
-    async def delete_group(self, group_id, partitions):
+    async def delete_group(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         # offsets first, group tombstone last: the same order Kafka writes them
-        recs = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
+        recs: list[Entry] = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]
         recs.append((encode_group_key(group_id), None))
         await self._write(self.partition_for(group_id), recs)

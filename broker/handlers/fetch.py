@@ -44,7 +44,8 @@ from samsa.protocol.records import downconvert_within
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
-from ..partitions import READ_COMMITTED, LeaderLookup, PartitionLog
+from ..partition_log import PartitionLog
+from ..partitions import READ_COMMITTED, LeaderLookup
 from . import authz
 from .authz import Op
 from .errors import error_code_for

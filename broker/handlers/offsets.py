@@ -8,7 +8,8 @@ from samsa.protocol.messages import (DeleteRecordsRequest, DeleteRecordsResponse
                                ListOffsetsResponse, OffsetForLeaderEpochRequest,
                                OffsetForLeaderEpochResponse)
 
-from ..partitions import LeaderLookup, PartitionLog, fetch_upper_bound
+from ..partition_log import PartitionLog
+from ..partitions import LeaderLookup, fetch_upper_bound
 from . import authz
 from .authz import Op
 from .errors import error_code_for

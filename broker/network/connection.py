@@ -80,20 +80,47 @@ finish after the close are dropped.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
 import socket
 import struct
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast, final
 
 from samsa.broker.network.context import ConnectionContext
 from samsa.broker.network.memory import RequestMemoryPool
 from samsa.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from samsa.broker.network.memory import _Waiter
     from samsa.broker.network.processor import Processor
+
+
+class HasFileno(Protocol):
+    def fileno(self) -> int: ...
+
+
+class SendfileRegion(Protocol):
+    """A response part written with sendfile: a byte range of an open file
+    (storage's FileRegion)."""
+    @property
+    def file(self) -> HasFileno: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+
+
+ResponsePart: TypeAlias = "bytes | bytearray | memoryview | SendfileRegion"
+# The request handler: awaited per frame on the connection's processor loop;
+# the response's parts (the first carries the size prefix), or None for none.
+Handler: TypeAlias = "Callable[[ConnectionContext, memoryview], Awaitable[Sequence[ResponsePart] | None]]"
+# A socket address as accept() and getsockname() give it: (host, port), and for
+# IPv6 also flow info and scope id (the acceptor makes other kinds (str, 0)).
+SockAddress: TypeAlias = "tuple[str, int] | tuple[str, int, int, int]"
 
 _SIZE = struct.Struct(">i")
 _unpack_size = _SIZE.unpack_from
@@ -121,7 +148,7 @@ MAX_IOV = 512
 MAX_SENDFILE = 0x7FFFF000
 
 
-def _pooled_refs(pool: list, i: int) -> int:
+def _pooled_refs(pool: list[bytearray], i: int) -> int:
     """Reference count of ``pool[i]`` as seen from here (the pool's reference
     plus the call's own); see ``_FREE_REFS``."""
     return sys.getrefcount(pool[i])
@@ -145,16 +172,17 @@ class _Slot:
 
     def __init__(self) -> None:
         self.done = False
-        self.parts: Any = None
-        self.task: Any = None
+        self.parts: Sequence[ResponsePart] | None = None
+        self.task: asyncio.Task[None] | None = None
 
 
+@final  # (so a type() check tells it from a memoryview in the write queue)
 class _Region:
     """Send cursor over a file region (file, position, remaining)."""
 
     __slots__ = ("file", "position", "remaining")
 
-    def __init__(self, file: Any, position: int, remaining: int) -> None:
+    def __init__(self, file: HasFileno, position: int, remaining: int) -> None:
         self.file = file
         self.position = position
         self.remaining = remaining
@@ -174,7 +202,7 @@ class Connection:
         "_memory", "_reserved", "_memory_waiter", "_rate_log", "_mute", "_frame_started",
     )
 
-    def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
+    def __init__(self, proc: "Processor", sock: socket.socket, peer: SockAddress,
                  connection_id: str) -> None:
         self._proc = proc
         self._loop = proc.loop
@@ -203,7 +231,7 @@ class Connection:
         self._rpos = 0   # start of the first unconsumed byte (a frame header)
         self._rend = 0   # end of received data
         self._slots: collections.deque[_Slot] = collections.deque()
-        self._wq: collections.deque = collections.deque()
+        self._wq: collections.deque[memoryview | _Region] = collections.deque()
         self._pending = 0
         self._inflight = 0
         self._inflight_bytes = 0
@@ -216,9 +244,9 @@ class Connection:
         self.last_active = self._loop.time()
         self._memory: RequestMemoryPool = proc.memory_pool
         self._reserved = 0           # bytes reserved for the large frame's receive buffer
-        self._memory_waiter: Any = None  # set while queued for a reservation
+        self._memory_waiter: _Waiter | None = None  # set while queued for a reservation
         self._rate_log = proc.rate_log
-        self._mute: Any = None  # timer ending a quota mute (mute_for)
+        self._mute: asyncio.TimerHandle | None = None  # timer ending a quota mute (mute_for)
         # Loop time the unfinished frame in the buffer began to arrive (or
         # reading resumed), None when none is: the receive timeout's clock.
         self._frame_started: float | None = None
@@ -395,7 +423,8 @@ class Connection:
                 ba = pool.pop(i)
                 break
         cur = self._rbuf.obj
-        if POOL_BUFFERS and len(cur) <= POOL_MAX_BYTES:
+        # (every receive buffer is a view of a bytearray made here: that is what is pooled)
+        if POOL_BUFFERS and isinstance(cur, bytearray) and len(cur) <= POOL_MAX_BYTES:
             if len(pool) >= POOL_BUFFERS:
                 pool.pop(0)  # none of them was free just now: keep the newest
             pool.append(cur)
@@ -528,12 +557,12 @@ class Connection:
         try:
             while wq:
                 item = wq[0]
-                if item.__class__ is memoryview:
-                    if len(wq) > 1 and wq[1].__class__ is memoryview:
-                        bufs = []
+                if type(item) is memoryview:
+                    if len(wq) > 1 and type(wq[1]) is memoryview:
+                        bufs: list[memoryview] = []
                         want = 0
                         for it in wq:
-                            if it.__class__ is not memoryview or len(bufs) == MAX_IOV:
+                            if type(it) is not memoryview or len(bufs) == MAX_IOV:
                                 break
                             bufs.append(it)
                             want += len(it)
@@ -544,7 +573,8 @@ class Connection:
                     sent_total += n
                     rest = n
                     while rest:
-                        head = wq[0]
+                        # the n bytes sent came from the views at the head
+                        head = cast(memoryview, wq[0])
                         ln = len(head)
                         if rest >= ln:
                             wq.popleft()

@@ -12,21 +12,26 @@ import asyncio
 import logging
 import socket
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
-try:
-    import uvloop
-except ImportError:  # pragma: no cover - uvloop is a declared dependency
-    uvloop = None
-
-from samsa.broker.network.connection import Connection
+from samsa.broker.network.connection import Connection, Handler, SockAddress
 from samsa.broker.network.log_limit import RateLimitedLog
 from samsa.broker.network.memory import RequestMemoryPool
 from samsa.broker.network.tls import TlsConnection
 
+if TYPE_CHECKING:  # pragma: no cover
+    from samsa.broker.network.server import NetworkServer
+
+_new_event_loop: Callable[[], asyncio.AbstractEventLoop]
+try:
+    import uvloop
+    _new_event_loop = uvloop.new_event_loop
+except ImportError:  # pragma: no cover - uvloop is a declared dependency
+    _new_event_loop = asyncio.new_event_loop
+
 
 class Processor:
-    def __init__(self, index: int, server: Any, *, handler: Callable, logger: logging.Logger,
+    def __init__(self, index: int, server: NetworkServer, *, handler: Handler, logger: logging.Logger,
                  memory_pool: RequestMemoryPool, rate_log: RateLimitedLog,
                  max_frame_bytes: int, max_unauthenticated_frame_bytes: int,
                  max_pending_response_bytes: int,
@@ -49,13 +54,12 @@ class Processor:
         self.receive_timeout = receive_timeout_ms / 1000.0
         self.send_buffer_bytes = send_buffer_bytes
         self.recv_buffer_bytes = recv_buffer_bytes
-        self.loop: asyncio.AbstractEventLoop = (uvloop.new_event_loop() if uvloop
-                                                else asyncio.new_event_loop())
+        self.loop = _new_event_loop()
         self.connections: dict[str, Connection] = {}
         self.thread = threading.Thread(target=self._run, name=f"samsa-network-{index}",
                                        daemon=True)
         self._stopping = False
-        self.on_exit: Callable[[], None] | None = None  # called last, on this thread
+        self.on_exit: Callable[[], object] | None = None  # called last, on this thread
         self._idle_handle: asyncio.TimerHandle | None = None
         # metrics, written only on this thread
         self.requests = 0
@@ -102,7 +106,7 @@ class Processor:
 
     # -------------------------------------------------------------- connections
 
-    def add_connection(self, sock: socket.socket, peer: tuple, connection_id: str) -> None:
+    def add_connection(self, sock: socket.socket, peer: SockAddress, connection_id: str) -> None:
         """Called on this loop via call_soon_threadsafe by the acceptor."""
         if self._stopping:
             sock.close()

@@ -20,8 +20,9 @@ import socket
 import threading
 import time
 from functools import partial
-from typing import Any, Awaitable, Callable
+from typing import Any, TypedDict
 
+from samsa.broker.network.connection import Handler as Handler, SockAddress
 from samsa.broker.network.log_limit import RateLimitedLog
 from samsa.broker.network.memory import RequestMemoryPool
 from samsa.broker.network.processor import Processor
@@ -29,14 +30,28 @@ from samsa.broker.quotas.connection_rate import ConnectionRateQuotas
 from samsa.broker.quotas.rate import now_ms
 from samsa.broker.security.tls_config import ListenerTls
 
-Handler = Callable[[Any, memoryview], Awaitable[Any]]
-
 _log = logging.getLogger("broker.network")
 
 
-def _set_done(fut: asyncio.Future) -> None:
+def _set_done(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+class _ProcessorSettings(TypedDict):
+    """A Processor's keyword arguments but the handler (which may come later: set_handler)."""
+    logger: logging.Logger
+    memory_pool: RequestMemoryPool
+    rate_log: RateLimitedLog
+    max_frame_bytes: int
+    max_unauthenticated_frame_bytes: int
+    max_pending_response_bytes: int
+    max_inflight_requests: int
+    max_inflight_request_bytes: int
+    idle_timeout_ms: int
+    receive_timeout_ms: int
+    send_buffer_bytes: int
+    recv_buffer_bytes: int
 
 
 class ConnectionCounts:
@@ -115,8 +130,8 @@ class NetworkServer:
             queued_max_request_bytes if queued_max_request_bytes > 0
             else 2 * max_frame_bytes + 64 * 1024 * 1024)
         self.rate_log = RateLimitedLog(self.logger)
-        self._proc_kwargs = dict(
-            handler=handler, logger=self.logger, memory_pool=self.memory_pool,
+        self._proc_kwargs = _ProcessorSettings(
+            logger=self.logger, memory_pool=self.memory_pool,
             rate_log=self.rate_log, max_frame_bytes=max_frame_bytes,
             max_unauthenticated_frame_bytes=max_unauthenticated_frame_bytes,
             max_pending_response_bytes=max_pending_response_bytes,
@@ -130,9 +145,9 @@ class NetworkServer:
             send_buffer_bytes=send_buffer_bytes,
             recv_buffer_bytes=recv_buffer_bytes)
         self.processors: list[Processor] = []
-        self._exited: list[asyncio.Future] = []
+        self._exited: list[asyncio.Future[None]] = []
         self._listener: socket.socket | None = None
-        self._acceptor: asyncio.Task | None = None
+        self._acceptor: asyncio.Task[None] | None = None
         self._counts = connection_counts or ConnectionCounts()
         # Shared by a broker's listeners, as the counts (None: no rate bounds)
         self._rates = connection_rates
@@ -186,13 +201,12 @@ class NetworkServer:
         """The request handler, when it is not known at construction (the broker
         binds its port before it opens storage)."""
         self.handler = handler
-        self._proc_kwargs["handler"] = handler
 
-    async def bind(self) -> None:
+    async def bind(self) -> socket.socket:
         """Take the listening port now (accepting starts with ``start``): a port
         in use fails here, naming it, before anything else is touched."""
         if self._listener is not None:
-            return
+            return self._listener
         loop = asyncio.get_running_loop()
         try:
             self._listener = await self._bind(loop)
@@ -200,13 +214,15 @@ class NetworkServer:
             raise OSError(e.errno, f"cannot listen on {self.host or '*'}:{self.port} "
                                    f"(listeners: {self.listener_name}): {e.strerror}") from None
         self.port = self._listener.getsockname()[1]
+        return self._listener
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        await self.bind()
-        if self.handler is None:
+        listener = await self.bind()
+        handler = self.handler
+        if handler is None:
             raise RuntimeError("NetworkServer.start: no request handler set")
-        self.processors = [Processor(i, self, **self._proc_kwargs)
+        self.processors = [Processor(i, self, handler=handler, **self._proc_kwargs)
                            for i in range(self.num_threads)]
         self._exited = []
         for p in self.processors:
@@ -215,7 +231,7 @@ class NetworkServer:
             p.on_exit = partial(loop.call_soon_threadsafe, _set_done, exited)
             self._exited.append(exited)
             p.start()
-        self._acceptor = loop.create_task(self._accept_loop(self._listener))
+        self._acceptor = loop.create_task(self._accept_loop(listener))
         self.logger.info("listening on %s:%d (%s, %s) with %d network threads",
                          self.host or "*", self.port, self.listener_name,
                          self.security_protocol, self.num_threads)
@@ -305,7 +321,7 @@ class NetworkServer:
                         self.accept_blocked_ns += time.monotonic_ns() - started
             self._hand_off(sock, peer, local)
 
-    def _hand_off(self, sock: socket.socket, peer: Any, local: tuple) -> None:
+    def _hand_off(self, sock: socket.socket, peer: object, local: SockAddress) -> None:
         if not isinstance(peer, tuple):  # AF_UNIX and friends
             peer = (str(peer), 0)
         ip = peer[0]
@@ -351,7 +367,7 @@ class NetworkServer:
         self._throttled.pop(sock, None)
         sock.close()
 
-    def _release_slot(self, peer: tuple) -> None:
+    def _release_slot(self, peer: SockAddress) -> None:
         """A connection counted by the acceptor is gone (any thread)."""
         ip = peer[0]
         counts = self._counts

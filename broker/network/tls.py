@@ -32,9 +32,9 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from samsa.broker.network.connection import Connection, _Region
+from samsa.broker.network.connection import Connection, SockAddress, _Region
 from samsa.broker.security.principal import user
 from samsa.broker.security.ssl_principal import NoMatchingRule, subject_dn
 
@@ -53,10 +53,12 @@ class TlsConnection(Connection):
     __slots__ = ("_tls", "_bio_in", "_bio_out", "_handshaken", "_cipher_out", "_mapper",
                  "_drain_scheduled", "_peer_done")
 
-    def __init__(self, proc: "Processor", sock: socket.socket, peer: tuple,
+    def __init__(self, proc: "Processor", sock: socket.socket, peer: SockAddress,
                  connection_id: str) -> None:
         super().__init__(proc, sock, peer, connection_id)
         tls = proc.server.tls
+        if tls is None:  # the processor makes TlsConnections for TLS listeners only
+            raise ValueError(f"connection {connection_id}: a TLS connection on a listener without TLS")
         self._bio_in = ssl.MemoryBIO()
         self._bio_out = ssl.MemoryBIO()
         self._tls = tls.context.wrap_bio(self._bio_in, self._bio_out, server_side=True)
@@ -120,7 +122,8 @@ class TlsConnection(Connection):
         cert = self._tls.getpeercert()
         ctx = self.ctx
         if cert and ctx.security_protocol == "SSL":
-            dn = subject_dn(cert.get("subject", ()))
+            # ssl's getpeercert(): the subject is its RDNs, each a tuple of (name, value) pairs
+            dn = subject_dn(cast("tuple[tuple[tuple[str, str], ...], ...]", cert.get("subject", ())))
             try:
                 ctx.principal = user(self._mapper.name(dn))
             except NoMatchingRule as e:
@@ -148,7 +151,8 @@ class TlsConnection(Connection):
             if end == len(buf):  # cannot happen after _parse; never mistake it for EOF
                 break
             try:
-                n = tls.read(len(buf) - end, buf[end:])
+                # with a buffer, read() answers the count read into it (typeshed says bytes)
+                n = cast(int, tls.read(len(buf) - end, buf[end:]))
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:  # close_notify: as a peer EOF
@@ -222,7 +226,7 @@ class TlsConnection(Connection):
         """Up to PLAIN_CHUNK bytes from the head of the write queue (taken off it)."""
         wq = self._wq
         item = wq[0]
-        if item.__class__ is _Region:
+        if type(item) is _Region:
             want = item.remaining if item.remaining < PLAIN_CHUNK else PLAIN_CHUNK
             data = os.pread(item.file.fileno(), want, item.position)
             if not data:
@@ -233,16 +237,19 @@ class TlsConnection(Connection):
             if not item.remaining:
                 wq.popleft()
             return data
-        if len(item) >= JOIN_BELOW or len(wq) == 1 or wq[1].__class__ is _Region:
+        if len(item) >= JOIN_BELOW or len(wq) == 1 or type(wq[1]) is _Region:
             if len(item) > PLAIN_CHUNK:
                 wq[0] = item[PLAIN_CHUNK:]
                 return item[:PLAIN_CHUNK]
             wq.popleft()
             return item
-        parts = []
+        parts: list[memoryview] = []
         size = 0
-        while wq and wq[0].__class__ is memoryview and size + len(wq[0]) <= PLAIN_CHUNK:
-            part = wq.popleft()
+        while wq:
+            part = wq[0]
+            if type(part) is not memoryview or size + len(part) > PLAIN_CHUNK:
+                break
+            wq.popleft()
             parts.append(part)
             size += len(part)
         return b"".join(parts)

@@ -74,12 +74,20 @@ class LeaderEpochs(Protocol):
 
 
 class FollowerLog(Protocol):
-    topic: str
-    partition: int
-    log_end_offset: int
-    log_start_offset: int
-    high_watermark: int
-    leader_epochs: LeaderEpochs
+    """What the fetcher uses of a storage.Log it follows (read-only attributes:
+    the log moves its offsets itself)."""
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def leader_epochs(self) -> LeaderEpochs: ...
 
     def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...) -> object: ...
     def update_high_watermark(self, offset: int) -> bool: ...
@@ -90,13 +98,21 @@ class FollowerLog(Protocol):
 
 
 class FetcherConfig(Protocol):
-    broker_id: int
-    replica_fetch_max_bytes: int
-    replica_fetch_response_max_bytes: int
-    replica_fetch_wait_max_ms: int
-    replica_fetch_min_bytes: int
-    replica_fetch_backoff_ms: int
-    replica_socket_timeout_ms: int
+    """What the fetcher reads of the BrokerConfig (read-only, as it is)."""
+    @property
+    def broker_id(self) -> int: ...
+    @property
+    def replica_fetch_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_response_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_wait_max_ms(self) -> int: ...
+    @property
+    def replica_fetch_min_bytes(self) -> int: ...
+    @property
+    def replica_fetch_backoff_ms(self) -> int: ...
+    @property
+    def replica_socket_timeout_ms(self) -> int: ...
 
 
 class _Followed:

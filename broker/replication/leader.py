@@ -22,23 +22,24 @@ import time
 from typing import Callable, Protocol
 
 from samsa.protocol.errors import ErrorCode
-from samsa.storage import AppendOrigin
+from samsa.protocol.messages.wire import Buf
+from samsa.storage import AppendOrigin, AppendResult
+
+from ..partition_log import PartitionLog
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
 
 
-class ReplicaLog(Protocol):
-    """What the leader uses of storage.Log."""
-    topic: str
-    partition: int
-    log_end_offset: int
-    log_start_offset: int
-    high_watermark: int
+class ReplicaLog(PartitionLog, Protocol):
+    """What the leader uses of storage.Log; also what handlers read of it (a
+    PartitionLog), which the partition layer hands them from a leader lookup."""
+    @property
+    def partition(self) -> int: ...
 
     def update_high_watermark(self, offset: int) -> bool: ...
     def begin_leader_epoch(self, epoch: int) -> None: ...
-    def append(self, payload, leader_epoch: int = 0, *, origin: AppendOrigin = ...,
-               txn_version: int = 0) -> object: ...
+    def append(self, payload: Buf, leader_epoch: int = 0, *, origin: AppendOrigin = ...,
+               txn_version: int = 0) -> AppendResult: ...
 
 
 class NotLeaderError(Exception):
@@ -78,7 +79,7 @@ class LeaderReplica:
         self._followers = {r: FollowerProgress(last_caught_up_ms=start)
                            for r in replicas if r != broker_id}
         # acks=all produces: (offset the high watermark must reach, min ISR, loop, future)
-        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[ErrorCode]]] = []
 
     def _counted_isr(self) -> tuple[int, ...]:
         pending = self.pending_isr
@@ -88,8 +89,8 @@ class LeaderReplica:
 
     # ------------------------------------------------------------ progress
 
-    def append(self, payload, origin: AppendOrigin, min_isr: int | None = None,
-               txn_version: int = 0):
+    def append(self, payload: Buf, origin: AppendOrigin, min_isr: int | None = None,
+               txn_version: int = 0) -> AppendResult:
         """Append as this leader, stamped with its epoch; ``min_isr`` (acks=all):
         refuse with NOT_ENOUGH_REPLICAS when the ISR is smaller, before writing.
         ``txn_version``: a transaction marker's TransactionVersion."""
@@ -241,7 +242,7 @@ class LeaderReplica:
         return None
 
     def wait_for(self, offset: int, min_isr: int,
-                 loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+                 loop: asyncio.AbstractEventLoop) -> asyncio.Future[ErrorCode]:
         """A future resolved with the error code for an acks=all produce whose last
         offset is ``offset - 1``: NONE once the high watermark reaches it,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than
@@ -252,7 +253,7 @@ class LeaderReplica:
         self._check_waiters()
         return fut
 
-    def forget(self, fut: asyncio.Future) -> None:
+    def forget(self, fut: asyncio.Future[ErrorCode]) -> None:
         """A waiter timed out: drop it."""
         with self._lock:
             self._waiters = [w for w in self._waiters if w[3] is not fut]
@@ -284,6 +285,6 @@ class LeaderReplica:
         self._check_waiters()
 
 
-def _resolve(fut: asyncio.Future, code: ErrorCode) -> None:
+def _resolve(fut: asyncio.Future[ErrorCode], code: ErrorCode) -> None:
     if not fut.done():
         fut.set_result(code)

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Callable, Protocol
 
 from samsa.protocol.model import TopicPartition
 
 from ..metadata import MetadataStore, MetadataUnavailableError
+from .fetcher import FollowerLog
 from .leader import LeaderReplica, ReplicaLog
 
 log = logging.getLogger("broker.replication")
@@ -32,14 +34,19 @@ log = logging.getLogger("broker.replication")
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 
 
+class ManagedLog(ReplicaLog, FollowerLog, Protocol):
+    """A local log (storage.Log) whose role the manager sets: led here, or
+    followed by the fetcher."""
+
+
 class Logs(Protocol):
-    def get_log(self, topic: str, partition: int) -> ReplicaLog | None: ...
-    def all_logs(self) -> dict[TopicPartition, ReplicaLog]: ...
+    def get_log(self, topic: str, partition: int) -> ManagedLog | None: ...
+    def all_logs(self) -> Mapping[TopicPartition, ManagedLog]: ...
 
 
 class Follower(Protocol):
     """The replica fetcher, as the role changes see it."""
-    def follow(self, log: ReplicaLog, leader: int, leader_epoch: int) -> None: ...
+    def follow(self, log: FollowerLog, leader: int, leader_epoch: int) -> None: ...
     def unfollow(self, topic: str, partition: int) -> None: ...
     def keep_only(self, keys: set[TopicPartition]) -> None: ...
 
@@ -93,7 +100,7 @@ class ReplicaManager:
             if self.follower is not None:
                 self.follower.keep_only(set(logs))  # a deleted topic's partitions
 
-    def log_opened(self, lg: ReplicaLog) -> None:
+    def log_opened(self, lg: ManagedLog) -> None:
         with self._roles_lock:
             self._sync(lg.topic, lg.partition, lg)
 
@@ -117,7 +124,7 @@ class ReplicaManager:
                 return None
             return self._leaders.get((topic, partition))
 
-    def _sync(self, topic: str, partition: int, lg: ReplicaLog) -> None:
+    def _sync(self, topic: str, partition: int, lg: ManagedLog) -> None:
         key = (topic, partition)
         meta = self._store.partition(topic, partition)
         current = self._leaders.get(key)

@@ -10,8 +10,9 @@
 The partition side (control batches, the last stable offset, .txnindex,
 read_committed) lives in storage/ and the partition layer.
 """
-from .coordinator import (TRANSACTION_STATE_TOPIC, TransactionCoordinator, TxnCoordinatorConfig,
-                          TxnLogWriteError)
+from samsa.protocol.model import TRANSACTION_STATE_TOPIC
+
+from .coordinator import TransactionCoordinator, TxnCoordinatorConfig, TxnLogWriteError
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TransactionCoordinator", "TxnCoordinatorConfig",
            "TxnLogWriteError"]

@@ -27,8 +27,9 @@ import dataclasses
 import logging
 import re
 import time
-from typing import Awaitable, Callable, Iterable, Iterator, NamedTuple, Protocol
+from typing import Awaitable, Callable, Coroutine, Iterable, Iterator, NamedTuple, Protocol
 
+from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode, ProtocolError
 from samsa.protocol.model import TRANSACTION_STATE_TOPIC, TopicPartition
 
@@ -84,7 +85,7 @@ class TxnCoordinatorConfig:
     expire_check_interval_ms: int = 3600000
 
     @classmethod
-    def from_broker_config(cls, cfg) -> "TxnCoordinatorConfig":
+    def from_broker_config(cls, cfg: BrokerConfig) -> "TxnCoordinatorConfig":
         return cls(cfg.transaction_state_log_num_partitions, cfg.transaction_max_timeout_ms,
                    cfg.transactional_id_expiration_ms,
                    cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms,
@@ -137,9 +138,9 @@ class TransactionCoordinator:
         self._time_ms = time_ms
         self._num_partitions = num_partitions or (lambda: config.num_partitions)
         self._partitions: dict[int, _Partition] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._timers: list[asyncio.Task] = []
+        self._timers: list[asyncio.Task[None]] = []
 
     # ============================================================ lifecycle
 
@@ -299,12 +300,12 @@ class TransactionCoordinator:
             await asyncio.sleep(delay)  # the log refused (ISR short): try again
             delay = min(delay * 2, 2.0)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task) -> None:
+    def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction completion failed", exc_info=task.exception())
@@ -327,9 +328,9 @@ class TransactionCoordinator:
             if not self._still_current(p, held):
                 return InitResult(ErrorCode.NOT_COORDINATOR)
             entry = held.ids.get(transactional_id)
-        if entry is None:
-            entry = held.ids[transactional_id] = _Entry(rules.new_transactional_id(
-                transactional_id, fresh_id, timeout_ms, self._time_ms()))
+            if entry is None:
+                entry = held.ids[transactional_id] = _Entry(rules.new_transactional_id(
+                    transactional_id, fresh_id, timeout_ms, self._time_ms()))
         if entry.writing:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
 

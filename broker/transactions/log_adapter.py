@@ -19,14 +19,14 @@ from samsa.storage import AppendOrigin
 from samsa.storage.errors import StorageError
 
 from ..coordinator_errors import coordinator_write_error
-from ..groups.log_adapter import partition_reader
+from ..groups.log_adapter import OffsetsLog, partition_reader
 from ..groups.store import TxnMarker, TxnRecord
 from ..partitions import PartitionLayer
 from ..replication.leader import NotEnoughReplicasError, NotLeaderError
 from .coordinator import TxnLogWriteError
 
 class PartitionTxnLog:
-    def __init__(self, partitions: PartitionLayer, get_log: Callable[[int], object],
+    def __init__(self, partitions: PartitionLayer, get_log: Callable[[int], OffsetsLog | None],
                  write_timeout_ms: Callable[[], int]) -> None:
         self._partitions = partitions
         self._read = partition_reader(get_log)
@@ -56,7 +56,7 @@ class PartitionTxnLog:
             result = self._partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=-1)
         except (NotLeaderError, NotEnoughReplicasError, StorageError) as e:
             raise TxnLogWriteError(_answer(e.error_code), f"{where}: {e}") from None
-        min_isr = found.log.config.min_insync_replicas
+        min_isr = found.found_log.config.min_insync_replicas
         code, = await self._partitions.wait_replicated(
             [(found, result.last_offset + 1, min_isr)], self._timeout_ms())
         if code:

@@ -28,6 +28,7 @@ from samsa.protocol.model import ApiKey
 
 from samsa.client.aio import ConnectionClosedError
 from ..groups.locator import CoordinatorAnswer
+from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
 from .connections import BrokerConnections
 
@@ -81,12 +82,12 @@ class TxnVerifier:
         if answer.node.node_id == self._broker_id:
             found = await self._local(transactional_id, producer_id, producer_epoch, partitions)
         else:
-            found = await self._remote(answer, transactional_id, producer_id, producer_epoch,
+            found = await self._remote(answer.node, transactional_id, producer_id, producer_epoch,
                                        partitions)
         return {tp: produce_error(found.get(tp, ErrorCode.NOT_ENOUGH_REPLICAS))
                 for tp in partitions}
 
-    async def _remote(self, answer: CoordinatorAnswer, transactional_id: str, producer_id: int,
+    async def _remote(self, node: BrokerEndpoint, transactional_id: str, producer_id: int,
                       producer_epoch: int, partitions: list[TopicPartition]
                       ) -> dict[TopicPartition, ErrorCode]:
         R = AddPartitionsToTxnRequest
@@ -98,7 +99,6 @@ class TxnVerifier:
             producer_epoch=producer_epoch, verify_only=True,
             topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])])
-        node = answer.node
         conn = None
         try:
             conn = await self._connections.get(node, node.node_id)

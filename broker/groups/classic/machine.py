@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from samsa.protocol.errors import ErrorCode as E
 from samsa.protocol.errors import ProtocolError
@@ -48,6 +49,9 @@ from ..results import (
 )
 from .state import Group, GroupState, Member
 
+if TYPE_CHECKING:  # the coordinator module builds this machine: imported for the annotation only
+    from ..coordinator import GroupCoordinatorConfig
+
 log = logging.getLogger(__name__)
 
 NONE = int(E.NONE)
@@ -60,7 +64,7 @@ class ClassicGroupMachine:
 
     group_type = Group.group_type
 
-    def __init__(self, config):
+    def __init__(self, config: GroupCoordinatorConfig) -> None:
         self.config = config
 
     # ================================================================ state in and out

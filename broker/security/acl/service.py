@@ -14,9 +14,11 @@ import logging
 import threading
 from typing import Iterable
 
-from ...metadata.acl_store import AclStore
+from samsa.config import BrokerConfig
+
+from ...metadata.acl_store import AclStore, Entries
 from .authorizer import AclAuthorizer, parse_super_users
-from .model import AclBinding, AclBindingFilter, ResourcePattern
+from .model import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
 
 log = logging.getLogger("broker.security.acl")
 
@@ -31,7 +33,7 @@ class AclService:
         self._reload_all()
 
     @classmethod
-    def from_config(cls, cfg, store: AclStore) -> "AclService":
+    def from_config(cls, cfg: BrokerConfig, store: AclStore) -> "AclService":
         return cls(store, AclAuthorizer(parse_super_users(cfg.super_users),
                                         cfg.allow_everyone_if_no_acl_found))
 
@@ -53,11 +55,13 @@ class AclService:
 
     def add(self, bindings: Iterable[AclBinding]) -> None:
         """Blocking (ZooKeeper round trips): call off the event loop."""
-        by_pattern: dict[ResourcePattern, set] = {}
+        by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, set()).add(b.entry)
         for pattern, entries in by_pattern.items():
-            self.store.update(pattern, lambda old, e=entries: old | e)
+            def add_to(old: Entries, added: set[AccessControlEntry] = entries) -> Entries:
+                return old | added
+            self.store.update(pattern, add_to)
             self._refresh(pattern)
 
     def remove(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
@@ -66,7 +70,7 @@ class AclService:
         matched = [self.authorizer.bindings(f) for f in filters]
         patterns = {b.pattern for found in matched for b in found}
         for pattern in patterns:
-            def drop(old, pattern=pattern):
+            def drop(old: Entries, pattern: ResourcePattern = pattern) -> Entries:
                 return frozenset(e for e in old if not any(
                     f.matches(AclBinding(pattern, e)) for f in filters))
             self.store.update(pattern, drop)
