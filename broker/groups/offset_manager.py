@@ -22,7 +22,7 @@ from samsa.protocol.model import TopicPartition
 
 from ..network.log_limit import RateLimitedLog
 from . import offsets as offset_rules
-from .classic import Group, GroupState
+from .classic import GroupState
 from .effects import Effects, GroupMachine
 from .kinds import AnyGroup
 from .log_format import OffsetAndMetadata
