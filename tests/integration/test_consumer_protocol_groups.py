@@ -1,5 +1,6 @@
 """KIP-848 consumer groups (group.protocol=consumer) with confluent-kafka
-(librdkafka 2.16): members get disjoint assignments that cover the topic,
+(librdkafka 2.16) and the Java client 4.3: members get disjoint assignments
+that cover the topic (subscribed by name or by a regex the broker resolves),
 a member's partitions move when it leaves, every record is read once with
 synchronous commits, and a broker restart keeps the group (its members, their
 epochs and the committed offsets)."""
@@ -43,6 +44,8 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 
 def _consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+    """A member subscribed to ``topic`` (a name, or a "^regex" librdkafka
+    sends as SubscribedTopicRegex for the broker to resolve)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                   "group.protocol": "consumer", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
@@ -122,7 +125,8 @@ def test_a_broker_restart_keeps_the_group_and_its_offsets(cbroker):
     topic = _topic(bs)
     _produce(bs, topic, 0, 300)
     group = f"g-{uuid.uuid4().hex[:6]}"
-    reading = Reading([_consumer(bs, group, topic) for _ in range(3)])
+    # subscribed by regex: the broker resolves it (KIP-848)
+    reading = Reading([_consumer(bs, group, f"^{topic}$") for _ in range(3)])
     admin = AdminClient({"bootstrap.servers": bs})
     try:
         reading.until(lambda: reading.covered() and all(reading.assignments()),
