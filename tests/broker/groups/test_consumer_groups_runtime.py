@@ -94,3 +94,26 @@ async def test_unknown_groups_and_members(epoch):
     [d] = await c.consumer_group_describe(["nope"])
     assert d.error_code == E.GROUP_ID_NOT_FOUND
     await c.shutdown()
+
+
+async def test_a_coordinator_taking_over_the_partition_loads_the_group():
+    """A coordinator move (ZooKeeper cluster): the broker that leads the
+    group's __consumer_offsets partition now reads the group from it."""
+    mlog, clock = MemoryLog(), VirtualClock()
+    old = await start(mlog, clock)
+    a = await old.consumer_group_heartbeat("g", first("a"))
+    partition = old.store.partition_for("g")
+    new = GroupCoordinator(mlog.store(), make_config(), clock=clock, topics=lambda: TOPICS)
+    await new.start()
+    # this broker led nothing yet: its copy was loaded, then dropped
+    new.unload_partition(partition)
+    assert "g" not in new.groups
+    await settle()
+    old.unload_partition(partition)
+    await new.load_partition(partition)
+    [d] = await new.consumer_group_describe(["g"])
+    assert [m.member_id for m in d.members] == ["a"]
+    again = await new.consumer_group_heartbeat("g", Heartbeat("a", a.member_epoch))
+    assert (again.error_code, again.member_epoch) == (0, a.member_epoch)
+    await old.shutdown()
+    await new.shutdown()
