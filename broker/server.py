@@ -33,6 +33,7 @@ from .dispatcher import Dispatcher
 from .dynamic_config import DynamicBrokerConfig
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .group_configs import GroupConfigs
+from .groups.metrics import consumer_group_states, group_counts
 from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
@@ -588,6 +589,14 @@ class Broker:
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Consumer groups this broker coordinates",
             lambda: [({}, len(coordinator.groups))])
+        services.metrics.add_kafka_gauge(
+            "kafka_server_group_coordinator_metrics_group_count",
+            "Groups this broker coordinates, by protocol (classic, consumer)",
+            lambda: group_counts(coordinator.groups.values()))
+        services.metrics.add_kafka_gauge(
+            "kafka_server_group_coordinator_metrics_consumer_group_count",
+            "Consumer-protocol (KIP-848) groups this broker coordinates, by state",
+            lambda: consumer_group_states(coordinator.groups.values()))
         consumer_lag.register(services.metrics, coordinator.committed_offsets, logs.get_log,
                               consumer_lag.RemoteWatermarks(partial(_leader_address, partitions)))
         self._expiry_task = asyncio.get_running_loop().create_task(

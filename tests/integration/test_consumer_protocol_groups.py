@@ -15,6 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import ConsumerGroupDescribeRequest
 from samsa.protocol.model import ApiKey
+from tests.support.kafka_wire import free_port
+from tests.support.metrics import sample, scrape
 from tests.support.waiting import wait_until
 
 PARTITIONS = 6
@@ -84,8 +86,10 @@ class Reading:
         return sorted(p for ps in held for p in ps) == list(range(PARTITIONS))
 
 
-def test_three_members_share_the_topic_and_a_leavers_partitions_move(cbroker):
-    bs = cbroker.bootstrap
+def test_three_members_share_the_topic_and_a_leavers_partitions_move(broker_factory):
+    port = free_port()
+    bs = broker_factory({**OVERRIDES, "metrics.port": str(port),
+                         "metrics.host": "127.0.0.1"}).bootstrap
     topic = _topic(bs)
     _produce(bs, topic, 0, 600)
     group = f"g-{uuid.uuid4().hex[:6]}"
@@ -95,6 +99,13 @@ def test_three_members_share_the_topic_and_a_leavers_partitions_move(cbroker):
                       and len(reading.seen) >= 300, what="three members covering the topic")
         held = reading.assignments()
         assert all(len(ps) == 2 for ps in held), held
+        text = scrape(port)
+        assert sample(text, "kafka_server_group_coordinator_metrics_group_count",
+                      '{protocol="consumer"}') == 1
+        assert sample(text, "kafka_server_group_coordinator_metrics_consumer_group_count",
+                      '{state="stable"}') + sample(
+            text, "kafka_server_group_coordinator_metrics_consumer_group_count",
+            '{state="reconciling"}') == 1
         leaver = reading.consumers.pop()
         leaver.close()
         reading.until(lambda: reading.covered() and len(reading.seen) >= 600,
