@@ -29,7 +29,7 @@ async def _alter(services: FakeServices, group: str, *ops: tuple[int, str, str |
     return r.error_code, r.error_message
 
 
-async def _describe(services: FakeServices, group: str) -> dict[str, tuple[str, bool]]:
+async def _describe(services: FakeServices, group: str) -> dict[str, tuple[str | None, bool]]:
     resp = await handle_describe_configs(
         context(services, ApiKey.DESCRIBE_CONFIGS, 4),
         DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
