@@ -15,7 +15,7 @@ validates records with walker.py's pure-Python twin (slower; the broker logs it)
 from setuptools import Extension, find_packages, setup
 
 # The folders that install under samsa/ (tests/, bench/, scripts/ stay out of the wheel)
-FOLDERS = ["broker", "client", "config", "pipeline", "protocol", "storage", "tools"]
+FOLDERS = ["broker", "client", "config", "pipeline", "protocol", "storage", "testing", "tools"]
 
 packages = ["samsa"] + [f"samsa.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])]
 

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from collections.abc import Awaitable, Iterable
 from functools import partial
 from typing import Callable, TypeVar
@@ -30,6 +31,10 @@ from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
+from .faults import FaultInjector
+from .network.connection import Handler
+from .faults.actions import fault_actions
+from .faults.endpoint import FaultEndpoint
 from .dynamic_config import DynamicBrokerConfig
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .group_configs import GroupConfigs
@@ -250,6 +255,9 @@ class Broker:
         self.fetcher: ReplicaFetcher | None = None
         self.replicas: ReplicaManager | None = None
         self._serving = False  # registered and answering requests
+        # samsa.testing.faults.enable: the fault rules and their endpoint (broker/faults/)
+        self.faults: FaultInjector | None = None
+        self._fault_endpoint: FaultEndpoint | None = None
         self._stopping = False
         self._dir_locks: LogDirLocks | None = None  # held from start to the end of stop
 
@@ -704,10 +712,14 @@ class Broker:
         await self._start_groups(services)
         await self._start_transactions(services)
         dispatcher = Dispatcher(services)
+        # Fault injection wraps the dispatcher: without it, nothing on the request path
+        handler: Handler = (dispatcher if not cfg.samsa_testing_faults_enable
+                            else await self._start_faults(services, dispatcher))
         for network in self.networks:
             network.max_connections = cfg.max_connections
             network.max_connections_per_ip = cfg.max_connections_per_ip
-            network.set_handler(dispatcher)
+            network.faults = self.faults
+            network.set_handler(handler)
         self._apply_connection_rates(cfg)
         controller = self.controller
         if controller is not None:
@@ -743,6 +755,19 @@ class Broker:
                  ", ".join(f"{n.listener_name}://{n.host}:{n.port}" for n in self.networks),
                  ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.node.listeners),
                  services.store.cluster_id, ",".join(cfg.log_dirs))
+
+    async def _start_faults(self, services: BrokerServices, dispatcher: Dispatcher) -> Handler:
+        """The fault injector and its endpoint (a test broker: loopback listeners only,
+        which the config checked); returns the handler the network calls."""
+        store = services.store
+
+        def topic_name(topic_id: uuid.UUID) -> str | None:
+            meta = store.topic_by_id(topic_id)
+            return None if meta is None else meta.name
+        self.faults = FaultInjector(topic_name)
+        self._fault_endpoint = FaultEndpoint(self.faults, fault_actions(self))
+        await self._fault_endpoint.start(self.cfg.samsa_testing_faults_port)
+        return self.faults.wrap(dispatcher)
 
     async def _controlled_shutdown(self, store: MetadataStore, controller: Controller) -> None:
         """Kafka's controlled shutdown: while this broker still serves, the
@@ -812,6 +837,10 @@ class Broker:
             # answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR) while the
             # network can still deliver it, and lets pending group writes finish
             await self.coordinator.shutdown()
+        if self.faults is not None:
+            self.faults.rules.clear()  # held requests go on, so the network can stop
+        if self._fault_endpoint is not None:
+            await self._fault_endpoint.stop()
         for network in self.networks:
             await network.stop()
         if self.txn_coordinator is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import logging
 import os
 import re
@@ -492,6 +493,15 @@ class BrokerConfig:
         "metrics.host", T.STRING, "", None,
         "samsa: address the /metrics endpoint binds; empty = all interfaces.")
 
+    # ------------------------------------------------------------ the test kit (samsa.testing)
+    samsa_testing_faults_enable: bool = _key(
+        "samsa.testing.faults.enable", T.BOOLEAN, False, None,
+        "samsa: serve the fault-injection endpoint (docs/testing.md) for tests; refused "
+        "unless every listener is on loopback.")
+    samsa_testing_faults_port: int = _key(
+        "samsa.testing.faults.port", T.INT, 0, between(0, 65535),
+        "samsa: port of the fault-injection endpoint on 127.0.0.1; 0 = any free port (logged).")
+
     # ------------------------------------------------------------ TLS (SSL, SASL_SSL listeners)
     # Each may be overridden per listener as listener.name.<lower-case name>.<key>
     # (BrokerConfig.listener_value); broker/security/tls_config.py turns them
@@ -787,6 +797,8 @@ def _build(props: dict[str, Any], origins: dict[str, str]) -> BrokerConfig:
                               "a listener name from listeners")
         fields["inter_broker_listener_name"] = ibl
 
+    if fields["samsa_testing_faults_enable"]:
+        _check_loopback_only(listeners, get("listeners"))
     _check_inter_broker_listener(fields, typed, listeners, get("zookeeper.connect"))
     if get("zookeeper.connect"):
         parse_connect(get("zookeeper.connect"))  # refused here, not by the ZooKeeper client
@@ -845,6 +857,25 @@ def listener_override_key(key: str) -> ConfigKey | None:
         return None
     _, _, rest = key[len(LISTENER_PREFIX):].partition(".")
     return BROKER_KEYS.get(rest)
+
+
+def _check_loopback_only(listeners: list[Listener], raw: str | None) -> None:
+    """Fault injection makes a broker misbehave on request: never where anything but
+    this machine can reach it."""
+    for lst in listeners:
+        host = lst.host.strip("[]")
+        if host == "localhost":
+            continue
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ConfigError("samsa.testing.faults.enable", "true", "loopback listeners only",
+                              message=(f"samsa.testing.faults.enable=true is for test brokers only: "
+                                       f"every listener must be on loopback (127.0.0.1, ::1, "
+                                       f"localhost), and listeners={raw} has {lst.name} on "
+                                       f"{lst.host or 'every interface (0.0.0.0)'}"))
 
 
 def _check_inter_broker_listener(fields: dict[str, Any], typed: dict[str, Any], listeners: list[Listener],

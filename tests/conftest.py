@@ -28,6 +28,13 @@ from tests.support.java_client import JavaTools
 from tests.support.tansu import TansuProcess
 
 
+# The test kit's fixtures (samsa_broker, ...): its plugin module itself, since this
+# conftest has imported samsa.testing already (tests/support is built on it)
+from samsa.testing import pytest_plugins  # noqa: E402,F401
+# A separate project of its own, run by tests/integration/test_testkit_sample.py
+collect_ignore = ["testkit_sample"]
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "harness_selftest: tests of the test harness itself (Java tools, process helpers), "
@@ -37,7 +44,10 @@ def pytest_configure(config):
 # The fixtures that start a process (a broker, ZooKeeper, the JVM, Spark): a test that
 # uses one, directly or through another fixture, is an integration test.
 PROCESS_FIXTURES = frozenset({"broker_factory", "tansu", "java_tools", "zookeeper",
-                              "cluster_factory", "spark"})
+                              "cluster_factory", "spark",
+                              # the test kit's (samsa.testing.plugin)
+                              "samsa_broker", "samsa_broker_module", "samsa_broker_session",
+                              "samsa_broker_factory", "samsa_cluster", "samsa_cluster_factory"})
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 
 

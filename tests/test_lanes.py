@@ -14,6 +14,8 @@ from tests.conftest import PROCESS_FIXTURES
 def test_every_process_fixture_exists():
     # A renamed fixture would silently stop marking its tests integration.
     conftests = "".join(p.read_text() for p in Path(__file__).parent.rglob("conftest.py"))
+    # and the test kit's plugin, which tests/conftest.py loads
+    conftests += (Path(__file__).parent.parent / "testing" / "plugin.py").read_text()
     defined = set(re.findall(r"@pytest\.fixture[^\n]*\ndef (\w+)\(", conftests))
     assert PROCESS_FIXTURES <= defined, sorted(PROCESS_FIXTURES - defined)
 

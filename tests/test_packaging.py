@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("broker", "client", "config", "pipeline", "protocol", "storage", "tools")
+FOLDERS = ("broker", "client", "config", "pipeline", "protocol", "storage", "testing", "tools")
 # Everything of ours that imports samsa: the packages, and what sits around them
 CODE = (*FOLDERS, "samsa", "tests", "bench", "scripts", "deploy")
 
@@ -103,4 +103,15 @@ def test_the_wheel_installs_nothing_but_the_samsa_package(tmp_path):
     assert {"samsa/py.typed", "samsa/protocol/messages/__init__.pyi",
             "samsa/protocol/records/_walker.pyi"} <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "samsa = samsa.tools.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    entry_text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "samsa = samsa.tools.cli:main" in entry_text
+    # the test kit: its modules and its pytest plugin, found by pytest in users' projects
+    assert {"samsa/testing/plugin.py", "samsa/testing/forkserver.py",
+            "samsa/testing/faults.py"} <= set(names)
+    assert "[pytest11]\nsamsa = samsa.testing.plugin" in entry_text
+    # the kit never reaches into the repository's tests/ (they are not installed)
+    kit = [n for n in names if n.startswith("samsa/testing/") and n.endswith(".py")]
+    imports_tests = re.compile(r"^\s*(?:from|import)\s+tests\b", re.M)
+    assert not [n for n in kit if imports_tests.search(zipfile.ZipFile(wheel).read(n).decode())]
+    metadata = next(n for n in names if n.endswith("METADATA"))
+    assert "Provides-Extra: testing" in zipfile.ZipFile(wheel).read(metadata).decode()

@@ -31,6 +31,8 @@ COMMANDS = {
     "leader-election": ("samsa.tools.leader_election:main",
                         "kafka-leader-election: elect preferred or unclean leaders"),
     "acls": ("samsa.tools.acls:main", "kafka-acls: add, list and remove ACLs"),
+    "testing": ("samsa.tools.testing:main", "test brokers for client test suites, with fault "
+                "injection: `samsa testing serve` prints the bootstrap address"),
 }
 
 

@@ -32,7 +32,8 @@ from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
-from .consumer import ConsumerGroup, ConsumerGroupMachine, Heartbeat, HeartbeatResult
+from .consumer import (ConsumerGroup, ConsumerGroupMachine, ConsumerMember, Heartbeat,
+                       HeartbeatResult)
 from .consumer.machine import ConsumerGroupConfig, ConsumerGroupView
 from .consumer.state import TopicImage
 from .effects import (AwaitedWrite, CancelTimer, Effects, GroupMachine, MembershipChanged, Respond,
@@ -252,6 +253,31 @@ class GroupCoordinator:
 
     def owns(self, group_id: str) -> bool:
         return self._owns(group_id)
+
+    def expire_member(self, group_id: str, member_id: str | None = None) -> str | None:
+        """A member's session ends now, as when its heartbeats stop (the test kit's
+        fault injection): its heartbeat timer fires at once. The member expired
+        (``member_id``, or the group's first), or None when this coordinator has
+        no such group or member."""
+        group = self.groups.get(group_id)
+        if group is None or not self.owns(group_id):
+            return None
+        member: Member | ConsumerMember | None
+        if member_id:
+            member = group.members.get(member_id)
+        else:
+            first = list(group.members)
+            member = group.members[first[0]] if first else None
+        if member is None:
+            return None
+        # a consumer-protocol member's session timer is keyed by its id
+        key: Hashable = (("session", member.member_id) if isinstance(group, ConsumerGroup)
+                         else ("heartbeat", member))
+        handle = self._timers.get(group_id, {}).pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        self._apply_now(group, self.machine(group).timer_fired(group, key, None, self._time_ms()))
+        return member.member_id
 
     def _live(self, group: AnyGroup) -> bool:
         """False for a group object that was deleted or moved away since."""

@@ -130,6 +130,9 @@ class NetworkServer:
             queued_max_request_bytes if queued_max_request_bytes > 0
             else 2 * max_frame_bytes + 64 * 1024 * 1024)
         self.rate_log = RateLimitedLog(self.logger)
+        # a test broker's fault injector (broker/faults/): refuse_connections closes
+        # new connections on accept; None on every other broker
+        self.faults: Any = None
         self._proc_kwargs = _ProcessorSettings(
             logger=self.logger, memory_pool=self.memory_pool,
             rate_log=self.rate_log, max_frame_bytes=max_frame_bytes,
@@ -324,6 +327,11 @@ class NetworkServer:
     def _hand_off(self, sock: socket.socket, peer: object, local: SockAddress) -> None:
         if not isinstance(peer, tuple):  # AF_UNIX and friends
             peer = (str(peer), 0)
+        if self.faults is not None and self.faults.refusing():
+            self.connections_rejected += 1
+            self.logger.info("fault: refusing a connection from %s", peer[0])
+            sock.close()
+            return
         ip = peer[0]
         counts = self._counts
         throttle_ms = 0

@@ -161,6 +161,16 @@ class LeaderReplica:
             self.pending_isr = shrunk
             return shrunk
 
+    def force_isr(self, isr: tuple[int, ...]) -> bool:
+        """The test kit's fault injection: mark ``isr`` (members of the ISR, this
+        leader among them) pending, lagging or not; False while another change is
+        being written. Followers that keep up join again as usual."""
+        with self._lock:
+            if self.pending_isr is not None or self.fenced:
+                return False
+            self.pending_isr = isr
+            return True
+
     def isr_written(self, isr: tuple[int, ...] | None, version: int) -> None:
         """The pending change was written (``isr``), or refused (None): the ISR in
         the store is then re-read by the caller and given as ``isr`` of a

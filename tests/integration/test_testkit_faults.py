@@ -1,0 +1,110 @@
+"""Faults injected into a test broker (samsa.testing, broker/faults/), and real clients
+reacting to them as they react to Kafka: librdkafka and the Java client retry a
+retriable error, an idempotent producer survives a connection lost after its batch was
+written (no duplicate) where a plain one writes it twice, a delivery timeout fires on a
+slow broker, a client waits out refused connections and a paused broker."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+RETRIABLE = ["NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT"]
+
+
+def _fault_lines(broker, text: str) -> list[str]:
+    return [line for line in broker.log_text().splitlines() if "broker.faults" in line and text in line]
+
+
+def _high_watermark(broker, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "hw"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        c.close()
+
+
+def _produce(config: dict, topic: str, values: list[bytes], flush_each: bool = False) -> list:
+    p = Producer(config)
+    reports = []
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda err, msg: reports.append((err, msg.offset())))
+        if flush_each:
+            assert p.flush(60) == 0
+    assert p.flush(60) == 0
+    return reports
+
+
+@pytest.mark.parametrize("error", RETRIABLE)
+def test_librdkafka_retries_an_injected_retriable_error(samsa_broker, error):
+    samsa_broker.create_topic("t")
+    samsa_broker.inject_errors("Produce", error, count=3)
+    reports = _produce({"bootstrap.servers": samsa_broker.bootstrap_servers, "retry.backoff.ms": 20,
+                        "enable.idempotence": False}, "t", [b"only-once"])
+    assert reports == [(None, 0)]
+    assert len(_fault_lines(samsa_broker, f"with {error}")) == 3
+    assert _high_watermark(samsa_broker, "t") == 1  # the failed attempts wrote nothing
+
+
+@pytest.mark.parametrize("error", RETRIABLE)
+def test_the_java_client_retries_an_injected_retriable_error(samsa_broker, java_tools, error):
+    samsa_broker.create_topic("t")
+    samsa_broker.inject_errors("Produce", error, count=2)
+    result = java_tools.produce(samsa_broker.bootstrap_servers, "t", ["only-once"], "--acks", "all",
+                                "--producer-property", "retry.backoff.ms=20",
+                                "--print-metric", "record-retry-total").check()
+    retries = [line for line in result.stderr.splitlines() if line.startswith("record-retry-total=")]
+    assert retries and float(retries[-1].partition("=")[2]) >= 2, result.stderr
+    assert len(_fault_lines(samsa_broker, f"with {error}")) == 2
+    assert _high_watermark(samsa_broker, "t") == 1
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_lost_connection_after_a_written_batch(samsa_broker, idempotent):
+    samsa_broker.create_topic("t")
+    samsa_broker.disconnect_after(0, api="Produce", times=3)
+    values = [f"r{i}".encode() for i in range(5)]
+    reports = _produce({"bootstrap.servers": samsa_broker.bootstrap_servers, "retry.backoff.ms": 20,
+                        "enable.idempotence": idempotent, "acks": "all"}, "t", values, flush_each=True)
+    assert [err for err, _ in reports] == [None] * 5
+    assert len(_fault_lines(samsa_broker, "instead of answering")) == 3
+    # each lost answer was for a batch the broker had written: the producer sends it
+    # again; with idempotence the broker knows its sequence number and writes it once
+    written = _high_watermark(samsa_broker, "t")
+    assert written == (5 if idempotent else 8)
+
+
+def test_a_delivery_timeout_fires_when_the_broker_answers_too_late(samsa_broker):
+    samsa_broker.create_topic("t")
+    samsa_broker.delay(3000, api="Produce")
+    p = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers, "message.timeout.ms": 1000,
+                  "request.timeout.ms": 900})
+    reports = []
+    p.produce("t", b"late", on_delivery=lambda err, msg: reports.append(err))
+    p.flush(30)
+    assert len(reports) == 1 and reports[0] is not None
+    assert reports[0].code() in (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT), reports[0]
+    assert _fault_lines(samsa_broker, "delaying the answer to Produce")
+
+
+def test_a_client_waits_out_refused_connections_and_a_paused_broker(samsa_broker):
+    samsa_broker.create_topic("t")
+    samsa_broker.refuse_connections(1.5)
+    started = time.monotonic()
+    config = {"bootstrap.servers": samsa_broker.bootstrap_servers, "reconnect.backoff.ms": 50,
+              "reconnect.backoff.max.ms": 200}
+    assert _produce(config, "t", [b"after-refusal"]) == [(None, 0)]
+    assert time.monotonic() - started >= 1.0
+    assert "fault: refusing a connection" in samsa_broker.log_text()
+
+    p = Producer(config)
+    reports = []
+    p.produce("t", b"warm-up", on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    samsa_broker.pause()
+    p.produce("t", b"while-paused", on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(1.0) == 1  # held: no answer while paused
+    samsa_broker.resume()
+    assert p.flush(30) == 0 and reports == [None, None]
+    assert _fault_lines(samsa_broker, "holding a request")
