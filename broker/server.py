@@ -38,6 +38,9 @@ from .faults.actions import fault_actions
 from .faults.endpoint import FaultEndpoint
 from .dynamic_config import DynamicBrokerConfig
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
+from .group_configs import GroupConfigs
+from .groups.metrics import consumer_group_states, group_counts
+from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
@@ -579,7 +582,12 @@ class Broker:
             ConsumerOffsetsLog(append, read_all, num, partition_reader(get_log)),
             GroupCoordinatorConfig.from_broker_config(self.cfg),
             owns=services.coordinators.owns,
-            on_membership=(self.registry.membership_changed if self.registry else None))
+            on_membership=(self.registry.membership_changed if self.registry else None),
+            consumer_config=ConsumerGroupConfig.from_broker_config(self.cfg),
+            group_configs=GroupConfigs(services.store).get,
+            topics=lambda: {name: (meta.topic_id, meta.num_partitions)
+                            for name, meta in services.topics.topics().items()
+                            if not meta.is_internal})
         await coordinator.start()
         # From here on the coordinator follows leadership of the offsets
         # partitions; what it loaded of the others (copies this broker follows)
@@ -604,6 +612,14 @@ class Broker:
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Consumer groups this broker coordinates",
             lambda: [({}, len(coordinator.groups))])
+        services.metrics.add_kafka_gauge(
+            "kafka_server_group_coordinator_metrics_group_count",
+            "Groups this broker coordinates, by protocol (classic, consumer)",
+            lambda: group_counts(coordinator.groups.values()))
+        services.metrics.add_kafka_gauge(
+            "kafka_server_group_coordinator_metrics_consumer_group_count",
+            "Consumer-protocol (KIP-848) groups this broker coordinates, by state",
+            lambda: consumer_group_states(coordinator.groups.values()))
         consumer_lag.register(services.metrics, coordinator.committed_offsets, logs.get_log,
                               consumer_lag.RemoteWatermarks(partial(_leader_address, partitions)))
         self._expiry_task = asyncio.get_running_loop().create_task(

@@ -337,6 +337,31 @@ class BrokerConfig:
                                              "Largest session timeout a member may ask for.")
     group_max_size: int = _key("group.max.size", T.INT, INT_MAX, at_least(1),
                                "Most members in one group.")
+    # KIP-848 consumer groups (group.protocol=consumer)
+    group_consumer_session_timeout_ms: int = _key(
+        "group.consumer.session.timeout.ms", T.INT, 45000, at_least(1),
+        "Session timeout of consumer-protocol group members.")
+    group_consumer_min_session_timeout_ms: int = _key(
+        "group.consumer.min.session.timeout.ms", T.INT, 45000, at_least(1),
+        "Smallest consumer.session.timeout.ms a group may set.")
+    group_consumer_max_session_timeout_ms: int = _key(
+        "group.consumer.max.session.timeout.ms", T.INT, 60000, at_least(1),
+        "Largest consumer.session.timeout.ms a group may set.")
+    group_consumer_heartbeat_interval_ms: int = _key(
+        "group.consumer.heartbeat.interval.ms", T.INT, 5000, at_least(1),
+        "Heartbeat interval told to consumer-protocol group members.")
+    group_consumer_min_heartbeat_interval_ms: int = _key(
+        "group.consumer.min.heartbeat.interval.ms", T.INT, 5000, at_least(1),
+        "Smallest consumer.heartbeat.interval.ms a group may set.")
+    group_consumer_max_heartbeat_interval_ms: int = _key(
+        "group.consumer.max.heartbeat.interval.ms", T.INT, 15000, at_least(1),
+        "Largest consumer.heartbeat.interval.ms a group may set.")
+    group_consumer_max_size: int = _key("group.consumer.max.size", T.INT, INT_MAX, at_least(1),
+                                        "Most members in one consumer-protocol group.")
+    group_consumer_assignors: str = _key(
+        "group.consumer.assignors", T.STRING, "uniform,range", None,
+        "Server-side assignors of consumer-protocol groups, the first the default "
+        "(uniform, range; Kafka's class names are accepted).")
     offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", T.INT, 50,
                                              at_least(1), "Partitions of __consumer_offsets.")
     offsets_topic_replication_factor: int = _key("offsets.topic.replication.factor", T.SHORT, 3,

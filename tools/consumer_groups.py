@@ -3,7 +3,7 @@ every broker), --describe (offsets and lag per partition, with the member that
 owns it), --reset-offsets and --delete. Group requests go to the group's
 coordinator (FindCoordinator), offset look-ups to each partition's leader.
 
-    samsa consumer-groups --bootstrap-server H:P --list
+    samsa consumer-groups --bootstrap-server H:P --list [--type [consumer,classic]]
     samsa consumer-groups --bootstrap-server H:P --describe --group G
     samsa consumer-groups --bootstrap-server H:P --group G --reset-offsets --to-earliest \\
         (--topic T[:p,p] | --all-topics) [--dry-run | --execute]
@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import NamedTuple, Sequence
 
 from samsa.protocol.errors import ErrorCode, ProtocolError
-from samsa.protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest,
-                               OffsetCommitRequest, OffsetFetchRequest)
+from samsa.protocol.messages import (ConsumerGroupDescribeRequest, DeleteGroupsRequest,
+                                     DescribeGroupsRequest, ListGroupsRequest,
+                                     OffsetCommitRequest, OffsetFetchRequest)
 from samsa.protocol.model import TopicPartition
 from samsa.protocol.model import ApiKey
 
@@ -61,6 +62,45 @@ def _describe_group(cluster: Cluster, group_id: str):
                                                include_authorized_operations=False)).groups[0]
 
 
+class _Described(NamedTuple):
+    """A group as --describe shows it, from DescribeGroups (classic) or
+    ConsumerGroupDescribe (KIP-848 consumer groups)."""
+    error_code: int
+    error_message: str | None
+    state: str
+    # (topic, partition) -> (consumer id, host, client id)
+    owners: dict[TopicPartition, tuple[str, str, str]]
+
+
+def _describe_either(cluster: Cluster, group_id: str) -> _Described:
+    group = _describe_group(cluster, group_id)
+    if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+            group.error_code == 0 and group.group_state == "Dead"):
+        # not a classic group: a consumer-protocol one, if the broker has those
+        try:
+            found = cluster.coordinator(group_id).call(
+                ApiKey.CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest(
+                    group_ids=[group_id], include_authorized_operations=False)).groups[0]
+        except ClientError:
+            found = None
+        if found is not None and found.error_code == 0:
+            members = {(tp.topic_name, p): (m.member_id, m.client_host, m.client_id)
+                      for m in found.members for tp in m.assignment.topic_partitions
+                      for p in tp.partitions}
+            return _Described(0, None, found.group_state, members)
+        return _Described(int(ErrorCode.GROUP_ID_NOT_FOUND), None, "Dead", {})
+    owners: dict[TopicPartition, tuple[str, str, str]] = {}
+    for m in group.members:
+        try:
+            assigned = assignment_partitions(bytes(m.member_assignment or b""))
+        except ProtocolError:
+            assigned = {}  # not the consumer protocol: no partitions to show
+        for topic, parts in assigned.items():
+            for p in parts:
+                owners[(topic, p)] = (m.member_id, m.client_host, m.client_id)
+    return _Described(group.error_code, group.error_message, group.group_state, owners)
+
+
 def _committed(cluster: Cluster, group_id: str) -> dict[TopicPartition, int]:
     resp = cluster.coordinator(group_id).call(
         9, OffsetFetchRequest(group_id=group_id, topics=None, require_stable=False),
@@ -83,8 +123,9 @@ def _list(cluster: Cluster, args) -> int:
     coordinates (as Kafka's AdminClient.listConsumerGroups asks each broker).
     A broker that does not answer is one line on stderr; the others' groups
     are still listed."""
-    groups: set[str] = set()
+    groups: dict[str, str] = {}  # group id -> its type
     failed = False
+    types = [t.strip().lower() for t in (args.type or "").split(",") if t.strip()]
     for node_id, address in cluster.brokers().items():
         try:
             conn = cluster.broker(node_id)
@@ -93,7 +134,8 @@ def _list(cluster: Cluster, args) -> int:
             failed = True
             continue
         try:
-            resp = conn.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[], types_filter=[]))
+            resp = conn.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[],
+                                                                   types_filter=types))
             error = error_text(resp.error_code) if resp.error_code else None
         except ClientError as e:
             cluster.forget(node_id)
@@ -103,9 +145,18 @@ def _list(cluster: Cluster, args) -> int:
                   file=sys.stderr)
             failed = True
             continue
-        groups.update(g.group_id for g in resp.groups)
-    for g in sorted(groups):
-        print(g)
+        groups.update((g.group_id, g.group_type or "classic") for g in resp.groups
+                      if not types or (g.group_type or "classic").lower() in types)
+    if args.type is None:
+        for g in sorted(groups):
+            print(g)
+    else:
+        # kafka-consumer-groups --list --type: the group column 10 wider than
+        # the longest id (at least 15), then the type (Kafka's GroupType names)
+        width = max([15] + [len(g) for g in groups]) + 10
+        print(f"{'GROUP':<{width}} {'TYPE':<20}")
+        for g in sorted(groups):
+            print(f"{g:<{width}} {groups[g].capitalize():<20}")
     return 1 if failed else 0
 
 
@@ -124,27 +175,20 @@ def _log_ends(cluster: Cluster, partitions: set[TopicPartition]) -> dict[TopicPa
 
 
 def _describe_one(cluster: Cluster, group_id: str) -> int:
-    group = _describe_group(cluster, group_id)
+    group = _describe_either(cluster, group_id)
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
-            group.error_code == 0 and group.group_state == "Dead"):
+            group.error_code == 0 and group.state == "Dead"):
         print(f"Error: Consumer group '{group_id}' does not exist.", file=sys.stderr)
         return 1
     if group.error_code:
         print(f"Error: {error_text(group.error_code, group.error_message)}", file=sys.stderr)
         return 1
-    owners: dict[TopicPartition, tuple[str, str, str]] = {}
-    for m in group.members:
-        try:
-            assigned = assignment_partitions(bytes(m.member_assignment or b""))
-        except ProtocolError:
-            assigned = {}  # not the consumer protocol: no partitions to show
-        for topic, parts in assigned.items():
-            for p in parts:
-                owners[(topic, p)] = (m.member_id, m.client_host, m.client_id)
+    owners = group.owners
     # Kafka's notes on the group's state, on stderr ahead of the table.
-    if group.group_state == "Empty":
+    if group.state == "Empty":
         print(f"\nConsumer group '{group_id}' has no active members.", file=sys.stderr)
-    elif group.group_state in ("PreparingRebalance", "CompletingRebalance"):
+    elif group.state in ("PreparingRebalance", "CompletingRebalance", "Assigning",
+                         "Reconciling"):
         print(f"\nWarning: Consumer group '{group_id}' is rebalancing.", file=sys.stderr)
     committed = _committed(cluster, group_id)
     partitions = set(committed) | set(owners)
@@ -353,6 +397,8 @@ def _parser() -> argparse.ArgumentParser:
     action.add_argument("--delete", action="store_true")
     action.add_argument("--reset-offsets", action="store_true")
     p.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP")
+    # --list --type: show each group's type; with values, only those types
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPE[,TYPE]")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,P]")
     scope.add_argument("--all-topics", action="store_true")

@@ -1,6 +1,8 @@
 """Consumer groups: the coordinator and the offset store.
 
 Layout: classic/ (the classic protocol's state and its state machine),
+consumer/ (KIP-848 consumer groups, group.protocol=consumer: their state,
+assignors, reconciliation, records and state machine),
 effects.py (what a machine answers an event with), offsets.py (committed
 offsets' rules, any group type), offset_manager.py (the committed offsets'
 flows: commit, transactional commit, fetch, delete, retention), coordinator.py
@@ -42,6 +44,9 @@ API -> method (all async; results in results.py):
     OffsetFetch(9)     fetch_offsets(group_id, [(topic, partition)] | None) -> OffsetFetchResult
                        (v8+: one call per group in the request)
     OffsetDelete(47)   delete_offsets(group_id, [(topic, partition)]) -> OffsetDeleteResult
+    ConsumerGroupHeartbeat(68) consumer_group_heartbeat(group_id, consumer.Heartbeat(...))
+                       -> consumer.HeartbeatResult
+    ConsumerGroupDescribe(69) consumer_group_describe(ids) -> [consumer.machine.ConsumerGroupView]
     FindCoordinator(10) answered by CoordinatorLocator (locator.py): the leader of the group's
                        __consumer_offsets partition (partition_for(group, N)).
 """

@@ -35,3 +35,5 @@ class CoordinatorBridge(LoopBridge[GroupCoordinator]):
     expire_offsets = forward(GroupCoordinator.expire_offsets)
     commit_txn_offsets = forward(GroupCoordinator.commit_txn_offsets)
     complete_txn_offsets = forward(GroupCoordinator.complete_txn_offsets)
+    consumer_group_heartbeat = forward(GroupCoordinator.consumer_group_heartbeat)
+    consumer_group_describe = forward(GroupCoordinator.consumer_group_describe)

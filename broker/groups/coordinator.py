@@ -32,14 +32,20 @@ from samsa.protocol.errors import ErrorCode
 
 from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
+from .consumer import (ConsumerGroup, ConsumerGroupMachine, ConsumerMember, Heartbeat,
+                       HeartbeatResult)
+from .consumer.machine import ConsumerGroupConfig, ConsumerGroupView
+from .consumer.state import TopicImage
 from .effects import (AwaitedWrite, CancelTimer, Effects, GroupMachine, MembershipChanged, Respond,
-                      SetTimer, Wait, WriteRecord)
+                      SetTimer, Wait, WriteRecord, WriteRecords)
 from .log_format import GroupRecord
 from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMemberResult, LeaveResult,
                       ListedGroup, OffsetDeleteResult, OffsetFetchResult, PartitionError,
                       SyncResult)
+from .kinds import AnyGroup
 from .offset_manager import OffsetManager
-from .store import OFFSETS_TOPIC, OffsetsByGroup, OffsetStore, PendingTxnOffsets
+from .store import (OFFSETS_TOPIC, ConsumerGroupRecords, OffsetsByGroup, OffsetStore,
+                    PendingTxnOffsets)
 from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
@@ -93,14 +99,20 @@ class GroupCoordinator:
     def __init__(self, store: OffsetStore, config: GroupCoordinatorConfig | None = None,
                  *, time_ms: Callable[[], int] = wall_ms, clock: Clock | None = None,
                  owns: Callable[[str], bool] = lambda group_id: True,
-                 on_membership: Callable[[GroupMembership], None] | None = None):
+                 on_membership: Callable[[GroupMembership], None] | None = None,
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 topics: Callable[[], TopicImage] = dict,
+                 group_configs: Callable[[str], dict[str, str]] = lambda group_id: {}):
         """owns(group_id): whether this broker coordinates the group now (in a
         cluster, whether it leads the group's __consumer_offsets partition).
         on_membership: told each consumer group's members and assignment when
         a rebalance completes, and that it has none when it empties or goes
         (ZooKeeper mode publishes them in the ZooKeeper-era registry).
         clock: the time and the timers (default: time_ms and the loop start()
-        runs on)."""
+        runs on). consumer_config: the group.consumer.* settings of KIP-848
+        groups; topics(): the topics now, name -> (id, partition count), that
+        their subscriptions resolve against; group_configs(group id): the
+        group's own settings (GROUP config resource)."""
         self.store = store
         self._owns = owns
         self._on_membership = on_membership
@@ -109,8 +121,11 @@ class GroupCoordinator:
         self._time_ms = clock.now_ms if clock is not None else time_ms
         self.classic = ClassicGroupMachine(self.config)
         # group type -> its state machine (JoinGroup & co. always go to "classic")
-        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic}
-        self.groups: dict[str, Group] = {}
+        self.consumer = ConsumerGroupMachine(consumer_config, group_configs)
+        self._topics = topics
+        self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic,
+                                                   self.consumer.group_type: self.consumer}
+        self.groups: dict[str, AnyGroup] = {}
         self._loaded = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -137,9 +152,15 @@ class GroupCoordinator:
         self._add_loaded(*await self.store.load())
         self._loaded = True
 
-    def _add_loaded(self, offsets: OffsetsByGroup, records: dict[str, GroupRecord],
+    def _add_loaded(self, offsets: OffsetsByGroup,
+                    records: dict[str, GroupRecord | ConsumerGroupRecords],
                     pending_txn: PendingTxnOffsets | None = None) -> None:
         for gid, rec in records.items():
+            if isinstance(rec, ConsumerGroupRecords):
+                consumer, cfx = self.consumer.loaded(gid, rec.records, self._time_ms())
+                self.groups[gid] = consumer
+                self._apply_now(consumer, cfx)
+                continue
             group, fx = self.classic.loaded(rec)
             self.groups[gid] = group
             self._apply_now(group, fx)
@@ -147,11 +168,10 @@ class GroupCoordinator:
             # offsets without group metadata: a simple consumer's group
             self.group_for_offsets(gid).offsets.update(by_tp)
         for gid, by_producer in (pending_txn or {}).items():
-            group = self.group_for_offsets(gid)
             for pid, by_tp in by_producer.items():
-                self.offsets.add_loaded_pending(group, pid, by_tp)
+                self.offsets.add_loaded_pending(self.group_for_offsets(gid), pid, by_tp)
 
-    def group_for_offsets(self, group_id: str) -> Group:
+    def group_for_offsets(self, group_id: str) -> AnyGroup:
         """The group, made (an Empty classic group) when it has only offsets."""
         group = self.groups.get(group_id)
         if group is None:
@@ -198,10 +218,12 @@ class GroupCoordinator:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _release(self, group: Group) -> None:
+    def _release(self, group: AnyGroup) -> None:
         """This broker stops coordinating the group: its timers stop and its
         waiting members are told NOT_COORDINATOR (they find the new one)."""
         self._cancel_timers(group.group_id)
+        if not isinstance(group, Group):
+            return
         for m in group.members.values():
             self._answer(m, "join", JoinResult(int(E.NOT_COORDINATOR), member_id=m.member_id))
             self._answer(m, "sync", SyncResult(int(E.NOT_COORDINATOR)))
@@ -219,7 +241,7 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
-    def machine(self, group: Group) -> GroupMachine:
+    def machine(self, group: AnyGroup) -> GroupMachine:
         return self._machines[group.group_type]
 
     @property
@@ -240,17 +262,24 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or not self.owns(group_id):
             return None
-        member = group.members.get(member_id) if member_id else next(iter(group.members.values()), None)
+        member: Member | ConsumerMember | None
+        if member_id:
+            member = group.members.get(member_id)
+        else:
+            first = list(group.members)
+            member = group.members[first[0]] if first else None
         if member is None:
             return None
-        key = ("heartbeat", member)
+        # a consumer-protocol member's session timer is keyed by its id
+        key: Hashable = (("session", member.member_id) if isinstance(group, ConsumerGroup)
+                         else ("heartbeat", member))
         handle = self._timers.get(group_id, {}).pop(key, None)
         if handle is not None:
             handle.cancel()
         self._apply_now(group, self.machine(group).timer_fired(group, key, None, self._time_ms()))
         return member.member_id
 
-    def _live(self, group: Group) -> bool:
+    def _live(self, group: AnyGroup) -> bool:
         """False for a group object that was deleted or moved away since."""
         return self.groups.get(group.group_id) is group
 
@@ -260,7 +289,7 @@ class GroupCoordinator:
         if fut is not None and not fut.done():
             fut.set_result(result)
 
-    def apply(self, group: Group, fx: Effects) -> asyncio.Future[object] | None:
+    def apply(self, group: AnyGroup, fx: Effects) -> asyncio.Future[object] | None:
         """Carry out the effects' ops in order; the future the request waits
         on, if it waits. Timers are only armed for a group still coordinated
         here (a write finishing after its partition moved must not arm any)."""
@@ -286,24 +315,26 @@ class GroupCoordinator:
                         handle.cancel()
             elif isinstance(op, WriteRecord):
                 self._spawn(self._store_group_quietly(group, op.record))
+            elif isinstance(op, WriteRecords):
+                self._spawn(self._store_records_quietly(op))
             elif isinstance(op, MembershipChanged):
                 self._tell_membership(group)
         return request
 
-    def _apply_now(self, group: Group, fx: Effects) -> None:
+    def _apply_now(self, group: AnyGroup, fx: Effects) -> None:
         """Effects of an event no request waits on (a timer, a load)."""
         self.apply(group, fx)
         if fx.write is not None:
             self._spawn(self._finish_write(group, fx.write))
 
-    async def _finish_write(self, group: Group, write: AwaitedWrite | None) -> None:
+    async def _finish_write(self, group: AnyGroup, write: AwaitedWrite | None) -> None:
         while write is not None:
             error = await self._write_group(group, write.record)
             after = write.then(error, self._time_ms())
             self.apply(group, after)
             write = after.write
 
-    async def _run(self, group: Group, fx: Effects, answer_type: type[Answer]) -> Answer:
+    async def _run(self, group: AnyGroup, fx: Effects, answer_type: type[Answer]) -> Answer:
         """A request's effects: carried out, its write done, then its answer
         (now, or once the group answers the member). ``answer_type``: what the
         request is answered with (effects carry any answer: another is a bug
@@ -319,7 +350,7 @@ class GroupCoordinator:
             raise TypeError(f"group {group.group_id}: answered {answer!r}, not a {answer_type.__name__}")
         return answer
 
-    def _set_timer(self, group: Group, op: SetTimer) -> None:
+    def _set_timer(self, group: AnyGroup, op: SetTimer) -> None:
         timers = self._timers.setdefault(group.group_id, {})
         old = timers.pop(op.key, None)
         if old is not None:
@@ -341,7 +372,7 @@ class GroupCoordinator:
         for handle in self._timers.pop(group_id, {}).values():
             handle.cancel()
 
-    def _tell_membership(self, group: Group) -> None:
+    def _tell_membership(self, group: AnyGroup) -> None:
         if self._on_membership is None:
             return
         membership = self.machine(group).membership(group)
@@ -357,7 +388,7 @@ class GroupCoordinator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write_group(self, group: Group, record: GroupRecord) -> int:
+    async def _write_group(self, group: AnyGroup, record: GroupRecord) -> int:
         """Write the group's record: NONE, or the error code its request answers."""
         try:
             await self.store.store_group(record)
@@ -367,7 +398,13 @@ class GroupCoordinator:
             return store_error(e, too_large=int(E.UNKNOWN_SERVER_ERROR),
                                 timed_out=int(E.REBALANCE_IN_PROGRESS))
 
-    async def _store_group_quietly(self, group: Group, record: GroupRecord) -> None:
+    async def _store_records_quietly(self, op: WriteRecords) -> None:
+        try:
+            await self.store.store_records(op.group_id, op.entries)
+        except Exception as e:
+            log_store_failure("storing consumer group records", op.group_id, e)
+
+    async def _store_group_quietly(self, group: AnyGroup, record: GroupRecord) -> None:
         try:
             await self.store.store_group(record)
         except Exception as e:
@@ -392,6 +429,12 @@ class GroupCoordinator:
                 <= self.config.group_max_session_timeout_ms):
             return JoinResult(int(E.INVALID_SESSION_TIMEOUT), member_id=member_id)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                # a classic member cannot join a consumer group that has
+                # members (Kafka's answer under its default migration policy)
+                return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id=member_id)
+            group = self._convert_to_classic(group)
         if group is None:
             if member_id:
                 return JoinResult(int(E.UNKNOWN_MEMBER_ID), member_id=member_id)
@@ -412,7 +455,7 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, Group):
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
         return await self._run(group, self.classic.sync(
             group, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
@@ -424,7 +467,7 @@ class GroupCoordinator:
         if err:
             return err
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, Group):
             return int(E.UNKNOWN_MEMBER_ID)
         return await self._run(group, self.classic.heartbeat(
             group, generation_id, member_id, group_instance_id, self._time_ms()), int)
@@ -441,10 +484,73 @@ class GroupCoordinator:
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
-        if group is None:
+        if not isinstance(group, Group):
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
                                       for mid, iid in leaving])
         return await self._run(group, self.classic.leave(group, leaving, self._time_ms()), LeaveResult)
+
+    # ================================================================ KIP-848 consumer groups
+
+    async def consumer_group_heartbeat(self, group_id: str, hb: Heartbeat) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (API 68)."""
+        err = self.check(group_id, allow_empty=False)
+        if err:
+            return HeartbeatResult(err)
+        refused = self.consumer.validate(hb)
+        if refused is not None:
+            answer: HeartbeatResult = refused.answer
+            return answer
+        group = self.groups.get(group_id)
+        if group is not None and not isinstance(group, ConsumerGroup) and group.members:
+            return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
+                                   f"Group {group_id} is not a consumer group.")
+        if not isinstance(group, ConsumerGroup):
+            # none yet, or an empty classic group (offsets only), which becomes one
+            if hb.member_epoch != 0:
+                return HeartbeatResult(int(E.UNKNOWN_MEMBER_ID),
+                                       f"Consumer group {group_id} not found.")
+            old = group
+            group = self.consumer.new_group(group_id)
+            if old is not None:
+                group.offsets = old.offsets
+                group.pending_txn_offsets = old.pending_txn_offsets
+                self._cancel_timers(group_id)
+            self.groups[group_id] = group
+        fx = self.consumer.heartbeat(group, hb, self._topics(), self._time_ms())
+        return await self._run(group, fx, HeartbeatResult)
+
+    def _convert_to_classic(self, group: ConsumerGroup) -> Group:
+        """An empty consumer group a classic member joins becomes a classic
+        group (its records go, its offsets stay), as in Kafka."""
+        self._cancel_timers(group.group_id)
+        self.apply(group, self.consumer.delete(group, self._time_ms()))
+        classic = self.groups[group.group_id] = self.classic.new_group(group.group_id)
+        classic.offsets = group.offsets
+        classic.pending_txn_offsets = group.pending_txn_offsets
+        return classic
+
+    async def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupView]:
+        """ConsumerGroupDescribe (API 69)."""
+        out = []
+        for gid in group_ids:
+            err = self.check(gid, allow_empty=False)
+            group = self.groups.get(gid) if not err else None
+            if err:
+                out.append(ConsumerGroupView(gid, err))
+            elif group is None or group.is_(GroupState.DEAD):
+                out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
+                                             error_message=f"Group {gid} not found."))
+            elif not isinstance(group, ConsumerGroup):
+                out.append(ConsumerGroupView(gid, int(E.GROUP_ID_NOT_FOUND),
+                                             error_message=f"Group {gid} is not a consumer "
+                                             f"group."))
+            else:
+                out.append(self.consumer.view(group))
+        return out
+
+    def topic_names(self) -> dict[object, str]:
+        """Topic id -> name, now."""
+        return {tid: name for name, (tid, _) in self._topics().items()}
 
     # ================================================================ admin
 
@@ -459,7 +565,10 @@ class GroupCoordinator:
             group = self.groups.get(gid) if not err else None
             if err:
                 out.append(GroupDescription(gid, err, "", "", ""))
-            elif group is None or group.is_(GroupState.DEAD):
+            elif group is None or group.is_(GroupState.DEAD) or \
+                    group.group_type != self.classic.group_type:
+                # DescribeGroups describes classic groups; Kafka answers a
+                # consumer group's id as one it does not know
                 code = int(E.GROUP_ID_NOT_FOUND) if unknown_is_error else NONE
                 out.append(GroupDescription(gid, code, str(GroupState.DEAD), "", ""))
             else:
@@ -496,7 +605,7 @@ class GroupCoordinator:
                 out.append((gid, await self._remove_group(group)))
         return out
 
-    async def _remove_group(self, group: Group) -> int:
+    async def _remove_group(self, group: AnyGroup) -> int:
         """Empty -> Dead, forgotten in memory first (so nothing joins meanwhile), then in the store."""
         partitions = list(group.offsets)
         self._cancel_timers(group.group_id)
@@ -510,7 +619,7 @@ class GroupCoordinator:
             return int(E.COORDINATOR_NOT_AVAILABLE)
         return NONE
 
-    async def drop_if_empty(self, group: Group) -> None:
+    async def drop_if_empty(self, group: AnyGroup) -> None:
         """A group with nothing left to remember goes, as in Kafka."""
         if self._live(group) and self.machine(group).forgettable(group):
             await self._remove_group(group)

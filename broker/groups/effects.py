@@ -1,6 +1,6 @@
 """What a group state machine answers an event with, for any group type.
 
-A machine (classic/machine.py; KIP-848 consumer groups and KIP-932 share
+A machine (classic/machine.py, consumer/machine.py for KIP-848; KIP-932 share
 groups beside it later) is fed events -- a request, a timer fired, a
 partition loaded, a write done -- with the time as a parameter, and changes
 only its own plain objects. Everything else it wants done comes back as
@@ -56,6 +56,15 @@ class CancelTimer:
 class WriteRecord:
     """Write the group's record; nobody waits for it (a failure is logged)."""
     record: GroupRecord
+
+
+@dataclass(frozen=True)
+class WriteRecords:
+    """Write these records of the group (key, value; None: a tombstone) in
+    one batch, in order; nobody waits for it (a failure is logged). A
+    consumer group's state is several records (consumer/records.py)."""
+    group_id: str
+    entries: list[tuple[bytes, bytes | None]]
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from samsa.protocol.model import TopicPartition
 
 from ..network.log_limit import RateLimitedLog
 from . import offsets as offset_rules
-from .classic import Group, GroupState
+from .classic import GroupState
 from .effects import Effects, GroupMachine
+from .kinds import AnyGroup
 from .log_format import OffsetAndMetadata
 from .results import FetchedOffset, OffsetDeleteResult, OffsetFetchResult, PartitionError
 from .store import OffsetStore
@@ -41,7 +42,7 @@ NONE = int(E.NONE)
 class GroupRuntime(Protocol):
     """What the offsets flows need of the coordinator runtime."""
 
-    groups: dict[str, Group]
+    groups: dict[str, AnyGroup]
 
     @property
     def loaded(self) -> bool: ...
@@ -54,13 +55,13 @@ class GroupRuntime(Protocol):
 
     def owns(self, group_id: str) -> bool: ...
 
-    def machine(self, group: Group) -> GroupMachine: ...
+    def machine(self, group: AnyGroup) -> GroupMachine: ...
 
-    def group_for_offsets(self, group_id: str) -> Group: ...
+    def group_for_offsets(self, group_id: str) -> AnyGroup: ...
 
-    def apply(self, group: Group, fx: Effects) -> asyncio.Future[object] | None: ...
+    def apply(self, group: AnyGroup, fx: Effects) -> asyncio.Future[object] | None: ...
 
-    async def drop_if_empty(self, group: Group) -> None: ...
+    async def drop_if_empty(self, group: AnyGroup) -> None: ...
 
 
 def _txn_store_error(exc: BaseException) -> int:
@@ -90,7 +91,7 @@ class OffsetManager:
         # so a marker settles them without a walk over every group
         self._txn_groups: dict[int, set[str]] = {}
 
-    def add_loaded_pending(self, group: Group, producer_id: int,
+    def add_loaded_pending(self, group: AnyGroup, producer_id: int,
                            offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         """A transaction's offsets read back from the log, still waiting for its marker."""
         group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)

@@ -21,6 +21,7 @@ from samsa.protocol.errors import ProtocolError
 # OFFSETS_TOPIC: re-exported, the package and the locator take it from here
 from samsa.protocol.model import OFFSETS_TOPIC as OFFSETS_TOPIC, TopicPartition
 
+from .consumer import records as consumer_records
 from .log_format import (
     GroupKey,
     GroupRecord,
@@ -58,12 +59,21 @@ class TxnRecord(NamedTuple):
     value: bytes | None
     producer_id: int
 
+class ConsumerGroupRecords(NamedTuple):
+    """A KIP-848 consumer group as its records in the log say (the last value
+    of each key; consumer/records.py reads them); beside the classic groups'
+    GroupRecords in what a load returns."""
+    group_id: str
+    records: dict[bytes, bytes]
+
+
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 
 class OffsetStore(Protocol):
     async def load(self, partition: int | None = None
-                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
+                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
+                              PendingTxnOffsets]:
         """All committed offsets, all group records and the transactional
         offset commits whose transaction is still open, as of the last write
         (only those of the groups kept in ``partition`` when given)."""
@@ -83,6 +93,11 @@ class OffsetStore(Protocol):
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[TopicPartition]) -> None:
         """Forget these committed offsets of the group."""
+
+    async def store_records(self, group_id: str,
+                            entries: list[tuple[bytes, bytes | None]]) -> None:
+        """Persist these records of the group (a KIP-848 consumer group's
+        state; None: a tombstone) in one batch."""
 
     async def delete_group(self, group_id: str,
                            partitions: Iterable[TopicPartition]) -> None:
@@ -123,11 +138,13 @@ class ConsumerOffsetsLog:
         return partition_for(group_id, self.num_partitions)
 
     async def load(self, partition: int | None = None
-                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
+                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
+                              PendingTxnOffsets]:
         return self.replay(partition)
 
     def replay(self, partition: int | None = None
-               ) -> tuple[OffsetsByGroup, dict[str, GroupRecord], PendingTxnOffsets]:
+               ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
+                              PendingTxnOffsets]:
         """Replay the log (one partition of it when given): the last value per
         key wins, a tombstone deletes. Offsets written in a transaction wait
         for its marker: applied on COMMIT, dropped on ABORT, and returned as
@@ -137,7 +154,7 @@ class ConsumerOffsetsLog:
         must not keep the coordinator (and every group) from loading.
         """
         offsets: OffsetsByGroup = {}
-        groups: dict[str, GroupRecord] = {}
+        groups: dict[str, GroupRecord | ConsumerGroupRecords] = {}
         pending: PendingTxnOffsets = {}
         # producer id -> groups it has pending offsets in (to settle on its marker)
         by_producer: dict[int, set[str]] = {}
@@ -162,6 +179,10 @@ class ConsumerOffsetsLog:
                 continue
             try:
                 key = decode_key(key_bytes)
+                if key is None and txn_producer < 0 and \
+                        consumer_records.record_type(key_bytes) in consumer_records.RECORD_TYPES:
+                    self._replay_consumer_record(groups, key_bytes, value, partition)
+                    continue
                 if key is None:
                     continue  # a record type the classic coordinator does not keep
                 if partition is not None and self.partition_for(key.group) != partition:
@@ -188,12 +209,31 @@ class ConsumerOffsetsLog:
                         offsets.setdefault(key.group, {})[tp] = decode_offset_value(value)
                 elif isinstance(key, GroupKey):
                     if value is None:
-                        groups.pop(key.group, None)
+                        if isinstance(groups.get(key.group), GroupRecord):
+                            groups.pop(key.group, None)
                     else:
                         groups[key.group] = decode_group_value(key.group, value)
             except ProtocolError as e:
                 log.warning("skipping undecodable %s record: %s", OFFSETS_TOPIC, e)
         return offsets, groups, pending
+
+    def _replay_consumer_record(self, groups: dict[str, GroupRecord | ConsumerGroupRecords],
+                                key_bytes: bytes, value: bytes | None,
+                                partition: int | None) -> None:
+        _, group_id, _ = consumer_records.decode_key(bytes(key_bytes))
+        if partition is not None and self.partition_for(group_id) != partition:
+            return
+        found = groups.get(group_id)
+        if not isinstance(found, ConsumerGroupRecords):
+            if value is None:
+                return
+            found = groups[group_id] = ConsumerGroupRecords(group_id, {})
+        if value is None:
+            found.records.pop(bytes(key_bytes), None)
+            if not found.records:
+                del groups[group_id]
+        else:
+            found.records[bytes(key_bytes)] = bytes(value)
 
     async def _write(self, partition: int, recs: list[Entry],
                      producer: tuple[int, int] | None = None) -> None:
@@ -217,6 +257,11 @@ class ConsumerOffsetsLog:
     async def store_group(self, record: GroupRecord) -> None:
         await self._write(self.partition_for(record.group_id),
                           [(encode_group_key(record.group_id), encode_group_value(record))])
+
+    async def store_records(self, group_id: str,
+                            entries: list[tuple[bytes, bytes | None]]) -> None:
+        if entries:
+            await self._write(self.partition_for(group_id), list(entries))
 
     async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         recs: list[Entry] = [(encode_offset_key(group_id, t, p), None) for t, p in partitions]

@@ -14,6 +14,7 @@ from .config_resources import handle_list_config_resources
 from .configs import (handle_alter_configs, handle_describe_configs,
                       handle_incremental_alter_configs)
 from .context import RequestContext
+from .consumer_groups import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .controlled_shutdown import handle_controlled_shutdown
 from .describe_producers import handle_describe_producers
 from .elect_leaders import handle_elect_leaders
@@ -80,6 +81,8 @@ HANDLERS = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.LIST_CONFIG_RESOURCES: handle_list_config_resources,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,

@@ -1,7 +1,7 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 Topic configs are overrides kept in the metadata store, so they survive
-restarts; broker configs are the static ones (server.properties,
+restarts, and so are group configs (GROUP resources, broker/group_configs.py); broker configs are the static ones (server.properties,
 environment, --override) under the dynamic layers that AlterConfigs and
 IncrementalAlterConfigs change on a BROKER resource (config/dynamic.py says
 which keys, broker/dynamic_config.py keeps and applies them).
@@ -19,13 +19,14 @@ from samsa.protocol.messages import (AlterConfigsRequest, AlterConfigsResponse, 
                                DescribeConfigsResponse, IncrementalAlterConfigsRequest,
                                IncrementalAlterConfigsResponse)
 
+from .. import group_configs
 from ..topics import TopicError, name_error
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
 from .services import Services
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, group_configs.GROUP
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -52,6 +53,11 @@ def _entries(broker: Services, resource_type: int, name: str
         return ErrorCode.NONE, None, describe_broker_config(broker.config)
     if resource_type == BROKER_LOGGER:
         return ErrorCode.NONE, None, []
+    if resource_type == GROUP:
+        if not name:
+            return ErrorCode.INVALID_GROUP_ID, "Group id must not be empty.", []
+        own = broker.store.entity_configs(group_configs.entity_path(name))
+        return ErrorCode.NONE, None, group_configs.describe(own, broker.config)
     return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}", []
 
 
@@ -64,6 +70,9 @@ def _refusal(ctx: RequestContext, resource_type: int, name: str, operation: Op
             return ErrorCode.TOPIC_AUTHORIZATION_FAILED, authz.TOPIC_DENIED
     elif resource_type in (BROKER, BROKER_LOGGER) and not authz.cluster(ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authz.CLUSTER_DENIED
+    elif resource_type == GROUP and not authz.group(ctx, operation, name):
+        return (ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "Group authorization failed.")
     return None
 
 
@@ -111,6 +120,8 @@ def _alter(broker: Services, resource_type: int, resource_name: str, new_configs
         except TopicError as e:  # an unknown incremental operation
             return e.code, e.message
         return ErrorCode.NONE, None
+    if resource_type == GROUP:
+        return _alter_group(broker, resource_name, new_configs_fn, validate_only)
     if resource_type != TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}"
     if name_error(resource_name):
@@ -124,6 +135,26 @@ def _alter(broker: Services, resource_type: int, resource_name: str, new_configs
         broker.topics.set_configs(meta.name, configs, validate_only=validate_only)
     except TopicError as e:
         return e.code, e.message
+    return ErrorCode.NONE, None
+
+
+def _alter_group(broker: Services, group_id: str, new_configs_fn: _Change,
+                 validate_only: bool) -> tuple[int, str | None]:
+    """A group's own configs (group_configs.py), kept as the metadata store's
+    entity configs so every broker's coordinator follows them."""
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, "Group id must not be empty."
+    path = group_configs.entity_path(group_id)
+    try:
+        configs = new_configs_fn({**broker.store.entity_configs(path)})
+    except TopicError as e:
+        return e.code, e.message
+    refused = group_configs.validate(configs, broker.config)
+    if refused:
+        return ErrorCode.INVALID_CONFIG, refused
+    if not validate_only:
+        broker.store.set_entity_configs(path, {k: v for k, v in configs.items()
+                                               if v is not None})
     return ErrorCode.NONE, None
 
 
@@ -153,6 +184,8 @@ def _key_of(resource_type: int, name: str) -> ConfigKey | None:
     if resource_type == TOPIC:
         tk = TOPIC_KEYS.get(name)
         return tk.key if tk is not None else None
+    if resource_type == GROUP:
+        return None
     return key_definition(name)
 
 
@@ -173,7 +206,7 @@ def _incremental(ops: list[IncrementalAlterConfigsRequest.AlterableConfig], reso
                 verb = "append" if op.config_operation == APPEND else "subtract"
                 if key is None:
                     raise TopicError(ErrorCode.INVALID_CONFIG, "Unknown " + (
-                        "topic" if resource_type == TOPIC else "broker")
+                        {TOPIC: "topic", GROUP: "group"}.get(resource_type, "broker"))
                         + f" config name: {op.name}")
                 if key.type is not ConfigType.LIST:
                     raise TopicError(ErrorCode.INVALID_REQUEST, f"Config value {verb} is not "

@@ -22,6 +22,7 @@ from samsa.protocol.model import TopicPartition
 from samsa.protocol.messages.wire import Buf
 from samsa.storage import AppendOrigin, AppendResult
 
+from ..groups.consumer.machine import ConsumerGroupView, Heartbeat, HeartbeatResult
 from ..groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
                               OffsetDeleteResult, OffsetFetchResult, PartitionError, SyncResult)
 from ..groups.share.service import ShareService
@@ -101,6 +102,10 @@ class GroupCoordination(Protocol):
                             require_stable: bool = False) -> OffsetFetchResult: ...
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[TopicPartition]) -> OffsetDeleteResult: ...
+    async def consumer_group_heartbeat(self, group_id: str, hb: Heartbeat
+                                       ) -> HeartbeatResult: ...
+    async def consumer_group_describe(self, group_ids: Iterable[str]
+                                      ) -> list[ConsumerGroupView]: ...
 
 
 class TransactionCoordination(Protocol):

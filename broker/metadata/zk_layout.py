@@ -308,7 +308,9 @@ def decode_config(path: str, data: bytes | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in config.items()}
 
 
-_ENTITY_TYPES = ("users", "clients", "ips")
+# users, clients and ips are Kafka's; groups (GROUP config resources, KIP-848's
+# consumer.* and KIP-932's share.* keys) are samsa's, in the same layout
+_ENTITY_TYPES = ("users", "clients", "ips", "groups")
 _UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -346,7 +348,7 @@ def client_entity_path(client_id: str | None) -> str:
 
 def entity_config_path(entity_path: str) -> str:
     """``users/alice`` -> ``/config/users/alice``; the names are sanitized
-    already; only users, clients, ips and user/client pairs are entities."""
+    already; only users, clients, ips, groups and user/client pairs are entities."""
     parts = entity_path.split("/")
     if (parts[0] not in _ENTITY_TYPES or len(parts) not in (2, 4) or not all(parts)
             or (len(parts) == 4 and (parts[0], parts[2]) != ("users", "clients"))):

@@ -116,7 +116,7 @@ class QuotaConfigs:
     def reload(self, entity_path: str, configs: dict[str, str] | None = None) -> None:
         """``entity_path``'s quotas from ``configs`` (a change notice's, read by
         the store), or read here (start-up)."""
-        if entity_path.startswith("ips/"):
+        if entity_path.startswith(("ips/", "groups/")):
             return
         try:
             raw = self._store.entity_configs(entity_path) if configs is None else configs

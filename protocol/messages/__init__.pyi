@@ -256,6 +256,86 @@ class ApiVersionsResponse(Message):
     def __init__(self, *, error_code: int = ..., api_keys: list[ApiVersionsResponse.ApiVersion] = ..., throttle_time_ms: int = ..., supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = ..., finalized_features_epoch: int = ..., finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = ..., zk_migration_ready: bool = ...) -> None: ...
 
 
+class ConsumerGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+
+class ConsumerGroupDescribeResponse(Message):
+    class Assignment(Message):
+        topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ConsumerGroupDescribeResponse.TopicPartitions] = ...) -> None: ...
+    class DescribedGroup(Message):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ConsumerGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ConsumerGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+    class Member(Message):
+        member_id: str
+        instance_id: str | None
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        subscribed_topic_regex: str | None
+        assignment: ConsumerGroupDescribeResponse.Assignment
+        target_assignment: ConsumerGroupDescribeResponse.Assignment
+        member_type: int
+        def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponse.Assignment = ..., target_assignment: ConsumerGroupDescribeResponse.Assignment = ..., member_type: int = ...) -> None: ...
+    class TopicPartitions(Message):
+        topic_id: UUID
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ConsumerGroupDescribeResponse.DescribedGroup] = ...) -> None: ...
+
+
+class ConsumerGroupHeartbeatRequest(Message):
+    class TopicPartitions(Message):
+        topic_id: UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rack_id: str | None = ..., rebalance_timeout_ms: int = ..., subscribed_topic_names: list[str] | None = ..., subscribed_topic_regex: str | None = ..., server_assignor: str | None = ..., topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = ...) -> None: ...
+
+
+class ConsumerGroupHeartbeatResponse(Message):
+    class Assignment(Message):
+        topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ConsumerGroupHeartbeatResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Message):
+        topic_id: UUID
+        partitions: list[int]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponse.Assignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ConsumerGroupHeartbeatResponse.Assignment | None = ...) -> None: ...
+
+
 class ControlledShutdownRequest(Message):
     broker_id: int
     broker_epoch: int
@@ -1786,4 +1866,4 @@ class WriteTxnMarkersResponse(Message):
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
 
 
-__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]
+__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]

@@ -62,6 +62,9 @@ SERVED = {
     "DescribeGroups": (15, 0, 6),
     "ListGroups": (16, 0, 5),
     "DeleteGroups": (42, 0, 2),
+    # KIP-848 consumer groups (group.protocol=consumer), as Kafka 4.x serves them
+    "ConsumerGroupHeartbeat": (68, 0, 1),
+    "ConsumerGroupDescribe": (69, 0, 1),
     "OffsetDelete": (47, 0, 0),
     "CreateTopics": (19, 0, 7),
     "DeleteTopics": (20, 0, 6),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
-import json
 import keyword
 import re
 import uuid
@@ -238,7 +237,8 @@ def _schema_json(schema_name: str) -> dict[str, Any]:
     ZooKeeper-era APIs Kafka 4 dropped (ControlledShutdown: brokers use it)."""
     ours = importlib.resources.files("samsa.protocol.messages.schemas") / (schema_name + ".json")
     if ours.is_file():
-        found: dict[str, Any] = json.loads(ours.read_text(encoding="utf-8"))
+        # kafka-python's reader: it resolves the schema's commonStructs too
+        found: dict[str, Any] = load_json(schema_name, "samsa.protocol.messages.schemas")
         return found
     theirs: dict[str, Any] = load_json(schema_name)
     return theirs

@@ -20,6 +20,7 @@ EXPECTED_RANGES = {
     "OffsetFetch": (9, 0, 9), "FindCoordinator": (10, 0, 6), "JoinGroup": (11, 0, 9),
     "Heartbeat": (12, 0, 4), "LeaveGroup": (13, 0, 5), "SyncGroup": (14, 0, 5),
     "DescribeGroups": (15, 0, 6), "ListGroups": (16, 0, 5), "DeleteGroups": (42, 0, 2),
+    "ConsumerGroupHeartbeat": (68, 0, 1), "ConsumerGroupDescribe": (69, 0, 1),
     "OffsetDelete": (47, 0, 0), "CreateTopics": (19, 0, 7), "DeleteTopics": (20, 0, 6),
     "CreatePartitions": (37, 0, 3), "DeleteRecords": (21, 0, 2), "InitProducerId": (22, 0, 5),
     "OffsetForLeaderEpoch": (23, 0, 4), "DescribeConfigs": (32, 0, 4), "AlterConfigs": (33, 0, 2),

@@ -200,17 +200,34 @@ def _id(c):
 
 # Kafka 4 dropped ControlledShutdown (a ZooKeeper-mode broker-to-broker API), so
 # kafka-python has no class for it; its bytes are checked by hand below.
-# kafka-python 3.0.12 has no KIP-932 share-group classes either: the Java
-# client 4.3's KafkaShareConsumer is their oracle
-# (tests/integration/test_share_groups_java.py).
-NO_ORACLE = {"ControlledShutdown", "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch",
-             "ShareAcknowledge", "DescribeShareGroupOffsets"}
+# kafka-python 3.0.12 has no KIP-848 classes (their bytes are checked by hand below
+# too) and no KIP-932 share-group classes: the Java client 4.3's KafkaShareConsumer
+# is their oracle (tests/integration/test_share_groups_java.py).
+NO_ORACLE = {"ControlledShutdown", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+             "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
+             "DescribeShareGroupOffsets"}
 
 
 def test_oracles_cover_every_api():
     served = {s.name for s in API_BY_KEY.values()} - NO_ORACLE
     assert {API_BY_KEY[k].name for k, _ in _new_cases("Request")} == served
     assert {API_BY_KEY[k].name for k, _ in _new_cases("Response")} == served
+
+
+def test_consumer_group_heartbeat_bytes_as_kafka_4_lays_them_out():
+    from samsa.protocol.messages import ConsumerGroupHeartbeatRequest as Req
+    topic = uuid.UUID(int=5)
+    # v1, flexible: compact strings (length + 1), -1 as 0 for null, a tag buffer per struct
+    raw = (b"\x02g" + b"\x02m" + b"\x00\x00\x00\x03" + b"\x00" + b"\x00"
+           + b"\x00\x00\xea\x60" + b"\x02\x02t" + b"\x04t.*" + b"\x08uniform"
+           + b"\x02" + topic.bytes + b"\x02\x00\x00\x00\x01" + b"\x00" + b"\x00")
+    req = decode_body(Req, raw, 1)
+    assert (req.group_id, req.member_id, req.member_epoch, req.instance_id,
+            req.rebalance_timeout_ms, req.subscribed_topic_names, req.subscribed_topic_regex,
+            req.server_assignor) == ("g", "m", 3, None, 60000, ["t"], "t.*", "uniform")
+    assert [(tp.topic_id, list(tp.partitions)) for tp in req.topic_partitions] == [(topic, [1])]
+    # v0 has no regex field
+    assert encode_body(req, 0) == raw.replace(b"\x04t.*", b"")
 
 
 def test_controlled_shutdown_bytes_as_kafka_3_lays_them_out():

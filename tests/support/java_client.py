@@ -59,7 +59,8 @@ JVM_FLAGS = [
 ]
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
-            "Reassign", "Eos", "TopicMutations", "LogDirs", "ShareConsume")
+            "Reassign", "Eos", "TopicMutations", "LogDirs", "ShareConsume",
+            "ConsumerProtocolGroup")
 
 
 class JavaToolsError(RuntimeError):

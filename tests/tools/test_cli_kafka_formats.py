@@ -75,6 +75,56 @@ def _kafka_describe_line(widths, values):
             f"{values[4]:<15} {values[5]:<15} {values[6]:<{c}} {values[7]:<{h}} {values[8]}")
 
 
+def test_consumer_groups_show_consumer_protocol_groups(broker):
+    """A KIP-848 group (group.protocol=consumer): --describe's table as for a
+    classic group, and --list --type's GROUP/TYPE columns
+    (ConsumerGroupCommand.printGroupInfo: the group 10 wider than the longest
+    id, at least 15, then the type padded to 20)."""
+    b = broker.bootstrap
+    _create(b, NewTopic("cg-848", 2, 1))
+    producer = Producer({"bootstrap.servers": b})
+    for i in range(4):
+        producer.produce("cg-848", b"v", partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "new-group",
+                         "client.id": "new-client", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    classic = Consumer({"bootstrap.servers": b, "group.id": "old-group",
+                        "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe(["cg-848"])
+        classic.subscribe(["cg-848"])
+        seen, deadline = 0, time.monotonic() + 60
+        while seen < 4 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            seen += m is not None and not m.error()
+            classic.poll(0)
+        assert seen == 4
+        consumer.commit(asynchronous=False)
+        member = consumer.memberid()
+        p = _ok("consumer-groups", "--bootstrap-server", b, "--describe", "--group", "new-group")
+        while time.monotonic() < deadline and not classic.assignment():
+            classic.poll(0.2)
+        listed = _ok("consumer-groups", "--bootstrap-server", b, "--list", "--type").stdout
+        only = _ok("consumer-groups", "--bootstrap-server", b, "--list", "--type",
+                   "consumer").stdout
+    finally:
+        consumer.close()
+        classic.close()
+    widths = (15, 15, max(15, len(member)), 15)
+    header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID")
+    assert p.stdout.split("\n") == ["", _kafka_describe_line(widths, header)] + [
+        _kafka_describe_line(widths, ("new-group", "cg-848", str(part), "2", "2", "0",
+                                      member, "/127.0.0.1", "new-client"))
+        for part in (0, 1)] + [""]
+    assert listed.split("\n") == [f"{'GROUP':<25} {'TYPE':<20}",
+                                   f"{'new-group':<25} {'Consumer':<20}",
+                                   f"{'old-group':<25} {'Classic':<20}", ""]
+    assert only.split("\n") == [f"{'GROUP':<25} {'TYPE':<20}",
+                                 f"{'new-group':<25} {'Consumer':<20}", ""]
+
+
 def test_consumer_groups_describe_is_kafkas_table(broker):
     b = broker.bootstrap
     _create(b, NewTopic("cg-fmt", 2, 1))

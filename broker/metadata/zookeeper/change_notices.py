@@ -76,7 +76,7 @@ class ConfigChangeNotices:
             return False
         if entity.startswith("brokers/"):
             return True
-        if entity.split("/", 1)[0] in ("users", "clients", "ips"):
+        if entity.split("/", 1)[0] in ("users", "clients", "ips", "groups"):
             self._entity_config_changed(entity)
         elif entity.startswith("topics/") and entity[7:] in self._cache.topics():
             self._cache.reload_topic(entity[7:])

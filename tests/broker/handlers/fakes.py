@@ -78,6 +78,7 @@ class FakeStore(MetadataView):
     def __init__(self) -> None:
         self.placements: dict[str, dict[int, PartitionMeta]] = {}
         self.live: list[BrokerEndpoint] = [NODE]
+        self.entities: dict[str, dict[str, str]] = {}
 
     @property
     def cluster_id(self) -> str:
@@ -94,10 +95,10 @@ class FakeStore(MetadataView):
         return self.placements.get(topic, {})
 
     def entity_configs(self, entity_path: str) -> dict[str, str]:
-        return {}
+        return dict(self.entities.get(entity_path, {}))
 
     def set_entity_configs(self, entity_path: str, configs: dict[str, str]) -> None:
-        unused("set_entity_configs")
+        self.entities[entity_path] = dict(configs)
 
     def entity_config_paths(self, entity_type: str) -> list[str]:
         return []

@@ -1,0 +1,189 @@
+"""KIP-848 consumer groups (group.protocol=consumer) with confluent-kafka
+(librdkafka 2.16) and the Java client 4.3: members get disjoint assignments
+that cover the topic (subscribed by name or by a regex the broker resolves),
+a member's partitions move when it leaves, every record is read once with
+synchronous commits, and a broker restart keeps the group (its members, their
+epochs and the committed offsets)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import ConsumerGroupDescribeRequest
+from samsa.protocol.model import ApiKey
+from tests.support.kafka_wire import free_port
+from tests.support.metrics import sample, scrape
+from tests.support.waiting import wait_until
+
+PARTITIONS = 6
+OVERRIDES = {"offsets.topic.num.partitions": "3",
+             # members hear of a new assignment within a second
+             "group.consumer.heartbeat.interval.ms": "500",
+             "group.consumer.min.heartbeat.interval.ms": "100"}
+
+
+@pytest.fixture
+def cbroker(broker_factory):
+    return broker_factory(OVERRIDES)
+
+
+def _topic(bootstrap: str, partitions: int = PARTITIONS) -> str:
+    name = f"kip848-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
+    return name
+
+
+def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        p.produce(topic, b"%d" % i, partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+
+
+def _consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+    """A member subscribed to ``topic`` (a name, or a "^regex" librdkafka
+    sends as SubscribedTopicRegex for the broker to resolve)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    return c
+
+
+class Reading:
+    """Polls the members in turn, committing each record before the next poll."""
+
+    def __init__(self, consumers: list[Consumer]):
+        self.consumers = consumers
+        self.seen: dict[tuple[int, int], int] = {}  # (partition, offset) -> times read
+
+    def poll_round(self) -> None:
+        for c in self.consumers:
+            m = c.poll(0.05)
+            if m is None or m.error():
+                continue
+            key = (m.partition(), m.offset())
+            self.seen[key] = self.seen.get(key, 0) + 1
+            c.commit(m, asynchronous=False)
+
+    def until(self, predicate, timeout: float = 60.0, what: str = "") -> None:
+        def step():
+            self.poll_round()
+            return predicate()
+        wait_until(step, timeout=timeout, interval=0, what=what or "reading")
+
+    def assignments(self) -> list[set[int]]:
+        return [{tp.partition for tp in c.assignment()} for c in self.consumers]
+
+    def covered(self) -> bool:
+        """Every partition held by exactly one member."""
+        held = self.assignments()
+        return sorted(p for ps in held for p in ps) == list(range(PARTITIONS))
+
+
+def test_three_members_share_the_topic_and_a_leavers_partitions_move(broker_factory):
+    port = free_port()
+    bs = broker_factory({**OVERRIDES, "metrics.port": str(port),
+                         "metrics.host": "127.0.0.1"}).bootstrap
+    topic = _topic(bs)
+    _produce(bs, topic, 0, 600)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    reading = Reading([_consumer(bs, group, topic) for _ in range(3)])
+    try:
+        reading.until(lambda: reading.covered() and all(reading.assignments())
+                      and len(reading.seen) >= 300, what="three members covering the topic")
+        held = reading.assignments()
+        assert all(len(ps) == 2 for ps in held), held
+        text = scrape(port)
+        assert sample(text, "kafka_server_group_coordinator_metrics_group_count",
+                      '{protocol="consumer"}') == 1
+        assert sample(text, "kafka_server_group_coordinator_metrics_consumer_group_count",
+                      '{state="stable"}') + sample(
+            text, "kafka_server_group_coordinator_metrics_consumer_group_count",
+            '{state="reconciling"}') == 1
+        leaver = reading.consumers.pop()
+        leaver.close()
+        reading.until(lambda: reading.covered() and len(reading.seen) >= 600,
+                      what="the leaver's partitions moving and every record read")
+        assert set().union(*reading.assignments()) == set(range(PARTITIONS))
+        assert set().union(*reading.assignments()) >= held[2]
+        assert len(reading.seen) == 600
+        assert set(reading.seen.values()) == {1}, "a record was read twice"
+    finally:
+        for c in reading.consumers:
+            c.close()
+
+
+def _described(bootstrap: str, group: str):
+    """ConsumerGroupDescribe's answer for the group, as the broker gives it."""
+    client = SimpleClient(bootstrap)
+    try:
+        res = client.call(ApiKey.CONSUMER_GROUP_DESCRIBE,
+                          ConsumerGroupDescribeRequest(group_ids=[group],
+                                                       include_authorized_operations=False))
+    finally:
+        client.close()
+    return res.groups[0]
+
+
+def test_a_broker_restart_keeps_the_group_and_its_offsets(cbroker):
+    bs = cbroker.bootstrap
+    topic = _topic(bs)
+    _produce(bs, topic, 0, 300)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    # subscribed by regex: the broker resolves it (KIP-848)
+    reading = Reading([_consumer(bs, group, f"^{topic}$") for _ in range(3)])
+    admin = AdminClient({"bootstrap.servers": bs})
+    try:
+        reading.until(lambda: reading.covered() and all(reading.assignments()),
+                      what="three members covering the topic")
+        reading.consumers.pop().close()
+        reading.until(lambda: reading.covered() and len(reading.seen) >= 300,
+                      what="two members reading everything")
+        before = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        members = {m.member_id for m in before.members}
+        assert len(members) == 2
+        described = _described(bs, group)
+        # three joins and a leave: epoch 4 (a group made anew by two rejoining
+        # members would be at 2)
+        assert described.group_epoch >= 4
+        cbroker.stop()
+        cbroker.start()
+        again = _described(bs, group)
+        assert (again.group_epoch, again.assignment_epoch) == (
+            described.group_epoch, described.assignment_epoch)
+        assert {m.member_id: m.assignment for m in again.members} == \
+            {m.member_id: m.assignment for m in described.members}
+        _produce(bs, topic, 300, 300)
+        reading.until(lambda: len(reading.seen) >= 600, what="reading on after the restart")
+        assert set(reading.seen.values()) == {1}, "a record was read twice"
+        admin = AdminClient({"bootstrap.servers": bs})
+        after = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        # the same members, not new ones: the group was loaded back
+        assert {m.member_id for m in after.members} == members
+        assert str(after.type).endswith("CONSUMER")
+    finally:
+        for c in reading.consumers:
+            c.close()
+
+
+def test_the_java_client_shares_the_topic_and_a_leavers_partitions_move(cbroker, java_tools):
+    bs = cbroker.bootstrap
+    topic = _topic(bs)
+    _produce(bs, topic, 0, 600)
+    result = java_tools.run("ConsumerProtocolGroup", "--bootstrap-server", bs, "--topic", topic,
+                            "--group", f"g-{uuid.uuid4().hex[:6]}",
+                            "--partitions", PARTITIONS, "--records", 600,
+                            "--deadline-ms", 60000, timeout=90).check()
+    three, two, done = result.lines[-3:]
+    held = [set(map(int, ps.split(","))) for ps in three.split(": ")[1].split(";")]
+    assert three.startswith("members 3") and [len(ps) for ps in held] == [2, 2, 2]
+    assert two.startswith("members 2") and \
+        sorted(int(p) for ps in two.split(": ")[1].split(";") for p in ps.split(",")) == \
+        list(range(PARTITIONS))
+    assert done == "read 600 twice 0"
