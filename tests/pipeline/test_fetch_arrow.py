@@ -10,8 +10,11 @@ truncated batches fail with PartitionDecodeError naming the partition and offset
 
 from __future__ import annotations
 
+import os
 import re
 import struct
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
@@ -25,6 +28,7 @@ from samsa.protocol.records import (BATCH_OVERHEAD, CONTROL_ABORT, CONTROL_COMMI
 from samsa.protocol.records.columns import (COMPILED, PartitionDecodeError, PartitionDecoder,
                                             decode_records, decode_records_py)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC, PARTITION = "events", 7
 CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
 DECODERS = [pytest.param(decode_records_py, id="python")] + (
@@ -299,3 +303,30 @@ def test_bad_header_key_utf8_names_the_record():
         decode(decode_records, batch, 0)
     # without the headers column the key is never read
     assert decode(decode_records, batch, 0, headers=False)[0].num_rows == 2
+
+
+@pytest.mark.integration
+def test_without_the_compiled_decoder_the_twin_runs_and_says_so():
+    """The compiled module missing (an install without a compiler): the Python twin decodes,
+    and one warning says so; the Spark source then keeps reading with confluent-kafka."""
+    code = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.WARNING, format='%(name)s %(message)s')\n"
+        "sys.modules['samsa.protocol.records._columns'] = None\n"
+        "from samsa.protocol.records import columns, build_batch\n"
+        "assert not columns.COMPILED and columns.decode_records is columns.decode_records_py\n"
+        "d = columns.PartitionDecoder('t', 0)\n"
+        "d.decode(build_batch([(b'k', b'v', None, 5)]), 0)\n"
+        "assert d.columns.rows == 1\n"
+        "from samsa.pipeline import wire_reader\n"
+        "from samsa.pipeline.options import parse_read_options\n"
+        "opts = parse_read_options({'kafka.bootstrap.servers': 'x:1', 'subscribe': 't'})\n"
+        "assert wire_reader.unsupported(opts) == 'the compiled record decoder is not built'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "decoder" in line]
+    assert len(lines) == 2, done.stderr  # the decoder's, and the source's once
+    assert "protocol/records/_columns.c) is not built" in lines[0]
+    assert "reads with confluent-kafka" in lines[1]
