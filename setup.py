@@ -27,5 +27,10 @@ setup(
                   "samsa.protocol.messages": ["*.pyi"], "samsa.protocol.records": ["*.pyi"],
                   "samsa": ["py.typed"]},  # PEP 561: checkers in users' projects read the types
     ext_modules=[Extension("samsa.protocol.records._walker", ["protocol/records/_walker.c"],
+                           depends=["protocol/records/_framing.h"],
+                           extra_compile_args=["-O2"], optional=True),
+                 # the column decoder a Spark task reads fetched records with (columns.py)
+                 Extension("samsa.protocol.records._columns", ["protocol/records/_columns.c"],
+                           depends=["protocol/records/_framing.h"],
                            extra_compile_args=["-O2"], optional=True)],
 )

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from . import wire_reader
 from .arrow import BatchBuilder
 from .options import (
     EARLIEST, LATEST, Assign, Earliest, GlobalTimestamp, Latest, OffsetSpec, ReadOptions,
@@ -418,6 +419,13 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
     """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
     if rng.size <= 0:
         return
+    if wire_reader.wanted():
+        why = wire_reader.unsupported(opts)
+        if why is None:
+            yield from wire_reader.read_range_wire(opts, rng, batch_rows)
+            return
+        logging.getLogger(__name__).info("reading %s-%d with confluent-kafka: %s", rng.topic,
+                                         rng.partition, why)
     where = f"topic-partition {rng.topic}-{rng.partition}"
     poll_timeout = opts.poll_timeout_ms / 1000.0
     consumer = _consumer(opts, "executor", rng.size)
@@ -457,8 +465,8 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
             last_progress = time.monotonic()
             # The records before the first error (usually all of them), taken column-wise.
             errors = list(map(Message.error, msgs))
-            first_error = len(msgs) if errors.count(None) == len(msgs) else \
-                next(i for i, e in enumerate(errors) if e is not None)
+            # (not errors.count(None): KafkaError.__eq__ raises TypeError when given None)
+            first_error = next((i for i, e in enumerate(errors) if e is not None), len(msgs))
             good = msgs if first_error == len(msgs) else msgs[:first_error]
             if good:
                 offsets = list(map(_offset, good))

@@ -49,10 +49,11 @@ fi
 # What was installed, and from which sources: nothing to do when they match
 # (and the C walker was built, when it can be).
 stamp=".venv/.samsa-installed"
-want="$(cat pyproject.toml setup.py protocol/records/_walker.c | sha256sum | cut -d' ' -f1) ${extras:-[base]}"
+want="$(cat pyproject.toml setup.py protocol/records/_walker.c protocol/records/_columns.c protocol/records/_framing.h | sha256sum | cut -d' ' -f1) ${extras:-[base]}"
 have="$(cat "$stamp" 2>/dev/null || true)"
 # (asked from / so that it finds what is installed, not the sources beside it)
-walker_built() { (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker' 2>/dev/null); }
+# (the record walker and the column decoder the Spark source reads with: both or rebuild)
+walker_built() { (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker, samsa.protocol.records._columns' 2>/dev/null); }
 # installed before a compiler or the headers were there: build it now
 [ "${#build_need[@]}" -gt 0 ] || walker_built || have=""
 if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then
@@ -63,8 +64,8 @@ if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *
     echo "$want" > "$stamp"
 fi
 if ! walker_built; then
-    echo "setup: the C record walker is not built (needs gcc and Python.h): records will be" \
-         "validated in Python, slower" >&2
+    echo "setup: the C record walker and column decoder are not built (needs gcc and Python.h):" \
+         "records will be validated, and read by the Spark source, in Python, slower" >&2
 fi
 
 if [ "$want_test" = 1 ]; then

@@ -101,7 +101,8 @@ def test_the_wheel_installs_nothing_but_the_samsa_package(tmp_path):
     assert not any(n.startswith(("samsa/tests/", "samsa/bench/")) for n in names)
     # what type checkers in users' projects read (PEP 561): the marker and the generated stubs
     assert {"samsa/py.typed", "samsa/protocol/messages/__init__.pyi",
-            "samsa/protocol/records/_walker.pyi"} <= set(names)
+            "samsa/protocol/records/_walker.pyi", "samsa/protocol/records/_columns.pyi"
+            } <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     entry_text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "samsa = samsa.tools.cli:main" in entry_text

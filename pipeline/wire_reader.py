@@ -1,0 +1,199 @@
+"""An executor's range read over samsa's own wire client, decoded straight into Arrow.
+
+Instead of librdkafka and one ``Message`` per record, a task sends Fetch requests to the
+partition's leader with samsa's blocking client (client/blocking.py) and hands each response's
+records to ``protocol.records.columns`` (its per-record loop in C), whose buffers become the
+Arrow batch (fetch_arrow.py). Connections are kept per Python worker process, by bootstrap
+servers, across tasks (Spark's Kafka source pools its consumers per executor for the same
+reason).
+
+This first slice (issue 27) is opt-in: ``SAMSA_SPARK_READER=wire`` in the executors'
+environment. ``unsupported(opts)`` says why a read stays with confluent-kafka: the compiled
+decoder is missing (logged once), or the ``kafka.*`` options ask for what this reader does not
+do yet (TLS, SASL, other client settings it would ignore).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from samsa.client.blocking import RETRIABLE, ClientError, Cluster, SimpleClient, error_text
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest
+from samsa.protocol.model import ApiKey
+from samsa.protocol.records.columns import COMPILED, PartitionDecoder
+
+from .fetch_arrow import columns_to_batch
+from .options import ReadOptions
+from .ranges import OffsetRange
+
+log = logging.getLogger(__name__)
+
+READER_ENV = "SAMSA_SPARK_READER"
+# The kafka.* options this reader honours, or may ignore (librdkafka tuning it has no use for).
+_UNDERSTOOD = frozenset({"bootstrap.servers", "isolation.level", "client.id",
+                         "fetch.queue.backoff.ms", "max.partition.fetch.bytes",
+                         "fetch.max.bytes", "fetch.wait.max.ms", "socket.timeout.ms",
+                         "security.protocol"})
+PARTITION_FETCH_BYTES = 10 * 1024 * 1024
+FETCH_MAX_BYTES = 50 * 1024 * 1024
+FETCH_WAIT_MS = 100
+_LAST_FETCH_BY_NAME = 12  # v13 names topics by id
+
+_said_slower = False
+
+
+def wanted() -> bool:
+    return os.environ.get(READER_ENV, "").strip().lower() == "wire"
+
+
+def unsupported(opts: ReadOptions) -> str | None:
+    """Why this read cannot use the wire reader (None: it can)."""
+    global _said_slower
+    if not COMPILED:
+        if not _said_slower:
+            log.warning("the compiled record decoder is not built: the samsa source reads with "
+                        "confluent-kafka")
+            _said_slower = True
+        return "the compiled record decoder is not built"
+    others = sorted(set(opts.client_options) - _UNDERSTOOD)
+    if others:
+        return f"kafka.{others[0]} is not supported by the wire reader yet"
+    if opts.client_options.get("security.protocol", "plaintext").strip().lower() != "plaintext":
+        return "TLS and SASL are not supported by the wire reader yet"
+    return None
+
+
+# Per Python worker process: one Cluster (its connections to every broker) per bootstrap list.
+_clusters: dict[str, Cluster] = {}
+
+
+def _cluster(bootstrap: str) -> Cluster:
+    cluster = _clusters.get(bootstrap)
+    if cluster is not None:
+        return cluster
+    errors = []
+    for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
+        try:
+            cluster = Cluster(SimpleClient(address, client_id="samsa-spark-executor"))
+        except (OSError, ClientError) as e:
+            errors.append(f"{address}: {e}")
+            continue
+        _clusters[bootstrap] = cluster
+        return cluster
+    raise ClientError(f"no broker of {bootstrap} could be reached: {'; '.join(errors)}")
+
+
+def _drop(bootstrap: str) -> None:
+    cluster = _clusters.pop(bootstrap, None)
+    if cluster is not None:
+        cluster.close()
+
+
+def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Records ``[rng.start, rng.end)`` as RecordBatches of at most ``batch_rows`` rows, with the
+    librdkafka reader's data-loss rules (client.read_range)."""
+    from .client import DATA_LOSS_HINT, DataLossError, KafkaSourceError
+
+    where = f"topic-partition {rng.topic}-{rng.partition}"
+    tp = (rng.topic, rng.partition)
+    bootstrap = opts.bootstrap_servers
+    committed = opts.client_options.get("isolation.level", "read_uncommitted").strip().lower() \
+        == "read_committed"
+    poll_timeout = opts.poll_timeout_ms / 1000.0
+    part_bytes = int(opts.client_options.get("max.partition.fetch.bytes", PARTITION_FETCH_BYTES))
+    try:
+        cluster = _cluster(bootstrap)
+        low = cluster.list_offsets({tp: -2})[tp]
+        high = cluster.list_offsets({tp: -1})[tp]
+    except ClientError as e:
+        _drop(bootstrap)
+        raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
+                               f"'{bootstrap}': {e}") from None
+    start, end = rng.start, rng.end
+    if start < low or end > high:
+        lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
+        if opts.fail_on_data_loss:
+            raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: {lost}.")
+        log.warning("failOnDataLoss=false: skipping missing records of %s: %s", where, lost)
+        start, end = max(start, low), min(end, high)
+        if start >= end:
+            return
+    decoder = PartitionDecoder(rng.topic, rng.partition, with_headers=opts.include_headers,
+                               read_committed=committed)
+    F = FetchRequest
+    position = start
+    last_progress = time.monotonic()
+    leader = -1
+    while position < end:
+        if time.monotonic() - last_progress > poll_timeout:
+            raise KafkaSourceError(
+                f"No records from {where} at offset {position} (reading [{start}, {end})) within "
+                f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
+        try:
+            if leader < 0:
+                leader = cluster.leaders(rng.topic).get(rng.partition, -1)
+                if leader < 0:
+                    time.sleep(0.1)
+                    continue
+            req = F(replica_id=-1, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
+                    max_bytes=FETCH_MAX_BYTES, isolation_level=1 if committed else 0,
+                    session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[F.FetchTopic(topic=rng.topic, partitions=[F.FetchPartition(
+                        partition=rng.partition, current_leader_epoch=-1, fetch_offset=position,
+                        last_fetched_epoch=-1, log_start_offset=-1,
+                        partition_max_bytes=part_bytes)])])
+            resp = cluster.broker(leader).call(ApiKey.FETCH, req, highest=_LAST_FETCH_BY_NAME)
+        except (ClientError, OSError) as e:
+            # the leader died or moved: ask again who leads, on fresh connections
+            log.warning("reading %s at offset %d: %s (retrying)", where, position, e)
+            cluster.forget(leader)
+            leader = -1
+            time.sleep(0.1)
+            continue
+        code = resp.error_code or resp.responses[0].partitions[0].error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if opts.fail_on_data_loss:
+                raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where} from "
+                                    f"offset {position}: {error_text(code)}")
+            break
+        if code in RETRIABLE:
+            cluster.forget(leader)
+            leader = -1
+            time.sleep(0.1)
+            continue
+        if code:
+            raise KafkaSourceError(f"Reading {where} at offset {position} failed: "
+                                   f"{error_text(code)}")
+        pd = resp.responses[0].partitions[0]
+        aborted = [(a.producer_id, a.first_offset) for a in pd.aborted_transactions or ()]
+        nxt = decoder.decode(pd.records or b"", position, aborted, end, max_rows=batch_rows)
+        if nxt > position:
+            position = nxt
+            last_progress = time.monotonic()
+        elif decoder.columns.rows and pd.records:
+            # the columns are full (2 GiB of keys or values): hand them over, then go on
+            yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
+            continue
+        elif pd.high_watermark <= position and opts.fail_on_data_loss:
+            raise DataLossError(f"{DATA_LOSS_HINT} Could not read records of {where}: offsets "
+                                f"up to {end} were to be read, the log ends at "
+                                f"{pd.high_watermark}.")
+        elif pd.high_watermark <= position:
+            break
+        if decoder.columns.rows >= batch_rows:
+            yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
+    if decoder.columns.rows:
+        yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
+
+
+def _sliced(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` in pieces of at most ``rows`` rows (slices share its buffers: no copy). The
+    decoder stops after the record batch that fills the columns, which may take it past."""
+    for at in range(0, batch.num_rows, rows):
+        yield batch.slice(at, rows)
