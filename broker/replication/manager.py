@@ -260,20 +260,29 @@ class ReplicaManager:
         timeout; at most replica.lag.time.max.ms) stops acting as leader
         (``_fence_abandoned``), checked on a thread of its own: the ISR thread
         may be waiting on ZooKeeper."""
-        self._cut_off = True
-        self._cut_off_generation += 1
-        generation = self._cut_off_generation
+        with self._roles_lock:  # against resume() collecting the fenced leaders
+            self._cut_off = True
+            self._cut_off_generation += 1
+            generation = self._cut_off_generation
 
         def watch() -> None:
             while self._cut_off and not self._stopped \
                     and generation == self._cut_off_generation:
                 lag = self._lag_time_max_ms()
-                self._fence_abandoned(lag if silent_ms is None else min(lag, silent_ms))
+                self._fence_abandoned(lag if silent_ms is None else min(lag, silent_ms),
+                                      generation)
                 time.sleep(CUT_OFF_CHECK_S)
         threading.Thread(target=watch, name="samsa-zk-cut-off", daemon=True).start()
 
-    def _fence_abandoned(self, max_lag_ms: float) -> None:
+    def _fence_abandoned(self, max_lag_ms: float, generation: int | None = None) -> None:
+        """Fence the leaders whose in-sync followers lag past ``max_lag_ms``,
+        while still cut off (in ``generation``, if given): checked under the
+        roles lock, as resume() clears it, so a leader fenced here is either
+        one resume() then finds, or not fenced at all."""
         with self._roles_lock:
+            if not self._cut_off or (generation is not None
+                                     and generation != self._cut_off_generation):
+                return
             gone = [lr for lr in self._leaders.values()
                     if not lr.fenced and lr.followers_lagging(max_lag_ms)]
             for lr in gone:
@@ -285,8 +294,8 @@ class ReplicaManager:
 
     def resume(self) -> None:
         """Connected to ZooKeeper again: check each session-fenced leader (ISR thread)."""
-        self._cut_off = False
-        with self._roles_lock:
+        with self._roles_lock:  # no leader fenced between these two (_fence_abandoned)
+            self._cut_off = False
             fenced = [lr for lr in self._leaders.values() if lr.session_fenced]
         if fenced:
             with self._pending_lock:

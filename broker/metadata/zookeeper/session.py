@@ -218,12 +218,7 @@ class ZooKeeperSession:
         self.closed = False
         self._registered = False
         self._session_lost = False
-        self._fence = SessionFence(session_timeout_ms)
-        self._fence_lock = threading.Lock()
-        self._fence_timer: threading.Timer | None = None
-        self._fence_handlers: list[tuple[Callable[[], None], Callable[[], None]]] = []
-        # fence/resume calls, in order, off kazoo's connection thread
-        self._fence_calls = ThreadPoolExecutor(1, thread_name_prefix="samsa-zk-fence")
+        self._init_fence(session_timeout_ms)
         timeout = (connection_timeout_ms if connection_timeout_ms is not None
                    else session_timeout_ms) / 1000
         if chroot:
@@ -243,6 +238,14 @@ class ZooKeeperSession:
             raise ZooKeeperStoreError(
                 f"could not connect to ZooKeeper at {connect} within {timeout:g} s "
                 f"(zookeeper.connect, zookeeper.connection.timeout.ms)") from None
+
+    def _init_fence(self, session_timeout_ms: int) -> None:
+        self._fence = SessionFence(session_timeout_ms)
+        self._fence_lock = threading.Lock()
+        self._fence_timer: threading.Timer | None = None
+        self._fence_handlers: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        # fence/resume calls, in order, off kazoo's connection thread
+        self._fence_calls = ThreadPoolExecutor(1, thread_name_prefix="samsa-zk-fence")
 
     # ------------------------------------------------------------ start-up
 
@@ -357,16 +360,20 @@ class ZooKeeperSession:
                                                     self._fence_event, args=(None,))
                 self._fence_timer.daemon = True
                 self._fence_timer.start()
-        if decision is Decision.NONE or self.closed:
-            return
-        if decision is Decision.FENCE:
-            log.warning("ZooKeeper session of broker %d presumed expired (no connection "
-                        "for longer than it lasts)", self.broker_id)
-        for fence, resume in self._fence_handlers:
-            try:
-                self._fence_calls.submit(fence if decision is Decision.FENCE else resume)
-            except RuntimeError:  # shut down: closing
+            if decision is Decision.NONE or self.closed:
                 return
+            if decision is Decision.FENCE:
+                log.warning("ZooKeeper session of broker %d presumed expired (no connection "
+                            "for longer than it lasts)", self.broker_id)
+            # Submitted under the lock (submit does not block): the timer's
+            # thread and kazoo's decide concurrently, and a RESUME queued
+            # before the FENCE decided ahead of it would leave the broker cut
+            # off for good, fencing leaders whose followers are merely slow.
+            for fence, resume in self._fence_handlers:
+                try:
+                    self._fence_calls.submit(fence if decision is Decision.FENCE else resume)
+                except RuntimeError:  # shut down: closing
+                    return
 
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: no blocking calls here.

@@ -5,6 +5,7 @@ loses track of what followers hold."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -15,6 +16,7 @@ from samsa.config.topic import TopicConfig
 from samsa.protocol.errors import ErrorCode
 from samsa.storage.log import AppendOrigin, Log
 from tests.storage.helpers import batch_of
+from tests.support.waiting import wait_until
 
 ME = 0
 
@@ -251,3 +253,55 @@ async def test_an_isr_write_lost_on_a_version_conflict_to_a_new_leader_fences_th
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     with pytest.raises(NotLeaderError):
         lr.append(batch_of(1), AppendOrigin.CLIENT)
+
+
+def _cut_off_watches():
+    return {t for t in threading.enumerate() if t.name == "samsa-zk-cut-off" and t.is_alive()}
+
+
+def test_cut_off_fences_after_the_session_timeout_when_shorter_than_the_lag_limit(log):
+    """replica.lag.time.max.ms is 10 s here: a follower silent for the session
+    timeout (50 ms) already counts as gone while cut off."""
+    lr = leader(log)  # its followers never fetch
+    manager = _managed(_StateSays(ME, 1), lr)
+    manager.cut_off(silent_ms=50)
+    wait_until(lambda: lr.session_fenced, timeout=5, what="the leader fenced")
+
+
+def test_a_new_cut_off_ends_the_previous_watch_and_resume_ends_both(log):
+    manager = _managed(_StateSays(ME, 1), leader(log))
+    before = _cut_off_watches()
+    manager.cut_off()
+    first = _cut_off_watches() - before
+    assert len(first) == 1
+    manager.cut_off()
+    wait_until(lambda: not (_cut_off_watches() & first), what="the first watch to end")
+    later = _cut_off_watches() - before
+    assert len(later) == 1
+    manager.resume()
+    wait_until(lambda: not (_cut_off_watches() & later), what="the second watch to end")
+
+
+def test_a_leader_is_not_fenced_by_a_cut_off_that_ended_meanwhile(log):
+    """The connection comes back (resume) between the watch's check that the
+    broker is cut off and its fencing: the leader resume() did not see as
+    fenced must not be fenced after it, or nothing would ever check it again."""
+    lr = leader(log)  # its followers never fetch: lagging for any limit
+    resumed = []
+
+    def lag_limit():
+        if not resumed:  # the watch's first pass, right after its check
+            resumed.append(True)
+            manager.resume()
+        return 10_000
+
+    manager = ReplicaManager(_StateSays(ME, 1), logs=None, broker_id=ME,
+                             notify=lambda t, p: None, lag_time_max_ms=lag_limit)
+    manager._leaders[(lr.topic, lr.partition)] = lr
+    _MANAGERS.append(manager)
+    before = _cut_off_watches()
+    manager.cut_off(silent_ms=-1)
+    watch = _cut_off_watches() - before
+    wait_until(lambda: resumed and not (_cut_off_watches() & watch), what="the watch to end")
+    assert not lr.fenced
+    append(lr, 1)
