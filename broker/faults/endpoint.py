@@ -59,8 +59,13 @@ class FaultEndpoint:
             status, answer = await self._answer(reader)
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             status, answer = 400, {"error": f"bad HTTP request: {e}"}
+        except Exception as e:
+            # An action that failed inside the broker (a leader move the controller
+            # refused, ...): the caller gets the reason instead of a connection left open.
+            log.exception("fault endpoint: %s failed", type(e).__name__)
+            status, answer = 500, {"error": f"{type(e).__name__}: {e}"}
         body = json.dumps(answer).encode()
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}[status]
         writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         try:

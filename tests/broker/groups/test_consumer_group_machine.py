@@ -216,6 +216,18 @@ def test_regexes_re2_refuses_are_invalid(regex):
         int(E.INVALID_REGULAR_EXPRESSION)
 
 
+def test_a_backtracking_regex_matches_in_linear_time():
+    # "(.+)+Z" against a long name that does not match takes a backtracking engine
+    # exponential time (Python's re: minutes at 30 characters), holding the coordinator's
+    # loop; RE2 answers at once, and the member simply gets no such topic.
+    long_name = "a" * 60
+    d = Driver(topics={long_name: (T1, 2)})
+    d.hb("a", 0, subscribed_topic_regex="(.+)+Z")
+    assert d.held("a") == set()
+    d.hb("b", 0, subscribed_topic_regex="(a+)+")
+    assert d.held("b") == {(T1, 0), (T1, 1)}
+
+
 def test_partition_growth_changes_the_assignment():
     d = Driver(topics={"t": (T1, 2)})
     d.hb("a", 0)
