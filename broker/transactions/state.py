@@ -286,13 +286,22 @@ def end_transaction_v2(cur: TxnMetadata, producer_id: int, producer_epoch: int, 
     retry = retry_on_bump or retry_on_overflow
 
     def prepare(target: TxnState, nothing_added: bool) -> Decision:
+        # The epoch can already be MAX_EPOCH (a classic transaction at the last
+        # usable epoch, aborted by the coordinator, then an EndTxn v5 retry
+        # answered with it). It must not pass it: an abort goes through at
+        # MAX_EPOCH and rotates the id, as Kafka lets it; a commit cannot
+        # carry markers newer than its data, so the producer is fenced (a new
+        # instance's InitProducerId aborts and rotates).
+        at_max = cur.producer_epoch >= MAX_EPOCH
+        if at_max and target == TxnState.PREPARE_COMMIT:
+            return Decision(ErrorCode.PRODUCER_FENCED)
         next_id = NO_PRODUCER_ID
         if cur.epoch_exhausted:
             if next_producer_id is None:
                 raise ValueError("an exhausted epoch needs a new producer id")
             next_id = next_producer_id()
         return Decision(ErrorCode.NONE, cur.with_(
-            state=target, producer_epoch=cur.producer_epoch + 1,
+            state=target, producer_epoch=MAX_EPOCH if at_max else cur.producer_epoch + 1,
             last_producer_epoch=cur.producer_epoch, next_producer_id=next_id,
             client_version=TV_2, start_ms=now if nothing_added else cur.start_ms,
             update_ms=now))

@@ -121,6 +121,30 @@ def test_init_producer_id_starts_the_classic_protocol_again():
     assert (again.producer_epoch, again.client_version) == (2, 0)
 
 
+def test_the_epoch_never_passes_max_after_a_classic_abort_at_the_last_epoch():
+    # a classic transaction at the last usable epoch, aborted by the coordinator
+    # (timed out): CompleteAbort at MAX_EPOCH
+    classic = rules.add_partitions(_initialised().with_(producer_epoch=MAX_EPOCH - 1), 1000,
+                                   MAX_EPOCH - 1, A0, NOW).target
+    done = rules.complete(rules.fence_and_abort(classic, NOW, lambda: 2000), NOW)
+    assert (done.state, done.producer_epoch) == (TxnState.COMPLETE_ABORT, MAX_EPOCH)
+    # an EndTxn v5 abort from the epoch before reads as a retry (as in Kafka)
+    assert _end(done, 1000, MAX_EPOCH - 1, commit=False) == rules.Decision(ErrorCode.NONE)
+    assert rules.producer_after_end(done) == (1000, MAX_EPOCH)
+    nxt = _ongoing(done)
+    # a commit cannot bump past MAX_EPOCH: fenced, not a record that cannot be written
+    assert _end(nxt, 1000, MAX_EPOCH, commit=True, next_id=lambda: 2000) == rules.Decision(
+        ErrorCode.PRODUCER_FENCED)
+    # an abort goes through at MAX_EPOCH and moves the producer to a new id
+    aborted = _end(nxt, 1000, MAX_EPOCH, commit=False, next_id=lambda: 2000).target
+    assert (aborted.state, aborted.producer_epoch, aborted.next_producer_id) == (
+        TxnState.PREPARE_ABORT, MAX_EPOCH, 2000)
+    assert decode_value("t", encode_value(aborted, 1)).producer_epoch == MAX_EPOCH
+    assert rules.producer_after_end(aborted) == (2000, 0)
+    after = rules.complete(aborted, NOW + 2)
+    assert (after.producer_id, after.producer_epoch) == (2000, 0)
+
+
 # ------------------------------------------------------------------ TransactionLogValue v1
 
 def _uvarint(n: int) -> bytes:
