@@ -6,8 +6,10 @@ that only grows, so a client keeps the newest answer of all brokers). Clients
 decide on them: the Java producer 4.x speaks transactions v2 (KIP-890 part
 2) only when `transaction.version` is finalized at 2 or more. samsa has no
 feature controller: the finalized level is the broker's `transaction.version`
-setting, and the epoch is the time this broker process started (a restart
-with another setting is seen as newer by clients that connect to it).
+setting, and the epoch is the time this broker started (a restart with
+another setting is seen as newer by clients that connect to it). It is taken
+when the broker starts, not at import: test-kit brokers fork from a process
+that imported the broker already, and would all share one epoch.
 """
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ TRANSACTION_VERSION = "transaction.version"
 # name -> (min level, max level) this broker can run
 SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
 
-_EPOCH = int(time.time() * 1000)
+
+def new_epoch() -> int:
+    """A finalized-features epoch for a broker starting now."""
+    return int(time.time() * 1000)
 
 
 class Finalized(NamedTuple):
@@ -27,6 +32,6 @@ class Finalized(NamedTuple):
     levels: dict[str, int]   # name -> finalized level; a feature at level 0 is left out
 
 
-def finalized(transaction_version: int) -> Finalized:
+def finalized(transaction_version: int, epoch: int) -> Finalized:
     levels = {TRANSACTION_VERSION: transaction_version}
-    return Finalized(_EPOCH, {name: level for name, level in levels.items() if level > 0})
+    return Finalized(epoch, {name: level for name, level in levels.items() if level > 0})

@@ -37,6 +37,7 @@ from .network.connection import Handler
 from .faults.actions import fault_actions
 from .faults.endpoint import FaultEndpoint
 from .dynamic_config import DynamicBrokerConfig
+from . import features
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .group_configs import GroupConfigs
 from .groups.metrics import consumer_group_states, group_counts
@@ -133,6 +134,9 @@ class BrokerServices:
         default_factory=lambda: SaslSettings({}))
     # ACLs (authorizer.class.name set); None: every request is allowed.
     acls: AclService | None = None
+    # ApiVersions' FinalizedFeaturesEpoch: when these services were made, at
+    # broker start (broker/features.py)
+    features_epoch: int = dataclasses.field(default_factory=features.new_epoch)
 
 
 def advertised_apis() -> list[ApiSpec]:

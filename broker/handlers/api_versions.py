@@ -35,4 +35,5 @@ def api_versions_response(advertised: Iterable[ApiSpec], error_code: int = Error
 
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
     return api_versions_response(ctx.broker.advertised_apis,
-                                 finalized=features.finalized(ctx.broker.config.transaction_version))
+                                 finalized=features.finalized(ctx.broker.config.transaction_version,
+                                                              ctx.broker.features_epoch))

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
+from samsa.broker import features
 from samsa.broker.cluster.reassignment import Reassignment
 from samsa.broker.groups.share.service import ShareService
 from samsa.broker.groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
@@ -503,6 +504,7 @@ class FakeServices:
     txn_coordinators: FakeLocator | None = dataclasses.field(default_factory=FakeLocator)
     notifier: AppendWaits = dataclasses.field(default_factory=NoWaits)
     advertised_apis: list[ApiSpec] = dataclasses.field(default_factory=advertised_apis)
+    features_epoch: int = dataclasses.field(default_factory=features.new_epoch)
     metrics: FakeMetrics = dataclasses.field(default_factory=FakeMetrics)
     dynamic_config: DynamicConfigs = dataclasses.field(default_factory=NoDynamicConfigs)
     scram_credentials: ScramCredentials = dataclasses.field(default_factory=NoScram)

@@ -32,7 +32,7 @@ async def test_transaction_version_is_finalized_as_configured():
         ("transaction.version", 0, 2)]
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
         ("transaction.version", 2)]
-    assert resp.finalized_features_epoch > 0
+    assert resp.finalized_features_epoch == services.features_epoch > 0
     # the tagged fields reach the wire at v3
     hdr = RequestHeader(api_key=ApiKey.API_VERSIONS, api_version=3, correlation_id=9,
                         client_id="t")
@@ -44,3 +44,12 @@ async def test_transaction_version_is_finalized_as_configured():
     off = await handle_api_versions(context(services, ApiKey.API_VERSIONS, 3),
                                     ApiVersionsRequest())
     assert off.finalized_features == [] and len(off.supported_features) == 1
+
+
+async def test_the_finalized_features_epoch_is_the_brokers_own():
+    """Taken when the broker starts, not when the module was imported: brokers
+    forked from one process (the test kit's) would otherwise share one epoch."""
+    services = FakeServices(features_epoch=1_700_000_000_123)
+    resp = await handle_api_versions(context(services, ApiKey.API_VERSIONS, 3),
+                                     ApiVersionsRequest())
+    assert resp.finalized_features_epoch == 1_700_000_000_123
