@@ -25,11 +25,11 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Iterable, Iterator, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from . import wire_reader
 from .arrow import BatchBuilder
 from .options import (
     EARLIEST, LATEST, Assign, Earliest, GlobalTimestamp, Latest, OffsetSpec, ReadOptions,
@@ -415,11 +415,23 @@ class OffsetReader:
 # Executors: read one range
 
 
+def _wire_reader() -> ModuleType | None:
+    """pipeline/wire_reader.py, or None where samsa's wire client is not installed: the
+    pipeline image (deploy/pipeline/Dockerfile) ships pipeline/ alone and reads with
+    confluent-kafka."""
+    try:
+        from . import wire_reader
+    except ImportError:
+        return None
+    return wire_reader
+
+
 def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:
     """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
     if rng.size <= 0:
         return
-    if wire_reader.wanted():
+    wire_reader = _wire_reader()
+    if wire_reader is not None and wire_reader.wanted():
         why = wire_reader.unsupported(opts)
         if why is None:
             yield from wire_reader.read_range_wire(opts, rng, batch_rows)

@@ -203,7 +203,10 @@ def test_the_readme_says_how_to_start_on_another_port(tmp_path):
 
 
 # What setup.sh's install stamp hashes, in its order: a change to any of them reinstalls.
-_INSTALL_SOURCES = ("pyproject.toml", "setup.py", "protocol/records/_walker.c")
+# What setup.sh hashes to decide whether to reinstall, read from its own line so the
+# list lives in one place.
+_INSTALL_SOURCES = tuple(re.search(r'want="\$\(cat ([^|]+)\|', (REPO_ROOT / "scripts/setup.sh").read_text())
+                         .group(1).split())
 
 
 def _setup_in(tmp_path: Path, python: str) -> subprocess.CompletedProcess:
