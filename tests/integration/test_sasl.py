@@ -466,29 +466,31 @@ def test_sasl_fuzz_closes_connections_and_leaks_nothing(sasl_broker):
                     if kind == "call":
                         response = w.call(*step[1:])
                         assert response.error_code == 0, name
-                    elif kind == "send":
-                        try:
-                            w.send(*step[1:])
-                        except ConnectionError:
-                            # the broker closed on an earlier step before this one went
-                            # out (a reset, under load): what must hold still holds below
-                            break
-                    elif kind == "auth":
+                        continue
+                    if kind == "auth":
                         try:
                             auth = w.call(36, 1, SaslAuthenticateRequest(auth_bytes=step[1]))
                         except ConnectionError:
                             continue  # closed straight away: fine
                         # The only answer an unauthenticated peer may get: a refusal.
                         assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, name
-                    elif kind == "frame":
-                        w.send_frame(step[1])
-                    elif kind == "frame_header":
-                        w.sock.sendall(struct.pack(">i", step[1]) + b"\x00" * 8)
-                    elif kind == "truncated":
-                        frame = encode_request(RequestHeader(step[1], 1, 1, "t"),
-                                               SaslHandshakeRequest(mechanism="PLAIN"))
-                        w.sock.sendall(frame[:-3])
-                        w.sock.shutdown(socket.SHUT_WR)
+                        continue
+                    try:
+                        if kind == "send":
+                            w.send(*step[1:])
+                        elif kind == "frame":
+                            w.send_frame(step[1])
+                        elif kind == "frame_header":
+                            w.sock.sendall(struct.pack(">i", step[1]) + b"\x00" * 8)
+                        elif kind == "truncated":
+                            frame = encode_request(RequestHeader(step[1], 1, 1, "t"),
+                                                   SaslHandshakeRequest(mechanism="PLAIN"))
+                            w.sock.sendall(frame[:-3])
+                            w.sock.shutdown(socket.SHUT_WR)
+                    except ConnectionError:
+                        # The broker closed on an earlier step before this one went out (a
+                        # reset, under load): what must hold still holds below.
+                        break
                 # Whatever comes next must be refused: a request that would leak
                 # metadata gets no answer, the connection just closes.
                 try:
