@@ -28,6 +28,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.model import INTERNAL_TOPICS
 from samsa.protocol.topic_name import collision_key, topic_name_error
 from samsa.storage import Log, LogManager
+from samsa.storage.checkpoints import durable_batch
 
 from .cluster.assignment import AssignmentError, check_assignment
 from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
@@ -183,11 +184,15 @@ class TopicService:
 
     def _open_logs(self, meta: TopicMeta, partitions: Iterable[int]) -> None:
         cfg = self.topic_config(meta)
-        for p in self._local(meta, partitions):
-            log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
-            if self._on_log_opened is not None and log_ not in self._seen_logs:
-                self._seen_logs.add(log_)
-                self._on_log_opened(log_)
+        # Each new log writes partition.metadata and (led here) a leader-epoch
+        # checkpoint: made durable together before this returns (so before a
+        # create is answered), not with several fsyncs per partition.
+        with durable_batch():
+            for p in self._local(meta, partitions):
+                log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
+                if self._on_log_opened is not None and log_ not in self._seen_logs:
+                    self._seen_logs.add(log_)
+                    self._on_log_opened(log_)
 
     # -- changing --------------------------------------------------------
     def validate_new(self, name: str, num_partitions: int, replication_factor: int,

@@ -5,14 +5,25 @@ All writes go to ``<name>.tmp``, are fsynced and renamed over the old file, like
 Kafka's CheckpointFile, so a crash leaves either the old or the new content.
 A malformed checkpoint is logged and read as empty: that only makes the next
 start recover more than it had to, never lose data.
+
+Inside ``durable_batch()`` (creating a topic of many partitions) the same steps
+run once for every file the batch wrote instead of once per file: all the
+temporary files are made durable, then renamed, then the renames made durable,
+before the batch returns. A crash still leaves each file old or new, never torn;
+what the batch saves is thousands of sequential fsyncs.
 """
 from __future__ import annotations
 
 import base64
+import contextlib
+import ctypes
+import ctypes.util
 import logging
 import os
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +36,110 @@ META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
+class _Batch:
+    """Writes waiting for one durability barrier: renames to do, dirs to sync."""
+
+    def __init__(self) -> None:
+        self.renames: dict[str, str] = {}   # final path -> its written temporary file
+        self.dirs: set[str] = set()
+
+    def commit(self) -> None:
+        """Temporary files durable, then renamed, then the renames durable."""
+        if not self.renames and not self.dirs:
+            return
+        _sync_all(list(self.renames.values()), self.dirs)
+        for path, tmp in self.renames.items():
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise OSError(e.errno, e.strerror, path) from None
+        _sync_all([], self.dirs | {os.path.dirname(p) or "." for p in self.renames})
+
+
+_batches = threading.local()
+
+
+@contextlib.contextmanager
+def durable_batch() -> Iterator[None]:
+    """This thread's atomic_write and fsync_dir calls inside the block are made
+    durable together when it ends (nested blocks: when the outermost ends).
+    Until then a written file's new content is not yet in place."""
+    if getattr(_batches, "current", None) is not None:
+        yield
+        return
+    batch = _Batch()
+    _batches.current = batch
+    try:
+        yield
+    finally:
+        _batches.current = None
+        batch.commit()
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    """libc's syncfs(2) (Linux): every dirty file and directory of one file
+    system durable in one call, which a batch of thousands of files wants."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNCFS = _syncfs()
+
+
+# Below this many files and directories a batch fsyncs each: syncfs also flushes every
+# other dirty page of the file system (a busy broker's segments), which a topic of a
+# few partitions must not wait for.
+_SYNCFS_FROM = 256
+
+
+def _sync_all(files: list[str], dirs: set[str]) -> None:
+    """Make ``files`` and ``dirs`` durable: for a large batch one syncfs per file
+    system they are on where the OS has it, else an fsync each."""
+    if _SYNCFS is None or len(files) + len(dirs) < _SYNCFS_FROM:
+        for f in files:
+            _fsync_path(f, os.O_RDONLY)
+        for d in dirs:
+            fsync_dir(d)
+        return
+    by_device: dict[int, str] = {}
+    for path in [*dirs, *(os.path.dirname(f) or "." for f in files)]:
+        try:
+            by_device.setdefault(os.stat(path).st_dev, path)
+        except FileNotFoundError:
+            continue
+    for path in by_device.values():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if _SYNCFS(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err), path)
+        finally:
+            os.close(fd)
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: str, data: str) -> None:
     """Write ``path`` whole or not at all (temporary file, fsync, rename).
     A failure (a full disk above all) raises OSError naming ``path``: write()
-    and fsync() errors carry no file name of their own."""
+    and fsync() errors carry no file name of their own. Inside durable_batch()
+    the fsync, rename and directory fsync wait for the batch's end."""
     tmp = path + ".tmp"
+    batch: _Batch | None = getattr(_batches, "current", None)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -37,9 +147,13 @@ def atomic_write(path: str, data: str) -> None:
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            os.fsync(fd)
+            if batch is None:
+                os.fsync(fd)
         finally:
             os.close(fd)
+        if batch is not None:
+            batch.renames[path] = tmp
+            return
         os.replace(tmp, path)
     except OSError as e:
         try:
@@ -51,6 +165,10 @@ def atomic_write(path: str, data: str) -> None:
 
 
 def fsync_dir(path: str) -> None:
+    batch: _Batch | None = getattr(_batches, "current", None)
+    if batch is not None:
+        batch.dirs.add(path)
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from samsa.storage.checkpoints import (read_leader_epoch_checkpoint, read_offset_checkpoint,
+from samsa.storage.checkpoints import (durable_batch, read_leader_epoch_checkpoint, read_offset_checkpoint,
                                  read_partition_metadata, topic_id_from_str, topic_id_to_str,
                                  write_leader_epoch_checkpoint, write_offset_checkpoint,
                                  write_partition_metadata)
@@ -53,3 +53,31 @@ def test_topic_id_kafka_form(tmp_path):
     assert read_partition_metadata(str(tmp_path)) == tid
     (tmp_path / "partition.metadata").write_text("version: 9\ntopic_id: x")
     assert read_partition_metadata(str(tmp_path)) is None
+
+
+def test_durable_batch_puts_every_file_in_place_when_it_ends(tmp_path):
+    """Inside a batch the writes wait (no torn or half-renamed file); at its end
+    (the outermost one's, even after an error) each file holds its last content,
+    byte for byte what a lone write gives, and no temporary file is left."""
+    dirs = [tmp_path / f"t-{p}" for p in range(3)]
+    tid = uuid.uuid4()
+    try:
+        with durable_batch():
+            for d in dirs:
+                d.mkdir()
+                write_partition_metadata(str(d), tid)
+                with durable_batch():  # nested: the outer batch commits
+                    write_leader_epoch_checkpoint(str(d / "leader-epoch-checkpoint"), [(0, 0)])
+                write_leader_epoch_checkpoint(str(d / "leader-epoch-checkpoint"), [(0, 0), (1, 5)])
+            assert not (dirs[0] / "partition.metadata").exists()
+            raise RuntimeError("the caller failed after writing")
+    except RuntimeError:
+        pass
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    write_partition_metadata(str(lone), tid)
+    for d in dirs:
+        assert (d / "partition.metadata").read_bytes() == (lone / "partition.metadata").read_bytes()
+        assert read_partition_metadata(str(d)) == tid
+        assert read_leader_epoch_checkpoint(str(d / "leader-epoch-checkpoint")) == [(0, 0), (1, 5)]
+        assert sorted(os.listdir(d)) == ["leader-epoch-checkpoint", "partition.metadata"]

@@ -1,0 +1,56 @@
+"""A topic of many partitions, acknowledged as created, survives a kill -9 whole.
+
+Creating a topic writes its partitions' files in one durable batch (storage/
+checkpoints.py durable_batch): the create must not be answered before every
+partition's files are in place, so a broker killed right after the answer comes
+back with every partition, its topic id and its leader epoch."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(300)
+
+PARTITIONS = 2000
+
+
+def test_many_partitions_created_then_killed_come_back_whole(broker_factory):
+    broker = broker_factory(startup_timeout=120)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "scale-crash"
+    for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=240,
+                                   request_timeout=240).values():
+        fut.result(260)
+    broker.kill()
+
+    dirs = [broker.data_dir / f"{topic}-{p}" for p in range(PARTITIONS)]
+    missing = [d.name for d in dirs
+               if not (d / "partition.metadata").is_file()
+               or not (d / "leader-epoch-checkpoint").is_file()]
+    assert not missing, f"{len(missing)} partitions lack their files, first {missing[:5]}"
+    ids = {(d / "partition.metadata").read_text() for d in dirs}
+    assert len(ids) == 1, "every partition names the same topic id"
+    assert not [f for d in dirs for f in os.listdir(d) if f.endswith(".tmp")]
+
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def all_led():
+        md = admin.list_topics(topic, timeout=30).topics[topic]
+        return len(md.partitions) == PARTITIONS and all(
+            p.leader >= 0 and p.error is None for p in md.partitions.values())
+    wait_until(all_led, 120, f"all {PARTITIONS} partitions led after the restart")
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    delivered: list[int] = []
+    for p in (0, PARTITIONS // 2, PARTITIONS - 1):
+        producer.produce(topic, b"after-crash", partition=p,
+                         on_delivery=lambda err, msg: delivered.append(msg.partition())
+                         if err is None else None)
+    assert producer.flush(60) == 0
+    assert sorted(delivered) == [0, PARTITIONS // 2, PARTITIONS - 1]
