@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,18 @@ def _produce_one(config: dict, topic: str = "t") -> None:
     assert p.flush(30) == 0 and errors == []
 
 
-def test_a_broker_starts_well_under_a_second_and_leaves_nothing_behind():
+def test_a_broker_is_forked_warm_and_leaves_nothing_behind():
+    # Start-up time is measured in bench/bench_testkit.py (~0.1 s idle); what makes it
+    # fast is checked here: every broker after the first is forked from the warm fork
+    # server, not started as a new interpreter that imports samsa again.
+    from samsa.testing.forkserver import ForkedProcess
     with samsa.testing.Broker():  # the first pays the fork server's import
         pass
-    started = time.monotonic()
     with samsa.testing.Broker() as b:
-        elapsed = time.monotonic() - started
+        assert isinstance(b.process.proc, ForkedProcess)
         work_dir, pid = b.work_dir, b.process.pid
         b.create_topic("t", partitions=2)
         _produce_one(b.client_config())
-    # on a loaded 2-core machine; ~0.1 s when idle
-    assert elapsed < 1.0, f"start-up took {elapsed:.2f} s"
     assert not Path(work_dir).exists()
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
 
