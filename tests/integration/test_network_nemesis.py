@@ -19,16 +19,14 @@ from tests.conftest import _test_failed
 from tests.integration.conftest import require_zookeeper
 from tests.support.checker import NETWORK_NEMESES, run_checker
 from tests.support.net_cluster import NetCluster
-from tests.support.netns import unavailable_reason
+from tests.support.netns import require_test_network
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 @pytest.fixture
 def net_cluster(request):
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"no test network: {reason}")
+    require_test_network()
     require_zookeeper()
     work = Path(tempfile.mkdtemp(prefix="samsa-netcluster-"))
     cluster = NetCluster(work, size=3, session_timeout_ms=3000, offsets_partitions=3,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.support.netns import TestNetwork, unavailable_reason
+from tests.support.netns import TestNetwork, require_test_network
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -27,9 +27,7 @@ CONNECT = ("import socket, sys\n"
 
 @pytest.fixture
 def net():
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"no test network: {reason}")
+    require_test_network()
     network = TestNetwork.create(["zk", "b0", "b1"])
     servers = [subprocess.Popen(network.wrap(n, [sys.executable, "-c", LISTEN]))
                for n in network.nodes]
@@ -82,9 +80,7 @@ def test_a_one_way_cut_and_halves(net):
 
 
 def test_destroy_leaves_no_namespace_or_link_behind():
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(f"no test network: {reason}")
+    require_test_network()
     network = TestNetwork.create(["n0"])
     network.destroy()
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -53,6 +53,19 @@ def _run(*argv: str, check: bool = True, input: str | None = None) -> subprocess
     return r
 
 
+def require_test_network() -> None:
+    """Skip the calling test when network namespaces cannot be used here, except on
+    CI: CI runs as root and scripts/setup.sh --test installs iproute2 and nftables,
+    so there a missing test network is a setup failure, not a reason to skip."""
+    import pytest
+    reason = unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"no test network on CI: {reason}")
+    pytest.skip(f"no test network: {reason}")
+
+
 def unavailable_reason() -> str | None:
     """Why network namespaces cannot be used here, or None when they can."""
     if os.geteuid() != 0:
