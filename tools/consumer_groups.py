@@ -18,14 +18,15 @@ from typing import NamedTuple, Sequence
 
 from samsa.protocol.errors import ErrorCode, ProtocolError
 from samsa.protocol.messages import (ConsumerGroupDescribeRequest, DeleteGroupsRequest,
-                                     DescribeGroupsRequest, ListGroupsRequest,
-                                     OffsetCommitRequest, OffsetFetchRequest)
+                                     DescribeGroupsRequest, OffsetCommitRequest, OffsetFetchRequest)
 from samsa.protocol.model import TopicPartition
 from samsa.protocol.model import ApiKey
 
 from samsa.client.blocking import ClientError, Cluster, SimpleClient, error_text, run_cluster_tool
 from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.broker.groups.consumer_protocol import assignment_partitions
+
+from .group_listing import list_groups_everywhere
 
 PROG = "samsa consumer-groups"
 _LAST_GROUP_ID_OFFSET_FETCH = 7  # v8+ nests several groups per request
@@ -123,30 +124,10 @@ def _list(cluster: Cluster, args) -> int:
     coordinates (as Kafka's AdminClient.listConsumerGroups asks each broker).
     A broker that does not answer is one line on stderr; the others' groups
     are still listed."""
-    groups: dict[str, str] = {}  # group id -> its type
-    failed = False
     types = [t.strip().lower() for t in (args.type or "").split(",") if t.strip()]
-    for node_id, address in cluster.brokers().items():
-        try:
-            conn = cluster.broker(node_id)
-        except ClientError as e:  # "cannot reach broker N at host:port: ..."
-            print(f"{PROG}: {e}", file=sys.stderr)
-            failed = True
-            continue
-        try:
-            resp = conn.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=[],
-                                                                   types_filter=types))
-            error = error_text(resp.error_code) if resp.error_code else None
-        except ClientError as e:
-            cluster.forget(node_id)
-            error = str(e)
-        if error is not None:
-            print(f"{PROG}: cannot list the groups of broker {node_id} at {address}: {error}",
-                  file=sys.stderr)
-            failed = True
-            continue
-        groups.update((g.group_id, g.group_type or "classic") for g in resp.groups
-                      if not types or (g.group_type or "classic").lower() in types)
+    listed, failed = list_groups_everywhere(cluster, PROG, types=types)
+    groups = {g.group_id: g.group_type or "classic" for g in listed  # group id -> its type
+              if not types or (g.group_type or "classic").lower() in types}
     if args.type is None:
         for g in sorted(groups):
             print(g)

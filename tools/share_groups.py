@@ -16,12 +16,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from samsa.client.blocking import ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.blocking import Cluster, error_text, run_cluster_tool
 from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ListGroupsRequest,
-                                     ShareGroupDescribeRequest)
+from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
+
+from .group_listing import list_groups_everywhere
 
 PROG = "samsa share-groups"
 MISSING = "-"
@@ -36,23 +37,8 @@ def _row(widths: Sequence[int], values: Sequence[object]) -> str:
 
 def _listed(cluster: Cluster, states: list[str]) -> list[tuple[str, str]] | None:
     """(group, state) of every share group, from every broker's ListGroups."""
-    found: dict[str, str] = {}
-    failed = False
-    for node_id, address in cluster.brokers().items():
-        try:
-            resp = cluster.broker(node_id).call(ApiKey.LIST_GROUPS, ListGroupsRequest(
-                states_filter=states, types_filter=["share"]))
-            error = error_text(resp.error_code) if resp.error_code else None
-        except ClientError as e:
-            cluster.forget(node_id)
-            error = str(e)
-        if error is not None:
-            print(f"{PROG}: cannot list the groups of broker {node_id} at {address}: {error}",
-                  file=sys.stderr)
-            failed = True
-            continue
-        found.update((g.group_id, g.group_state) for g in resp.groups)
-    return None if failed else sorted(found.items())
+    groups, failed = list_groups_everywhere(cluster, PROG, states=states, types=["share"])
+    return None if failed else sorted({g.group_id: g.group_state for g in groups}.items())
 
 
 def _list(cluster: Cluster, args: argparse.Namespace) -> int:
