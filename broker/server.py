@@ -699,7 +699,9 @@ class Broker:
             return found.leader_epoch if found is not None and found.ok else None
         self._share_persister = persister = SharePersister(
             self.cfg.broker_id, locator, lambda: self.share_coordinator,
-            self.cfg.request_timeout_ms / 1000, security=self.inter_broker)
+            # retried within half a request's time, so the fetch or acknowledgement
+            # waiting on it still answers before its client gives up
+            self.cfg.request_timeout_ms / 2000, security=self.inter_broker)
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
                                share_bounds(services), durable=True)
         service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)

@@ -36,6 +36,7 @@ from ..partitions import LeaderLookup
 from ..security.acl import ResourceType
 
 _INT32_MAX = 0x7FFFFFFF
+_START_WAIT_S = 5.0
 # Kafka 4.x's share-group assignor
 SHARE_ASSIGNOR = "simple"
 # Kafka answers acknowledgements of a partition the member may not read this way
@@ -102,13 +103,22 @@ async def _start_assigned(service: ShareService, group_id: str,
     so "latest" means the records produced from then on: the share-partitions
     this broker leads start now (their state read, or made and written); the
     others start at their leader's first ShareFetch."""
-    if service.persistence is None:
+    persistence = service.persistence
+    if persistence is None:
         return
     keys = [(group_id, t, p) for t, parts in assignment.items() for p in parts]
-    await service.persistence.ensure_loaded(keys)
-    started = [k for k in keys if service.fetch_position(k) is not None]
-    if started:
-        await service.persistence.flush(started)
+
+    async def start() -> None:
+        await persistence.ensure_loaded(keys)
+        started = [k for k in keys if service.fetch_position(k) is not None]
+        if started:
+            await persistence.flush(started)
+    try:
+        # bounded: the heartbeat must answer within the member's session
+        # (a share-partition not started now starts at its first ShareFetch)
+        await asyncio.wait_for(start(), _START_WAIT_S)
+    except asyncio.TimeoutError:
+        pass
 
 
 async def handle_share_group_describe(ctx: RequestContext, req: ShareGroupDescribeRequest
