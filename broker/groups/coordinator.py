@@ -651,8 +651,10 @@ class GroupCoordinator:
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,
-                            require_stable: bool = False) -> OffsetFetchResult:
-        return await self.offsets.fetch_offsets(group_id, partitions, require_stable)
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult:
+        return await self.offsets.fetch_offsets(group_id, partitions, require_stable,
+                                                member_id, member_epoch)
 
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResult:

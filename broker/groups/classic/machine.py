@@ -171,6 +171,11 @@ class ClassicGroupMachine:
     # ================================================================ offsets' questions
 
     @staticmethod
+    def fetch_error(group: Group, member_id: str | None, member_epoch: int) -> int:
+        """A classic group lets anyone read its offsets (Kafka checks nothing)."""
+        return NONE
+
+    @staticmethod
     def commit_error(group: Group, generation_id: int, member_id: str,
                      group_instance_id: str | None, transactional: bool = False) -> int:
         """Who may commit, as Kafka's classic group decides it (one rule for

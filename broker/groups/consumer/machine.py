@@ -455,6 +455,19 @@ class ConsumerGroupMachine:
             return int(E.STALE_MEMBER_EPOCH)
         return NONE
 
+    def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetFetch: a request without a member
+        (null id, epoch < 0: an admin client, a classic or older consumer) may
+        read; a member must be known and name its current epoch."""
+        if member_id is None and member_epoch < 0:
+            return NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return int(E.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            return int(E.STALE_MEMBER_EPOCH)
+        return NONE
+
     def offsets_committed(self, group: ConsumerGroup, member_id: str) -> Effects:
         return Effects()
 
