@@ -299,6 +299,14 @@ class ClassicGroupMachine:
 
     # ================================================================ rebalance
 
+    def rebalance(self, group: Group, now_ms: int) -> Effects:
+        """Start a rebalance of a Stable group from outside its own events
+        (a consumer group downgraded to this one: its members must agree on
+        an assignment of their own)."""
+        fx = Effects()
+        self._maybe_prepare_rebalance(fx, group, now_ms)
+        return fx
+
     def _maybe_prepare_rebalance(self, fx: Effects, group: Group, now_ms: int) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(fx, group, now_ms)

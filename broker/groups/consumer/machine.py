@@ -49,6 +49,9 @@ class ConsumerGroupConfig:
     max_heartbeat_interval_ms: int = 15_000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
+    # group.consumer.migration.policy: disabled, upgrade, downgrade or
+    # bidirectional (Kafka 4's default), see migration.py
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> ConsumerGroupConfig:
@@ -59,6 +62,9 @@ class ConsumerGroupConfig:
             value = getattr(cfg, "group_consumer_" + f, None)
             if value is not None:
                 kw[f] = int(value)
+        policy = getattr(cfg, "group_consumer_migration_policy", None)
+        if isinstance(policy, str) and policy.strip():
+            kw["migration_policy"] = policy.strip().lower()
         names = getattr(cfg, "group_consumer_assignors", None)
         if isinstance(names, str) and names.strip():
             kw["assignors"] = tuple(assignor_name(n) for n in names.split(",") if n.strip())
@@ -185,8 +191,9 @@ class ConsumerGroupMachine:
             fx.ops.append(WriteRecords(group.group_id, entries))
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember, fx: Effects) -> None:
-        fx.set_timer(("session", member.member_id), self.session_timeout_ms(group.group_id),
-                     member.member_id)
+        timeout = member.classic.session_timeout_ms if member.classic is not None \
+            else self.session_timeout_ms(group.group_id)
+        fx.set_timer(("session", member.member_id), timeout, member.member_id)
 
     # ------------------------------------------------------------ the heartbeat
 
