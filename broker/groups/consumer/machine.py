@@ -118,6 +118,7 @@ class MemberView:
     subscribed_topic_regex: str | None
     assignment: dict[uuid.UUID, list[int]]
     target: dict[uuid.UUID, list[int]]
+    classic: bool = False  # speaks the classic protocol (after an online upgrade)
 
 
 @dataclass(frozen=True)
@@ -522,7 +523,8 @@ class ConsumerGroupMachine:
             self.assignor_name(group),
             [MemberView(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                         m.client_host, list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                        _sorted(m.assigned), _sorted(group.target.get(m.member_id, {})))
+                        _sorted(m.assigned), _sorted(group.target.get(m.member_id, {})),
+                        m.classic is not None)
              for m in group.members.values()])
 
 
