@@ -165,3 +165,41 @@ async def test_a_silent_classic_member_is_fenced_after_its_own_session_timeout()
     [d] = await c.consumer_group_describe(["g"])
     assert sorted(m.member_id for m in d.members) == sorted(["x", a.member_id])
     await c.shutdown()
+
+
+async def test_a_restart_mid_migration_keeps_the_classic_members_classic():
+    """The member records carry Kafka's ClassicMemberMetadata (tag 0): after
+    a coordinator restart the classic members still heartbeat and sync, under
+    their own session timeout."""
+    mlog, clock = MemoryLog(), VirtualClock()
+    c = await start(mlog, clock)
+    a, b = await classic_group(c, clock)
+    await c.consumer_group_heartbeat("g", Heartbeat("x", 0, rebalance_timeout_ms=30_000,
+                                                    subscribed_topic_names=["t"]))
+    a2 = await classic_join(c, a.member_id)
+    await settle()
+    await c.shutdown()
+
+    c = await start(mlog, clock)
+    [d] = await c.consumer_group_describe(["g"])
+    assert len(d.members) == 3
+    assert {m.member_id: m.classic for m in d.members} == {
+        a.member_id: True, b.member_id: True, "x": False}
+    assert await c.heartbeat("g", a2.generation_id, a.member_id) == 0
+    sync = await c.sync_group("g", a2.generation_id, a.member_id, None, "consumer", "range", [])
+    assert sync.error_code == 0 and held(sync)
+    # b says nothing: it goes after its own session timeout (10 s), not the
+    # consumer protocol's 45 s
+    for _ in range(6):
+        clock.advance(2000)
+        await c.heartbeat("g", a2.generation_id, a.member_id)
+        await c.consumer_group_heartbeat("g", Heartbeat("x", await _epoch(c, "x")))
+        await settle()
+    [d] = await c.consumer_group_describe(["g"])
+    assert b.member_id not in {m.member_id for m in d.members}
+    await c.shutdown()
+
+
+async def _epoch(c, member_id):
+    [d] = await c.consumer_group_describe(["g"])
+    return next(m.member_epoch for m in d.members if m.member_id == member_id)
