@@ -211,3 +211,8 @@ def test_the_java_client_rolls_a_classic_group_to_the_consumer_protocol_and_back
                      "rolled classic,consumer,consumer", "rolled classic,classic,consumer",
                      "rolled classic,classic,classic"]
     assert result.lines[-1] == f"read {records} twice 0"
+    # the group changed type twice: up with the first consumer-protocol
+    # member, back down when the last one left
+    log = cbroker.log_path.read_text(errors="replace")
+    assert log.count("upgraded from classic to consumer group") == 1
+    assert log.count("downgraded from consumer to classic group") == 1
