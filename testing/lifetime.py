@@ -43,16 +43,19 @@ _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1,
                                                  thread_name_prefix="samsa-testing-spawner")
 
 
-def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+def popen(argv: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
     """subprocess.Popen, the child killed when this process dies."""
     if _prctl is None:
         return subprocess.Popen(argv, **kwargs)
-    return _spawner.submit(subprocess.Popen, argv, preexec_fn=_die_with_parent, **kwargs).result()
+
+    def start() -> "subprocess.Popen[Any]":
+        return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kwargs)
+    return _spawner.submit(start).result()
 
 
 # ---------------------------------------------------------------- directories
 
-_reaper: subprocess.Popen | None = None
+_reaper: "subprocess.Popen[bytes] | None" = None
 _reaper_pid = 0  # the process that started it: a forked child must not write to it
 _reaper_lock = threading.Lock()
 
