@@ -39,8 +39,21 @@ def _die_with_parent() -> None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-_spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1,
-                                                 thread_name_prefix="samsa-testing-spawner")
+_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner_pid = 0
+_spawner_lock = threading.Lock()
+
+
+def _the_spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """One thread for the life of the process (a forked child makes its own: the
+    parent's thread is not in it)."""
+    global _spawner, _spawner_pid
+    with _spawner_lock:
+        if _spawner is None or _spawner_pid != os.getpid():
+            _spawner = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="samsa-testing-spawner")
+            _spawner_pid = os.getpid()
+        return _spawner
 
 
 def popen(argv: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
@@ -50,7 +63,7 @@ def popen(argv: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
 
     def start() -> "subprocess.Popen[Any]":
         return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kwargs)
-    return _spawner.submit(start).result()
+    return _the_spawner().submit(start).result()
 
 
 # ---------------------------------------------------------------- directories
