@@ -101,6 +101,48 @@ def test_an_error_on_one_partition_of_a_read(samsa_broker):
     assert not _fault_lines(samsa_broker, "t-1")
 
 
+def test_an_error_on_one_partition_of_a_commit_commits_the_others(samsa_broker):
+    # OffsetCommit answered per partition: t-0's offset is refused (and not stored), t-1's kept
+    samsa_broker.create_topic("t", partitions=2)
+    samsa_broker.inject_errors("OffsetCommit", "OFFSET_METADATA_TOO_LARGE", topic="t", partition=0)
+    c = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "g",
+                  "enable.auto.commit": False})
+    try:
+        with pytest.raises(Exception) as failed:
+            c.commit(offsets=[TopicPartition("t", 0, 5), TopicPartition("t", 1, 7)], asynchronous=False)
+        assert "OFFSET_METADATA_TOO_LARGE" in str(failed.value) or "too large" in str(failed.value).lower()
+        committed = c.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=30)
+        assert [(tp.partition, tp.offset) for tp in committed] == [(0, -1001), (1, 7)]
+    finally:
+        c.close()
+    assert len(_fault_lines(samsa_broker, "with OFFSET_METADATA_TOO_LARGE on t-0")) == 1
+
+
+def test_an_error_on_one_partition_of_a_fetch(samsa_broker):
+    # librdkafka reads t-1 while t-0's fetches fail, then t-0 once the errors run out
+    samsa_broker.create_topic("t", partitions=2)
+    p = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers})
+    for partition in (0, 1):
+        p.produce("t", f"in-{partition}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    samsa_broker.inject_errors("Fetch", "NOT_LEADER_OR_FOLLOWER", count=3, topic="t", partition=0)
+    c = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "f",
+                  "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        c.assign([TopicPartition("t", 0, 0), TopicPartition("t", 1, 0)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.partition())
+    finally:
+        c.close()
+    assert got == [1, 0]  # t-1 first: its fetches were answered while t-0's failed
+    assert len(_fault_lines(samsa_broker, "with NOT_LEADER_OR_FOLLOWER on t-0")) == 3
+    assert not _fault_lines(samsa_broker, "t-1")
+
+
 @pytest.mark.parametrize("idempotent", [True, False])
 def test_a_lost_connection_after_a_written_batch(samsa_broker, idempotent):
     samsa_broker.create_topic("t")
