@@ -464,12 +464,13 @@ _Fetch = Callable[[list[TopicPartition] | None], Awaitable[OffsetFetchResult]]
 
 
 async def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[_AskedTopic] | None,
-                       require_stable: bool = False, fetch: _Fetch | None = None
-                       ) -> OffsetFetchResult:
+                       require_stable: bool = False, fetch: _Fetch | None = None,
+                       member: tuple[str | None, int] = (None, -1)) -> OffsetFetchResult:
     """One group's OffsetFetch: topics None = everything committed. Needs
     Describe on the group; topics without Describe are refused (named) or
     left out (everything). ``fetch(partitions)``: where the offsets come from
-    (the group coordinator unless told; v0 in ZooKeeper mode: ZooKeeper)."""
+    (the group coordinator unless told; v0 in ZooKeeper mode: ZooKeeper).
+    member: (member id, member epoch) of a v9+ request."""
     if not authz.group(ctx, Op.DESCRIBE, group_id):
         return OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
@@ -482,7 +483,7 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[_Ask
                    for t in topics for p in t.partition_indexes if not may_describe(t.name)]
     if fetch is None:
         def fetch(wanted: list[TopicPartition] | None) -> Awaitable[OffsetFetchResult]:
-            return _groups(ctx).fetch_offsets(group_id, wanted, require_stable)
+            return _groups(ctx).fetch_offsets(group_id, wanted, require_stable, *member)
     res = await fetch(partitions) if partitions or partitions is None \
         else OffsetFetchResult(ErrorCode.NONE, [])
     if topics is None:
@@ -509,7 +510,9 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
     if v >= 8:
         groups = []
         for g in req.groups:
-            res = await _fetch_group(ctx, g.group_id, g.topics, req.require_stable)
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+            res = await _fetch_group(ctx, g.group_id, g.topics, req.require_stable,
+                                     member=member)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=res.error_code,
                 topics=[R.OffsetFetchResponseTopics(name=topic, partitions=[

@@ -302,7 +302,8 @@ class FakeGroups(GroupCoordination):
         unused("commit_txn_offsets")
 
     async def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-                            require_stable: bool = False) -> OffsetFetchResult:
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult:
         unused("fetch_offsets")
 
     async def delete_offsets(self, group_id: str,
