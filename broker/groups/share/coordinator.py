@@ -69,17 +69,28 @@ class ShareCoordinatorState:
     def __init__(self, state_partition: Callable[[ShareKey], int]) -> None:
         self._partition_of = state_partition
         self._loads: dict[int, _Load] = {}
+        # which load of a partition is current: a replay of an earlier one
+        # (leadership lost and taken up again meanwhile) is stale
+        self._load_tokens: dict[int, int] = {}
+        self._next_token = 0
         self.states: dict[ShareKey, ShareState] = {}
 
     # ------------------------------------------------------------ leadership
 
-    def loading(self, partition: int) -> None:
+    def loading(self, partition: int) -> int:
+        """The partition's leadership taken up: its load's token, for ``loaded``."""
         self._loads[partition] = _Load.LOADING
+        self._next_token += 1
+        self._load_tokens[partition] = self._next_token
+        return self._next_token
 
-    def loaded(self, partition: int, replayed: Mapping[ShareKey, ShareState]) -> None:
-        """The partition's log replayed: serve its keys (unless leadership
-        went meanwhile)."""
-        if self._loads.get(partition) is not _Load.LOADING:
+    def loaded(self, partition: int, replayed: Mapping[ShareKey, ShareState],
+               token: int) -> None:
+        """The partition's log replayed by the load ``token``: serve its keys
+        (unless leadership went meanwhile, or a later load superseded it:
+        its replay may have missed records the later leadership's log has)."""
+        if (self._loads.get(partition) is not _Load.LOADING
+                or self._load_tokens.get(partition) != token):
             return
         for key, state in replayed.items():
             if self._partition_of(key) == partition:
@@ -88,8 +99,15 @@ class ShareCoordinatorState:
 
     def unload(self, partition: int) -> None:
         self._loads.pop(partition, None)
+        self._load_tokens.pop(partition, None)
         for key in [k for k in self.states if self._partition_of(k) == partition]:
             del self.states[key]
+
+    def load_failed(self, partition: int, token: int) -> None:
+        """The load ``token`` could not replay the log: unserved, unless a
+        later load superseded it."""
+        if self._load_tokens.get(partition) == token:
+            self.unload(partition)
 
     def serves(self, partition: int) -> bool:
         return self._loads.get(partition) is _Load.LOADED
@@ -183,34 +201,52 @@ class ShareCoordinatorState:
 def merge_batches(old: Iterable[StateBatch], new: Iterable[StateBatch],
                   start_offset: int) -> tuple[StateBatch, ...]:
     """``new`` laid over ``old`` (new wins where they overlap), runs below
-    ``start_offset`` cut off, neighbours of one state and count joined."""
-    runs: list[StateBatch] = []
-    new = sorted(new, key=lambda b: b.first_offset)
-    for b in old:
-        pieces = [b]
-        for n in new:
-            next_pieces = []
-            for p in pieces:
-                if n.last_offset < p.first_offset or n.first_offset > p.last_offset:
-                    next_pieces.append(p)
-                    continue
-                if p.first_offset < n.first_offset:
-                    next_pieces.append(replace(p, last_offset=n.first_offset - 1))
-                if p.last_offset > n.last_offset:
-                    next_pieces.append(replace(p, first_offset=n.last_offset + 1))
-            pieces = next_pieces
-        runs.extend(pieces)
-    runs.extend(new)
+    ``start_offset`` cut off, neighbours of one state and count joined, as
+    Kafka's PersisterStateBatchCombiner. One pass over both run lists in
+    offset order (linear: a write's merge runs on the main loop, and the
+    in-flight window can be thousands of runs); runs of ``new`` that
+    overlap each other: the one starting first keeps the offsets."""
+    olds = sorted(old, key=lambda b: b.first_offset)
+    news = sorted(new, key=lambda b: b.first_offset)
     out: list[StateBatch] = []
-    for b in sorted(runs, key=lambda b: b.first_offset):
-        if b.last_offset < start_offset:
-            continue
-        if b.first_offset < start_offset:
-            b = replace(b, first_offset=start_offset)
+
+    def emit(b: StateBatch) -> None:
+        first = max(b.first_offset, start_offset)
+        if out:
+            first = max(first, out[-1].last_offset + 1)
+        if first > b.last_offset:
+            return
+        if first != b.first_offset:
+            b = replace(b, first_offset=first)
         last = out[-1] if out else None
         if (last is not None and last.last_offset + 1 == b.first_offset
                 and last.state == b.state and last.delivery_count == b.delivery_count):
             out[-1] = replace(last, last_offset=b.last_offset)
         else:
             out.append(b)
+
+    i = 0
+    rest: StateBatch | None = olds[0] if olds else None  # what is left of olds[i]
+    for n in news:
+        # the old runs (or their parts) before this new run
+        while rest is not None and rest.first_offset < n.first_offset:
+            if rest.last_offset >= n.first_offset:
+                emit(replace(rest, last_offset=n.first_offset - 1))
+                rest = replace(rest, first_offset=n.first_offset)
+                break
+            emit(rest)
+            i += 1
+            rest = olds[i] if i < len(olds) else None
+        emit(n)
+        # the old runs (or their parts) it covers
+        while rest is not None and rest.first_offset <= n.last_offset:
+            if rest.last_offset > n.last_offset:
+                rest = replace(rest, first_offset=n.last_offset + 1)
+                break
+            i += 1
+            rest = olds[i] if i < len(olds) else None
+    while rest is not None:
+        emit(rest)
+        i += 1
+        rest = olds[i] if i < len(olds) else None
     return tuple(out)

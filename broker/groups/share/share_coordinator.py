@@ -8,7 +8,11 @@ log replayed off the loop) and dropped when it gives it up. Each change is
 taken up in memory as it is appended, so two requests for one key see each
 other's changes in log order; a write that fails before the log has it is
 undone, one that the ISR does not confirm answers its error (the partition
-is then usually being taken over, and its next leader replays the log).
+is then usually being taken over, and its next leader replays the log) and
+leaves its key marked unconfirmed: a later request that would answer from
+that state without a write of its own appends it again and answers once
+the ISR has that (a retried read's leader-epoch bump is then really kept,
+so the old share-partition leader is really fenced).
 """
 from __future__ import annotations
 
@@ -42,25 +46,31 @@ class ShareCoordinator:
         self._append = append
         self._read_partition = read_partition
         self._off_loop = run_off_loop
+        # keys whose latest appended change the ISR has not confirmed: the
+        # number of that append
+        self._unconfirmed: dict[ShareKey, int] = {}
+        self._appends = 0
 
     # ------------------------------------------------------------ leadership
 
     async def load_partition(self, partition: int) -> None:
-        self.machine.loading(partition)
+        token = self.machine.loading(partition)
         try:
             replayed = await self._off_loop(
                 lambda: replay_states(self._read_partition(partition)))
         except Exception:  # noqa: BLE001 - the partition stays unserved; leadership moves on
             log.exception("loading share state partition %d failed", partition)
-            self.machine.unload(partition)
+            self.machine.load_failed(partition, token)
             return
         assert isinstance(replayed, dict)
-        self.machine.loaded(partition, replayed)
+        self.machine.loaded(partition, replayed, token)
         log.info("share coordinator: loaded %d share-partition state(s) of partition %d",
                  sum(1 for k in replayed if self._partition_of(k) == partition), partition)
 
     def unload_partition(self, partition: int) -> None:
         self.machine.unload(partition)
+        for key in [k for k in self._unconfirmed if self._partition_of(k) == partition]:
+            del self._unconfirmed[key]
 
     # ------------------------------------------------------------ requests
 
@@ -71,7 +81,8 @@ class ShareCoordinator:
 
     async def summary(self, key: ShareKey) -> tuple[ErrorCode, ShareState | None]:
         planned = self.machine.summary(key)
-        return planned.error, planned.state
+        code = await self._commit(key, planned)
+        return code, planned.state if not code else None
 
     async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: Sequence[StateBatch]) -> ErrorCode:
@@ -85,25 +96,47 @@ class ShareCoordinator:
         return await self._commit(key, self.machine.delete(key))
 
     async def _commit(self, key: ShareKey, planned: Planned) -> ErrorCode:
-        if planned.error or (planned.write is None and not planned.delete):
+        if planned.error:
             return planned.error
+        if planned.write is None and not planned.delete:
+            if key not in self._unconfirmed:
+                return ErrorCode.NONE
+            # the answer would come from a change the ISR has not confirmed
+            # (its wait failed, or is still going on): append it again and
+            # answer once that is confirmed, which confirms the earlier too
+            if not self.machine.serves(self._partition_of(key)):
+                return self.machine.partition_error(key) or ErrorCode.NOT_COORDINATOR
+            state = self.machine.states.get(key)
+            return await self._append_and_wait(key, state, lambda: None)
         before = self.machine.states.get(key)
         stored = self.machine.apply(key, None if planned.delete else planned.write)
+        return await self._append_and_wait(key, stored, lambda: self._undo(key, before))
+
+    async def _append_and_wait(self, key: ShareKey, stored: ShareState | None,
+                               undo: Callable[[], None]) -> ErrorCode:
+        """Append ``stored`` (taken up in memory already; ``undo`` goes back
+        if the log does not take it) and wait for the ISR.
+        Until that is confirmed the key is marked unconfirmed: a failed wait
+        leaves the mark, so no later request is answered from it unconfirmed."""
         partition = self._partition_of(key)
         try:
             waiting = self._append(partition, [snapshot_record(key, stored)])
         except CoordinatorWriteError as e:
-            self._undo(key, before)
+            undo()
             return coordinator_write_error(e.error_code) or e.error_code
         except Exception:  # noqa: BLE001 - a disk error and the like: answered, not raised
             log.exception("writing the state of share-partition %s failed", key)
-            self._undo(key, before)
+            undo()
             return ErrorCode.UNKNOWN_SERVER_ERROR
+        self._appends += 1
+        mine = self._unconfirmed[key] = self._appends
         if waiting is not None:
             try:
                 await waiting
             except CoordinatorWriteError as e:
                 return coordinator_write_error(e.error_code) or e.error_code
+        if self._unconfirmed.get(key) == mine:
+            del self._unconfirmed[key]  # a later append still waiting keeps its mark
         return ErrorCode.NONE
 
     def _undo(self, key: ShareKey, before: ShareState | None) -> None:

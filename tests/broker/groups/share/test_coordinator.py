@@ -19,8 +19,7 @@ OTHER = ("g", T, 1)  # kept in partition 1 below
 def _loaded(*partitions: int) -> ShareCoordinatorState:
     machine = ShareCoordinatorState(lambda key: key[2])
     for p in partitions:
-        machine.loading(p)
-        machine.loaded(p, {})
+        machine.loaded(p, {}, machine.loading(p))
     return machine
 
 
@@ -32,9 +31,9 @@ def _commit(machine: ShareCoordinatorState, key, planned):
 def test_a_partition_not_led_or_still_loading_is_not_served():
     machine = ShareCoordinatorState(lambda key: key[2])
     assert machine.read(KEY, 0).error == ErrorCode.NOT_COORDINATOR
-    machine.loading(0)
+    token = machine.loading(0)
     assert machine.write(KEY, 0, 0, 5, []).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    machine.loaded(0, {KEY: ShareState(0, 1, 5, ()), OTHER: ShareState(0, 1, 9, ())})
+    machine.loaded(0, {KEY: ShareState(0, 1, 5, ()), OTHER: ShareState(0, 1, 9, ())}, token)
     assert machine.read(KEY, 1).state == ShareState(0, 1, 5, ())
     # a key of another partition in the replayed log is not this partition's to serve
     assert OTHER not in machine.states
@@ -45,10 +44,28 @@ def test_a_partition_not_led_or_still_loading_is_not_served():
 
 def test_loading_that_lost_the_leadership_meanwhile_serves_nothing():
     machine = ShareCoordinatorState(lambda key: key[2])
-    machine.loading(0)
+    token = machine.loading(0)
     machine.unload(0)
-    machine.loaded(0, {KEY: ShareState(0, 1, 5, ())})
+    machine.loaded(0, {KEY: ShareState(0, 1, 5, ())}, token)
     assert machine.read(KEY, 1).error == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_stale_replay_does_not_win_over_the_current_load():
+    """Leadership lost and taken up again while the first replay ran: the
+    first replay (which may miss what the later log has) finishing first
+    must not be served, nor its failure unserve the current load."""
+    machine = ShareCoordinatorState(lambda key: key[2])
+    old = machine.loading(0)
+    machine.unload(0)
+    new = machine.loading(0)
+    machine.loaded(0, {KEY: ShareState(0, 1, 5, ())}, old)
+    assert machine.read(KEY, 1).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    machine.load_failed(0, old)
+    assert machine.read(KEY, 1).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    machine.loaded(0, {KEY: ShareState(0, 2, 9, ())}, new)
+    assert machine.read(KEY, 2).state == ShareState(0, 2, 9, ())
+    machine.loaded(0, {KEY: ShareState(0, 1, 5, ())}, old)  # late, after the current one
+    assert machine.read(KEY, 2).state == ShareState(0, 2, 9, ())
 
 
 def test_an_unknown_share_partition_reads_as_uninitialized():
@@ -114,3 +131,89 @@ def test_the_records_carry_the_whole_state_and_replay_to_the_last():
     older = snapshot_record(KEY, ShareState(1, 1, 0, ()))
     gone = snapshot_record(OTHER, None)
     assert replay_states([older, (k, v), snapshot_record(OTHER, state), gone]) == {KEY: state}
+
+
+# ---------------------------------------------------------------- merging at scale
+
+def _reference_merge(old, new, start):
+    """Offset by offset: old, then new over it, below ``start`` dropped,
+    neighbours of one state and count joined."""
+    at = {}
+    for b in list(old) + list(new):
+        for o in range(b.first_offset, b.last_offset + 1):
+            at[o] = (b.state, b.delivery_count)
+    out = []
+    for o in sorted(x for x in at if x >= start):
+        state, count = at[o]
+        if out and out[-1].last_offset + 1 == o and (out[-1].state, out[-1].delivery_count) == (
+                state, count):
+            out[-1] = StateBatch(out[-1].first_offset, o, state, count)
+        else:
+            out.append(StateBatch(o, o, state, count))
+    return tuple(out)
+
+
+def _alternating(first: int, runs: int, width: int, states=(0, 2)):
+    return [StateBatch(first + i * width, first + i * width + width - 1, states[i % 2], i % 3)
+            for i in range(runs)]
+
+
+def test_merge_of_thousands_of_fragmented_runs_matches_the_offset_by_offset_reference():
+    old = _alternating(0, 2000, 3)
+    # new runs shifted against the old ones, so every one splits an old run,
+    # plus holes between them where the old runs show through
+    new = [b for i, b in enumerate(_alternating(1, 2000, 3, states=(4, 2))) if i % 5]
+    for start in (0, 7, 3001):
+        assert merge_batches(old, new, start) == _reference_merge(old, new, start)
+    # given out of order, as a leader may send them
+    assert merge_batches(reversed(old), reversed(new), 7) == _reference_merge(old, new, 7)
+
+
+class _Counted(StateBatch):
+    """A run that counts how often merging looks at its offsets."""
+    looks = 0
+
+    def __getattribute__(self, name):
+        if name in ("first_offset", "last_offset"):
+            type(self).looks += 1
+        return super().__getattribute__(name)
+
+
+def test_merge_is_one_pass_over_the_runs():
+    """Linear in the runs, not old x new (a write's merge runs on the main
+    loop): counted in looks at the runs' offsets, not in time."""
+    def counted(runs):
+        return [_Counted(b.first_offset, b.last_offset, b.state, b.delivery_count) for b in runs]
+
+    old = counted(_alternating(0, 2000, 3))
+    new = counted(_alternating(1, 2000, 3, states=(4, 2)))
+    _Counted.looks = 0
+    merge_batches(old, new, 0)
+    assert _Counted.looks <= 20 * (len(old) + len(new))
+
+
+try:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    given = None
+
+if given is not None:
+    def _runs(draw_from):
+        return st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6), st.sampled_from((0, 2, 4)),
+                                  st.integers(0, 3)), max_size=12).map(draw_from)
+
+    def _disjoint(items):
+        out, taken = [], set()
+        for first, width, state, count in items:
+            span = set(range(first, first + width + 1))
+            if span & taken:
+                continue
+            taken |= span
+            out.append(StateBatch(first, first + width, state, count))
+        return out
+
+    @settings(max_examples=300, deadline=None)
+    @given(_runs(_disjoint), _runs(_disjoint), st.integers(-1, 70))
+    def test_merge_agrees_with_the_reference(old, new, start):
+        assert merge_batches(old, new, start) == _reference_merge(old, new, start)
