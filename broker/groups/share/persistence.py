@@ -7,6 +7,8 @@ service (service.py) and the share coordinator (persister.py).
 - ``flush``: each change the handlers made (acknowledgements, releases, lock
   expiry, archiving) is written before it is answered, as Kafka answers an
   acknowledgement only after its WriteShareGroupState succeeded;
+- both answer the share coordinator's failures as Kafka's share-partition
+  leader does (``persister_error``), not as the coordinator gave them;
 - ``write_state``/``reset``/``delete``: the one way for anything else
   (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) to change
   a share-partition's durable state.
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 from samsa.protocol.errors import ErrorCode
 
 from .partition import StateBatch
-from .persister import SharePersister
+from .persister import StatePersister
 from .service import ShareKey, ShareService
 
 log = logging.getLogger("broker.groups.share")
@@ -37,9 +39,31 @@ _T = TypeVar("_T")
 # a fenced write: this broker's copy of the share-partition is stale
 _FENCED = (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH)
 
+# the share coordinator's answers a ShareFetch/ShareAcknowledge passes on as
+# they are (Kafka's SharePartition.fetchPersisterError); the others below
+_PASSED_ON = frozenset({ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode.FENCED_STATE_EPOCH})
+_COORDINATOR_GONE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+
+
+def persister_error(code: ErrorCode) -> ErrorCode:
+    """A failed read or write of the share coordinator as the share-partition
+    leader answers it to the client, as Kafka's SharePartition does: the
+    coordinator moving or loading is COORDINATOR_NOT_AVAILABLE, a fenced
+    leader epoch NOT_LEADER_OR_FOLLOWER (this broker no longer leads the
+    share-partition), anything not meant for the client UNKNOWN_SERVER_ERROR."""
+    if code is ErrorCode.NONE or code in _PASSED_ON:
+        return code
+    if code in _COORDINATOR_GONE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code is ErrorCode.FENCED_LEADER_EPOCH:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
 
 class SharePersistence:
-    def __init__(self, service: ShareService, persister: SharePersister,
+    def __init__(self, service: ShareService, persister: StatePersister,
                  leader_epoch: Callable[[uuid.UUID, int], int | None],
                  loop: asyncio.AbstractEventLoop) -> None:
         self._service = service
@@ -118,7 +142,7 @@ class SharePersistence:
             code, state = await self._persister.read(key, epoch)
             if code or state is None:
                 log.info("share-partition %s: state not read: %s", key, code.name)
-                return code or ErrorCode.UNKNOWN_SERVER_ERROR
+                return persister_error(code) if code else ErrorCode.UNKNOWN_SERVER_ERROR
             self._service.install(key, state.state_epoch, epoch, state.start_offset,
                                   state.batches)
             return ErrorCode.NONE
@@ -144,7 +168,7 @@ class SharePersistence:
                 self._service.forget(key)
             elif not code:
                 self._service.written(key, pending.version)
-            return code
+            return persister_error(code)
 
     def _lock(self, key: ShareKey) -> asyncio.Lock:
         lock = self._locks.get(key)

@@ -57,15 +57,36 @@ class _Answer(Protocol):
 _T = TypeVar("_T")
 
 
+class StatePersister(Protocol):
+    """What the share-partition leader (persistence.py) asks of the
+    persister: the answers of the share coordinator, after its retries."""
+
+    async def read(self, key: ShareKey, leader_epoch: int
+                   ) -> tuple[ErrorCode, ShareState | None]: ...
+
+    async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: Sequence[StateBatch]) -> ErrorCode: ...
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int
+                         ) -> ErrorCode: ...
+
+    async def delete(self, key: ShareKey) -> ErrorCode: ...
+
+
 class SharePersister:
     def __init__(self, broker_id: int, locator: Locator,
                  local: Callable[[], ShareCoordinator | None], timeout_s: float,
-                 security: InterBrokerSecurity = PLAINTEXT, backoff_s: float = 0.1) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT, backoff_s: float = 0.1,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._me = broker_id
         self._locator = locator
         self._local = local
         self._timeout = timeout_s
         self._backoff = backoff_s
+        # the clock the deadline is kept by (a test's virtual one)
+        self._monotonic = monotonic
+        self._sleep = sleep
         self._connections = BrokerConnections("samsa-share-persister", timeout_s, security)
 
     async def close(self) -> None:
@@ -139,7 +160,7 @@ class SharePersister:
                         remote: Callable[[BrokerEndpoint], Awaitable[_T]],
                         code_of: Callable[[_T], ErrorCode],
                         failed: Callable[[ErrorCode], _T]) -> _T:
-        deadline = time.monotonic() + self._timeout
+        deadline = self._monotonic() + self._timeout
         while True:
             result: _T | None = None
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -161,11 +182,11 @@ class SharePersister:
                                  node.node_id, key, e)
             if result is not None and code not in RETRIABLE:
                 return result
-            if time.monotonic() + self._backoff >= deadline:
+            if self._monotonic() + self._backoff >= deadline:
                 if result is not None:
                     return result
                 return failed(code)
-            await asyncio.sleep(self._backoff)
+            await self._sleep(self._backoff)
 
     async def _call(self, node: BrokerEndpoint, api_key: ApiKey, request: Any) -> Any:
         conn = None
