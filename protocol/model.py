@@ -71,6 +71,8 @@ class ApiKey(enum.IntEnum):
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # A partition of a topic: (topic name, partition index).

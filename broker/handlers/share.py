@@ -351,7 +351,11 @@ def share_bounds(broker: Services) -> Callable[[uuid.UUID, int], Bounds | None]:
         if not found.ok:
             return None
         log = found.found_log
-        return Bounds(log.log_start_offset, log.high_watermark)
+
+        def offset_at(timestamp: int) -> int | None:
+            hit = log.offset_for_timestamp(timestamp)
+            return hit[0] if hit is not None else None
+        return Bounds(log.log_start_offset, log.high_watermark, offset_at)
     return bounds
 
 

@@ -113,4 +113,6 @@ SERVED = {
     "ShareFetch": (78, 1, 1),
     "ShareAcknowledge": (79, 1, 1),
     "DescribeShareGroupOffsets": (90, 0, 1),  # v1 adds the lag (Kafka 4.1)
+    "AlterShareGroupOffsets": (91, 0, 0),
+    "DeleteShareGroupOffsets": (92, 0, 0),
 }

@@ -35,9 +35,15 @@ class StateWriter(Protocol):
     def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
         """Persist the share-partition's state (raises if it could not)."""
 
+    def forget(self, key: ShareKey) -> None:
+        """Remove the share-partition's state for good (a tombstone)."""
+
 
 class _NoWriter:
     def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
+        pass
+
+    def forget(self, key: ShareKey) -> None:
         pass
 
 
@@ -46,6 +52,8 @@ class Bounds:
     """A partition's log as a share-partition starts on it."""
     log_start_offset: int
     high_watermark: int
+    # the first offset with a timestamp at or after the given one (None: none is)
+    offset_at: Callable[[int], int | None] = lambda timestamp: None
 
 
 @dataclass(frozen=True)
@@ -210,8 +218,7 @@ class ShareService:
         """The group's share-partitions: (topic id, partition) -> (start offset,
         records in flight already done with); None: no such share group."""
         with self._lock:
-            if group_id not in self.groups and not any(
-                    k[0] == group_id for k in (*self.partitions, *self._loaded)):
+            if not self._exists(group_id):
                 return None
             out = {(k[1], k[2]): (sp.start_offset, sp.done_in_flight())
                    for k, sp in self.partitions.items() if k[0] == group_id}
@@ -221,7 +228,107 @@ class ShareService:
                         b.last_offset - b.first_offset + 1 for b in batches if b.state in (2, 4)))
             return out
 
+    # ------------------------------------------------------------ administration
+
+    def exists(self, group_id: str) -> bool:
+        """A share group this broker knows: members now, or share-partition state."""
+        with self._lock:
+            return self._exists(group_id)
+
+    def non_empty(self, group_id: str) -> bool:
+        """The group has members (AlterShareGroupOffsets, DeleteShareGroupOffsets
+        and DeleteGroups answer NON_EMPTY_GROUP then, as Kafka's)."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is None:
+                return False
+            group.expire(self.now_ms())
+            return bool(group.members)
+
+    def alter_offsets(self, group_id: str, starts: Mapping[tuple[uuid.UUID, int], int]
+                      ) -> ErrorCode:
+        """AlterShareGroupOffsets: each share-partition starts over at its new
+        start offset (nothing in flight); an unknown group is created empty,
+        as Kafka's coordinator does, so a group can be positioned before its
+        first member joins."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+            else:
+                conf = self.settings(group_id)
+                self.groups[group_id] = ShareGroup(group_id, conf.session_timeout_ms,
+                                                   self.defaults.max_size)
+            conf = self.settings(group_id)
+            for (topic_id, p), start in starts.items():
+                key = (group_id, topic_id, p)
+                self._loaded.pop(key, None)
+                sp = self.partitions.get(key)
+                if sp is None:
+                    sp = self.partitions[key] = SharePartition(start, conf.limits)
+                else:
+                    sp.reset(start)
+                self._persist(key, sp)
+            return ErrorCode.NONE
+
+    def delete_offsets(self, group_id: str, topic_ids: Iterable[uuid.UUID]) -> ErrorCode:
+        """DeleteShareGroupOffsets: the group's state of these topics is
+        removed (durably); a later assignment starts by share.auto.offset.reset."""
+        with self._lock:
+            if not self._exists(group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+            wanted = set(topic_ids)
+            self._forget(k for k in (*self.partitions, *self._loaded)
+                         if k[0] == group_id and k[1] in wanted)
+            return ErrorCode.NONE
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: the group and all its share-partition
+        state go, durably (a restart does not bring them back)."""
+        with self._lock:
+            if not self._exists(group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+            self._forget(k for k in (*self.partitions, *self._loaded) if k[0] == group_id)
+            self.groups.pop(group_id, None)
+            return ErrorCode.NONE
+
     # ------------------------------------------------------------ internals
+
+    def _initial_offset(self, bounds: Bounds, reset: str | int) -> int:
+        """share.auto.offset.reset: the log start, the high watermark, or (a
+        by_duration) the first record written since that long ago."""
+        if reset == "earliest":
+            return bounds.log_start_offset
+        if isinstance(reset, int):
+            found = bounds.offset_at(self.now_ms() - reset)
+            if found is not None:
+                return max(bounds.log_start_offset, min(found, bounds.high_watermark))
+        return bounds.high_watermark
+
+    def _exists(self, group_id: str) -> bool:
+        return group_id in self.groups or any(
+            k[0] == group_id for k in (*self.partitions, *self._loaded))
+
+    def _forget(self, keys: Iterable[ShareKey]) -> None:
+        for key in list(keys):
+            self.partitions.pop(key, None)
+            self._loaded.pop(key, None)
+            try:
+                self._writer.forget(key)
+            except Exception as e:  # gone in memory; a restart would bring it back
+                log.warning("share-partition %s: tombstone not written: %s", key, e)
 
     def _partition(self, key: ShareKey, conf: ShareGroupSettings) -> SharePartition | None:
         sp = self.partitions.get(key)
@@ -236,8 +343,7 @@ class ShareService:
             bounds = self._bounds(key[1], key[2])
             if bounds is None:
                 return None
-            start = (bounds.log_start_offset if conf.auto_offset_reset == "earliest"
-                     else bounds.high_watermark)
+            start = self._initial_offset(bounds, conf.auto_offset_reset)
             sp = SharePartition(start, conf.limits)
             self.partitions[key] = sp
             self._persist(key, sp)

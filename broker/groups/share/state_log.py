@@ -158,3 +158,14 @@ class ShareStateLog:
         self._epochs[key] = epoch
         self._append(state_partition(key, self._num),
                      [(encode_key(key), encode_value(epoch, start_offset, batches))])
+
+    def forget(self, key: ShareKey) -> None:
+        """A tombstone: compaction and replay() drop the share-partition
+        (DeleteGroups, DeleteShareGroupOffsets)."""
+        if self._num is None:
+            num = self._partitions()
+            if num <= 0:
+                return  # nothing was ever written
+            self._num = num
+        self._epochs.pop(key, None)
+        self._append(state_partition(key, self._num), [(encode_key(key), None)])

@@ -1,0 +1,116 @@
+"""The share service's admin events (AlterShareGroupOffsets, DeleteShareGroupOffsets,
+DeleteGroups) with Kafka's answers, and what they write to __share_group_state:
+a reset writes a new snapshot, a deletion a tombstone, so replaying the log
+(a restart) gives back exactly what the admin left."""
+from __future__ import annotations
+
+import uuid
+
+from samsa.broker.groups.share.config import ShareDefaults
+from samsa.broker.groups.share.service import Bounds, ShareService
+from samsa.broker.groups.share.state_log import ShareStateLog, replay
+from samsa.protocol.errors import ErrorCode
+
+TOPIC = uuid.UUID(int=7)
+OTHER = uuid.UUID(int=8)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def _service(records: list, loaded=None, configs=None) -> tuple[ShareService, Clock]:
+    clock = Clock()
+    log = ShareStateLog(lambda p, recs: records.extend(recs), lambda: 3)
+    return ShareService(ShareDefaults(), clock, lambda t, p: Bounds(0, 100),
+                        (lambda g: (configs or {}).get(g, {})), log, loaded), clock
+
+
+def _join(service: ShareService, group: str = "g", member: str = "m") -> None:
+    answer, _ = service.heartbeat(group, member, 0, None, ["t"], "c", "/h",
+                                  {"t": (TOPIC, 2), "u": (OTHER, 1)})
+    assert answer.error == ErrorCode.NONE
+
+
+def test_offsets_are_altered_only_in_an_empty_group_and_survive_a_replay():
+    records: list = []
+    service, _ = _service(records)
+    _join(service)
+    assert service.alter_offsets("g", {(TOPIC, 0): 40}) == ErrorCode.NON_EMPTY_GROUP
+    service.heartbeat("g", "m", -1, None, None, "c", "/h", {"t": (TOPIC, 2)})
+    assert service.alter_offsets("g", {(TOPIC, 0): 40}) == ErrorCode.NONE
+    assert service.offsets("g")[(TOPIC, 0)] == (40, 0)
+    assert replay(records)[("g", TOPIC, 0)][0] == 40
+
+
+def test_an_unknown_group_is_created_by_altering_its_offsets():
+    records: list = []
+    service, _ = _service(records)
+    assert service.offsets("new") is None
+    assert service.alter_offsets("new", {(TOPIC, 1): 5}) == ErrorCode.NONE
+    assert service.offsets("new") == {(TOPIC, 1): (5, 0)}
+    assert service.describe("new").state == "Empty"
+
+
+def test_deleted_offsets_and_groups_are_tombstoned_and_stay_deleted_after_a_restart():
+    records: list = []
+    service, _ = _service(records)
+    assert service.delete_group("nope") == ErrorCode.GROUP_ID_NOT_FOUND
+    assert service.delete_offsets("nope", [TOPIC]) == ErrorCode.GROUP_ID_NOT_FOUND
+    service.alter_offsets("g", {(TOPIC, 0): 1, (TOPIC, 1): 2, (OTHER, 0): 3})
+    _join(service)
+    assert service.delete_offsets("g", [TOPIC]) == ErrorCode.NON_EMPTY_GROUP
+    assert service.delete_group("g") == ErrorCode.NON_EMPTY_GROUP
+    service.heartbeat("g", "m", -1, None, None, "c", "/h", {"t": (TOPIC, 2)})
+    assert service.delete_offsets("g", [TOPIC]) == ErrorCode.NONE
+    assert set(replay(records)) == {("g", OTHER, 0)}
+    # a restart: what was left is loaded, and deleting the group removes that too
+    restarted, _ = _service(records, loaded=replay(records))
+    assert restarted.offsets("g") == {(OTHER, 0): (3, 0)}
+    assert restarted.delete_group("g") == ErrorCode.NONE
+    assert replay(records) == {}
+    assert restarted.offsets("g") is None
+
+
+def test_a_group_whose_members_timed_out_is_empty():
+    records: list = []
+    service, clock = _service(records)
+    _join(service)
+    assert service.non_empty("g")
+    clock.ms += ShareDefaults().session_timeout_ms
+    assert not service.non_empty("g")
+    assert service.delete_group("g") == ErrorCode.NONE
+
+
+def test_a_changed_lock_duration_applies_to_the_locks_taken_after_it():
+    records: list = []
+    configs: dict = {"g": {"share.auto.offset.reset": "earliest"}}
+    service, clock = _service(records, configs=configs)
+    _join(service)
+    key = ("g", TOPIC, 0)
+    [first] = service.acquire(key, "m", 1, 0, 100)
+    configs["g"] = {**configs["g"], "share.record.lock.duration.ms": "15000"}
+    [second] = service.acquire(key, "m", 1, 0, 100)
+    clock.ms += 15_000
+    # the second lock (15 s) ran out, the first (the default 30 s) did not
+    assert service.fetch_position(key) == second.first_offset
+    assert first.first_offset != second.first_offset
+
+
+def test_by_duration_starts_at_the_first_record_that_young():
+    records: list = []
+    clock = Clock()
+    seen: list[int] = []
+
+    def bounds(topic_id, p):
+        return Bounds(0, 100, lambda ts: (seen.append(ts), 60)[1])
+    service = ShareService(ShareDefaults(), clock, bounds,
+                           lambda g: {"share.auto.offset.reset": "by_duration:PT1M"},
+                           ShareStateLog(lambda p, recs: records.extend(recs), lambda: 3))
+    _join(service)
+    assert service.offsets("g")[(TOPIC, 0)] == (60, 0)
+    assert seen[0] == clock.ms - 60_000
