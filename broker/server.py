@@ -665,6 +665,7 @@ class Broker:
         loaded = await off_loop(lambda: replay(read_all())) if num else {}
         services.share_groups = ShareService(
             ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services),
+            group_configs=GroupConfigs(store).get,  # the share.* GROUP configs, followed live
             writer=ShareStateLog(append, created), loaded=loaded)
 
     async def _offsets_replicated(self, partitions: PartitionLayer, found: LeaderLookup,

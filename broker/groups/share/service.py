@@ -125,7 +125,10 @@ class ShareService:
         with self._lock:
             group = self.groups.get(group_id)
             if group is None:
-                return None
+                # known only by its share-partitions' state (read back after a
+                # restart, or positioned by AlterShareGroupOffsets): Empty
+                return (DescribedShareGroup(group_id, "Empty", 0, 0, [])
+                        if self._exists(group_id) else None)
             group.expire(self.now_ms())
             return DescribedShareGroup(group_id, group.state, group.group_epoch,
                                        group.assignment_epoch, [
@@ -135,7 +138,7 @@ class ShareService:
 
     def group_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self.groups)
+            return sorted({*self.groups, *(k[0] for k in (*self.partitions, *self._loaded))})
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         with self._lock:
