@@ -14,6 +14,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewTopic, ResourceType)
 
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import ListConfigResourcesRequest
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -142,3 +144,10 @@ def test_share_group_configs_through_confluent_kafkas_admin_client_take_effect(
     assert "INVALID_CONFIG" in str(refused.value) or "at least 1000" in str(refused.value)
     assert admin.describe_configs([res])[res].result(timeout=30)[
         "share.record.lock.duration.ms"].value == "20000"
+    # ListConfigResources (KIP-1142) lists the group, a share group with configs
+    configured = _name("configured-only")
+    _alter_group(admin, configured, ConfigEntry("share.isolation.level", "read_committed",
+                                                incremental_operation=AlterConfigOpType.SET))
+    with SimpleClient(b) as client:
+        listed = client.call(74, ListConfigResourcesRequest(resource_types=[32]), highest=1)
+    assert sorted(r.resource_name for r in listed.config_resources) == sorted([group, configured])
