@@ -16,6 +16,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import ListConfigResourcesRequest
+from tests.support.kafka_wire import free_port
+from tests.support.metrics import sample, scrape
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -61,7 +63,9 @@ def _consume(java_tools, bootstrap: str, group: str, topic: str) -> list[str]:
 
 def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
         broker_factory, java_tools):
-    broker = broker_factory(OVERRIDES)
+    port = free_port()
+    broker = broker_factory({**OVERRIDES, "metrics.port": str(port),
+                             "metrics.host": "127.0.0.1"})
     b = broker.bootstrap
     topic, other, group = _topic(b, 2), _topic(b, 1), _name("share")
     _produce(b, topic, 5, 2)
@@ -78,6 +82,19 @@ def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
     # the share consumer starts where the offsets were set
     assert _consume(java_tools, b, group, topic) == sorted(
         [f"p0-{i}" for i in range(3, 5)] + [f"p1-{i}" for i in range(5)])
+    # the metrics under Kafka's names: one share group (Empty again), 7 records
+    # acquired and accepted (implicit acknowledgement)
+    text = scrape(port)
+    sg = "kafka_server_share_group_metrics_"
+    assert sample(text, "kafka_server_group_coordinator_metrics_group_count",
+                  '{protocol="share"}') == 1
+    assert sample(text, "kafka_server_group_coordinator_metrics_share_group_count",
+                  '{state="empty"}') == 1
+    assert sample(text, sg + "record_acknowledgement_count", '{ack_type="Accept"}') == 7
+    assert sample(text, sg + "record_acknowledgement_count", '{ack_type="Reject"}') == 0
+    assert sample(text, sg + "share_acknowledgement_count", "") == 7
+    assert sample(text, sg + "share_acknowledgement_rate", "") > 0
+    assert sample(text, "samsa_share_records_acquired_count", "") == 7
     # a member: the group is not empty, and every change is refused
     holder = java_tools.popen("ShareConsume", "--bootstrap-server", b, "--group", group,
                               "--topic", topic, "--hold")

@@ -22,6 +22,7 @@ from samsa.protocol.errors import ErrorCode
 
 from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
+from .metrics import ShareMetrics
 from .partition import Acquired, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
 
@@ -92,6 +93,7 @@ class ShareService:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions = ShareSessions()
+        self.metrics = ShareMetrics(now_ms)
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
@@ -135,6 +137,15 @@ class ShareService:
                 DescribedMember(m.member_id, m.rack_id, m.epoch, m.client_id, m.client_host,
                                 list(m.subscribed), {t: list(p) for t, p in m.assignment.items()})
                 for m in group.members.values()])
+
+    def group_states(self) -> list[str]:
+        """Every share group's state (for the share-group-count gauge)."""
+        with self._lock:
+            now = self.now_ms()
+            for group in self.groups.values():
+                group.expire(now)
+            return [g.state for g in self.groups.values()] + ["Empty"] * len(
+                {k[0] for k in (*self.partitions, *self._loaded)} - set(self.groups))
 
     def group_ids(self) -> list[str]:
         with self._lock:
@@ -190,7 +201,9 @@ class ShareService:
             sp = self._partition(key, self.settings(key[0]))
             if sp is None:
                 return []
-            return sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            got = sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            self.metrics.acquired.mark(sum(a.last_offset - a.first_offset + 1 for a in got))
+            return got
 
     def acknowledge(self, key: ShareKey, member_id: str,
                     batches: Sequence[tuple[int, int, Sequence[int]]]) -> ErrorCode:
@@ -206,6 +219,8 @@ class ShareService:
                 code = sp.acknowledge(member_id, first, last, types, now)
                 if code and not first_error:
                     first_error = code
+                elif not code:
+                    self.metrics.acknowledged(first, last, types)
             self._persist(key, sp)
             return first_error
 
