@@ -43,8 +43,11 @@ class _Reachable:
         self.only_reachable_replicas = version == 0
 
     def leader(self, p: PartitionMeta) -> tuple[ErrorCode, int]:
-        if p.leader < 0:
-            return ErrorCode.LEADER_NOT_AVAILABLE, p.leader
+        # Kafka names no leader while the recorded one is not a live broker (its
+        # session expired and the controller has not yet moved the partition):
+        # a client that got the dead broker's id would keep sending to it.
+        if p.leader < 0 or p.leader not in self.live_ids:
+            return ErrorCode.LEADER_NOT_AVAILABLE, -1
         if p.leader in self.live_ids and p.leader not in self.ids:
             return self.unlisted, -1
         return ErrorCode.NONE, p.leader

@@ -23,8 +23,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *corrupt_error; /* protocol.records.errors.CorruptRecordError */
-
 #include "_framing.h"
 
 /* cols: the RecordColumns buffers, in this order (columns.py COLUMN_NAMES). */
@@ -99,20 +97,6 @@ static int
 grow(PyObject *ba, int64_t add)
 {
     return add ? resize(ba, PyByteArray_GET_SIZE(ba) + (Py_ssize_t)add) : 0;
-}
-
-static PyObject *
-raise_fault(const fault_t *f)
-{
-    PyObject *msg = PyUnicode_FromFormat(f->fmt, f->a, f->b, f->c);
-    if (msg == NULL)
-        return NULL;
-    PyObject *exc = PyObject_CallFunction(corrupt_error, "(Nn)", msg, f->pos);
-    if (exc != NULL) {
-        PyErr_SetObject(corrupt_error, exc);
-        Py_DECREF(exc);
-    }
-    return NULL;
 }
 
 static PyObject *
@@ -394,23 +378,6 @@ static PyMethodDef methods[] = {
      "decode_records(data, pos, end, count, base_offset, base_timestamp, max_timestamp, "
      "timestamp_type, min_offset, end_offset, cols) -> rows: see columns.py"},
     {NULL, NULL, 0, NULL},
-};
-
-static int
-exec_module(PyObject *module)
-{
-    (void)module;
-    PyObject *errors = PyImport_ImportModule("samsa.protocol.records.errors");
-    if (errors == NULL)
-        return -1;
-    corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
-    Py_DECREF(errors);
-    return corrupt_error == NULL ? -1 : 0;
-}
-
-static PyModuleDef_Slot slots[] = {
-    {Py_mod_exec, exec_module},
-    {0, NULL},
 };
 
 static struct PyModuleDef moduledef = {

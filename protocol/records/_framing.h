@@ -132,4 +132,40 @@ read_record(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, long long index, 
     return 0;
 }
 
+/* A refusal as Python sees it: protocol.records.errors.CorruptRecordError
+ * with the message and the position, the one exception both modules raise. */
+static PyObject *corrupt_error;
+
+static PyObject *
+raise_fault(const fault_t *f)
+{
+    PyObject *msg = PyUnicode_FromFormat(f->fmt, f->a, f->b, f->c);
+    if (msg == NULL)
+        return NULL;
+    PyObject *exc = PyObject_CallFunction(corrupt_error, "(Nn)", msg, f->pos);
+    if (exc != NULL) {
+        PyErr_SetObject(corrupt_error, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+/* Each module's Py_mod_exec slot: find the exception class once. */
+static int
+load_corrupt_error(PyObject *module)
+{
+    (void)module;
+    PyObject *errors = PyImport_ImportModule("samsa.protocol.records.errors");
+    if (errors == NULL)
+        return -1;
+    corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    return corrupt_error == NULL ? -1 : 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, load_corrupt_error},
+    {0, NULL},
+};
+
 #endif

@@ -20,8 +20,6 @@
 #include <Python.h>
 #include <stdint.h>
 
-static PyObject *corrupt_error; /* protocol.records.errors.CorruptRecordError */
-
 #include "_framing.h"
 
 /* The (key pos, key len, value pos, value len) of each header, as a tuple of
@@ -157,20 +155,6 @@ walk(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t count, Py_ssi
 
 /* Raise CorruptRecordError(message, position) for a fault; returns NULL. */
 static PyObject *
-raise_fault(const fault_t *f)
-{
-    PyObject *msg = PyUnicode_FromFormat(f->fmt, f->a, f->b, f->c);
-    if (msg == NULL)
-        return NULL;
-    PyObject *exc = PyObject_CallFunction(corrupt_error, "(Nn)", msg, f->pos);
-    if (exc != NULL) {
-        PyErr_SetObject(corrupt_error, exc);
-        Py_DECREF(exc);
-    }
-    return NULL;
-}
-
-static PyObject *
 walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
@@ -242,23 +226,6 @@ static PyMethodDef methods[] = {
     {"walk_prefix", (PyCFunction)(void (*)(void))walk_prefix, METH_FASTCALL,
      "walk_prefix(buf, pos, end, count, consecutive, first): see walker.py"},
     {NULL, NULL, 0, NULL},
-};
-
-static int
-exec_module(PyObject *module)
-{
-    (void)module;
-    PyObject *errors = PyImport_ImportModule("samsa.protocol.records.errors");
-    if (errors == NULL)
-        return -1;
-    corrupt_error = PyObject_GetAttrString(errors, "CorruptRecordError");
-    Py_DECREF(errors);
-    return corrupt_error == NULL ? -1 : 0;
-}
-
-static PyModuleDef_Slot slots[] = {
-    {Py_mod_exec, exec_module},
-    {0, NULL},
 };
 
 static struct PyModuleDef moduledef = {

@@ -53,3 +53,18 @@ async def test_with_acls_a_topic_the_client_may_not_describe_is_refused_or_left_
     # all topics: the ones it may not describe are left out silently
     every = await _metadata(services, None, principal="alice")
     assert [t.name for t in every.topics] == ["open"]
+
+
+async def test_a_leader_that_is_no_longer_a_live_broker_is_no_leader():
+    """Between a broker's session expiring and the controller moving its
+    partitions, the store still names it leader: Kafka answers
+    LEADER_NOT_AVAILABLE with no leader id, so no client keeps sending to it."""
+    from samsa.broker.metadata import PartitionMeta
+    services = FakeServices()
+    services.topics.add("orders", partitions=2)
+    store = services.topics.store
+    store.placements["orders"][1] = PartitionMeta((2, 1), 2, 4, (2, 1))  # broker 2 is not live
+    for version in (0, 1, 12):
+        [topic] = (await _metadata(services, ["orders"], version=version)).topics
+        assert [(p.partition_index, p.error_code, p.leader_id) for p in topic.partitions] == [
+            (0, 0, 1), (1, ErrorCode.LEADER_NOT_AVAILABLE, -1)], version
