@@ -168,3 +168,37 @@ def test_share_group_configs_through_confluent_kafkas_admin_client_take_effect(
     with SimpleClient(b) as client:
         listed = client.call(74, ListConfigResourcesRequest(resource_types=[32]), highest=1)
     assert sorted(r.resource_name for r in listed.config_resources) == sorted([group, configured])
+
+
+def test_share_isolation_level_read_committed_skips_aborted_and_open_transactions(
+        broker_factory, java_tools):
+    broker = broker_factory(OVERRIDES)
+    b = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    topic = _topic(b, 1)
+    p = Producer({"bootstrap.servers": b, "transactional.id": _name("tx")})
+    p.init_transactions(30)
+    for values, commit in ((["c-0", "c-1"], True), (["a-0", "a-1"], False), (["c-2"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    p.begin_transaction()  # left open: past the last stable offset
+    p.produce(topic, b"open-0", partition=0)
+    p.flush(30)
+    groups = {}
+    for level in ("read_committed", "read_uncommitted"):
+        groups[level] = _name(level.replace("_", "-"))
+        _alter_group(admin, groups[level],
+                     ConfigEntry("share.auto.offset.reset", "earliest",
+                                 incremental_operation=AlterConfigOpType.SET),
+                     ConfigEntry("share.isolation.level", level,
+                                 incremental_operation=AlterConfigOpType.SET))
+    assert _consume(java_tools, b, groups["read_committed"], topic) == ["c-0", "c-1", "c-2"]
+    # read_uncommitted: the open transaction's record too (the Java share
+    # consumer itself drops the aborted ones it is given)
+    assert "open-0" in _consume(java_tools, b, groups["read_uncommitted"], topic)
+    p.abort_transaction(30)

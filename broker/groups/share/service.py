@@ -23,7 +23,7 @@ from samsa.protocol.errors import ErrorCode
 from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
 from .metrics import ShareMetrics
-from .partition import Acquired, SharePartition, StateBatch
+from .partition import Acquired, AckType, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
 
 log = logging.getLogger("broker.groups.share")
@@ -204,6 +204,33 @@ class ShareService:
             got = sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
             self.metrics.acquired.mark(sum(a.last_offset - a.first_offset + 1 for a in got))
             return got
+
+    def archive_aborted(self, key: ShareKey, member_id: str, acquired: Sequence[Acquired],
+                        aborted: Sequence[tuple[int, int]]) -> list[Acquired]:
+        """read_committed: the just-acquired offsets of aborted transactions are
+        archived (as Kafka's share-partition does), the rest handed out."""
+        drop = set()
+        for first, last in aborted:
+            drop.update(range(first, last + 1))
+        with self._lock:
+            sp = self.partitions.get(key)
+            kept: list[Acquired] = []
+            for a in acquired:
+                run: list[int] = []
+                for off in range(a.first_offset, a.last_offset + 1):
+                    if off in drop:
+                        if sp is not None:
+                            sp.acknowledge(member_id, off, off, [AckType.REJECT], self.now_ms())
+                        if run:
+                            kept.append(Acquired(run[0], run[-1], a.delivery_count))
+                            run = []
+                    else:
+                        run.append(off)
+                if run:
+                    kept.append(Acquired(run[0], run[-1], a.delivery_count))
+            if sp is not None and kept != list(acquired):
+                self._persist(key, sp)
+            return kept
 
     def acknowledge(self, key: ShareKey, member_id: str,
                     batches: Sequence[tuple[int, int, Sequence[int]]]) -> ErrorCode:

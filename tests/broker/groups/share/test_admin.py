@@ -114,3 +114,17 @@ def test_by_duration_starts_at_the_first_record_that_young():
     _join(service)
     assert service.offsets("g")[(TOPIC, 0)] == (60, 0)
     assert seen[0] == clock.ms - 60_000
+
+
+def test_read_committed_archives_the_aborted_offsets_it_acquired():
+    records: list = []
+    service, _ = _service(records, configs={"g": {"share.auto.offset.reset": "earliest"}})
+    _join(service)
+    key = ("g", TOPIC, 0)
+    got = service.acquire(key, "m", 100, 0, 10)
+    kept = service.archive_aborted(key, "m", got, [(3, 5)])
+    assert [(a.first_offset, a.last_offset) for a in kept] == [(0, 2), (6, 9)]
+    # archived: never offered again, and persisted as such (state 4)
+    assert service.fetch_position(key) == 10
+    start, batches = replay(records)[key]
+    assert (3, 5, 4) in {(b.first_offset, b.last_offset, b.state) for b in batches}
