@@ -209,7 +209,7 @@ class ShareService:
                         aborted: Sequence[tuple[int, int]]) -> list[Acquired]:
         """read_committed: the just-acquired offsets of aborted transactions are
         archived (as Kafka's share-partition does), the rest handed out."""
-        drop = set()
+        drop: set[int] = set()
         for first, last in aborted:
             drop.update(range(first, last + 1))
         with self._lock:
