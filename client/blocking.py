@@ -357,6 +357,14 @@ class Cluster:
             time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def coordinator_node(self, group_id: str) -> tuple[int, str, int]:
+        """(node id, host, port) of ``group_id``'s coordinator (what tools print)."""
+        node, host, port, code, message = self._find_coordinator(group_id)
+        if code:
+            raise ClientError(f"cannot find the coordinator of group {group_id}: "
+                              f"{error_text(code, message)}")
+        return node, host, port
+
     def _find_coordinator(self, group_id: str) -> tuple[int, str, int, int, str | None]:
         if self.bootstrap.version_for(ApiKey.FIND_COORDINATOR) >= 4:  # v4+ batches keys
             resp = self.bootstrap.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key_type=0,

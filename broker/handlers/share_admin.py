@@ -20,6 +20,7 @@ from samsa.protocol.messages import (AlterShareGroupOffsetsRequest,
 from . import authz
 from .authz import Op
 from .context import RequestContext
+from ..groups.share.service import ShareKey, ShareService
 from .share import _coordinator_error
 
 _NO_ID = uuid.UUID(int=0)
@@ -84,6 +85,14 @@ async def handle_alter_share_group_offsets(ctx: RequestContext,
         topics.append(R.AlterShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name, topic_id=meta.topic_id, partitions=parts))
     code = service.alter_offsets(req.group_id, starts) if starts else ErrorCode.NONE
+    if not code and service.persistence is not None:
+        # the durable state is the share coordinator's: each share-partition
+        # starts over there under a new state epoch (its leader's copy is
+        # fenced and read again); read back here so the group shows it
+        keys = [(req.group_id, t, p) for t, p in starts]
+        for key in keys:
+            code = await service.persistence.reset(key, starts[(key[1], key[2])]) or code
+        await service.persistence.ensure_loaded(keys)
     if code:
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
             answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
@@ -120,14 +129,29 @@ async def handle_delete_share_group_offsets(ctx: RequestContext,
         topics.append(R.DeleteShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name, topic_id=meta.topic_id if meta is not None else _NO_ID,
             error_code=err, error_message=message))
-    code = service.delete_offsets(req.group_id, wanted)
+    code, keys = service.deletable(req.group_id, wanted)
+    if not code:
+        code = await _forget(service, keys)
     if code:
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
              responses=topics)
 
 
-def delete_share_groups(ctx: RequestContext, group_ids: list[str]) -> dict[str, ErrorCode]:
+async def _forget(service: ShareService, keys: list[ShareKey],
+                  group_id: str | None = None) -> ErrorCode:
+    """The share-partitions' state removed for good: through the share
+    coordinator (a tombstone in __share_group_state) when durable."""
+    code = ErrorCode.NONE
+    if service.persistence is not None:
+        for key in keys:
+            code = await service.persistence.delete(key) or code
+    service.drop(keys, group_id)
+    return code
+
+
+async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
+                              ) -> dict[str, ErrorCode]:
     """DeleteGroups' answers for the ids that name share groups here (the
     caller has checked DELETE on each); the others are left to the group
     coordinator."""
@@ -137,5 +161,10 @@ def delete_share_groups(ctx: RequestContext, group_ids: list[str]) -> dict[str, 
     out = {}
     for gid in group_ids:
         if gid and service.exists(gid):
-            out[gid] = _coordinator_error(ctx, gid) or service.delete_group(gid)
+            code = _coordinator_error(ctx, gid)
+            if not code:
+                code, keys = service.deletable(gid)
+                if not code:
+                    code = await _forget(service, keys, gid)
+            out[gid] = code
     return out

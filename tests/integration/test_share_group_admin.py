@@ -72,13 +72,13 @@ def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
     _produce(b, other, 2, 1)
     # a group positioned before any member joins: it is created, Empty
     assert _admin(java_tools, b, "alter", group, f"{topic}:0=3", f"{topic}:1=0",
-                  f"{other}:0=0", "no-such-topic:0=1") == [*sorted([
+                  f"{other}:0=2", "no-such-topic:0=1") == [*sorted([
                       f"{other}-0 OK", f"{topic}-0 OK", f"{topic}-1 OK",
                       "no-such-topic-0 ERROR UnknownTopicOrPartitionException"]),
                   "ERROR UnknownTopicOrPartitionException"]
     assert _admin(java_tools, b, "describe", group) == ["Empty 0"]
     assert _admin(java_tools, b, "offsets", group) == sorted([
-        f"{other} 0 0 2", f"{topic} 0 3 2", f"{topic} 1 0 5"])
+        f"{other} 0 2 0", f"{topic} 0 3 2", f"{topic} 1 0 5"])
     # the share consumer starts where the offsets were set
     assert _consume(java_tools, b, group, topic) == sorted(
         [f"p0-{i}" for i in range(3, 5)] + [f"p1-{i}" for i in range(5)])
@@ -115,18 +115,27 @@ def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
         *sorted(["no-such-topic ERROR UnknownTopicOrPartitionException", f"{other} OK"]),
         "ERROR UnknownTopicOrPartitionException"]
     assert _admin(java_tools, b, "offsets", group) == [f"{topic} 0 5 0", f"{topic} 1 5 0"]
-    # a restart reads __share_group_state back: the deleted topic's state stays gone
+    # from here on a share-partition without state starts at the log start
+    admin = AdminClient({"bootstrap.servers": b})
+    _alter_group(admin, group, ConfigEntry("share.auto.offset.reset", "earliest",
+                                           incremental_operation=AlterConfigOpType.SET))
     broker.restart()
-    assert _admin(java_tools, b, "offsets", group) == [f"{topic} 0 5 0", f"{topic} 1 5 0"]
-    assert _admin(java_tools, b, "describe", group) == ["Empty 0"]
+    # the deleted state stays deleted (it was set past both records of `other`)
+    assert _consume(java_tools, b, group, other) == ["p0-0", "p0-1"]
+    # the kept state is kept: only a record written since is delivered
+    late = Producer({"bootstrap.servers": b})
+    late.produce(topic, b"late-0", partition=0)
+    assert late.flush(30) == 0
+    assert _consume(java_tools, b, group, topic) == ["late-0"]
     assert _admin(java_tools, b, "delete", group) == ["OK"]
     assert _admin(java_tools, b, "delete", group) == ["ERROR GroupIdNotFoundException"]
     assert _admin(java_tools, b, "delete-offsets", group, topic)[-1] == \
         "ERROR GroupIdNotFoundException"
     broker.restart()
     assert _admin(java_tools, b, "describe", group) == ["ERROR GroupIdNotFoundException"]
-    # deleted with its state: a new member starts by share.auto.offset.reset (latest)
-    assert _admin(java_tools, b, "offsets", group) == []
+    # deleted with its state: the topic is read from the start again
+    assert _consume(java_tools, b, group, topic) == sorted(
+        ["late-0"] + [f"p{p}-{i}" for p in range(2) for i in range(5)])
 
 
 def _alter_group(admin: AdminClient, group: str, *entries: ConfigEntry) -> None:

@@ -206,7 +206,9 @@ def _id(c):
 # Admin client is the admin APIs' (tests/integration/test_share_group_admin.py).
 NO_ORACLE = {"ControlledShutdown", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
              "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-             "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets"}
+             "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+             "InitializeShareGroupState", "ReadShareGroupState",
+             "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary"}
 
 
 def test_oracles_cover_every_api():

@@ -1,14 +1,13 @@
 """The share service's admin events (AlterShareGroupOffsets, DeleteShareGroupOffsets,
-DeleteGroups) with Kafka's answers, and what they write to __share_group_state:
-a reset writes a new snapshot, a deletion a tombstone, so replaying the log
-(a restart) gives back exactly what the admin left."""
+DeleteGroups) with Kafka's answers, on a service without durable state (the
+durable path, through the share coordinator, is the handlers' and is tested
+with real clients in tests/integration/test_share_group_admin.py)."""
 from __future__ import annotations
 
 import uuid
 
 from samsa.broker.groups.share.config import ShareDefaults
 from samsa.broker.groups.share.service import Bounds, ShareService
-from samsa.broker.groups.share.state_log import ShareStateLog, replay
 from samsa.protocol.errors import ErrorCode
 
 TOPIC = uuid.UUID(int=7)
@@ -23,11 +22,19 @@ class Clock:
         return self.ms
 
 
-def _service(records: list, loaded=None, configs=None) -> tuple[ShareService, Clock]:
+class Writes:
+    """The service's StateWriter: the last state written per share-partition."""
+    def __init__(self) -> None:
+        self.last: dict = {}
+
+    def write(self, key, start_offset, batches) -> None:
+        self.last[key] = (start_offset, list(batches))
+
+
+def _service(records, loaded=None, configs=None) -> tuple[ShareService, Clock]:
     clock = Clock()
-    log = ShareStateLog(lambda p, recs: records.extend(recs), lambda: 3)
     return ShareService(ShareDefaults(), clock, lambda t, p: Bounds(0, 100),
-                        (lambda g: (configs or {}).get(g, {})), log, loaded), clock
+                        (lambda g: (configs or {}).get(g, {})), records, loaded), clock
 
 
 def _join(service: ShareService, group: str = "g", member: str = "m") -> None:
@@ -36,19 +43,19 @@ def _join(service: ShareService, group: str = "g", member: str = "m") -> None:
     assert answer.error == ErrorCode.NONE
 
 
-def test_offsets_are_altered_only_in_an_empty_group_and_survive_a_replay():
-    records: list = []
+def test_offsets_are_altered_only_in_an_empty_group_and_written():
+    records = Writes()
     service, _ = _service(records)
     _join(service)
     assert service.alter_offsets("g", {(TOPIC, 0): 40}) == ErrorCode.NON_EMPTY_GROUP
     service.heartbeat("g", "m", -1, None, None, "c", "/h", {"t": (TOPIC, 2)})
     assert service.alter_offsets("g", {(TOPIC, 0): 40}) == ErrorCode.NONE
     assert service.offsets("g")[(TOPIC, 0)] == (40, 0)
-    assert replay(records)[("g", TOPIC, 0)][0] == 40
+    assert records.last[("g", TOPIC, 0)] == (40, [])
 
 
 def test_an_unknown_group_is_created_by_altering_its_offsets():
-    records: list = []
+    records = Writes()
     service, _ = _service(records)
     assert service.offsets("new") is None
     assert service.alter_offsets("new", {(TOPIC, 1): 5}) == ErrorCode.NONE
@@ -56,38 +63,35 @@ def test_an_unknown_group_is_created_by_altering_its_offsets():
     assert service.describe("new").state == "Empty"
 
 
-def test_deleted_offsets_and_groups_are_tombstoned_and_stay_deleted_after_a_restart():
-    records: list = []
+def test_what_may_be_deleted_and_when():
+    records = Writes()
     service, _ = _service(records)
-    assert service.delete_group("nope") == ErrorCode.GROUP_ID_NOT_FOUND
-    assert service.delete_offsets("nope", [TOPIC]) == ErrorCode.GROUP_ID_NOT_FOUND
+    assert service.deletable("nope") == (ErrorCode.GROUP_ID_NOT_FOUND, [])
     service.alter_offsets("g", {(TOPIC, 0): 1, (TOPIC, 1): 2, (OTHER, 0): 3})
     _join(service)
-    assert service.delete_offsets("g", [TOPIC]) == ErrorCode.NON_EMPTY_GROUP
-    assert service.delete_group("g") == ErrorCode.NON_EMPTY_GROUP
+    assert service.deletable("g", [TOPIC]) == (ErrorCode.NON_EMPTY_GROUP, [])
     service.heartbeat("g", "m", -1, None, None, "c", "/h", {"t": (TOPIC, 2)})
-    assert service.delete_offsets("g", [TOPIC]) == ErrorCode.NONE
-    assert set(replay(records)) == {("g", OTHER, 0)}
-    # a restart: what was left is loaded, and deleting the group removes that too
-    restarted, _ = _service(records, loaded=replay(records))
-    assert restarted.offsets("g") == {(OTHER, 0): (3, 0)}
-    assert restarted.delete_group("g") == ErrorCode.NONE
-    assert replay(records) == {}
-    assert restarted.offsets("g") is None
+    code, keys = service.deletable("g", [TOPIC])
+    assert (code, keys) == (ErrorCode.NONE, [("g", TOPIC, 0), ("g", TOPIC, 1)])
+    service.drop(keys)
+    assert service.offsets("g") == {(OTHER, 0): (3, 0)}
+    code, keys = service.deletable("g")
+    service.drop(keys, "g")
+    assert service.offsets("g") is None and service.describe("g") is None
 
 
 def test_a_group_whose_members_timed_out_is_empty():
-    records: list = []
+    records = Writes()
     service, clock = _service(records)
     _join(service)
     assert service.non_empty("g")
     clock.ms += ShareDefaults().session_timeout_ms
     assert not service.non_empty("g")
-    assert service.delete_group("g") == ErrorCode.NONE
+    assert service.deletable("g")[0] == ErrorCode.NONE
 
 
 def test_a_changed_lock_duration_applies_to_the_locks_taken_after_it():
-    records: list = []
+    records = Writes()
     configs: dict = {"g": {"share.auto.offset.reset": "earliest"}}
     service, clock = _service(records, configs=configs)
     _join(service)
@@ -102,7 +106,7 @@ def test_a_changed_lock_duration_applies_to_the_locks_taken_after_it():
 
 
 def test_by_duration_starts_at_the_first_record_that_young():
-    records: list = []
+    records = Writes()
     clock = Clock()
     seen: list[int] = []
 
@@ -110,21 +114,21 @@ def test_by_duration_starts_at_the_first_record_that_young():
         return Bounds(0, 100, lambda ts: (seen.append(ts), 60)[1])
     service = ShareService(ShareDefaults(), clock, bounds,
                            lambda g: {"share.auto.offset.reset": "by_duration:PT1M"},
-                           ShareStateLog(lambda p, recs: records.extend(recs), lambda: 3))
+                           records)
     _join(service)
     assert service.offsets("g")[(TOPIC, 0)] == (60, 0)
     assert seen[0] == clock.ms - 60_000
 
 
 def test_read_committed_archives_the_aborted_offsets_it_acquired():
-    records: list = []
+    records = Writes()
     service, _ = _service(records, configs={"g": {"share.auto.offset.reset": "earliest"}})
     _join(service)
     key = ("g", TOPIC, 0)
     got = service.acquire(key, "m", 100, 0, 10)
     kept = service.archive_aborted(key, "m", got, [(3, 5)])
     assert [(a.first_offset, a.last_offset) for a in kept] == [(0, 2), (6, 9)]
-    # archived: never offered again, and persisted as such (state 4)
+    # archived: never offered again, and written as such (state 4)
     assert service.fetch_position(key) == 10
-    start, batches = replay(records)[key]
+    _start, batches = records.last[key]
     assert (3, 5, 4) in {(b.first_offset, b.last_offset, b.state) for b in batches}
