@@ -6,6 +6,13 @@ Kafka's rules: the group must have no members (NON_EMPTY_GROUP); Alter needs
 READ on the group and on each topic, Delete needs DELETE on the group and
 READ on each topic; an unknown topic is answered per topic/partition
 (UNKNOWN_TOPIC_OR_PARTITION), the rest of the request goes through.
+
+The durable state is the share coordinator's: a reset or a deletion goes
+through SharePersistence (persistence.py: ``reset`` is InitializeShareGroupState
+under a new state epoch, ``delete`` DeleteShareGroupState, a tombstone in
+__share_group_state). The share-partitions a deletion covers are the ones the
+group's coordinator has in memory (served or read since its start), as
+DescribeShareGroupOffsets answers from them too.
 """
 from __future__ import annotations
 
