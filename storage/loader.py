@@ -80,11 +80,24 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
     # from before replication) everything on disk counts as committed.
     hw = leo if high_watermark is None else max(lso, min(high_watermark, leo))
     epochs = LeaderEpochCache(directory)
-    epochs.truncate_from_end(leo)
+    # (written only before the log grows: see storage/leader_epoch.py)
+    epochs.truncate_from_end(leo, defer_flush=True)
     epochs.truncate_from_start(lso)
     ps = ProducerStateManager(directory)
     load_producer_state(ps, segments, lso, leo)
     return LoadedLog(tuple(segments), leo, lso, hw, min(recovery_point, leo), ps, epochs)
+
+
+def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> LoadedLog:
+    """What a ``Log`` runs on in ``directory``, a partition directory its caller
+    just created (so empty): the files a load would create for it, and none of
+    a load's reading (no listing, no checkpoint, no snapshot, no scan). The
+    bytes on disk are the same as ``load_log`` leaves: one empty segment at the
+    log start with its two (preallocated) indexes."""
+    start = log_start_offset or 0
+    seg = LogSegment(directory, start, config, create=True)
+    return LoadedLog((seg,), start, start, start, start, ProducerStateManager(directory),
+                     LeaderEpochCache.new(directory))
 
 
 def load_producer_state(ps: ProducerStateManager,

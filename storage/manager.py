@@ -379,13 +379,20 @@ class LogManager:
             preferred = self._preferred_dirs.pop(key, None)
             d = preferred or self._least_loaded(online)
             path = os.path.join(d, f"{topic}-{partition}")
-            os.makedirs(path, exist_ok=True)
+            try:
+                os.mkdir(path)
+                new = True
+            except FileExistsError:   # left by an earlier run: loaded as it is
+                new = False
+            except FileNotFoundError:  # the log dir itself went away
+                os.makedirs(path)
+                new = True
             if topic_id is not None:
                 write_partition_metadata(path, topic_id)
             fsync_dir(d)
             lg = Log(path, topic, partition, config or self._config_for(topic),
-                     topic_id=topic_id or read_partition_metadata(path),
-                     scheduler=self._schedule, flush_requester=self._request_flush,
+                     topic_id=topic_id or (None if new else read_partition_metadata(path)),
+                     new=new, scheduler=self._schedule, flush_requester=self._request_flush,
                      checkpoint_requester=self._request_checkpoint)
             self._logs[key] = lg
             self._log_dir_of[key] = d
