@@ -173,7 +173,7 @@ def main() -> None:
         assert pid is not None
         if args.profile_phase == "create":
             spy.start(pid)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 300_000})
         for n in sizes:
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             futures = admin.create_topics([NewTopic(f"scale-{n}", n, 1)], operation_timeout=900,

@@ -53,7 +53,7 @@ from samsa.protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRe
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from samsa.protocol.records.batch import validate_single_batch
-from samsa.storage.checkpoints import fsync_dir
+from samsa.storage.checkpoints import fsync_dir, in_durable_batch, when_durable
 from samsa.storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
@@ -1053,7 +1053,9 @@ class Log:
 
     def flush(self) -> None:
         """fsync everything up to the current end; advances the recovery point.
-        Never takes the append lock."""
+        Never takes the append lock. Inside a durable_batch() (a broker's stop
+        closing every log) the files are made durable with the batch, and the
+        recovery point moves only once they are."""
         with self._flush_lock:
             leo, active, _ = self._end
             segs, bases = self._segs
@@ -1069,17 +1071,33 @@ class Log:
                     seg.flush()
                 except (OSError, ValueError) as exc:  # closed by a concurrent roll/delete
                     log.debug("flush of %s skipped: %s", seg.log_path, exc)
+            if in_durable_batch():
+                when_durable(functools.partial(self._flushed_to, leo, self.truncations))
+                return
             self.recovery_point = max(self.recovery_point, leo)
             self.last_flush_ms = int(time.time() * 1000)
 
+    def _flushed_to(self, offset: int, truncations: int) -> None:
+        """A batched flush is durable: everything below ``offset`` is, unless a
+        truncation came in between (the offsets may hold other bytes now)."""
+        with self._flush_lock:
+            if self.truncations == truncations:
+                self.recovery_point = max(self.recovery_point, offset)
+            self.last_flush_ms = int(time.time() * 1000)
+
     def close(self) -> None:
-        """Clean close: flush, snapshot producer state, trim indexes, close files."""
+        """Clean close: flush, snapshot producer state, trim indexes, close files.
+        A snapshot at the log end already there is kept, not written again
+        (Kafka's takeSnapshot skips it too): a broker stopped again without new
+        records writes no snapshot per partition."""
         with self._lock:
             if self.closed:
                 return
             self.flush()
             try:
-                self.producer_state.take_snapshot(self.log_end_offset)
+                leo = self.log_end_offset
+                if not os.path.exists(self.producer_state.snapshot_path(leo)):
+                    self.producer_state.take_snapshot(leo)
             except OSError as exc:
                 log.warning("producer state snapshot failed for %s: %s", self.dir, exc)
             for seg in self._segs[0]:

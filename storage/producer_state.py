@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from samsa.storage.checkpoints import fsync_dir
+from samsa.storage.checkpoints import atomic_write, when_durable
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.model import Buf
 from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
@@ -355,19 +355,15 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
-        data = encode_snapshot(self.producers.values())
-        path = self.snapshot_path(offset)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(self.dir)
-        offs = self.snapshot_offsets()
-        for old in offs[:-keep] if keep else []:
+        """Write the snapshot at ``offset`` (temporary file, fsync, rename: inside
+        durable_batch() with the batch) and then keep only the newest ``keep``
+        (0: delete none), once the new one is durable."""
+        atomic_write(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
+        if keep:
+            when_durable(lambda: self._keep_newest(keep))
+
+    def _keep_newest(self, keep: int) -> None:
+        for old in self.snapshot_offsets()[:-keep]:
             self._remove_snapshot(old)
 
     def clear(self) -> None:

@@ -13,7 +13,8 @@ import uuid
 
 from samsa.config.topic import TopicConfig
 from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
-                                       read_partition_metadata, write_leader_epoch_checkpoint)
+                                       read_offset_checkpoint, read_partition_metadata,
+                                       write_leader_epoch_checkpoint)
 from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
@@ -106,3 +107,39 @@ def test_a_deferred_epoch_truncation_is_on_disk_before_the_log_grows(make_log):
     assert again.log_end_offset == 10
     assert again.leader_epochs.entries == [(0, 0)]
     assert again.end_offset_for_epoch(0) == (0, 10)
+
+
+def test_a_clean_stop_of_many_partitions_checkpoints_only_what_is_durable(tmp_path):
+    """The stop closes every log in one durable batch: each log's recovery point
+    (in the checkpoint) is its end only because the batch made it durable, each
+    has its producer snapshot, and the next start needs no recovery."""
+    n = 300   # above the batch's syncfs threshold
+    lm = LogManager(str(tmp_path), CFG, 1, "c", flush_check_interval_ms=3600_000)
+    lm.startup()
+    for p in range(n):
+        lg = lm.create_log("t", p, config=CFG)
+        lg.begin_leader_epoch(0)
+        lg.append(batch_of(1 + p % 3, producer_id=p, producer_epoch=0, base_sequence=0), 0)
+    assert lm.shutdown() == []
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+    points = read_offset_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint"))
+    assert points == {("t", p): 1 + p % 3 for p in range(n)}
+    snap = tmp_path / "t-7" / f"{2:020d}.snapshot"
+    assert snap.is_file()
+    before = os.stat(snap)
+
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        for p in range(n):
+            lg = lm.get_log("t", p)
+            assert lg.log_end_offset == 1 + p % 3
+            assert p in lg.producer_state.producers
+        # a producer retrying its batch after the restart is told it is a duplicate
+        dup = lm.get_log("t", 7).append(
+            batch_of(2, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+        assert dup.duplicate
+    finally:
+        assert lm.shutdown() == []
+    after = os.stat(snap)   # nothing new in t-7: its snapshot was not written again
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
