@@ -342,12 +342,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """The snapshots' offsets, oldest first (``names``: the directory's
+        listing when the caller has it)."""
         out: list[int] = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return out
+        if names is None:
+            try:
+                names = os.listdir(self.dir)
+            except FileNotFoundError:
+                return out
         for name in names:
             m = _SNAPSHOT_RE.match(name)
             if m:
@@ -374,8 +377,8 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             self._remove_snapshot(off)
 
-    def delete_snapshots_after(self, offset: int) -> None:
-        for off in self.snapshot_offsets():
+    def delete_snapshots_after(self, offset: int, offsets: list[int] | None = None) -> None:
+        for off in self.snapshot_offsets() if offsets is None else offsets:
             if off > offset:
                 self._remove_snapshot(off)
 
@@ -385,9 +388,11 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
-        """Load the newest readable snapshot at or below ``max_offset``; its offset or None."""
-        for off in reversed(self.snapshot_offsets()):
+    def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None
+                             ) -> int | None:
+        """Load the newest readable snapshot at or below ``max_offset``; its offset
+        or None (``offsets``: the snapshots there are, if the caller listed them)."""
+        for off in reversed(self.snapshot_offsets() if offsets is None else offsets):
             if off > max_offset:
                 continue
             try:
