@@ -24,10 +24,15 @@ them, the CPU seconds of each side (bench/cpu_time.py): the consumer's process, 
 and Python workers; the broker's apart. On a shared machine they move far less than wall time.
 The target in the issue is a ratio of at least 1.0 with local[2].
 
+``--readers`` instead reads every offset range with ``pipeline.client.read_range`` in this
+process, alternating its two readers (``SAMSA_SPARK_READER=wire``: samsa's wire client and the
+compiled decoder; ``librdkafka``: confluent-kafka), ``--runs`` times each: the CPU seconds of
+this process per million rows, and the wire reader's CPU as a ratio of librdkafka's, run by run.
+
 ``--profile`` instead reads every offset range with ``pipeline.client.read_range`` in this
 process under cProfile (what one Spark task does, without Spark) and prints where the time goes.
 
-Usage: ``python bench/bench_spark.py [--records 200000] [--runs 3] [--profile]``
+Usage: ``python bench/bench_spark.py [--records 200000] [--runs 3] [--profile | --readers]``
 (not part of the test run; figures are noisy on a busy machine: read them as ratios).
 """
 from __future__ import annotations
@@ -227,6 +232,31 @@ def profile_read(bootstrap: str, top: int) -> dict:
             "read_range_s": round(plain, 3), "read_range_rows_per_s": round(plain_rows / plain)}
 
 
+def compare_readers(bootstrap: str, records: int, runs: int) -> dict:
+    """CPU of read_range over every range, the wire reader and the librdkafka one alternated."""
+    from samsa.pipeline import client
+    from samsa.pipeline.options import parse_read_options
+    from samsa.pipeline.wire_reader import READER_ENV
+
+    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC,
+                               "startingOffsets": "earliest"})
+    ranges = client.plan_batch(opts)
+    cpu: dict[str, list[float]] = {"wire": [], "librdkafka": []}
+    for _ in range(runs):
+        for reader in cpu:
+            os.environ[READER_ENV] = reader
+            c0 = time.process_time()
+            rows = sum(b.num_rows for rng in ranges for b in client.read_range(opts, rng))
+            cpu[reader].append(time.process_time() - c0)
+            assert rows == records, (reader, rows)
+    ratios = [w / r for w, r in zip(cpu["wire"], cpu["librdkafka"])]
+    out: dict = {f"{reader}_cpu_s_per_1M_rows": round(statistics.median(xs) * 1e6 / records, 3)
+                 for reader, xs in cpu.items()}
+    out["ratio_wire_over_librdkafka"] = round(statistics.median(ratios), 2)
+    out["ratio_range"] = [round(min(ratios), 2), round(max(ratios), 2)]
+    return out
+
+
 def summarize(times: list[float], rows: int, nbytes: int) -> dict:
     med = statistics.median(times)
     return {"runs_s": [round(t, 3) for t in times],
@@ -239,6 +269,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile read_range instead of running Spark")
+    ap.add_argument("--readers", action="store_true",
+                    help="the two read_range readers' CPU, alternated, instead of running Spark")
     ap.add_argument("--top", type=int, default=25, help="rows of the profile to print")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-spark-"))
@@ -254,6 +286,10 @@ def main() -> None:
         out["topic_MB"] = round(nbytes / MB, 1)
         offsets = end_offsets(broker.bootstrap)
         assert sum(h - lo for lo, h in offsets.values()) == args.records, offsets
+        if args.readers:
+            out.update(compare_readers(broker.bootstrap, args.records, args.runs))
+            print(json.dumps(out, indent=1))
+            return
         if args.profile:
             secs, n, _ = run_consumer(broker.bootstrap, offsets)
             out["consumer_s"] = round(secs, 3)

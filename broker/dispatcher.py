@@ -62,6 +62,12 @@ class Dispatcher:
                                                  ErrorCode.UNSUPPORTED_VERSION)
                 return encode_response(header, response, version=0)
             raise
+        return await self.dispatch(conn, header, request, len(frame))
+
+    async def dispatch(self, conn, header, request, size, amend=None):
+        """A decoded request (``size`` bytes) to its encoded response; ``amend`` (the test kit's
+        per-partition faults, broker/faults/partitions.py) may change the
+        response before it is encoded."""
         handler = self.handlers.get(header.api_key)
         if handler is None:
             raise UnsupportedVersionError(header.api_key, header.api_version,
@@ -72,7 +78,7 @@ class Dispatcher:
         quotas = services.quotas
         # No quota for this request: nothing to measure or throttle (the common
         # case, kept to a branch: no quota objects, no extra coroutine).
-        quota = (quotas.admit(conn, header, request, len(frame))
+        quota = (quotas.admit(conn, header, request, size)
                  if quotas.meters(header.api_key) else None)
         started = metrics.request(header.api_key, name)
         try:
@@ -84,6 +90,8 @@ class Dispatcher:
                             request))
         finally:
             metrics.request_done(name, started)
+        if amend is not None and response is not None:
+            response = amend(response)
         if quota is None:
             return None if response is None else encode_response(header, response)
         return await quota.respond(response)  # encoded, throttled per client quotas

@@ -153,16 +153,28 @@ class SimpleClient:
     def _exchange(self, correlation_id: int, data: bytes):
         self.sock.sendall(data)
         while True:
-            chunk = self.sock.recv(256 * 1024)
-            if not chunk:
-                raise ClientError(f"the broker at {self.address} closed the connection")
             try:
-                done = self.core.receive(chunk)
+                frame = self._read_exactly(self.core.frame_size(self._read_exactly(4)))
+                answered, response = self.core.receive_frame(frame)
             except ProtocolError as e:
                 raise ClientError(f"bad response from the broker: {e}") from None
-            for answered, response in done:
-                if answered == correlation_id:  # one request at a time: the only answer
-                    return response
+            if answered == correlation_id:  # one request at a time: the only answer
+                return response
+
+    def _read_exactly(self, size: int) -> bytearray:
+        """The next ``size`` bytes, read straight into a buffer of their own: a
+        Fetch response of many megabytes is received once and decoded in place
+        (its records are views of this buffer), not appended to a stream
+        buffer, sliced out and copied again."""
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if not n:
+                raise ClientError(f"the broker at {self.address} closed the connection")
+            got += n
+        return buf
 
     def version_for(self, api_key: int) -> int:
         try:
@@ -344,6 +356,14 @@ class Cluster:
                                   f"{error_text(code, message)}")
             time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def coordinator_node(self, group_id: str) -> tuple[int, str, int]:
+        """(node id, host, port) of ``group_id``'s coordinator (what tools print)."""
+        node, host, port, code, message = self._find_coordinator(group_id)
+        if code:
+            raise ClientError(f"cannot find the coordinator of group {group_id}: "
+                              f"{error_text(code, message)}")
+        return node, host, port
 
     def _find_coordinator(self, group_id: str) -> tuple[int, str, int, int, str | None]:
         if self.bootstrap.version_for(ApiKey.FIND_COORDINATOR) >= 4:  # v4+ batches keys

@@ -362,6 +362,12 @@ class BrokerConfig:
         "group.consumer.assignors", T.STRING, "uniform,range", None,
         "Server-side assignors of consumer-protocol groups, the first the default "
         "(uniform, range; Kafka's class names are accepted).")
+    group_consumer_migration_policy: str = _key(
+        "group.consumer.migration.policy", T.STRING, "bidirectional",
+        OneOf(("disabled", "upgrade", "downgrade", "bidirectional")),
+        "Whether a classic group converts online to a consumer-protocol group when a "
+        "consumer-protocol member joins it (upgrade), back when its last one leaves "
+        "(downgrade), both or neither.")
     offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", T.INT, 50,
                                              at_least(1), "Partitions of __consumer_offsets.")
     offsets_topic_replication_factor: int = _key("offsets.topic.replication.factor", T.SHORT, 3,

@@ -42,6 +42,7 @@ from samsa.protocol.model import ApiKey
 from .broker_process import BrokerProcess
 from .cluster import ClusterProcesses
 from .faults import FaultControl
+from .lifetime import remove_after_exit, removed
 from .waiting import wait_until
 from .wire import free_port
 
@@ -60,6 +61,11 @@ def temp_root() -> str | None:
     """Where the kit's directories go: tmpfs (/dev/shm) where there is one."""
     shm = "/dev/shm"
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    removed(path)
 
 
 def broker_configs(configs: Mapping[str, Any]) -> dict[str, str]:
@@ -156,10 +162,11 @@ class Broker(FaultControl):
     def __init__(self, *, sasl_users: Mapping[str, str] | None = None, tls: bool = False,
                  faults: bool = True, startup_timeout: float = 30.0, **configs: Any):
         self.work_dir = Path(tempfile.mkdtemp(prefix="samsa-testing-", dir=temp_root()))
+        remove_after_exit(self.work_dir)  # should this process be killed before stop()
         try:
             self.security = _Security(self.work_dir, sasl_users, tls)
         except BaseException:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+            _remove(self.work_dir)
             raise
         port = free_port()
         self.secure_port = free_port() if self.security.protocol else None
@@ -187,7 +194,7 @@ class Broker(FaultControl):
             self.process.resume()  # a paused (SIGSTOP) broker cannot stop
             self.process.stop()
         finally:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+            _remove(self.work_dir)
 
     def restart(self) -> "Broker":
         """Stop and start again: same ports, same data."""
@@ -300,6 +307,7 @@ class Cluster(ClusterProcesses):
     def __init__(self, brokers: int = 3, *, faults: bool = True, session_timeout_ms: int = 6000,
                  **configs: Any):
         self._root = Path(tempfile.mkdtemp(prefix="samsa-testing-cluster-", dir=temp_root()))
+        remove_after_exit(self._root)
         self._admin_ports = {i: free_port() for i in range(brokers)} if faults else {}
         per_broker = {i: {FAULTS_ENABLE: "true", FAULTS_PORT: str(p)}
                       for i, p in self._admin_ports.items()}
@@ -316,7 +324,7 @@ class Cluster(ClusterProcesses):
         try:
             super().start()
         except BaseException:
-            shutil.rmtree(self._root, ignore_errors=True)
+            _remove(self._root)
             raise
         return self
 
@@ -326,7 +334,7 @@ class Cluster(ClusterProcesses):
                 b.resume()
             super().stop()
         finally:
-            shutil.rmtree(self._root, ignore_errors=True)
+            _remove(self._root)
 
     def __enter__(self) -> "Cluster":
         return self.start()

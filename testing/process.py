@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .lifetime import popen
 from .wire import probe_api_versions
 
 
 # Children still running when the interpreter exits (a test run interrupted before its
-# fixtures tore down) are killed rather than left holding ports.
+# fixtures tore down) are killed rather than left holding ports; a process killed
+# outright has its children killed by their parent-death signal (lifetime.py).
 _LIVE: set["ManagedProcess"] = set()
 
 
@@ -96,9 +98,9 @@ class ManagedProcess:
         return self
 
     def _spawn(self, log):
-        return subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-                                start_new_session=True)
+        # killed by the kernel if we die without stopping it (lifetime.py)
+        return popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                     env=self.env, cwd=self.cwd, start_new_session=True)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Until ``probe`` passes; fails fast if the process exits."""

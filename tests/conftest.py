@@ -32,7 +32,7 @@ from tests.support.tansu import TansuProcess
 # conftest has imported samsa.testing already (tests/support is built on it)
 from samsa.testing import pytest_plugins  # noqa: E402,F401
 # A separate project of its own, run by tests/integration/test_testkit_sample.py
-collect_ignore = ["testkit_sample"]
+collect_ignore = ["testkit_sample", "testkit_compat"]
 
 
 def pytest_configure(config):

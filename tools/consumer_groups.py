@@ -5,6 +5,7 @@ coordinator (FindCoordinator), offset look-ups to each partition's leader.
 
     samsa consumer-groups --bootstrap-server H:P --list [--type [consumer,classic]]
     samsa consumer-groups --bootstrap-server H:P --describe --group G
+        [--members | --state] [--verbose]
     samsa consumer-groups --bootstrap-server H:P --group G --reset-offsets --to-earliest \\
         (--topic T[:p,p] | --all-topics) [--dry-run | --execute]
     samsa consumer-groups --bootstrap-server H:P --delete --group G
@@ -26,6 +27,7 @@ from samsa.client.blocking import ClientError, Cluster, SimpleClient, error_text
 from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.broker.groups.consumer_protocol import assignment_partitions
 
+from . import consumer_group_views
 from .group_listing import list_groups_everywhere
 
 PROG = "samsa consumer-groups"
@@ -191,6 +193,12 @@ def _describe_one(cluster: Cluster, group_id: str) -> int:
 
 
 def _describe(cluster: Cluster, args) -> int:
+    if args.members:
+        return max(consumer_group_views.print_members(cluster, g, args.verbose)
+                   for g in args.groups)
+    if args.state is not None:
+        return max(consumer_group_views.print_state(cluster, g, args.verbose)
+                   for g in args.groups)
     return max(_describe_one(cluster, g) for g in args.groups)
 
 
@@ -380,6 +388,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP")
     # --list --type: show each group's type; with values, only those types
     p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPE[,TYPE]")
+    # --describe: members (epochs and assignments with --verbose) or the group's state
+    p.add_argument("--members", action="store_true")
+    p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]")
+    p.add_argument("--verbose", action="store_true")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,P]")
     scope.add_argument("--all-topics", action="store_true")

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from .injector import FaultInjector
 from .rules import DisconnectRule, ErrorRule, RuleError, api_key, api_name, error_code
+from .partitions import PARTITIONED
 from .responses import can_answer
 
 log = logging.getLogger("broker.faults")
@@ -111,6 +112,9 @@ class FaultEndpoint:
         partition = body.get("partition")
         if partition is not None and body.get("topic") is None:
             raise RuleError("partition needs topic")
+        if body.get("topic") is not None and api not in PARTITIONED:
+            raise RuleError(f"{api_name(api)} requests name no partitions: a topic scope works "
+                            f"for {', '.join(sorted(api_name(a) for a in PARTITIONED))}")
         rule = ErrorRule(api, error_code(body.get("error")), _int(body, "count", 1, 1),
                          body.get("topic"), None if partition is None else _int(body, "partition"),
                          body.get("client_id"))

@@ -4,7 +4,10 @@
 faults are enabled; with no rule set it costs one check per request. A request
 that matches:
 
-- an error rule is answered with that error without being handled;
+- an error rule is answered with that error without being handled; one scoped
+  to a topic(-partition), on an API answered per partition, sets the error on
+  the matching partitions alone and the rest is handled as usual
+  (broker/faults/partitions.py);
 - a disconnect rule is handled and its connection closed instead of answered
   (a client cannot know whether it was applied: what idempotence is for);
 - a delay is answered that much later (later responses on the same connection
@@ -20,7 +23,8 @@ from typing import Any, Awaitable, Callable
 
 from samsa.protocol.messages import decode_request, encode_response
 
-from .responses import can_answer, error_response, touched
+from .partitions import PARTITIONED, Hit, mark, strip, touched
+from .responses import can_answer, error_response
 from .rules import FaultRules, api_name
 
 log = logging.getLogger("broker.faults")
@@ -62,6 +66,19 @@ class FaultInjector:
         api = header.api_key
         if rules.errors and can_answer(api):
             rule = rules.take_error(api, header.client_id, self._touches(api, request))
+            dispatch = getattr(inner, "dispatch", None)
+            if rule is not None and rule.topic is not None and api in PARTITIONED and dispatch:
+                hits = self._hits(api, request, rule.topic, rule.partition)
+                log.info("fault: answered %s v%d (correlation id %d, client %s) with %s on %s, "
+                         "the other partitions as usual (%d more to inject)", api_name(api),
+                         header.api_version, header.correlation_id, header.client_id,
+                         rule.error.name, ", ".join(f"{rule.topic}-{p}" for _, _, p in hits),
+                         max(rule.remaining, 0))
+                strip(api, request, hits)
+                parts = await dispatch(conn, header, request, len(frame),
+                                       lambda response: mark(api, response, hits, rule.error))
+                await self._delay(api, header)
+                return parts
             if rule is not None:
                 log.info("fault: answered %s v%d (correlation id %d, client %s) with %s "
                          "without handling it (%d more to inject)", api_name(api),
@@ -88,12 +105,18 @@ class FaultInjector:
                      api_name(api), header.correlation_id, header.client_id, seconds * 1000)
             await asyncio.sleep(seconds)
 
+    def _hits(self, api: int, request: Any, topic: str, partition: int | None) -> list[Hit]:
+        """The partitions of the request on ``topic`` (``partition``: that one only)."""
+        hits = []
+        for entry in touched(api, request):
+            name, topic_id, p = entry
+            if not name and topic_id is not None:
+                name = self._topic_name(topic_id)
+            if name == topic and (partition is None or partition == p):
+                hits.append(entry)  # as the request names it (by id from Produce v13, Fetch v13)
+        return hits
+
     def _touches(self, api: int, request: Any) -> Callable[[str, int | None], bool]:
         def touches(topic: str, partition: int | None) -> bool:
-            for name, topic_id, p in touched(api, request):
-                if not name and topic_id is not None:
-                    name = self._topic_name(topic_id)
-                if name == topic and (partition is None or partition == p):
-                    return True
-            return False
+            return bool(self._hits(api, request, topic, partition))
         return touches

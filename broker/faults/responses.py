@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from samsa.protocol.messages import (API_BY_KEY, FetchResponse, FindCoordinatorResponse,
-                                     ListOffsetsResponse, OffsetCommitResponse, ProduceResponse)
+                                     ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
+                                     ProduceResponse)
 from samsa.protocol.model import ApiKey
 
 
@@ -46,6 +47,16 @@ def _offset_commit(request: Any, code: int) -> Any:
         for p in t.partitions]) for t in request.topics])
 
 
+def _offset_fetch(request: Any, code: int) -> Any:
+    # v0-1 carry errors per partition, v2-7 at the top as well, v8+ per group
+    R = OffsetFetchResponse
+    return R(error_code=code, topics=[R.OffsetFetchResponseTopic(name=t.name, partitions=[
+        R.OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, error_code=code)
+        for p in t.partition_indexes or []]) for t in request.topics or []],
+        groups=[R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code)
+                for g in request.groups or []])
+
+
 def _find_coordinator(request: Any, code: int) -> Any:
     R = FindCoordinatorResponse
     return R(error_code=code, node_id=-1, host="", port=-1, coordinators=[
@@ -58,6 +69,7 @@ _BUILDERS: dict[int, Callable[[Any, int], Any]] = {
     ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
 }
 
@@ -80,16 +92,3 @@ def error_response(api: int, request: Any, code: int) -> Any:
         return build(request, code)
     response_cls: Any = API_BY_KEY[api].response_cls  # a compiled message class (checker: Message)
     return response_cls(error_code=code)
-
-
-def touched(api: int, request: Any) -> list[tuple[str | None, Any, int]]:
-    """(topic name, topic id, partition) of everything a request names, for the
-    APIs that name partitions."""
-    if api == ApiKey.PRODUCE:
-        return [(t.name, t.topic_id, p.index) for t in request.topic_data for p in t.partition_data]
-    if api == ApiKey.FETCH:
-        return [(t.topic, t.topic_id, p.partition) for t in request.topics for p in t.partitions]
-    if api in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_COMMIT):
-        return [(t.name, getattr(t, "topic_id", None), p.partition_index)
-                for t in request.topics for p in t.partitions]
-    return []

@@ -11,6 +11,8 @@ version newer than we know still parses. The format is not flexible.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from samsa.protocol.errors import ProtocolError
 
@@ -87,4 +89,83 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None) -> by
         out += struct.pack(">i", -1)
     else:
         out += struct.pack(">i", len(user_data)) + user_data
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.buf = memoryview(data)
+        self.pos = 0
+
+    def take(self, fmt: str) -> int:
+        try:
+            (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        except struct.error:
+            raise ProtocolError("truncated consumer protocol message", self.pos) from None
+        self.pos += struct.calcsize(fmt)
+        return int(value)
+
+    def string(self) -> str | None:
+        n = self.take(">h")
+        if n < 0:
+            return None
+        if self.pos + n > len(self.buf):
+            raise ProtocolError("bad string length", self.pos)
+        try:
+            out = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("string is not UTF-8", self.pos) from None
+        self.pos += n
+        return out
+
+    def skip_bytes(self) -> None:
+        n = self.take(">i")
+        if n > 0:
+            self.pos += n
+
+    def done(self) -> bool:
+        return self.pos >= len(self.buf)
+
+
+class Subscription(NamedTuple):
+    version: int
+    topics: list[str]
+    owned: dict[str, list[int]]  # v1+: what the member holds as it joins
+    rack_id: str | None  # v3+
+
+
+def parse_subscription(metadata: bytes) -> Subscription:
+    """A ConsumerProtocolSubscription in full (what a classic member in a
+    KIP-848 group brings: its topics, the partitions it still owns, its rack);
+    ProtocolError when it is not one. Fields of versions newer than the
+    bytes carry are left empty."""
+    r = _Reader(metadata)
+    version = r.take(">h")
+    if version < 0:
+        raise ProtocolError(f"bad consumer subscription version {version}")
+    topics = [t or "" for t in (r.string() for _ in range(max(r.take(">i"), 0)))]
+    owned: dict[str, list[int]] = {}
+    rack: str | None = None
+    if not r.done():
+        r.skip_bytes()  # user data
+    if version >= 1 and not r.done():
+        for _ in range(max(r.take(">i"), 0)):
+            name = r.string() or ""
+            owned[name] = [r.take(">i") for _ in range(max(r.take(">i"), 0))]
+    if version >= 2 and not r.done():
+        r.take(">i")  # the generation the member last had
+    if version >= 3 and not r.done():
+        rack = r.string()
+    return Subscription(version, topics, owned, rack)
+
+
+def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment (no user data) in the member's version
+    (the layout is the same in every version)."""
+    out = bytearray(struct.pack(">hi", max(version, 0), len(partitions)))
+    for topic in sorted(partitions):
+        b = topic.encode("utf-8")
+        ps = sorted(partitions[topic])
+        out += struct.pack(">h", len(b)) + b + struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    out += struct.pack(">i", -1)
     return bytes(out)

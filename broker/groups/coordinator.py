@@ -23,6 +23,7 @@ import asyncio
 import collections
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -34,7 +35,9 @@ from .classic import ClassicGroupMachine, Group, GroupState, Member
 from .clock import Cancellable, Clock, LoopClock, wall_ms
 from .consumer import (ConsumerGroup, ConsumerGroupMachine, ConsumerMember, Heartbeat,
                        HeartbeatResult)
-from .consumer.machine import ConsumerGroupConfig, ConsumerGroupView
+from .consumer import migration
+from .consumer.classic_members import ClassicMembersMachine
+from .consumer.machine import LEAVE_EPOCH, ConsumerGroupConfig, ConsumerGroupView
 from .consumer.state import TopicImage
 from .effects import (AwaitedWrite, CancelTimer, Effects, GroupMachine, MembershipChanged, Respond,
                       SetTimer, Wait, WriteRecord, WriteRecords)
@@ -122,6 +125,8 @@ class GroupCoordinator:
         self.classic = ClassicGroupMachine(self.config)
         # group type -> its state machine (JoinGroup & co. always go to "classic")
         self.consumer = ConsumerGroupMachine(consumer_config, group_configs)
+        # classic members of a consumer group (an online migration)
+        self.classic_members = ClassicMembersMachine(self.consumer)
         self._topics = topics
         self._machines: dict[str, GroupMachine] = {self.classic.group_type: self.classic,
                                                    self.consumer.group_type: self.consumer}
@@ -363,6 +368,8 @@ class GroupCoordinator:
             if self._live(group):
                 self._apply_now(group, self.machine(group).timer_fired(
                     group, op.key, op.payload, self._time_ms()))
+                if isinstance(group, ConsumerGroup):
+                    self._maybe_downgrade(group)  # a fenced member may have been the last
 
         assert self._clock is not None, "start() sets the clock before any timer"
         handle = self._clock.call_later(op.delay_ms, fire)
@@ -431,9 +438,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if group.members:
-                # a classic member cannot join a consumer group that has
-                # members (Kafka's answer under its default migration policy)
-                return JoinResult(int(E.INCONSISTENT_GROUP_PROTOCOL), member_id=member_id)
+                # a classic member in a consumer group: the server assigns
+                return await self._run(group, self.classic_members.join(
+                    group, member_id, group_instance_id, client_id, client_host,
+                    session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                    require_known_member_id, self._topics(), self._time_ms()), JoinResult)
             group = self._convert_to_classic(group)
         if group is None:
             if member_id:
@@ -455,6 +464,10 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return await self._run(group, self.classic_members.sync(
+                group, generation_id, member_id, group_instance_id, protocol_type,
+                protocol_name, self.topic_names()), SyncResult)
         if not isinstance(group, Group):
             return SyncResult(int(E.UNKNOWN_MEMBER_ID))
         return await self._run(group, self.classic.sync(
@@ -467,6 +480,9 @@ class GroupCoordinator:
         if err:
             return err
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return await self._run(group, self.classic_members.heartbeat(
+                group, generation_id, member_id, group_instance_id), int)
         if not isinstance(group, Group):
             return int(E.UNKNOWN_MEMBER_ID)
         return await self._run(group, self.classic.heartbeat(
@@ -484,6 +500,8 @@ class GroupCoordinator:
         if err:
             return LeaveResult(err)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and group.members:
+            return await self._run(group, self.classic_members.leave(group, leaving), LeaveResult)
         if not isinstance(group, Group):
             return LeaveResult(NONE, [LeaveMemberResult(mid, iid, int(E.UNKNOWN_MEMBER_ID))
                                       for mid, iid in leaving])
@@ -501,9 +519,16 @@ class GroupCoordinator:
             answer: HeartbeatResult = refused.answer
             return answer
         group = self.groups.get(group_id)
-        if group is not None and not isinstance(group, ConsumerGroup) and group.members:
-            return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
-                                   f"Group {group_id} is not a consumer group.")
+        if isinstance(group, Group) and group.members:
+            why = migration.upgrade_refusal(group, self.consumer.config.migration_policy,
+                                            self.consumer.config.max_size)
+            if hb.member_epoch != 0 or why is not None:
+                if why is not None:
+                    log.info("group %s: cannot upgrade the classic group to a consumer group: "
+                             "%s", group_id, why)
+                return HeartbeatResult(int(E.GROUP_ID_NOT_FOUND),
+                                       f"Group {group_id} is not a consumer group.")
+            group = self._convert_to_consumer(group)
         if not isinstance(group, ConsumerGroup):
             # none yet, or an empty classic group (offsets only), which becomes one
             if hb.member_epoch != 0:
@@ -517,7 +542,50 @@ class GroupCoordinator:
                 self._cancel_timers(group_id)
             self.groups[group_id] = group
         fx = self.consumer.heartbeat(group, hb, self._topics(), self._time_ms())
-        return await self._run(group, fx, HeartbeatResult)
+        answer = await self._run(group, fx, HeartbeatResult)
+        if hb.member_epoch == LEAVE_EPOCH:
+            self._maybe_downgrade(group)
+        return answer
+
+    def _convert_to_consumer(self, classic: Group) -> ConsumerGroup:
+        """Online upgrade (migration.py): the classic group's waiting joins and
+        syncs are told to rejoin, its timers go, and its members carry on in
+        a consumer group under their own session timeouts."""
+        for member in classic.members.values():
+            self._answer(member, "join", JoinResult(int(E.REBALANCE_IN_PROGRESS),
+                                                    member_id=member.member_id))
+            self._answer(member, "sync", SyncResult(int(E.REBALANCE_IN_PROGRESS)))
+        self._cancel_timers(classic.group_id)
+        group = migration.to_consumer_group(classic, self._topics())
+        self.groups[group.group_id] = group
+        fx = Effects()
+        for joined in group.members.values():
+            self.consumer._touch(group, joined, fx)
+        self.consumer._persist(group, fx)
+        self._apply_now(group, fx)
+        log.info("group %s: upgraded from classic to consumer group at epoch %d",
+                 group.group_id, group.group_epoch)
+        return group
+
+    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """Online downgrade (migration.py): the last consumer-protocol member
+        left; the classic members go on in a classic group, which rebalances."""
+        if not self._live(group) or \
+                not migration.downgradable(group, self.consumer.config.migration_policy):
+            return
+        record = migration.classic_record(group, self.topic_names(), self._time_ms())
+        self._cancel_timers(group.group_id)
+        gone = self.consumer.delete(group, self._time_ms())
+        classic, fx = self.classic.loaded(record)
+        classic.offsets = group.offsets
+        classic.pending_txn_offsets = group.pending_txn_offsets
+        self.groups[group.group_id] = classic
+        gone.ops.append(WriteRecord(record))
+        self.apply(group, gone)
+        self._apply_now(classic, fx)
+        self._apply_now(classic, self.classic.rebalance(classic, self._time_ms()))
+        log.info("group %s: downgraded from consumer to classic group at generation %d",
+                 group.group_id, classic.generation_id)
 
     def _convert_to_classic(self, group: ConsumerGroup) -> Group:
         """An empty consumer group a classic member joins becomes a classic
@@ -548,7 +616,7 @@ class GroupCoordinator:
                 out.append(self.consumer.view(group))
         return out
 
-    def topic_names(self) -> dict[object, str]:
+    def topic_names(self) -> dict[uuid.UUID, str]:
         """Topic id -> name, now."""
         return {tid: name for name, (tid, _) in self._topics().items()}
 
@@ -651,8 +719,10 @@ class GroupCoordinator:
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,
-                            require_stable: bool = False) -> OffsetFetchResult:
-        return await self.offsets.fetch_offsets(group_id, partitions, require_stable)
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult:
+        return await self.offsets.fetch_offsets(group_id, partitions, require_stable,
+                                                member_id, member_epoch)
 
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResult:

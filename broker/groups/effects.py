@@ -129,6 +129,9 @@ class GroupMachine(Protocol):
                      group_instance_id: str | None, transactional: bool = False) -> int:
         """Whether this member may commit offsets now (an error code, NONE if so)."""
 
+    def fetch_error(self, group: Any, member_id: str | None, member_epoch: int) -> int:
+        """Whether this member (OffsetFetch v9+) may read the group's offsets."""
+
     def offsets_committed(self, group: Any, member_id: str) -> Effects:
         """A member's commit was accepted (it may count as a sign of life)."""
 

@@ -243,11 +243,14 @@ class OffsetManager:
 
     async def fetch_offsets(self, group_id: str,
                             partitions: Iterable[tuple[str, int]] | None,
-                            require_stable: bool = False) -> OffsetFetchResult:
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult:
         """OffsetFetch; partitions None = every committed offset of the group.
         Nothing committed -> offset -1, leader_epoch -1, metadata "", error NONE.
         ``require_stable`` (v7+, KIP-447): a partition with a transactional
-        commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry."""
+        commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry.
+        member_id/member_epoch (v9+, KIP-848): a consumer group's member
+        asking is checked as Kafka's ConsumerGroup.validateOffsetFetch does."""
         err = self._runtime.check(group_id, allow_empty=True)
         if err:
             return OffsetFetchResult(err, [])
@@ -260,6 +263,10 @@ class OffsetManager:
             if err:
                 return OffsetFetchResult(err, [])
         group = self._runtime.groups.get(group_id)
+        if group is not None and not group.is_(GroupState.DEAD):
+            err = self._runtime.machine(group).fetch_error(group, member_id, member_epoch)
+            if err:
+                return OffsetFetchResult(err, [])
         committed = group.offsets if group is not None and not group.is_(GroupState.DEAD) else {}
         if partitions is None:
             partitions = sorted(committed)

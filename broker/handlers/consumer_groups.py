@@ -87,6 +87,7 @@ async def handle_consumer_group_describe(ctx: RequestContext,
                 subscribed_topic_names=m.subscribed_topic_names,
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=assignment(m.assignment), target_assignment=assignment(m.target),
-                member_type=1) for m in d.members],
+                # KIP-1099: 0 a classic member (an online migration), 1 a consumer one
+                member_type=0 if m.classic else 1) for m in d.members],
             authorized_operations=ops))
     return R(throttle_time_ms=0, groups=groups)

@@ -10,11 +10,13 @@ FindCoordinator v4's batched keys) are folded here so the coordinator never sees
 """
 from __future__ import annotations
 
+import binascii
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from samsa.protocol.errors import ErrorCode
+from samsa.storage.checkpoints import topic_id_from_str
 from samsa.protocol.messages import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
                                DescribeGroupsResponse, FindCoordinatorRequest,
                                FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
@@ -41,7 +43,7 @@ log = logging.getLogger("broker.handlers.groups")
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
 NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 TXN_OFFSET_COMMIT_V2 = 5  # TxnOffsetCommit v5: a transactions v2 producer
@@ -83,6 +85,14 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str | None
             return ErrorCode.INVALID_REQUEST, "Group id is null", None
         if not authz.group(ctx, Op.DESCRIBE, key):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
+    elif key_type == KEY_TYPE_SHARE:
+        # the share coordinator of a share-partition, "group:topicId:partition":
+        # brokers ask (share-partition leaders), as Kafka allows only them
+        locator = broker.share_coordinators
+        if not authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, None
+        if key is None or not _share_coordinator_key(key):
+            return ErrorCode.INVALID_REQUEST, f"Invalid share coordinator key {key!r}", None
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
     if locator is None:  # no transaction coordinator in this broker (yet)
@@ -95,6 +105,19 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str | None
         return answer.error or ErrorCode.COORDINATOR_NOT_AVAILABLE, \
             "The coordinator is not available.", None
     return ErrorCode.NONE, None, node
+
+
+def _share_coordinator_key(key: str) -> bool:
+    """Whether ``key`` is "group:topicId:partition" (the group may hold colons)."""
+    group, _, rest = key.rpartition(":")
+    group, _, topic_id = group.rpartition(":")
+    if not group or not rest.isdigit():
+        return False
+    try:
+        topic_id_from_str(topic_id)
+    except (ValueError, binascii.Error):
+        return False
+    return True
 
 
 async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest
@@ -441,12 +464,13 @@ _Fetch = Callable[[list[TopicPartition] | None], Awaitable[OffsetFetchResult]]
 
 
 async def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[_AskedTopic] | None,
-                       require_stable: bool = False, fetch: _Fetch | None = None
-                       ) -> OffsetFetchResult:
+                       require_stable: bool = False, fetch: _Fetch | None = None,
+                       member: tuple[str | None, int] = (None, -1)) -> OffsetFetchResult:
     """One group's OffsetFetch: topics None = everything committed. Needs
     Describe on the group; topics without Describe are refused (named) or
     left out (everything). ``fetch(partitions)``: where the offsets come from
-    (the group coordinator unless told; v0 in ZooKeeper mode: ZooKeeper)."""
+    (the group coordinator unless told; v0 in ZooKeeper mode: ZooKeeper).
+    member: (member id, member epoch) of a v9+ request."""
     if not authz.group(ctx, Op.DESCRIBE, group_id):
         return OffsetFetchResult(ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
@@ -459,7 +483,7 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics: Sequence[_Ask
                    for t in topics for p in t.partition_indexes if not may_describe(t.name)]
     if fetch is None:
         def fetch(wanted: list[TopicPartition] | None) -> Awaitable[OffsetFetchResult]:
-            return _groups(ctx).fetch_offsets(group_id, wanted, require_stable)
+            return _groups(ctx).fetch_offsets(group_id, wanted, require_stable, *member)
     res = await fetch(partitions) if partitions or partitions is None \
         else OffsetFetchResult(ErrorCode.NONE, [])
     if topics is None:
@@ -486,7 +510,9 @@ async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> O
     if v >= 8:
         groups = []
         for g in req.groups:
-            res = await _fetch_group(ctx, g.group_id, g.topics, req.require_stable)
+            member = (g.member_id, g.member_epoch) if v >= 9 else (None, -1)
+            res = await _fetch_group(ctx, g.group_id, g.topics, req.require_stable,
+                                     member=member)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=res.error_code,
                 topics=[R.OffsetFetchResponseTopics(name=topic, partitions=[

@@ -25,7 +25,9 @@ from samsa.storage import AppendOrigin, AppendResult
 from ..groups.consumer.machine import ConsumerGroupView, Heartbeat, HeartbeatResult
 from ..groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
                               OffsetDeleteResult, OffsetFetchResult, PartitionError, SyncResult)
-from ..groups.share.service import ShareService
+from ..groups.share.coordinator import ShareState
+from ..groups.share.partition import StateBatch
+from ..groups.share.service import ShareKey, ShareService
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
@@ -99,7 +101,8 @@ class GroupCoordination(Protocol):
                                  group_instance_id: str | None,
                                  offsets: Sequence[Commit]) -> list[PartitionError]: ...
     async def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-                            require_stable: bool = False) -> OffsetFetchResult: ...
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult: ...
     async def delete_offsets(self, group_id: str,
                              partitions: Iterable[TopicPartition]) -> OffsetDeleteResult: ...
     async def consumer_group_heartbeat(self, group_id: str, hb: Heartbeat
@@ -309,6 +312,20 @@ class DynamicConfigs(Protocol):
               validate_only: bool) -> None: ...
 
 
+class ShareStateCoordination(Protocol):
+    """The share coordinator (broker/groups/share/share_coordinator.py), from
+    any loop: each answer once its record is in the ISR."""
+
+    async def read(self, key: ShareKey, leader_epoch: int
+                   ) -> tuple[ErrorCode, ShareState | None]: ...
+    async def summary(self, key: ShareKey) -> tuple[ErrorCode, ShareState | None]: ...
+    async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: Sequence[StateBatch]) -> ErrorCode: ...
+    async def initialize(self, key: ShareKey, state_epoch: int,
+                         start_offset: int) -> ErrorCode: ...
+    async def delete(self, key: ShareKey) -> ErrorCode: ...
+
+
 class Services(Protocol):
     """The broker's services as the handlers see them (None: not running here/yet)."""
 
@@ -344,6 +361,10 @@ class Services(Protocol):
     def groups(self) -> GroupCoordination | None: ...
     @property
     def share_groups(self) -> ShareService | None: ...
+    @property
+    def share_coordinator(self) -> ShareStateCoordination | None: ...
+    @property
+    def share_coordinators(self) -> CoordinatorLocation | None: ...
     @property
     def transactions(self) -> TransactionCoordination | None: ...
     @property

@@ -187,3 +187,32 @@ def test_the_java_client_shares_the_topic_and_a_leavers_partitions_move(cbroker,
         sorted(int(p) for ps in two.split(": ")[1].split(";") for p in ps.split(",")) == \
         list(range(PARTITIONS))
     assert done == "read 600 twice 0"
+
+
+def test_the_java_client_rolls_a_classic_group_to_the_consumer_protocol_and_back(
+        cbroker, java_tools):
+    """Online migration (group.consumer.migration.policy=bidirectional, the
+    default): three classic Java members restarted one by one with
+    group.protocol=consumer turn the group into a consumer group with no
+    committed offset lost, then one by one back to classic turn it back; the
+    members always end up covering the topic, every record read once."""
+    bs = cbroker.bootstrap
+    topic = _topic(bs)
+    records = 4000
+    _produce(bs, topic, 0, records)
+    result = java_tools.run("MigrateGroup", "--bootstrap-server", bs, "--topic", topic,
+                            "--group", f"g-{uuid.uuid4().hex[:6]}",
+                            "--partitions", PARTITIONS, "--records", records,
+                            "--deadline-ms", 150000, timeout=200).check()
+    steps = [line.split(":")[0] for line in result.lines if line.startswith(("start", "rolled"))]
+    assert steps == ["start classic,classic,classic",
+                     "rolled consumer,classic,classic", "rolled consumer,consumer,classic",
+                     "rolled consumer,consumer,consumer",
+                     "rolled classic,consumer,consumer", "rolled classic,classic,consumer",
+                     "rolled classic,classic,classic"]
+    assert result.lines[-1] == f"read {records} twice 0"
+    # the group changed type twice: up with the first consumer-protocol
+    # member, back down when the last one left
+    log = cbroker.log_path.read_text(errors="replace")
+    assert log.count("upgraded from classic to consumer group") == 1
+    assert log.count("downgraded from consumer to classic group") == 1

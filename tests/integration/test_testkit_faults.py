@@ -17,10 +17,10 @@ def _fault_lines(broker, text: str) -> list[str]:
     return [line for line in broker.log_text().splitlines() if "broker.faults" in line and text in line]
 
 
-def _high_watermark(broker, topic: str) -> int:
+def _high_watermark(broker, topic: str, partition: int = 0) -> int:
     c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "hw"})
     try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
     finally:
         c.close()
 
@@ -58,6 +58,89 @@ def test_the_java_client_retries_an_injected_retriable_error(samsa_broker, java_
     assert retries and float(retries[-1].partition("=")[2]) >= 2, result.stderr
     assert len(_fault_lines(samsa_broker, f"with {error}")) == 2
     assert _high_watermark(samsa_broker, "t") == 1
+
+
+def test_an_error_on_one_partition_fails_that_partition_alone(samsa_broker):
+    # As a broker that lost the leadership of t-0 only: one Produce request carries
+    # both partitions, t-1's record is written at once, t-0's after the retries.
+    samsa_broker.create_topic("t", partitions=2)
+    samsa_broker.inject_errors("Produce", "NOT_LEADER_OR_FOLLOWER", count=3, topic="t", partition=0)
+    p = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers, "enable.idempotence": False,
+                  "linger.ms": 50, "retry.backoff.ms": 200, "retry.backoff.max.ms": 200})
+    delivered = []
+    for partition in (0, 1):
+        p.produce("t", f"to-{partition}".encode(), partition=partition,
+                  on_delivery=lambda err, msg: delivered.append((err, msg.partition(), msg.offset())))
+    assert p.flush(60) == 0
+    assert delivered == [(None, 1, 0), (None, 0, 0)]  # t-1 first: it was never retried
+    hit = _fault_lines(samsa_broker, "with NOT_LEADER_OR_FOLLOWER on t-0")
+    assert len(hit) == 3 and not _fault_lines(samsa_broker, "t-1")
+    # a resent t-1 would show twice (the producer is not idempotent); t-0 failed attempts wrote nothing
+    assert _high_watermark(samsa_broker, "t", 1) == 1 and _high_watermark(samsa_broker, "t", 0) == 1
+
+
+def test_an_error_on_one_partition_of_a_read(samsa_broker):
+    # ListOffsets answered per partition: kafka-python takes t-1's offset from the
+    # first answer and asks again for t-0 alone until the injected errors run out
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    samsa_broker.create_topic("t", partitions=2)
+    p = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers})
+    for value in (b"x", b"y"):
+        p.produce("t", value, partition=0)
+    assert p.flush(30) == 0
+    samsa_broker.inject_errors("ListOffsets", "NOT_LEADER_OR_FOLLOWER", count=2, topic="t", partition=0)
+    c = KafkaConsumer(bootstrap_servers=samsa_broker.bootstrap_servers, retry_backoff_ms=50)
+    try:
+        tps = [KafkaTopicPartition("t", 0), KafkaTopicPartition("t", 1)]
+        assert c.end_offsets(tps) == {tps[0]: 2, tps[1]: 0}
+    finally:
+        c.close()
+    assert len(_fault_lines(samsa_broker, "with NOT_LEADER_OR_FOLLOWER on t-0")) == 2
+    assert not _fault_lines(samsa_broker, "t-1")
+
+
+def test_an_error_on_one_partition_of_a_commit_commits_the_others(samsa_broker):
+    # OffsetCommit answered per partition: t-0's offset is refused (and not stored), t-1's kept
+    samsa_broker.create_topic("t", partitions=2)
+    samsa_broker.inject_errors("OffsetCommit", "OFFSET_METADATA_TOO_LARGE", topic="t", partition=0)
+    c = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "g",
+                  "enable.auto.commit": False})
+    try:
+        with pytest.raises(Exception) as failed:
+            c.commit(offsets=[TopicPartition("t", 0, 5), TopicPartition("t", 1, 7)], asynchronous=False)
+        assert "OFFSET_METADATA_TOO_LARGE" in str(failed.value) or "too large" in str(failed.value).lower()
+        committed = c.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=30)
+        assert [(tp.partition, tp.offset) for tp in committed] == [(0, -1001), (1, 7)]
+    finally:
+        c.close()
+    assert len(_fault_lines(samsa_broker, "with OFFSET_METADATA_TOO_LARGE on t-0")) == 1
+
+
+def test_an_error_on_one_partition_of_a_fetch(samsa_broker):
+    # librdkafka reads t-1 while t-0's fetches fail, then t-0 once the errors run out
+    samsa_broker.create_topic("t", partitions=2)
+    p = Producer({"bootstrap.servers": samsa_broker.bootstrap_servers})
+    for partition in (0, 1):
+        p.produce("t", f"in-{partition}".encode(), partition=partition)
+    assert p.flush(30) == 0
+    samsa_broker.inject_errors("Fetch", "NOT_LEADER_OR_FOLLOWER", count=3, topic="t", partition=0)
+    c = Consumer({"bootstrap.servers": samsa_broker.bootstrap_servers, "group.id": "f",
+                  "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        c.assign([TopicPartition("t", 0, 0), TopicPartition("t", 1, 0)])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.partition())
+    finally:
+        c.close()
+    assert got == [1, 0]  # t-1 first: its fetches were answered while t-0's failed
+    assert len(_fault_lines(samsa_broker, "with NOT_LEADER_OR_FOLLOWER on t-0")) == 3
+    assert not _fault_lines(samsa_broker, "t-1")
 
 
 @pytest.mark.parametrize("idempotent", [True, False])

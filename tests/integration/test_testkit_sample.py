@@ -9,25 +9,37 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.waiting import wait_until
 
 
 SAMPLE = Path(__file__).resolve().parent.parent / "testkit_sample"
 ROOT = SAMPLE.parent.parent
 
 
-def _run_sample(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    record = tmp_path / "record.jsonl"
+def _sample_env(record: Path) -> dict[str, str]:
     env = {**os.environ, "SAMSA_SAMPLE_RECORD": str(record),
            # samsa importable as if installed; nothing else of this repository
            "PYTHONPATH": str(ROOT)}
     env.pop("PYTEST_ADDOPTS", None)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=SAMPLE, env=env, capture_output=True, text=True, timeout=600)
+    return env
+
+
+def _recorded(record: Path) -> list[dict]:
     lines = record.read_text().splitlines() if record.exists() else []
-    return done, [json.loads(line) for line in lines]
+    return [json.loads(line) for line in lines]
+
+
+def _run_sample(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    record = tmp_path / "record.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
+                          cwd=SAMPLE, env=_sample_env(record), capture_output=True, text=True,
+                          timeout=600)
+    return done, _recorded(record)
 
 
 def _alive(pid: int) -> bool:
@@ -59,3 +71,29 @@ def test_a_failing_tests_report_carries_its_brokers_log(tmp_path):
     assert "failing on purpose" in done.stdout
     assert "samsa broker 127.0.0.1:" in done.stdout and "visible-in-the-log" in done.stdout
     _nothing_left(seen)
+
+
+def test_a_killed_test_run_leaves_no_process_and_no_directory(tmp_path):
+    # SIGKILL: no fixture teardown, no atexit. ZooKeeper (a JVM) and the brokers die
+    # by their parent-death signal, the directories go with the kit's reaper.
+    record = tmp_path / "record.jsonl"
+    ready = Path(str(record) + ".ready")
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                            "killed_on_purpose.py"], cwd=SAMPLE, env=_sample_env(record),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until(lambda: ready.exists() or run.poll() is not None, timeout=180,
+                   what="the sample's cluster and broker up")
+        assert run.poll() is None, run.stdout.read().decode(errors="replace")[-4000:]
+    finally:
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+    seen = _recorded(record)
+    pids = {s["pid"] for s in seen if s["pid"]}
+    dirs = {s["dir"] for s in seen if s["dir"]}
+    assert len(pids) >= 1 + 3 + 1 + 1  # ZooKeeper, 3 + 1 brokers, the fork server
+    assert any(d.startswith("/dev/shm/") for d in dirs) or not os.path.isdir("/dev/shm")
+    wait_until(lambda: not [p for p in pids if _alive(p)], timeout=60,
+               what=lambda: f"no process left of {sorted(p for p in pids if _alive(p))}")
+    wait_until(lambda: not [d for d in dirs if Path(d).exists()], timeout=60,
+               what=lambda: f"no directory left of {sorted(d for d in dirs if Path(d).exists())}")

@@ -42,6 +42,9 @@ EXPECTED_RANGES = {
     "ShareGroupHeartbeat": (76, 1, 1), "ShareGroupDescribe": (77, 1, 1),
     "ShareFetch": (78, 1, 1), "ShareAcknowledge": (79, 1, 1),
     "DescribeShareGroupOffsets": (90, 0, 1),
+    "InitializeShareGroupState": (83, 0, 0), "ReadShareGroupState": (84, 0, 0),
+    "WriteShareGroupState": (85, 0, 0), "DeleteShareGroupState": (86, 0, 0),
+    "ReadShareGroupStateSummary": (87, 0, 0),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

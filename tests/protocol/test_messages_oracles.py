@@ -205,7 +205,8 @@ def _id(c):
 # is their oracle (tests/integration/test_share_groups_java.py).
 NO_ORACLE = {"ControlledShutdown", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
              "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-             "DescribeShareGroupOffsets"}
+             "DescribeShareGroupOffsets", "InitializeShareGroupState", "ReadShareGroupState",
+             "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary"}
 
 
 def test_oracles_cover_every_api():

@@ -54,6 +54,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.exceptions import KazooException
 
+from samsa.client.blocking import ClientError, SimpleClient
+from samsa.protocol.messages import ListOffsetsRequest
+from samsa.protocol.model import ApiKey
 from samsa.protocol.records.records import iter_all_records
 
 from .cluster import Cluster
@@ -938,13 +941,39 @@ def _healing(run: Run) -> None:
 
 def _wait_led_by(run: Run, side: list[int]) -> None:
     """Until the controller has every partition led from ``side`` (ZooKeeper's side)
-    with an ISR shrunk to that side: from then on min.insync.replicas refuses."""
+    with an ISR shrunk to that side, and each new leader has taken the leadership
+    up itself: from then on min.insync.replicas refuses. (Between the controller's
+    znode write and the new leader acting on it, the old leader, its ISR unshrunk,
+    may still acknowledge what every replica, the new leader included, fetched:
+    rightly, and outside the window.)"""
+    states: list[dict] = []
+
     def led():
-        states = [_state(run.cluster, run.topic, p) for p in range(run.partitions)]
-        return all(s is not None and s["leader"] in side and set(s["isr"]) <= set(side)
-                   for s in states)
+        states[:] = [s for p in range(run.partitions)
+                     if (s := _state(run.cluster, run.topic, p)) is not None
+                     and s["leader"] in side and set(s["isr"]) <= set(side)]
+        return len(states) == run.partitions
     wait_until(led, max(30, 10 * run.session_s),
                f"every partition led from {side} with its ISR shrunk to it")
+    wait_until(lambda: all(_leads_at(run, p, s["leader"], s["leader_epoch"])
+                           for p, s in enumerate(states)),
+               max(30, 10 * run.session_s), f"the leaders on {side} to act as leaders")
+
+
+def _leads_at(run: Run, partition: int, broker: int, epoch: int) -> bool:
+    """Whether ``broker`` answers ListOffsets for ``partition`` as its leader at
+    ``epoch`` (its replica manager's view, not its metadata cache's)."""
+    L = ListOffsetsRequest
+    req = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=run.topic, partitions=[
+        L.ListOffsetsPartition(partition_index=partition, current_leader_epoch=epoch,
+                               timestamp=-1)])])
+    try:
+        with SimpleClient(run.cluster.broker(broker).bootstrap, client_id="checker",
+                          timeout=5) as client:
+            resp = client.call(ApiKey.LIST_OFFSETS, req)
+    except (OSError, ClientError):
+        return False
+    return resp.topics[0].partitions[0].error_code == 0
 
 
 def _refusal_window(run: Run, label: str) -> Window:

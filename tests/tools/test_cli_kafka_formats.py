@@ -125,6 +125,58 @@ def test_consumer_groups_show_consumer_protocol_groups(broker):
                                  f"{'new-group':<25} {'Consumer':<20}", ""]
 
 
+def test_consumer_groups_members_and_state_of_a_consumer_protocol_group(broker):
+    """--describe --members [--verbose] and --describe --state [--verbose] of a
+    KIP-848 group, line by line as ConsumerGroupCommand.printMembers/printStates
+    print them: the member columns (group, consumer id, host, client id padded
+    to at least 15, #PARTITIONS to 15 and a space), with --verbose the member
+    epoch, the current and target assignments ("topic:p,p", at least 20 wide)
+    and the target assignment epoch; the state row with the coordinator as
+    "host:port  (id)" (at least 25), the assignor and state (20 each), with
+    --verbose the group epoch (15) and target assignment epoch (25)."""
+    b = broker.bootstrap
+    _create(b, NewTopic("cg-members", 2, 1))
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "m-group",
+                         "client.id": "m-client", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["cg-members"])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert len(consumer.assignment()) == 2
+        member = consumer.memberid()
+        args = ("consumer-groups", "--bootstrap-server", b, "--describe", "--group", "m-group")
+        members = _ok(*args, "--members").stdout
+        verbose = _ok(*args, "--members", "--verbose").stdout
+        state = _ok(*args, "--state").stdout
+        state_verbose = _ok(*args, "--state", "--verbose").stdout
+        epoch = re.search(r"^m-group\s+\S+\s+\S+\s+\S+\s+\S+\s+(\d+)",
+                          state_verbose, re.M).group(1)
+    finally:
+        consumer.close()
+    c = max(15, len(member))
+    head = f"{'GROUP':<15} {'CONSUMER-ID':<{c}} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
+    row = f"{'m-group':<15} {member:<{c}} {'/127.0.0.1':<15} {'m-client':<15} {'2':<15} "
+    assert members.split("\n") == ["", head, row, ""]
+    assert verbose.split("\n") == [
+        "", head + f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<20} {'TARGET-EPOCH':<15} "
+                   f"{'TARGET-ASSIGNMENT':<20}",
+        row + f"{epoch:<15} {'cg-members:0,1':<20} {epoch:<15} {'cg-members:0,1':<20}", ""]
+    host, port = b.rsplit(":", 1)
+    coordinator = f"{host}:{port}  (0)"
+    w = max(25, len(coordinator))
+    assert state.split("\n") == [
+        "", f"{'GROUP':<15} {'COORDINATOR (ID)':<{w}} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} "
+            "#MEMBERS",
+        f"{'m-group':<15} {coordinator:<{w}} {'uniform':<20} {'Stable':<20} 1", ""]
+    assert state_verbose.split("\n") == [
+        "", f"{'GROUP':<15} {'COORDINATOR (ID)':<{w}} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} "
+            f"{'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS",
+        f"{'m-group':<15} {coordinator:<{w}} {'uniform':<20} {'Stable':<20} {epoch:<15} "
+        f"{epoch:<25} 1", ""]
+
+
 def test_consumer_groups_describe_is_kafkas_table(broker):
     b = broker.bootstrap
     _create(b, NewTopic("cg-fmt", 2, 1))

@@ -306,13 +306,13 @@ def test_a_call_cut_short_does_not_poison_the_connection(broker):
     must not take another request's answer for its own."""
     req = MetadataRequest(allow_auto_topic_creation=False, topics=[])
     with SimpleClient(broker.bootstrap) as client:
-        receive = client.core.receive
+        receive_frame = client.core.receive_frame
 
-        def interrupted(data):
-            client.core.receive = receive
+        def interrupted(frame):
+            client.core.receive_frame = receive_frame
             raise KeyboardInterrupt
 
-        client.core.receive = interrupted
+        client.core.receive_frame = interrupted
         with pytest.raises(KeyboardInterrupt):
             client.call(3, req)
         assert [b.port for b in client.call(3, req).brokers] == [broker.port]

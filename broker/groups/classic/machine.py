@@ -171,6 +171,11 @@ class ClassicGroupMachine:
     # ================================================================ offsets' questions
 
     @staticmethod
+    def fetch_error(group: Group, member_id: str | None, member_epoch: int) -> int:
+        """A classic group lets anyone read its offsets (Kafka checks nothing)."""
+        return NONE
+
+    @staticmethod
     def commit_error(group: Group, generation_id: int, member_id: str,
                      group_instance_id: str | None, transactional: bool = False) -> int:
         """Who may commit, as Kafka's classic group decides it (one rule for
@@ -293,6 +298,14 @@ class ClassicGroupMachine:
             self._try_complete_join(fx, group, now_ms)
 
     # ================================================================ rebalance
+
+    def rebalance(self, group: Group, now_ms: int) -> Effects:
+        """Start a rebalance of a Stable group from outside its own events
+        (a consumer group downgraded to this one: its members must agree on
+        an assignment of their own)."""
+        fx = Effects()
+        self._maybe_prepare_rebalance(fx, group, now_ms)
+        return fx
 
     def _maybe_prepare_rebalance(self, fx: Effects, group: Group, now_ms: int) -> None:
         if group.can_rebalance():

@@ -49,6 +49,9 @@ class ConsumerGroupConfig:
     max_heartbeat_interval_ms: int = 15_000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2**31 - 1
+    # group.consumer.migration.policy: disabled, upgrade, downgrade or
+    # bidirectional (Kafka 4's default), see migration.py
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> ConsumerGroupConfig:
@@ -59,6 +62,9 @@ class ConsumerGroupConfig:
             value = getattr(cfg, "group_consumer_" + f, None)
             if value is not None:
                 kw[f] = int(value)
+        policy = getattr(cfg, "group_consumer_migration_policy", None)
+        if isinstance(policy, str) and policy.strip():
+            kw["migration_policy"] = policy.strip().lower()
         names = getattr(cfg, "group_consumer_assignors", None)
         if isinstance(names, str) and names.strip():
             kw["assignors"] = tuple(assignor_name(n) for n in names.split(",") if n.strip())
@@ -112,6 +118,7 @@ class MemberView:
     subscribed_topic_regex: str | None
     assignment: dict[uuid.UUID, list[int]]
     target: dict[uuid.UUID, list[int]]
+    classic: bool = False  # speaks the classic protocol (after an online upgrade)
 
 
 @dataclass(frozen=True)
@@ -185,8 +192,9 @@ class ConsumerGroupMachine:
             fx.ops.append(WriteRecords(group.group_id, entries))
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember, fx: Effects) -> None:
-        fx.set_timer(("session", member.member_id), self.session_timeout_ms(group.group_id),
-                     member.member_id)
+        timeout = member.classic.session_timeout_ms if member.classic is not None \
+            else self.session_timeout_ms(group.group_id)
+        fx.set_timer(("session", member.member_id), timeout, member.member_id)
 
     # ------------------------------------------------------------ the heartbeat
 
@@ -455,6 +463,19 @@ class ConsumerGroupMachine:
             return int(E.STALE_MEMBER_EPOCH)
         return NONE
 
+    def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        """Kafka's ConsumerGroup.validateOffsetFetch: a request without a member
+        (null id, epoch < 0: an admin client, a classic or older consumer) may
+        read; a member must be known and name its current epoch."""
+        if member_id is None and member_epoch < 0:
+            return NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return int(E.UNKNOWN_MEMBER_ID)
+        if member_epoch != member.member_epoch:
+            return int(E.STALE_MEMBER_EPOCH)
+        return NONE
+
     def offsets_committed(self, group: ConsumerGroup, member_id: str) -> Effects:
         return Effects()
 
@@ -502,7 +523,8 @@ class ConsumerGroupMachine:
             self.assignor_name(group),
             [MemberView(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                         m.client_host, list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                        _sorted(m.assigned), _sorted(group.target.get(m.member_id, {})))
+                        _sorted(m.assigned), _sorted(group.target.get(m.member_id, {})),
+                        m.classic is not None)
              for m in group.members.values()])
 
 

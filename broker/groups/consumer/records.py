@@ -9,7 +9,8 @@ value struct, flexible (compact strings and arrays, tag buffers):
   4 ConsumerGroupPartitionMetadata       group          -> [topic id, name, partitions, []]
   5 ConsumerGroupMemberMetadata          group, member  -> instance id, rack id, client id,
                                                            client host, [topic names], regex,
-                                                           rebalance timeout, server assignor
+                                                           rebalance timeout, server assignor,
+                                                           tag 0: classic member metadata
   6 ConsumerGroupTargetAssignmentMetadata group         -> assignment epoch
   7 ConsumerGroupTargetAssignmentMember  group, member  -> [topic id, [partitions]]
   8 ConsumerGroupCurrentMemberAssignment group, member  -> member epoch, previous epoch, state,
@@ -29,7 +30,9 @@ from collections.abc import Mapping
 from samsa.protocol.errors import ProtocolError
 
 from ..log_format import _Reader, _Writer
-from .state import Assignment, ConsumerGroup, ConsumerMember, MemberState
+from .state import Assignment, ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
+
+CLASSIC_MEMBER_METADATA_TAG = 0  # ConsumerGroupMemberMetadataValue's tagged field
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -110,6 +113,45 @@ def _read_assignment(r: _Reader) -> Assignment:
     return out
 
 
+def _classic_tag(w: _Writer, classic: ClassicMetadata | None) -> None:
+    """The member's tag buffer: ClassicMemberMetadata (tag 0: session
+    timeout, supported protocols) for a member speaking the classic protocol,
+    none for a consumer-protocol one."""
+    if classic is None:
+        w.tags()
+        return
+    inner = _Writer(flexible=True)
+    inner.i32(classic.session_timeout_ms)
+    inner.array_len(len(classic.protocols))
+    for name, metadata in classic.protocols:
+        inner.string(name)
+        inner.bytes_(metadata)
+        inner.tags()
+    inner.tags()
+    w.uvarint(1)
+    w.uvarint(CLASSIC_MEMBER_METADATA_TAG)
+    w.uvarint(len(inner.buf))
+    w.buf += inner.buf
+
+
+def _read_classic_tag(r: _Reader) -> ClassicMetadata | None:
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        data = bytes(r._take(size))
+        if tag != CLASSIC_MEMBER_METADATA_TAG:
+            continue
+        inner = _Reader(data, flexible=True)
+        session = inner.i32()
+        protocols = []
+        for _ in range(inner.array_len()):
+            name = inner.string() or ""
+            protocols.append((name, inner.bytes_() or b""))
+            inner.skip_tags()
+        classic = ClassicMetadata(session, protocols)
+    return classic
+
+
 def _open(data: bytes) -> _Reader:
     r = _Reader(data, flexible=True)
     version = struct.unpack(">h", bytes(r._take(2)))[0]
@@ -149,7 +191,7 @@ def encode_group(group: ConsumerGroup) -> dict[bytes, bytes]:
         w.string(m.subscribed_topic_regex)
         w.i32(m.rebalance_timeout_ms)
         w.string(m.server_assignor)
-        w.tags()
+        _classic_tag(w, m.classic)
         out[key(MEMBER_METADATA, gid, m.member_id)] = bytes(w.buf)
     for member_id, target in group.target.items():
         w = _value()
@@ -224,6 +266,7 @@ def decode_group(group_id: str, records: Mapping[bytes, bytes]) -> ConsumerGroup
             m.subscribed_topic_regex = r.string()
             m.rebalance_timeout_ms = r.i32()
             m.server_assignor = r.string()
+            m.classic = _read_classic_tag(r)
         elif kind == TARGET_ASSIGNMENT_MEMBER and member_id is not None:
             group.target[member_id] = _read_assignment(r)
         elif kind == TARGET_ASSIGNMENT_METADATA:

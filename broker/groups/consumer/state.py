@@ -58,6 +58,19 @@ def copy_assignment(assignment: Mapping[uuid.UUID, Iterable[int]]) -> Assignment
     return {t: set(ps) for t, ps in assignment.items() if ps}
 
 
+class ClassicMetadata:
+    """What a member speaking the classic protocol (JoinGroup/SyncGroup/
+    Heartbeat) inside a consumer group brings: its session timeout and the
+    protocols of its JoinGroup (Kafka's ClassicMemberMetadata)."""
+
+    def __init__(self, session_timeout_ms: int, protocols: list[tuple[str, bytes]]):
+        self.session_timeout_ms = session_timeout_ms
+        self.protocols = [(n, bytes(m)) for n, m in protocols]
+
+    def protocol_names(self) -> list[str]:
+        return [n for n, _ in self.protocols]
+
+
 class ConsumerMember:
     """One member: what it subscribes to and where it stands in reconciliation."""
 
@@ -78,6 +91,8 @@ class ConsumerMember:
         self.state = MemberState.STABLE
         self.assigned: Assignment = {}
         self.pending_revocation: Assignment = {}
+        # set while the member speaks the classic protocol (an online migration)
+        self.classic: ClassicMetadata | None = None
 
 
 class ConsumerGroup:

@@ -1,8 +1,16 @@
 """The runtime around the share-group machines: one object per broker that
-holds the groups, their share-partitions and the share sessions, feeds them
-events with the clock's time, and hands every change of a share-partition's
-durable state to the state writer (state_log.py: a ShareSnapshot record in
-__share_group_state).
+holds the groups, their share-partitions and the share sessions, and feeds
+them events with the clock's time.
+
+A share-partition's durable state lives with the share coordinator
+(coordinator.py); this broker, as the partition's leader, reads it before it
+first serves the share-partition and writes every change back
+(persistence.py does both, on the handlers' behalf). Here that shows as:
+``needs_state``/``install`` (nothing is served of a share-partition whose
+state was not read yet), and each change numbered and kept as pending
+(``pending``/``written``) until a write of it, or of a later change, is
+done. Built without ``durable`` (the handlers' unit tests), a share-partition
+starts fresh and changes are only handed to ``writer``.
 
 Handlers call it from several processor loops (threads); each call is short
 and holds one lock, so the machines see one event at a time. Nothing here
@@ -16,7 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode
 
@@ -24,6 +32,9 @@ from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
 from .partition import Acquired, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
+
+if TYPE_CHECKING:
+    from .persistence import SharePersistence
 
 log = logging.getLogger("broker.groups.share")
 
@@ -39,6 +50,16 @@ class StateWriter(Protocol):
 class _NoWriter:
     def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class PendingState:
+    """A share-partition's state to write: the change numbered ``version``."""
+    version: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    batches: tuple[StateBatch, ...]
 
 
 @dataclass(frozen=True)
@@ -73,7 +94,8 @@ class ShareService:
                  bounds: Callable[[uuid.UUID, int], Bounds | None],
                  group_configs: Callable[[str], Mapping[str, str]] = lambda g: {},
                  writer: StateWriter | None = None,
-                 loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None) -> None:
+                 loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None,
+                 durable: bool = False) -> None:
         self.defaults = defaults
         self.now_ms = now_ms
         self._bounds = bounds
@@ -84,6 +106,16 @@ class ShareService:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions = ShareSessions()
+        self._durable = durable
+        # keys whose durable state was read and found empty: started fresh on first use
+        self._fresh: set[ShareKey] = set()
+        # (state epoch, leader epoch) each share-partition's writes carry
+        self._epochs: dict[ShareKey, tuple[int, int]] = {}
+        self._version: dict[ShareKey, int] = {}  # changes made so far
+        self._written: dict[ShareKey, int] = {}  # the last change written
+        self._pending: dict[ShareKey, PendingState] = {}
+        # persistence.py, set by the broker (a durable service only)
+        self.persistence: SharePersistence | None = None
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
@@ -221,7 +253,70 @@ class ShareService:
                         b.last_offset - b.first_offset + 1 for b in batches if b.state in (2, 4)))
             return out
 
+    # ------------------------------------------------------------ durable state
+
+    def needs_state(self, key: ShareKey) -> bool:
+        """Whether the share-partition's durable state must be read before it
+        is served here."""
+        with self._lock:
+            return (self._durable and key not in self.partitions and key not in self._loaded
+                    and key not in self._fresh)
+
+    def install(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                batches: Sequence[StateBatch]) -> None:
+        """The share-partition's durable state as read (start offset -1: none yet)."""
+        with self._lock:
+            if key in self.partitions:
+                return
+            self._epochs[key] = (state_epoch, leader_epoch)
+            if start_offset < 0:
+                self._fresh.add(key)
+            else:
+                self._loaded[key] = (start_offset, list(batches))
+
+    def forget(self, key: ShareKey) -> None:
+        """This broker no longer serves the share-partition (leadership moved,
+        or a write was fenced): its state is read again before it is served."""
+        with self._lock:
+            self._forget(key)
+
+    def forget_partition(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Leadership of the topic partition left this broker: every group's
+        share-partition on it is forgotten."""
+        with self._lock:
+            for key in {k for k in (*self.partitions, *self._loaded, *self._fresh, *self._epochs)
+                        if k[1] == topic_id and k[2] == partition}:
+                self._forget(key)
+
+    def pending(self, key: ShareKey) -> PendingState | None:
+        """The share-partition's latest change not yet written (None: all written)."""
+        with self._lock:
+            found = self._pending.get(key)
+            if found is None or found.version <= self._written.get(key, 0):
+                return None
+            return found
+
+    def written(self, key: ShareKey, version: int) -> None:
+        with self._lock:
+            if version > self._written.get(key, 0):
+                self._written[key] = version
+            found = self._pending.get(key)
+            if found is not None and found.version <= version:
+                del self._pending[key]
+
+    def progress(self, key: ShareKey) -> tuple[int, int]:
+        """(changes made, changes written) of the share-partition here."""
+        with self._lock:
+            return self._version.get(key, 0), self._written.get(key, 0)
+
     # ------------------------------------------------------------ internals
+
+    def _forget(self, key: ShareKey) -> None:
+        self.partitions.pop(key, None)
+        self._loaded.pop(key, None)
+        self._fresh.discard(key)
+        self._epochs.pop(key, None)
+        self._pending.pop(key, None)
 
     def _partition(self, key: ShareKey, conf: ShareGroupSettings) -> SharePartition | None:
         sp = self.partitions.get(key)
@@ -233,12 +328,15 @@ class ShareService:
             start, batches = loaded
             sp = SharePartition(start, conf.limits, batches)
         else:
+            if self._durable and key not in self._fresh:
+                return None  # its durable state is not read yet
             bounds = self._bounds(key[1], key[2])
             if bounds is None:
                 return None
             start = (bounds.log_start_offset if conf.auto_offset_reset == "earliest"
                      else bounds.high_watermark)
             sp = SharePartition(start, conf.limits)
+            self._fresh.discard(key)
             self.partitions[key] = sp
             self._persist(key, sp)
             return sp
@@ -249,6 +347,12 @@ class ShareService:
         return sp
 
     def _persist(self, key: ShareKey, sp: SharePartition) -> None:
+        """A change of the share-partition's durable state: numbered and kept
+        until written (persistence.py writes it before the change is answered)."""
+        version = self._version[key] = self._version.get(key, 0) + 1
+        state_epoch, leader_epoch = self._epochs.get(key, (0, -1))
+        self._pending[key] = PendingState(version, state_epoch, leader_epoch, sp.start_offset,
+                                          tuple(sp.state_batches()))
         try:
             self._writer.write(key, sp.start_offset, sp.state_batches())
         except Exception as e:  # the state goes on in memory; a restart would lose this change

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from samsa.broker.faults.responses import can_answer, error_response, touched
+from samsa.broker.faults.partitions import mark, strip, touched
+from samsa.broker.faults.responses import can_answer, error_response
 from samsa.broker.faults.rules import DisconnectRule, ErrorRule, FaultRules, RuleError, api_key, error_code
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import ProduceRequest
+from samsa.protocol.messages import FetchResponse, OffsetFetchRequest, ProduceRequest, ProduceResponse
 from samsa.protocol.model import ApiKey
 
 
@@ -55,3 +56,43 @@ def test_an_injected_produce_error_answers_every_partition_of_the_request():
 def test_only_apis_whose_answers_carry_an_error_code_can_be_faulted():
     assert can_answer(ApiKey.PRODUCE) and can_answer(ApiKey.HEARTBEAT) and can_answer(ApiKey.JOIN_GROUP)
     assert not can_answer(ApiKey.METADATA)
+
+
+def _produce_request():
+    P = ProduceRequest
+    return P(acks=-1, timeout_ms=1000, topic_data=[P.TopicProduceData(name="t", partition_data=[
+        P.PartitionProduceData(index=0, records=b"r0"), P.PartitionProduceData(index=1, records=b"r1")])])
+
+
+def test_a_partition_scoped_produce_error_keeps_the_hit_partition_out_and_answers_it_alone():
+    request = _produce_request()
+    hits = [h for h in touched(ApiKey.PRODUCE, request) if h[2] == 0]
+    strip(ApiKey.PRODUCE, request, hits)
+    assert [(t.name, p.index) for t in request.topic_data for p in t.partition_data] == [("t", 1)]
+    handled = ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name="t", partition_responses=[
+        ProduceResponse.PartitionProduceResponse(index=1, error_code=0, base_offset=7)])])
+    response = mark(ApiKey.PRODUCE, handled, hits, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert sorted((t.name, p.index, p.error_code, p.base_offset)
+                  for t in response.responses for p in t.partition_responses) == \
+        [("t", 0, 6, -1), ("t", 1, 0, 7)]
+
+
+def test_a_partition_scoped_fetch_error_drops_that_partitions_records_only():
+    F = FetchResponse
+    handled = F(responses=[F.FetchableTopicResponse(topic="t", partitions=[
+        F.PartitionData(partition_index=0, high_watermark=5, records=b"a"),
+        F.PartitionData(partition_index=1, high_watermark=9, records=b"b")])])
+    response = mark(ApiKey.FETCH, handled, [("t", None, 1)], ErrorCode.REQUEST_TIMED_OUT)
+    assert [(p.partition_index, p.error_code, p.records) for p in response.responses[0].partitions] == \
+        [(0, 0, b"a"), (1, 7, None)]
+
+
+def test_an_offset_fetch_error_reaches_clients_of_every_version():
+    # v8+ has no top-level error code: the error goes on each group, or a client would read "no offsets"
+    O = OffsetFetchRequest
+    request = O(groups=[O.OffsetFetchRequestGroup(group_id="g", topics=None)])
+    response = error_response(ApiKey.OFFSET_FETCH, request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    assert [(g.group_id, g.error_code) for g in response.groups] == [("g", 14)]
+    old = O(group_id="g", topics=[O.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    response = error_response(ApiKey.OFFSET_FETCH, old, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    assert response.error_code == 14 and response.topics[0].partitions[0].error_code == 14

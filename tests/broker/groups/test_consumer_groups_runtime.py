@@ -117,3 +117,25 @@ async def test_a_coordinator_taking_over_the_partition_loads_the_group():
     assert (again.error_code, again.member_epoch) == (0, a.member_epoch)
     await old.shutdown()
     await new.shutdown()
+
+
+async def test_offset_fetch_checks_the_member_as_kafka_does():
+    """OffsetFetch v9+: a consumer group's member names itself and its epoch;
+    without either (an admin client, a classic consumer) anyone may read."""
+    mlog, clock = MemoryLog(), VirtualClock()
+    c = await start(mlog, clock)
+    a = await c.consumer_group_heartbeat("g", first("a"))
+    await c.commit_offsets("g", a.member_epoch, "a", None, [("t", 0, 5, -1, "")])
+    mine = await c.fetch_offsets("g", [("t", 0)], member_id="a", member_epoch=a.member_epoch)
+    assert (mine.error_code, mine.partitions[0].offset) == (0, 5)
+    admin = await c.fetch_offsets("g", [("t", 0)])
+    assert (admin.error_code, admin.partitions[0].offset) == (0, 5)
+    stale = await c.fetch_offsets("g", [("t", 0)], member_id="a",
+                                  member_epoch=a.member_epoch - 1)
+    assert (stale.error_code, stale.partitions) == (E.STALE_MEMBER_EPOCH, [])
+    unknown = await c.fetch_offsets("g", [("t", 0)], member_id="zz", member_epoch=1)
+    assert unknown.error_code == E.UNKNOWN_MEMBER_ID
+    # a classic group asks nothing of the one reading
+    classic = await c.fetch_offsets("nogroup", [("t", 0)], member_id="x", member_epoch=3)
+    assert (classic.error_code, classic.partitions[0].offset) == (0, -1)
+    await c.shutdown()

@@ -25,7 +25,8 @@ from samsa.broker.handlers.services import (Acls, AppendWaits, ClusterControl, C
                                       CoordinatorLocation, DynamicConfigs,
                                       GroupCoordination, LogDirs, MetadataView, Metrics,
                                       MutationQuotas, Partitions, Sasl, ScramCredentials,
-                                      Services, StoredLog, Topics, TransactionCoordination,
+                                      Services, ShareStateCoordination, StoredLog, Topics,
+                                      TransactionCoordination,
                                       TxnVerification)
 from samsa.broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta
 from samsa.broker.partitions import LeaderLookup
@@ -301,7 +302,8 @@ class FakeGroups(GroupCoordination):
         unused("commit_txn_offsets")
 
     async def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
-                            require_stable: bool = False) -> OffsetFetchResult:
+                            require_stable: bool = False, member_id: str | None = None,
+                            member_epoch: int = -1) -> OffsetFetchResult:
         unused("fetch_offsets")
 
     async def delete_offsets(self, group_id: str,
@@ -511,6 +513,8 @@ class FakeServices:
     quotas: MutationQuotas = dataclasses.field(default_factory=NoQuotas)
     groups: FakeGroups | None = dataclasses.field(default_factory=FakeGroups)
     share_groups: ShareService | None = None
+    share_coordinator: ShareStateCoordination | None = None
+    share_coordinators: CoordinatorLocation | None = None
     transactions: FakeTransactions | None = dataclasses.field(default_factory=FakeTransactions)
     txn_verifier: TxnVerification | None = None
     zk_registry: ConsumerRegistry | None = None
