@@ -41,6 +41,7 @@ from . import features
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .group_configs import GroupConfigs
 from .groups.metrics import consumer_group_states, group_counts
+from .groups.share.metrics import share_group_states
 from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
@@ -50,7 +51,11 @@ from .cluster.local_replicas import LocalReplicaSync
 from .groups.locator import CoordinatorLocator
 from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
-from .groups.share.state_log import SHARE_STATE_TOPIC, ShareStateLog, replay
+from .groups.share.persistence import SharePersistence
+from .groups.share.persister import SharePersister
+from .groups.share.share_coordinator import (ShareCoordinator, ShareCoordinatorBridge,
+                                             run_off_loop)
+from .groups.share.state_log import SHARE_STATE_TOPIC, coordinator_key
 from .groups.zk_registry import ConsumerRegistry
 from .metadata import (BrokerEndpoint, EmbeddedMetadataStore, ListenerEndpoint, MetadataStore,
                        PartitionMeta)
@@ -119,6 +124,9 @@ class BrokerServices:
     txn_coordinators: CoordinatorLocator | None = None  # who coordinates a transactional id
     groups: CoordinatorBridge | None = None  # set once the coordinator has loaded
     share_groups: ShareService | None = None  # KIP-932 share groups, once loaded
+    # the share coordinator of the __share_group_state partitions led here, once started
+    share_coordinator: ShareCoordinatorBridge | None = None
+    share_coordinators: CoordinatorLocator | None = None  # who coordinates a share-partition
     transactions: TransactionsBridge | None = None  # the transaction coordinator, once started
     txn_verifier: VerifierBridge | None = None  # KIP-890 produce verification, once started
     zk_registry: ConsumerRegistry | None = None  # ZooKeeper mode: /consumers/<group>/...
@@ -257,6 +265,8 @@ class Broker:
         self.connection_rates = ConnectionRateQuotas(client_window(cfg))
         self.coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
+        self.share_coordinator: ShareCoordinator | None = None
+        self._share_persister: SharePersister | None = None
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task[None] | None = None
@@ -323,6 +333,10 @@ class Broker:
             partitions, lambda: _partition_count(store, TRANSACTION_STATE_TOPIC),
             lambda: self._ensure_transaction_topic(topics),
             cfg.transaction_state_log_num_partitions, topic=TRANSACTION_STATE_TOPIC)
+        share_coordinators = CoordinatorLocator(
+            partitions, lambda: _partition_count(store, SHARE_STATE_TOPIC),
+            lambda: self._ensure_share_state_topic(topics),
+            cfg.share_coordinator_state_topic_num_partitions, topic=SHARE_STATE_TOPIC)
         acls = (AclService.from_config(cfg, open_acl_store(store))
                 if cfg.authorizer_class_name else None)
         self._ip_connection_rates = IpConnectionRateConfigs(store, self.connection_rates)
@@ -330,6 +344,7 @@ class Broker:
                               self.node, advertised_apis(), metrics, dynamic,
                               scram_credentials=ScramCredentialCache(store),
                               txn_coordinators=txn_coordinators,
+                              share_coordinators=share_coordinators,
                               zk_registry=self.registry,
                               # embedded: this broker is its one-broker cluster's controller
                               controller=(self.controller if self.controller is not None
@@ -618,8 +633,10 @@ class Broker:
             lambda: [({}, len(coordinator.groups))])
         services.metrics.add_kafka_gauge(
             "kafka_server_group_coordinator_metrics_group_count",
-            "Groups this broker coordinates, by protocol (classic, consumer)",
-            lambda: group_counts(coordinator.groups.values()))
+            "Groups this broker coordinates, by protocol (classic, consumer, share)",
+            lambda: group_counts(coordinator.groups.values(), share_groups=(
+                len(services.share_groups.group_states())
+                if services.share_groups is not None else 0)))
         services.metrics.add_kafka_gauge(
             "kafka_server_group_coordinator_metrics_consumer_group_count",
             "Consumer-protocol (KIP-848) groups this broker coordinates, by state",
@@ -641,43 +658,96 @@ class Broker:
              "segment.bytes": str(cfg.share_coordinator_state_topic_segment_bytes)})
 
     async def _start_share_groups(self, services: BrokerServices) -> None:
-        """KIP-932 share groups: the share-partitions' state read back from
-        __share_group_state (if it exists) before serving. The partitions of
-        it this broker leads are the ones written and read here (in a
-        cluster, a state partition led elsewhere is not written: see
-        docs/design.md)."""
+        """KIP-932 share groups: the share service (share-partitions served
+        here as their leader), the share coordinator of the
+        __share_group_state partitions led here (loaded now, then as their
+        leadership comes and goes), and the persister between the two: a
+        share-partition's state is read from its coordinator before it is
+        first served here, and every change written back before it is
+        answered (broker/groups/share/persistence.py)."""
         partitions, logs, store = services.partitions, services.logs, services.store
-        num = _partition_count(store, SHARE_STATE_TOPIC) or 0
+        main_loop = asyncio.get_running_loop()
+        locator = _made(services.share_coordinators, "the share coordinator locator")
 
-        def append_batch(p: int, batch: bytes) -> None:
+        def append_batch(p: int, batch: bytes) -> Awaitable[None] | None:
+            """acks=all into the state partition led here, as the group
+            coordinator's writes."""
             found = partitions.leader_log(SHARE_STATE_TOPIC, p)
             if not found.ok:
                 raise CoordinatorWriteError(f"{SHARE_STATE_TOPIC}-{p}: {found.error.name}",
                                              found.error)
-            partitions.append(found, batch, AppendOrigin.COORDINATOR, acks=1)
+            end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
+                                    acks=-1).last_offset + 1
+            min_isr = found.found_log.config.min_insync_replicas
+            if found.found_replica.replicated(end, min_isr) == ErrorCode.NONE:
+                return None
+            return self._offsets_replicated(partitions, found, p, end, min_isr,
+                                            topic=SHARE_STATE_TOPIC)
 
-        def created() -> int:
-            """The topic's partition count, creating it with the first share group."""
-            self._ensure_share_state_topic(services.topics)
-            return _partition_count(store, SHARE_STATE_TOPIC) or 0
-        get_log = lambda p: logs.get_log(SHARE_STATE_TOPIC, p)
-        append, read_all = offsets_log_functions(get_log, num, append_batch=append_batch)
-        loaded = await off_loop(lambda: replay(read_all())) if num else {}
-        services.share_groups = ShareService(
-            ShareDefaults.from_broker_config(self.cfg), wall_ms, share_bounds(services),
-            writer=ShareStateLog(append, created), loaded=loaded)
+        def get_log(p: int) -> Log | None:
+            return logs.get_log(SHARE_STATE_TOPIC, p)
+        append, _read_all = offsets_log_functions(get_log, 0, append_batch=append_batch)
+        self.share_coordinator = coordinator = ShareCoordinator(
+            lambda key: locator.partition_of(coordinator_key(key)),
+            lambda p, records: append(p, records),  # type: ignore[arg-type,return-value]
+            partition_reader(get_log), run_off_loop)
+        for p in range(_partition_count(store, SHARE_STATE_TOPIC) or 0):
+            if partitions.leader_log(SHARE_STATE_TOPIC, p).ok:
+                await coordinator.load_partition(p)
+        services.share_coordinator = ShareCoordinatorBridge(coordinator, main_loop)
+
+        def leader_epoch(topic_id: uuid.UUID, partition: int) -> int | None:
+            meta = services.topics.by_id(topic_id)
+            found = partitions.leader_log(meta.name, partition) if meta is not None else None
+            return found.leader_epoch if found is not None and found.ok else None
+        self._share_persister = persister = SharePersister(
+            self.cfg.broker_id, locator, lambda: self.share_coordinator,
+            # retried within half a request's time, so the fetch or acknowledgement
+            # waiting on it still answers before its client gives up
+            self.cfg.request_timeout_ms / 2000, security=self.inter_broker)
+        service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
+                               share_bounds(services), durable=True,
+                               group_configs=GroupConfigs(store).get)  # share.* GROUP configs
+        service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)
+        services.share_groups = service
+        _share_gauges(services.metrics, service)
+
+    def _share_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
+                          leading: bool) -> None:
+        """The share side of a leadership change: a __share_group_state
+        partition is loaded or dropped by the share coordinator; a data
+        partition no longer led here has its share-partitions forgotten (its
+        next leader reads their state from the coordinator)."""
+        if topic == SHARE_STATE_TOPIC:
+            coordinator = self.share_coordinator
+            if coordinator is None:
+                return
+            if leading:
+                loop.call_soon_threadsafe(coordinator.machine.loading, partition)
+                asyncio.run_coroutine_threadsafe(coordinator.load_partition(partition), loop)
+            else:
+                loop.call_soon_threadsafe(coordinator.unload_partition, partition)
+            return
+        services = self.services
+        if leading or services is None or services.share_groups is None:
+            return
+        meta = services.store.topic(topic)
+        if meta is not None:
+            services.share_groups.forget_partition(meta.topic_id, partition)
 
     async def _offsets_replicated(self, partitions: PartitionLayer, found: LeaderLookup,
-                                  partition: int, end: int, min_isr: int) -> None:
+                                  partition: int, end: int, min_isr: int,
+                                  topic: str = OFFSETS_TOPIC) -> None:
         code, = await partitions.wait_replicated(
             [(found, end, min_isr)], self.cfg.offsets_commit_timeout_ms)
         if code:
-            raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{partition}: {code.name}", code)
+            raise CoordinatorWriteError(f"{topic}-{partition}: {code.name}", code)
     def _internal_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
                              leading: bool) -> None:
         """On the replica manager's thread: this broker took up or gave up
         leadership of a partition of an internal topic; its coordinator loads
         or drops the groups (transactional ids) kept there, on its own loop."""
+        self._share_leadership(loop, topic, partition, leading)
         if topic == TRANSACTION_STATE_TOPIC:
             coordinator = self.txn_coordinator
             if coordinator is None:
@@ -909,6 +979,8 @@ class Broker:
             await self._marker_sender.close()
         if self._txn_verifier is not None:
             await self._txn_verifier.close()
+        if self._share_persister is not None:
+            await self._share_persister.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:
@@ -945,3 +1017,30 @@ class Broker:
         await stop.wait()
         log.info("shutting down")
         return await self.stop()
+
+
+def _share_gauges(metrics: BrokerMetrics, share: ShareService) -> None:
+    """Share groups' gauges under Kafka's names (broker/groups/share/metrics.py)."""
+    gc = "kafka_server_group_coordinator_metrics_"
+    metrics.add_kafka_gauge(gc + "share_group_count", "Share groups here, by state",
+                            lambda: share_group_states(share.group_states()))
+    sg = "kafka_server_share_group_metrics_"
+    m = share.metrics
+    metrics.add_kafka_gauge(sg + "share_acknowledgement_count",
+                            "Offsets acknowledged by share consumers",
+                            lambda: [({}, float(m.acknowledgements.count))])
+    metrics.add_kafka_gauge(sg + "share_acknowledgement_rate",
+                            "Offsets acknowledged by share consumers per second",
+                            lambda: [({}, m.acknowledgements.rate())])
+    metrics.add_kafka_gauge(sg + "record_acknowledgement_count",
+                            "Records acknowledged, by acknowledgement type",
+                            lambda: m.record_samples(rate=False))
+    metrics.add_kafka_gauge(sg + "record_acknowledgement_rate",
+                            "Records acknowledged per second, by acknowledgement type",
+                            lambda: m.record_samples(rate=True))
+    metrics.add_kafka_gauge("samsa_share_records_acquired_count",
+                            "Records acquired by share fetches (Kafka has no such meter)",
+                            lambda: [({}, float(m.acquired.count))])
+    metrics.add_kafka_gauge("samsa_share_records_acquired_rate",
+                            "Records acquired by share fetches per second",
+                            lambda: [({}, m.acquired.rate())])

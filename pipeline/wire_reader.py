@@ -4,25 +4,31 @@ Instead of librdkafka and one ``Message`` per record, a task sends Fetch request
 partition's leader with samsa's blocking client (client/blocking.py) and hands each response's
 records to ``protocol.records.columns`` (its per-record loop in C), whose buffers become the
 Arrow batch (fetch_arrow.py). Connections are kept per Python worker process, by bootstrap
-servers, across tasks (Spark's Kafka source pools its consumers per executor for the same
+servers and security settings, across tasks (Spark's Kafka source pools its consumers per executor for the same
 reason).
 
 This first slice (issue 27) is opt-in: ``SAMSA_SPARK_READER=wire`` in the executors'
 environment. ``unsupported(opts)`` says why a read stays with confluent-kafka: the compiled
 decoder is missing (logged once), or the ``kafka.*`` options ask for what this reader does not
-do yet (TLS, SASL, other client settings it would ignore).
+do (a SASL mechanism other than PLAIN/SCRAM, other client settings it would ignore). TLS and
+SASL are read from the same librdkafka keys the confluent-kafka reader is given
+(``security.protocol``, ``sasl.mechanism(s)``, ``sasl.username``/``sasl.password``,
+``ssl.ca.location``, ``ssl.certificate.location``/``ssl.key.location``/``ssl.key.password``,
+``ssl.endpoint.identification.algorithm``), with librdkafka's defaults.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
 from samsa.client.blocking import RETRIABLE, ClientError, Cluster, SimpleClient, error_text
+from samsa.client.sasl import SUPPORTED_MECHANISMS, SaslClientSettings
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest
 from samsa.protocol.model import ApiKey
@@ -39,7 +45,11 @@ READER_ENV = "SAMSA_SPARK_READER"
 _UNDERSTOOD = frozenset({"bootstrap.servers", "isolation.level", "client.id",
                          "fetch.queue.backoff.ms", "max.partition.fetch.bytes",
                          "fetch.max.bytes", "fetch.wait.max.ms", "socket.timeout.ms",
-                         "security.protocol"})
+                         "security.protocol", "sasl.mechanism", "sasl.mechanisms",
+                         "sasl.username", "sasl.password", "ssl.ca.location",
+                         "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+                         "ssl.endpoint.identification.algorithm"})
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PARTITION_FETCH_BYTES = 10 * 1024 * 1024
 FETCH_MAX_BYTES = 50 * 1024 * 1024
 FETCH_WAIT_MS = 100
@@ -64,33 +74,76 @@ def unsupported(opts: ReadOptions) -> str | None:
     others = sorted(set(opts.client_options) - _UNDERSTOOD)
     if others:
         return f"kafka.{others[0]} is not supported by the wire reader yet"
-    if opts.client_options.get("security.protocol", "plaintext").strip().lower() != "plaintext":
-        return "TLS and SASL are not supported by the wire reader yet"
+    options = opts.client_options
+    protocol = options.get("security.protocol", "plaintext").strip().upper()
+    if protocol not in _PROTOCOLS:
+        return f"kafka.security.protocol={protocol} is not one of {', '.join(_PROTOCOLS)}"
+    if protocol.startswith("SASL_") and _mechanism(options) not in SUPPORTED_MECHANISMS:
+        return f"kafka.sasl.mechanism={_mechanism(options)} is not supported by the wire reader"
     return None
 
 
-# Per Python worker process: one Cluster (its connections to every broker) per bootstrap list.
-_clusters: dict[str, Cluster] = {}
+def _mechanism(options: Mapping[str, str]) -> str:
+    return (options.get("sasl.mechanism") or options.get("sasl.mechanisms") or "GSSAPI").strip()
 
 
-def _cluster(bootstrap: str) -> Cluster:
-    cluster = _clusters.get(bootstrap)
+def _security(options: Mapping[str, str]) -> tuple[SaslClientSettings | None, ssl.SSLContext | None]:
+    """The SASL login and TLS context the librdkafka keys ask for (``unsupported`` checked
+    the protocol and mechanism); ClientError naming a missing or unreadable one."""
+    protocol = options.get("security.protocol", "plaintext").strip().upper()
+    sasl = tls = None
+    if protocol.startswith("SASL_"):
+        missing = [k for k in ("sasl.username", "sasl.password") if k not in options]
+        if missing:
+            raise ClientError(f"kafka.{missing[0]} is required with kafka.security.protocol={protocol}")
+        sasl = SaslClientSettings(_mechanism(options), options["sasl.username"],
+                                  options["sasl.password"])
+    if protocol.endswith("SSL"):
+        try:
+            tls = ssl.create_default_context(cafile=options.get("ssl.ca.location"))
+            if options.get("ssl.certificate.location"):
+                tls.load_cert_chain(options["ssl.certificate.location"],
+                                    options.get("ssl.key.location"), options.get("ssl.key.password"))
+        except (OSError, ssl.SSLError) as e:
+            raise ClientError(f"the TLS files of kafka.ssl.* cannot be used: {e}") from None
+        # librdkafka verifies the broker's host name unless told "none" (since 2.0)
+        tls.check_hostname = options.get("ssl.endpoint.identification.algorithm",
+                                         "https").strip().lower() == "https"
+    return sasl, tls
+
+
+# Per Python worker process: one Cluster (its connections to every broker) per bootstrap list
+# and security settings.
+_clusters: dict[tuple, Cluster] = {}
+
+
+def _cluster_key(options: Mapping[str, str]) -> tuple:
+    return tuple(sorted((k, v) for k, v in options.items()
+                        if k == "bootstrap.servers" or k.startswith(("security.", "sasl.", "ssl."))))
+
+
+def _cluster(options: Mapping[str, str]) -> Cluster:
+    key = _cluster_key(options)
+    cluster = _clusters.get(key)
     if cluster is not None:
         return cluster
+    bootstrap = options["bootstrap.servers"]
+    sasl, tls = _security(options)
     errors = []
     for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
         try:
-            cluster = Cluster(SimpleClient(address, client_id="samsa-spark-executor"))
+            cluster = Cluster(SimpleClient(address, client_id="samsa-spark-executor",
+                                           sasl=sasl, tls=tls))
         except (OSError, ClientError) as e:
             errors.append(f"{address}: {e}")
             continue
-        _clusters[bootstrap] = cluster
+        _clusters[key] = cluster
         return cluster
     raise ClientError(f"no broker of {bootstrap} could be reached: {'; '.join(errors)}")
 
 
-def _drop(bootstrap: str) -> None:
-    cluster = _clusters.pop(bootstrap, None)
+def _drop(options: Mapping[str, str]) -> None:
+    cluster = _clusters.pop(_cluster_key(options), None)
     if cluster is not None:
         cluster.close()
 
@@ -107,12 +160,13 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
         == "read_committed"
     poll_timeout = opts.poll_timeout_ms / 1000.0
     part_bytes = int(opts.client_options.get("max.partition.fetch.bytes", PARTITION_FETCH_BYTES))
+    client_options = {**opts.client_options, "bootstrap.servers": bootstrap}
     try:
-        cluster = _cluster(bootstrap)
+        cluster = _cluster(client_options)
         low = cluster.list_offsets({tp: -2})[tp]
         high = cluster.list_offsets({tp: -1})[tp]
     except ClientError as e:
-        _drop(bootstrap)
+        _drop(client_options)
         raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
                                f"'{bootstrap}': {e}") from None
     start, end = rng.start, rng.end

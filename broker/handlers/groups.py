@@ -10,11 +10,13 @@ FindCoordinator v4's batched keys) are folded here so the coordinator never sees
 """
 from __future__ import annotations
 
+import binascii
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from samsa.protocol.errors import ErrorCode
+from samsa.storage.checkpoints import topic_id_from_str
 from samsa.protocol.messages import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
                                DescribeGroupsResponse, FindCoordinatorRequest,
                                FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
@@ -32,6 +34,7 @@ from ..security.acl import ResourceType
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
+from .share_admin import delete_share_groups
 from .share import share_groups_listed
 from .txn_verification import opens_transaction, verification_on, verify_opening
 from .services import Commit, ConsumerRegistry, GroupCoordination, Services
@@ -41,7 +44,7 @@ log = logging.getLogger("broker.handlers.groups")
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
-KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE = 0, 1, 2
 # DescribeGroups: "not requested" marker for authorized_operations (Kafka's Integer.MIN_VALUE)
 NO_AUTHORIZED_OPERATIONS = authz.NOT_REQUESTED
 TXN_OFFSET_COMMIT_V2 = 5  # TxnOffsetCommit v5: a transactions v2 producer
@@ -83,6 +86,14 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str | None
             return ErrorCode.INVALID_REQUEST, "Group id is null", None
         if not authz.group(ctx, Op.DESCRIBE, key):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, None
+    elif key_type == KEY_TYPE_SHARE:
+        # the share coordinator of a share-partition, "group:topicId:partition":
+        # brokers ask (share-partition leaders), as Kafka allows only them
+        locator = broker.share_coordinators
+        if not authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, None
+        if key is None or not _share_coordinator_key(key):
+            return ErrorCode.INVALID_REQUEST, f"Invalid share coordinator key {key!r}", None
     else:
         return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}", None
     if locator is None:  # no transaction coordinator in this broker (yet)
@@ -95,6 +106,19 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str | None
         return answer.error or ErrorCode.COORDINATOR_NOT_AVAILABLE, \
             "The coordinator is not available.", None
     return ErrorCode.NONE, None, node
+
+
+def _share_coordinator_key(key: str) -> bool:
+    """Whether ``key`` is "group:topicId:partition" (the group may hold colons)."""
+    group, _, rest = key.rpartition(":")
+    group, _, topic_id = group.rpartition(":")
+    if not group or not rest.isdigit():
+        return False
+    try:
+        topic_id_from_str(topic_id)
+    except (ValueError, binascii.Error):
+        return False
+    return True
 
 
 async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest
@@ -248,7 +272,9 @@ async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest
                                ) -> DeleteGroupsResponse:
     R = DeleteGroupsResponse
     may = [g for g in req.groups_names if authz.group(ctx, Op.DELETE, g)]
-    results = dict(await _groups(ctx).delete_groups(may)) if may else {}
+    results: dict[str, int] = {**await delete_share_groups(ctx, may)}
+    rest = [g for g in may if g not in results]
+    results.update(dict(await _groups(ctx).delete_groups(rest)) if rest else {})
     return R(throttle_time_ms=0, results=[
         R.DeletableGroupResult(group_id=gid, error_code=results.get(
             gid, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for gid in req.groups_names])

@@ -25,7 +25,9 @@ from samsa.storage import AppendOrigin, AppendResult
 from ..groups.consumer.machine import ConsumerGroupView, Heartbeat, HeartbeatResult
 from ..groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
                               OffsetDeleteResult, OffsetFetchResult, PartitionError, SyncResult)
-from ..groups.share.service import ShareService
+from ..groups.share.coordinator import ShareState
+from ..groups.share.partition import StateBatch
+from ..groups.share.service import ShareKey, ShareService
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
@@ -310,6 +312,20 @@ class DynamicConfigs(Protocol):
               validate_only: bool) -> None: ...
 
 
+class ShareStateCoordination(Protocol):
+    """The share coordinator (broker/groups/share/share_coordinator.py), from
+    any loop: each answer once its record is in the ISR."""
+
+    async def read(self, key: ShareKey, leader_epoch: int
+                   ) -> tuple[ErrorCode, ShareState | None]: ...
+    async def summary(self, key: ShareKey) -> tuple[ErrorCode, ShareState | None]: ...
+    async def write(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: Sequence[StateBatch]) -> ErrorCode: ...
+    async def initialize(self, key: ShareKey, state_epoch: int,
+                         start_offset: int) -> ErrorCode: ...
+    async def delete(self, key: ShareKey) -> ErrorCode: ...
+
+
 class Services(Protocol):
     """The broker's services as the handlers see them (None: not running here/yet)."""
 
@@ -345,6 +361,10 @@ class Services(Protocol):
     def groups(self) -> GroupCoordination | None: ...
     @property
     def share_groups(self) -> ShareService | None: ...
+    @property
+    def share_coordinator(self) -> ShareStateCoordination | None: ...
+    @property
+    def share_coordinators(self) -> CoordinatorLocation | None: ...
     @property
     def transactions(self) -> TransactionCoordination | None: ...
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest,
@@ -36,6 +36,7 @@ from ..partitions import LeaderLookup
 from ..security.acl import ResourceType
 
 _INT32_MAX = 0x7FFFFFFF
+_START_WAIT_S = 5.0
 # Kafka 4.x's share-group assignor
 SHARE_ASSIGNOR = "simple"
 # Kafka answers acknowledgements of a partition the member may not read this way
@@ -84,6 +85,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
         ctx.header.client_id or "", "/" + ctx.conn.peer_host, _topics_view(ctx.broker))
     if answer.error:
         return fail(answer.error, answer.message)
+    if answer.assignment:
+        await _start_assigned(service, req.group_id, answer.assignment)
     assignment = None
     if answer.assignment is not None:
         assignment = R.Assignment(topic_partitions=[
@@ -92,6 +95,30 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
              member_id=answer.member_id, member_epoch=answer.epoch,
              heartbeat_interval_ms=interval, assignment=assignment)
+
+
+async def _start_assigned(service: ShareService, group_id: str,
+                          assignment: dict[uuid.UUID, list[int]]) -> None:
+    """share.auto.offset.reset is resolved when a partition is first assigned,
+    so "latest" means the records produced from then on: the share-partitions
+    this broker leads start now (their state read, or made and written); the
+    others start at their leader's first ShareFetch."""
+    persistence = service.persistence
+    if persistence is None:
+        return
+    keys = [(group_id, t, p) for t, parts in assignment.items() for p in parts]
+
+    async def start() -> None:
+        await persistence.ensure_loaded(keys)
+        started = [k for k in keys if service.fetch_position(k) is not None]
+        if started:
+            await persistence.flush(started)
+    try:
+        # bounded: the heartbeat must answer within the member's session
+        # (a share-partition not started now starts at its first ShareFetch)
+        await asyncio.wait_for(start(), _START_WAIT_S)
+    except asyncio.TimeoutError:
+        pass
 
 
 async def handle_share_group_describe(ctx: RequestContext, req: ShareGroupDescribeRequest
@@ -149,6 +176,33 @@ def _acknowledge(ctx: RequestContext, service: ShareService, group_id: str, memb
     return out
 
 
+async def _load(service: ShareService, group_id: str, keys: Sequence[tuple[uuid.UUID, int]]
+                ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Read the durable state of the share-partitions not served here yet
+    (the share coordinator's, persistence.py); the ones that failed."""
+    if service.persistence is None:
+        return {}
+    failed = await service.persistence.ensure_loaded((group_id, t, p) for t, p in keys)
+    return {(k[1], k[2]): code for k, code in failed.items()}
+
+
+async def _flush(service: ShareService, group_id: str, keys: Iterable[tuple[uuid.UUID, int]]
+                 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Write the changes made to these share-partitions (acknowledgements,
+    releases, expired locks) before they are answered; the ones that failed."""
+    if service.persistence is None:
+        return {}
+    failed = await service.persistence.flush((group_id, t, p) for t, p in keys)
+    return {(k[1], k[2]): code for k, code in failed.items()}
+
+
+def _first_errors(into: dict[tuple[uuid.UUID, int], ErrorCode],
+                  more: dict[tuple[uuid.UUID, int], ErrorCode]) -> None:
+    for key, code in more.items():
+        if not into.get(key):
+            into[key] = code
+
+
 def _readable(ctx: RequestContext) -> Callable[[uuid.UUID], str | None]:
     """topic id -> its name if it exists and the member may read it."""
     broker = ctx.broker
@@ -179,7 +233,10 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     if service is None:
         return fail(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     epoch = req.share_session_epoch
-    if epoch == OPEN and not service.is_member(group_id, member_id):
+    # the membership is known where the group is coordinated; in a cluster the
+    # partition leaders asked are mostly other brokers, which take the member's word
+    if (epoch == OPEN and _coordinator_error(ctx, group_id) == ErrorCode.NONE
+            and not service.is_member(group_id, member_id)):
         return fail(ErrorCode.UNKNOWN_MEMBER_ID)
     code, session = service.open_session(group_id, member_id, epoch, fetch=True)
     if code or session is None:
@@ -201,7 +258,9 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     lock_ms = service.settings(group_id).limits.lock_duration_ms
     if epoch == CLOSE:
         service.close_session(group_id, member_id)
+        _first_errors(ack_errors, await _flush(service, group_id, {*acks, *session.partitions}))
         return _fetch_response(ctx, {}, ack_errors, {}, lock_ms)
+    _first_errors(ack_errors, await _flush(service, group_id, acks))
     service.update_session(session, wanted, forgotten, opened=epoch == OPEN)
     targets = sorted(session.partitions)
     errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
@@ -216,6 +275,9 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
             errors[(topic_id, p)] = lookup.error
             continue
         found[(topic_id, p)] = (name, lookup)
+    for key, code in (await _load(service, group_id, list(found))).items():
+        errors[key] = code
+        del found[key]
     max_records = req.max_records if req.max_records > 0 else 500
     max_bytes = req.max_bytes if req.max_bytes > 0 else _INT32_MAX
     loop = asyncio.get_running_loop()
@@ -228,6 +290,9 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
         if got or timeout <= 0 or waiter is None or errors:
             if waiter is not None:
                 waiter.cancel()
+            # locks that ran out meanwhile (records available again, or archived)
+            for key, code in (await _flush(service, group_id, found)).items():
+                errors.setdefault(key, code)
             return _fetch_response(ctx, got, ack_errors, errors, lock_ms)
         wake = service.wake_at((group_id, t, p) for t, p in found)
         if wake is not None:
@@ -255,21 +320,29 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
         position = service.fetch_position(key)
         if position is None:
             continue
-        hw = log.high_watermark
+        # share.isolation.level=read_committed: nothing past the last stable
+        # offset, and aborted transactions' records archived, never delivered
+        committed = service.settings(group_id).read_committed
+        hw = log.last_stable_offset if committed else log.high_watermark
         if position >= hw:
             continue
         rr = log.read(max(position, log.log_start_offset), budget_bytes, min_one_batch=True,
                       max_offset=hw)
         data = b"".join(r.read_bytes() for r in rr.regions)
         upper = position
-        first_batch = None
+        aborted_runs: list[tuple[int, int]] = []
+        aborted = log.aborted_transactions(position, rr.regions) if committed else []
         for _pos, hdr in iter_batch_headers(data):
-            if first_batch is None:
-                first_batch = hdr.base_offset
             upper = max(upper, min(hdr.last_offset + 1, hw))
+            if aborted and hdr.is_transactional and not hdr.is_control and any(
+                    a.producer_id == hdr.producer_id
+                    and a.first_offset <= hdr.base_offset <= a.last_offset for a in aborted):
+                aborted_runs.append((hdr.base_offset, hdr.last_offset))
         if upper <= position:
             continue
         acquired = service.acquire(key, member_id, budget_records, position, upper)
+        if aborted_runs and acquired:
+            acquired = service.archive_aborted(key, member_id, acquired, aborted_runs)
         if not acquired:
             continue
         got[(topic_id, p)] = (data, [(a.first_offset, a.last_offset, a.delivery_count)
@@ -327,10 +400,14 @@ async def handle_share_acknowledge(ctx: RequestContext, req: ShareAcknowledgeReq
                 (b.first_offset, b.last_offset, list(b.acknowledge_types))
                 for b in ap.acknowledgement_batches]
     errors = _acknowledge(ctx, service, group_id, member_id, acks, _readable(ctx))
+    flushed = set(acks)
     if req.share_session_epoch == CLOSE:
         service.close_session(group_id, member_id)
+        flushed |= session.partitions
     else:
         service.update_session(session, [], [], opened=False)
+    _first_errors(errors, {k: c for k, c in (await _flush(service, group_id, flushed)).items()
+                           if k in errors})
     by_topic: dict[uuid.UUID, list[ShareAcknowledgeResponse.PartitionData]] = {}
     for (topic_id, pi), err in sorted(errors.items()):
         by_topic.setdefault(topic_id, []).append(R.PartitionData(
@@ -351,7 +428,11 @@ def share_bounds(broker: Services) -> Callable[[uuid.UUID, int], Bounds | None]:
         if not found.ok:
             return None
         log = found.found_log
-        return Bounds(log.log_start_offset, log.high_watermark)
+
+        def offset_at(timestamp: int) -> int | None:
+            hit = log.offset_for_timestamp(timestamp)
+            return hit[0] if hit is not None else None
+        return Bounds(log.log_start_offset, log.high_watermark, offset_at)
     return bounds
 
 

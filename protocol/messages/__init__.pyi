@@ -196,6 +196,38 @@ class AlterReplicaLogDirsResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...) -> None: ...
 
 
+class AlterShareGroupOffsetsRequest(Message):
+    class AlterShareGroupOffsetsRequestPartition(Message):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+    class AlterShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ...) -> None: ...
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+
+class AlterShareGroupOffsetsResponse(Message):
+    class AlterShareGroupOffsetsResponsePartition(Message):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class AlterShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
+
 class AlterUserScramCredentialsRequest(Message):
     class ScramCredentialDeletion(Message):
         name: str
@@ -525,6 +557,56 @@ class DeleteRecordsResponse(Message):
     throttle_time_ms: int
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...) -> None: ...
+
+
+class DeleteShareGroupOffsetsRequest(Message):
+    class DeleteShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+
+class DeleteShareGroupOffsetsResponse(Message):
+    class DeleteShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
+
+class DeleteShareGroupStateRequest(Message):
+    class DeleteStateData(Message):
+        topic_id: UUID
+        partitions: list[DeleteShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[DeleteShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Message):
+        partition: int
+        def __init__(self, *, partition: int = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupStateRequest.DeleteStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupStateRequest.DeleteStateData] = ...) -> None: ...
+
+
+class DeleteShareGroupStateResponse(Message):
+    class DeleteStateResult(Message):
+        topic_id: UUID
+        partitions: list[DeleteShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[DeleteShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Message):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    results: list[DeleteShareGroupStateResponse.DeleteStateResult]
+    def __init__(self, *, results: list[DeleteShareGroupStateResponse.DeleteStateResult] = ...) -> None: ...
 
 
 class DeleteTopicsRequest(Message):
@@ -1129,6 +1211,35 @@ class InitProducerIdResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., ongoing_txn_producer_id: int = ..., ongoing_txn_producer_epoch: int = ...) -> None: ...
 
 
+class InitializeShareGroupStateRequest(Message):
+    class InitializeStateData(Message):
+        topic_id: UUID
+        partitions: list[InitializeShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[InitializeShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Message):
+        partition: int
+        state_epoch: int
+        start_offset: int
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ...) -> None: ...
+    group_id: str
+    topics: list[InitializeShareGroupStateRequest.InitializeStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[InitializeShareGroupStateRequest.InitializeStateData] = ...) -> None: ...
+
+
+class InitializeShareGroupStateResponse(Message):
+    class InitializeStateResult(Message):
+        topic_id: UUID
+        partitions: list[InitializeShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[InitializeShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Message):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    results: list[InitializeShareGroupStateResponse.InitializeStateResult]
+    def __init__(self, *, results: list[InitializeShareGroupStateResponse.InitializeStateResult] = ...) -> None: ...
+
+
 class JoinGroupRequest(Message):
     class JoinGroupRequestProtocol(Message):
         name: str
@@ -1561,6 +1672,74 @@ class ProduceResponse(Message):
     def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] = ..., throttle_time_ms: int = ..., node_endpoints: list[ProduceResponse.NodeEndpoint] = ...) -> None: ...
 
 
+class ReadShareGroupStateRequest(Message):
+    class PartitionData(Message):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+    class ReadStateData(Message):
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    group_id: str
+    topics: list[ReadShareGroupStateRequest.ReadStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateRequest.ReadStateData] = ...) -> None: ...
+
+
+class ReadShareGroupStateResponse(Message):
+    class PartitionResult(Message):
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        state_batches: list[ReadShareGroupStateResponse.StateBatch]
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., start_offset: int = ..., state_batches: list[ReadShareGroupStateResponse.StateBatch] = ...) -> None: ...
+    class ReadStateResult(Message):
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class StateBatch(Message):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ...) -> None: ...
+    results: list[ReadShareGroupStateResponse.ReadStateResult]
+    def __init__(self, *, results: list[ReadShareGroupStateResponse.ReadStateResult] = ...) -> None: ...
+
+
+class ReadShareGroupStateSummaryRequest(Message):
+    class PartitionData(Message):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+    class ReadStateSummaryData(Message):
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = ...) -> None: ...
+    group_id: str
+    topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = ...) -> None: ...
+
+
+class ReadShareGroupStateSummaryResponse(Message):
+    class PartitionResult(Message):
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ...) -> None: ...
+    class ReadStateSummaryResult(Message):
+        topic_id: UUID
+        partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = ...) -> None: ...
+    results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
+    def __init__(self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ...) -> None: ...
+
+
 class SaslAuthenticateRequest(Message):
     auth_bytes: bytes
     def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
@@ -1832,6 +2011,43 @@ class TxnOffsetCommitResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic] = ...) -> None: ...
 
 
+class WriteShareGroupStateRequest(Message):
+    class PartitionData(Message):
+        partition: int
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        state_batches: list[WriteShareGroupStateRequest.StateBatch]
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ...) -> None: ...
+    class StateBatch(Message):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ...) -> None: ...
+    class WriteStateData(Message):
+        topic_id: UUID
+        partitions: list[WriteShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[WriteShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    group_id: str
+    topics: list[WriteShareGroupStateRequest.WriteStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[WriteShareGroupStateRequest.WriteStateData] = ...) -> None: ...
+
+
+class WriteShareGroupStateResponse(Message):
+    class PartitionResult(Message):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class WriteStateResult(Message):
+        topic_id: UUID
+        partitions: list[WriteShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: UUID = ..., partitions: list[WriteShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    results: list[WriteShareGroupStateResponse.WriteStateResult]
+    def __init__(self, *, results: list[WriteShareGroupStateResponse.WriteStateResult] = ...) -> None: ...
+
+
 class WriteTxnMarkersRequest(Message):
     class WritableTxnMarker(Message):
         producer_id: int
@@ -1866,4 +2082,4 @@ class WriteTxnMarkersResponse(Message):
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
 
 
-__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]
+__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsResponse", "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse", "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]

@@ -88,7 +88,7 @@ def _finish(proc: subprocess.Popen, what: str) -> list[tuple[str, int, int, str]
 def _parse(lines: list[str]) -> list[tuple[str, int, int, str]]:
     out = []
     for line in lines:
-        if line == "holding":
+        if line in ("holding", "committed"):
             continue
         value, offset, count, action = line.split("\t")
         out.append((value, int(offset), int(count), action))

@@ -2,6 +2,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -9,6 +10,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
@@ -25,7 +27,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *                        the first record (default 5000); before it, wait up to 120 s
  *   [--max-records N]    max.poll.records
  * Without --release/--reject, acknowledgement is implicit (each poll accepts the last
- * poll's records); with either, explicit (acknowledge each record, commitSync per poll).
+ * poll's records); with either, explicit (acknowledge each record, commitSync per poll, and
+ * a line "committed" once the broker confirmed every acknowledgement of the poll).
  */
 public final class ShareConsume {
     public static void main(String[] argv) { ToolArgs.main(ShareConsume::run, argv); }
@@ -67,7 +70,16 @@ public final class ShareConsume {
                     out.println("holding");
                     Thread.sleep(Long.MAX_VALUE);
                 }
-                if (explicit) consumer.commitSync();
+                if (explicit) {
+                    boolean confirmed;
+                    try {
+                        confirmed = consumer.commitSync().values().stream()
+                                .allMatch(Optional::isEmpty);
+                    } catch (KafkaException e) {
+                        confirmed = false;
+                    }
+                    if (confirmed) out.println("committed");
+                }
             }
         }
         return 0;

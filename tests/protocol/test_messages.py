@@ -41,7 +41,11 @@ EXPECTED_RANGES = {
     "DescribeAcls": (29, 0, 3), "CreateAcls": (30, 0, 3), "DeleteAcls": (31, 0, 3),
     "ShareGroupHeartbeat": (76, 1, 1), "ShareGroupDescribe": (77, 1, 1),
     "ShareFetch": (78, 1, 1), "ShareAcknowledge": (79, 1, 1),
-    "DescribeShareGroupOffsets": (90, 0, 1),
+    "DescribeShareGroupOffsets": (90, 0, 1), "AlterShareGroupOffsets": (91, 0, 0),
+    "DeleteShareGroupOffsets": (92, 0, 0),
+    "InitializeShareGroupState": (83, 0, 0), "ReadShareGroupState": (84, 0, 0),
+    "WriteShareGroupState": (85, 0, 0), "DeleteShareGroupState": (86, 0, 0),
+    "ReadShareGroupStateSummary": (87, 0, 0),
 }
 
 CASES = [(spec.key, v) for spec in API_BY_KEY.values()

@@ -1,8 +1,16 @@
 """The runtime around the share-group machines: one object per broker that
-holds the groups, their share-partitions and the share sessions, feeds them
-events with the clock's time, and hands every change of a share-partition's
-durable state to the state writer (state_log.py: a ShareSnapshot record in
-__share_group_state).
+holds the groups, their share-partitions and the share sessions, and feeds
+them events with the clock's time.
+
+A share-partition's durable state lives with the share coordinator
+(coordinator.py); this broker, as the partition's leader, reads it before it
+first serves the share-partition and writes every change back
+(persistence.py does both, on the handlers' behalf). Here that shows as:
+``needs_state``/``install`` (nothing is served of a share-partition whose
+state was not read yet), and each change numbered and kept as pending
+(``pending``/``written``) until a write of it, or of a later change, is
+done. Built without ``durable`` (the handlers' unit tests), a share-partition
+starts fresh and changes are only handed to ``writer``.
 
 Handlers call it from several processor loops (threads); each call is short
 and holds one lock, so the machines see one event at a time. Nothing here
@@ -16,14 +24,18 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode
 
 from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
-from .partition import Acquired, SharePartition, StateBatch
+from .metrics import ShareMetrics
+from .partition import Acquired, AckType, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
+
+if TYPE_CHECKING:
+    from .persistence import SharePersistence
 
 log = logging.getLogger("broker.groups.share")
 
@@ -42,10 +54,22 @@ class _NoWriter:
 
 
 @dataclass(frozen=True)
+class PendingState:
+    """A share-partition's state to write: the change numbered ``version``."""
+    version: int
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    batches: tuple[StateBatch, ...]
+
+
+@dataclass(frozen=True)
 class Bounds:
     """A partition's log as a share-partition starts on it."""
     log_start_offset: int
     high_watermark: int
+    # the first offset with a timestamp at or after the given one (None: none is)
+    offset_at: Callable[[int], int | None] = lambda timestamp: None
 
 
 @dataclass(frozen=True)
@@ -73,7 +97,8 @@ class ShareService:
                  bounds: Callable[[uuid.UUID, int], Bounds | None],
                  group_configs: Callable[[str], Mapping[str, str]] = lambda g: {},
                  writer: StateWriter | None = None,
-                 loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None) -> None:
+                 loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None,
+                 durable: bool = False) -> None:
         self.defaults = defaults
         self.now_ms = now_ms
         self._bounds = bounds
@@ -84,6 +109,17 @@ class ShareService:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions = ShareSessions()
+        self.metrics = ShareMetrics(now_ms)
+        self._durable = durable
+        # keys whose durable state was read and found empty: started fresh on first use
+        self._fresh: set[ShareKey] = set()
+        # (state epoch, leader epoch) each share-partition's writes carry
+        self._epochs: dict[ShareKey, tuple[int, int]] = {}
+        self._version: dict[ShareKey, int] = {}  # changes made so far
+        self._written: dict[ShareKey, int] = {}  # the last change written
+        self._pending: dict[ShareKey, PendingState] = {}
+        # persistence.py, set by the broker (a durable service only)
+        self.persistence: SharePersistence | None = None
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
@@ -117,7 +153,10 @@ class ShareService:
         with self._lock:
             group = self.groups.get(group_id)
             if group is None:
-                return None
+                # known only by its share-partitions' state (read back after a
+                # restart, or positioned by AlterShareGroupOffsets): Empty
+                return (DescribedShareGroup(group_id, "Empty", 0, 0, [])
+                        if self._exists(group_id) else None)
             group.expire(self.now_ms())
             return DescribedShareGroup(group_id, group.state, group.group_epoch,
                                        group.assignment_epoch, [
@@ -125,9 +164,18 @@ class ShareService:
                                 list(m.subscribed), {t: list(p) for t, p in m.assignment.items()})
                 for m in group.members.values()])
 
+    def group_states(self) -> list[str]:
+        """Every share group's state (for the share-group-count gauge)."""
+        with self._lock:
+            now = self.now_ms()
+            for group in self.groups.values():
+                group.expire(now)
+            return [g.state for g in self.groups.values()] + ["Empty"] * len(
+                {k[0] for k in (*self.partitions, *self._loaded)} - set(self.groups))
+
     def group_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self.groups)
+            return sorted({*self.groups, *(k[0] for k in (*self.partitions, *self._loaded))})
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         with self._lock:
@@ -179,7 +227,36 @@ class ShareService:
             sp = self._partition(key, self.settings(key[0]))
             if sp is None:
                 return []
-            return sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            got = sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            self.metrics.acquired.mark(sum(a.last_offset - a.first_offset + 1 for a in got))
+            return got
+
+    def archive_aborted(self, key: ShareKey, member_id: str, acquired: Sequence[Acquired],
+                        aborted: Sequence[tuple[int, int]]) -> list[Acquired]:
+        """read_committed: the just-acquired offsets of aborted transactions are
+        archived (as Kafka's share-partition does), the rest handed out."""
+        drop: set[int] = set()
+        for first, last in aborted:
+            drop.update(range(first, last + 1))
+        with self._lock:
+            sp = self.partitions.get(key)
+            kept: list[Acquired] = []
+            for a in acquired:
+                run: list[int] = []
+                for off in range(a.first_offset, a.last_offset + 1):
+                    if off in drop:
+                        if sp is not None:
+                            sp.acknowledge(member_id, off, off, [AckType.REJECT], self.now_ms())
+                        if run:
+                            kept.append(Acquired(run[0], run[-1], a.delivery_count))
+                            run = []
+                    else:
+                        run.append(off)
+                if run:
+                    kept.append(Acquired(run[0], run[-1], a.delivery_count))
+            if sp is not None and kept != list(acquired):
+                self._persist(key, sp)
+            return kept
 
     def acknowledge(self, key: ShareKey, member_id: str,
                     batches: Sequence[tuple[int, int, Sequence[int]]]) -> ErrorCode:
@@ -195,6 +272,8 @@ class ShareService:
                 code = sp.acknowledge(member_id, first, last, types, now)
                 if code and not first_error:
                     first_error = code
+                elif not code:
+                    self.metrics.acknowledged(first, last, types)
             self._persist(key, sp)
             return first_error
 
@@ -210,8 +289,7 @@ class ShareService:
         """The group's share-partitions: (topic id, partition) -> (start offset,
         records in flight already done with); None: no such share group."""
         with self._lock:
-            if group_id not in self.groups and not any(
-                    k[0] == group_id for k in (*self.partitions, *self._loaded)):
+            if not self._exists(group_id):
                 return None
             out = {(k[1], k[2]): (sp.start_offset, sp.done_in_flight())
                    for k, sp in self.partitions.items() if k[0] == group_id}
@@ -221,7 +299,160 @@ class ShareService:
                         b.last_offset - b.first_offset + 1 for b in batches if b.state in (2, 4)))
             return out
 
+    # ------------------------------------------------------------ durable state
+
+    def needs_state(self, key: ShareKey) -> bool:
+        """Whether the share-partition's durable state must be read before it
+        is served here."""
+        with self._lock:
+            return (self._durable and key not in self.partitions and key not in self._loaded
+                    and key not in self._fresh)
+
+    def install(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                batches: Sequence[StateBatch]) -> None:
+        """The share-partition's durable state as read (start offset -1: none yet)."""
+        with self._lock:
+            if key in self.partitions:
+                return
+            self._epochs[key] = (state_epoch, leader_epoch)
+            if start_offset < 0:
+                self._fresh.add(key)
+            else:
+                self._loaded[key] = (start_offset, list(batches))
+
+    def forget(self, key: ShareKey) -> None:
+        """This broker no longer serves the share-partition (leadership moved,
+        or a write was fenced): its state is read again before it is served."""
+        with self._lock:
+            self._forget(key)
+
+    def forget_partition(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Leadership of the topic partition left this broker: every group's
+        share-partition on it is forgotten."""
+        with self._lock:
+            for key in {k for k in (*self.partitions, *self._loaded, *self._fresh, *self._epochs)
+                        if k[1] == topic_id and k[2] == partition}:
+                self._forget(key)
+
+    def pending(self, key: ShareKey) -> PendingState | None:
+        """The share-partition's latest change not yet written (None: all written)."""
+        with self._lock:
+            found = self._pending.get(key)
+            if found is None or found.version <= self._written.get(key, 0):
+                return None
+            return found
+
+    def written(self, key: ShareKey, version: int) -> None:
+        with self._lock:
+            if version > self._written.get(key, 0):
+                self._written[key] = version
+            found = self._pending.get(key)
+            if found is not None and found.version <= version:
+                del self._pending[key]
+
+    def progress(self, key: ShareKey) -> tuple[int, int]:
+        """(changes made, changes written) of the share-partition here."""
+        with self._lock:
+            return self._version.get(key, 0), self._written.get(key, 0)
+
+    # ------------------------------------------------------------ administration
+
+    def exists(self, group_id: str) -> bool:
+        """A share group this broker knows: members now, or share-partition state."""
+        with self._lock:
+            return self._exists(group_id)
+
+    def non_empty(self, group_id: str) -> bool:
+        """The group has members (AlterShareGroupOffsets, DeleteShareGroupOffsets
+        and DeleteGroups answer NON_EMPTY_GROUP then, as Kafka's)."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is None:
+                return False
+            group.expire(self.now_ms())
+            return bool(group.members)
+
+    def alter_offsets(self, group_id: str, starts: Mapping[tuple[uuid.UUID, int], int]
+                      ) -> ErrorCode:
+        """AlterShareGroupOffsets: each share-partition starts over at its new
+        start offset (nothing in flight); an unknown group is created empty,
+        as Kafka's coordinator does, so a group can be positioned before its
+        first member joins. A durable service changes only the group here: the
+        handler resets the state through persistence.py (``reset``)."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+            else:
+                conf = self.settings(group_id)
+                self.groups[group_id] = ShareGroup(group_id, conf.session_timeout_ms,
+                                                   self.defaults.max_size)
+            if self._durable:
+                return ErrorCode.NONE
+            conf = self.settings(group_id)
+            for (topic_id, p), start in starts.items():
+                key = (group_id, topic_id, p)
+                self._loaded.pop(key, None)
+                sp = self.partitions.get(key)
+                if sp is None:
+                    sp = self.partitions[key] = SharePartition(start, conf.limits)
+                else:
+                    sp.reset(start)
+                self._persist(key, sp)
+            return ErrorCode.NONE
+
+    def deletable(self, group_id: str, topic_ids: Iterable[uuid.UUID] | None = None
+                  ) -> tuple[ErrorCode, list[ShareKey]]:
+        """DeleteShareGroupOffsets (``topic_ids``) or DeleteGroups (None): the
+        share-partitions whose state goes, or why nothing may go. A durable
+        service forgets them through persistence.py (``delete``); one without
+        forgets them here with ``drop``."""
+        with self._lock:
+            if not self._exists(group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND, []
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP, []
+            wanted = None if topic_ids is None else set(topic_ids)
+            return ErrorCode.NONE, sorted({
+                k for k in (*self.partitions, *self._loaded)
+                if k[0] == group_id and (wanted is None or k[1] in wanted)})
+
+    def drop(self, keys: Iterable[ShareKey], group_id: str | None = None) -> None:
+        """Forget share-partitions (and, given ``group_id``, the group itself)."""
+        with self._lock:
+            for key in keys:
+                self._forget(key)
+            if group_id is not None:
+                self.groups.pop(group_id, None)
+
     # ------------------------------------------------------------ internals
+
+    def _exists(self, group_id: str) -> bool:
+        return group_id in self.groups or any(
+            k[0] == group_id for k in (*self.partitions, *self._loaded))
+
+    def _initial_offset(self, bounds: Bounds, reset: str | int) -> int:
+        """share.auto.offset.reset: the log start, the high watermark, or (a
+        by_duration) the first record written since that long ago."""
+        if reset == "earliest":
+            return bounds.log_start_offset
+        if isinstance(reset, int):
+            found = bounds.offset_at(self.now_ms() - reset)
+            if found is not None:
+                return max(bounds.log_start_offset, min(found, bounds.high_watermark))
+        return bounds.high_watermark
+
+    def _forget(self, key: ShareKey) -> None:
+        self.partitions.pop(key, None)
+        self._loaded.pop(key, None)
+        self._fresh.discard(key)
+        self._epochs.pop(key, None)
+        self._pending.pop(key, None)
 
     def _partition(self, key: ShareKey, conf: ShareGroupSettings) -> SharePartition | None:
         sp = self.partitions.get(key)
@@ -233,12 +464,14 @@ class ShareService:
             start, batches = loaded
             sp = SharePartition(start, conf.limits, batches)
         else:
+            if self._durable and key not in self._fresh:
+                return None  # its durable state is not read yet
             bounds = self._bounds(key[1], key[2])
             if bounds is None:
                 return None
-            start = (bounds.log_start_offset if conf.auto_offset_reset == "earliest"
-                     else bounds.high_watermark)
+            start = self._initial_offset(bounds, conf.auto_offset_reset)
             sp = SharePartition(start, conf.limits)
+            self._fresh.discard(key)
             self.partitions[key] = sp
             self._persist(key, sp)
             return sp
@@ -249,6 +482,12 @@ class ShareService:
         return sp
 
     def _persist(self, key: ShareKey, sp: SharePartition) -> None:
+        """A change of the share-partition's durable state: numbered and kept
+        until written (persistence.py writes it before the change is answered)."""
+        version = self._version[key] = self._version.get(key, 0) + 1
+        state_epoch, leader_epoch = self._epochs.get(key, (0, -1))
+        self._pending[key] = PendingState(version, state_epoch, leader_epoch, sp.start_offset,
+                                          tuple(sp.state_batches()))
         try:
             self._writer.write(key, sp.start_offset, sp.state_batches())
         except Exception as e:  # the state goes on in memory; a restart would lose this change

@@ -3,11 +3,13 @@ format of Kafka's share coordinator (KIP-932), so a restart loses no
 acknowledgement and re-delivers only what was handed out and not
 acknowledged.
 
-Each change of a share-partition's state is written as a ShareSnapshot
-record (the whole in-flight window: the start offset and the runs of
-acknowledged/archived/available-with-a-delivery-count offsets), keyed by
-(group, topic id, partition); the topic is compacted, so the last snapshot
-per key is what is kept and what a restart reads back. Kafka's share
+The share coordinator (coordinator.py, run by share_coordinator.py) writes
+each change of a share-partition's state as a ShareSnapshot record (the
+whole in-flight window: the start offset and the runs of
+acknowledged/archived/available-with-a-delivery-count offsets, with the
+state and leader epochs), keyed by (group, topic id, partition); the topic
+is compacted, so the last snapshot per key is what is kept and what the
+partition's next leader replays when it takes the partition up. Kafka's share
 coordinator also writes ShareUpdate records (deltas between snapshots);
 samsa writes only snapshots, which Kafka's format allows (a snapshot
 supersedes every earlier record of its key), and reads ShareUpdate
@@ -30,11 +32,13 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from samsa.protocol.messages.wire import read_uvarint, uvarint
+from samsa.storage.checkpoints import topic_id_to_str
 
 from ..log_format import partition_for
+from .coordinator import ShareState
 from .partition import StateBatch
 from .service import ShareKey
 
@@ -51,8 +55,10 @@ _BATCH = struct.Struct(">qqbh")
 
 
 def coordinator_key(key: ShareKey) -> str:
+    """Kafka's SharePartitionKey.asCoordinatorKey: the topic id as Kafka prints
+    it (base64url), so the key hashes to the partition Kafka would pick."""
     group, topic_id, partition = key
-    return f"{group}:{topic_id}:{partition}"
+    return f"{group}:{topic_id_to_str(topic_id)}:{partition}"
 
 
 def state_partition(key: ShareKey, num_partitions: int) -> int:
@@ -112,11 +118,30 @@ def _skip_tags(data: bytes, pos: int) -> int:
 
 
 def replay(records: Iterable[object]) -> dict[ShareKey, tuple[int, list[StateBatch]]]:
-    """The last snapshot of every share-partition (a tombstone forgets it)."""
-    state: dict[ShareKey, tuple[int, list[StateBatch]]] = {}
+    """The last snapshot of every share-partition (a tombstone forgets it):
+    (start offset, state batches)."""
+    return {k: (s.start_offset, list(s.batches)) for k, s in replay_states(records).items()}
+
+
+def decode_state(data: bytes) -> ShareState:
+    """A ShareSnapshot value as the share coordinator keeps it."""
+    _version, snapshot_epoch, state_epoch, leader_epoch, _start = _VALUE_HEAD.unpack_from(data)
+    _epoch, start, batches = decode_value(data)
+    return ShareState(state_epoch, leader_epoch, start, tuple(batches), snapshot_epoch)
+
+
+def encode_state(state: ShareState) -> bytes:
+    return encode_value(state.snapshot_epoch, state.start_offset, state.batches,
+                        leader_epoch=state.leader_epoch, state_epoch=state.state_epoch)
+
+
+def replay_states(records: Iterable[object]) -> dict[ShareKey, ShareState]:
+    """The last snapshot of every share-partition in a state partition's
+    log, whole (epochs included): what its coordinator serves once loaded."""
+    state: dict[ShareKey, ShareState] = {}
     for rec in records:
         if not isinstance(rec, tuple):
-            continue  # transaction markers and the like: not written here
+            continue
         key_bytes, value = rec
         try:
             key = decode_key(key_bytes)
@@ -125,36 +150,12 @@ def replay(records: Iterable[object]) -> dict[ShareKey, tuple[int, list[StateBat
             if value is None:
                 state.pop(key, None)
                 continue
-            _epoch, start, batches = decode_value(value)
+            state[key] = decode_state(value)
         except (struct.error, UnicodeDecodeError, ValueError, IndexError) as e:
             log.warning("skipping an unreadable %s record: %s", SHARE_STATE_TOPIC, e)
-            continue
-        state[key] = (start, batches)
     return state
 
 
-class ShareStateLog:
-    """The share service's StateWriter: a ShareSnapshot per change, appended
-    through ``append(partition, [(key, value)])`` (log_adapter's append_fn).
-
-    ``partitions()`` is how many partitions __share_group_state has, creating
-    it first if it does not exist: as Kafka does, the topic appears with the
-    first share group, so a broker that never serves one never has it."""
-
-    def __init__(self, append: Callable[[int, list[tuple[bytes, bytes | None]]], object],
-                 partitions: Callable[[], int]) -> None:
-        self._append = append
-        self._partitions = partitions
-        self._num: int | None = None
-        self._epochs: dict[ShareKey, int] = {}
-
-    def write(self, key: ShareKey, start_offset: int, batches: Sequence[StateBatch]) -> None:
-        if self._num is None:
-            num = self._partitions()
-            if num <= 0:
-                raise RuntimeError(f"{SHARE_STATE_TOPIC} has no partitions yet")
-            self._num = num
-        epoch = self._epochs.get(key, -1) + 1
-        self._epochs[key] = epoch
-        self._append(state_partition(key, self._num),
-                     [(encode_key(key), encode_value(epoch, start_offset, batches))])
+def snapshot_record(key: ShareKey, state: ShareState | None) -> tuple[bytes, bytes | None]:
+    """The (key, value) record of a share-partition's state; None: its tombstone."""
+    return encode_key(key), None if state is None else encode_state(state)

@@ -25,7 +25,8 @@ from samsa.broker.handlers.services import (Acls, AppendWaits, ClusterControl, C
                                       CoordinatorLocation, DynamicConfigs,
                                       GroupCoordination, LogDirs, MetadataView, Metrics,
                                       MutationQuotas, Partitions, Sasl, ScramCredentials,
-                                      Services, StoredLog, Topics, TransactionCoordination,
+                                      Services, ShareStateCoordination, StoredLog, Topics,
+                                      TransactionCoordination,
                                       TxnVerification)
 from samsa.broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta
 from samsa.broker.partitions import LeaderLookup
@@ -512,6 +513,8 @@ class FakeServices:
     quotas: MutationQuotas = dataclasses.field(default_factory=NoQuotas)
     groups: FakeGroups | None = dataclasses.field(default_factory=FakeGroups)
     share_groups: ShareService | None = None
+    share_coordinator: ShareStateCoordination | None = None
+    share_coordinators: CoordinatorLocation | None = None
     transactions: FakeTransactions | None = dataclasses.field(default_factory=FakeTransactions)
     txn_verifier: TxnVerification | None = None
     zk_registry: ConsumerRegistry | None = None

@@ -1,0 +1,188 @@
+"""KIP-932 share groups in a 3-broker ZooKeeper cluster: the share-group state
+lives with the share coordinator (the leader of the key's __share_group_state
+partition, RF 3), so a kill -9 of the share-partition leader loses no
+acknowledgement. The Java client 4.3's KafkaShareConsumer
+(tests/java/ShareConsume.java) reads with explicit acknowledgements and
+prints "committed" once the broker confirmed a poll's acknowledgements.
+"""
+from __future__ import annotations
+
+import subprocess
+import threading
+import uuid
+from collections import defaultdict
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import DescribeShareGroupOffsetsRequest, FindCoordinatorRequest
+from samsa.protocol.model import ApiKey
+from tests.integration.test_share_groups_java import _members_assigned
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+LOCK_MS = 2000
+OVERRIDES = {"share.coordinator.state.topic.num.partitions": "3",
+             "share.coordinator.state.topic.replication.factor": "3",
+             "group.share.record.lock.duration.ms": str(LOCK_MS),
+             "group.share.heartbeat.interval.ms": "500",
+             "group.share.session.timeout.ms": "30000",
+             # a killed follower leaves the ISR soon, so acks=all writes go on
+             "replica.lag.time.max.ms": "3000"}
+WAIT_S = 90  # harness safety net, not a performance assertion
+
+
+class _Reader:
+    """A ShareConsume process whose lines are collected as they come."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def values(self) -> list[str]:
+        return [line.split("\t")[0] for line in list(self.lines) if "\t" in line]
+
+    def stop(self) -> list[str]:
+        self.proc.kill()
+        self.proc.wait()
+        self._thread.join(10)
+        return list(self.lines)
+
+
+def _coordinator(bootstrap: str, group: str) -> int:
+    """The group's coordinator (once __consumer_offsets has its leaders)."""
+    def found() -> tuple[int] | None:  # (a tuple: broker 0 is a falsy id)
+        with SimpleClient(bootstrap) as c:
+            resp = c.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=0),
+                          highest=3)
+        return (resp.node_id,) if resp.error_code == 0 else None
+    return wait_until(found, WAIT_S, f"a coordinator for {group}", interval=0.2)[0]
+
+
+def _started(bootstrap: str, group: str, topic: str) -> None:
+    """Until the group's share-partition exists on its leader (``bootstrap``):
+    from then on what is produced is delivered (share.auto.offset.reset=latest)."""
+    def started() -> bool:
+        with SimpleClient(bootstrap) as c:
+            resp = c.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, DescribeShareGroupOffsetsRequest(
+                groups=[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                    group_id=group, topics=None)]))
+        [g] = resp.groups
+        return g.error_code == 0 and any(t.topic_name == topic and t.partitions
+                                         for t in g.topics)
+    wait_until(started, WAIT_S, f"the share-partition of {group} on {topic}", interval=0.2)
+
+
+def _polls(lines: list[str]) -> list[tuple[list[tuple[str, int]], bool]]:
+    """The reader's polls in order: ([(value, delivery count)], confirmed)."""
+    polls: list[tuple[list[tuple[str, int]], bool]] = []
+    current: list[tuple[str, int]] = []
+    for line in lines:
+        if line == "committed":
+            polls.append((current, True))
+            current = []
+        elif "\t" in line:
+            value, _offset, count, _action = line.split("\t")
+            current.append((value, int(count)))
+    if current:
+        polls.append((current, False))
+    return polls
+
+
+def _all_confirmed(lines: list[str], values: list[str]) -> bool:
+    last: dict[str, bool] = {}
+    for records, confirmed in _polls(list(lines)):
+        for value, _count in records:
+            last[value] = confirmed
+    return all(last.get(v) for v in values)
+
+
+def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
+        cluster_factory, java_tools):
+    cluster = cluster_factory(offsets_partitions=3, overrides=OVERRIDES)
+    b = cluster.bootstrap
+    topic, group = f"sq-{uuid.uuid4().hex[:8]}", f"share-{uuid.uuid4().hex[:8]}"
+    # The partition is led by the group's coordinator, so share.auto.offset.reset
+    # (latest) takes effect as the members are assigned, before anything is produced.
+    leader = _coordinator(cluster.broker(0).bootstrap, group)
+    at_leader = cluster.broker(leader).bootstrap  # ShareGroupDescribe goes to the coordinator
+    others = [i for i in range(3) if i != leader]
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics(
+        [NewTopic(topic, 1, -1, replica_assignment=[[leader, *others]])])[topic].result(timeout=30)
+    cluster.wait_for_leaders(topic, 1)
+    first = [f"r-{i}" for i in range(30)]
+    second = [f"r-{i}" for i in range(30, 60)]
+    third = [f"r-{i}" for i in range(60, 70)]
+    producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 5})
+
+    def produce(values: list[str]) -> None:
+        for v in values:
+            producer.produce(topic, v.encode(), partition=0)
+        assert producer.flush(30) == 0
+
+    def consumer(*args: object) -> subprocess.Popen:
+        return java_tools.popen("ShareConsume", "--bootstrap-server", b, "--group", group,
+                                "--topic", topic, *args)
+    procs: list[subprocess.Popen] = []
+    try:
+        # explicit acknowledgement (a --reject prefix no record has), committed per poll
+        reader = _Reader(consumer("--reject", "none-", "--max-records", "5",
+                                  "--idle-ms", "120000"))
+        procs.append(reader.proc)
+        _members_assigned(at_leader, group, 1)
+        _started(at_leader, group, topic)
+        produce(first)
+        wait_until(lambda: set(first) <= set(reader.values()), WAIT_S,
+                   "the reader to get the first records")
+        holder = consumer("--hold", "--max-records", "5")
+        procs.append(holder)
+        _members_assigned(at_leader, group, 2)
+        produce(second)
+        assert holder.stdout is not None
+        wait_until(lambda: holder.stdout.readline() == "holding\n", WAIT_S,
+                   "the holder to get records")
+        holder.kill()  # what it holds is acquired and never acknowledged
+        before_kill = len(reader.lines)
+        cluster.kill(leader)  # the share-partition leader (and the group's coordinator)
+        # Records produced once the new leader serves, until the reader's
+        # acknowledgement of them is confirmed. A share-partition hands out its
+        # lowest available offsets first, and the new leader reads the state
+        # from the coordinator (acquisitions are not kept): whatever of the
+        # first sixty was not acknowledged -- the holder's, and the reader's
+        # whose acknowledgement died with the leader -- comes again before
+        # these. (A poll whose acknowledgement was written but whose
+        # confirmation died with the leader stays unconfirmed and never comes
+        # again: so the wait is on these, not on every record's last delivery.)
+        produce(third)
+        wait_until(lambda: _all_confirmed(reader.lines, third), WAIT_S,
+                   "the records produced after the kill acknowledged")
+        lines = reader.stop()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    polls = _polls(lines)
+    seen: dict[str, list[tuple[int, bool]]] = defaultdict(list)  # value -> [(count, confirmed)]
+    for records, confirmed in polls:
+        for value, count in records:
+            seen[value].append((count, confirmed))
+    # every record in the end, none acknowledged twice: once a poll's
+    # acknowledgement is confirmed, its records never come again (so what
+    # came again -- the holder's records, and the reader's whose
+    # acknowledgement died with the leader -- had been acquired, not acknowledged)
+    assert set(seen) == set(first) | set(second) | set(third)
+    twice = {v: s for v, s in seen.items() if any(c for _, c in s[:-1])}
+    assert not twice, f"acknowledged records delivered again: {twice}"
+    assert before_kill < len(lines)  # the reader went on after the kill
