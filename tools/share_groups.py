@@ -29,7 +29,7 @@ from samsa.protocol.messages import (AlterShareGroupOffsetsRequest, DeleteGroups
                                      DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
 
-from .consumer_groups import _datetime_ms, _topic_spec
+from .reset_options import add_reset_arguments
 from .group_listing import list_groups_everywhere
 
 PROG = "samsa share-groups"
@@ -388,18 +388,7 @@ def _parser() -> argparse.ArgumentParser:
     action.add_argument("--delete-offsets", action="store_true")
     p.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP")
     p.add_argument("--all-groups", action="store_true")
-    scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,P]")
-    scope.add_argument("--all-topics", action="store_true")
-    to = p.add_mutually_exclusive_group()
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-current", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true")
-    run.add_argument("--execute", action="store_true")
+    add_reset_arguments(p, shift_by=False)
     what = p.add_mutually_exclusive_group()
     what.add_argument("--members", action="store_true")
     what.add_argument("--offsets", action="store_true")
