@@ -1,14 +1,27 @@
-"""Topic creation at scale: wall time and broker CPU to create one topic of N partitions.
+"""Partition scale on one broker: create, restart and stop with N partitions.
 
 Starts a real broker (``python -m samsa server``, embedded default) in a temporary
-directory, creates one topic per size in ``--sizes`` (default 1,000 and 10,000
-partitions) with confluent-kafka's AdminClient, and reports for each the wall time
-until the create is acknowledged and the broker's CPU seconds (user + system, from
-/proc/<pid>/stat) spent meanwhile. CPU is the figure to compare on a busy machine.
+directory and, for the largest size in ``--sizes`` (default 1,000 and 10,000; each
+size is its own topic):
 
-Usage: ``python bench/bench_topic_scale.py [--sizes 1000,10000] [--py-spy out.txt]``
-(not part of the test run; ``--py-spy`` attaches ``py-spy record`` to the broker
-during the creates, collapsed stacks into OUT; the profile's cost inflates the figures).
+- create: wall time until confluent-kafka's AdminClient has the create acknowledged,
+  and the broker's CPU seconds (user + system, from /proc/<pid>/stat) meanwhile;
+- then one record is produced to every partition (the restarts load logs holding data);
+- restart, clean: SIGTERM, then a new broker started, to the first record acked
+  (acks=all) by a producer started once the port answers; wall time from the start and
+  the new broker's CPU up to the ack;
+- restart after kill -9: the same, from a SIGKILL instead;
+- SIGTERM to exit: wall time and the broker's CPU spent from the signal to its exit.
+
+The machine is shared: CPU seconds are the figure to compare, wall time is reported
+next to them. Targets (issue 29, 10,000 partitions): create < 5 s, clean restart to
+first ack < 3 s, kill -9 restart < 5 s, SIGTERM to exit < 2 s.
+
+Usage: ``python bench/bench_topic_scale.py [--sizes 1000,10000] [--py-spy OUT]
+[--profile-phase create|restart|restart-kill|stop]`` (not part of the test run;
+``--py-spy`` attaches ``py-spy record`` to the broker during the phase named (default
+create; a restart from the moment its process exists), raw collapsed stacks into OUT;
+the profile's cost inflates the figures).
 """
 from __future__ import annotations
 
@@ -20,11 +33,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.broker_process import BrokerProcess
@@ -32,49 +48,162 @@ from tests.support.broker_process import BrokerProcess
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(pid: int) -> tuple[str, float] | None:
+    """(state, user + system CPU seconds of ``pid`` and its threads), None once reaped.
+    A zombie (state Z: exited, not yet waited for) still reports its final times."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and its threads (fields 14 and 15 of stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    st = _stat(pid)
+    assert st is not None, f"process {pid} is gone"
+    return st[1]
+
+
+class Spy:
+    """py-spy attached to one pid until ``stop``."""
+
+    def __init__(self, out: str | None):
+        self.out = out
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, pid: int, settle: float = 1) -> None:
+        if not self.out:
+            return
+        exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+        self.proc = subprocess.Popen([exe, "record", "-p", str(pid), "--format", "raw", "-o",
+                                      os.path.abspath(self.out)])
+        time.sleep(settle)   # attached before the phase starts
+
+    def attach_on_start(self, broker: BrokerProcess) -> None:
+        """Attach as soon as ``broker``'s next process exists (a thread waits for it):
+        a restart is sampled from its first moments, not from when it is ready."""
+        if not self.out:
+            return
+        old = broker.proc
+
+        def wait() -> None:
+            while broker.proc is old:
+                time.sleep(0.001)
+            self.start(broker.proc.pid, settle=0)
+        threading.Thread(target=wait, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)   # py-spy writes its output on ^C
+            self.proc.wait(60)
+            self.proc = None
+
+
+def produce_everywhere(bootstrap: str, topic: str, partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(partitions):
+        p.produce(topic, b"x" * 100, partition=i)
+        p.poll(0)
+    assert p.flush(300) == 0, "records left unacknowledged"
+
+
+def first_ack(bootstrap: str, topic: str) -> None:
+    """One record acked (acks=all) by a fresh producer: what a restarted broker's
+    clients wait for."""
+    acked: list[bool] = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                  "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 100,
+                  "retry.backoff.ms": 10, "retry.backoff.max.ms": 100})
+    p.produce(topic, b"first", partition=0,
+              on_delivery=lambda err, _m: acked.append(err is None))
+    assert p.flush(300) == 0 and acked == [True], "the first record after the restart failed"
+
+
+def stop_measured(broker: BrokerProcess, how: int) -> dict[str, float]:
+    """Signal the broker, wait for its exit; wall time and the CPU it spent meanwhile."""
+    pid = broker.pid
+    assert pid is not None
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    os.killpg(pid, how)
+    last = cpu0
+    while True:
+        st = _stat(pid)
+        if st is None or st[0] == "Z":
+            last = st[1] if st is not None else last
+            break
+        last = st[1]
+        time.sleep(0.005)
+    wall = time.monotonic() - t0
+    broker.stop(timeout=120)   # reaps it
+    return {"wall_s": round(wall, 2), "broker_cpu_s": round(last - cpu0, 2)}
+
+
+def restart_measured(broker: BrokerProcess, topic: str) -> dict[str, float]:
+    t0 = time.monotonic()
+    broker.start()
+    pid = broker.pid
+    assert pid is not None
+    ready = time.monotonic() - t0
+    first_ack(broker.bootstrap, topic)
+    return {"wall_s": round(time.monotonic() - t0, 2), "ready_wall_s": round(ready, 2),
+            "broker_cpu_s": round(cpu_seconds(pid), 2)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
-    ap.add_argument("--py-spy", metavar="OUT", help="profile the broker into OUT (svg)")
+    ap.add_argument("--py-spy", metavar="OUT", help="profile the broker into OUT (raw stacks)")
+    ap.add_argument("--profile-phase", default="create",
+                    choices=["create", "restart", "restart-kill", "stop"])
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-topic-scale-"))
-    broker = BrokerProcess(work, startup_timeout=120)
-    spy: subprocess.Popen[bytes] | None = None
+    broker = BrokerProcess(work, startup_timeout=300)
+    spy = Spy(args.py_spy)
     out: dict[str, dict[str, float]] = {}
+
+    def phase(name: str, fn: Callable[[], dict[str, float]]) -> None:
+        out[name] = fn()
+        print(name, out[name], file=sys.stderr, flush=True)
+
     try:
         broker.start()
         pid = broker.pid
         assert pid is not None
-        if args.py_spy:
-            exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-            spy = subprocess.Popen([exe, "record", "-p", str(pid), "--format", "raw", "-o",
-                                    os.path.abspath(args.py_spy)])
-            time.sleep(1)  # attached before the first create
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        if args.profile_phase == "create":
+            spy.start(pid)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 300_000})
         for n in sizes:
             cpu0, t0 = cpu_seconds(pid), time.monotonic()
             futures = admin.create_topics([NewTopic(f"scale-{n}", n, 1)], operation_timeout=900,
                                           request_timeout=900)
             for fut in futures.values():
                 fut.result(1000)
-            out[str(n)] = {"create_wall_s": round(time.monotonic() - t0, 2),
-                           "create_broker_cpu_s": round(cpu_seconds(pid) - cpu0, 2)}
-            print(n, out[str(n)], file=sys.stderr, flush=True)
-        if spy is not None:
-            spy.send_signal(signal.SIGINT)  # py-spy writes its output on ^C
-            spy.wait(60)
-        t0 = time.monotonic()
-        broker.stop(timeout=120)
-        out["sigterm_to_exit_s"] = {"wall_s": round(time.monotonic() - t0, 2)}
+            phase(f"create_{n}", lambda: {"wall_s": round(time.monotonic() - t0, 2),
+                                          "broker_cpu_s": round(cpu_seconds(pid) - cpu0, 2)})
+        spy.stop()
+        topic = f"scale-{max(sizes)}"
+        produce_everywhere(broker.bootstrap, topic, max(sizes))
+
+        phase("sigterm_before_restart", lambda: stop_measured(broker, signal.SIGTERM))
+        if args.profile_phase == "restart":
+            spy.attach_on_start(broker)
+        phase("restart_clean_to_first_ack", lambda: restart_measured(broker, topic))
+        spy.stop()
+        phase("kill9", lambda: stop_measured(broker, signal.SIGKILL))
+        if args.profile_phase == "restart-kill":
+            spy.attach_on_start(broker)
+        phase("restart_kill9_to_first_ack", lambda: restart_measured(broker, topic))
+        spy.stop()
+        pid = broker.pid
+        assert pid is not None
+        if args.profile_phase == "stop":
+            spy.start(pid)
+        phase("sigterm_to_exit", lambda: stop_measured(broker, signal.SIGTERM))
+        spy.stop()
     finally:
+        spy.stop()
         if broker.is_running():
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)

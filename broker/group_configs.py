@@ -3,14 +3,15 @@ IncrementalAlterConfigs/AlterConfigs, Kafka 4's per-group settings over the
 broker's group.* ones.
 
 One table, ``KEYS``: each key's broker setting (its default and bounds) and
-what it means. KIP-848's consumer.* keys are here; KIP-932's share.* keys
-join the same table. A group's configs are kept as an entity config of the
+what it means. KIP-848's consumer.* keys and KIP-932's share.* keys (the
+share machine reads them through broker/groups/share/config.py). A group's configs are kept as an entity config of the
 metadata store (``groups/<group>``, /config/groups/<group> in ZooKeeper, as
 users' and clients' are), so they survive restarts and every broker follows
 their changes; ``GroupConfigs`` is the coordinator's copy, read without I/O.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,10 +29,53 @@ ENTITY_TYPE = "groups"
 @dataclass(frozen=True)
 class GroupConfigKey:
     name: str
-    broker_key: str  # the broker setting it overrides (its default)
+    broker_key: str | None  # the broker setting it overrides (its default), if any
     minimum: str | None  # broker attribute bounding it below, if any
     maximum: str | None  # ... and above
     doc: str
+    floor: int = 1  # Kafka's ConfigDef atLeast(), before the broker's bounds
+    default: str | None = None  # a STRING key's default (no broker setting)
+    check: Callable[[str], str | None] | None = None  # a STRING key's validator
+
+    @property
+    def is_int(self) -> bool:
+        return self.check is None
+
+
+def _one_of(name: str, *choices: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        if value in choices:
+            return None
+        return (f"Invalid value {value} for configuration {name}: "
+                f"String must be one of: {', '.join(choices)}")
+    return check
+
+
+def _auto_offset_reset(value: str) -> str | None:
+    if share_auto_offset_reset(value) is not None:
+        return None
+    return (f"Invalid value {value} for configuration share.auto.offset.reset: "
+            "must be earliest, latest or by_duration:<ISO8601 duration, not negative>")
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                       re.IGNORECASE)
+
+
+def share_auto_offset_reset(value: str) -> str | int | None:
+    """share.auto.offset.reset parsed: "earliest", "latest", a by_duration's
+    milliseconds, or None if it is none of these (Kafka's three strategies)."""
+    lowered = value.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return lowered
+    if not lowered.startswith("by_duration:"):
+        return None
+    match = _DURATION.fullmatch(value.strip()[len("by_duration:"):])
+    if match is None or value.strip().upper().endswith(("P", "T")):
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return int((int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60
+                + float(seconds or 0)) * 1000)
 
 
 KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
@@ -44,11 +88,54 @@ KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
                    "group.consumer.min.heartbeat.interval.ms",
                    "group.consumer.max.heartbeat.interval.ms",
                    "The heartbeat interval given to the members of a consumer group."),
+    # KIP-932 share groups, as Kafka 4.x's GroupConfig has them
+    GroupConfigKey("share.session.timeout.ms", "group.share.session.timeout.ms",
+                   "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+                   "The timeout to detect client failures when using the share group "
+                   "protocol."),
+    GroupConfigKey("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms",
+                   "group.share.min.heartbeat.interval.ms",
+                   "group.share.max.heartbeat.interval.ms",
+                   "The heartbeat interval given to the members of a share group."),
+    GroupConfigKey("share.record.lock.duration.ms", "group.share.record.lock.duration.ms",
+                   "group.share.min.record.lock.duration.ms",
+                   "group.share.max.record.lock.duration.ms",
+                   "The record acquisition lock duration in milliseconds for share groups.",
+                   floor=1000),
+    GroupConfigKey("share.delivery.count.limit", "group.share.delivery.count.limit",
+                   "group.share.min.delivery.count.limit",
+                   "group.share.max.delivery.count.limit",
+                   "The maximum number of delivery attempts for a record delivered to a "
+                   "share group.", floor=2),
+    GroupConfigKey("share.partition.max.record.locks", "group.share.partition.max.record.locks",
+                   "group.share.min.partition.max.record.locks",
+                   "group.share.max.partition.max.record.locks",
+                   "Share-group record lock limit per share-partition.", floor=100),
+    GroupConfigKey("share.auto.offset.reset", None, None, None,
+                   "The strategy to initialize the share-partition start offset: earliest, "
+                   "latest, or by_duration:<ISO8601 duration> (that long before now).",
+                   default="latest", check=_auto_offset_reset),
+    GroupConfigKey("share.isolation.level", None, None, None,
+                   "Controls how to read records written transactionally: read_committed "
+                   "or read_uncommitted.", default="read_uncommitted",
+                   check=_one_of("share.isolation.level", "read_committed",
+                                 "read_uncommitted")),
 )}
+
+# (session timeout, heartbeat interval): Kafka refuses a session not longer
+# than the heartbeat interval, each taken from the group or the broker
+_SESSION_OVER_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
+                           ("share.session.timeout.ms", "share.heartbeat.interval.ms"))
 
 
 def _broker_value(cfg: Any, key: str) -> int:
     return int(getattr(cfg, key.replace(".", "_")))
+
+
+def default_value(key: GroupConfigKey, cfg: Any) -> str:
+    if key.broker_key is None:
+        return key.default or ""
+    return str(_broker_value(cfg, key.broker_key))
 
 
 def entity_path(group_id: str) -> str:
@@ -63,16 +150,29 @@ def validate(configs: dict[str, str | None], cfg: Any) -> str | None:
             return f"Unknown group config name: {name}"
         if value is None:
             continue
+        if key.check is not None:
+            refused = key.check(value)
+            if refused:
+                return refused
+            continue
         try:
             number = int(value)
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        if number < key.floor:
+            return f"Invalid value {value} for configuration {name}: Value must be at least {key.floor}"
         if key.minimum is not None and number < _broker_value(cfg, key.minimum):
             return (f"{name} must be greater than or equal to {key.minimum} "
                     f"({_broker_value(cfg, key.minimum)})")
         if key.maximum is not None and number > _broker_value(cfg, key.maximum):
             return (f"{name} must be less than or equal to {key.maximum} "
                     f"({_broker_value(cfg, key.maximum)})")
+    for session, heartbeat in _SESSION_OVER_HEARTBEAT:
+        if configs.get(session) is None and configs.get(heartbeat) is None:
+            continue
+        values = [int(configs.get(k) or default_value(KEYS[k], cfg)) for k in (session, heartbeat)]
+        if values[0] <= values[1]:
+            return f"{session} must be greater than {heartbeat}"
     return None
 
 
@@ -81,11 +181,12 @@ def describe(configs: dict[str, str], cfg: Any) -> list[ConfigEntry]:
     out = []
     for name, key in KEYS.items():
         own = configs.get(name)
-        value = own if own is not None else str(_broker_value(cfg, key.broker_key))
+        value = own if own is not None else default_value(key, cfg)
         source = ConfigSource.GROUP_CONFIG if own is not None \
             else ConfigSource.DEFAULT_CONFIG
         out.append(ConfigEntry(name, value, int(source), own is None, False, False, [],
-                               int(ConfigType.INT), key.doc))
+                               int(ConfigType.INT if key.is_int else ConfigType.STRING),
+                               key.doc))
     return out
 
 

@@ -41,6 +41,7 @@ from . import features
 from .groups import ConsumerOffsetsLog, CoordinatorBridge, GroupCoordinator, GroupCoordinatorConfig
 from .group_configs import GroupConfigs
 from .groups.metrics import consumer_group_states, group_counts
+from .groups.share.metrics import share_group_states
 from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
@@ -632,8 +633,10 @@ class Broker:
             lambda: [({}, len(coordinator.groups))])
         services.metrics.add_kafka_gauge(
             "kafka_server_group_coordinator_metrics_group_count",
-            "Groups this broker coordinates, by protocol (classic, consumer)",
-            lambda: group_counts(coordinator.groups.values()))
+            "Groups this broker coordinates, by protocol (classic, consumer, share)",
+            lambda: group_counts(coordinator.groups.values(), share_groups=(
+                len(services.share_groups.group_states())
+                if services.share_groups is not None else 0)))
         services.metrics.add_kafka_gauge(
             "kafka_server_group_coordinator_metrics_consumer_group_count",
             "Consumer-protocol (KIP-848) groups this broker coordinates, by state",
@@ -703,9 +706,11 @@ class Broker:
             # waiting on it still answers before its client gives up
             self.cfg.request_timeout_ms / 2000, security=self.inter_broker)
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
-                               share_bounds(services), durable=True)
+                               share_bounds(services), durable=True,
+                               group_configs=GroupConfigs(store).get)  # share.* GROUP configs
         service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)
         services.share_groups = service
+        _share_gauges(services.metrics, service)
 
     def _share_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
                           leading: bool) -> None:
@@ -1012,3 +1017,30 @@ class Broker:
         await stop.wait()
         log.info("shutting down")
         return await self.stop()
+
+
+def _share_gauges(metrics: BrokerMetrics, share: ShareService) -> None:
+    """Share groups' gauges under Kafka's names (broker/groups/share/metrics.py)."""
+    gc = "kafka_server_group_coordinator_metrics_"
+    metrics.add_kafka_gauge(gc + "share_group_count", "Share groups here, by state",
+                            lambda: share_group_states(share.group_states()))
+    sg = "kafka_server_share_group_metrics_"
+    m = share.metrics
+    metrics.add_kafka_gauge(sg + "share_acknowledgement_count",
+                            "Offsets acknowledged by share consumers",
+                            lambda: [({}, float(m.acknowledgements.count))])
+    metrics.add_kafka_gauge(sg + "share_acknowledgement_rate",
+                            "Offsets acknowledged by share consumers per second",
+                            lambda: [({}, m.acknowledgements.rate())])
+    metrics.add_kafka_gauge(sg + "record_acknowledgement_count",
+                            "Records acknowledged, by acknowledgement type",
+                            lambda: m.record_samples(rate=False))
+    metrics.add_kafka_gauge(sg + "record_acknowledgement_rate",
+                            "Records acknowledged per second, by acknowledgement type",
+                            lambda: m.record_samples(rate=True))
+    metrics.add_kafka_gauge("samsa_share_records_acquired_count",
+                            "Records acquired by share fetches (Kafka has no such meter)",
+                            lambda: [({}, float(m.acquired.count))])
+    metrics.add_kafka_gauge("samsa_share_records_acquired_rate",
+                            "Records acquired by share fetches per second",
+                            lambda: [({}, m.acquired.rate())])

@@ -446,6 +446,37 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int = _key(
         "group.share.heartbeat.interval.ms", T.INT, 5000, at_least(1),
         "How often share-group members heartbeat.")
+    # bounds of the share.* group configs (GROUP resources), Kafka's defaults
+    group_share_min_record_lock_duration_ms: int = _key(
+        "group.share.min.record.lock.duration.ms", T.INT, 15000, at_least(1000),
+        "Smallest share.record.lock.duration.ms a group may set.")
+    group_share_max_record_lock_duration_ms: int = _key(
+        "group.share.max.record.lock.duration.ms", T.INT, 60000, at_least(1000),
+        "Largest share.record.lock.duration.ms a group may set.")
+    group_share_min_delivery_count_limit: int = _key(
+        "group.share.min.delivery.count.limit", T.INT, 2, at_least(1),
+        "Smallest share.delivery.count.limit a group may set.")
+    group_share_max_delivery_count_limit: int = _key(
+        "group.share.max.delivery.count.limit", T.INT, 10, at_least(1),
+        "Largest share.delivery.count.limit a group may set.")
+    group_share_min_partition_max_record_locks: int = _key(
+        "group.share.min.partition.max.record.locks", T.INT, 100, at_least(1),
+        "Smallest share.partition.max.record.locks a group may set.")
+    group_share_max_partition_max_record_locks: int = _key(
+        "group.share.max.partition.max.record.locks", T.INT, 4000, at_least(1),
+        "Largest share.partition.max.record.locks a group may set.")
+    group_share_min_session_timeout_ms: int = _key(
+        "group.share.min.session.timeout.ms", T.INT, 45000, at_least(1),
+        "Smallest share.session.timeout.ms a group may set.")
+    group_share_max_session_timeout_ms: int = _key(
+        "group.share.max.session.timeout.ms", T.INT, 60000, at_least(1),
+        "Largest share.session.timeout.ms a group may set.")
+    group_share_min_heartbeat_interval_ms: int = _key(
+        "group.share.min.heartbeat.interval.ms", T.INT, 5000, at_least(1),
+        "Smallest share.heartbeat.interval.ms a group may set.")
+    group_share_max_heartbeat_interval_ms: int = _key(
+        "group.share.max.heartbeat.interval.ms", T.INT, 15000, at_least(1),
+        "Largest share.heartbeat.interval.ms a group may set.")
     group_share_max_size: int = _key(
         "group.share.max.size", T.SHORT, 200, at_least(1), "Most members in one share group.")
     share_coordinator_state_topic_num_partitions: int = _key(

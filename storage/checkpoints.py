@@ -37,23 +37,30 @@ CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
 class _Batch:
-    """Writes waiting for one durability barrier: renames to do, dirs to sync."""
+    """Writes waiting for one durability barrier: renames to do, files and dirs to
+    sync, and what may only happen once they are durable."""
 
     def __init__(self) -> None:
         self.renames: dict[str, str] = {}   # final path -> its written temporary file
         self.dirs: set[str] = set()
+        self.files: set[str] = set()        # written in place (segments, indexes)
+        self.after: list[Callable[[], None]] = []
 
     def commit(self) -> None:
-        """Temporary files durable, then renamed, then the renames durable."""
-        if not self.renames and not self.dirs:
-            return
-        _sync_all(list(self.renames.values()), self.dirs)
-        for path, tmp in self.renames.items():
-            try:
-                os.replace(tmp, path)
-            except OSError as e:
-                raise OSError(e.errno, e.strerror, path) from None
-        _sync_all([], self.dirs | {os.path.dirname(p) or "." for p in self.renames})
+        """Files and temporary files durable, then renamed, then the renames
+        durable, then the ``after`` steps (a recovery point moved, say)."""
+        if self.renames or self.dirs or self.files:
+            _sync_all([*self.files, *self.renames.values()], self.dirs,
+                      missing_ok=self.files)
+            for path, tmp in self.renames.items():
+                try:
+                    os.replace(tmp, path)
+                except OSError as e:
+                    raise OSError(e.errno, e.strerror, path) from None
+            if self.renames:
+                _sync_all([], self.dirs | {os.path.dirname(p) or "." for p in self.renames})
+        for fn in self.after:
+            fn()
 
 
 _batches = threading.local()
@@ -98,12 +105,18 @@ _SYNCFS = _syncfs()
 _SYNCFS_FROM = 256
 
 
-def _sync_all(files: list[str], dirs: set[str]) -> None:
+def _sync_all(files: list[str], dirs: set[str], missing_ok: set[str] | frozenset[str] = frozenset()
+              ) -> None:
     """Make ``files`` and ``dirs`` durable: for a large batch one syncfs per file
-    system they are on where the OS has it, else an fsync each."""
+    system they are on where the OS has it, else an fsync each (those of
+    ``missing_ok`` that are gone, a segment deleted meanwhile, need none)."""
     if _SYNCFS is None or len(files) + len(dirs) < _SYNCFS_FROM:
         for f in files:
-            _fsync_path(f, os.O_RDONLY)
+            try:
+                _fsync_path(f, os.O_RDONLY)
+            except FileNotFoundError:
+                if f not in missing_ok:
+                    raise
         for d in dirs:
             fsync_dir(d)
         return
@@ -133,7 +146,32 @@ def _fsync_path(path: str, flags: int) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: str) -> None:
+def sync_file(fd: int, path: str) -> None:
+    """fsync ``fd`` (open on ``path``); inside durable_batch() the file is made
+    durable with the batch instead (by path: close it whenever)."""
+    batch: _Batch | None = getattr(_batches, "current", None)
+    if batch is not None:
+        batch.files.add(path)
+        return
+    os.fsync(fd)
+
+
+def in_durable_batch() -> bool:
+    """Whether this thread's writes wait for a durable_batch()'s end."""
+    return getattr(_batches, "current", None) is not None
+
+
+def when_durable(fn: Callable[[], None]) -> None:
+    """Run ``fn`` once what this thread wrote so far is durable: now, or inside
+    durable_batch() after the batch's barrier."""
+    batch: _Batch | None = getattr(_batches, "current", None)
+    if batch is not None:
+        batch.after.append(fn)
+        return
+    fn()
+
+
+def atomic_write(path: str, data: str | bytes) -> None:
     """Write ``path`` whole or not at all (temporary file, fsync, rename).
     A failure (a full disk above all) raises OSError naming ``path``: write()
     and fsync() errors carry no file name of their own. Inside durable_batch()
@@ -143,7 +181,7 @@ def atomic_write(path: str, data: str) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data.encode("utf-8"))
+            view = memoryview(data.encode("utf-8") if isinstance(data, str) else data)
             while view:
                 n = os.write(fd, view)
                 view = view[n:]

@@ -32,6 +32,8 @@ import os
 import struct
 from array import array
 
+from samsa.storage.checkpoints import sync_file
+
 OFFSET_ENTRY = struct.Struct(">II")   # relative offset, position
 TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
 _pack_offset = OFFSET_ENTRY.pack
@@ -142,7 +144,7 @@ class _SparseIndex:
             except FileNotFoundError:
                 return  # gone with its directory (a topic deletion): nothing to sync
             try:
-                os.fsync(fd)
+                sync_file(fd, self.path)
             finally:
                 os.close(fd)
 

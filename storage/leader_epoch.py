@@ -3,6 +3,19 @@
 OffsetForLeaderEpoch answers from it, so a follower/consumer can tell where an
 epoch ended. Persisted to ``leader-epoch-checkpoint`` whenever it changes (rare:
 once per new leader epoch, or when the log is truncated at either end).
+
+Two things keep a broker with thousands of partitions from rewriting thousands of
+these files for nothing (each write is an fsync and a rename):
+
+- a write whose entries equal what the file already holds is skipped;
+- the truncation a load does (``defer_flush=True``: epochs starting at or beyond
+  the end of the log found on disk) changes only memory, as Kafka's
+  truncateFromEndAsyncFlush does. The file may then still hold epochs starting at
+  or beyond the log end, which a load would drop again, so that is safe only until
+  the log grows past them: the log calls ``flush_deferred`` before its next append
+  (``stale`` says one is due), and any other change writes the file anyway. A
+  restarted empty partition's leader then assigns the same epoch at the same
+  offset the file already holds, and nothing is written at all.
 """
 from __future__ import annotations
 
@@ -21,6 +34,21 @@ class LeaderEpochCache:
         self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
         self._lock = threading.Lock()
         self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(self.path)
+        # what the file holds (it was read or written so): writes of the same skip
+        self._persisted = list(self._entries)
+        # entries differ from the file by a deferred truncation (see the module doc)
+        self.stale = False
+
+    @classmethod
+    def new(cls, partition_dir: str) -> "LeaderEpochCache":
+        """The cache of a partition directory just created: no file to read yet."""
+        self = cls.__new__(cls)
+        self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
+        self._lock = threading.Lock()
+        self._entries = []
+        self._persisted = []
+        self.stale = False
+        return self
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -61,12 +89,22 @@ class LeaderEpochCache:
             return requested, higher[1]
         return floor[0], higher[1]
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting at or after ``end_offset`` (the log was cut there)."""
+    def truncate_from_end(self, end_offset: int, *, defer_flush: bool = False) -> None:
+        """Drop epochs starting at or after ``end_offset`` (the log was cut there).
+        ``defer_flush``: a load's truncation, written only before the log grows."""
         with self._lock:
             kept = [(e, o) for e, o in self._entries if o < end_offset]
             if kept != self._entries:
                 self._entries = kept
+                if defer_flush:
+                    self.stale = kept != self._persisted
+                else:
+                    self._flush()
+
+    def flush_deferred(self) -> None:
+        """Write the truncation a load deferred (the log is about to grow)."""
+        with self._lock:
+            if self.stale:
                 self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -92,5 +130,10 @@ class LeaderEpochCache:
             self._flush()
 
     def _flush(self) -> None:
+        """(Lock held.) The file holds the entries after this."""
+        self.stale = False
+        if self._entries == self._persisted:
+            return
         if os.path.isdir(os.path.dirname(self.path)):
             write_leader_epoch_checkpoint(self.path, self._entries)
+            self._persisted = list(self._entries)

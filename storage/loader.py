@@ -62,8 +62,7 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
     ``log_start_offset`` and ``high_watermark`` come from the log dir's
     checkpoints (None: none recorded); ``recovery_point`` too, and with
     ``clean_shutdown=False`` every segment from it on is checked."""
-    os.makedirs(directory, exist_ok=True)
-    bases = _scan_dir(directory)
+    bases, names = _scan_dir(directory)
     segments = [LogSegment(directory, b, config) for b in bases]
     clean = clean_shutdown
     if not segments:
@@ -79,23 +78,40 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
     # back from the replication-offset-checkpoint; without one (a data dir
     # from before replication) everything on disk counts as committed.
     hw = leo if high_watermark is None else max(lso, min(high_watermark, leo))
-    epochs = LeaderEpochCache(directory)
-    epochs.truncate_from_end(leo)
+    # (the listing saves a failed open per missing file: thousands at a start)
+    epochs = (LeaderEpochCache(directory) if LEADER_EPOCH_CHECKPOINT in names
+              else LeaderEpochCache.new(directory))
+    # (written only before the log grows: see storage/leader_epoch.py)
+    epochs.truncate_from_end(leo, defer_flush=True)
     epochs.truncate_from_start(lso)
     ps = ProducerStateManager(directory)
-    load_producer_state(ps, segments, lso, leo)
+    # (a recovery may have written snapshots since the listing: list again then)
+    load_producer_state(ps, segments, lso, leo, names if clean else None)
     return LoadedLog(tuple(segments), leo, lso, hw, min(recovery_point, leo), ps, epochs)
+
+
+def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> LoadedLog:
+    """What a ``Log`` runs on in ``directory``, a partition directory its caller
+    just created (so empty): the files a load would create for it, and none of
+    a load's reading (no listing, no checkpoint, no snapshot, no scan). The
+    bytes on disk are the same as ``load_log`` leaves: one empty segment at the
+    log start with its two (preallocated) indexes."""
+    start = log_start_offset or 0
+    seg = LogSegment(directory, start, config, create=True)
+    return LoadedLog((seg,), start, start, start, start, ProducerStateManager(directory),
+                     LeaderEpochCache.new(directory))
 
 
 def load_producer_state(ps: ProducerStateManager,
                         segments: tuple[LogSegment, ...] | list[LogSegment],
-                        log_start_offset: int, leo: int) -> None:
+                        log_start_offset: int, leo: int, names: list[str] | None = None) -> None:
     """Producer state for a log of ``segments`` ending at ``leo``: the newest
     snapshot at or below it (later ones, of data no longer there, go) plus
     the batches after it; producers whose data is all below the log start
-    are forgotten."""
-    ps.delete_snapshots_after(leo)
-    snap = ps.load_latest_snapshot(leo)
+    are forgotten. ``names``: the directory's listing, if the caller has it."""
+    offsets = ps.snapshot_offsets(names)
+    ps.delete_snapshots_after(leo, offsets)
+    snap = ps.load_latest_snapshot(leo, [o for o in offsets if o <= leo])
     start = snap if snap is not None else log_start_offset
     if start < leo:
         _replay_producers(ps, segments, start, leo)
@@ -139,9 +155,14 @@ def _finish_swaps(directory: str) -> None:
     fsync_dir(directory)
 
 
-def _scan_dir(directory: str) -> list[int]:
-    """The segments' base offsets, after finishing interrupted swaps and deletes."""
-    names = os.listdir(directory)
+def _scan_dir(directory: str) -> tuple[list[int], list[str]]:
+    """The segments' base offsets, after finishing interrupted swaps and deletes,
+    and the names in the directory (created if missing)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        os.makedirs(directory)
+        names = []
     if any(n.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for n in names):
         _finish_swaps(directory)
         names = os.listdir(directory)
@@ -163,13 +184,13 @@ def _scan_dir(directory: str) -> list[int]:
         if name in _KNOWN_FILES or name.endswith(".tmp"):
             continue
         log.warning("ignoring unexpected file %s in partition directory", path)
-    for name in os.listdir(directory):
+    for name in names:
         m = _SEGMENT_FILE_RE.match(name)
         if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) \
                 and int(m.group(1)) not in bases:
             log.warning("ignoring index file %s without a segment",
                         os.path.join(directory, name))
-    return sorted(bases)
+    return sorted(bases), names
 
 
 def _recover(directory: str, segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:

@@ -53,12 +53,12 @@ from samsa.protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRe
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from samsa.protocol.records.batch import validate_single_batch
-from samsa.storage.checkpoints import fsync_dir
+from samsa.storage.checkpoints import fsync_dir, in_durable_batch, when_durable
 from samsa.storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
 from samsa.storage.loader import (SWAP_SUFFIX, LoadedLog, load_log, load_producer_state,
-                            parse_partition_dir)
+                            new_log, parse_partition_dir)
 from samsa.storage.validation import check_records, rules_for
 from samsa.storage.producer_state import apply_producer_batch, read_marker
 from samsa.storage.entries import Entry
@@ -139,6 +139,7 @@ class Log:
                  topic_id: uuid.UUID | None = None, recovery_point: int = 0,
                  log_start_offset: int | None = None,
                  high_watermark: int | None = None, clean_shutdown: bool = True,
+                 new: bool = False,
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
                  flush_requester: Callable[["Log"], None] | None = None,
                  checkpoint_requester: Callable[["Log"], None] | None = None):
@@ -162,9 +163,12 @@ class Log:
         # The first offset of the earliest transaction not yet stable (None: all
         # stable), published like _end for lock-free readers; see last_stable_offset.
         self._first_unstable: int | None = None
-        self._run_on(load_log(directory, config, recovery_point=recovery_point,
-                              log_start_offset=log_start_offset, high_watermark=high_watermark,
-                              clean_shutdown=clean_shutdown))
+        # new: ``directory`` was just created empty (a partition added here), and
+        # there is nothing to load; thousands of them come with one topic
+        self._run_on(new_log(directory, config, log_start_offset=log_start_offset) if new
+                     else load_log(directory, config, recovery_point=recovery_point,
+                                   log_start_offset=log_start_offset,
+                                   high_watermark=high_watermark, clean_shutdown=clean_shutdown))
 
     def _run_on(self, loaded: LoadedLog) -> None:
         """Take over what the loader found in the directory (construction, or
@@ -403,6 +407,9 @@ class Log:
         (with their ``markers``, index -> read_marker of a control batch),
         start a newer leader epoch (``epoch``, stamped on every batch; None:
         each batch's own, as replicated) and publish the new log end offset."""
+        cache = self.leader_epochs
+        if cache.stale:   # a load's truncation, due before the log grows past it
+            cache.flush_deferred()
         active = self._end[1]
         last = infos[-1][1]
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
@@ -424,7 +431,6 @@ class Log:
                                              markers.get(k) if markers else None, active)
             if txns:
                 self._refresh_unstable()
-        cache = self.leader_epochs
         if epoch is not None:
             if epoch > cache.latest_epoch:
                 cache.assign(epoch, first)
@@ -1047,7 +1053,9 @@ class Log:
 
     def flush(self) -> None:
         """fsync everything up to the current end; advances the recovery point.
-        Never takes the append lock."""
+        Never takes the append lock. Inside a durable_batch() (a broker's stop
+        closing every log) the files are made durable with the batch, and the
+        recovery point moves only once they are."""
         with self._flush_lock:
             leo, active, _ = self._end
             segs, bases = self._segs
@@ -1063,17 +1071,33 @@ class Log:
                     seg.flush()
                 except (OSError, ValueError) as exc:  # closed by a concurrent roll/delete
                     log.debug("flush of %s skipped: %s", seg.log_path, exc)
+            if in_durable_batch():
+                when_durable(functools.partial(self._flushed_to, leo, self.truncations))
+                return
             self.recovery_point = max(self.recovery_point, leo)
             self.last_flush_ms = int(time.time() * 1000)
 
+    def _flushed_to(self, offset: int, truncations: int) -> None:
+        """A batched flush is durable: everything below ``offset`` is, unless a
+        truncation came in between (the offsets may hold other bytes now)."""
+        with self._flush_lock:
+            if self.truncations == truncations:
+                self.recovery_point = max(self.recovery_point, offset)
+            self.last_flush_ms = int(time.time() * 1000)
+
     def close(self) -> None:
-        """Clean close: flush, snapshot producer state, trim indexes, close files."""
+        """Clean close: flush, snapshot producer state, trim indexes, close files.
+        A snapshot at the log end already there is kept, not written again
+        (Kafka's takeSnapshot skips it too): a broker stopped again without new
+        records writes no snapshot per partition."""
         with self._lock:
             if self.closed:
                 return
             self.flush()
             try:
-                self.producer_state.take_snapshot(self.log_end_offset)
+                leo = self.log_end_offset
+                if not os.path.exists(self.producer_state.snapshot_path(leo)):
+                    self.producer_state.take_snapshot(leo)
             except OSError as exc:
                 log.warning("producer state snapshot failed for %s: %s", self.dir, exc)
             for seg in self._segs[0]:

@@ -45,7 +45,7 @@ from samsa.protocol.model import TopicPartition
 
 from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
                                  META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
-                                 REPLICATION_OFFSET_CHECKPOINT, atomic_write,
+                                 REPLICATION_OFFSET_CHECKPOINT, atomic_write, durable_batch,
                                  fsync_dir, read_offset_checkpoint, read_partition_metadata,
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
@@ -379,13 +379,20 @@ class LogManager:
             preferred = self._preferred_dirs.pop(key, None)
             d = preferred or self._least_loaded(online)
             path = os.path.join(d, f"{topic}-{partition}")
-            os.makedirs(path, exist_ok=True)
+            try:
+                os.mkdir(path)
+                new = True
+            except FileExistsError:   # left by an earlier run: loaded as it is
+                new = False
+            except FileNotFoundError:  # the log dir itself went away
+                os.makedirs(path)
+                new = True
             if topic_id is not None:
                 write_partition_metadata(path, topic_id)
             fsync_dir(d)
             lg = Log(path, topic, partition, config or self._config_for(topic),
-                     topic_id=topic_id or read_partition_metadata(path),
-                     scheduler=self._schedule, flush_requester=self._request_flush,
+                     topic_id=topic_id or (None if new else read_partition_metadata(path)),
+                     new=new, scheduler=self._schedule, flush_requester=self._request_flush,
                      checkpoint_requester=self._request_checkpoint)
             self._logs[key] = lg
             self._log_dir_of[key] = d
@@ -952,17 +959,25 @@ class LogManager:
             # a move in progress stays as it is and goes on at the next start
             logs = [(k, m.future, os.path.dirname(m.future.dir)) for k, m in self._moves.items()]
             logs += [(k, lg, self._log_dir_of[k]) for k, lg in self._logs.items()]
-            for key, lg, d in logs:
-                try:
-                    lg.close()
-                except OSError as exc:
-                    log.error("closing %s-%d failed: %s", key[0], key[1], exc)
-                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                    failed_dirs.add(d)
-                except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
-                    log.exception("closing %r failed", lg)
-                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                    failed_dirs.add(d)
+            # Every log's flush and producer snapshot made durable together (with
+            # thousands of partitions: one barrier, not several fsyncs each); the
+            # recovery points move once they are, before the checkpoints are written.
+            try:
+                with durable_batch():
+                    for key, lg, d in logs:
+                        try:
+                            lg.close()
+                        except OSError as exc:
+                            log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+                            failures.append(f"closing {key[0]}-{key[1]}: {exc}")
+                            failed_dirs.add(d)
+                        except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
+                            log.exception("closing %r failed", lg)
+                            failures.append(f"closing {key[0]}-{key[1]}: {exc}")
+                            failed_dirs.add(d)
+            except OSError as exc:
+                log.error("making the closed logs durable failed: %s", exc)
+                failures.append(f"flushing the logs: {exc}")
         failures += self.write_checkpoints()
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent

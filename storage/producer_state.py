@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from samsa.storage.checkpoints import fsync_dir
+from samsa.storage.checkpoints import atomic_write, when_durable
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.model import Buf
 from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
@@ -342,12 +342,15 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
-    def snapshot_offsets(self) -> list[int]:
+    def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
+        """The snapshots' offsets, oldest first (``names``: the directory's
+        listing when the caller has it)."""
         out: list[int] = []
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return out
+        if names is None:
+            try:
+                names = os.listdir(self.dir)
+            except FileNotFoundError:
+                return out
         for name in names:
             m = _SNAPSHOT_RE.match(name)
             if m:
@@ -355,19 +358,15 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
-        data = encode_snapshot(self.producers.values())
-        path = self.snapshot_path(offset)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        fsync_dir(self.dir)
-        offs = self.snapshot_offsets()
-        for old in offs[:-keep] if keep else []:
+        """Write the snapshot at ``offset`` (temporary file, fsync, rename: inside
+        durable_batch() with the batch) and then keep only the newest ``keep``
+        (0: delete none), once the new one is durable."""
+        atomic_write(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
+        if keep:
+            when_durable(lambda: self._keep_newest(keep))
+
+    def _keep_newest(self, keep: int) -> None:
+        for old in self.snapshot_offsets()[:-keep]:
             self._remove_snapshot(old)
 
     def clear(self) -> None:
@@ -378,8 +377,8 @@ class ProducerStateManager:
         for off in self.snapshot_offsets():
             self._remove_snapshot(off)
 
-    def delete_snapshots_after(self, offset: int) -> None:
-        for off in self.snapshot_offsets():
+    def delete_snapshots_after(self, offset: int, offsets: list[int] | None = None) -> None:
+        for off in self.snapshot_offsets() if offsets is None else offsets:
             if off > offset:
                 self._remove_snapshot(off)
 
@@ -389,9 +388,11 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
-    def load_latest_snapshot(self, max_offset: int) -> int | None:
-        """Load the newest readable snapshot at or below ``max_offset``; its offset or None."""
-        for off in reversed(self.snapshot_offsets()):
+    def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None
+                             ) -> int | None:
+        """Load the newest readable snapshot at or below ``max_offset``; its offset
+        or None (``offsets``: the snapshots there are, if the caller listed them)."""
+        for off in reversed(self.snapshot_offsets() if offsets is None else offsets):
             if off > max_offset:
                 continue
             try:

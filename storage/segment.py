@@ -39,6 +39,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from samsa.protocol.model import Buf
+from samsa.storage.checkpoints import sync_file
 from samsa.storage.entries import Entry, EntryScanner
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.txn_index import AbortedTxn, TransactionIndex
@@ -408,7 +409,7 @@ class LogSegment:
     def flush(self) -> None:
         f = self._file
         if f is not None and not f.closed:
-            os.fsync(f.fileno())
+            sync_file(f.fileno(), self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None and idx.writable:
                 idx.flush()

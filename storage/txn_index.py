@@ -24,6 +24,8 @@ import struct
 import threading
 from typing import NamedTuple
 
+from samsa.storage.checkpoints import sync_file
+
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
 VERSION = 0
@@ -97,7 +99,7 @@ class TransactionIndex:
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)
+            sync_file(fd, self.path)
         finally:
             os.close(fd)
 

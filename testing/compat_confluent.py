@@ -24,10 +24,16 @@ from .broker import Broker
 
 _started: list[Broker] = []
 
-# What the suite's trivup clusters set (transactions on one broker)
+# What the suite's trivup clusters set: transactions on one broker, 3 partitions for
+# an auto-created topic, and an ACL authorizer that lets everyone through until a
+# resource has ACLs (trivup always adds one; the admin tests create and delete ACLs,
+# which a broker without an authorizer refuses with SECURITY_DISABLED)
 CONFLUENT_CONFIGS = {
     "transaction.state.log.replication.factor": 1,
     "transaction.state.log.min.isr": 1,
+    "num.partitions": 3,
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": True,
 }
 
 

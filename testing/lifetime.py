@@ -17,6 +17,7 @@ fixture teardown and no atexit handler. Two things clean up after it:
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import signal
 import subprocess
@@ -34,9 +35,11 @@ except (OSError, AttributeError):  # not Linux: no parent-death signal, the atex
     _prctl = None
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     if _prctl is not None:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the signal was asked for
+            os._exit(1)
 
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
@@ -62,7 +65,9 @@ def popen(argv: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
         return subprocess.Popen(argv, **kwargs)
 
     def start() -> "subprocess.Popen[Any]":
-        return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kwargs)
+        return subprocess.Popen(argv, preexec_fn=functools.partial(_die_with_parent, parent),
+                                **kwargs)
+    parent = os.getpid()
     return _the_spawner().submit(start).result()
 
 

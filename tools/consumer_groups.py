@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
 from typing import NamedTuple, Sequence
 
 from samsa.protocol.errors import ErrorCode, ProtocolError
@@ -29,6 +28,7 @@ from samsa.broker.groups.consumer_protocol import assignment_partitions
 
 from . import consumer_group_views
 from .group_listing import list_groups_everywhere
+from .reset_options import add_reset_arguments
 
 PROG = "samsa consumer-groups"
 _LAST_GROUP_ID_OFFSET_FETCH = 7  # v8+ nests several groups per request
@@ -348,29 +348,6 @@ def _reset(cluster: Cluster, args) -> int:
 
 # ------------------------------------------------------------------ arguments
 
-def _topic_spec(text: str) -> tuple[str, list[int] | None]:
-    """``T`` (every partition) or ``T:0,1``."""
-    topic, sep, parts = text.partition(":")
-    if not topic:
-        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,P, got {text!r}")
-    if not sep:
-        return topic, None
-    try:
-        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected TOPIC:0,1,..., got {text!r}") from None
-
-
-def _datetime_ms(text: str) -> int:
-    """YYYY-MM-DDTHH:mm:SS.sss with an optional zone (Z, +01:00); local time without."""
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a date like 2024-01-31T12:00:00.000 (optionally with Z or +hh:mm), "
-            f"got {text!r}") from None
-
-
 _RESET_TO = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime", "to_current")
 
 
@@ -392,19 +369,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--members", action="store_true")
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]")
     p.add_argument("--verbose", action="store_true")
-    scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--topic", action="append", type=_topic_spec, metavar="TOPIC[:P,P]")
-    scope.add_argument("--all-topics", action="store_true")
-    to = p.add_mutually_exclusive_group()
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-current", action="store_true")
-    to.add_argument("--to-offset", type=int, metavar="N")
-    to.add_argument("--shift-by", type=int, metavar="N")
-    to.add_argument("--to-datetime", type=_datetime_ms, metavar="YYYY-MM-DDTHH:mm:SS.sss")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true")
-    run.add_argument("--execute", action="store_true")
+    add_reset_arguments(p, shift_by=True)
     return p
 
 

@@ -1,14 +1,19 @@
 """`samsa share-groups`: kafka-share-groups (KIP-932) over the wire, with its
 flags and its tables: --list (with --state: a GROUP STATE table),
 --describe of share groups' offsets (start offset and lag per partition),
---members or --state, each with --verbose.
+--members or --state, each with --verbose; --reset-offsets (AlterShareGroupOffsets,
+the group must be empty), --delete (DeleteGroups) and --delete-offsets
+(DeleteShareGroupOffsets).
 
     samsa share-groups --bootstrap-server H:P --list [--state [S,S]]
     samsa share-groups --bootstrap-server H:P --describe (--group G | --all-groups)
         [--members | --state | --offsets] [--verbose]
-
-Not yet: --reset-offsets, --delete, --delete-offsets (the broker does not
-serve AlterShareGroupOffsets, DeleteShareGroups or DeleteShareGroupOffsets).
+    samsa share-groups --bootstrap-server H:P --reset-offsets --group G
+        (--topic T[:P,P] | --all-topics)
+        (--to-earliest | --to-latest | --to-datetime D | --to-offset N | --to-current)
+        (--dry-run | --execute)
+    samsa share-groups --bootstrap-server H:P --delete (--group G... | --all-groups)
+    samsa share-groups --bootstrap-server H:P --delete-offsets --group G --topic T...
 """
 from __future__ import annotations
 
@@ -19,9 +24,12 @@ from collections.abc import Sequence
 from samsa.client.blocking import Cluster, error_text, run_cluster_tool
 from samsa.client.properties import add_command_config, command_config_or_exit
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
+from samsa.protocol.messages import (AlterShareGroupOffsetsRequest, DeleteGroupsRequest,
+                                     DeleteShareGroupOffsetsRequest,
+                                     DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
 
+from .reset_options import add_reset_arguments
 from .group_listing import list_groups_everywhere
 
 PROG = "samsa share-groups"
@@ -81,7 +89,9 @@ def _absent(group: str, described: object) -> bool:
 
 
 def _offsets(cluster: Cluster, group: str, verbose: bool) -> None:
-    conn = cluster.coordinator(group)
+    conn, described = _describe_group(cluster, group)  # Kafka's tool describes first
+    if _absent(group, described):
+        return
     R = DescribeShareGroupOffsetsRequest
     resp = conn.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, R(groups=[
         R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
@@ -184,6 +194,188 @@ def _describe(cluster: Cluster, args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ changes
+
+# the messages of Kafka's exceptions for the errors these answers carry (the
+# Java tool prints them)
+_MESSAGES = {
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+}
+EARLIEST, LATEST = -2, -1
+
+
+def _message(code: int, message: str | None = None) -> str:
+    return message or _MESSAGES.get(ErrorCode(code), error_text(code))
+
+
+def _exception(code: int, message: str | None = None) -> str:
+    """How Java prints the exception: its class, then its message."""
+    name = "".join(w.capitalize() for w in ErrorCode(code).name.split("_"))
+    name = {"NonEmptyGroup": "GroupNotEmpty"}.get(name, name)
+    return f"org.apache.kafka.common.errors.{name}Exception: {_message(code, message)}"
+
+
+def _current_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int] | None:
+    """The group's share-partitions and start offsets (None: the group's error printed)."""
+    R = DescribeShareGroupOffsetsRequest
+    resp = cluster.coordinator(group).call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, R(groups=[
+        R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
+    g = resp.groups[0]
+    if g.error_code:
+        print(f"\nError: {_message(g.error_code, g.error_message)}")
+        return None
+    return {(t.topic_name, p.partition_index): p.start_offset
+            for t in g.topics for p in t.partitions if not p.error_code}
+
+
+def _reset_targets(cluster: Cluster, args: argparse.Namespace,
+                   current: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    if args.all_topics:
+        partitions = sorted(current)
+    else:
+        partitions = []
+        for topic, parts in args.topic:
+            partitions += [(topic, p) for p in (parts or sorted(cluster.leaders(topic)))]
+    if args.to_earliest:
+        return cluster.list_offsets({tp: EARLIEST for tp in partitions})
+    if args.to_latest:
+        return cluster.list_offsets({tp: LATEST for tp in partitions})
+    if args.to_current:
+        fresh = [tp for tp in partitions if tp not in current]
+        return {**{tp: current[tp] for tp in partitions if tp in current},
+                **(cluster.list_offsets({tp: LATEST for tp in fresh}) if fresh else {})}
+    if args.to_datetime is not None:
+        found = cluster.list_offsets({tp: args.to_datetime for tp in partitions})
+        empty = [tp for tp, o in found.items() if o < 0]
+        for topic, partition in empty:
+            print(f"\nWarn: Partition {partition} from topic {topic} is empty. "
+                  "Falling back to latest known offset.")
+        return {**found, **(cluster.list_offsets({tp: LATEST for tp in empty}) if empty else {})}
+    # --to-offset, moved into [log start, log end] as Kafka's tool does
+    starts = cluster.list_offsets({tp: EARLIEST for tp in partitions})
+    ends = cluster.list_offsets({tp: LATEST for tp in partitions})
+    return {tp: min(max(args.to_offset, starts[tp]), ends[tp]) for tp in partitions}
+
+
+def _reset(cluster: Cluster, args: argparse.Namespace) -> int:
+    [group] = args.groups
+    _conn, described = _describe_group(cluster, group)
+    if not described.error_code and described.group_state not in ("Empty", "Dead"):
+        print(f"Share group '{group}' is not empty.", file=sys.stderr)
+        return 1
+    if described.error_code and described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+        print(f"\nError: Executing share group command failed due to "
+              f"{_message(described.error_code, described.error_message)}")
+        return 1
+    current = {} if described.error_code else _current_offsets(cluster, group)
+    if current is None:
+        return 1
+    targets = _reset_targets(cluster, args, current)
+    if args.execute and targets:
+        A = AlterShareGroupOffsetsRequest
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (t, p), o in sorted(targets.items()):
+            by_topic.setdefault(t, []).append((p, o))
+        resp = cluster.coordinator(group).call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, A(
+            group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(
+                topic_name=t, partitions=[A.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=p, start_offset=o) for p, o in parts])
+                for t, parts in by_topic.items()]))
+        failed = resp.error_code or next((p.error_code for t in resp.responses
+                                          for p in t.partitions if p.error_code), 0)
+        if failed:
+            print(f"\nError: Executing share group command failed due to "
+                  f"{_message(failed, resp.error_message)}")
+            return 1
+    if targets:
+        widths = [max(15, len(group)), max([15] + [len(t) for t, _ in targets]), 10]
+        print()
+        print(_row(widths, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]))
+        for (t, p), o in sorted(targets.items()):
+            print(_row(widths, [group, t, p, o]))
+    return 0
+
+
+def _quoted(groups: Sequence[str]) -> str:
+    return ", ".join("'" + g + "'" for g in groups)
+
+
+def _delete(cluster: Cluster, args: argparse.Namespace) -> int:
+    """As kafka-share-groups: the groups are checked against ListGroups first
+    (not a share group, not empty), the rest deleted with DeleteGroups."""
+    listed = _listed(cluster, [])
+    if listed is None:
+        return 1
+    states = dict(listed)
+    groups = list(states) if args.all_groups else list(dict.fromkeys(args.groups))
+    failed: dict[str, str] = {}
+    for g in groups:
+        if g not in states:
+            failed[g] = ("org.apache.kafka.common.errors.GroupIdNotFoundException: "
+                         f"Group '{g}' is not a share group.")
+        elif states[g] == "Dead":
+            failed[g] = f"java.lang.IllegalStateException: Share group '{g}' group state is DEAD."
+        elif states[g] != "Empty":
+            failed[g] = ("org.apache.kafka.common.errors.GroupNotEmptyException: "
+                         f"Share group '{g}' is not EMPTY.")
+    done = []
+    for g in groups:
+        if g in failed:
+            continue
+        resp = cluster.coordinator(g).call(ApiKey.DELETE_GROUPS,
+                                           DeleteGroupsRequest(groups_names=[g]))
+        code = resp.results[0].error_code
+        if code:
+            failed[g] = _exception(code)
+        else:
+            done.append(g)
+    if not failed:
+        print(f"Deletion of requested share groups ({_quoted(done)}) was successful.")
+        return 0
+    print("\nError: Deletion of some share groups failed:")
+    for g, why in failed.items():
+        print(f"* Group '{g}' could not be deleted due to: {why}")
+    if done:
+        print(f"\nThese share groups were deleted successfully: {_quoted(done)}")
+    return 0
+
+
+def _delete_offsets(cluster: Cluster, args: argparse.Namespace) -> int:
+    [group] = args.groups
+    topics = sorted({t for t, _parts in args.topic})
+    D = DeleteShareGroupOffsetsRequest
+    resp = cluster.coordinator(group).call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, D(
+        group_id=group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=t)
+                                for t in topics]))
+    status: dict[str, str] = {}
+    if resp.error_code:
+        message = _message(resp.error_code, resp.error_message)
+        if resp.error_code in _MESSAGES:
+            print(f"\nError: {message}")
+        else:
+            print(f"\nError: Encounter some unknown error: {_exception(resp.error_code)}")
+        # Kafka's Admin fails every topic with the group's error too
+        status = {t: f"Error: {message}" for t in topics}
+    else:
+        answered = {t.topic_name: t for t in resp.responses}
+        for t in topics:
+            got = answered.get(t)
+            status[t] = ("Successful" if got is not None and not got.error_code else
+                         f"Error: {_message(got.error_code, got.error_message)}"
+                         if got is not None else "Error: no answer")
+    width = max([15] + [len(t) for t in topics])
+    print()
+    print(_row([width], ["TOPIC", "STATUS"]))
+    for t in topics:
+        print(_row([width], [t, status[t]]))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="List and describe share groups.")
     p.add_argument("--bootstrap-server", default="localhost:9092")
@@ -191,8 +383,12 @@ def _parser() -> argparse.ArgumentParser:
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
+    action.add_argument("--reset-offsets", action="store_true")
+    action.add_argument("--delete", action="store_true")
+    action.add_argument("--delete-offsets", action="store_true")
     p.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP")
     p.add_argument("--all-groups", action="store_true")
+    add_reset_arguments(p, shift_by=False)
     what = p.add_mutually_exclusive_group()
     what.add_argument("--members", action="store_true")
     what.add_argument("--offsets", action="store_true")
@@ -207,7 +403,26 @@ def main(argv: Sequence[str]) -> int:
     args = p.parse_args(argv)
     if args.describe and not args.groups and not args.all_groups:
         p.error("--describe needs --group or --all-groups")
-    fn = _list if args.list else _describe
+    if args.delete:
+        if not args.groups and not args.all_groups:
+            p.error("Option [delete] takes the options [group] or [all-groups]")
+        if args.groups and args.all_groups:
+            p.error("Option [delete] takes either [group] or [all-groups], not both.")
+    if args.delete_offsets and (len(args.groups) != 1 or not args.topic):
+        p.error("Option [delete-offsets] takes the following options: [group], [topic]")
+    if args.reset_offsets:
+        if not args.dry_run and not args.execute:
+            p.error("Option [reset-offsets] takes the option: [execute] or [dry-run]")
+        if len(args.groups) != 1:
+            p.error("Option [reset-offsets] takes the option: [group]")
+        if not any((args.to_earliest, args.to_latest, args.to_current,
+                    args.to_offset is not None, args.to_datetime is not None)):
+            p.error("Option [reset-offsets] requires one of the following scenarios: "
+                    "[to-datetime], [to-earliest], [to-latest], [to-offset], [to-current]")
+        if not args.topic and not args.all_topics:
+            p.error("Option [reset-offsets] takes --topic or --all-topics")
+    fn = (_list if args.list else _reset if args.reset_offsets else _delete if args.delete
+          else _delete_offsets if args.delete_offsets else _describe)
     sasl, tls = command_config_or_exit(p, args.command_config)
     return run_cluster_tool(PROG, args.bootstrap_server, lambda cluster: fn(cluster, args),
                             sasl=sasl, tls=tls)

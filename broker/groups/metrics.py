@@ -1,6 +1,7 @@
 """The group coordinator's gauges under Kafka 4's names (its
 GroupCoordinatorMetrics, group-coordinator-metrics as the JMX exporter
-names them): groups by protocol, consumer-protocol groups by state. Called
+names them): groups by protocol, consumer-protocol groups by state (share
+groups' own gauges: share/metrics.py). Called
 from the metrics thread: they only count over a copy of the groups."""
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from .kinds import AnyGroup
 Sample = tuple[dict[str, str], float]
 
 
-def group_counts(groups: Iterable[AnyGroup]) -> list[Sample]:
+def group_counts(groups: Iterable[AnyGroup], share_groups: int = 0) -> list[Sample]:
+    """By protocol; share groups live in the share service (its count given)."""
     counts = Counter(g.group_type for g in list(groups))
-    return [({"protocol": p}, float(counts.get(p, 0))) for p in ("classic", "consumer")]
+    return [({"protocol": p}, float(counts.get(p, 0))) for p in ("classic", "consumer")] + [
+        ({"protocol": "share"}, float(share_groups))]
 
 
 def consumer_group_states(groups: Iterable[AnyGroup]) -> list[Sample]:

@@ -20,6 +20,7 @@ from .describe_producers import handle_describe_producers
 from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
 from .log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
+from .share_admin import handle_alter_share_group_offsets, handle_delete_share_group_offsets
 from .groups import (handle_delete_groups, handle_describe_groups, handle_find_coordinator,
                      handle_heartbeat, handle_join_group, handle_leave_group,
                      handle_list_groups, handle_offset_commit, handle_offset_delete,
@@ -103,6 +104,8 @@ HANDLERS = {
     ApiKey.SHARE_FETCH: handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
     ApiKey.INITIALIZE_SHARE_GROUP_STATE: handle_initialize_share_group_state,
     ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,

@@ -12,7 +12,9 @@ from __future__ import annotations
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (ListConfigResourcesRequest, ListConfigResourcesResponse)
 
+from .. import group_configs
 from ..metadata import brokers_on_listener
+from ..metadata.zk_layout import desanitize_entity_name
 from . import authz
 from .authz import Op
 from .context import RequestContext
@@ -41,7 +43,13 @@ async def handle_list_config_resources(ctx: RequestContext, req: ListConfigResou
                         else (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []))
         if code:
             return R(throttle_time_ms=0, error_code=code, config_resources=[])
-        found += [(g.group_id, GROUP) for g in groups]
+        # and, as Kafka's, the share groups and every group with configs of its own
+        ids = {g.group_id for g in groups}
+        if broker.share_groups is not None:
+            ids.update(broker.share_groups.group_ids())
+        for path in broker.store.entity_config_paths(group_configs.ENTITY_TYPE):
+            ids.add(desanitize_entity_name(path.partition("/")[2]))
+        found += [(gid, GROUP) for gid in sorted(ids)]
     brokers = [str(b.node_id) for b in brokers_on_listener(broker.store.brokers(), ctx.listener)]
     if BROKER_LOGGER in types:
         found += [(b, BROKER_LOGGER) for b in brokers]

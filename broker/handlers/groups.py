@@ -34,6 +34,7 @@ from ..security.acl import ResourceType
 from . import authz
 from .authz import Op
 from .context import RequestContext, off_loop
+from .share_admin import delete_share_groups
 from .share import share_groups_listed
 from .txn_verification import opens_transaction, verification_on, verify_opening
 from .services import Commit, ConsumerRegistry, GroupCoordination, Services
@@ -271,7 +272,9 @@ async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest
                                ) -> DeleteGroupsResponse:
     R = DeleteGroupsResponse
     may = [g for g in req.groups_names if authz.group(ctx, Op.DELETE, g)]
-    results = dict(await _groups(ctx).delete_groups(may)) if may else {}
+    results: dict[str, int] = {**await delete_share_groups(ctx, may)}
+    rest = [g for g in may if g not in results]
+    results.update(dict(await _groups(ctx).delete_groups(rest)) if rest else {})
     return R(throttle_time_ms=0, results=[
         R.DeletableGroupResult(group_id=gid, error_code=results.get(
             gid, ErrorCode.GROUP_AUTHORIZATION_FAILED)) for gid in req.groups_names])

@@ -320,21 +320,29 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
         position = service.fetch_position(key)
         if position is None:
             continue
-        hw = log.high_watermark
+        # share.isolation.level=read_committed: nothing past the last stable
+        # offset, and aborted transactions' records archived, never delivered
+        committed = service.settings(group_id).read_committed
+        hw = log.last_stable_offset if committed else log.high_watermark
         if position >= hw:
             continue
         rr = log.read(max(position, log.log_start_offset), budget_bytes, min_one_batch=True,
                       max_offset=hw)
         data = b"".join(r.read_bytes() for r in rr.regions)
         upper = position
-        first_batch = None
+        aborted_runs: list[tuple[int, int]] = []
+        aborted = log.aborted_transactions(position, rr.regions) if committed else []
         for _pos, hdr in iter_batch_headers(data):
-            if first_batch is None:
-                first_batch = hdr.base_offset
             upper = max(upper, min(hdr.last_offset + 1, hw))
+            if aborted and hdr.is_transactional and not hdr.is_control and any(
+                    a.producer_id == hdr.producer_id
+                    and a.first_offset <= hdr.base_offset <= a.last_offset for a in aborted):
+                aborted_runs.append((hdr.base_offset, hdr.last_offset))
         if upper <= position:
             continue
         acquired = service.acquire(key, member_id, budget_records, position, upper)
+        if aborted_runs and acquired:
+            acquired = service.archive_aborted(key, member_id, acquired, aborted_runs)
         if not acquired:
             continue
         got[(topic_id, p)] = (data, [(a.first_offset, a.last_offset, a.delivery_count)
@@ -420,7 +428,11 @@ def share_bounds(broker: Services) -> Callable[[uuid.UUID, int], Bounds | None]:
         if not found.ok:
             return None
         log = found.found_log
-        return Bounds(log.log_start_offset, log.high_watermark)
+
+        def offset_at(timestamp: int) -> int | None:
+            hit = log.offset_for_timestamp(timestamp)
+            return hit[0] if hit is not None else None
+        return Bounds(log.log_start_offset, log.high_watermark, offset_at)
     return bounds
 
 

@@ -196,6 +196,38 @@ class AlterReplicaLogDirsResponse(Message):
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...) -> None: ...
 
 
+class AlterShareGroupOffsetsRequest(Message):
+    class AlterShareGroupOffsetsRequestPartition(Message):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+    class AlterShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ...) -> None: ...
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+
+class AlterShareGroupOffsetsResponse(Message):
+    class AlterShareGroupOffsetsResponsePartition(Message):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class AlterShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
+
 class AlterUserScramCredentialsRequest(Message):
     class ScramCredentialDeletion(Message):
         name: str
@@ -525,6 +557,29 @@ class DeleteRecordsResponse(Message):
     throttle_time_ms: int
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...) -> None: ...
+
+
+class DeleteShareGroupOffsetsRequest(Message):
+    class DeleteShareGroupOffsetsRequestTopic(Message):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+
+class DeleteShareGroupOffsetsResponse(Message):
+    class DeleteShareGroupOffsetsResponseTopic(Message):
+        topic_name: str
+        topic_id: UUID
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, topic_name: str = ..., topic_id: UUID = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...) -> None: ...
 
 
 class DeleteShareGroupStateRequest(Message):
@@ -2027,4 +2082,4 @@ class WriteTxnMarkersResponse(Message):
     def __init__(self, *, markers: list[WriteTxnMarkersResponse.WritableTxnMarkerResult] = ...) -> None: ...
 
 
-__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse", "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]
+__all__ = ["API_BY_KEY", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse", "AddPartitionsToTxnRequest", "AddPartitionsToTxnResponse", "AlterClientQuotasRequest", "AlterClientQuotasResponse", "AlterConfigsRequest", "AlterConfigsResponse", "AlterPartitionReassignmentsRequest", "AlterPartitionReassignmentsResponse", "AlterReplicaLogDirsRequest", "AlterReplicaLogDirsResponse", "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse", "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse", "ApiSpec", "ApiVersionsRequest", "ApiVersionsResponse", "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse", "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ControlledShutdownRequest", "ControlledShutdownResponse", "CreateAclsRequest", "CreateAclsResponse", "CreatePartitionsRequest", "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse", "DeleteAclsRequest", "DeleteAclsResponse", "DeleteGroupsRequest", "DeleteGroupsResponse", "DeleteRecordsRequest", "DeleteRecordsResponse", "DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsResponse", "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse", "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeAclsRequest", "DescribeAclsResponse", "DescribeClientQuotasRequest", "DescribeClientQuotasResponse", "DescribeClusterRequest", "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse", "DescribeGroupsRequest", "DescribeGroupsResponse", "DescribeLogDirsRequest", "DescribeLogDirsResponse", "DescribeProducersRequest", "DescribeProducersResponse", "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse", "DescribeTopicPartitionsRequest", "DescribeTopicPartitionsResponse", "DescribeTransactionsRequest", "DescribeTransactionsResponse", "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse", "ElectLeadersRequest", "ElectLeadersResponse", "EndTxnRequest", "EndTxnResponse", "FetchRequest", "FetchResponse", "FindCoordinatorRequest", "FindCoordinatorResponse", "HeartbeatRequest", "HeartbeatResponse", "IncrementalAlterConfigsRequest", "IncrementalAlterConfigsResponse", "InitProducerIdRequest", "InitProducerIdResponse", "InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse", "JoinGroupRequest", "JoinGroupResponse", "LeaveGroupRequest", "LeaveGroupResponse", "ListConfigResourcesRequest", "ListConfigResourcesResponse", "ListGroupsRequest", "ListGroupsResponse", "ListOffsetsRequest", "ListOffsetsResponse", "ListPartitionReassignmentsRequest", "ListPartitionReassignmentsResponse", "ListTransactionsRequest", "ListTransactionsResponse", "MESSAGE_CLASSES", "Message", "MetadataRequest", "MetadataResponse", "OffsetCommitRequest", "OffsetCommitResponse", "OffsetDeleteRequest", "OffsetDeleteResponse", "OffsetFetchRequest", "OffsetFetchResponse", "OffsetForLeaderEpochRequest", "OffsetForLeaderEpochResponse", "ProduceRequest", "ProduceResponse", "ReadShareGroupStateRequest", "ReadShareGroupStateResponse", "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse", "RequestHeader", "SaslAuthenticateRequest", "SaslAuthenticateResponse", "SaslHandshakeRequest", "SaslHandshakeResponse", "ShareAcknowledgeRequest", "ShareAcknowledgeResponse", "ShareFetchRequest", "ShareFetchResponse", "ShareGroupDescribeRequest", "ShareGroupDescribeResponse", "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse", "SyncGroupRequest", "SyncGroupResponse", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse", "WriteShareGroupStateRequest", "WriteShareGroupStateResponse", "WriteTxnMarkersRequest", "WriteTxnMarkersResponse", "decode_body", "decode_request", "decode_request_header", "decode_response", "encode_body", "encode_request", "encode_request_header", "encode_response", "request_header_version", "response_header_version"]

@@ -113,6 +113,8 @@ SERVED = {
     "ShareFetch": (78, 1, 1),
     "ShareAcknowledge": (79, 1, 1),
     "DescribeShareGroupOffsets": (90, 0, 1),  # v1 adds the lag (Kafka 4.1)
+    "AlterShareGroupOffsets": (91, 0, 0),
+    "DeleteShareGroupOffsets": (92, 0, 0),
     # the share coordinator's inter-broker APIs (share-partition leaders ask it)
     "InitializeShareGroupState": (83, 0, 0),
     "ReadShareGroupState": (84, 0, 0),

@@ -153,7 +153,6 @@ walk(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end, Py_ssize_t count, Py_ssi
     return 0;
 }
 
-/* Raise CorruptRecordError(message, position) for a fault; returns NULL. */
 static PyObject *
 walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

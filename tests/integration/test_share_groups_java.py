@@ -52,8 +52,11 @@ def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
 
 
 def _members_assigned(bootstrap: str, group: str, count: int) -> None:
-    """Wait until ``count`` members hold the partition: from then on the share
-    partition exists (share.auto.offset.reset=latest starts it at the end)."""
+    """Wait until ``count`` members hold the partition and its share-partition has
+    started (share.auto.offset.reset=latest starts it at the end): from then on
+    what is produced is delivered. (The share-partition starts as the assignment
+    is made, but the assignment is answered without waiting for it longer than a
+    few seconds: on a loaded machine it can start after the members hold it.)"""
     last: dict[str, object] = {}
 
     def assigned() -> bool:
@@ -65,6 +68,21 @@ def _members_assigned(bootstrap: str, group: str, count: int) -> None:
         return g.error_code == 0 and len(g.members) == count and all(
             m.assignment.topic_partitions for m in g.members)
     wait_until(assigned, WAIT_S, lambda: f"{count} assigned members; saw {last.get('g')}",
+               interval=0.2)
+    g = last["g"]
+    held = {(t.topic_name, p) for m in g.members  # type: ignore[attr-defined]
+            for t in m.assignment.topic_partitions for p in t.partitions}
+
+    def started() -> bool:
+        with SimpleClient(bootstrap) as c:
+            resp = c.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, DescribeShareGroupOffsetsRequest(
+                groups=[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                    group_id=group, topics=None)]))
+        [d] = resp.groups
+        return d.error_code == 0 and held <= {(t.topic_name, p.partition_index)
+                                              for t in d.topics for p in t.partitions
+                                              if p.error_code == 0 and p.start_offset >= 0}
+    wait_until(started, WAIT_S, f"the share-partitions {sorted(held)} of {group} to start",
                interval=0.2)
 
 

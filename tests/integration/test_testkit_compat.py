@@ -96,4 +96,4 @@ def test_aiokafkas_docker_fixtures_are_answered_by_the_recipe():
 
 def test_confluent_kafka_pythons_byo_cluster_is_the_plugins_broker():
     done = _run_shaped("confluent_shaped", "-p", "samsa.testing.compat_confluent", "tests/integration")
-    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout[-5000:] + done.stderr[-2000:]
+    assert done.returncode == 0 and "4 passed" in done.stdout, done.stdout[-5000:] + done.stderr[-2000:]

@@ -3,14 +3,20 @@
 Creating a topic writes its partitions' files in one durable batch (storage/
 checkpoints.py durable_batch): the create must not be answered before every
 partition's files are in place, so a broker killed right after the answer comes
-back with every partition, its topic id and its leader epoch."""
+back with every partition, its topic id and its leader epoch.
+
+A stop closes every log in one durable batch too (storage/manager.py shutdown):
+records acknowledged before a SIGTERM are all there after the restart, and the
+restarted broker, killed -9 right after its next acks, comes back with those as
+well."""
 from __future__ import annotations
 
 import os
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.support.waiting import wait_until
 
@@ -54,3 +60,49 @@ def test_many_partitions_created_then_killed_come_back_whole(broker_factory):
                          if err is None else None)
     assert producer.flush(60) == 0
     assert sorted(delivered) == [0, PARTITIONS // 2, PARTITIONS - 1]
+
+
+def _produce_one_each(bootstrap, topic, partitions, value):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    acked = []
+    for p in range(partitions):
+        producer.produce(topic, value, partition=p,
+                         on_delivery=lambda err, msg: acked.append(msg.partition())
+                         if err is None else None)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert len(acked) == partitions
+
+
+def _ends(bootstrap, topic, partitions):
+    """Each partition's end offset, or None while the restarted broker cannot say yet."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    specs = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    try:
+        result = admin.list_offsets(specs, request_timeout=60)
+        return {tp.partition: fut.result(60).offset for tp, fut in result.items()}
+    except KafkaException:
+        return None
+
+
+def test_records_acked_before_a_stop_of_many_partitions_survive_it_and_a_crash(broker_factory):
+    partitions = 600   # the stop's batch uses syncfs from 256 files
+    broker = broker_factory(startup_timeout=120)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "scale-stop"
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=120,
+                                   request_timeout=120).values():
+        fut.result(130)
+    _produce_one_each(broker.bootstrap, topic, partitions, b"before-stop")
+    assert broker.stop(timeout=120) == 0
+    assert (broker.data_dir / ".kafka_cleanshutdown").is_file()
+
+    broker.start()
+    wait_until(lambda: _ends(broker.bootstrap, topic, partitions) == dict.fromkeys(
+        range(partitions), 1), 120, "every record acked before the stop is there")
+    _produce_one_each(broker.bootstrap, topic, partitions, b"before-kill")
+    broker.kill()
+
+    broker.start()
+    wait_until(lambda: _ends(broker.bootstrap, topic, partitions) == dict.fromkeys(
+        range(partitions), 2), 120, "every record acked before the kill -9 is there")

@@ -202,10 +202,12 @@ def _id(c):
 # kafka-python has no class for it; its bytes are checked by hand below.
 # kafka-python 3.0.12 has no KIP-848 classes (their bytes are checked by hand below
 # too) and no KIP-932 share-group classes: the Java client 4.3's KafkaShareConsumer
-# is their oracle (tests/integration/test_share_groups_java.py).
+# is their oracle (tests/integration/test_share_groups_java.py), and the Java 4.3
+# Admin client is the admin APIs' (tests/integration/test_share_group_admin.py).
 NO_ORACLE = {"ControlledShutdown", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
              "ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-             "DescribeShareGroupOffsets", "InitializeShareGroupState", "ReadShareGroupState",
+             "DescribeShareGroupOffsets", "AlterShareGroupOffsets", "DeleteShareGroupOffsets",
+             "InitializeShareGroupState", "ReadShareGroupState",
              "WriteShareGroupState", "DeleteShareGroupState", "ReadShareGroupStateSummary"}
 
 

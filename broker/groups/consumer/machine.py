@@ -460,7 +460,7 @@ class ConsumerGroupMachine:
             return int(E.UNKNOWN_MEMBER_ID)
         if generation_id != member.member_epoch and not (
                 0 < generation_id == member.previous_member_epoch):
-            return int(E.STALE_MEMBER_EPOCH)
+            return _epoch_mismatch(member)
         return NONE
 
     def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
@@ -473,7 +473,7 @@ class ConsumerGroupMachine:
         if member is None:
             return int(E.UNKNOWN_MEMBER_ID)
         if member_epoch != member.member_epoch:
-            return int(E.STALE_MEMBER_EPOCH)
+            return _epoch_mismatch(member)
         return NONE
 
     def offsets_committed(self, group: ConsumerGroup, member_id: str) -> Effects:
@@ -532,3 +532,10 @@ def _subset(owned: list[tuple[uuid.UUID, list[int]]] | None, assigned: Assignmen
     if owned is None:
         return True
     return all(p in assigned.get(t, ()) for t, ps in owned for p in ps)
+
+
+def _epoch_mismatch(member: ConsumerMember) -> int:
+    """Kafka's validateMemberEpoch: a member still speaking the classic protocol
+    (an online migration) is told ILLEGAL_GENERATION, what its client rejoins
+    on; a consumer-protocol member STALE_MEMBER_EPOCH."""
+    return int(E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH)

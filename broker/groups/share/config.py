@@ -1,9 +1,11 @@
 """A share group's settings: the broker's group.share.* defaults, overridden
 per group by the share.* group configs (GROUP config resources, KIP-932).
 
-Kept in one place so the GROUP config resource (IncrementalAlterConfigs /
-DescribeConfigs on resource type 32) registers these keys with one line:
-``SHARE_GROUP_CONFIG_KEYS`` names them with their validation.
+The keys, their bounds and the refusal of bad values are the GROUP config
+table's (broker/group_configs.py, IncrementalAlterConfigs / DescribeConfigs on
+resource type 32); here they are read, each change taking effect at the
+group's next event as Kafka's do: a lock duration for the locks taken from
+then on, share.auto.offset.reset when a share-partition is next initialised.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...group_configs import share_auto_offset_reset
 from .partition import ShareLimits
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
@@ -19,12 +22,15 @@ DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 SESSION_TIMEOUT = "share.session.timeout.ms"
 HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 ISOLATION_LEVEL = "share.isolation.level"
+MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 
 
-def _reset(value: str) -> str:
-    if value not in ("earliest", "latest"):
-        raise ValueError(f"{AUTO_OFFSET_RESET} must be earliest or latest, not {value!r}")
-    return value
+def _reset(value: str) -> str | int:
+    """"earliest", "latest" or a by_duration's milliseconds."""
+    parsed = share_auto_offset_reset(value)
+    if parsed is None:
+        raise ValueError(f"{AUTO_OFFSET_RESET}: {value!r}")
+    return parsed
 
 
 def _positive(value: str) -> int:
@@ -48,6 +54,7 @@ SHARE_GROUP_CONFIG_KEYS: dict[str, Callable[[str], Any]] = {
     SESSION_TIMEOUT: _positive,
     HEARTBEAT_INTERVAL: _positive,
     ISOLATION_LEVEL: _isolation,
+    MAX_RECORD_LOCKS: _positive,
 }
 
 
@@ -73,7 +80,7 @@ class ShareDefaults:
 
 @dataclass(frozen=True)
 class ShareGroupSettings:
-    auto_offset_reset: str
+    auto_offset_reset: str | int  # "earliest", "latest" or by_duration's milliseconds
     limits: ShareLimits
     session_timeout_ms: int
     heartbeat_interval_ms: int
@@ -94,7 +101,7 @@ def settings(defaults: ShareDefaults, overrides: Mapping[str, str]) -> ShareGrou
         get(AUTO_OFFSET_RESET, "latest"),
         ShareLimits(get(LOCK_DURATION, defaults.lock_duration_ms),
                     get(DELIVERY_COUNT_LIMIT, defaults.delivery_count_limit),
-                    defaults.max_record_locks),
+                    get(MAX_RECORD_LOCKS, defaults.max_record_locks)),
         get(SESSION_TIMEOUT, defaults.session_timeout_ms),
         get(HEARTBEAT_INTERVAL, defaults.heartbeat_interval_ms),
         get(ISOLATION_LEVEL, "read_uncommitted") == "read_committed")

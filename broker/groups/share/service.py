@@ -30,7 +30,8 @@ from samsa.protocol.errors import ErrorCode
 
 from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
-from .partition import Acquired, SharePartition, StateBatch
+from .metrics import ShareMetrics
+from .partition import Acquired, AckType, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ class Bounds:
     """A partition's log as a share-partition starts on it."""
     log_start_offset: int
     high_watermark: int
+    # the first offset with a timestamp at or after the given one (None: none is)
+    offset_at: Callable[[int], int | None] = lambda timestamp: None
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class ShareService:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions = ShareSessions()
+        self.metrics = ShareMetrics(now_ms)
         self._durable = durable
         # keys whose durable state was read and found empty: started fresh on first use
         self._fresh: set[ShareKey] = set()
@@ -149,7 +153,10 @@ class ShareService:
         with self._lock:
             group = self.groups.get(group_id)
             if group is None:
-                return None
+                # known only by its share-partitions' state (read back after a
+                # restart, or positioned by AlterShareGroupOffsets): Empty
+                return (DescribedShareGroup(group_id, "Empty", 0, 0, [])
+                        if self._exists(group_id) else None)
             group.expire(self.now_ms())
             return DescribedShareGroup(group_id, group.state, group.group_epoch,
                                        group.assignment_epoch, [
@@ -157,9 +164,18 @@ class ShareService:
                                 list(m.subscribed), {t: list(p) for t, p in m.assignment.items()})
                 for m in group.members.values()])
 
+    def group_states(self) -> list[str]:
+        """Every share group's state (for the share-group-count gauge)."""
+        with self._lock:
+            now = self.now_ms()
+            for group in self.groups.values():
+                group.expire(now)
+            return [g.state for g in self.groups.values()] + ["Empty"] * len(
+                {k[0] for k in (*self.partitions, *self._loaded)} - set(self.groups))
+
     def group_ids(self) -> list[str]:
         with self._lock:
-            return sorted(self.groups)
+            return sorted({*self.groups, *(k[0] for k in (*self.partitions, *self._loaded))})
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         with self._lock:
@@ -211,7 +227,36 @@ class ShareService:
             sp = self._partition(key, self.settings(key[0]))
             if sp is None:
                 return []
-            return sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            got = sp.acquire(member_id, max_records, upper, self.now_ms(), lower)
+            self.metrics.acquired.mark(sum(a.last_offset - a.first_offset + 1 for a in got))
+            return got
+
+    def archive_aborted(self, key: ShareKey, member_id: str, acquired: Sequence[Acquired],
+                        aborted: Sequence[tuple[int, int]]) -> list[Acquired]:
+        """read_committed: the just-acquired offsets of aborted transactions are
+        archived (as Kafka's share-partition does), the rest handed out."""
+        drop: set[int] = set()
+        for first, last in aborted:
+            drop.update(range(first, last + 1))
+        with self._lock:
+            sp = self.partitions.get(key)
+            kept: list[Acquired] = []
+            for a in acquired:
+                run: list[int] = []
+                for off in range(a.first_offset, a.last_offset + 1):
+                    if off in drop:
+                        if sp is not None:
+                            sp.acknowledge(member_id, off, off, [AckType.REJECT], self.now_ms())
+                        if run:
+                            kept.append(Acquired(run[0], run[-1], a.delivery_count))
+                            run = []
+                    else:
+                        run.append(off)
+                if run:
+                    kept.append(Acquired(run[0], run[-1], a.delivery_count))
+            if sp is not None and kept != list(acquired):
+                self._persist(key, sp)
+            return kept
 
     def acknowledge(self, key: ShareKey, member_id: str,
                     batches: Sequence[tuple[int, int, Sequence[int]]]) -> ErrorCode:
@@ -227,6 +272,8 @@ class ShareService:
                 code = sp.acknowledge(member_id, first, last, types, now)
                 if code and not first_error:
                     first_error = code
+                elif not code:
+                    self.metrics.acknowledged(first, last, types)
             self._persist(key, sp)
             return first_error
 
@@ -242,8 +289,7 @@ class ShareService:
         """The group's share-partitions: (topic id, partition) -> (start offset,
         records in flight already done with); None: no such share group."""
         with self._lock:
-            if group_id not in self.groups and not any(
-                    k[0] == group_id for k in (*self.partitions, *self._loaded)):
+            if not self._exists(group_id):
                 return None
             out = {(k[1], k[2]): (sp.start_offset, sp.done_in_flight())
                    for k, sp in self.partitions.items() if k[0] == group_id}
@@ -309,7 +355,97 @@ class ShareService:
         with self._lock:
             return self._version.get(key, 0), self._written.get(key, 0)
 
+    # ------------------------------------------------------------ administration
+
+    def exists(self, group_id: str) -> bool:
+        """A share group this broker knows: members now, or share-partition state."""
+        with self._lock:
+            return self._exists(group_id)
+
+    def non_empty(self, group_id: str) -> bool:
+        """The group has members (AlterShareGroupOffsets, DeleteShareGroupOffsets
+        and DeleteGroups answer NON_EMPTY_GROUP then, as Kafka's)."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is None:
+                return False
+            group.expire(self.now_ms())
+            return bool(group.members)
+
+    def alter_offsets(self, group_id: str, starts: Mapping[tuple[uuid.UUID, int], int]
+                      ) -> ErrorCode:
+        """AlterShareGroupOffsets: each share-partition starts over at its new
+        start offset (nothing in flight); an unknown group is created empty,
+        as Kafka's coordinator does, so a group can be positioned before its
+        first member joins. A durable service changes only the group here: the
+        handler resets the state through persistence.py (``reset``)."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP
+            else:
+                conf = self.settings(group_id)
+                self.groups[group_id] = ShareGroup(group_id, conf.session_timeout_ms,
+                                                   self.defaults.max_size)
+            if self._durable:
+                return ErrorCode.NONE
+            conf = self.settings(group_id)
+            for (topic_id, p), start in starts.items():
+                key = (group_id, topic_id, p)
+                self._loaded.pop(key, None)
+                sp = self.partitions.get(key)
+                if sp is None:
+                    sp = self.partitions[key] = SharePartition(start, conf.limits)
+                else:
+                    sp.reset(start)
+                self._persist(key, sp)
+            return ErrorCode.NONE
+
+    def deletable(self, group_id: str, topic_ids: Iterable[uuid.UUID] | None = None
+                  ) -> tuple[ErrorCode, list[ShareKey]]:
+        """DeleteShareGroupOffsets (``topic_ids``) or DeleteGroups (None): the
+        share-partitions whose state goes, or why nothing may go. A durable
+        service forgets them through persistence.py (``delete``); one without
+        forgets them here with ``drop``."""
+        with self._lock:
+            if not self._exists(group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND, []
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.expire(self.now_ms())
+                if group.members:
+                    return ErrorCode.NON_EMPTY_GROUP, []
+            wanted = None if topic_ids is None else set(topic_ids)
+            return ErrorCode.NONE, sorted({
+                k for k in (*self.partitions, *self._loaded)
+                if k[0] == group_id and (wanted is None or k[1] in wanted)})
+
+    def drop(self, keys: Iterable[ShareKey], group_id: str | None = None) -> None:
+        """Forget share-partitions (and, given ``group_id``, the group itself)."""
+        with self._lock:
+            for key in keys:
+                self._forget(key)
+            if group_id is not None:
+                self.groups.pop(group_id, None)
+
     # ------------------------------------------------------------ internals
+
+    def _exists(self, group_id: str) -> bool:
+        return group_id in self.groups or any(
+            k[0] == group_id for k in (*self.partitions, *self._loaded))
+
+    def _initial_offset(self, bounds: Bounds, reset: str | int) -> int:
+        """share.auto.offset.reset: the log start, the high watermark, or (a
+        by_duration) the first record written since that long ago."""
+        if reset == "earliest":
+            return bounds.log_start_offset
+        if isinstance(reset, int):
+            found = bounds.offset_at(self.now_ms() - reset)
+            if found is not None:
+                return max(bounds.log_start_offset, min(found, bounds.high_watermark))
+        return bounds.high_watermark
 
     def _forget(self, key: ShareKey) -> None:
         self.partitions.pop(key, None)
@@ -333,8 +469,7 @@ class ShareService:
             bounds = self._bounds(key[1], key[2])
             if bounds is None:
                 return None
-            start = (bounds.log_start_offset if conf.auto_offset_reset == "earliest"
-                     else bounds.high_watermark)
+            start = self._initial_offset(bounds, conf.auto_offset_reset)
             sp = SharePartition(start, conf.limits)
             self._fresh.discard(key)
             self.partitions[key] = sp

@@ -203,3 +203,25 @@ async def test_a_restart_mid_migration_keeps_the_classic_members_classic():
 async def _epoch(c, member_id):
     [d] = await c.consumer_group_describe(["g"])
     return next(m.member_epoch for m in d.members if m.member_id == member_id)
+
+
+async def test_a_classic_member_of_a_consumer_group_is_told_illegal_generation():
+    """Kafka's validateMemberEpoch: in an upgraded group, a member still speaking the
+    classic protocol that commits or fetches at a wrong epoch gets ILLEGAL_GENERATION
+    (what its client rejoins on), a consumer-protocol member STALE_MEMBER_EPOCH."""
+    mlog, clock = MemoryLog(), VirtualClock()
+    c = await start(mlog, clock)
+    a, _b = await classic_group(c, clock)
+    x = await c.consumer_group_heartbeat("g", Heartbeat("x", 0, rebalance_timeout_ms=30_000,
+                                                        subscribed_topic_names=["t"]))
+    assert x.error_code == 0
+    stale = await _epoch(c, a.member_id) + 7  # (its epoch is its classic generation)
+    [commit] = await c.commit_offsets("g", stale, a.member_id, None, [("t", 0, 3, -1, "")])
+    assert commit.error_code == E.ILLEGAL_GENERATION
+    fetched = await c.fetch_offsets("g", [("t", 0)], member_id=a.member_id, member_epoch=stale)
+    assert fetched.error_code == E.ILLEGAL_GENERATION
+    [commit] = await c.commit_offsets("g", x.member_epoch + 5, "x", None, [("t", 0, 3, -1, "")])
+    assert commit.error_code == E.STALE_MEMBER_EPOCH
+    fetched = await c.fetch_offsets("g", [("t", 0)], member_id="x", member_epoch=x.member_epoch + 5)
+    assert fetched.error_code == E.STALE_MEMBER_EPOCH
+    await c.shutdown()

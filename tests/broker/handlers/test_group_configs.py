@@ -1,10 +1,11 @@
-"""GROUP config resources (type 32): a group's consumer.session.timeout.ms and
-consumer.heartbeat.interval.ms set with IncrementalAlterConfigs and read with
-DescribeConfigs, bounded by the broker's group.consumer.* settings."""
+"""GROUP config resources (type 32): a group's consumer.* and share.* configs
+set with IncrementalAlterConfigs and read with
+DescribeConfigs, bounded by the broker's group.consumer.* and group.share.* settings."""
 from __future__ import annotations
 
 from samsa.broker.handlers.configs import (handle_describe_configs,
                                            handle_incremental_alter_configs)
+from samsa.config.broker import BrokerConfig
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from samsa.protocol.model import ApiKey
@@ -43,7 +44,14 @@ async def test_a_groups_configs_are_set_described_and_deleted():
     services = FakeServices()
     assert await _describe(services, "g") == {
         "consumer.session.timeout.ms": ("45000", True),
-        "consumer.heartbeat.interval.ms": ("5000", True)}
+        "consumer.heartbeat.interval.ms": ("5000", True),
+        "share.session.timeout.ms": ("45000", True),
+        "share.heartbeat.interval.ms": ("5000", True),
+        "share.record.lock.duration.ms": ("30000", True),
+        "share.delivery.count.limit": ("5", True),
+        "share.partition.max.record.locks": ("2000", True),
+        "share.auto.offset.reset": ("latest", True),
+        "share.isolation.level": ("read_uncommitted", True)}
     assert await _alter(services, "g", (SET, "consumer.heartbeat.interval.ms", "6000")) == \
         (ErrorCode.NONE, None)
     assert (await _describe(services, "g"))["consumer.heartbeat.interval.ms"] == ("6000", False)
@@ -65,3 +73,35 @@ async def test_unknown_keys_and_values_out_of_the_brokers_bounds_are_refused():
     assert await _alter(services, "g", (SET, "consumer.session.timeout.ms", "50000"),
                         validate_only=True) == (ErrorCode.NONE, None)
     assert (await _describe(services, "g"))["consumer.session.timeout.ms"] == ("45000", True)
+
+
+async def test_share_keys_are_bounded_as_kafkas_group_config_bounds_them():
+    services = FakeServices()
+    for name, value, why in (
+            ("share.record.lock.duration.ms", "500", "at least 1000"),
+            ("share.record.lock.duration.ms", "14999", "group.share.min.record.lock.duration.ms"),
+            ("share.record.lock.duration.ms", "60001", "group.share.max.record.lock.duration.ms"),
+            ("share.delivery.count.limit", "11", "group.share.max.delivery.count.limit"),
+            ("share.session.timeout.ms", "44999", "group.share.min.session.timeout.ms"),
+            ("share.heartbeat.interval.ms", "15001", "group.share.max.heartbeat.interval.ms"),
+            ("share.auto.offset.reset", "newest", "share.auto.offset.reset"),
+            ("share.auto.offset.reset", "by_duration:-PT1H", "share.auto.offset.reset"),
+            ("share.isolation.level", "dirty", "String must be one of")):
+        code, message = await _alter(services, "g", (SET, name, value))
+        assert (code, why in (message or "")) == (ErrorCode.INVALID_CONFIG, True), (name, value)
+    for name, value in (("share.record.lock.duration.ms", "15000"),
+                        ("share.delivery.count.limit", "2"),
+                        ("share.auto.offset.reset", "earliest"),
+                        ("share.auto.offset.reset", "by_duration:PT1H30M"),
+                        ("share.isolation.level", "read_committed")):
+        assert await _alter(services, "g", (SET, name, value)) == (ErrorCode.NONE, None)
+        assert (await _describe(services, "g"))[name] == (value, False)
+
+
+async def test_a_session_timeout_must_be_longer_than_the_heartbeat_interval():
+    services = FakeServices(config=BrokerConfig.from_dict({
+        "broker.id": 1, "log.dirs": "/nonexistent",
+        "group.share.max.heartbeat.interval.ms": 60000}))
+    code, message = await _alter(services, "g", (SET, "share.heartbeat.interval.ms", "45000"))
+    assert code == ErrorCode.INVALID_CONFIG
+    assert message == "share.session.timeout.ms must be greater than share.heartbeat.interval.ms"

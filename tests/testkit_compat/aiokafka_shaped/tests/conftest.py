@@ -1,7 +1,10 @@
-"""Fixtures as aiokafka's tests/conftest.py has them: Kafka comes from a Docker
-image given by --docker-image, and every integration test skips without one."""
+"""Fixtures as aiokafka 0.14's tests/conftest.py has them: Kafka comes from a Docker
+image given by --docker-image, every integration test skips without one, the
+certificates are made by running that image, and kafka_server yields an object
+read by attribute (host, port, ..., container, hosts)."""
 import asyncio
 import pathlib
+from dataclasses import dataclass
 
 import pytest
 
@@ -20,26 +23,47 @@ def docker(request):
 
 
 @pytest.fixture(scope="session")
-def ssl_folder(tmp_path_factory):
-    return pathlib.Path(tmp_path_factory.mktemp("ssl_cert"))
-
-
-@pytest.fixture(scope="session")
-def kafka_server(request, docker, ssl_folder):
+def kafka_image(request, docker):
     image = request.config.getoption("--docker-image")
     if not image:
         pytest.skip("Skipping functional test as `--docker-image` not provided")
     if not request.config.getoption("--no-pull"):
         docker.images.pull(image)
-    container = docker.containers.run(image=image, detach=True)
-    yield "127.0.0.1", 9092, 9093, 9094, 9095, container
-    container.remove(force=True)
+    return image
+
+
+@pytest.fixture(scope="session")
+def ssl_folder(docker, kafka_image, tmp_path_factory):
+    folder = pathlib.Path(tmp_path_factory.mktemp("ssl_cert"))
+    docker.containers.run(image=kafka_image, command="bash /gen-ssl-certs.sh", remove=True)
+    return folder
+
+
+@dataclass
+class KafkaServer:
+    host: str
+    port: int
+    ssl_port: int
+    sasl_plain_port: int
+    sasl_ssl_port: int
+    container: object
+
+    @property
+    def hosts(self):
+        return [f"{self.host}:{self.port}"]
+
+
+@pytest.fixture(scope="session")
+def kafka_server(kafka_image, docker, ssl_folder):
+    container = docker.containers.run(image=kafka_image, detach=True)
+    yield KafkaServer("127.0.0.1", 9092, 9093, 9094, 9095, container)
+    container.stop()
 
 
 @pytest.fixture(scope="class")
 def acl_manager(kafka_server, request):
     from ._testutil import ACLs
-    return ACLs(kafka_server[-1], request.config.getoption("--docker-image").split(":")[-1])
+    return ACLs(kafka_server.container, request.config.getoption("--docker-image").split(":")[-1])
 
 
 @pytest.fixture(autouse=True)
@@ -65,10 +89,11 @@ def loop():
 def setup_test_class(request, loop, kafka_server, ssl_folder, acl_manager, kerberos_utils):
     cls = request.cls
     cls.loop = loop
-    (cls.kafka_host, cls.kafka_port, cls.kafka_ssl_port, cls.kafka_sasl_plain_port,
-     cls.kafka_sasl_ssl_port) = kafka_server[:5]
+    cls.kafka_host, cls.kafka_port = kafka_server.host, kafka_server.port
+    cls.kafka_ssl_port, cls.kafka_sasl_ssl_port = kafka_server.ssl_port, kafka_server.sasl_ssl_port
+    cls.kafka_sasl_plain_port = kafka_server.sasl_plain_port
     cls.ssl_folder = ssl_folder
     cls.acl_manager = acl_manager
     cls.kerberos_utils = kerberos_utils
-    cls.hosts = [f"{cls.kafka_host}:{cls.kafka_port}"]
+    cls.hosts = kafka_server.hosts
     cls.kafka_version = request.config.getoption("--docker-image").split(":")[-1].split("_")[-1]

@@ -20,7 +20,7 @@ class ClusterFixture:
 
     def create_topic(self, prefix, conf=None):
         name = prefix + str(uuid.uuid1())
-        topic = {"num_partitions": 1, "replication_factor": 1, **(conf or {})}
+        topic = {"num_partitions": 1, "replication_factor": -1, **(conf or {})}  # the broker's default
         admin = AdminClient(self.client_conf())  # kept until the answer: its futures die with it
         admin.create_topics([NewTopic(name, **topic)])[name].result()
         return name

@@ -1,6 +1,7 @@
 """Integration tests in the shape of confluent-kafka-python's (producer/, consumer/, admin/)."""
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                   AdminClient, ResourcePatternType, ResourceType)
 
 
 def test_produce_then_consume(kafka_cluster):
@@ -43,3 +44,16 @@ def test_admin_describes_the_cluster(kafka_cluster):
     assert len(md.brokers) >= 1
     topic = kafka_cluster.create_topic("test_admin")
     assert topic in admin.list_topics(timeout=30).topics
+
+
+def test_admin_creates_and_deletes_acls(kafka_cluster):
+    # trivup's brokers have an authorizer: the suite's admin tests create ACLs
+    admin = AdminClient(kafka_cluster.client_conf())
+    binding = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL,
+                         "User:someone", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    for f in admin.create_acls([binding]).values():
+        f.result()
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY,
+                                  None, None, AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(everything).result() == [binding]
+    assert admin.delete_acls([everything])[everything].result() == [binding]

@@ -1,0 +1,177 @@
+"""The admin side of KIP-932 share groups: AlterShareGroupOffsets (91),
+DeleteShareGroupOffsets (92) and DeleteGroups of share groups, over the
+share service (broker/groups/share/service.py).
+
+Kafka's rules: the group must have no members (NON_EMPTY_GROUP); Alter needs
+READ on the group and on each topic, Delete needs DELETE on the group and
+READ on each topic; an unknown topic is answered per topic/partition
+(UNKNOWN_TOPIC_OR_PARTITION), the rest of the request goes through.
+
+The durable state is the share coordinator's: a reset or a deletion goes
+through SharePersistence (persistence.py: ``reset`` is InitializeShareGroupState
+under a new state epoch, ``delete`` DeleteShareGroupState, a tombstone in
+__share_group_state). The share-partitions a deletion covers are the ones the
+group's coordinator has in memory (served or read since its start), as
+DescribeShareGroupOffsets answers from them too.
+"""
+from __future__ import annotations
+
+import uuid
+
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (AlterShareGroupOffsetsRequest,
+                                     AlterShareGroupOffsetsResponse,
+                                     DeleteShareGroupOffsetsRequest,
+                                     DeleteShareGroupOffsetsResponse)
+
+from . import authz
+from .authz import Op
+from .context import RequestContext
+from ..groups.share.service import ShareKey, ShareService
+from .share import _coordinator_error
+
+_NO_ID = uuid.UUID(int=0)
+_UNKNOWN = "This server does not host this topic-partition."
+
+
+def _group_refusal(ctx: RequestContext, group_id: str, op: Op) -> ErrorCode:
+    if not authz.group(ctx, op, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if not group_id:
+        return ErrorCode.INVALID_REQUEST
+    return _coordinator_error(ctx, group_id)
+
+
+async def handle_alter_share_group_offsets(ctx: RequestContext,
+                                           req: AlterShareGroupOffsetsRequest
+                                           ) -> AlterShareGroupOffsetsResponse:
+    R = AlterShareGroupOffsetsResponse
+    broker, service = ctx.broker, ctx.broker.share_groups
+    code = _group_refusal(ctx, req.group_id, Op.READ)
+    if not code and service is not None and service.non_empty(req.group_id):
+        code = ErrorCode.NON_EMPTY_GROUP
+
+    def answer(name: str, topic_id: uuid.UUID, parts: list[int], err: ErrorCode,
+               message: str | None = None) -> AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic:
+        return R.AlterShareGroupOffsetsResponseTopic(
+            topic_name=name, topic_id=topic_id, partitions=[
+                R.AlterShareGroupOffsetsResponsePartition(
+                    partition_index=p, error_code=err,
+                    error_message=message if err else None) for p in parts])
+
+    if code or service is None:
+        code = code or ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
+            answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
+            for t in req.topics])
+    starts: dict[tuple[uuid.UUID, int], int] = {}
+    topics = []
+    for t in req.topics:
+        meta = broker.topics.get(t.topic_name)
+        if meta is not None and not authz.topic(ctx, Op.READ, t.topic_name):
+            topics.append(answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions],
+                                 ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        if meta is None:
+            topics.append(answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions],
+                                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN))
+            continue
+        parts = []
+        for p in t.partitions:
+            ok = 0 <= p.partition_index < meta.num_partitions and p.start_offset >= 0
+            if ok:
+                starts[(meta.topic_id, p.partition_index)] = p.start_offset
+            parts.append(R.AlterShareGroupOffsetsResponsePartition(
+                partition_index=p.partition_index,
+                error_code=ErrorCode.NONE if ok else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if not 0 <= p.partition_index < meta.num_partitions
+                else ErrorCode.INVALID_REQUEST,
+                error_message=None if ok else _UNKNOWN
+                if not 0 <= p.partition_index < meta.num_partitions
+                else "The start offset must not be negative."))
+        topics.append(R.AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=meta.topic_id, partitions=parts))
+    code = service.alter_offsets(req.group_id, starts) if starts else ErrorCode.NONE
+    if not code and service.persistence is not None:
+        # the durable state is the share coordinator's: each share-partition
+        # starts over there under a new state epoch (its leader's copy is
+        # fenced and read again); read back here so the group shows it
+        keys = [(req.group_id, t, p) for t, p in starts]
+        for key in keys:
+            code = await service.persistence.reset(key, starts[(key[1], key[2])]) or code
+        await service.persistence.ensure_loaded(keys)
+    if code:
+        return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
+            answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
+            for t in req.topics])
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+             responses=topics)
+
+
+async def handle_delete_share_group_offsets(ctx: RequestContext,
+                                            req: DeleteShareGroupOffsetsRequest
+                                            ) -> DeleteShareGroupOffsetsResponse:
+    R = DeleteShareGroupOffsetsResponse
+    broker, service = ctx.broker, ctx.broker.share_groups
+    code = _group_refusal(ctx, req.group_id, Op.DELETE)
+    if not code and service is not None:
+        if not service.exists(req.group_id):
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        elif service.non_empty(req.group_id):
+            code = ErrorCode.NON_EMPTY_GROUP
+    if code or service is None:
+        return R(throttle_time_ms=0, error_code=code or ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 error_message=None, responses=[])
+    wanted: list[uuid.UUID] = []
+    topics = []
+    for t in req.topics:
+        meta = broker.topics.get(t.topic_name)
+        err, message = ErrorCode.NONE, None
+        if meta is not None and not authz.topic(ctx, Op.READ, t.topic_name):
+            err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif meta is None:
+            err, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN
+        else:
+            wanted.append(meta.topic_id)
+        topics.append(R.DeleteShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=meta.topic_id if meta is not None else _NO_ID,
+            error_code=err, error_message=message))
+    code, keys = service.deletable(req.group_id, wanted)
+    if not code:
+        code = await _forget(service, keys)
+    if code:
+        return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+             responses=topics)
+
+
+async def _forget(service: ShareService, keys: list[ShareKey],
+                  group_id: str | None = None) -> ErrorCode:
+    """The share-partitions' state removed for good: through the share
+    coordinator (a tombstone in __share_group_state) when durable."""
+    code = ErrorCode.NONE
+    if service.persistence is not None:
+        for key in keys:
+            code = await service.persistence.delete(key) or code
+    service.drop(keys, group_id)
+    return code
+
+
+async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
+                              ) -> dict[str, ErrorCode]:
+    """DeleteGroups' answers for the ids that name share groups here (the
+    caller has checked DELETE on each); the others are left to the group
+    coordinator."""
+    service = ctx.broker.share_groups
+    if service is None:
+        return {}
+    out = {}
+    for gid in group_ids:
+        if gid and service.exists(gid):
+            code = _coordinator_error(ctx, gid)
+            if not code:
+                code, keys = service.deletable(gid)
+                if not code:
+                    code = await _forget(service, keys, gid)
+            out[gid] = code
+    return out

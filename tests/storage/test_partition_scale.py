@@ -1,0 +1,145 @@
+"""What keeps thousands of partitions cheap to create, restart and stop, and safe.
+
+- A partition created here (its directory new) skips the load (no listing, no
+  checkpoint, no snapshot, no scan) and leaves the same files as a load does.
+- A restart does not rewrite a leader-epoch-checkpoint that already holds what
+  the leader assigns; the truncation a load makes is written before the log grows,
+  so a crash after new appends still finds the right epochs.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+from samsa.config.topic import TopicConfig
+from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
+                                       read_offset_checkpoint, read_partition_metadata,
+                                       write_leader_epoch_checkpoint)
+from samsa.storage.log import Log
+from samsa.storage.manager import LogManager
+from tests.storage.helpers import batch_of
+
+CFG = TopicConfig(file_delete_delay_ms=0)
+
+
+def listing(d):
+    return sorted((n, os.path.getsize(os.path.join(d, n))) for n in os.listdir(d))
+
+
+def test_a_new_partition_leaves_the_files_a_load_does(tmp_path):
+    lm = LogManager(str(tmp_path / "a"), CFG, 1, "c")
+    lm.startup()
+    try:
+        tid = uuid.uuid4()
+        created = lm.create_log("t", 0, config=CFG, topic_id=tid)
+        os.makedirs(tmp_path / "b" / "t-0")
+        loaded = Log(str(tmp_path / "b" / "t-0"), "t", 0, CFG, topic_id=tid)
+        assert "partition.metadata" in os.listdir(created.dir)
+        assert [f for f in listing(created.dir) if f[0] != "partition.metadata"] \
+            == listing(loaded.dir)
+        for lg in (created, loaded):
+            assert (lg.log_end_offset, lg.log_start_offset, lg.high_watermark) == (0, 0, 0)
+            lg.begin_leader_epoch(0)
+            assert lg.append(batch_of(3), 0).first_offset == 0
+            assert lg.append(batch_of(2), 0).first_offset == 3
+        loaded.close()
+    finally:
+        lm.shutdown()
+    reopened = Log(created.dir, "t", 0, CFG)
+    try:
+        assert reopened.log_end_offset == 5
+        assert read_partition_metadata(reopened.dir) == tid
+        assert reopened.leader_epochs.entries == [(0, 0)]
+    finally:
+        reopened.close()
+
+
+def test_an_existing_directory_is_loaded_not_recreated(tmp_path):
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    lg = lm.create_log("t", 0, config=CFG)
+    lg.append(batch_of(4), 0)
+    lm.shutdown()
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    # not started: create_log finds the directory (as after a failed load) and loads it
+    try:
+        assert lm.create_log("t", 0, config=CFG).log_end_offset == 4
+    finally:
+        lm.shutdown()
+
+
+def test_restarting_an_empty_led_partition_writes_no_epoch_file(make_log):
+    lg = make_log()
+    lg.begin_leader_epoch(0)
+    lg.close()
+    path = os.path.join(lg.dir, LEADER_EPOCH_CHECKPOINT)
+    before = os.stat(path)
+    lg = make_log()
+    # the load drops the epoch starting at the (empty) log's end, in memory
+    assert lg.leader_epochs.entries == []
+    lg.begin_leader_epoch(0)
+    assert lg.leader_epochs.entries == [(0, 0)]
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert lg.append(batch_of(2), 0).last_offset == 1
+    assert read_leader_epoch_checkpoint(path) == [(0, 0)]
+
+
+def test_a_deferred_epoch_truncation_is_on_disk_before_the_log_grows(make_log):
+    """A crash left an epoch on disk beyond the log's end (its batches torn off);
+    the restarted log appends more of the old epoch, then is killed: the epoch
+    beyond the old end must not come back as if it began inside the new data."""
+    lg = make_log()
+    lg.begin_leader_epoch(0)
+    lg.append(batch_of(3), 0)
+    lg.close()
+    path = os.path.join(lg.dir, LEADER_EPOCH_CHECKPOINT)
+    write_leader_epoch_checkpoint(path, [(0, 0), (1, 5)])   # epoch 1's data never landed
+
+    lg = make_log(clean_shutdown=False)
+    assert lg.leader_epochs.entries == [(0, 0)]
+    lg.append(batch_of(7), 0)                                 # offsets 3..9, epoch 0
+    assert read_leader_epoch_checkpoint(path) == [(0, 0)]
+    lg.close_handles(trim=False)                              # kill -9
+    lg.closed = True
+
+    again = make_log(clean_shutdown=False)
+    assert again.log_end_offset == 10
+    assert again.leader_epochs.entries == [(0, 0)]
+    assert again.end_offset_for_epoch(0) == (0, 10)
+
+
+def test_a_clean_stop_of_many_partitions_checkpoints_only_what_is_durable(tmp_path):
+    """The stop closes every log in one durable batch: each log's recovery point
+    (in the checkpoint) is its end only because the batch made it durable, each
+    has its producer snapshot, and the next start needs no recovery."""
+    n = 300   # above the batch's syncfs threshold
+    lm = LogManager(str(tmp_path), CFG, 1, "c", flush_check_interval_ms=3600_000)
+    lm.startup()
+    for p in range(n):
+        lg = lm.create_log("t", p, config=CFG)
+        lg.begin_leader_epoch(0)
+        lg.append(batch_of(1 + p % 3, producer_id=p, producer_epoch=0, base_sequence=0), 0)
+    assert lm.shutdown() == []
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+    points = read_offset_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint"))
+    assert points == {("t", p): 1 + p % 3 for p in range(n)}
+    snap = tmp_path / "t-7" / f"{2:020d}.snapshot"
+    assert snap.is_file()
+    before = os.stat(snap)
+
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        for p in range(n):
+            lg = lm.get_log("t", p)
+            assert lg.log_end_offset == 1 + p % 3
+            assert p in lg.producer_state.producers
+        # a producer retrying its batch after the restart is told it is a duplicate
+        dup = lm.get_log("t", 7).append(
+            batch_of(2, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+        assert dup.duplicate
+    finally:
+        assert lm.shutdown() == []
+    after = os.stat(snap)   # nothing new in t-7: its snapshot was not written again
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
