@@ -28,7 +28,7 @@ from . import authz
 from .authz import Op
 from .context import RequestContext
 from ..groups.share.service import ShareKey, ShareService
-from .share import _coordinator_error
+from .share_coordination import coordinator_error
 
 _NO_ID = uuid.UUID(int=0)
 _UNKNOWN = "This server does not host this topic-partition."
@@ -39,7 +39,7 @@ def _group_refusal(ctx: RequestContext, group_id: str, op: Op) -> ErrorCode:
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     if not group_id:
         return ErrorCode.INVALID_REQUEST
-    return _coordinator_error(ctx, group_id)
+    return coordinator_error(ctx, group_id)
 
 
 async def handle_alter_share_group_offsets(ctx: RequestContext,
@@ -168,7 +168,7 @@ async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
     out = {}
     for gid in group_ids:
         if gid and service.exists(gid):
-            code = _coordinator_error(ctx, gid)
+            code = coordinator_error(ctx, gid)
             if not code:
                 code, keys = service.deletable(gid)
                 if not code:

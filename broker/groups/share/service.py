@@ -164,14 +164,16 @@ class ShareService:
                                 list(m.subscribed), {t: list(p) for t, p in m.assignment.items()})
                 for m in group.members.values()])
 
-    def group_states(self) -> list[str]:
-        """Every share group's state (for the share-group-count gauge)."""
+    def group_states(self, coordinated: Callable[[str], bool] = lambda g: True) -> list[str]:
+        """The state of every share group ``coordinated`` here (the gauges): a
+        group known only by the share-partitions led here is another broker's."""
         with self._lock:
             now = self.now_ms()
             for group in self.groups.values():
                 group.expire(now)
-            return [g.state for g in self.groups.values()] + ["Empty"] * len(
-                {k[0] for k in (*self.partitions, *self._loaded)} - set(self.groups))
+            return [g.state for gid, g in self.groups.items() if coordinated(gid)] + [
+                "Empty" for gid in {k[0] for k in (*self.partitions, *self._loaded)}
+                - set(self.groups) if coordinated(gid)]
 
     def group_ids(self) -> list[str]:
         with self._lock:
