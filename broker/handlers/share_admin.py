@@ -154,9 +154,9 @@ async def handle_delete_share_group_offsets(ctx: RequestContext,
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
     failed = await _forget(service, keys)
     for topic in topics:  # a topic's answer: the first of its partitions that failed
-        err = next((c for k, c in failed.items() if k[1] == topic.topic_id), None)
-        if err is not None and not topic.error_code:
-            topic.error_code, topic.error_message = err, None
+        failure = next((c for k, c in failed.items() if k[1] == topic.topic_id), None)
+        if failure is not None and not topic.error_code:
+            topic.error_code, topic.error_message = failure, None
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
              responses=topics)
 
