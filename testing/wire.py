@@ -8,6 +8,7 @@ probe works for samsa and for peers such as Tansu.
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 
@@ -52,8 +53,36 @@ def probe_api_versions(host: str, port: int, timeout: float = 2.0, correlation_i
     return error_code
 
 
+_PORTS = random.SystemRandom()
+_LOWEST_PORT = 10_000
+
+
+def _ephemeral_low() -> int:
+    """Where the kernel's range of local ports for outgoing connections starts."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the usual bind-to-0 trick; tiny race accepted)."""
+    """A port nobody listens on right now, for a server about to start.
+
+    Taken below the kernel's ephemeral range, at random: a port the kernel
+    handed out by binding to 0 is also what it hands the next outgoing
+    connection, and a JVM (ZooKeeper) takes a second to bind, so under a busy
+    test run a client's connection took the port first (BindException). Where
+    the ephemeral range leaves no room below it, the bind-to-0 port as before."""
+    low = _ephemeral_low()
+    for _ in range(100) if low - _LOWEST_PORT >= 1000 else ():
+        port = _PORTS.randrange(_LOWEST_PORT, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
