@@ -36,6 +36,7 @@ class GroupConfigKey:
     floor: int = 1  # Kafka's ConfigDef atLeast(), before the broker's bounds
     default: str | None = None  # a STRING key's default (no broker setting)
     check: Callable[[str], str | None] | None = None  # a STRING key's validator
+    parse: Callable[[str], Any] = str  # a STRING key's value as the group reads it
 
     @property
     def is_int(self) -> bool:
@@ -114,7 +115,8 @@ KEYS: dict[str, GroupConfigKey] = {k.name: k for k in (
     GroupConfigKey("share.auto.offset.reset", None, None, None,
                    "The strategy to initialize the share-partition start offset: earliest, "
                    "latest, or by_duration:<ISO8601 duration> (that long before now).",
-                   default="latest", check=_auto_offset_reset),
+                   default="latest", check=_auto_offset_reset,
+                   parse=share_auto_offset_reset),
     GroupConfigKey("share.isolation.level", None, None, None,
                    "Controls how to read records written transactionally: read_committed "
                    "or read_uncommitted.", default="read_uncommitted",
@@ -174,6 +176,23 @@ def validate(configs: dict[str, str | None], cfg: Any) -> str | None:
         if values[0] <= values[1]:
             return f"{session} must be greater than {heartbeat}"
     return None
+
+
+def parse(name: str, value: str) -> Any:
+    """A group's own value of a config as its group reads it (an INT key's
+    number, share.auto.offset.reset's strategy), or None if the key's own rule
+    (its floor, its choices) refuses it. The broker's bounds were checked when
+    it was set (validate); the value is read later, without the broker's config."""
+    key = KEYS.get(name)
+    if key is None:
+        return None
+    if key.check is not None:
+        return None if key.check(value) else key.parse(value)
+    try:
+        number = int(value)
+    except ValueError:
+        return None
+    return number if number >= key.floor else None
 
 
 def describe(configs: dict[str, str], cfg: Any) -> list[ConfigEntry]:

@@ -80,6 +80,7 @@ from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
 from .handlers.share import share_bounds
+from .handlers.share_coordination import coordination_error
 from .groups.clock import wall_ms
 from .security.inter_broker import InterBrokerSecurity
 from .security.sasl.credential_cache import ScramCredentialCache
@@ -635,7 +636,7 @@ class Broker:
             "kafka_server_group_coordinator_metrics_group_count",
             "Groups this broker coordinates, by protocol (classic, consumer, share)",
             lambda: group_counts(coordinator.groups.values(), share_groups=(
-                len(services.share_groups.group_states())
+                len(services.share_groups.group_states(_coordinated_here(services)))
                 if services.share_groups is not None else 0)))
         services.metrics.add_kafka_gauge(
             "kafka_server_group_coordinator_metrics_consumer_group_count",
@@ -710,7 +711,7 @@ class Broker:
                                group_configs=GroupConfigs(store).get)  # share.* GROUP configs
         service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)
         services.share_groups = service
-        _share_gauges(services.metrics, service)
+        _share_gauges(services.metrics, service, _coordinated_here(services))
 
     def _share_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
                           leading: bool) -> None:
@@ -1019,11 +1020,20 @@ class Broker:
         return await self.stop()
 
 
-def _share_gauges(metrics: BrokerMetrics, share: ShareService) -> None:
+def _coordinated_here(services: BrokerServices) -> Callable[[str], bool]:
+    """Whether this broker coordinates a group (the share-group gauges count
+    only those, as ListGroups lists only those)."""
+    return lambda group_id: not coordination_error(
+        services.coordinators, services.config.broker_id, group_id)
+
+
+def _share_gauges(metrics: BrokerMetrics, share: ShareService,
+                  coordinated: Callable[[str], bool]) -> None:
     """Share groups' gauges under Kafka's names (broker/groups/share/metrics.py)."""
     gc = "kafka_server_group_coordinator_metrics_"
-    metrics.add_kafka_gauge(gc + "share_group_count", "Share groups here, by state",
-                            lambda: share_group_states(share.group_states()))
+    metrics.add_kafka_gauge(gc + "share_group_count",
+                            "Share groups this broker coordinates, by state",
+                            lambda: share_group_states(share.group_states(coordinated)))
     sg = "kafka_server_share_group_metrics_"
     m = share.metrics
     metrics.add_kafka_gauge(sg + "share_acknowledgement_count",

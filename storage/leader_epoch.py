@@ -23,7 +23,7 @@ import os
 import threading
 
 from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
-                                 write_leader_epoch_checkpoint)
+                                       when_durable, write_leader_epoch_checkpoint)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -136,4 +136,10 @@ class LeaderEpochCache:
             return
         if os.path.isdir(os.path.dirname(self.path)):
             write_leader_epoch_checkpoint(self.path, self._entries)
-            self._persisted = list(self._entries)
+            written = list(self._entries)
+
+            def persisted() -> None:
+                self._persisted = written
+            # inside a durable batch the file holds them only once the batch
+            # commits: a failed batch must not make the next write look redundant
+            when_durable(persisted)

@@ -32,6 +32,7 @@ from . import authz
 from .authz import Op
 from .context import RequestContext
 from .services import Services
+from .share_coordination import coordinator_error
 from ..partitions import LeaderLookup
 from ..security.acl import ResourceType
 
@@ -41,18 +42,6 @@ _START_WAIT_S = 5.0
 SHARE_ASSIGNOR = "simple"
 # Kafka answers acknowledgements of a partition the member may not read this way
 _NO_TOPIC = ErrorCode.UNKNOWN_TOPIC_ID
-
-
-def _coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode:
-    broker = ctx.broker
-    if broker.share_groups is None:
-        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    found = broker.coordinators.locate(group_id)
-    if found.error:
-        return found.error
-    if found.node is None or found.node.node_id != broker.config.broker_id:
-        return ErrorCode.NOT_COORDINATOR
-    return ErrorCode.NONE
 
 
 def _topics_view(broker: Services) -> dict[str, tuple[uuid.UUID, int]]:
@@ -75,7 +64,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
     subscribed = req.subscribed_topic_names
     if subscribed is not None and not all(authz.topic(ctx, Op.DESCRIBE, t) for t in subscribed):
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    code = _coordinator_error(ctx, req.group_id)
+    code = coordinator_error(ctx, req.group_id)
     service = ctx.broker.share_groups
     if code or service is None:
         return fail(code or ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
@@ -132,7 +121,7 @@ async def handle_share_group_describe(ctx: RequestContext, req: ShareGroupDescri
         if not authz.group(ctx, Op.DESCRIBE, group_id):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         else:
-            code = _coordinator_error(ctx, group_id)
+            code = coordinator_error(ctx, group_id)
         found = (broker.share_groups.describe(group_id)
                  if not code and broker.share_groups is not None else None)
         if not code and found is None:
@@ -235,7 +224,7 @@ async def handle_share_fetch(ctx: RequestContext, req: ShareFetchRequest) -> Sha
     epoch = req.share_session_epoch
     # the membership is known where the group is coordinated; in a cluster the
     # partition leaders asked are mostly other brokers, which take the member's word
-    if (epoch == OPEN and _coordinator_error(ctx, group_id) == ErrorCode.NONE
+    if (epoch == OPEN and coordinator_error(ctx, group_id) == ErrorCode.NONE
             and not service.is_member(group_id, member_id)):
         return fail(ErrorCode.UNKNOWN_MEMBER_ID)
     code, session = service.open_session(group_id, member_id, epoch, fetch=True)
@@ -448,7 +437,7 @@ async def handle_describe_share_group_offsets(
     for g in req.groups:
         code = (ErrorCode.GROUP_AUTHORIZATION_FAILED
                 if not authz.group(ctx, Op.DESCRIBE, g.group_id)
-                else _coordinator_error(ctx, g.group_id))
+                else coordinator_error(ctx, g.group_id))
         service = broker.share_groups
         state = service.offsets(g.group_id) if not code and service is not None else None
         if code:
@@ -501,6 +490,8 @@ def share_groups_listed(ctx: RequestContext, states: list[str] | None,
     wanted = {s.lower() for s in states or ()}
     out = []
     for group_id in service.group_ids():
+        if coordinator_error(ctx, group_id):
+            continue  # known here by a share-partition led here: another broker's group
         found = service.describe(group_id)
         if found is None or (wanted and found.state.lower() not in wanted):
             continue

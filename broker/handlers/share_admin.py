@@ -12,10 +12,14 @@ through SharePersistence (persistence.py: ``reset`` is InitializeShareGroupState
 under a new state epoch, ``delete`` DeleteShareGroupState, a tombstone in
 __share_group_state). The share-partitions a deletion covers are the ones the
 group's coordinator has in memory (served or read since its start), as
-DescribeShareGroupOffsets answers from them too.
+DescribeShareGroupOffsets answers from them too. The share-partitions go to
+the coordinator together; a failure there is answered for its partition
+(Alter) or topic (Delete), mapped as the share-partition leader maps it
+(``persister_error``); the top-level code is only for the group.
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from samsa.protocol.errors import ErrorCode
@@ -27,8 +31,9 @@ from samsa.protocol.messages import (AlterShareGroupOffsetsRequest,
 from . import authz
 from .authz import Op
 from .context import RequestContext
+from ..groups.share.persistence import persister_error
 from ..groups.share.service import ShareKey, ShareService
-from .share import _coordinator_error
+from .share_coordination import coordinator_error
 
 _NO_ID = uuid.UUID(int=0)
 _UNKNOWN = "This server does not host this topic-partition."
@@ -39,7 +44,7 @@ def _group_refusal(ctx: RequestContext, group_id: str, op: Op) -> ErrorCode:
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
     if not group_id:
         return ErrorCode.INVALID_REQUEST
-    return _coordinator_error(ctx, group_id)
+    return coordinator_error(ctx, group_id)
 
 
 async def handle_alter_share_group_offsets(ctx: RequestContext,
@@ -92,18 +97,26 @@ async def handle_alter_share_group_offsets(ctx: RequestContext,
         topics.append(R.AlterShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name, topic_id=meta.topic_id, partitions=parts))
     code = service.alter_offsets(req.group_id, starts) if starts else ErrorCode.NONE
-    if not code and service.persistence is not None:
-        # the durable state is the share coordinator's: each share-partition
-        # starts over there under a new state epoch (its leader's copy is
-        # fenced and read again); read back here so the group shows it
-        keys = [(req.group_id, t, p) for t, p in starts]
-        for key in keys:
-            code = await service.persistence.reset(key, starts[(key[1], key[2])]) or code
-        await service.persistence.ensure_loaded(keys)
-    if code:
+    if code:  # the group's answer (it has members): nothing changed
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
             answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
             for t in req.topics])
+    if service.persistence is not None and starts:
+        # the durable state is the share coordinator's: each share-partition
+        # starts over there under a new state epoch (its leader's copy is
+        # fenced and read again), all at once, each answered on its own;
+        # read back here so the group shows it
+        keys = [(req.group_id, t, p) for t, p in starts]
+        codes = await asyncio.gather(*(service.persistence.reset(k, starts[(k[1], k[2])])
+                                       for k in keys))
+        failed = {(k[1], k[2]): persister_error(c) for k, c in zip(keys, codes) if c}
+        await service.persistence.ensure_loaded(
+            [k for k in keys if (k[1], k[2]) not in failed])
+        for topic in topics:
+            for part in topic.partitions:
+                err = failed.get((topic.topic_id, part.partition_index))
+                if err is not None and not part.error_code:
+                    part.error_code, part.error_message = err, None
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
              responses=topics)
 
@@ -137,24 +150,30 @@ async def handle_delete_share_group_offsets(ctx: RequestContext,
             topic_name=t.topic_name, topic_id=meta.topic_id if meta is not None else _NO_ID,
             error_code=err, error_message=message))
     code, keys = service.deletable(req.group_id, wanted)
-    if not code:
-        code = await _forget(service, keys)
     if code:
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
+    failed = await _forget(service, keys)
+    for topic in topics:  # a topic's answer: the first of its partitions that failed
+        failure = next((c for k, c in failed.items() if k[1] == topic.topic_id), None)
+        if failure is not None and not topic.error_code:
+            topic.error_code, topic.error_message = failure, None
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
              responses=topics)
 
 
 async def _forget(service: ShareService, keys: list[ShareKey],
-                  group_id: str | None = None) -> ErrorCode:
+                  group_id: str | None = None) -> dict[ShareKey, ErrorCode]:
     """The share-partitions' state removed for good: through the share
-    coordinator (a tombstone in __share_group_state) when durable."""
-    code = ErrorCode.NONE
+    coordinator (a tombstone in __share_group_state) when durable, all at
+    once. Those that failed are not dropped here (nor, given ``group_id``,
+    the group, so a retry finds it); their answers are returned, as the
+    share-partition leader answers the coordinator's failures."""
+    failed: dict[ShareKey, ErrorCode] = {}
     if service.persistence is not None:
-        for key in keys:
-            code = await service.persistence.delete(key) or code
-    service.drop(keys, group_id)
-    return code
+        codes = await asyncio.gather(*(service.persistence.delete(k) for k in keys))
+        failed = {k: persister_error(c) for k, c in zip(keys, codes) if c}
+    service.drop([k for k in keys if k not in failed], None if failed else group_id)
+    return failed
 
 
 async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
@@ -168,10 +187,11 @@ async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
     out = {}
     for gid in group_ids:
         if gid and service.exists(gid):
-            code = _coordinator_error(ctx, gid)
+            code = coordinator_error(ctx, gid)
             if not code:
                 code, keys = service.deletable(gid)
                 if not code:
-                    code = await _forget(service, keys, gid)
+                    failed = await _forget(service, keys, gid)
+                    code = next(iter(failed.values()), ErrorCode.NONE)
             out[gid] = code
     return out

@@ -143,3 +143,28 @@ def test_a_clean_stop_of_many_partitions_checkpoints_only_what_is_durable(tmp_pa
         assert lm.shutdown() == []
     after = os.stat(snap)   # nothing new in t-7: its snapshot was not written again
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_failed_durable_batch_leaves_the_epoch_file_to_be_written_again(tmp_path, monkeypatch):
+    """Inside a durable batch the leader-epoch file holds new entries only once the
+    batch commits; if the barrier fails, a later write of the same entries must not be
+    skipped as if the file already held them."""
+    import pytest
+
+    from samsa.storage import checkpoints
+    from samsa.storage.leader_epoch import LeaderEpochCache
+    cache = LeaderEpochCache(str(tmp_path))
+    cache.assign(0, 0)
+    path = str(tmp_path / LEADER_EPOCH_CHECKPOINT)
+
+    def barrier_fails(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "_sync_all", barrier_fails)
+        with pytest.raises(OSError):
+            with checkpoints.durable_batch():
+                cache.assign(1, 5)
+    assert read_leader_epoch_checkpoint(path) == [(0, 0)]
+    cache.truncate_from_end(5, defer_flush=True)  # a load's truncation, deferred
+    cache.assign(1, 5)
+    assert read_leader_epoch_checkpoint(path) == [(0, 0), (1, 5)]

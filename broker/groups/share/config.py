@@ -9,11 +9,11 @@ then on, share.auto.offset.reset when a share-partition is next initialised.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...group_configs import share_auto_offset_reset
+from ... import group_configs
 from .partition import ShareLimits
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
@@ -23,39 +23,6 @@ SESSION_TIMEOUT = "share.session.timeout.ms"
 HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 ISOLATION_LEVEL = "share.isolation.level"
 MAX_RECORD_LOCKS = "share.partition.max.record.locks"
-
-
-def _reset(value: str) -> str | int:
-    """"earliest", "latest" or a by_duration's milliseconds."""
-    parsed = share_auto_offset_reset(value)
-    if parsed is None:
-        raise ValueError(f"{AUTO_OFFSET_RESET}: {value!r}")
-    return parsed
-
-
-def _positive(value: str) -> int:
-    n = int(value)
-    if n <= 0:
-        raise ValueError(f"must be positive, not {value}")
-    return n
-
-
-def _isolation(value: str) -> str:
-    if value not in ("read_committed", "read_uncommitted"):
-        raise ValueError(f"{ISOLATION_LEVEL} must be read_committed or read_uncommitted")
-    return value
-
-
-# group config key -> parser/validator of its string value (raises ValueError)
-SHARE_GROUP_CONFIG_KEYS: dict[str, Callable[[str], Any]] = {
-    AUTO_OFFSET_RESET: _reset,
-    LOCK_DURATION: _positive,
-    DELIVERY_COUNT_LIMIT: _positive,
-    SESSION_TIMEOUT: _positive,
-    HEARTBEAT_INTERVAL: _positive,
-    ISOLATION_LEVEL: _isolation,
-    MAX_RECORD_LOCKS: _positive,
-}
 
 
 @dataclass(frozen=True)
@@ -91,12 +58,8 @@ def settings(defaults: ShareDefaults, overrides: Mapping[str, str]) -> ShareGrou
     """The group's settings; a bad override is ignored (it was validated when set)."""
     def get(key: str, fallback: Any) -> Any:
         raw = overrides.get(key)
-        if raw is None:
-            return fallback
-        try:
-            return SHARE_GROUP_CONFIG_KEYS[key](raw)
-        except ValueError:
-            return fallback
+        parsed = None if raw is None else group_configs.parse(key, raw)
+        return fallback if parsed is None else parsed
     return ShareGroupSettings(
         get(AUTO_OFFSET_RESET, "latest"),
         ShareLimits(get(LOCK_DURATION, defaults.lock_duration_ms),

@@ -164,14 +164,16 @@ class ShareService:
                                 list(m.subscribed), {t: list(p) for t, p in m.assignment.items()})
                 for m in group.members.values()])
 
-    def group_states(self) -> list[str]:
-        """Every share group's state (for the share-group-count gauge)."""
+    def group_states(self, coordinated: Callable[[str], bool] = lambda g: True) -> list[str]:
+        """The state of every share group ``coordinated`` here (the gauges): a
+        group known only by the share-partitions led here is another broker's."""
         with self._lock:
             now = self.now_ms()
             for group in self.groups.values():
                 group.expire(now)
-            return [g.state for g in self.groups.values()] + ["Empty"] * len(
-                {k[0] for k in (*self.partitions, *self._loaded)} - set(self.groups))
+            return [g.state for gid, g in self.groups.items() if coordinated(gid)] + [
+                "Empty" for gid in {k[0] for k in (*self.partitions, *self._loaded)}
+                - set(self.groups) if coordinated(gid)]
 
     def group_ids(self) -> list[str]:
         with self._lock:
@@ -235,25 +237,26 @@ class ShareService:
                         aborted: Sequence[tuple[int, int]]) -> list[Acquired]:
         """read_committed: the just-acquired offsets of aborted transactions are
         archived (as Kafka's share-partition does), the rest handed out."""
-        drop: set[int] = set()
-        for first, last in aborted:
-            drop.update(range(first, last + 1))
+        runs = sorted(aborted)
         with self._lock:
             sp = self.partitions.get(key)
+            now = self.now_ms()
             kept: list[Acquired] = []
             for a in acquired:
-                run: list[int] = []
-                for off in range(a.first_offset, a.last_offset + 1):
-                    if off in drop:
-                        if sp is not None:
-                            sp.acknowledge(member_id, off, off, [AckType.REJECT], self.now_ms())
-                        if run:
-                            kept.append(Acquired(run[0], run[-1], a.delivery_count))
-                            run = []
-                    else:
-                        run.append(off)
-                if run:
-                    kept.append(Acquired(run[0], run[-1], a.delivery_count))
+                # one REJECT per overlap of this acquired run with an aborted
+                # run (not one per offset: each acknowledge walks the window)
+                pos = a.first_offset
+                for first, last in runs:
+                    lo, hi = max(first, pos), min(last, a.last_offset)
+                    if lo > hi:
+                        continue
+                    if sp is not None:
+                        sp.acknowledge(member_id, lo, hi, [AckType.REJECT], now)
+                    if pos < lo:
+                        kept.append(Acquired(pos, lo - 1, a.delivery_count))
+                    pos = hi + 1
+                if pos <= a.last_offset:
+                    kept.append(Acquired(pos, a.last_offset, a.delivery_count))
             if sp is not None and kept != list(acquired):
                 self._persist(key, sp)
             return kept

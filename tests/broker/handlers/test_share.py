@@ -2,17 +2,22 @@
 what the client sent reaches the group, and Kafka's error codes come back."""
 from __future__ import annotations
 
+import dataclasses
+
+from samsa.broker.groups.locator import CoordinatorAnswer
 from samsa.broker.groups.share.config import ShareDefaults
 from samsa.broker.groups.share.service import Bounds, ShareService
 from samsa.broker.handlers.share import (handle_share_acknowledge, handle_share_fetch,
                                          handle_share_group_describe,
-                                         handle_share_group_heartbeat)
+                                         handle_share_group_heartbeat, share_groups_listed)
+from samsa.broker.handlers.services import CoordinatorAnswerLike
+from samsa.broker.handlers.share_coordination import coordination_error
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (ShareAcknowledgeRequest, ShareFetchRequest,
                                      ShareGroupDescribeRequest, ShareGroupHeartbeatRequest)
 from samsa.protocol.model import ApiKey
 
-from .fakes import FakeServices, context
+from .fakes import NODE, FakeLocator, FakeServices, context
 
 
 def _services() -> FakeServices:
@@ -85,3 +90,39 @@ async def test_share_session_epochs_are_checked():
         context(services, ApiKey.SHARE_ACKNOWLEDGE, 1), ShareAcknowledgeRequest(
             group_id="g", member_id="m1", share_session_epoch=0, topics=[]))
     assert ack.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+
+
+class _ElsewhereLocator(FakeLocator):
+    """Group "elsewhere" is coordinated by broker 2 (this one is broker 1)."""
+
+    def locate(self, key: str) -> CoordinatorAnswerLike:
+        if key != "elsewhere":
+            return super().locate(key)
+        return CoordinatorAnswer(ErrorCode.NONE, dataclasses.replace(NODE, node_id=2))
+
+
+async def test_a_group_known_only_by_a_share_partition_led_here_is_not_listed_or_counted():
+    services = _services()
+    services.coordinators = _ElsewhereLocator()
+    await _join(services)
+    topic = services.topics.get("t")
+    service = services.share_groups
+    assert topic is not None and service is not None
+    # this broker leads t-0, so it serves "elsewhere"'s share-partition there
+    service.acquire(("elsewhere", topic.topic_id, 0), "m9", 1, 0, 1)
+    assert set(service.group_ids()) == {"g", "elsewhere"}
+    ctx = context(services, ApiKey.LIST_GROUPS, 5)
+    assert [(g.group_id, g.state) for g in share_groups_listed(ctx, None, None)] == [
+        ("g", "Stable")]
+    assert service.group_states(lambda g: g != "elsewhere") == ["Stable"]
+    resp = await handle_share_group_describe(
+        context(services, ApiKey.SHARE_GROUP_DESCRIBE, 1),
+        ShareGroupDescribeRequest(group_ids=["elsewhere"], include_authorized_operations=False))
+    assert resp.groups[0].error_code == ErrorCode.NOT_COORDINATOR
+
+
+def test_coordination_error_is_none_only_on_the_groups_coordinator():
+    locator = _ElsewhereLocator()
+    assert coordination_error(locator, NODE.node_id, "g") == ErrorCode.NONE
+    assert coordination_error(locator, NODE.node_id, "elsewhere") == ErrorCode.NOT_COORDINATOR
+    assert coordination_error(locator, 2, "elsewhere") == ErrorCode.NONE

@@ -3,6 +3,8 @@ groups over a real share service: Kafka's answers per group, topic and
 partition, and its authorization (READ/DELETE on the group, READ on topics)."""
 from __future__ import annotations
 
+import asyncio
+
 from samsa.broker.groups.share.config import ShareDefaults
 from samsa.broker.groups.share.service import Bounds, ShareService
 from samsa.broker.handlers.groups import handle_delete_groups
@@ -95,3 +97,61 @@ async def test_acls_group_read_for_alter_group_delete_for_delete_topic_read_for_
     allow(acls, "User:carol", AclOperation.DELETE, ResourceType.GROUP, "g")
     resp = await handle_delete_share_group_offsets(delete_ctx, _delete("g", "t"))
     assert (resp.error_code, resp.responses[0].error_code) == (0, 0)
+
+
+class _Persistence:
+    """The service's durable side (SharePersistence's admin calls): the share
+    coordinator refuses partition 1 of "t" (it is loading); how many calls
+    ran at once is counted."""
+
+    def __init__(self) -> None:
+        self.running = self.most = 0
+        self.loaded: list = []
+
+    async def _call(self, key) -> ErrorCode:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.running -= 1
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if key[2] == 1 else ErrorCode.NONE
+
+    async def reset(self, key, start_offset: int) -> ErrorCode:
+        return await self._call(key)
+
+    async def delete(self, key) -> ErrorCode:
+        return await self._call(key)
+
+    async def ensure_loaded(self, keys) -> dict:
+        self.loaded.extend(keys)
+        return {}
+
+
+async def test_a_share_coordinator_failure_is_answered_for_its_partition_only():
+    services = _services()
+    assert services.share_groups is not None
+    persistence = _Persistence()
+    services.share_groups.persistence = persistence  # type: ignore[assignment]
+    ctx = context(services, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0)
+    resp = await handle_alter_share_group_offsets(ctx, _alter("g", t=[(0, 4), (1, 4)],
+                                                              u=[(0, 2)]))
+    # the partitions' resets ran together, each answered on its own; the
+    # coordinator loading is the client's COORDINATOR_NOT_AVAILABLE
+    assert persistence.most == 3
+    assert resp.error_code == 0
+    assert {(r.topic_name, p.partition_index): p.error_code
+            for r in resp.responses for p in r.partitions} == {
+        ("t", 0): 0, ("t", 1): ErrorCode.COORDINATOR_NOT_AVAILABLE, ("u", 0): 0}
+    assert sorted(k[2] for k in persistence.loaded) == [0, 0]
+    persistence.most = 0
+    resp2 = await handle_delete_share_group_offsets(
+        context(services, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0), _delete("g", "t", "u"))
+    assert persistence.most == 3
+    assert (resp2.error_code, [(r.topic_name, r.error_code) for r in resp2.responses]) == (
+        0, [("t", ErrorCode.COORDINATOR_NOT_AVAILABLE), ("u", 0)])
+    # DeleteGroups: the group stays while a share-partition's state is not gone
+    resp3 = await handle_delete_groups(context(services, ApiKey.DELETE_GROUPS, 2),
+                                       DeleteGroupsRequest(groups_names=["g"]))
+    assert [(r.group_id, r.error_code) for r in resp3.results] == [
+        ("g", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+    assert services.share_groups.exists("g")

@@ -132,3 +132,27 @@ def test_read_committed_archives_the_aborted_offsets_it_acquired():
     assert service.fetch_position(key) == 10
     _start, batches = records.last[key]
     assert (3, 5, 4) in {(b.first_offset, b.last_offset, b.state) for b in batches}
+
+
+def test_read_committed_archives_each_aborted_run_in_one_acknowledgement():
+    # 2000 aborted offsets in two runs: two REJECTs over the in-flight window,
+    # not one per offset (each acknowledge walks the window: quadratic)
+    records = Writes()
+    service, _ = _service(records, configs={"g": {"share.auto.offset.reset": "earliest"}})
+    _join(service)
+    key = ("g", TOPIC, 0)
+    service.acquire(key, "m", 1, 0, 1)  # the share-partition exists from here
+    sp = service.partitions[key]
+    calls: list[tuple[int, int]] = []
+    real = sp.acknowledge
+
+    def counted(member, first, last, types, now_ms):
+        calls.append((first, last))
+        return real(member, first, last, types, now_ms)
+    sp.acknowledge = counted  # type: ignore[method-assign]
+    got = service.acquire(key, "m", 5000, 0, 2000)
+    assert (got[0].first_offset, got[-1].last_offset) == (1, 1999)
+    # the second aborted run reaches past what was acquired
+    kept = service.archive_aborted(key, "m", got, [(1500, 2499), (10, 1008)])
+    assert sorted(calls) == [(10, 1008), (1500, 1999)]
+    assert [(a.first_offset, a.last_offset) for a in kept] == [(1, 9), (1009, 1499)]
