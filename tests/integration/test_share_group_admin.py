@@ -1,12 +1,14 @@
 """The admin side of KIP-932 share groups against real clients: the Java
 client 4.3's Admin (alterShareGroupOffsets, deleteShareGroupOffsets,
 deleteShareGroups, listShareGroupOffsets, describeShareGroups through
-tests/java/ShareAdmin.java) and confluent-kafka's AdminClient for the share.*
+tests/java/ShareAdmin.java, one long-lived JVM per test answering a command
+a line: a JVM per call made a test of ~25 JVMs, minutes on a loaded machine) and confluent-kafka's AdminClient for the share.*
 GROUP configs, with a KafkaShareConsumer (tests/java/ShareConsume.java)
 showing that what was set takes effect.
 """
 from __future__ import annotations
 
+import subprocess
 import uuid
 
 import pytest
@@ -18,6 +20,7 @@ from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import ListConfigResourcesRequest
 from tests.support.kafka_wire import free_port
 from tests.support.metrics import sample, scrape
+from tests.support.process_lines import ProcessLines
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -29,6 +32,7 @@ OVERRIDES = {"offsets.topic.num.partitions": "3",
              "group.share.session.timeout.ms": "6000",
              "group.share.min.session.timeout.ms": "6000"}
 WAIT_S = 60  # harness safety net, not a performance assertion
+FIRST_RECORD_MS = 45_000  # a ShareConsume that never gets a record says so, within WAIT_S
 
 
 def _name(prefix: str) -> str:
@@ -50,34 +54,85 @@ def _produce(bootstrap: str, topic: str, per_partition: int, partitions: int) ->
     assert p.flush(30) == 0
 
 
-def _admin(java_tools, bootstrap: str, *args: str) -> list[str]:
-    return java_tools.run("ShareAdmin", bootstrap, *args, timeout=90).check().lines
+class _ShareAdmin:
+    """``ShareAdmin BOOTSTRAP serve``: one Admin client, a call per stdin line,
+    each answered by its lines and "END". Call it as ``admin("describe", group)``."""
+
+    def __init__(self, java_tools, bootstrap: str) -> None:
+        self._out = ProcessLines(java_tools.popen("ShareAdmin", bootstrap, "serve",
+                                                  stdin=subprocess.PIPE))
+        self._read = 0  # lines of answers already returned
+
+    def __call__(self, *args: str) -> list[str]:
+        proc = self._out.proc
+        assert proc.stdin is not None
+        proc.stdin.write(" ".join(args) + "\n")
+        proc.stdin.flush()
+
+        def answered() -> tuple[list[str]] | None:  # (a tuple: an answer may be no lines)
+            lines = list(self._out.lines)[self._read:]
+            if "END" in lines:
+                end = lines.index("END")
+                self._read += end + 1
+                return (lines[:end],)
+            assert proc.poll() is None, f"ShareAdmin exited {proc.returncode}: " \
+                f"{self._out.stderr()[-3000:]}"
+            return None
+        return wait_until(answered, 90, lambda: f"ShareAdmin to answer {args}: "
+                          f"{self._out.lines[self._read:]}\n{self._out.stderr()[-3000:]}",
+                          interval=0.1)[0]
+
+    def close(self) -> None:
+        proc = self._out.proc
+        if proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.close()  # end of its stdin: it closes the Admin client and exits
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def share_admin(java_tools):
+    """``share_admin(bootstrap)``: a ShareAdmin session, closed after the test."""
+    sessions: list[_ShareAdmin] = []
+
+    def start(bootstrap: str) -> _ShareAdmin:
+        sessions.append(_ShareAdmin(java_tools, bootstrap))
+        return sessions[-1]
+    yield start
+    for session in sessions:
+        session.close()
 
 
 def _consume(java_tools, bootstrap: str, group: str, topic: str) -> list[str]:
     """Values a share consumer reads until idle (then it closes: the group is Empty)."""
     out = java_tools.run("ShareConsume", "--bootstrap-server", bootstrap, "--group", group,
-                         "--topic", topic, "--idle-ms", "3000", timeout=180).check().lines
+                         "--topic", topic, "--idle-ms", "3000",
+                         "--first-record-ms", str(FIRST_RECORD_MS), timeout=180).check().lines
     return sorted(line.split("\t")[0] for line in out if "\t" in line)
 
 
 def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
-        broker_factory, java_tools):
+        broker_factory, java_tools, share_admin):
     port = free_port()
     broker = broker_factory({**OVERRIDES, "metrics.port": str(port),
                              "metrics.host": "127.0.0.1"})
     b = broker.bootstrap
+    java_admin = share_admin(b)  # one Admin client, across both broker restarts too
     topic, other, group = _topic(b, 2), _topic(b, 1), _name("share")
     _produce(b, topic, 5, 2)
     _produce(b, other, 2, 1)
     # a group positioned before any member joins: it is created, Empty
-    assert _admin(java_tools, b, "alter", group, f"{topic}:0=3", f"{topic}:1=0",
+    assert java_admin("alter", group, f"{topic}:0=3", f"{topic}:1=0",
                   f"{other}:0=2", "no-such-topic:0=1") == [*sorted([
                       f"{other}-0 OK", f"{topic}-0 OK", f"{topic}-1 OK",
                       "no-such-topic-0 ERROR UnknownTopicOrPartitionException"]),
                   "ERROR UnknownTopicOrPartitionException"]
-    assert _admin(java_tools, b, "describe", group) == ["Empty 0"]
-    assert _admin(java_tools, b, "offsets", group) == sorted([
+    assert java_admin("describe", group) == ["Empty 0"]
+    assert java_admin("offsets", group) == sorted([
         f"{other} 0 2 0", f"{topic} 0 3 2", f"{topic} 1 0 5"])
     # the share consumer starts where the offsets were set
     assert _consume(java_tools, b, group, topic) == sorted(
@@ -96,25 +151,26 @@ def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
     assert sample(text, sg + "share_acknowledgement_rate", "") > 0
     assert sample(text, "samsa_share_records_acquired_count", "") == 7
     # a member: the group is not empty, and every change is refused
+    # (it never gets a record: a member to be killed, so it waits longer than the test)
     holder = java_tools.popen("ShareConsume", "--bootstrap-server", b, "--group", group,
-                              "--topic", topic, "--hold")
+                              "--topic", topic, "--hold", "--first-record-ms", "600000")
     try:
-        wait_until(lambda: _admin(java_tools, b, "describe", group) == ["Stable 1"], WAIT_S,
-                   "the holder to join")
-        assert _admin(java_tools, b, "alter", group, f"{topic}:0=0")[-1] == \
+        wait_until(lambda: java_admin("describe", group) == ["Stable 1"], WAIT_S,
+                   "the holder to join", interval=0.5)
+        assert java_admin("alter", group, f"{topic}:0=0")[-1] == \
             "ERROR GroupNotEmptyException"
-        assert _admin(java_tools, b, "delete-offsets", group, topic)[-1] == \
+        assert java_admin("delete-offsets", group, topic)[-1] == \
             "ERROR GroupNotEmptyException"
-        assert _admin(java_tools, b, "delete", group) == ["ERROR GroupNotEmptyException"]
+        assert java_admin("delete", group) == ["ERROR GroupNotEmptyException"]
     finally:
         holder.kill()
         holder.communicate()
-    wait_until(lambda: _admin(java_tools, b, "describe", group) == ["Empty 0"], WAIT_S,
-               "the killed member's session to end")
-    assert _admin(java_tools, b, "delete-offsets", group, other, "no-such-topic") == [
+    wait_until(lambda: java_admin("describe", group) == ["Empty 0"], WAIT_S,
+               "the killed member's session to end", interval=0.5)
+    assert java_admin("delete-offsets", group, other, "no-such-topic") == [
         *sorted(["no-such-topic ERROR UnknownTopicOrPartitionException", f"{other} OK"]),
         "ERROR UnknownTopicOrPartitionException"]
-    assert _admin(java_tools, b, "offsets", group) == [f"{topic} 0 5 0", f"{topic} 1 5 0"]
+    assert java_admin("offsets", group) == [f"{topic} 0 5 0", f"{topic} 1 5 0"]
     # from here on a share-partition without state starts at the log start
     admin = AdminClient({"bootstrap.servers": b})
     _alter_group(admin, group, ConfigEntry("share.auto.offset.reset", "earliest",
@@ -127,12 +183,12 @@ def test_java_admin_alters_deletes_offsets_and_groups_with_kafkas_answers(
     late.produce(topic, b"late-0", partition=0)
     assert late.flush(30) == 0
     assert _consume(java_tools, b, group, topic) == ["late-0"]
-    assert _admin(java_tools, b, "delete", group) == ["OK"]
-    assert _admin(java_tools, b, "delete", group) == ["ERROR GroupIdNotFoundException"]
-    assert _admin(java_tools, b, "delete-offsets", group, topic)[-1] == \
+    assert java_admin("delete", group) == ["OK"]
+    assert java_admin("delete", group) == ["ERROR GroupIdNotFoundException"]
+    assert java_admin("delete-offsets", group, topic)[-1] == \
         "ERROR GroupIdNotFoundException"
     broker.restart()
-    assert _admin(java_tools, b, "describe", group) == ["ERROR GroupIdNotFoundException"]
+    assert java_admin("describe", group) == ["ERROR GroupIdNotFoundException"]
     # deleted with its state: the topic is read from the start again
     assert _consume(java_tools, b, group, topic) == sorted(
         ["late-0"] + [f"p{p}-{i}" for p in range(2) for i in range(5)])

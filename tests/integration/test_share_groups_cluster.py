@@ -8,7 +8,6 @@ prints "committed" once the broker confirmed a poll's acknowledgements.
 from __future__ import annotations
 
 import subprocess
-import threading
 import uuid
 from collections import defaultdict
 
@@ -20,6 +19,7 @@ from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import DescribeShareGroupOffsetsRequest, FindCoordinatorRequest
 from samsa.protocol.model import ApiKey
 from tests.integration.test_share_groups_java import _members_assigned
+from tests.support.process_lines import ProcessLines
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -33,30 +33,8 @@ OVERRIDES = {"share.coordinator.state.topic.num.partitions": "3",
              # a killed follower leaves the ISR soon, so acks=all writes go on
              "replica.lag.time.max.ms": "3000"}
 WAIT_S = 90  # harness safety net, not a performance assertion
-
-
-class _Reader:
-    """A ShareConsume process whose lines are collected as they come."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def values(self) -> list[str]:
-        return [line.split("\t")[0] for line in list(self.lines) if "\t" in line]
-
-    def stop(self) -> list[str]:
-        self.proc.kill()
-        self.proc.wait()
-        self._thread.join(10)
-        return list(self.lines)
+# a consumer that never gets a record exits saying so, before WAIT_S runs out
+FIRST_RECORD_MS = 60_000
 
 
 def _coordinator(bootstrap: str, group: str) -> int:
@@ -133,13 +111,13 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
 
     def consumer(*args: object) -> subprocess.Popen:
         return java_tools.popen("ShareConsume", "--bootstrap-server", b, "--group", group,
-                                "--topic", topic, *args)
-    procs: list[subprocess.Popen] = []
+                                "--topic", topic, "--first-record-ms", FIRST_RECORD_MS, *args)
+    procs: list[ProcessLines] = []
     try:
         # explicit acknowledgement (a --reject prefix no record has), committed per poll
-        reader = _Reader(consumer("--reject", "none-", "--max-records", "5",
-                                  "--idle-ms", "120000"))
-        procs.append(reader.proc)
+        reader = ProcessLines(consumer("--reject", "none-", "--max-records", "5",
+                                       "--idle-ms", "120000"))
+        procs.append(reader)
         _members_assigned(at_leader, group, 1)
         _started(at_leader, group, topic)
         produce(first)
@@ -147,11 +125,11 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
                    "the reader to get the first records")
         # its output read by a thread, so the wait's limit holds even if it
         # never prints (a readline here would block past it)
-        holder = _Reader(consumer("--hold", "--max-records", "5"))
-        procs.append(holder.proc)
+        holder = ProcessLines(consumer("--hold", "--max-records", "5"))
+        procs.append(holder)
         _members_assigned(at_leader, group, 2)
         produce(second)
-        wait_until(lambda: "holding" in list(holder.lines), WAIT_S, "the holder to get records")
+        wait_until(lambda: holder.has("holding"), WAIT_S, "the holder to get records")
         holder.stop()  # what it holds is acquired and never acknowledged
         before_kill = len(reader.lines)
         cluster.kill(leader)  # the share-partition leader (and the group's coordinator)
@@ -170,9 +148,7 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         lines = reader.stop()
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
+            p.stop()
     polls = _polls(lines)
     seen: dict[str, list[tuple[int, bool]]] = defaultdict(list)  # value -> [(count, confirmed)]
     for records, confirmed in polls:

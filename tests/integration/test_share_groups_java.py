@@ -21,6 +21,7 @@ from samsa.protocol.messages import (DescribeShareGroupOffsetsRequest, ListGroup
                                      ShareGroupDescribeRequest)
 from samsa.protocol.model import ApiKey
 from tests.support.broker_process import REPO_ROOT
+from tests.support.process_lines import ProcessLines
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -33,6 +34,9 @@ OVERRIDES = {"offsets.topic.num.partitions": "3",
              "group.share.heartbeat.interval.ms": "500",
              "group.share.session.timeout.ms": "30000"}
 WAIT_S = 60  # harness safety net, not a performance assertion
+# a consumer that never gets a record exits with "no record within ..." before
+# the tests' own WAIT_S runs out (counted from its start, so a fair bit below)
+FIRST_RECORD_MS = 45_000
 
 
 def _name(prefix: str) -> str:
@@ -89,7 +93,7 @@ def _members_assigned(bootstrap: str, group: str, count: int) -> None:
 def _consumer(java_tools, bootstrap: str, group: str, topic: str, *args: object
               ) -> subprocess.Popen:
     return java_tools.popen("ShareConsume", "--bootstrap-server", bootstrap, "--group", group,
-                            "--topic", topic, *args)
+                            "--topic", topic, "--first-record-ms", FIRST_RECORD_MS, *args)
 
 
 def _finish(proc: subprocess.Popen, what: str) -> list[tuple[str, int, int, str]]:
@@ -113,8 +117,11 @@ def _parse(lines: list[str]) -> list[tuple[str, int, int, str]]:
     return out
 
 
-def _reap(procs: list[subprocess.Popen]) -> None:
+def _reap(procs: list[subprocess.Popen | ProcessLines]) -> None:
     for p in procs:
+        if isinstance(p, ProcessLines):
+            p.stop()  # its threads own the pipes
+            continue
         if p.poll() is None:
             p.kill()
         p.communicate()
@@ -126,12 +133,27 @@ def test_members_share_one_partition_and_a_dead_members_records_come_back(
     b = broker.bootstrap
     topic, group = _name("sq"), _name("share")
     _create_topic(b, topic)
-    holder = _consumer(java_tools, b, group, topic, "--hold", "--max-records", "5")
-    live = [_consumer(java_tools, b, group, topic, "--max-records", "5", "--idle-ms",
-                      str(3 * LOCK_MS)) for _ in range(2)]
-    procs = [holder, *live]
+    # the holder alone first: it gets records before the live members exist
+    # (once they do, nothing says it would get any before they take them all)
+    holder = ProcessLines(_consumer(java_tools, b, group, topic, "--hold", "--max-records", "5"))
+    procs: list[subprocess.Popen | ProcessLines] = [holder]
     try:
+        _members_assigned(b, group, 1)
+        values = [f"r-{i}" for i in range(60)]
+        _produce(b, topic, values[:5])
+        # it prints what it got, then hangs holding it (without acknowledging)
+        wait_until(lambda: holder.has("holding"), WAIT_S,
+                   lambda: f"the holder to get records; it printed {holder.lines}"
+                   f"\n{holder.stderr()[-3000:]}")
+        held = {v for v, *_ in _parse(list(holder.lines))}
+        assert held
+        # (a live member may get the holder's records back as its lock runs out,
+        # before the rest is produced: its idle wait outlasts the others joining)
+        live = [_consumer(java_tools, b, group, topic, "--max-records", "5", "--idle-ms",
+                          "15000") for _ in range(2)]
+        procs += live
         _members_assigned(b, group, 3)
+        _produce(b, topic, values[5:])
         tool = subprocess.run([sys.executable, "-m", "samsa", "share-groups",
                                "--bootstrap-server", b, "--describe", "--group", group,
                                "--members"], capture_output=True, text=True, timeout=60,
@@ -141,20 +163,7 @@ def test_members_share_one_partition_and_a_dead_members_records_come_back(
             "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"], tool
         assert [(r.split()[0], r.split()[2], r.split()[-2:]) for r in lines[2:]] == [
             (group, "/127.0.0.1", ["1", f"{topic}:0"])] * 3, tool
-        values = [f"r-{i}" for i in range(60)]
-        _produce(b, topic, values)
-        # the holder prints what it got, then hangs holding it: kill -9 it
-        held_lines: list[str] = []
-
-        def holding() -> bool:
-            line = holder.stdout.readline()
-            if line:
-                held_lines.append(line.rstrip("\n"))
-            return line == "holding\n"
-        wait_until(holding, WAIT_S, "the holder to get records")
-        holder.kill()
-        held = {v for v, *_ in _parse(held_lines)}
-        assert held
+        holder.stop()  # kill -9
         got = [_finish(p, f"live member {i}") for i, p in enumerate(live)]
     finally:
         _reap(procs)
@@ -203,20 +212,22 @@ def test_every_record_acknowledged_once_across_a_broker_restart(broker_factory, 
     _create_topic(b, topic)
     first_half = [f"r-{i}" for i in range(20)]
     second_half = [f"r-{i}" for i in range(20, 40)]
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen | ProcessLines] = []
     try:
         reader = _consumer(java_tools, b, group, topic, "--idle-ms", "2500")
         procs.append(reader)
         _members_assigned(b, group, 1)
         _produce(b, topic, first_half)
         assert sorted(v for v, *_ in _finish(reader, "the first reader")) == sorted(first_half)
-        holder = _consumer(java_tools, b, group, topic, "--hold", "--max-records", "5")
+        holder = ProcessLines(_consumer(java_tools, b, group, topic, "--hold",
+                                        "--max-records", "5"))
         procs.append(holder)
         _members_assigned(b, group, 1)
         _produce(b, topic, second_half)
-        wait_until(lambda: holder.stdout.readline() == "holding\n", WAIT_S,
-                   "the holder to get records")
-        holder.kill()
+        wait_until(lambda: holder.has("holding"), WAIT_S,
+                   lambda: f"the holder to get records; it printed {holder.lines}"
+                   f"\n{holder.stderr()[-3000:]}")
+        holder.stop()
         broker.restart()
         after = _consumer(java_tools, b, group, topic, "--idle-ms", "3000")
         procs.append(after)

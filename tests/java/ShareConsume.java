@@ -24,7 +24,12 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   [--hold]             print the first records it gets and never acknowledge or poll
  *                        again (a member that hangs, to be killed, holding its records)
  *   [--idle-ms N]        exit (closing the consumer) after N ms with no record, counted from
- *                        the first record (default 5000); before it, wait up to 120 s
+ *                        the end of the last poll that gave records (its acknowledgement
+ *                        committed: a slow commit does not eat into the wait for a
+ *                        redelivery) (default 5000)
+ *   [--first-record-ms N] before the first record, wait up to N ms (default 120000), then
+ *                        exit 1 with "no record within N ms" on stderr: a test passes less
+ *                        than its own limit, so it fails with that instead of a kill
  *   [--max-records N]    max.poll.records
  * Without --release/--reject, acknowledgement is implicit (each poll accepts the last
  * poll's records); with either, explicit (acknowledge each record, commitSync per poll, and
@@ -35,11 +40,13 @@ public final class ShareConsume {
 
     static int run(String[] argv) throws Exception {
         ToolArgs a = new ToolArgs(argv, Set.of("--hold"), Set.of("--bootstrap-server", "--group",
-                "--topic", "--release", "--reject", "--idle-ms", "--max-records"));
+                "--topic", "--release", "--reject", "--idle-ms", "--first-record-ms",
+                "--max-records"));
         String release = a.get("--release");
         String reject = a.get("--reject");
         boolean explicit = release != null || reject != null;
         long idleMs = a.getLong("--idle-ms", 5000);
+        long firstRecordMs = a.getLong("--first-record-ms", 120_000);
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("--bootstrap-server"));
         p.put(ConsumerConfig.GROUP_ID_CONFIG, a.require("--group"));
@@ -51,12 +58,12 @@ public final class ShareConsume {
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
             consumer.subscribe(List.of(a.require("--topic")));
             long lastRecord = System.currentTimeMillis();
-            long wait = 120_000;  // until the first record: the test produces once we joined
+            long wait = firstRecordMs;  // until the first record: the test produces once we joined
+            boolean any = false;
             while (System.currentTimeMillis() - lastRecord < wait) {
                 ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(200));
                 if (records.isEmpty()) continue;
-                lastRecord = System.currentTimeMillis();
-                wait = idleMs;
+                any = true;
                 for (ConsumerRecord<String, String> r : records) {
                     String value = r.value();
                     AcknowledgeType type = AcknowledgeType.ACCEPT;
@@ -80,6 +87,14 @@ public final class ShareConsume {
                     }
                     if (confirmed) out.println("committed");
                 }
+                // after the poll's processing and commit: the idle wait is for the
+                // next record, not eaten by a slow commit on a loaded machine
+                lastRecord = System.currentTimeMillis();
+                wait = idleMs;
+            }
+            if (!any) {
+                System.err.println("no record within " + firstRecordMs + " ms");
+                return 1;
             }
         }
         return 0;
