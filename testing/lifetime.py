@@ -4,7 +4,8 @@ A test run that is killed (SIGKILL, an OOM kill, a CI job cancelled) runs no
 fixture teardown and no atexit handler. Two things clean up after it:
 
 - every child (ZooKeeper, a broker not forked from the fork server) is started
-  with a parent-death signal: Linux sends it SIGKILL when its parent goes.
+  with a parent-death signal (through util-linux's setpriv): Linux sends it
+  SIGKILL when its parent goes.
   Linux means the *thread* that forked it, so children are started from one
   long-lived thread of ours, never from a caller's thread that may end (a
   cluster started from a worker thread would lose its ZooKeeper with it).
@@ -17,29 +18,19 @@ fixture teardown and no atexit handler. Two things clean up after it:
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import os
-import signal
+import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any, IO
 
-PR_SET_PDEATHSIG = 1
-
-try:  # loaded here, not in the child: between fork and exec only the call is safe
-    import ctypes
-    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux: no parent-death signal, the atexit kill remains
-    _prctl = None
-
-
-def _die_with_parent(parent: int) -> None:
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before the signal was asked for
-            os._exit(1)
+# util-linux's setpriv sets the parent-death signal and execs the command (same pid):
+# no Python runs in the child between fork and exec. (A preexec_fn did, in a test
+# process that holds a Py4J connection to Spark's JVM, and broke that connection:
+# Spark then no longer found the Python data sources registered in its session.)
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 
 
 _spawner: concurrent.futures.ThreadPoolExecutor | None = None
@@ -60,14 +51,14 @@ def _the_spawner() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def popen(argv: list[str], **kwargs: Any) -> "subprocess.Popen[Any]":
-    """subprocess.Popen, the child killed when this process dies."""
-    if _prctl is None:
+    """subprocess.Popen, the child killed when this process dies (where setpriv is
+    there: Linux's util-linux; elsewhere the atexit kill remains)."""
+    if _SETPRIV is None:
         return subprocess.Popen(argv, **kwargs)
+    wrapped = [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
 
     def start() -> "subprocess.Popen[Any]":
-        return subprocess.Popen(argv, preexec_fn=functools.partial(_die_with_parent, parent),
-                                **kwargs)
-    parent = os.getpid()
+        return subprocess.Popen(wrapped, **kwargs)
     return _the_spawner().submit(start).result()
 
 
