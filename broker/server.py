@@ -581,19 +581,7 @@ class Broker:
         logs = services.logs
         partitions = services.partitions
 
-        def append_batch(p: int, batch: bytes) -> Awaitable[None] | None:
-            """The coordinator's write, as Kafka's: acks=all into the offsets
-            partition it leads; an awaitable while the ISR has not got it."""
-            found = partitions.leader_log(OFFSETS_TOPIC, p)
-            if not found.ok:
-                raise CoordinatorWriteError(f"{OFFSETS_TOPIC}-{p}: {found.error.name}",
-                                             found.error)
-            end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
-                                    acks=-1).last_offset + 1
-            min_isr = found.found_log.config.min_insync_replicas
-            if found.found_replica.replicated(end, min_isr) == ErrorCode.NONE:
-                return None
-            return self._offsets_replicated(partitions, found, p, end, min_isr)
+        append_batch = self._acks_all_append(partitions, OFFSETS_TOPIC)
 
         def get_log(p: int) -> Log | None:
             return logs.get_log(OFFSETS_TOPIC, p)
@@ -670,20 +658,7 @@ class Broker:
         main_loop = asyncio.get_running_loop()
         locator = _made(services.share_coordinators, "the share coordinator locator")
 
-        def append_batch(p: int, batch: bytes) -> Awaitable[None] | None:
-            """acks=all into the state partition led here, as the group
-            coordinator's writes."""
-            found = partitions.leader_log(SHARE_STATE_TOPIC, p)
-            if not found.ok:
-                raise CoordinatorWriteError(f"{SHARE_STATE_TOPIC}-{p}: {found.error.name}",
-                                             found.error)
-            end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
-                                    acks=-1).last_offset + 1
-            min_isr = found.found_log.config.min_insync_replicas
-            if found.found_replica.replicated(end, min_isr) == ErrorCode.NONE:
-                return None
-            return self._offsets_replicated(partitions, found, p, end, min_isr,
-                                            topic=SHARE_STATE_TOPIC)
+        append_batch = self._acks_all_append(partitions, SHARE_STATE_TOPIC)
 
         def get_log(p: int) -> Log | None:
             return logs.get_log(SHARE_STATE_TOPIC, p)
@@ -735,6 +710,23 @@ class Broker:
         meta = services.store.topic(topic)
         if meta is not None:
             services.share_groups.forget_partition(meta.topic_id, partition)
+
+    def _acks_all_append(self, partitions: PartitionLayer, topic: str
+                         ) -> Callable[[int, bytes], Awaitable[None] | None]:
+        """A coordinator's write, as Kafka's (groups into __consumer_offsets, share
+        state into __share_group_state): acks=all into the partition of ``topic``
+        it leads; an awaitable while the ISR has not got it."""
+        def append_batch(p: int, batch: bytes) -> Awaitable[None] | None:
+            found = partitions.leader_log(topic, p)
+            if not found.ok:
+                raise CoordinatorWriteError(f"{topic}-{p}: {found.error.name}", found.error)
+            end = partitions.append(found, batch, AppendOrigin.COORDINATOR,
+                                    acks=-1).last_offset + 1
+            min_isr = found.found_log.config.min_insync_replicas
+            if found.found_replica.replicated(end, min_isr) == ErrorCode.NONE:
+                return None
+            return self._offsets_replicated(partitions, found, p, end, min_isr, topic=topic)
+        return append_batch
 
     async def _offsets_replicated(self, partitions: PartitionLayer, found: LeaderLookup,
                                   partition: int, end: int, min_isr: int,
