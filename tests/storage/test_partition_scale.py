@@ -168,3 +168,41 @@ def test_a_failed_durable_batch_leaves_the_epoch_file_to_be_written_again(tmp_pa
     cache.truncate_from_end(5, defer_flush=True)  # a load's truncation, deferred
     cache.assign(1, 5)
     assert read_leader_epoch_checkpoint(path) == [(0, 0), (1, 5)]
+
+
+def test_a_clean_stop_syncs_every_file_of_every_log_before_the_recovery_points_move(
+        tmp_path, monkeypatch):
+    """A kill -9 keeps the page cache, so only this can catch a file left out of the
+    stop's barrier: every segment, index, time index and producer snapshot of each
+    closed log is made durable before the recovery points are checkpointed."""
+    from samsa.storage import checkpoints
+    n = 6   # below the syncfs threshold: each file is fsynced by name
+    lm = LogManager(str(tmp_path), CFG, 1, "c", flush_check_interval_ms=3600_000)
+    lm.startup()
+    for p in range(n):
+        lg = lm.create_log("t", p, config=CFG)
+        lg.begin_leader_epoch(0)
+        lg.append(batch_of(2, producer_id=p, producer_epoch=0, base_sequence=0), 0)
+    synced: set[str] = set()
+    checkpoint = str(tmp_path / "recovery-point-offset-checkpoint")
+    points_at_sync: list[dict] = []
+    real_sync_all = checkpoints._sync_all
+
+    def recording(files, dirs, missing_ok=frozenset()):
+        synced.update(os.path.realpath(f) for f in files)
+        points_at_sync.append(read_offset_checkpoint(checkpoint) if os.path.exists(checkpoint)
+                              else {})
+        return real_sync_all(files, dirs, missing_ok)
+    monkeypatch.setattr(checkpoints, "_sync_all", recording)
+    assert lm.shutdown() == []
+    for p in range(n):
+        d = tmp_path / f"t-{p}"
+        wanted = {os.path.realpath(d / name) for name in os.listdir(d)
+                  if name.endswith((".log", ".index", ".timeindex", ".snapshot"))}
+        # a snapshot is written whole: its temporary file synced, then renamed
+        missing = {f for f in wanted if f not in synced and f + ".tmp" not in synced}
+        assert any(f.endswith(".snapshot") for f in wanted) and not missing, (p, sorted(missing))
+    # the logs' barrier came first: no recovery point had moved to the ends then
+    assert points_at_sync and all(pts.get(("t", p), 0) < 2
+                                  for pts in points_at_sync[:1] for p in range(n))
+    assert read_offset_checkpoint(checkpoint) == {("t", p): 2 for p in range(n)}
