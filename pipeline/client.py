@@ -629,7 +629,9 @@ def produce_all(opts: WriteOptions, producer: Producer, batches: Iterable) -> in
                 except BufferError:
                     producer.poll(0.05)     # local queue full: serve delivery reports, then retry
                 except KafkaException as e:
-                    raise KafkaSourceError(f"Writing to Kafka failed: producing to topic '{topic}' "
+                    where = f"topic '{topic}'" + (f" partition {parts[i]}" if parts[i] is not None
+                                                  else "")
+                    raise KafkaSourceError(f"Writing to Kafka failed: producing to {where} "
                                            f"failed: {_kafka_error(e)}") from None
             sent += 1
         producer.poll(0)
