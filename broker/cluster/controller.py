@@ -363,13 +363,17 @@ class Controller:
             self._read_state((topic, p))
 
     def _read_state(self, tp: Partition) -> None:
-        try:
-            data, stat = self.zk.get(z.partition_state_path(*tp))
-        except NoNodeError:
-            self._states.pop(tp, None)
-            return
-        s = z.decode_partition_state(tp[0], tp[1], data)
-        self._states[tp] = (LeaderAndIsr(s.leader, s.leader_epoch, s.isr), stat.version)
+        self._read_states([tp])
+
+    def _read_states(self, partitions: list[Partition]) -> None:
+        """``_read_state`` for many partitions, in one ZooKeeper pipeline."""
+        read = self.zk.get_many([z.partition_state_path(*tp) for tp in partitions])
+        for tp, found in zip(partitions, read):
+            if found is None:
+                self._states.pop(tp, None)
+                continue
+            s = z.decode_partition_state(tp[0], tp[1], found[0])
+            self._states[tp] = (LeaderAndIsr(s.leader, s.leader_epoch, s.isr), found[1].version)
 
     def _forget_topic(self, topic: str) -> None:
         self._assignments.pop(topic, None)
@@ -400,6 +404,13 @@ class Controller:
 
     def _replicas_gone(self, dead: set[int]) -> None:
         """Replicas on ``dead`` brokers leave their ISRs (and leadership)."""
+        # Leaders change ISRs themselves and notify us after: a leader may have
+        # taken a dying replica back into its ISR in a notification not yet
+        # handled. Decide on what is written, as Kafka's replica state machine
+        # does, or a dead replica stays in that ISR (and, with no new writes to
+        # fall behind on, nothing ever takes it out).
+        self._read_states([tp for tp in self._states
+                           if dead & set(self._assignments.get(tp[0], {}).get(tp[1], ()))])
         for tp, (state, _) in list(self._states.items()):
             for replica in sorted(dead):
                 if replica == state.leader or replica in state.isr:

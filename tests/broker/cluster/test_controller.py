@@ -235,6 +235,28 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     assert moved["leader"] == controller, "the stopping broker must not take leadership"
 
 
+def test_a_dead_replica_leaves_an_isr_its_leader_changed_without_telling_the_controller_yet(
+        cluster, kazoo):
+    # A leader re-adds a follower that is shutting down, and the follower's
+    # session ends before the controller has read the ISR change notification
+    # (found by a full run: with no new writes, nothing else ever takes the
+    # dead replica out, and acks=all waits on it).
+    nodes = {i: cluster(i) for i in range(3)}
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    controller = active[0].broker_id
+    victim = next(i for i in nodes if i != controller)
+    other = 3 - controller - victim
+    _write_topic(kazoo, "t", {0: [controller, other, victim]})
+    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
+    assert active[0].controller.controlled_shutdown(victim, timeout=10) == []
+    assert victim not in _state(kazoo, "t", 0)["isr"]
+    _set_isr(kazoo, "t", [controller, other, victim], notify=False)
+    nodes[victim].stop()
+    wait_until(lambda: victim not in _state(kazoo, "t", 0)["isr"],
+               what="the dead replica out of the ISR")
+    assert _state(kazoo, "t", 0)["leader"] == controller
+
+
 # ---------------------------------------------------------------- reassignments
 # The controller's side alone: followers catching up are played by writing the
 # state znode and an ISR change notification, as leaders do.
