@@ -9,6 +9,7 @@ LEADER_NOT_AVAILABLE, as Kafka's does.
 from __future__ import annotations
 
 import uuid
+import weakref
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.schema import ZERO_UUID
@@ -67,8 +68,8 @@ class _Reachable:
         return error, leader, replicas, isr
 
 
-def _partitions(store: MetadataView, topic: str, reachable: _Reachable
-                ) -> list[MetadataResponse.MetadataResponsePartition]:
+def _build_partitions(store: MetadataView, topic: str, reachable: _Reachable
+                      ) -> list[MetadataResponse.MetadataResponsePartition]:
     cls = MetadataResponse.MetadataResponsePartition
     out = []
     for index, p in sorted(store.partitions(topic).items()):
@@ -79,6 +80,53 @@ def _partitions(store: MetadataView, topic: str, reachable: _Reachable
     return out
 
 
+class _Snapshot:
+    """A topic's partitions as one listener's clients see them at one version
+    class, built once per metadata change instead of once per request (a
+    client's Metadata for 100,000 partitions is 100,000 objects).
+
+    Only what every principal is shown alike is kept: a topic's partitions
+    depend on the store's snapshot, the request's listener (which brokers are
+    reachable) and the version (v0 shows only reachable replicas; v6 on says
+    LISTENER_NOT_FOUND, before LEADER_NOT_AVAILABLE). Authorisation decides
+    which topics are answered and with what operations, outside of this.
+
+    A snapshot belongs to one store snapshot_token(): read before anything the
+    request reads from the store, so an entry built meanwhile from a newer state
+    is kept under a token already stale (rebuilt, never wrong)."""
+
+    def __init__(self, token: tuple[object, ...]) -> None:
+        self.token = token
+        self._entries: dict[tuple[str, str | None, int],
+                            list[MetadataResponse.MetadataResponsePartition]] = {}
+
+    def is_current(self, token: tuple[object, ...]) -> bool:
+        return len(token) == len(self.token) and all(
+            a is b for a, b in zip(token, self.token))
+
+    def partitions(self, store: MetadataView, topic: str, listener: str | None, version: int,
+                   reachable: _Reachable) -> list[MetadataResponse.MetadataResponsePartition]:
+        if not self.token:   # a store that promises nothing: built every time
+            return _build_partitions(store, topic, reachable)
+        key = (topic, listener, 0 if version == 0 else 1 if version < 6 else 2)
+        parts = self._entries.get(key)
+        if parts is None:
+            parts = self._entries[key] = _build_partitions(store, topic, reachable)
+        return list(parts)   # the objects are shared and never changed; the list is the caller's
+
+
+# per store: the snapshot of its latest token (replaced whole, so threads never mix two)
+_snapshots: weakref.WeakKeyDictionary[MetadataView, _Snapshot] = weakref.WeakKeyDictionary()
+
+
+def _snapshot(store: MetadataView) -> _Snapshot:
+    token = store.snapshot_token()
+    snap = _snapshots.get(store)
+    if snap is None or not snap.is_current(token):
+        snap = _snapshots[store] = _Snapshot(token)
+    return snap
+
+
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     version = ctx.version
@@ -86,6 +134,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
     topics_out = []
+    snap = _snapshot(broker.store)   # first: see _Snapshot
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
 
@@ -157,7 +206,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 continue
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=_partitions(broker.store, meta.name, reachable),
+            partitions=snap.partitions(broker.store, meta.name, ctx.listener, version,
+                                       reachable),
             topic_authorized_operations=topic_ops(meta.name)))
 
     return R(

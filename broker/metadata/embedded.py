@@ -102,6 +102,11 @@ class EmbeddedMetadataStore(MetadataStore):
     def topics(self) -> dict[str, TopicMeta]:
         return self._topics  # replaced, never mutated in place: safe to read unlocked
 
+    def snapshot_token(self) -> tuple[object, ...]:
+        # one broker (fixed), leading every partition at epoch 0: the topics'
+        # partition counts are all that changes, and _topics is replaced on a change
+        return (self._topics,)
+
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         """One broker leads every partition it has, at epoch 0."""
         meta = self._topics.get(topic)

@@ -155,6 +155,14 @@ class MetadataStore(abc.ABC):
         """Replicas, leader, epoch and ISR of each partition of ``topic``
         ({} for an unknown topic)."""
 
+    def snapshot_token(self) -> tuple[object, ...]:
+        """The objects ``brokers()`` and ``partitions()`` answer from, each
+        replaced (never mutated) on a change: while every one of them is the
+        same object (``is``), those answers are unchanged, so a Metadata
+        response's partitions built from them may be reused. () makes no such
+        promise (nothing is reused)."""
+        return ()
+
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         """One partition's replicas, leader, epoch and ISR (None: no such
         partition). Stores override it: it is on every request's path."""

@@ -89,6 +89,10 @@ class WatchCache:
     def topics(self) -> dict[str, TopicMeta]:
         return self._topics
 
+    def snapshot_token(self) -> tuple[object, ...]:
+        # what partitions() and brokers() read; each is replaced, never mutated
+        return (self._assignments, self._states, self._brokers)
+
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         live = {b.node_id for b in self._brokers}
         return {p: self._partition_meta(topic, p, reps, live)

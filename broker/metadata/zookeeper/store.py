@@ -105,6 +105,9 @@ class ZooKeeperMetadataStore(MetadataStore):
     def topics(self) -> dict[str, TopicMeta]:
         return self._cache.topics()
 
+    def snapshot_token(self) -> tuple[object, ...]:
+        return self._cache.snapshot_token()
+
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         return self._cache.partitions(topic)
 

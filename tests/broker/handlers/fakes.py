@@ -96,6 +96,12 @@ class FakeStore(MetadataView):
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         return self.placements.get(topic, {})
 
+    # () by default: tests change placements in place, so nothing may be reused
+    token: tuple[object, ...] = ()
+
+    def snapshot_token(self) -> tuple[object, ...]:
+        return self.token
+
     def entity_configs(self, entity_path: str) -> dict[str, str]:
         return dict(self.entities.get(entity_path, {}))
 

@@ -68,3 +68,52 @@ async def test_a_leader_that_is_no_longer_a_live_broker_is_no_leader():
         [topic] = (await _metadata(services, ["orders"], version=version)).topics
         assert [(p.partition_index, p.error_code, p.leader_id) for p in topic.partitions] == [
             (0, 0, 1), (1, ErrorCode.LEADER_NOT_AVAILABLE, -1)], version
+
+
+async def test_cached_partitions_answer_byte_for_byte_as_built_ones_per_version_and_listener():
+    """A store with a snapshot token lets Metadata reuse a topic's partitions
+    until the token changes: every version, listener and principal is answered
+    exactly as without the reuse, and a change is seen by the next request."""
+    from samsa.broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta
+    from samsa.protocol.messages.api import encode_response
+
+    both = (ListenerEndpoint("PLAINTEXT", "broker1", 9092, "PLAINTEXT"),
+            ListenerEndpoint("EXTERNAL", "ext1", 19092, "PLAINTEXT"))
+    only_plain = (ListenerEndpoint("PLAINTEXT", "broker2", 9092, "PLAINTEXT"),)
+    services = FakeServices(acls=FakeAcls())
+    store = services.topics.store
+    store.live = [BrokerEndpoint(1, "broker1", 9092, None, both),
+                  BrokerEndpoint(2, "broker2", 9092, None, only_plain)]
+    services.topics.add("orders", partitions=3)
+    services.topics.add("secret")
+    store.placements["orders"] = {0: PartitionMeta((1, 2), 1, 3, (1, 2)),
+                                  1: PartitionMeta((2, 1), 2, 4, (2,)),
+                                  2: PartitionMeta((3, 1), 1, 5, (1,), (3,))}  # 3 is dead
+    assert services.acls is not None
+    allow(services.acls, "User:admin", AclOperation.DESCRIBE, ResourceType.TOPIC, "*")
+    allow(services.acls, "User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "orders")
+
+    async def answers() -> list[bytes]:
+        from samsa.broker.handlers.metadata import handle_metadata
+        out = []
+        for listener in ("PLAINTEXT", "EXTERNAL"):
+            for version in range(0, 13):
+                for principal in ("admin", "alice"):
+                    ctx = context(services, ApiKey.METADATA, version, user(principal))
+                    ctx.conn.listener_name = listener  # type: ignore[misc]
+                    req = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+                    resp = await handle_metadata(ctx, req)
+                    out.append(b"".join(encode_response(ctx.header, resp)))
+        return out
+
+    built = await answers()            # no token: built for every request
+    store.token = (object(),)
+    assert await answers() == built    # building the cache
+    assert await answers() == built    # answered from it
+    # a change comes with a new token: the next answer shows it
+    store.placements = {**store.placements, "orders": {
+        **store.placements["orders"], 1: PartitionMeta((2, 1), 1, 5, (1, 2))}}
+    store.token = (object(),)
+    changed = await answers()
+    store.token = ()
+    assert changed == await answers() != built
