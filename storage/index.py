@@ -20,7 +20,11 @@ hold 20,000 index descriptors for files it almost never touches.
 
 The active segment's index files are preallocated to ``segment.index.bytes``
 (rounded down to whole entries) like Kafka's, and trimmed to their entries when
-the segment rolls or the log closes. After a crash the preallocated tail reads
+the segment rolls or the log closes. A new segment's index files are created
+lazily (``lazy=True``): not before the segment's first append
+(``materialize``), so a topic of 10,000 partitions nobody writes to costs
+20,000 fewer file creations. Kafka reads such a directory: an empty segment
+without index files is indexed again, from nothing. After a crash the preallocated tail reads
 as zero entries; loading stops at the first entry that does not strictly
 increase (Kafka's dump tool does the same), and recovery rebuilds the index
 anyway.
@@ -45,7 +49,7 @@ class _SparseIndex:
     entry: struct.Struct
 
     def __init__(self, path: str, base_offset: int, max_index_bytes: int, *,
-                 writable: bool, create: bool = False):
+                 writable: bool, create: bool = False, lazy: bool = False):
         self.path = path
         self.base_offset = base_offset
         self.entry_size = self.entry.size
@@ -60,15 +64,20 @@ class _SparseIndex:
         self._pending = bytearray()
         self._pending_at = 0
         self.corrupt = False
-        fd: int | None  # None: a missing file of a read-only index, rebuilt by the segment
-        if create:
+        # No file yet (lazy): the first write makes it (materialize); until then
+        # there is nothing on disk to write, trim, truncate or sync.
+        self.absent = lazy
+        fd: int | None  # None: a missing file, rebuilt by the segment, or a lazy one
+        if lazy:
+            fd = None
+        elif create:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         else:
             try:
                 fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
             except FileNotFoundError:
-                self.corrupt = True  # missing: the segment rebuilds it
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) if writable else None
+                self.corrupt = True  # missing: the segment rebuilds it (or, empty, makes it lazy)
+                fd = None
             if fd is not None and not self.corrupt:
                 self._load(fd)
         self._pending_at = len(self.keys) * self.entry_size
@@ -105,8 +114,17 @@ class _SparseIndex:
         # next start rebuilds the index from the log). Nothing left to write.
         self.writable = False
 
+    def materialize(self) -> None:
+        """Create a lazy index's file (preallocated, as an active segment's):
+        its segment takes its first append."""
+        if self.absent and self.writable:
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+            self.absent = False
+            self.preallocate()
+
     def write_pending(self) -> None:
         if self._pending and self.writable:
+            self.materialize()
             try:
                 fd = os.open(self.path, os.O_WRONLY)
             except FileNotFoundError:
@@ -121,7 +139,7 @@ class _SparseIndex:
 
     def preallocate(self) -> None:
         """Grow the file to its maximum size (what Kafka does for the active segment)."""
-        if self.writable:
+        if self.writable and not self.absent:
             try:
                 os.truncate(self.path, self.max_entries * self.entry_size)
             except FileNotFoundError:
@@ -131,6 +149,8 @@ class _SparseIndex:
         """Shrink the file to exactly its entries (on roll and on close)."""
         if self.writable:
             self.write_pending()
+            if self.absent:
+                return   # never written: no file to trim
             try:
                 os.truncate(self.path, len(self.keys) * self.entry_size)
             except FileNotFoundError:
@@ -138,7 +158,7 @@ class _SparseIndex:
 
     def flush(self) -> None:
         """fsync what was written; may run concurrently with appends (no buffer access)."""
-        if self.writable:
+        if self.writable and not self.absent:
             try:
                 fd = os.open(self.path, os.O_RDONLY)
             except FileNotFoundError:
@@ -186,7 +206,7 @@ class _SparseIndex:
             self.values = values
         del self._pending[:]
         self._pending_at = n * self.entry_size
-        if self.writable:
+        if self.writable and not self.absent:
             try:
                 os.truncate(self.path, n * self.entry_size)
             except FileNotFoundError:

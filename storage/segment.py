@@ -122,10 +122,11 @@ class LogSegment:
         if create:
             os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
             self._size = 0
+            # (index files made by the first append: see storage/index.py)
             self._offset_index = OffsetIndex(self.index_path, base_offset, self.max_index_bytes,
-                                             writable=True, create=True)
+                                             writable=True, lazy=True)
             self._time_index = TimeIndex(self.time_index_path, base_offset, self.max_index_bytes,
-                                         writable=True, create=True)
+                                         writable=True, lazy=True)
             self._max_ts = -1
             self.active = True
 
@@ -194,7 +195,15 @@ class LogSegment:
     def _load_indexes_locked(self, writable: bool) -> tuple[OffsetIndex, TimeIndex]:
         oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes, writable=writable)
         ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes, writable=writable)
-        if oi.corrupt or ti.corrupt or not self._index_sane(oi, ti):
+        if self.size == 0 and (oi.corrupt or ti.corrupt or oi.entries or ti.entries):
+            # An empty segment has nothing to index: its missing (never written,
+            # see storage/index.py), torn or stale index files are made anew by
+            # its first append.
+            oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
+                             writable=writable, lazy=True)
+            ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
+                           writable=writable, lazy=True)
+        elif oi.corrupt or ti.corrupt or not self._index_sane(oi, ti):
             log.warning("rebuilding index of segment %s", self.log_path)
             oi.close(trim=False)
             ti.close(trim=False)
@@ -331,6 +340,13 @@ class LogSegment:
             return "relative offset overflow"
         return None
 
+    def _materialize_indexes(self) -> None:
+        """The first append: a lazily created segment's index files exist from now
+        on, preallocated, as Kafka's active segment's (storage/index.py)."""
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.materialize()
+
     def append(self, parts: Sequence[Buf], total: int,
                batches: Sequence[tuple[int, int, int]]) -> int:
         """Write ``parts`` (buffers holding whole batches, ``total`` bytes) at the
@@ -339,6 +355,8 @@ class LogSegment:
         """
         pos = self._size
         assert pos is not None  # an active segment's size is known: created, opened or recovered
+        if pos == 0:
+            self._materialize_indexes()
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -373,6 +391,8 @@ class LogSegment:
         path): same write, same index rule, no per-batch list."""
         pos = self._size
         assert pos is not None  # as in append
+        if pos == 0:
+            self._materialize_indexes()
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -523,10 +543,11 @@ class LogSegment:
             for idx in (self._offset_index, self._time_index):
                 if idx is not None:
                     idx.close(trim=False)
+            # (an empty segment's are made by its first append: storage/index.py)
             oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
-                             writable=True, create=True)
+                             writable=True, create=size > 0, lazy=size == 0)
             ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
-                           writable=True, create=True)
+                           writable=True, create=size > 0, lazy=size == 0)
         self.txn_index.reset()
         scanner = EntryScanner(f.fileno(), 0, size, check_crc=True)
         last_index_pos = 0

@@ -2,6 +2,9 @@
 
 - A partition created here (its directory new) skips the load (no listing, no
   checkpoint, no snapshot, no scan) and leaves the same files as a load does.
+- A partition's index files are made by its segment's first append: one nobody
+  writes to has none, through clean and unclean restarts, and reads and
+  recovers as an empty log; the first append makes them, preallocated.
 - A restart does not rewrite a leader-epoch-checkpoint that already holds what
   the leader assigns; the truncation a load makes is written before the log grows,
   so a crash after new appends still finds the right epochs.
@@ -206,3 +209,32 @@ def test_a_clean_stop_syncs_every_file_of_every_log_before_the_recovery_points_m
     assert points_at_sync and all(pts.get(("t", p), 0) < 2
                                   for pts in points_at_sync[:1] for p in range(n))
     assert read_offset_checkpoint(checkpoint) == {("t", p): 2 for p in range(n)}
+
+
+def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(tmp_path):
+    d = str(tmp_path / "t-0")
+    os.makedirs(d)
+    lg = Log(d, "t", 0, CFG)
+    index_files = ("00000000000000000000.index", "00000000000000000000.timeindex")
+
+    def present() -> list[str]:
+        return [n for n in index_files if n in os.listdir(d)]
+
+    assert present() == [] and "00000000000000000000.log" in os.listdir(d)
+    lg.close()                               # clean stop
+    lg = Log(d, "t", 0, CFG)
+    assert present() == [] and lg.log_end_offset == 0
+    lg.close()
+    lg = Log(d, "t", 0, CFG, clean_shutdown=False)   # after a kill -9: recovered, still none
+    assert present() == [] and lg.log_end_offset == 0
+    assert lg.read(0, 1024).regions == []
+    assert lg.append(batch_of(3), 0).first_offset == 0
+    assert os.path.getsize(os.path.join(d, index_files[0])) == CFG.segment_index_bytes
+    assert os.path.getsize(os.path.join(d, index_files[1])) == CFG.segment_index_bytes // 12 * 12
+    lg.close()                               # trimmed to their entries, as Kafka's
+    assert [os.path.getsize(os.path.join(d, n)) for n in index_files] == [0, 12]
+    reopened = Log(d, "t", 0, CFG)
+    try:
+        assert reopened.log_end_offset == 3 and reopened.segments[0].time_index.entries == 1
+    finally:
+        reopened.close()
