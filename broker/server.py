@@ -684,7 +684,13 @@ class Broker:
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
                                share_bounds(services), durable=True,
                                group_configs=GroupConfigs(store).get)  # share.* GROUP configs
-        service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)
+        groups = _made(self.coordinator, "the group coordinator")
+        # a share group's own records live in __consumer_offsets beside the
+        # other groups': written through the group coordinator's store, read
+        # by its loads (which hand them over from now on)
+        service.persistence = SharePersistence(service, persister, leader_epoch, main_loop,
+                                               group_store=groups.store.store_records)
+        groups.attach_share_groups(service)
         services.share_groups = service
         _share_gauges(services.metrics, service, _coordinated_here(services))
 

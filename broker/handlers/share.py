@@ -76,6 +76,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
         return fail(answer.error, answer.message)
     if answer.assignment:
         await _start_assigned(service, req.group_id, answer.assignment)
+    if service.persistence is not None:
+        # the group's epoch and share-partitions, in __consumer_offsets
+        await service.persistence.flush_group(req.group_id)
     assignment = None
     if answer.assignment is not None:
         assignment = R.Assignment(topic_partitions=[
@@ -101,7 +104,8 @@ async def _start_assigned(service: ShareService, group_id: str,
         await persistence.ensure_loaded(keys)
         started = [k for k in keys if service.fetch_position(k) is not None]
         if started:
-            await persistence.flush(started)
+            failed = await persistence.flush(started)
+            service.mark_initialized(group_id, [k for k in started if k not in failed])
     try:
         # bounded: the heartbeat must answer within the member's session
         # (a share-partition not started now starts at its first ShareFetch)
@@ -440,6 +444,8 @@ async def handle_describe_share_group_offsets(
                 else coordinator_error(ctx, g.group_id))
         service = broker.share_groups
         state = service.offsets(g.group_id) if not code and service is not None else None
+        if state is not None and service is not None:
+            state.update(await _coordinated_offsets(service, g.group_id, state))
         if code:
             groups.append(R.DescribeShareGroupOffsetsResponseGroup(
                 group_id=g.group_id, topics=[], error_code=code, error_message=None))
@@ -479,6 +485,25 @@ async def handle_describe_share_group_offsets(
         groups.append(R.DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
     return R(throttle_time_ms=0, groups=groups)
+
+
+async def _coordinated_offsets(service: ShareService, group_id: str,
+                               known: dict[tuple[uuid.UUID, int], tuple[int, int]]
+                               ) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+    """The group's share-partitions not served here (led by another broker,
+    or not read since a restart), as their share coordinators keep them;
+    those found there are initialized, as the group's records then say."""
+    persistence = service.persistence
+    if persistence is None:
+        return {}
+    missing = [k for k in service.share_partitions(group_id) if (k[1], k[2]) not in known]
+    if not missing:
+        return {}
+    found = {k: v for k, v in (await persistence.summaries(missing)).items() if v is not None}
+    if found:
+        service.mark_initialized(group_id, found)
+        await persistence.flush_group(group_id)
+    return {(k[1], k[2]): v for k, v in found.items()}
 
 
 def share_groups_listed(ctx: RequestContext, states: list[str] | None,
