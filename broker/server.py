@@ -149,7 +149,10 @@ class BrokerServices:
 
 
 def advertised_apis() -> list[ApiSpec]:
-    """Every API that has a handler, at every version the codecs serve."""
+    """Every API that has a handler, at every version the codecs serve, on
+    every listener: Kafka scopes APIs by listener type (a broker's vs a KRaft
+    controller's), so a broker advertises its inter-broker ones
+    (WriteTxnMarkers, the share coordinator's 83-87) to clients too."""
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
 
