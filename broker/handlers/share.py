@@ -38,6 +38,9 @@ from ..security.acl import ResourceType
 
 _INT32_MAX = 0x7FFFFFFF
 _START_WAIT_S = 5.0
+# what a ShareFetch reads of one partition at most (Kafka's max.partition.fetch.bytes
+# default; a batch larger than this is still sent whole)
+_PARTITION_BYTES = 1 << 20
 # Kafka 4.x's share-group assignor
 SHARE_ASSIGNOR = "simple"
 # Kafka answers acknowledgements of a partition the member may not read this way
@@ -319,13 +322,17 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
         hw = log.last_stable_offset if committed else log.high_watermark
         if position >= hw:
             continue
-        rr = log.read(max(position, log.log_start_offset), budget_bytes, min_one_batch=True,
-                      max_offset=hw)
+        # at most a partition's worth of a fetch: the records acquired are at
+        # most max_records, and what is read past them is not sent (below)
+        rr = log.read(max(position, log.log_start_offset), min(budget_bytes, _PARTITION_BYTES),
+                      min_one_batch=True, max_offset=hw)
         data = b"".join(r.read_bytes() for r in rr.regions)
         upper = position
         aborted_runs: list[tuple[int, int]] = []
         aborted = log.aborted_transactions(position, rr.regions) if committed else []
-        for _pos, hdr in iter_batch_headers(data):
+        ends: list[tuple[int, int]] = []  # (last offset, end position) of each batch
+        for pos, hdr in iter_batch_headers(data):
+            ends.append((hdr.last_offset, pos + hdr.size))
             upper = max(upper, min(hdr.last_offset + 1, hw))
             if aborted and hdr.is_transactional and not hdr.is_control and any(
                     a.producer_id == hdr.producer_id
@@ -338,6 +345,10 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
             acquired = service.archive_aborted(key, member_id, acquired, aborted_runs)
         if not acquired:
             continue
+        # the batches up to the last one with an offset acquired: the member
+        # keeps only the acquired records, so the rest would be sent for nothing
+        last = max(a.last_offset for a in acquired)
+        data = data[:next((end for lo, end in ends if lo >= last), len(data))]
         got[(topic_id, p)] = (data, [(a.first_offset, a.last_offset, a.delivery_count)
                                      for a in acquired])
         budget_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
