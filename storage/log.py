@@ -1089,14 +1089,15 @@ class Log:
         """Clean close: flush, snapshot producer state, trim indexes, close files.
         A snapshot at the log end already there is kept, not written again
         (Kafka's takeSnapshot skips it too): a broker stopped again without new
-        records writes no snapshot per partition."""
+        records writes no snapshot per partition; nor does a log never written
+        to (Kafka's takes none before its first append moves lastMapOffset past 0)."""
         with self._lock:
             if self.closed:
                 return
             self.flush()
             try:
                 leo = self.log_end_offset
-                if not os.path.exists(self.producer_state.snapshot_path(leo)):
+                if leo > 0 and not os.path.exists(self.producer_state.snapshot_path(leo)):
                     self.producer_state.take_snapshot(leo)
             except OSError as exc:
                 log.warning("producer state snapshot failed for %s: %s", self.dir, exc)

@@ -505,6 +505,8 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """Offset after the last batch (scans from the last index entry)."""
         _, pos = self.offset_index.last_entry()
+        if pos >= self.size:
+            return self.base_offset   # an empty segment: nothing to open and scan
         last = None
         with self.borrowed_fd() as fd:
             for e in EntryScanner(fd, pos, self.size):

@@ -3,7 +3,7 @@
 - A partition created here (its directory new) skips the load (no listing, no
   checkpoint, no snapshot, no scan) and leaves the same files as a load does.
 - A partition's index files are made by its segment's first append: one nobody
-  writes to has none, through clean and unclean restarts, and reads and
+  writes to has none (and no producer snapshot), through clean and unclean restarts, and reads and
   recovers as an empty log; the first append makes them, preallocated.
 - A restart does not rewrite a leader-epoch-checkpoint that already holds what
   the leader assigns; the truncation a load makes is written before the log grows,
@@ -221,7 +221,8 @@ def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(t
         return [n for n in index_files if n in os.listdir(d)]
 
     assert present() == [] and "00000000000000000000.log" in os.listdir(d)
-    lg.close()                               # clean stop
+    lg.close()                               # clean stop: nor a producer snapshot, as Kafka
+    assert not [n for n in os.listdir(d) if n.endswith(".snapshot")]
     lg = Log(d, "t", 0, CFG)
     assert present() == [] and lg.log_end_offset == 0
     lg.close()
