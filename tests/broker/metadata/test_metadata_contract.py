@@ -299,6 +299,19 @@ def test_partitions_name_replicas_leader_epoch_and_isr(stores):
     assert store.partition("p", 3) is None and store.partition("nope", 0) is None
 
 
+def test_a_change_of_partitions_comes_with_a_new_snapshot_token(stores):
+    """Metadata reuses a topic's built partitions while the store's
+    snapshot_token() is the same objects: a change must replace one of them."""
+    store = stores.open()
+    store.create_topic("s", 1, {})
+    wait_until(lambda: len(store.partitions("s")) == 1, what="the topic")
+    before = store.snapshot_token()
+    assert before and all(a is b for a, b in zip(before, store.snapshot_token()))
+    store.set_partition_count("s", 3)
+    wait_until(lambda: len(store.partitions("s")) == 3, what="the new partitions")
+    assert any(a is not b for a, b in zip(before, store.snapshot_token()))
+
+
 def test_explicit_assignments_are_kept(stores):
     store = stores.open(broker_id=3)
     meta = store.create_topic("placed", 2, {}, assignment={0: [3], 1: [3]})
