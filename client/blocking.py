@@ -33,6 +33,10 @@ class ClientError(Exception):
     pass
 
 
+class AuthenticationError(ClientError):
+    """The broker refused this client's SASL login (trying again will not help)."""
+
+
 class SimpleClient:
     def __init__(self, bootstrap: str, client_id: str | None = "samsa-cli", timeout: float = 30.0,
                  sasl: SaslClientSettings | None = None, tls: ssl.SSLContext | None = None):
@@ -67,7 +71,7 @@ class SimpleClient:
         handshake = self._versioned_call(
             17, SaslHandshakeRequest(mechanism=self._sasl.mechanism), highest=1)
         if handshake.error_code:
-            raise ClientError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
+            raise AuthenticationError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
                               f"(enabled: {', '.join(handshake.mechanisms)})")
         session_lifetime_ms = 0
 
@@ -75,13 +79,13 @@ class SimpleClient:
             nonlocal session_lifetime_ms
             answer = self._versioned_call(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token))
             if answer.error_code:
-                raise ClientError(error_text(answer.error_code, answer.error_message))
+                raise AuthenticationError(error_text(answer.error_code, answer.error_message))
             session_lifetime_ms = answer.session_lifetime_ms  # the last answer's counts
             return bytes(answer.auth_bytes)
         try:
             authenticate(self._sasl, exchange)
         except SaslClientError as e:
-            raise ClientError(str(e)) from None
+            raise AuthenticationError(str(e)) from None
         self._session.authenticated(session_lifetime_ms)
 
     def _reauthenticate_if_due(self) -> None:

@@ -30,7 +30,8 @@ from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
-from samsa.client.blocking import RETRIABLE, ClientError, Cluster, SimpleClient, error_text
+from samsa.client.blocking import (RETRIABLE, AuthenticationError, ClientError, Cluster,
+                                   SimpleClient, error_text)
 from samsa.client.sasl import SUPPORTED_MECHANISMS, SaslClientSettings
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest
@@ -144,6 +145,10 @@ def _cluster(options: Mapping[str, str]) -> Cluster:
         try:
             cluster = Cluster(SimpleClient(address, client_id="samsa-spark-executor",
                                            sasl=sasl, tls=tls))
+        except AuthenticationError:
+            raise
+        except ssl.SSLCertVerificationError as e:
+            raise AuthenticationError(f"{address}: {e}") from None
         except (OSError, ClientError) as e:
             errors.append(f"{address}: {e}")
             continue
@@ -171,14 +176,24 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
     poll_timeout = opts.poll_timeout_ms / 1000.0
     part_bytes = int(opts.client_options.get("max.partition.fetch.bytes", PARTITION_FETCH_BYTES))
     client_options = {**opts.client_options, "bootstrap.servers": bootstrap}
-    try:
-        cluster = _cluster(client_options)
-        low = cluster.list_offsets({tp: -2})[tp]
-        high = cluster.list_offsets({tp: -1})[tp]
-    except ClientError as e:
-        _drop(client_options)
-        raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
-                               f"'{bootstrap}': {e}") from None
+    deadline = time.monotonic() + poll_timeout
+    cluster: Cluster | None
+    while True:
+        # A broker that died (the pooled cluster's bootstrap connection, or the leader) is
+        # tried again on fresh connections, through every bootstrap server, within the poll
+        # timeout, as the confluent-kafka reader retries its offset lookup
+        try:
+            cluster = _cluster(client_options)
+            low = cluster.list_offsets({tp: -2})[tp]
+            high = cluster.list_offsets({tp: -1})[tp]
+            break
+        except (ClientError, OSError) as e:
+            _drop(client_options)
+            if isinstance(e, AuthenticationError) or time.monotonic() + 0.5 >= deadline:
+                raise KafkaSourceError(f"Cannot get the offsets of {where} from "
+                                       f"kafka.bootstrap.servers='{bootstrap}': {e}") from None
+            log.warning("getting the offsets of %s: %s (retrying)", where, e)
+            time.sleep(0.5)
     start, end = rng.start, rng.end
     if start < low or end > high:
         lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
@@ -213,6 +228,8 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
                 f"No records from {where} at offset {position} (reading [{start}, {end})) within "
                 f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
         try:
+            if cluster is None:
+                cluster = _cluster(client_options)
             if leader < 0:
                 leader = cluster.leaders(rng.topic).get(rng.partition, -1)
                 if leader < 0:
@@ -226,9 +243,17 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
             resp = conn.receive(ahead[1])
             ahead = None
         except (ClientError, OSError) as e:
-            # the leader died or moved: ask again who leads, on fresh connections
+            # the leader died or moved: ask again who leads, on fresh connections; when asking
+            # failed (the bootstrap broker died), through every bootstrap server again
+            if isinstance(e, AuthenticationError):
+                raise KafkaSourceError(f"Reading {where} at offset {position} failed: "
+                                       f"{e}") from None
             log.warning("reading %s at offset %d: %s (retrying)", where, position, e)
-            cluster.forget(leader)
+            if cluster is not None and leader >= 0:
+                cluster.forget(leader)
+            else:
+                _drop(client_options)
+                cluster = None
             leader, ahead = -1, None
             time.sleep(0.1)
             continue
@@ -239,6 +264,7 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
                                     f"offset {position}: {error_text(code)}")
             break
         if code in RETRIABLE:
+            assert cluster is not None  # (it answered)
             cluster.forget(leader)
             leader = -1
             time.sleep(0.1)
