@@ -1,6 +1,9 @@
 """Fixtures shared by all test packages: real broker processes and real Kafka clients.
 
 - ``broker``: a fresh samsa broker (own port, own data dir) for one test.
+- ``module_broker``: one broker for a whole module, whose tests use topics and groups of
+  names of their own (a module overrides ``broker`` with it); ``module_broker_with`` for
+  one with settings.
 - ``broker_factory(overrides=None, *, start=True, port=None, startup_timeout=30.0)``:
   more brokers or extra settings; every one is stopped and its directory removed.
 - ``tansu``: a fresh Tansu peer broker (in-memory) for one test.
@@ -211,8 +214,14 @@ def module_broker(request) -> BrokerProcess:
     """One running samsa broker with default settings for every test of a module that asks
     for it, for tests that only use topics (and groups) of names of their own: a broker's
     start and stop cost seconds, many times over in a module of short tests."""
+    yield from module_broker_with(request)
+
+
+def module_broker_with(request, overrides=None):
+    """The body of a module-scoped broker fixture (``yield from`` it), with settings of the
+    module's own; a failed test of the module prints the broker's log tail."""
     work_dir = Path(tempfile.mkdtemp(prefix="samsa-broker-"))
-    b = BrokerProcess(work_dir)
+    b = BrokerProcess(work_dir, overrides=overrides)
     try:
         yield b.start()
     finally:
