@@ -126,6 +126,9 @@ class _Persistence:
         self.loaded.extend(keys)
         return {}
 
+    async def flush_group(self, group_id: str) -> None:
+        pass
+
 
 async def test_a_share_coordinator_failure_is_answered_for_its_partition_only():
     services = _services()
