@@ -149,7 +149,10 @@ class BrokerServices:
 
 
 def advertised_apis() -> list[ApiSpec]:
-    """Every API that has a handler, at every version the codecs serve."""
+    """Every API that has a handler, at every version the codecs serve, on
+    every listener: Kafka scopes APIs by listener type (a broker's vs a KRaft
+    controller's), so a broker advertises its inter-broker ones
+    (WriteTxnMarkers, the share coordinator's 83-87) to clients too."""
     return [API_BY_KEY[key] for key in sorted(HANDLERS) if key in API_BY_KEY]
 
 
@@ -684,7 +687,13 @@ class Broker:
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
                                share_bounds(services), durable=True,
                                group_configs=GroupConfigs(store).get)  # share.* GROUP configs
-        service.persistence = SharePersistence(service, persister, leader_epoch, main_loop)
+        groups = _made(self.coordinator, "the group coordinator")
+        # a share group's own records live in __consumer_offsets beside the
+        # other groups': written through the group coordinator's store, read
+        # by its loads (which hand them over from now on)
+        service.persistence = SharePersistence(service, persister, leader_epoch, main_loop,
+                                               group_store=groups.store.store_records)
+        groups.attach_share_groups(service)
         services.share_groups = service
         _share_gauges(services.metrics, service, _coordinated_here(services))
 

@@ -64,6 +64,10 @@ REASSIGN_RECHECK_S = 1.0
 ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
+Decision = Callable[[LeaderAndIsr], LeaderAndIsr | None]
+"""A decision on a partition: its new state from its current one (None: no change)."""
+
+
 class RebalancePolicy(NamedTuple):
     """auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
     leader.imbalance.per.broker.percentage."""
@@ -360,7 +364,7 @@ class Controller:
                 self._reassigning.pop((topic, p), None)
             else:
                 self._reassigning[(topic, p)] = running
-            self._read_state((topic, p))
+        self._read_states([(topic, p) for p in assignment.partitions])
 
     def _read_state(self, tp: Partition) -> None:
         self._read_states([tp])
@@ -404,17 +408,16 @@ class Controller:
 
     def _replicas_gone(self, dead: set[int]) -> None:
         """Replicas on ``dead`` brokers leave their ISRs (and leadership)."""
-        # Leaders change ISRs themselves and notify us after: a leader may have
-        # taken a dying replica back into its ISR in a notification not yet
-        # handled. Decide on what is written, as Kafka's replica state machine
-        # does, or a dead replica stays in that ISR (and, with no new writes to
-        # fall behind on, nothing ever takes it out).
-        self._read_states([tp for tp in self._states
-                           if dead & set(self._assignments.get(tp[0], {}).get(tp[1], ()))])
-        for tp, (state, _) in list(self._states.items()):
-            for replica in sorted(dead):
-                if replica == state.leader or replica in state.isr:
-                    self._decide(tp, partial(self._offline_step, tp, replica=replica))
+        self._decide_each([(tp, partial(self._offline_steps, tp, replicas=sorted(hit)))
+                           for tp, (state, _) in self._states.items()
+                           if (hit := ({state.leader} | set(state.isr)) & dead)])
+
+    def _offline_steps(self, tp: Partition, state: LeaderAndIsr,
+                       replicas: list[int]) -> LeaderAndIsr | None:
+        changed = None
+        for replica in replicas:
+            changed = self._offline_step(tp, changed or state, replica) or changed
+        return changed
 
     def _offline_step(self, tp: Partition, state: LeaderAndIsr,
                       replica: int) -> LeaderAndIsr | None:
@@ -453,13 +456,12 @@ class Controller:
         except z.ZNodeFormatError as e:
             log.warning("controller: %s", e)
             wanted = []
-        for tp in wanted:
-            # Leaders change ISRs without us (and tell us later through
-            # notifications): decide on what is written now.
-            self._read_state(tp)
-            if tp in self._states and tp[1] in self._assignments.get(tp[0], {}):
-                self._decide(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
-                                         live=self._electable))
+        # Leaders change ISRs without us (and tell us later through
+        # notifications): decide on what is written now.
+        known = [tp for tp in wanted if tp[1] in self._assignments.get(tp[0], {})]
+        self._read_states(known)
+        self._decide_each([(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
+                                        live=self._electable)) for tp in known])
         try:
             self.zk.delete(z.PREFERRED_REPLICA_ELECTION)  # done, as Kafka signals it
         except NoNodeError:
@@ -562,9 +564,8 @@ class Controller:
             if elsewhere and len(elsewhere) * 100 > policy.imbalance_percent * len(tps):
                 log.info("controller: broker %d leads %d of its %d preferred partitions; "
                          "moving leadership back", broker, len(tps) - len(elsewhere), len(tps))
-                for tp in elsewhere:
-                    self._decide(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
-                                             live=self._electable))
+                self._decide_each([(tp, partial(elect_preferred, self._assignments[tp[0]][tp[1]],
+                                                live=self._electable)) for tp in elsewhere])
 
     # ---------------------------------------------------------------- reassignment
 
@@ -782,11 +783,12 @@ class Controller:
             return []
         self._shutting_down.add(broker_id)
         log.info("controller: controlled shutdown of broker %d", broker_id)
-        for tp, (state, _) in list(self._states.items()):
-            replicas = self._assignments.get(tp[0], {}).get(tp[1], [])
-            if len(replicas) > 1 and (state.leader == broker_id or broker_id in state.isr):
-                self._decide(tp, partial(elect_for_shutdown, replicas, live=self._live,
-                                         shutting_down=self._shutting_down))
+        self._decide_each([
+            (tp, partial(elect_for_shutdown, replicas, live=self._live,
+                         shutting_down=self._shutting_down))
+            for tp, (state, _) in self._states.items()
+            if len(replicas := self._assignments.get(tp[0], {}).get(tp[1], [])) > 1
+            and (state.leader == broker_id or broker_id in state.isr)])
         # A partition with no other live in-sync replica has nowhere to go (one
         # replica, or the others are down): the broker is not kept waiting for it.
         return sorted(tp for tp, (state, _) in self._states.items()
@@ -807,11 +809,20 @@ class Controller:
             except z.ZNodeFormatError as e:
                 log.warning("controller: %s", e)
                 changed = []
-            for tp in changed:
-                if tp[1] in self._assignments.get(tp[0], {}):
-                    self._read_state(tp)
-                    if tp in self._reassigning:  # a target replica may have caught up
-                        self._maybe_complete(tp)
+            known = [tp for tp in changed if tp[1] in self._assignments.get(tp[0], {})]
+            self._read_states(known)
+            for tp in known:
+                if tp in self._reassigning:  # a target replica may have caught up
+                    self._maybe_complete(tp)
+            # Leaders change ISRs without asking us: one may have taken back a
+            # follower whose broker has died since (it was shutting down), in
+            # a change we read only now, after handling that death. Kafka's
+            # controller refuses such an ISR (AlterPartition); here it is
+            # undone, or the dead replica stays in the ISR for good (with no
+            # new writes to fall behind on, nothing else takes it out).
+            self._decide_each([(tp, partial(self._offline_steps, tp, replicas=sorted(dead)))
+                               for tp in known if tp in self._states
+                               if (dead := set(self._states[tp][0].isr) - self._live)])
             try:
                 self.zk.delete(path)
             except NoNodeError:
@@ -856,65 +867,88 @@ class Controller:
     # ---------------------------------------------------------------- writing
 
     def _bring_online(self, partitions: list[Partition]) -> None:
+        first: list[tuple[Partition, LeaderAndIsr]] = []
+        elections: list[tuple[Partition, Decision]] = []
         for tp in sorted(set(partitions)):
             replicas = self._assignments.get(tp[0], {}).get(tp[1])
             if replicas is None:
                 continue
             if tp not in self._states:
-                first = initial_state(replicas, self._electable)
-                if first is not None:
-                    self._write_new(tp, first)
+                state = initial_state(replicas, self._electable)
+                if state is not None:
+                    first.append((tp, state))
             else:
-                self._decide(tp, partial(elect_offline, replicas, live=self._electable,
-                                         unclean=self._unclean(tp[0])))
+                elections.append((tp, partial(elect_offline, replicas, live=self._electable,
+                                              unclean=self._unclean(tp[0]))))
+        if first:
+            self._write_new_each(first)
+        self._decide_each(elections)
 
-    def _decide(self, tp: Partition, decide: Callable[[LeaderAndIsr], LeaderAndIsr | None]) -> None:
-        """Apply a decision to the partition's current state and write it,
-        re-reading and deciding again if someone else wrote in between."""
+    def _decide(self, tp: Partition, decide: Decision) -> None:
+        self._decide_each([(tp, decide)])
+
+    def _decide_each(self, decisions: list[tuple[Partition, Decision]]) -> None:
+        """Apply each decision to its partition's current state and write them
+        (in one ZooKeeper pipeline), re-reading and deciding again those someone
+        else wrote in between."""
+        pending = dict(decisions)
         for _ in range(10):
-            state, version = self._states[tp]
-            new = decide(state)
-            if new is None:
+            writes: dict[Partition, tuple[LeaderAndIsr, int]] = {}
+            for tp, decide in pending.items():
+                if tp in self._states:  # else the partition is gone
+                    state, version = self._states[tp]
+                    new = decide(state)
+                    if new is not None:
+                        writes[tp] = (new, version)
+            if not writes:
                 return
-            try:
-                self._write(tp, new, version)
+            outcomes = self.zk.commit_fenced_each(self._epoch_version, [
+                [SetData(z.partition_state_path(*tp), self._state_bytes(new), version)]
+                for tp, (new, version) in writes.items()])
+            conflicts: list[Partition] = []
+            for (tp, (new, _)), outcome in zip(writes.items(), outcomes):
+                if isinstance(outcome, (BadVersionError, NoNodeError)):
+                    conflicts.append(tp)
+                elif isinstance(outcome, Exception):
+                    raise outcome  # replaced (NotControllerError), or ZooKeeper failing
+                else:
+                    self._states[tp] = (new, outcome[0])
+                    log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1],
+                             new.leader, new.leader_epoch, list(new.isr))
+            if not conflicts:
                 return
-            except (BadVersionError, NoNodeError):
-                self._read_state(tp)
-                if tp not in self._states:
-                    return  # the partition is gone
-        log.warning("controller: gave up deciding %s-%d after repeated conflicts", *tp)
+            self._read_states(conflicts)
+            pending = {tp: pending[tp] for tp in conflicts}
+        for tp in pending:
+            log.warning("controller: gave up deciding %s-%d after repeated conflicts", *tp)
 
     def _state_bytes(self, state: LeaderAndIsr) -> bytes:
         return z.encode_partition_state(z.PartitionState(state.leader, state.leader_epoch,
                                                          state.isr, self.epoch))
 
-    def _write_new(self, tp: Partition, state: LeaderAndIsr) -> None:
+    def _write_new_each(self, first: list[tuple[Partition, LeaderAndIsr]]) -> None:
+        """The first state of each partition, in ZooKeeper pipelines."""
         # Not ensure_path: that would re-create the topic's own znode (empty) if
         # the topic has just been deleted, leaving its name unusable.
-        for path in (z.partitions_path(tp[0]), z.partition_path(*tp)):
-            try:
-                self.zk.create(path)
-            except NodeExistsError:
-                pass
-            except NoNodeError:
-                return  # the topic is gone
-        try:
-            self.zk.commit_fenced(self._epoch_version,
-                                  [Create(z.partition_state_path(*tp), self._state_bytes(state))])
-        except NodeExistsError:
-            self._read_state(tp)  # created meanwhile (an older controller's write)
-            return
-        except NoNodeError:
-            return  # deleted meanwhile
-        self._states[tp] = (state, 0)
-        log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1], state.leader,
-                 list(state.isr))
-
-    def _write(self, tp: Partition, state: LeaderAndIsr, version: int) -> None:
-        written = self.zk.commit_fenced(
-            self._epoch_version,
-            [SetData(z.partition_state_path(*tp), self._state_bytes(state), version)])[0]
-        self._states[tp] = (state, written)
-        log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1], state.leader,
-                 state.leader_epoch, list(state.isr))
+        topics = sorted({tp[0] for tp, _ in first})
+        gone = {topic for topic, error in zip(topics, self.zk.create_each(
+            [z.partitions_path(topic) for topic in topics])) if isinstance(error, NoNodeError)}
+        first = [(tp, state) for tp, state in first if tp[0] not in gone]
+        created = self.zk.create_each([z.partition_path(*tp) for tp, _ in first])
+        first = [(tp, state) for (tp, state), error in zip(first, created)
+                 if not isinstance(error, NoNodeError)]
+        outcomes = self.zk.commit_fenced_each(self._epoch_version, [
+            [Create(z.partition_state_path(*tp), self._state_bytes(state))] for tp, state in first])
+        raced: list[Partition] = []
+        for (tp, state), outcome in zip(first, outcomes):
+            if isinstance(outcome, NodeExistsError):
+                raced.append(tp)  # created meanwhile (an older controller's write)
+            elif isinstance(outcome, NoNodeError):
+                continue  # deleted meanwhile
+            elif isinstance(outcome, Exception):
+                raise outcome
+            else:
+                self._states[tp] = (state, 0)
+                log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1],
+                         state.leader, list(state.isr))
+        self._read_states(raced)

@@ -26,7 +26,7 @@ import threading
 import uuid
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
@@ -47,8 +47,8 @@ from .results import (GroupDescription, GroupMembership, JoinResult, LeaveMember
                       SyncResult)
 from .kinds import AnyGroup
 from .offset_manager import OffsetManager
-from .store import (OFFSETS_TOPIC, ConsumerGroupRecords, OffsetsByGroup, OffsetStore,
-                    PendingTxnOffsets)
+from .store import (OFFSETS_TOPIC, ConsumerGroupRecords, LoadedGroups, OffsetsByGroup,
+                    OffsetStore, PendingTxnOffsets, ShareGroupRecords)
 from .write_errors import log_store_failure, store_error
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,15 @@ NONE = int(E.NONE)
 Answer = TypeVar("Answer")
 
 __all__ = ["GroupCoordinator", "GroupCoordinatorConfig", "GroupMembership"]
+
+
+class ShareGroupLoads(Protocol):
+    """The share groups' runtime (share/service.py), as the loads see it."""
+
+    def loaded(self, groups: Sequence[ShareGroupRecords]) -> None: ...
+
+    def unloaded(self, here: Callable[[str], bool]) -> None:
+        """Forget the share groups whose id ``here`` says was in the partition that went."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,9 @@ class GroupCoordinator:
         self._loading_lock = threading.Lock()  # loading() comes from other threads
         # committed offsets and their flows (offset_manager.py), through this runtime
         self.offsets = OffsetManager(self, store, self.config)
+        # KIP-932 share groups' records: handed to their runtime once attached
+        self._share_groups: ShareGroupLoads | None = None
+        self._share_waiting: list[ShareGroupRecords] = []
 
     # ================================================================ lifecycle
 
@@ -157,10 +169,16 @@ class GroupCoordinator:
         self._add_loaded(*await self.store.load())
         self._loaded = True
 
-    def _add_loaded(self, offsets: OffsetsByGroup,
-                    records: dict[str, GroupRecord | ConsumerGroupRecords],
+    def _add_loaded(self, offsets: OffsetsByGroup, records: LoadedGroups,
                     pending_txn: PendingTxnOffsets | None = None) -> None:
+        shares = [rec for rec in records.values() if isinstance(rec, ShareGroupRecords)]
+        if self._share_groups is not None:
+            self._share_groups.loaded(shares)
+        else:
+            self._share_waiting.extend(shares)
         for gid, rec in records.items():
+            if isinstance(rec, ShareGroupRecords):
+                continue  # the share groups' (attach_share_groups)
             if isinstance(rec, ConsumerGroupRecords):
                 consumer, cfx = self.consumer.loaded(gid, rec.records, self._time_ms())
                 self.groups[gid] = consumer
@@ -211,7 +229,22 @@ class GroupCoordinator:
         A load still to run (leadership came back meanwhile) reads them again."""
         self._forget_partition(partition)
 
+    def attach_share_groups(self, share_groups: ShareGroupLoads) -> None:
+        """The share groups' runtime, told from now on of the share groups
+        each load reads and of the partitions that go (those read so far
+        are handed over now): their records live in the same partitions,
+        written by the share-group runtime through this coordinator's store."""
+        self._share_groups = share_groups
+        waiting, self._share_waiting = self._share_waiting, []
+        share_groups.loaded(waiting)
+
     def _forget_partition(self, partition: int) -> None:
+        def here(group_id: str) -> bool:
+            return self.store.partition_for(group_id) == partition
+        if self._share_groups is not None:
+            self._share_groups.unloaded(here)
+        else:
+            self._share_waiting = [r for r in self._share_waiting if not here(r.group_id)]
         for gid in [g for g in self.groups if self.store.partition_for(g) == partition]:
             self._release(self.groups.pop(gid))
 

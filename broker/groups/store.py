@@ -22,6 +22,7 @@ from samsa.protocol.errors import ProtocolError
 from samsa.protocol.model import OFFSETS_TOPIC as OFFSETS_TOPIC, TopicPartition
 
 from .consumer import records as consumer_records
+from .share import records as share_records
 from .log_format import (
     GroupKey,
     GroupRecord,
@@ -67,13 +68,23 @@ class ConsumerGroupRecords(NamedTuple):
     records: dict[bytes, bytes]
 
 
+class ShareGroupRecords(NamedTuple):
+    """A KIP-932 share group as its records in the log say (the last value
+    of each key; share/records.py reads them); beside the other groups in
+    what a load returns."""
+    group_id: str
+    records: dict[bytes, bytes]
+
+
+# what a load returns of each group, by id
+LoadedGroups = dict[str, GroupRecord | ConsumerGroupRecords | ShareGroupRecords]
+
 DEFAULT_OFFSETS_TOPIC_PARTITIONS = 50
 
 
 class OffsetStore(Protocol):
     async def load(self, partition: int | None = None
-                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
-                              PendingTxnOffsets]:
+                   ) -> tuple[OffsetsByGroup, LoadedGroups, PendingTxnOffsets]:
         """All committed offsets, all group records and the transactional
         offset commits whose transaction is still open, as of the last write
         (only those of the groups kept in ``partition`` when given)."""
@@ -138,13 +149,11 @@ class ConsumerOffsetsLog:
         return partition_for(group_id, self.num_partitions)
 
     async def load(self, partition: int | None = None
-                   ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
-                              PendingTxnOffsets]:
+                   ) -> tuple[OffsetsByGroup, LoadedGroups, PendingTxnOffsets]:
         return self.replay(partition)
 
     def replay(self, partition: int | None = None
-               ) -> tuple[OffsetsByGroup, dict[str, GroupRecord | ConsumerGroupRecords],
-                              PendingTxnOffsets]:
+               ) -> tuple[OffsetsByGroup, LoadedGroups, PendingTxnOffsets]:
         """Replay the log (one partition of it when given): the last value per
         key wins, a tombstone deletes. Offsets written in a transaction wait
         for its marker: applied on COMMIT, dropped on ABORT, and returned as
@@ -154,7 +163,7 @@ class ConsumerOffsetsLog:
         must not keep the coordinator (and every group) from loading.
         """
         offsets: OffsetsByGroup = {}
-        groups: dict[str, GroupRecord | ConsumerGroupRecords] = {}
+        groups: LoadedGroups = {}
         pending: PendingTxnOffsets = {}
         # producer id -> groups it has pending offsets in (to settle on its marker)
         by_producer: dict[int, set[str]] = {}
@@ -182,6 +191,10 @@ class ConsumerOffsetsLog:
                 if key is None and txn_producer < 0 and \
                         consumer_records.record_type(key_bytes) in consumer_records.RECORD_TYPES:
                     self._replay_consumer_record(groups, key_bytes, value, partition)
+                    continue
+                if key is None and txn_producer < 0 and \
+                        share_records.record_type(key_bytes) in share_records.RECORD_TYPES:
+                    self._replay_share_record(groups, key_bytes, value, partition)
                     continue
                 if key is None:
                     continue  # a record type the classic coordinator does not keep
@@ -217,7 +230,24 @@ class ConsumerOffsetsLog:
                 log.warning("skipping undecodable %s record: %s", OFFSETS_TOPIC, e)
         return offsets, groups, pending
 
-    def _replay_consumer_record(self, groups: dict[str, GroupRecord | ConsumerGroupRecords],
+    def _replay_share_record(self, groups: LoadedGroups, key_bytes: bytes,
+                             value: bytes | None, partition: int | None) -> None:
+        _, group_id = share_records.decode_key(bytes(key_bytes))
+        if partition is not None and self.partition_for(group_id) != partition:
+            return
+        found = groups.get(group_id)
+        if not isinstance(found, ShareGroupRecords):
+            if value is None:
+                return
+            found = groups[group_id] = ShareGroupRecords(group_id, {})
+        if value is None:
+            found.records.pop(bytes(key_bytes), None)
+            if not found.records:
+                del groups[group_id]
+        else:
+            found.records[bytes(key_bytes)] = bytes(value)
+
+    def _replay_consumer_record(self, groups: LoadedGroups,
                                 key_bytes: bytes, value: bytes | None,
                                 partition: int | None) -> None:
         _, group_id, _ = consumer_records.decode_key(bytes(key_bytes))

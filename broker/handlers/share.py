@@ -38,6 +38,9 @@ from ..security.acl import ResourceType
 
 _INT32_MAX = 0x7FFFFFFF
 _START_WAIT_S = 5.0
+# what a ShareFetch reads of one partition at most (Kafka's max.partition.fetch.bytes
+# default; a batch larger than this is still sent whole)
+_PARTITION_BYTES = 1 << 20
 # Kafka 4.x's share-group assignor
 SHARE_ASSIGNOR = "simple"
 # Kafka answers acknowledgements of a partition the member may not read this way
@@ -76,6 +79,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, req: ShareGroupHeart
         return fail(answer.error, answer.message)
     if answer.assignment:
         await _start_assigned(service, req.group_id, answer.assignment)
+    if service.persistence is not None:
+        # the group's epoch and share-partitions, in __consumer_offsets
+        await service.persistence.flush_group(req.group_id)
     assignment = None
     if answer.assignment is not None:
         assignment = R.Assignment(topic_partitions=[
@@ -101,7 +107,8 @@ async def _start_assigned(service: ShareService, group_id: str,
         await persistence.ensure_loaded(keys)
         started = [k for k in keys if service.fetch_position(k) is not None]
         if started:
-            await persistence.flush(started)
+            failed = await persistence.flush(started)
+            service.mark_initialized(group_id, [k for k in started if k not in failed])
     try:
         # bounded: the heartbeat must answer within the member's session
         # (a share-partition not started now starts at its first ShareFetch)
@@ -315,13 +322,17 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
         hw = log.last_stable_offset if committed else log.high_watermark
         if position >= hw:
             continue
-        rr = log.read(max(position, log.log_start_offset), budget_bytes, min_one_batch=True,
-                      max_offset=hw)
+        # at most a partition's worth of a fetch: the records acquired are at
+        # most max_records, and what is read past them is not sent (below)
+        rr = log.read(max(position, log.log_start_offset), min(budget_bytes, _PARTITION_BYTES),
+                      min_one_batch=True, max_offset=hw)
         data = b"".join(r.read_bytes() for r in rr.regions)
         upper = position
         aborted_runs: list[tuple[int, int]] = []
         aborted = log.aborted_transactions(position, rr.regions) if committed else []
-        for _pos, hdr in iter_batch_headers(data):
+        ends: list[tuple[int, int]] = []  # (last offset, end position) of each batch
+        for pos, hdr in iter_batch_headers(data):
+            ends.append((hdr.last_offset, pos + hdr.size))
             upper = max(upper, min(hdr.last_offset + 1, hw))
             if aborted and hdr.is_transactional and not hdr.is_control and any(
                     a.producer_id == hdr.producer_id
@@ -334,6 +345,10 @@ def _acquire_all(service: ShareService, group_id: str, member_id: str,
             acquired = service.archive_aborted(key, member_id, acquired, aborted_runs)
         if not acquired:
             continue
+        # the batches up to the last one with an offset acquired: the member
+        # keeps only the acquired records, so the rest would be sent for nothing
+        last = max(a.last_offset for a in acquired)
+        data = data[:next((end for lo, end in ends if lo >= last), len(data))]
         got[(topic_id, p)] = (data, [(a.first_offset, a.last_offset, a.delivery_count)
                                      for a in acquired])
         budget_records -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
@@ -440,6 +455,8 @@ async def handle_describe_share_group_offsets(
                 else coordinator_error(ctx, g.group_id))
         service = broker.share_groups
         state = service.offsets(g.group_id) if not code and service is not None else None
+        if state is not None and service is not None:
+            state.update(await _coordinated_offsets(service, g.group_id, state))
         if code:
             groups.append(R.DescribeShareGroupOffsetsResponseGroup(
                 group_id=g.group_id, topics=[], error_code=code, error_message=None))
@@ -479,6 +496,25 @@ async def handle_describe_share_group_offsets(
         groups.append(R.DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
     return R(throttle_time_ms=0, groups=groups)
+
+
+async def _coordinated_offsets(service: ShareService, group_id: str,
+                               known: dict[tuple[uuid.UUID, int], tuple[int, int]]
+                               ) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+    """The group's share-partitions not served here (led by another broker,
+    or not read since a restart), as their share coordinators keep them;
+    those found there are initialized, as the group's records then say."""
+    persistence = service.persistence
+    if persistence is None:
+        return {}
+    missing = [k for k in service.share_partitions(group_id) if (k[1], k[2]) not in known]
+    if not missing:
+        return {}
+    found = {k: v for k, v in (await persistence.summaries(missing)).items() if v is not None}
+    if found:
+        service.mark_initialized(group_id, found)
+        await persistence.flush_group(group_id)
+    return {(k[1], k[2]): v for k, v in found.items()}
 
 
 def share_groups_listed(ctx: RequestContext, states: list[str] | None,

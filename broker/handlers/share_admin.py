@@ -10,9 +10,11 @@ READ on each topic; an unknown topic is answered per topic/partition
 The durable state is the share coordinator's: a reset or a deletion goes
 through SharePersistence (persistence.py: ``reset`` is InitializeShareGroupState
 under a new state epoch, ``delete`` DeleteShareGroupState, a tombstone in
-__share_group_state). The share-partitions a deletion covers are the ones the
-group's coordinator has in memory (served or read since its start), as
-DescribeShareGroupOffsets answers from them too. The share-partitions go to
+__share_group_state). The share-partitions a deletion covers are the group's
+as its records in __consumer_offsets say (assigned to a member, or with
+state: broker/groups/share/records.py) and any served here, wherever their
+leader is, as DescribeShareGroupOffsets answers for them too; the records
+follow (a deleted group's are tombstoned). The share-partitions go to
 the coordinator together; a failure there is answered for its partition
 (Alter) or topic (Delete), mapped as the share-partition leader maps it
 (``persister_error``); the top-level code is only for the group.
@@ -101,6 +103,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext,
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
             answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
             for t in req.topics])
+    failed: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     if service.persistence is not None and starts:
         # the durable state is the share coordinator's: each share-partition
         # starts over there under a new state epoch (its leader's copy is
@@ -110,8 +113,12 @@ async def handle_alter_share_group_offsets(ctx: RequestContext,
         codes = await asyncio.gather(*(service.persistence.reset(k, starts[(k[1], k[2])])
                                        for k in keys))
         failed = {(k[1], k[2]): persister_error(c) for k, c in zip(keys, codes) if c}
-        await service.persistence.ensure_loaded(
-            [k for k in keys if (k[1], k[2]) not in failed])
+        done = [k for k in keys if (k[1], k[2]) not in failed]
+        await service.persistence.ensure_loaded(done)
+        service.mark_initialized(req.group_id, done,
+                                 {t.topic_id: t.topic_name for t in topics})
+    if service.persistence is not None:
+        await service.persistence.flush_group(req.group_id)
         for topic in topics:
             for part in topic.partitions:
                 err = failed.get((topic.topic_id, part.partition_index))
@@ -153,6 +160,8 @@ async def handle_delete_share_group_offsets(ctx: RequestContext,
     if code:
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
     failed = await _forget(service, keys)
+    if service.persistence is not None:
+        await service.persistence.flush_group(req.group_id)
     for topic in topics:  # a topic's answer: the first of its partitions that failed
         failure = next((c for k, c in failed.items() if k[1] == topic.topic_id), None)
         if failure is not None and not topic.error_code:
@@ -193,5 +202,10 @@ async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
                 if not code:
                     failed = await _forget(service, keys, gid)
                     code = next(iter(failed.values()), ErrorCode.NONE)
+                    # tombstones: the group stays gone across a restart; not
+                    # written, the deletion is not done (a retry writes them)
+                    if service.persistence is not None \
+                            and not await service.persistence.flush_group(gid) and not code:
+                        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             out[gid] = code
     return out

@@ -1,8 +1,12 @@
 """KIP-932 share groups with confluent-kafka 2.16's ShareConsumer (librdkafka's
 share consumer, "preview"): two members on one partition, explicit
-acknowledgements (accept, release, reject) and the delivery-count limit."""
+acknowledgements (accept, release, reject) and the delivery-count limit; the
+group, with no members left, kept across a restart (its records in
+__consumer_offsets) for `samsa share-groups` to list, describe and delete."""
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 import uuid
 from collections import Counter
@@ -12,6 +16,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.test_share_groups_java import OVERRIDES, _members_assigned
+from samsa.tools import share_groups
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -75,3 +80,32 @@ def test_two_share_consumers_split_a_partition_and_archive_a_poison_record(broke
     assert counts["bad-0"] == 1                                 # rejected: never again
     assert counts["poison-0"] == 3                              # the limit, then archived
     assert len({m for m, _ in received}) == 2                   # both members got records
+
+    _the_empty_group_outlives_a_restart(broker, topic, group)
+
+
+def _share_groups(*args: str) -> list[str]:
+    """`samsa share-groups ARGS`' lines (in this process: the tool's own
+    output is tests/tools/test_share_groups_cli.py's, here it is what the
+    broker answers after a restart)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert share_groups.main(list(args)) == 0
+    return out.getvalue().split("\n")
+
+
+def _the_empty_group_outlives_a_restart(broker, topic: str, group: str) -> None:
+    """Nothing of the group is in memory after a restart (no member, no
+    share-partition served): its records bring it back, Empty, with its
+    offsets (every one of the 32 records acknowledged or archived)."""
+    broker.restart()
+    b = ("--bootstrap-server", broker.bootstrap)
+    assert group in _share_groups(*b, "--list")
+    widths = (15, 15, 10, 13)
+    row = " ".join([*(str(v).ljust(w) for v, w in zip((group, topic, 0, 32), widths)), "0"])
+    assert _share_groups(*b, "--describe", "--group", group)[2:] == [row, ""]
+    assert _share_groups(*b, "--delete", "--group", group) == [
+        f"Deletion of requested share groups ('{group}') was successful.", ""]
+    assert group not in _share_groups(*b, "--list")
+    assert _share_groups(*b, "--describe", "--group", group) == [
+        "", f"Error: Share group '{group}' does not exist.", ""]

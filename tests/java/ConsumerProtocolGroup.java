@@ -1,18 +1,10 @@
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
-import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.ConsumerRecords;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 /**
  * Members of one KIP-848 consumer group (group.protocol=consumer), each on
@@ -31,56 +23,6 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  */
 public final class ConsumerProtocolGroup {
     public static void main(String[] argv) { ToolArgs.main(ConsumerProtocolGroup::run, argv); }
-
-    static final class Member implements Runnable {
-        final KafkaConsumer<byte[], byte[]> consumer;
-        final Map<String, Integer> seen;
-        final AtomicBoolean stop = new AtomicBoolean();
-        volatile Set<Integer> held = new TreeSet<>();
-        volatile Throwable failed;
-
-        Member(Properties props, String topic, Map<String, Integer> seen) {
-            this.consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(),
-                                                new ByteArrayDeserializer());
-            this.consumer.subscribe(List.of(topic));
-            this.seen = seen;
-        }
-
-        public void run() {
-            try {
-                while (!stop.get()) {
-                    ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
-                    for (ConsumerRecord<byte[], byte[]> r : records) {
-                        seen.merge(r.partition() + "@" + r.offset(), 1, Integer::sum);
-                    }
-                    if (!records.isEmpty()) consumer.commitSync();
-                    Set<Integer> now = new TreeSet<>();
-                    for (TopicPartition tp : consumer.assignment()) now.add(tp.partition());
-                    held = now;
-                }
-            } catch (Throwable t) {
-                failed = t;
-            } finally {
-                consumer.close();
-                held = new TreeSet<>();
-            }
-        }
-    }
-
-    /** "p,p;p,p" when the members' partitions are disjoint and cover 0..n-1, else null. */
-    static String covering(List<Member> members, int n) {
-        Set<Integer> all = new TreeSet<>();
-        int total = 0;
-        List<String> parts = new ArrayList<>();
-        for (Member m : members) {
-            Set<Integer> held = m.held;
-            if (held.isEmpty()) return null;
-            all.addAll(held);
-            total += held.size();
-            parts.add(String.join(",", held.stream().map(String::valueOf).toList()));
-        }
-        return all.size() == n && total == n ? String.join(";", parts) : null;
-    }
 
     static int run(String[] argv) throws Exception {
         ToolArgs a = new ToolArgs(argv, Set.of(), Set.of("--bootstrap-server", "--topic", "--group",
@@ -101,27 +43,24 @@ public final class ConsumerProtocolGroup {
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "20");
 
         Map<String, Integer> seen = new ConcurrentHashMap<>();
-        List<Member> members = new ArrayList<>();
-        List<Thread> threads = new ArrayList<>();
+        List<GroupMember> members = new ArrayList<>();
+        List<GroupMember> all = new ArrayList<>();
         for (int i = 0; i < count; i++) {
-            Member m = new Member(p, topic, seen);
+            GroupMember m = new GroupMember(p, "consumer", topic, seen, null, 0);
             members.add(m);
-            Thread t = new Thread(m, "member-" + i);
-            threads.add(t);
-            t.start();
+            all.add(m);
+            m.start("member-" + i);
         }
         try {
             String held = null;
-            while ((held = covering(members, partitions)) == null || seen.size() < Math.min(leaveAfter, records)) {
-                if (!check(members, deadline, "members " + count)) return 1;
+            while ((held = GroupMember.covering(members, partitions)) == null || seen.size() < Math.min(leaveAfter, records)) {
+                if (!GroupMember.check(members, deadline, "members " + count)) return 1;
                 Thread.sleep(20);
             }
             System.out.println("members " + count + ": " + held);
-            Member leaver = members.remove(members.size() - 1);
-            leaver.stop.set(true);
-            threads.get(threads.size() - 1).join();
-            while ((held = covering(members, partitions)) == null || seen.size() < records) {
-                if (!check(members, deadline, "members " + members.size())) return 1;
+            members.remove(members.size() - 1).stopAndJoin();
+            while ((held = GroupMember.covering(members, partitions)) == null || seen.size() < records) {
+                if (!GroupMember.check(members, deadline, "members " + members.size())) return 1;
                 Thread.sleep(20);
             }
             System.out.println("members " + members.size() + ": " + held);
@@ -129,23 +68,7 @@ public final class ConsumerProtocolGroup {
             System.out.println("read " + seen.size() + " twice " + twice);
             return 0;
         } finally {
-            for (Member m : members) m.stop.set(true);
-            for (Thread t : threads) t.join(30000);
+            for (GroupMember m : all) m.stopAndJoin();
         }
-    }
-
-    static boolean check(List<Member> members, long deadline, String what) {
-        for (Member m : members) {
-            if (m.failed != null) {
-                System.out.println("failed " + m.failed);
-                m.failed.printStackTrace();
-                return false;
-            }
-        }
-        if (System.currentTimeMillis() > deadline) {
-            System.out.println("timeout waiting for " + what);
-            return false;
-        }
-        return true;
     }
 }

@@ -25,6 +25,13 @@ from .conftest import consume_all, create_topic, produce
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics and
+    transactional ids of names of its own (a parametrized test, one per parameter)."""
+    return module_broker
+
+
 def fetch_rows(bootstrap: str, topic: str, partitions: int, *, committed: bool) -> list[tuple]:
     """Every record of ``topic`` through Fetch and the decoder, as conftest's row tuples."""
     rows = []
@@ -130,14 +137,14 @@ def test_wire_reader_reads_a_range_as_the_librdkafka_reader_does(broker, monkeyp
     """The executors' read of one offset range: the wire reader's Arrow table equals the
     confluent-kafka reader's, column by column (ranges inside the partition, headers on)."""
     b = broker.bootstrap
-    topic = "arrow-range"
+    topic = f"arrow-range-{isolation}"
     create_topic(b, topic, 2)
     p = Producer({"bootstrap.servers": b, "compression.type": "zstd", "linger.ms": 20})
     for r in _records(topic, 600, "range"):
         p.produce(**r)
     assert p.flush(30) == 0
     del p
-    txn = Producer({"bootstrap.servers": b, "transactional.id": "arrow-range", "linger.ms": 5})
+    txn = Producer({"bootstrap.servers": b, "transactional.id": topic, "linger.ms": 5})
     txn.init_transactions(30)
     for commit in (False, True):
         txn.begin_transaction()

@@ -11,7 +11,12 @@ service (service.py) and the share coordinator (persister.py).
   leader does (``persister_error``), not as the coordinator gave them;
 - ``write_state``/``reset``/``delete``: the one way for anything else
   (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups) to change
-  a share-partition's durable state.
+  a share-partition's durable state;
+- ``summaries``: the state of share-partitions not served here, as their
+  coordinator has it (DescribeShareGroupOffsets at the group's coordinator);
+- ``flush_group``: the group coordinator's side: a share group's own records
+  in __consumer_offsets (records.py: its epoch, its share-partitions) written
+  as they changed, one write of a group at a time.
 
 Handlers call from their processor loops; the work runs on the broker's main
 loop, where the persister's connections and the coordinator live. Writes of
@@ -62,15 +67,22 @@ def persister_error(code: ErrorCode) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+# writes a group's records to __consumer_offsets (None: a tombstone); raises if it could not
+GroupStore = Callable[[str, list[tuple[bytes, bytes | None]]], Awaitable[None]]
+
+
 class SharePersistence:
     def __init__(self, service: ShareService, persister: StatePersister,
                  leader_epoch: Callable[[uuid.UUID, int], int | None],
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop,
+                 group_store: GroupStore | None = None) -> None:
         self._service = service
         self._persister = persister
         self._leader_epoch = leader_epoch
         self._loop = loop
+        self._group_store = group_store
         self._locks: dict[ShareKey, asyncio.Lock] = {}
+        self._group_locks: dict[str, asyncio.Lock] = {}
 
     # ------------------------------------------------------------ for the handlers
 
@@ -89,6 +101,29 @@ class SharePersistence:
         if not wanted:
             return {}
         return await self._on_main(self._flush_all(wanted))
+
+    async def flush_group(self, group_id: str) -> bool:
+        """Write the group's records if they changed; False when that write
+        failed (logged, and left for the next change to carry)."""
+        if self._group_store is None or not self._service.group_records(group_id):
+            return True
+        return await self._on_main(self._flush_group(group_id))
+
+    async def summaries(self, keys: Sequence[ShareKey]
+                        ) -> dict[ShareKey, tuple[int, int] | None]:
+        """Each share-partition's (start offset, records done with in flight)
+        as its share coordinator keeps it; None: no state there (or not read)."""
+        async def one(key: ShareKey) -> tuple[int, int] | None:
+            code, state = await self._persister.read(key, -1)
+            if code or state is None or state.start_offset < 0:
+                return None
+            return state.start_offset, sum(b.last_offset - b.first_offset + 1
+                                           for b in state.batches if b.state in (2, 4))
+
+        async def run() -> dict[ShareKey, tuple[int, int] | None]:
+            found = await asyncio.gather(*(one(k) for k in keys))
+            return dict(zip(keys, found))
+        return await self._on_main(run())
 
     # ------------------------------------------------------------ for admin requests
 
@@ -169,6 +204,21 @@ class SharePersistence:
             elif not code:
                 self._service.written(key, pending.version)
             return persister_error(code)
+
+    async def _flush_group(self, group_id: str) -> bool:
+        assert self._group_store is not None
+        lock = self._group_locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            entries = self._service.group_records(group_id)
+            if not entries:
+                return True
+            try:
+                await self._group_store(group_id, entries)
+            except Exception as e:  # noqa: BLE001 - the group goes on; its next change writes
+                log.warning("share group %s: records not written: %s", group_id, e)
+                return False
+            self._service.group_records_written(group_id, entries)
+            return True
 
     def _lock(self, key: ShareKey) -> asyncio.Lock:
         lock = self._locks.get(key)

@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from samsa.protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode, ProtocolError
 
+from .records import ShareGroupImage, TopicPartitions, decode as decode_records, encode as encode_records
 from .config import ShareDefaults, ShareGroupSettings, settings
 from .group import HeartbeatAnswer, ShareGroup, TopicsView
 from .metrics import ShareMetrics
@@ -35,6 +36,7 @@ from .partition import Acquired, AckType, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
 
 if TYPE_CHECKING:
+    from ..store import ShareGroupRecords
     from .persistence import SharePersistence
 
 log = logging.getLogger("broker.groups.share")
@@ -120,6 +122,11 @@ class ShareService:
         self._pending: dict[ShareKey, PendingState] = {}
         # persistence.py, set by the broker (a durable service only)
         self.persistence: SharePersistence | None = None
+        # the groups coordinated here as their __consumer_offsets records
+        # keep them (records.py): their share-partitions assigned or with
+        # state, and what the log holds of each group (key -> value)
+        self._images: dict[str, ShareGroupImage] = {}
+        self._group_log: dict[str, dict[bytes, bytes]] = {}
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
@@ -147,6 +154,13 @@ class ShareService:
                 for topic_id, parts in answer.assignment.items():
                     for p in parts:
                         self._partition((group_id, topic_id, p), conf)
+                names = {tid: name for name, (tid, _) in topics.items()}
+                image = self._image(group_id)
+                for topic_id, parts in answer.assignment.items():
+                    new = set(parts) - _parts(image.initialized, topic_id)
+                    if new - _parts(image.initializing, topic_id):
+                        _add(image.initializing, topic_id, names.get(topic_id, ""), new)
+                        image.created_ms.setdefault(topic_id, self.now_ms())
             return answer, conf.heartbeat_interval_ms
 
     def describe(self, group_id: str) -> DescribedShareGroup | None:
@@ -421,22 +435,117 @@ class ShareService:
                 if group.members:
                     return ErrorCode.NON_EMPTY_GROUP, []
             wanted = None if topic_ids is None else set(topic_ids)
-            return ErrorCode.NONE, sorted({
-                k for k in (*self.partitions, *self._loaded)
-                if k[0] == group_id and (wanted is None or k[1] in wanted)})
+        return ErrorCode.NONE, [k for k in self.share_partitions(group_id)
+                                if wanted is None or k[1] in wanted]
 
     def drop(self, keys: Iterable[ShareKey], group_id: str | None = None) -> None:
         """Forget share-partitions (and, given ``group_id``, the group itself)."""
         with self._lock:
             for key in keys:
                 self._forget(key)
+                image = self._images.get(key[0])
+                if image is not None:
+                    _remove(image.initializing, key[1], {key[2]})
+                    _remove(image.initialized, key[1], {key[2]})
             if group_id is not None:
                 self.groups.pop(group_id, None)
+                self._images.pop(group_id, None)
+
+    # ------------------------------------------------------------ the groups' records
+
+    def loaded(self, groups: Sequence[ShareGroupRecords]) -> None:
+        """Share groups a load of __consumer_offsets read (this broker now
+        coordinates them): each is Empty at its stored epoch, with its
+        share-partitions, until members join."""
+        for found in groups:
+            try:
+                image = decode_records(found.group_id, found.records)
+            except ProtocolError as e:
+                log.warning("share group %s: records not read: %s", found.group_id, e)
+                continue
+            conf = self.settings(found.group_id)
+            with self._lock:
+                group = self.groups.get(found.group_id)
+                if group is None:
+                    group = self.groups[found.group_id] = ShareGroup(
+                        found.group_id, conf.session_timeout_ms, self.defaults.max_size)
+                    group.group_epoch = group.assignment_epoch = image.epoch
+                self._images[found.group_id] = image
+                self._group_log[found.group_id] = dict(found.records)
+
+    def unloaded(self, here: Callable[[str], bool]) -> None:
+        """Another broker coordinates these groups now: they go from here
+        (the share-partitions led here stay: they serve any group)."""
+        with self._lock:
+            for gid in [g for g in {*self.groups, *self._images, *self._group_log} if here(g)]:
+                self.groups.pop(gid, None)
+                self._images.pop(gid, None)
+                self._group_log.pop(gid, None)
+
+    def group_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """The records to write for the group to be in the log as it is
+        here (a tombstone for each of a deleted group's): none if it is."""
+        with self._lock:
+            want: dict[bytes, bytes] = {}
+            group = self.groups.get(group_id)
+            if group is not None:
+                image = self._image(group_id)
+                image.epoch = group.group_epoch
+                want = encode_records(image)
+            have = self._group_log.get(group_id, {})
+            return [*((k, v) for k, v in want.items() if have.get(k) != v),
+                    *((k, None) for k in have if k not in want)]
+
+    def group_records_written(self, group_id: str,
+                              entries: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self._lock:
+            have = self._group_log.setdefault(group_id, {})
+            for k, v in entries:
+                if v is None:
+                    have.pop(k, None)
+                else:
+                    have[k] = v
+            if not have:
+                del self._group_log[group_id]
+
+    def mark_initialized(self, group_id: str, keys: Iterable[ShareKey],
+                         names: Mapping[uuid.UUID, str] | None = None) -> None:
+        """These share-partitions of the group have state at the share coordinator."""
+        with self._lock:
+            if group_id not in self.groups:
+                return
+            image = self._image(group_id)
+            for _, topic_id, p in keys:
+                name = (names or {}).get(topic_id) or image.initializing.get(
+                    topic_id, image.initialized.get(topic_id, ("", frozenset())))[0]
+                _add(image.initialized, topic_id, name, {p})
+                image.created_ms.setdefault(topic_id, self.now_ms())
+                _remove(image.initializing, topic_id, {p})
+
+    def share_partitions(self, group_id: str) -> list[ShareKey]:
+        """The group's share-partitions: assigned or with state, as its
+        records say, and those known here as their leader."""
+        with self._lock:
+            image = self._images.get(group_id)
+            keys = {k for k in (*self.partitions, *self._loaded) if k[0] == group_id}
+            if image is not None:
+                for topics in (image.initializing, image.initialized):
+                    keys.update((group_id, t, p) for t, (_, parts) in topics.items()
+                                for p in parts)
+            return sorted(keys, key=lambda k: (str(k[1]), k[2]))
+
+    def _image(self, group_id: str) -> ShareGroupImage:
+        image = self._images.get(group_id)
+        if image is None:
+            image = self._images[group_id] = ShareGroupImage(group_id)
+        return image
 
     # ------------------------------------------------------------ internals
 
     def _exists(self, group_id: str) -> bool:
-        return group_id in self.groups or any(
+        # _group_log: its records are in the log (a deletion whose tombstones
+        # failed is still to finish)
+        return group_id in self.groups or group_id in self._group_log or any(
             k[0] == group_id for k in (*self.partitions, *self._loaded))
 
     def _initial_offset(self, bounds: Bounds, reset: str | int) -> int:
@@ -495,3 +604,26 @@ class ShareService:
             self._writer.write(key, sp.start_offset, sp.state_batches())
         except Exception as e:  # the state goes on in memory; a restart would lose this change
             log.warning("share-partition %s: state not written: %s", key, e)
+
+
+def _parts(topics: TopicPartitions, topic_id: uuid.UUID) -> frozenset[int]:
+    found = topics.get(topic_id)
+    return found[1] if found is not None else frozenset()
+
+
+def _add(topics: TopicPartitions, topic_id: uuid.UUID, name: str,
+         parts: Iterable[int]) -> None:
+    old_name, old = topics.get(topic_id, (name, frozenset()))
+    topics[topic_id] = (old_name or name, old | frozenset(parts))
+
+
+def _remove(topics: TopicPartitions, topic_id: uuid.UUID,
+            parts: Iterable[int]) -> None:
+    found = topics.get(topic_id)
+    if found is None:
+        return
+    left = found[1] - frozenset(parts)
+    if left:
+        topics[topic_id] = (found[0], left)
+    else:
+        del topics[topic_id]

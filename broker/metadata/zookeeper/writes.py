@@ -94,6 +94,12 @@ class ControllerZooKeeper(Znodes, Protocol):
     def commit_fenced(self, epoch_version: int, writes: Sequence[SetData | Create]) -> list[int]:
         ...
 
+    def commit_fenced_each(self, epoch_version: int, transactions: Sequence[Sequence[SetData | Create]],
+                           together: int = 100) -> list[list[int] | Exception]:
+        ...
+
+    def create_each(self, paths: Sequence[str]) -> list[Exception | None]: ...
+
 
 class ZooKeeperWrites:
     """``Znodes`` and ``ControllerZooKeeper`` over a kazoo client."""
@@ -180,26 +186,80 @@ class ZooKeeperWrites:
         it, in order.
         NotControllerError when the epoch moved (we were replaced); else a
         failed write raises its error (a version conflict: BadVersionError)."""
-        txn = self.transaction()
-        txn.check(z.CONTROLLER_EPOCH, epoch_version)
-        for write in writes:
-            if isinstance(write, SetData):
-                txn.set_data(write.path, write.data, write.version)
-            else:
-                txn.create(write.path, write.data)
-        results = txn.commit()
-        # The first operation checks our epoch: failing it means we were replaced.
-        if results and isinstance(results[0], BadVersionError):
-            raise NotControllerError()
-        # A failed transaction reports RolledBackError for every operation but
-        # the one that failed: raise that one (a version conflict, say).
-        failed = [r for r in results[1:] if isinstance(r, Exception)]
-        for r in failed:
-            if not isinstance(r, RolledBackError):
-                raise r
-        if failed:
-            raise failed[0]
-        return [_version_after(write, result) for write, result in zip(writes, results[1:])]
+        outcome = self.commit_fenced_each(epoch_version, [writes])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def commit_fenced_each(self, epoch_version: int, transactions: Sequence[Sequence[SetData | Create]],
+                           together: int = 100) -> list[list[int] | Exception]:
+        """Each of ``transactions`` as ``commit_fenced`` commits one, per
+        transaction its versions or its error. Up to ``together`` of them go in
+        one ZooKeeper transaction (one request and one log sync for all: kazoo
+        spends about a millisecond per request, so thousands of partitions'
+        decisions one request each took seconds), all sent before the first
+        answer is awaited; a group refused as a whole (one member's version
+        conflict) is sent again one by one, so that each gets its own answer."""
+        groups = [range(i, min(i + together, len(transactions)))
+                  for i in range(0, len(transactions), together)]
+        sent = []
+        for group in groups:
+            txn = self.transaction()
+            txn.check(z.CONTROLLER_EPOCH, epoch_version)
+            for write in (w for i in group for w in transactions[i]):
+                if isinstance(write, SetData):
+                    txn.set_data(write.path, write.data, write.version)
+                else:
+                    txn.create(write.path, write.data)
+            sent.append(txn.commit_async())
+        out: list[list[int] | Exception] = [NotControllerError()] * len(transactions)
+        again: list[int] = []
+        for group, result in zip(groups, sent):
+            outcome = _fenced_outcome([w for i in group for w in transactions[i]], result.get())
+            if isinstance(outcome, Exception) and len(group) > 1 \
+                    and not isinstance(outcome, NotControllerError):
+                again.extend(group)
+                continue
+            at = 0
+            for i in group:
+                if isinstance(outcome, Exception):
+                    out[i] = outcome
+                else:
+                    out[i] = outcome[at:at + len(transactions[i])]
+                    at += len(transactions[i])
+        if again:
+            for i, outcome in zip(again, self.commit_fenced_each(
+                    epoch_version, [transactions[i] for i in again], together=1)):
+                out[i] = outcome
+        return out
+
+    def create_each(self, paths: Sequence[str]) -> list[Exception | None]:
+        """Each empty znode of ``paths`` created (in one pipeline); per path
+        None, or the error (NodeExistsError, NoNodeError: its parent is gone)."""
+        pending = [self.client.create_async(path, b"") for path in paths]
+        out: list[Exception | None] = []
+        for result in pending:
+            try:
+                result.get()
+                out.append(None)
+            except (NodeExistsError, NoNodeError) as e:
+                out.append(e)
+        return out
+
+
+def _fenced_outcome(writes: Sequence[SetData | Create], results: list[object]) -> list[int] | Exception:
+    # The first operation checks our epoch: failing it means we were replaced.
+    if results and isinstance(results[0], BadVersionError):
+        return NotControllerError()
+    # A failed transaction reports RolledBackError for every operation but
+    # the one that failed: that one is the error (a version conflict, say).
+    failed = [r for r in results[1:] if isinstance(r, Exception)]
+    for r in failed:
+        if not isinstance(r, RolledBackError):
+            return r
+    if failed:
+        return failed[0]
+    return [_version_after(write, result) for write, result in zip(writes, results[1:])]
 
 
 def _version_after(write: SetData | Create, result: object) -> int:

@@ -252,9 +252,35 @@ def test_a_dead_replica_leaves_an_isr_its_leader_changed_without_telling_the_con
     assert victim not in _state(kazoo, "t", 0)["isr"]
     _set_isr(kazoo, "t", [controller, other, victim], notify=False)
     nodes[victim].stop()
+    wait_until(lambda: victim not in active[0].controller._live, what="the death handled")
+    # The leader's notification of its ISR change, read after the death.
+    kazoo.create("/isr_change_notification/isr_change_", json.dumps(
+        {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}).encode(), sequence=True)
     wait_until(lambda: victim not in _state(kazoo, "t", 0)["isr"],
                what="the dead replica out of the ISR")
     assert _state(kazoo, "t", 0)["leader"] == controller
+
+
+def test_fenced_writes_go_in_groups_and_a_conflict_costs_only_its_own_write(kazoo):
+    from kazoo.exceptions import BadVersionError
+    from samsa.broker.metadata.zookeeper.writes import (Create, NotControllerError, SetData,
+                                                         ZooKeeperWrites)
+    zk = ZooKeeperWrites(kazoo)
+    kazoo.create("/controller_epoch", b"1")
+    for i in range(5):
+        kazoo.create(f"/n{i}", b"old")
+    kazoo.set("/n3", b"moved on")  # version 1: the write below expects 0
+    writes = [[SetData(f"/n{i}", b"new", 0)] for i in range(5)] + [[Create("/n5", b"new")]]
+    outcomes = zk.commit_fenced_each(0, writes, together=2)
+    assert isinstance(outcomes[3], BadVersionError)
+    assert [o for i, o in enumerate(outcomes) if i != 3] == [[1], [1], [1], [1], [0]]
+    assert [kazoo.get(f"/n{i}")[0] for i in range(6)] == [b"new"] * 3 + [b"moved on", b"new", b"new"]
+    # Another controller's epoch: every write refused, none made.
+    kazoo.set("/controller_epoch", b"2")
+    outcomes = zk.commit_fenced_each(0, [[SetData(f"/n{i}", b"newer", 1)] for i in range(3)],
+                                     together=2)
+    assert all(isinstance(o, NotControllerError) for o in outcomes)
+    assert kazoo.get("/n0")[0] == b"new"
 
 
 # ---------------------------------------------------------------- reassignments

@@ -3,6 +3,7 @@ what the client sent reaches the group, and Kafka's error codes come back."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 from samsa.broker.groups.locator import CoordinatorAnswer
 from samsa.broker.groups.share.config import ShareDefaults
@@ -126,3 +127,48 @@ def test_coordination_error_is_none_only_on_the_groups_coordinator():
     assert coordination_error(locator, NODE.node_id, "g") == ErrorCode.NONE
     assert coordination_error(locator, NODE.node_id, "elsewhere") == ErrorCode.NOT_COORDINATOR
     assert coordination_error(locator, 2, "elsewhere") == ErrorCode.NONE
+
+
+class _Region:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+class _Log:
+    """Three batches of ten records (offsets 0-29), read whole from offset 0."""
+
+    log_start_offset = 0
+    high_watermark = last_stable_offset = 30
+
+    def __init__(self) -> None:
+        from samsa.protocol.records import build_batch
+        self.batches = [build_batch([(None, b"v", [], 0)] * 10, base_offset=b)
+                        for b in (0, 10, 20)]
+
+    def read(self, offset, max_bytes, min_one_batch=True, max_offset=None):
+        return type("Read", (), {"regions": [_Region(b"".join(self.batches))]})()
+
+    def aborted_transactions(self, offset, regions):
+        return []
+
+
+def test_a_fetch_sends_the_batches_up_to_the_last_record_acquired_only():
+    """The member keeps only the records it acquired: the batches past the
+    last of them are not sent (a fetch of a few records from a log of many)."""
+    from samsa.broker.handlers.share import _acquire_all
+    services = _services()
+    service = services.share_groups
+    assert service is not None
+    topic = uuid.UUID(int=1)
+    log = _Log()
+    lookup = type("Lookup", (), {"found_log": log})()
+    got = _acquire_all(service, "g", "m1", {(topic, 0): ("t", lookup)}, 12, 1 << 20)
+    data, acquired = got[(topic, 0)]
+    assert acquired == [(0, 11, 1)]                    # 12 asked
+    assert data == log.batches[0] + log.batches[1]     # not the third
+    data, acquired = _acquire_all(service, "g", "m1", {(topic, 0): ("t", lookup)}, 3,
+                                  1 << 20)[(topic, 0)]
+    assert acquired == [(12, 14, 1)]
