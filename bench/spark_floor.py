@@ -1,7 +1,7 @@
 """What Spark itself costs to take rows from a Python data source, for bench_spark.py.
 
 ``samsa_floor`` yields one prebuilt Arrow batch of the samsa schema (10k rows of 12-byte keys
-and 1 KiB values) over and over, from as many partitions as the bench's topic has: no broker,
+and values of the bench's size) over and over, from as many partitions as the bench's topic has: no broker,
 no Kafka client, no per-row Python. Whatever a read through it costs is PySpark's Python worker
 writing Arrow to the JVM and the JVM turning it into rows, which the samsa source pays too: the
 fastest any Python data source delivering these rows can be in this Spark.
@@ -19,7 +19,7 @@ BATCH_ROWS = 10_000
 
 
 def batch(rows: int, value_size: int) -> pa.RecordBatch:
-    values = [bytes(range(256)) * (value_size // 256)] * rows
+    values = [(bytes(range(256)) * (value_size // 256 + 1))[:value_size]] * rows
     ts = pa.array([1_700_000_000_000] * rows, pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
     return pa.RecordBatch.from_arrays([
         pa.array([b"key-%08d" % i for i in range(rows)], pa.binary()),

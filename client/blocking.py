@@ -1,7 +1,7 @@
 """A blocking Kafka client for samsa's own command line tools.
 
-One connection, one request at a time, over the same sans-IO core as the
-asyncio client (``client/core.py``): versions are picked from what the
+One connection, one request at a time (``submit``/``receive`` let a reader keep
+its next Fetch in flight), over the same sans-IO core as the asyncio client (``client/core.py``): versions are picked from what the
 broker advertises in ApiVersions, capped at what protocol/ can encode.
 
 ``Cluster`` adds what a tool needs once a cluster has more than one broker:
@@ -31,6 +31,10 @@ from samsa.client.sasl import (ReauthenticationClock, SaslClientError, SaslClien
 
 class ClientError(Exception):
     pass
+
+
+class AuthenticationError(ClientError):
+    """The broker refused this client's SASL login (trying again will not help)."""
 
 
 class SimpleClient:
@@ -67,7 +71,7 @@ class SimpleClient:
         handshake = self._versioned_call(
             17, SaslHandshakeRequest(mechanism=self._sasl.mechanism), highest=1)
         if handshake.error_code:
-            raise ClientError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
+            raise AuthenticationError(f"SASL mechanism {self._sasl.mechanism} refused by the broker "
                               f"(enabled: {', '.join(handshake.mechanisms)})")
         session_lifetime_ms = 0
 
@@ -75,13 +79,13 @@ class SimpleClient:
             nonlocal session_lifetime_ms
             answer = self._versioned_call(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(auth_bytes=token))
             if answer.error_code:
-                raise ClientError(error_text(answer.error_code, answer.error_message))
+                raise AuthenticationError(error_text(answer.error_code, answer.error_message))
             session_lifetime_ms = answer.session_lifetime_ms  # the last answer's counts
             return bytes(answer.auth_bytes)
         try:
             authenticate(self._sasl, exchange)
         except SaslClientError as e:
-            raise ClientError(str(e)) from None
+            raise AuthenticationError(str(e)) from None
         self._session.authenticated(session_lifetime_ms)
 
     def _reauthenticate_if_due(self) -> None:
@@ -89,6 +93,8 @@ class SimpleClient:
         failure leaves the connection to be replaced by the next call."""
         if self._sasl is None or self._unsettled or not self._session.due:
             return  # an unsettled connection is replaced (and authenticated) anyway
+        if self.core.in_flight:
+            return  # (a submitted request's answer is still to come: the next call, then)
         try:
             self._authenticate()
         except ClientError as e:
@@ -152,13 +158,18 @@ class SimpleClient:
 
     def _exchange(self, correlation_id: int, data: bytes):
         self.sock.sendall(data)
+        return self._answer(correlation_id)
+
+    def _answer(self, correlation_id: int):
+        """The response to ``correlation_id``; answers to older requests that nobody
+        waited for (``submit`` without ``receive``) are read and dropped on the way."""
         while True:
             try:
                 frame = self._read_exactly(self.core.frame_size(self._read_exactly(4)))
                 answered, response = self.core.receive_frame(frame)
             except ProtocolError as e:
                 raise ClientError(f"bad response from the broker: {e}") from None
-            if answered == correlation_id:  # one request at a time: the only answer
+            if answered == correlation_id:
                 return response
 
     def _read_exactly(self, size: int) -> bytearray:
@@ -193,6 +204,41 @@ class SimpleClient:
         except NoCommonVersionError as e:
             raise ClientError(str(e)) from None
         return self._call(api_key, version, request)
+
+    def submit(self, api_key: int, request, highest: int | None = None) -> int:
+        """Send ``request`` without waiting for its answer; its correlation id, for
+        ``receive``. A reader keeps its next Fetch in flight this way while it decodes the
+        current response. Answers come back in request order: one that is never received is
+        read and dropped by the next call or ``receive`` on this connection."""
+        self._reauthenticate_if_due()
+        try:
+            version = self.core.version_for(api_key, highest)
+        except NoCommonVersionError as e:
+            raise ClientError(str(e)) from None
+        if self._unsettled:
+            self._reconnect()
+        self._unsettled = True
+        correlation_id, data = self.core.request(request, api_key=api_key, version=version)
+        try:
+            self.sock.sendall(data)
+        except OSError as e:
+            raise ClientError(f"connection to {self.address} broke: {e.strerror or e}") from None
+        self._unsettled = False
+        return correlation_id
+
+    def receive(self, correlation_id: int):
+        """The response to a request ``submit`` sent on this connection."""
+        if self._unsettled or not self.core.outstanding(correlation_id):
+            # the connection was replaced since (a failed call): the request is lost
+            raise ClientError(f"the request to {self.address} was lost with its connection")
+        self._unsettled = True
+        try:
+            response = self._answer(correlation_id)
+        except OSError as e:
+            raise ClientError(f"connection to {self.address} broke: "
+                              f"{e.strerror or e}") from None
+        self._unsettled = False
+        return response
 
     def send(self, api_key: int, request, highest: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""

@@ -82,6 +82,10 @@ class ClientCore:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    def outstanding(self, correlation_id: int) -> bool:
+        """Whether a request with this correlation id still awaits its answer."""
+        return any(p.correlation_id == correlation_id for p in self._pending)
+
     def request(self, request: Message, *, api_key: int, version: int | None = None,
                 expects_response: bool = True) -> tuple[int, bytes]:
         """Encode ``request``; returns (correlation id, bytes to send). A Produce

@@ -419,11 +419,20 @@ def _wire_reader() -> ModuleType | None:
     """pipeline/wire_reader.py, or None where samsa's wire client is not installed: the
     pipeline image (deploy/pipeline/Dockerfile) ships pipeline/ alone and reads with
     confluent-kafka."""
+    global _said_no_wire_reader
     try:
         from . import wire_reader
-    except ImportError:
+    except ImportError as e:
+        if not _said_no_wire_reader:
+            logging.getLogger(__name__).warning(
+                "samsa's wire client is not installed (%s): the samsa source reads with "
+                "confluent-kafka", e)
+            _said_no_wire_reader = True
         return None
     return wire_reader
+
+
+_said_no_wire_reader = False
 
 
 def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:

@@ -7,10 +7,12 @@ Arrow batch (fetch_arrow.py). Connections are kept per Python worker process, by
 servers and security settings, across tasks (Spark's Kafka source pools its consumers per executor for the same
 reason).
 
-This first slice (issue 27) is opt-in: ``SAMSA_SPARK_READER=wire`` in the executors'
-environment. ``unsupported(opts)`` says why a read stays with confluent-kafka: the compiled
-decoder is missing (logged once), or the ``kafka.*`` options ask for what this reader does not
-do (a SASL mechanism other than PLAIN/SCRAM, other client settings it would ignore). TLS and
+It is the executors' default reader (``SAMSA_SPARK_READER=librdkafka`` in their environment
+chooses confluent-kafka's). ``unsupported(opts)`` says why a read stays with confluent-kafka:
+the compiled decoder is missing (logged once), or the ``kafka.*`` options ask for what this
+reader does not do (a SASL mechanism other than PLAIN/SCRAM, other client settings it would
+ignore). The next Fetch goes out before the current response is decoded (``next_fetch_offset``
+says where it starts), so the broker works on it meanwhile. TLS and
 SASL are read from the same librdkafka keys the confluent-kafka reader is given
 (``security.protocol``, ``sasl.mechanism(s)``, ``sasl.username``/``sasl.password``,
 ``ssl.ca.location``, ``ssl.certificate.location``/``ssl.key.location``/``ssl.key.password``,
@@ -22,16 +24,19 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import struct
 import time
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 
-from samsa.client.blocking import RETRIABLE, ClientError, Cluster, SimpleClient, error_text
+from samsa.client.blocking import (RETRIABLE, AuthenticationError, ClientError, Cluster,
+                                   SimpleClient, error_text)
 from samsa.client.sasl import SUPPORTED_MECHANISMS, SaslClientSettings
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest
-from samsa.protocol.model import ApiKey
+from samsa.protocol.model import ApiKey, Buf
+from samsa.protocol.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from samsa.protocol.records.columns import COMPILED, PartitionDecoder
 
 from .fetch_arrow import columns_to_batch
@@ -58,8 +63,14 @@ _LAST_FETCH_BY_NAME = 12  # v13 names topics by id
 _said_slower = False
 
 
+# The values of READER_ENV that choose the confluent-kafka reader (anything else: this one).
+CONFLUENT_KAFKA = frozenset({"librdkafka", "confluent-kafka", "confluent_kafka"})
+
+
 def wanted() -> bool:
-    return os.environ.get(READER_ENV, "").strip().lower() == "wire"
+    """This reader is the default; ``SAMSA_SPARK_READER=librdkafka`` (or ``confluent-kafka``)
+    in the executors' environment chooses confluent-kafka's."""
+    return os.environ.get(READER_ENV, "").strip().lower() not in CONFLUENT_KAFKA
 
 
 def unsupported(opts: ReadOptions) -> str | None:
@@ -134,6 +145,10 @@ def _cluster(options: Mapping[str, str]) -> Cluster:
         try:
             cluster = Cluster(SimpleClient(address, client_id="samsa-spark-executor",
                                            sasl=sasl, tls=tls))
+        except AuthenticationError:
+            raise
+        except ssl.SSLCertVerificationError as e:
+            raise AuthenticationError(f"{address}: {e}") from None
         except (OSError, ClientError) as e:
             errors.append(f"{address}: {e}")
             continue
@@ -161,14 +176,24 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
     poll_timeout = opts.poll_timeout_ms / 1000.0
     part_bytes = int(opts.client_options.get("max.partition.fetch.bytes", PARTITION_FETCH_BYTES))
     client_options = {**opts.client_options, "bootstrap.servers": bootstrap}
-    try:
-        cluster = _cluster(client_options)
-        low = cluster.list_offsets({tp: -2})[tp]
-        high = cluster.list_offsets({tp: -1})[tp]
-    except ClientError as e:
-        _drop(client_options)
-        raise KafkaSourceError(f"Cannot get the offsets of {where} from kafka.bootstrap.servers="
-                               f"'{bootstrap}': {e}") from None
+    deadline = time.monotonic() + poll_timeout
+    cluster: Cluster | None
+    while True:
+        # A broker that died (the pooled cluster's bootstrap connection, or the leader) is
+        # tried again on fresh connections, through every bootstrap server, within the poll
+        # timeout, as the confluent-kafka reader retries its offset lookup
+        try:
+            cluster = _cluster(client_options)
+            low = cluster.list_offsets({tp: -2})[tp]
+            high = cluster.list_offsets({tp: -1})[tp]
+            break
+        except (ClientError, OSError) as e:
+            _drop(client_options)
+            if isinstance(e, AuthenticationError) or time.monotonic() + 0.5 >= deadline:
+                raise KafkaSourceError(f"Cannot get the offsets of {where} from "
+                                       f"kafka.bootstrap.servers='{bootstrap}': {e}") from None
+            log.warning("getting the offsets of %s: %s (retrying)", where, e)
+            time.sleep(0.5)
     start, end = rng.start, rng.end
     if start < low or end > high:
         lost = f"offsets [{start}, {end}) were to be read, the partition now holds [{low}, {high})"
@@ -181,33 +206,55 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
     decoder = PartitionDecoder(rng.topic, rng.partition, with_headers=opts.include_headers,
                                read_committed=committed)
     F = FetchRequest
+
+    def fetch(offset: int) -> FetchRequest:
+        return F(replica_id=-1, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
+                 max_bytes=FETCH_MAX_BYTES, isolation_level=1 if committed else 0,
+                 session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                 topics=[F.FetchTopic(topic=rng.topic, partitions=[F.FetchPartition(
+                     partition=rng.partition, current_leader_epoch=-1, fetch_offset=offset,
+                     last_fetched_epoch=-1, log_start_offset=-1,
+                     partition_max_bytes=part_bytes)])])
+
     position = start
     last_progress = time.monotonic()
     leader = -1
+    # The Fetch sent ahead (offset, correlation id) on the leader's connection: the broker
+    # reads and sends the next response while this one is decoded (and handed to Spark).
+    ahead: tuple[int, int] | None = None
     while position < end:
         if time.monotonic() - last_progress > poll_timeout:
             raise KafkaSourceError(
                 f"No records from {where} at offset {position} (reading [{start}, {end})) within "
                 f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
         try:
+            if cluster is None:
+                cluster = _cluster(client_options)
             if leader < 0:
                 leader = cluster.leaders(rng.topic).get(rng.partition, -1)
                 if leader < 0:
                     time.sleep(0.1)
                     continue
-            req = F(replica_id=-1, max_wait_ms=FETCH_WAIT_MS, min_bytes=1,
-                    max_bytes=FETCH_MAX_BYTES, isolation_level=1 if committed else 0,
-                    session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                    topics=[F.FetchTopic(topic=rng.topic, partitions=[F.FetchPartition(
-                        partition=rng.partition, current_leader_epoch=-1, fetch_offset=position,
-                        last_fetched_epoch=-1, log_start_offset=-1,
-                        partition_max_bytes=part_bytes)])])
-            resp = cluster.broker(leader).call(ApiKey.FETCH, req, highest=_LAST_FETCH_BY_NAME)
+            conn = cluster.broker(leader)
+            if ahead is None or ahead[0] != position:
+                # (a Fetch sent ahead for another offset is answered and dropped unread)
+                ahead = (position, conn.submit(ApiKey.FETCH, fetch(position),
+                                               highest=_LAST_FETCH_BY_NAME))
+            resp = conn.receive(ahead[1])
+            ahead = None
         except (ClientError, OSError) as e:
-            # the leader died or moved: ask again who leads, on fresh connections
+            # the leader died or moved: ask again who leads, on fresh connections; when asking
+            # failed (the bootstrap broker died), through every bootstrap server again
+            if isinstance(e, AuthenticationError):
+                raise KafkaSourceError(f"Reading {where} at offset {position} failed: "
+                                       f"{e}") from None
             log.warning("reading %s at offset %d: %s (retrying)", where, position, e)
-            cluster.forget(leader)
-            leader = -1
+            if cluster is not None and leader >= 0:
+                cluster.forget(leader)
+            else:
+                _drop(client_options)
+                cluster = None
+            leader, ahead = -1, None
             time.sleep(0.1)
             continue
         code = resp.error_code or resp.responses[0].partitions[0].error_code
@@ -217,6 +264,7 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
                                     f"offset {position}: {error_text(code)}")
             break
         if code in RETRIABLE:
+            assert cluster is not None  # (it answered)
             cluster.forget(leader)
             leader = -1
             time.sleep(0.1)
@@ -225,12 +273,22 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
             raise KafkaSourceError(f"Reading {where} at offset {position} failed: "
                                    f"{error_text(code)}")
         pd = resp.responses[0].partitions[0]
+        records = pd.records or b""
+        following = next_fetch_offset(records, position)
+        if position < following < end:
+            try:
+                ahead = (following, conn.submit(ApiKey.FETCH, fetch(following),
+                                                highest=_LAST_FETCH_BY_NAME))
+            except ClientError:
+                ahead = None  # (the next round finds the connection broken, and says so)
         aborted = [(a.producer_id, a.first_offset) for a in pd.aborted_transactions or ()]
-        nxt = decoder.decode(pd.records or b"", position, aborted, end, max_rows=batch_rows)
+        # The whole response, whatever its rows: a fetch holds at most max.partition.fetch.bytes,
+        # and a response decoded in part would be fetched again from there.
+        nxt = decoder.decode(records, position, aborted, end)
         if nxt > position:
             position = nxt
             last_progress = time.monotonic()
-        elif decoder.columns.rows and pd.records:
+        elif decoder.columns.rows and records:
             # the columns are full (2 GiB of keys or values): hand them over, then go on
             yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
             continue
@@ -244,6 +302,31 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
             yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
     if decoder.columns.rows:
         yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
+
+
+_FRAME = struct.Struct(">qi")  # a v2 batch's base offset and length
+_LAST_DELTA = struct.Struct(">i")  # its last offset delta, at byte 23
+_LAST_DELTA_AT = 23
+_WALK_LIMIT = 1024
+
+
+def next_fetch_offset(records: Buf, position: int) -> int:
+    """Where the Fetch after this response starts, as the decoder will say once it has read
+    the response: after its last complete batch (a batch cut by the size limit is fetched
+    again). Found by hopping over batch headers, before decoding, to send that Fetch ahead;
+    ``position`` when there is nothing to go on from, or more than ``_WALK_LIMIT`` batches to
+    hop over (tiny batches: that response is decoded before its successor is asked for)."""
+    mv = memoryview(records)
+    end, pos, following = len(mv), 0, position
+    for _ in range(_WALK_LIMIT):
+        if end - pos < BATCH_OVERHEAD:
+            return following
+        base, length = _FRAME.unpack_from(mv, pos)
+        if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > end:
+            return following  # (a corrupt length: the decoder says so, naming the offset)
+        following = max(following, base + _LAST_DELTA.unpack_from(mv, pos + _LAST_DELTA_AT)[0] + 1)
+        pos += LOG_OVERHEAD + length
+    return following if end - pos < BATCH_OVERHEAD else position
 
 
 def _sliced(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:

@@ -1,6 +1,9 @@
 """Fixtures shared by all test packages: real broker processes and real Kafka clients.
 
 - ``broker``: a fresh samsa broker (own port, own data dir) for one test.
+- ``module_broker``: one broker for a whole module, whose tests use topics and groups of
+  names of their own (a module overrides ``broker`` with it); ``module_broker_with`` for
+  one with settings.
 - ``broker_factory(overrides=None, *, start=True, port=None, startup_timeout=30.0)``:
   more brokers or extra settings; every one is stopped and its directory removed.
 - ``tansu``: a fresh Tansu peer broker (in-memory) for one test.
@@ -43,8 +46,8 @@ def pytest_configure(config):
 
 # The fixtures that start a process (a broker, ZooKeeper, the JVM, Spark): a test that
 # uses one, directly or through another fixture, is an integration test.
-PROCESS_FIXTURES = frozenset({"broker_factory", "tansu", "java_tools", "zookeeper",
-                              "cluster_factory", "spark",
+PROCESS_FIXTURES = frozenset({"broker_factory", "module_broker", "tansu", "java_tools",
+                              "zookeeper", "cluster_factory", "spark",
                               # the test kit's (samsa.testing.plugin)
                               "samsa_broker", "samsa_broker_module", "samsa_broker_session",
                               "samsa_broker_factory", "samsa_cluster", "samsa_cluster_factory"})
@@ -204,6 +207,39 @@ def broker_factory(request):
 def broker(broker_factory) -> BrokerProcess:
     """A running samsa broker with default settings and an empty data dir."""
     return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def module_broker(request) -> BrokerProcess:
+    """One running samsa broker with default settings for every test of a module that asks
+    for it, for tests that only use topics (and groups) of names of their own: a broker's
+    start and stop cost seconds, many times over in a module of short tests."""
+    yield from module_broker_with(request)
+
+
+def module_broker_with(request, overrides=None):
+    """The body of a module-scoped broker fixture (``yield from`` it), with settings of the
+    module's own; a failed test of the module prints the broker's log tail."""
+    work_dir = Path(tempfile.mkdtemp(prefix="samsa-broker-"))
+    b = BrokerProcess(work_dir, overrides=overrides)
+    try:
+        yield b.start()
+    finally:
+        try:
+            b.stop()
+        finally:
+            if _module_failed(request):
+                print(f"\n--- {b.name} {b.bootstrap} log tail ({b.log_path}) ---\n{b.log_tail(80)}",
+                      file=sys.stderr)
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _module_failed(request) -> bool:
+    """Whether a test of this module failed (pytest_runtest_makereport records reports)."""
+    prefix = request.node.nodeid
+    return any(getattr(getattr(item, f"_samsa_report_{when}", None), "failed", False)
+               for item in request.session.items if item.nodeid.startswith(prefix)
+               for when in ("setup", "call"))
 
 
 @pytest.fixture

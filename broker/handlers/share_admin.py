@@ -103,6 +103,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext,
         return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[
             answer(t.topic_name, _NO_ID, [p.partition_index for p in t.partitions], code)
             for t in req.topics])
+    failed: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     if service.persistence is not None and starts:
         # the durable state is the share coordinator's: each share-partition
         # starts over there under a new state epoch (its leader's copy is
@@ -201,8 +202,10 @@ async def delete_share_groups(ctx: RequestContext, group_ids: list[str]
                 if not code:
                     failed = await _forget(service, keys, gid)
                     code = next(iter(failed.values()), ErrorCode.NONE)
-                    if service.persistence is not None:
-                        # tombstones: the group stays gone across a restart
-                        await service.persistence.flush_group(gid)
+                    # tombstones: the group stays gone across a restart; not
+                    # written, the deletion is not done (a retry writes them)
+                    if service.persistence is not None \
+                            and not await service.persistence.flush_group(gid) and not code:
+                        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             out[gid] = code
     return out

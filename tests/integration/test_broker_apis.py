@@ -9,6 +9,8 @@ import struct
 import threading
 import uuid
 
+import pytest
+
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest, ElectLeadersRequest,
@@ -20,6 +22,13 @@ from samsa.protocol.messages import (CreateTopicsRequest, DeleteRecordsRequest, 
 from samsa.protocol.records import build_batch, iter_all_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+
+
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics of names of
+    its own; those that restart or kill it start it again."""
+    return module_broker
 
 
 def _topic(prefix):

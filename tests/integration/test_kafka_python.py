@@ -13,6 +13,12 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test has topics of its own."""
+    return module_broker
+
+
 def _topic(prefix="kp"):
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

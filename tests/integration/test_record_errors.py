@@ -56,6 +56,13 @@ def _log_end(client, topic):
 
 
 @pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test has topics of its own
+    names; the poison-pill test starts brokers of its own (a walker each)."""
+    return module_broker
+
+
+@pytest.fixture
 def admin(broker):
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 

@@ -123,7 +123,8 @@ def _read_all(cluster: Cluster, topic: str, partitions: int,
         got: list[tuple[int, int, str]] = []
         deadline = time.monotonic() + 60
         while sum(1 for _ in got) < sum(ends.values()) and time.monotonic() < deadline:
-            for m in c.consume(500, timeout=1):
+            # short calls: consume() waits its whole timeout when fewer records are left
+            for m in c.consume(500, timeout=0.1):
                 if m.error() is None:
                     got.append((m.partition(), m.offset(), m.value().decode()))
         return got

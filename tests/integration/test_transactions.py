@@ -16,14 +16,21 @@ from kafka import TopicPartition as KTopicPartition
 from samsa.protocol.errors import ErrorCode
 import pytest
 
+from tests.conftest import module_broker_with
 from tests.support.txn_wire import (NO_VERIFICATION, READ_COMMITTED, READ_UNCOMMITTED, TxnWire,
                                     data_records)
 
 
+@pytest.fixture(scope="module")
+def _module_broker(request):
+    yield from module_broker_with(request, NO_VERIFICATION)
+
+
 @pytest.fixture
-def broker(broker_factory):
-    """Partitions driven without a coordinator: no KIP-890 verification."""
-    return broker_factory(NO_VERIFICATION)
+def broker(_module_broker):
+    """Partitions driven without a coordinator: no KIP-890 verification. One broker for the
+    module: every test here has a topic of its own; the one that kills it starts it again."""
+    return _module_broker
 
 
 def _topic(bootstrap: str) -> str:

@@ -20,6 +20,13 @@ from tests.support.txn_wire import TxnWire
 from tests.support.waiting import wait_until
 
 
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test has topics, groups and
+    transactional ids of its own (uuid names); those that kill a broker start their own."""
+    return module_broker
+
+
 def _topic(prefix: str = "tx") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

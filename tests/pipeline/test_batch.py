@@ -24,6 +24,13 @@ from .conftest import consume_all, create_topic, produce, spark_rows
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics of names of
+    its own, but for the ``.*`` pattern, which counts every topic and has a broker of its own."""
+    return module_broker
+
+
 def reader(spark, bootstrap, **opts):
     r = spark.read.format("samsa").option("kafka.bootstrap.servers", bootstrap)
     for k, v in opts.items():
@@ -100,8 +107,8 @@ def test_read_yields_arrow_batches_of_sparks_types(spark, broker):
         assert pa.Table.from_batches(batches).column("offset").to_pylist() == list(range(25))
 
 
-def test_subscribe_list_and_pattern_across_topics(spark, broker):
-    b = broker.bootstrap
+def test_subscribe_list_and_pattern_across_topics(spark, broker_factory):
+    b = broker_factory().bootstrap
     create_topic(b, "orders-eu", 2)
     create_topic(b, "orders-us", 1)
     create_topic(b, "payments", 1)

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from samsa.pipeline.arrow import BatchBuilder
 from samsa.pipeline.fetch_arrow import columns_to_batch
+from samsa.pipeline.wire_reader import next_fetch_offset
 from samsa.protocol.records import (BATCH_OVERHEAD, CONTROL_ABORT, CONTROL_COMMIT, Codec, Record,
                                     build_batch, build_control_batch, compress, decode_batch,
                                     iter_batch_headers, parse_control_record, write_crc)
@@ -165,6 +166,10 @@ def test_fetch_offset_inside_a_batch_a_cut_response_and_an_end_offset(codec):
     cut = records[:-100]
     batch, nxt = assert_all_agree(cut, 3, aborted)
     assert nxt == 40 and batch.column("offset").to_pylist()[-1] == 37
+    # the wire reader sends its next Fetch from there before decoding (compacted: the
+    # batch's last offset delta, not its last record, says where it ends)
+    assert next_fetch_offset(records, 12) == 90 and next_fetch_offset(cut, 3) == 40
+    assert next_fetch_offset(b"", 3) == 3 and next_fetch_offset(records[:60], 3) == 3
     # a range ends inside a batch
     batch, _ = assert_all_agree(records, 0, end_offset=43)
     assert batch.column("offset").to_pylist()[-1] == 42
@@ -205,7 +210,8 @@ def test_random_batches_agree_with_the_reference(batches, fetch_offset, headers)
                                  timestamp_type=1 if log_append else 0,
                                  max_timestamp=2**40 if log_append else None))
         base += len(recs)
-    assert_all_agree(b"".join(parts), fetch_offset, headers=headers)
+    _, nxt = assert_all_agree(b"".join(parts), fetch_offset, headers=headers)
+    assert next_fetch_offset(b"".join(parts), fetch_offset) == nxt
 
 
 # -- fuzz: corrupted and truncated batches ----------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from samsa.client.blocking import SimpleClient
+from samsa.pipeline import wire_reader
 from samsa.pipeline.client import read_range
 from samsa.pipeline.fetch_arrow import columns_to_batch
 from samsa.pipeline.options import parse_read_options
@@ -22,6 +23,13 @@ from samsa.protocol.records.columns import PartitionDecoder
 from .conftest import consume_all, create_topic, produce
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics and
+    transactional ids of names of its own (a parametrized test, one per parameter)."""
+    return module_broker
 
 
 def fetch_rows(bootstrap: str, topic: str, partitions: int, *, committed: bool) -> list[tuple]:
@@ -129,14 +137,14 @@ def test_wire_reader_reads_a_range_as_the_librdkafka_reader_does(broker, monkeyp
     """The executors' read of one offset range: the wire reader's Arrow table equals the
     confluent-kafka reader's, column by column (ranges inside the partition, headers on)."""
     b = broker.bootstrap
-    topic = "arrow-range"
+    topic = f"arrow-range-{isolation}"
     create_topic(b, topic, 2)
     p = Producer({"bootstrap.servers": b, "compression.type": "zstd", "linger.ms": 20})
     for r in _records(topic, 600, "range"):
         p.produce(**r)
     assert p.flush(30) == 0
     del p
-    txn = Producer({"bootstrap.servers": b, "transactional.id": "arrow-range", "linger.ms": 5})
+    txn = Producer({"bootstrap.servers": b, "transactional.id": topic, "linger.ms": 5})
     txn.init_transactions(30)
     for commit in (False, True):
         txn.begin_transaction()
@@ -148,10 +156,25 @@ def test_wire_reader_reads_a_range_as_the_librdkafka_reader_does(broker, monkeyp
     consume_all(b, topic, isolation="read_committed")  # (waits for the markers)
     opts = parse_read_options({"kafka.bootstrap.servers": b, "subscribe": topic,
                                "includeHeaders": "true", "kafka.isolation.level": isolation})
+    # small fetches: a range takes many, each sent before the one before it is decoded
+    small = parse_read_options({"kafka.bootstrap.servers": b, "subscribe": topic,
+                                "includeHeaders": "true", "kafka.isolation.level": isolation,
+                                "kafka.max.partition.fetch.bytes": "2000"})
     for rng in (OffsetRange(topic, 0, 0, 332), OffsetRange(topic, 1, 17, 250)):
         wire = _read(monkeypatch, "wire", opts, rng, 100)
         rdkafka = _read(monkeypatch, "librdkafka", opts, rng, 100)
         assert wire.num_rows > 0 and wire.equals(rdkafka), (wire.num_rows, rdkafka.num_rows)
+        assert _read(monkeypatch, "wire", small, rng, 100).equals(rdkafka)
+        # a read given up after its first batch leaves a Fetch in flight on the pooled
+        # connection: the next read skips its answer
+        monkeypatch.setenv("SAMSA_SPARK_READER", "wire")
+        partial = read_range(small, rng, 10)
+        assert next(partial).num_rows == 10
+        partial.close()
+        assert _read(monkeypatch, "wire", small, rng, 100).equals(rdkafka)
+    # the wire reader is the default
+    monkeypatch.delenv("SAMSA_SPARK_READER")
+    assert wire_reader.wanted()
 
 
 @pytest.mark.integration
@@ -159,7 +182,6 @@ def test_the_wire_reader_reads_over_sasl_ssl_with_the_librdkafka_keys(monkeypatc
     """kafka.security.protocol=SASL_SSL with librdkafka's keys (sasl.mechanism/username/
     password, ssl.ca.location): the wire reader takes the read (it is not handed to
     confluent-kafka) and gets the same table; a wrong password is a clear error, not a hang."""
-    from samsa.pipeline import wire_reader
     from samsa.pipeline.client import KafkaSourceError
     from samsa.testing import Broker
 

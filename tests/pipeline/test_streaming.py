@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,13 @@ from .conftest import consume_all, create_topic, produce
 pytestmark = pytest.mark.timeout(240)
 
 QUERY_TIMEOUT = 120     # seconds a query gets to finish what it was given
+
+
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics of names of
+    its own (a parametrized test, one per parameter)."""
+    return module_broker
 
 
 def stream(spark, bootstrap, **opts):
@@ -197,8 +205,9 @@ def test_fail_on_data_loss(spark, broker, tmp_path):
     ({"maxTriggerDelay": "soon"}, "Invalid value 'soon' for option 'maxTriggerDelay'"),
 ])
 def test_bad_streaming_options(spark, broker, tmp_path, opts, message):
-    create_topic(broker.bootstrap, "t", 1)
-    msg = error_of(lambda: run_available_now(stream(spark, broker.bootstrap, subscribe="t", **opts),
+    topic = f"bad-options-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    msg = error_of(lambda: run_available_now(stream(spark, broker.bootstrap, subscribe=topic, **opts),
                                              Batches(), str(tmp_path / "cp")))
     assert message in msg
 
@@ -276,29 +285,31 @@ def test_broker_killed_mid_stream(spark, cluster, tmp_path):
 @pytest.mark.parametrize("sink", [{}, {"exactlyOnce": "true"}], ids=["at-least-once", "exactly-once"])
 def test_stream_write_reads_back_identical(spark, broker, tmp_path, sink):
     b = broker.bootstrap
-    create_topic(b, "source", 2)
-    create_topic(b, "copy", 2)
+    suffix = "eos" if sink else "alo"
+    source_topic, copy_topic = f"source-{suffix}", f"copy-{suffix}"
+    create_topic(b, source_topic, 2)
+    create_topic(b, copy_topic, 2)
     records = []
     for i in range(50):
-        r = {"topic": "source", "partition": i % 2, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i}
+        r = {"topic": source_topic, "partition": i % 2, "value": f"v{i}".encode(), "timestamp": 1_700_000_000_000 + i}
         if i % 3:
             r["key"] = f"k{i}".encode()
         if i % 4 == 0:
             r["headers"] = [("h", f"{i}".encode()), ("none", None)]
         records.append(r)
     produce(b, records)
-    df = stream(spark, b, subscribe="source", startingOffsets="earliest", includeHeaders="true",
+    df = stream(spark, b, subscribe=source_topic, startingOffsets="earliest", includeHeaders="true",
                 maxOffsetsPerTrigger="20")
     q = df.selectExpr("key", "value", "partition", "headers", "timestamp") \
-        .writeStream.format("samsa").option("kafka.bootstrap.servers", b).option("topic", "copy") \
+        .writeStream.format("samsa").option("kafka.bootstrap.servers", b).option("topic", copy_topic) \
         .options(**sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start()
     try:
         assert q.awaitTermination(QUERY_TIMEOUT)
         assert len(q.recentProgress) >= 3       # 50 records at 20 per trigger
     finally:
         q.stop()
-    source = consume_all(b, "source")
-    copied = consume_all(b, "copy", isolation="read_committed")
+    source = consume_all(b, source_topic)
+    copied = consume_all(b, copy_topic, isolation="read_committed")
     # Identical but for the topic: key, value, partition, offset (order kept per partition),
     # timestamp, timestamp type, headers. Exactly once, the order is kept but not the offsets:
     # each transaction's commit marker takes an offset of its own.

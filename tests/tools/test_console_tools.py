@@ -25,6 +25,13 @@ from tests.support.waiting import wait_until
 MR = MetadataResponse
 
 
+@pytest.fixture
+def broker(module_broker):
+    """One broker for the module (tests/conftest.py): every test here uses topics and groups
+    of names of its own (--all-topics resets cover the group's own topics only)."""
+    return module_broker
+
+
 def _samsa(*args, input=None):
     return subprocess.run([sys.executable, "-m", "samsa", *args], capture_output=True,
                           text=True, timeout=90, cwd=REPO_ROOT, input=input)

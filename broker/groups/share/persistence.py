@@ -102,12 +102,12 @@ class SharePersistence:
             return {}
         return await self._on_main(self._flush_all(wanted))
 
-    async def flush_group(self, group_id: str) -> None:
-        """Write the group's records if they changed (a failed write is
-        logged and left for the next change to carry)."""
+    async def flush_group(self, group_id: str) -> bool:
+        """Write the group's records if they changed; False when that write
+        failed (logged, and left for the next change to carry)."""
         if self._group_store is None or not self._service.group_records(group_id):
-            return
-        await self._on_main(self._flush_group(group_id))
+            return True
+        return await self._on_main(self._flush_group(group_id))
 
     async def summaries(self, keys: Sequence[ShareKey]
                         ) -> dict[ShareKey, tuple[int, int] | None]:
@@ -205,19 +205,20 @@ class SharePersistence:
                 self._service.written(key, pending.version)
             return persister_error(code)
 
-    async def _flush_group(self, group_id: str) -> None:
+    async def _flush_group(self, group_id: str) -> bool:
         assert self._group_store is not None
         lock = self._group_locks.setdefault(group_id, asyncio.Lock())
         async with lock:
             entries = self._service.group_records(group_id)
             if not entries:
-                return
+                return True
             try:
                 await self._group_store(group_id, entries)
             except Exception as e:  # noqa: BLE001 - the group goes on; its next change writes
                 log.warning("share group %s: records not written: %s", group_id, e)
-                return
+                return False
             self._service.group_records_written(group_id, entries)
+            return True
 
     def _lock(self, key: ShareKey) -> asyncio.Lock:
         lock = self._locks.get(key)

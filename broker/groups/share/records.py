@@ -4,9 +4,13 @@ here, so a share group with no members survives a restart or a coordinator
 move as Kafka's does:
 
   11 ShareGroupMetadata                group -> epoch, metadata hash
-  15 ShareGroupStatePartitionMetadata  group -> initializing [topic id, name, [partitions]],
-                                                initialized  [topic id, name, [partitions]],
+  15 ShareGroupStatePartitionMetadata  group -> initializing [topic id, name, [partitions], created],
+                                                initialized  [topic id, name, [partitions], created],
                                                 deleting     [topic id, name]
+
+("created": CreateTimestamp, when the topic was first added to the group's
+share-partitions, in ms; Kafka 4.1+ writes it, and reads a value without it
+wrongly, so it is always written.)
 
 A key is the int16 record type and the group id (non-flexible); a value is
 an int16 version (0) and the flexible struct (compact strings and arrays,
@@ -45,6 +49,8 @@ class ShareGroupImage:
     initializing: TopicPartitions = field(default_factory=dict)
     initialized: TopicPartitions = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+    # topic id -> when it was first added to initializing (ms): CreateTimestamp
+    created_ms: dict[uuid.UUID, int] = field(default_factory=dict)
 
 
 def record_type(key: bytes) -> int:
@@ -82,7 +88,8 @@ def metadata_value(epoch: int) -> bytes:
     return bytes(w.buf)
 
 
-def _topics(w: _Writer, topics: Mapping[uuid.UUID, tuple[str, frozenset[int]]]) -> None:
+def _topics(w: _Writer, topics: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
+            created_ms: Mapping[uuid.UUID, int]) -> None:
     ids = sorted((t for t in topics if topics[t][1]), key=str)
     w.array_len(len(ids))
     for t in ids:
@@ -92,15 +99,17 @@ def _topics(w: _Writer, topics: Mapping[uuid.UUID, tuple[str, frozenset[int]]]) 
         w.array_len(len(parts))
         for p in sorted(parts):
             w.i32(p)
+        w.i64(created_ms.get(t, 0))
         w.tags()
 
 
 def state_partitions_value(initializing: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
                            initialized: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
-                           deleting: Mapping[uuid.UUID, str]) -> bytes:
+                           deleting: Mapping[uuid.UUID, str],
+                           created_ms: Mapping[uuid.UUID, int]) -> bytes:
     w = _value()
-    _topics(w, initializing)
-    _topics(w, initialized)
+    _topics(w, initializing, created_ms)
+    _topics(w, initialized, created_ms)
     w.array_len(len(deleting))
     for t in sorted(deleting, key=str):
         w.buf += t.bytes
@@ -115,15 +124,16 @@ def encode(image: ShareGroupImage) -> dict[bytes, bytes]:
     gid = image.group_id
     return {key(SHARE_GROUP_METADATA, gid): metadata_value(image.epoch),
             key(SHARE_GROUP_STATE_PARTITION_METADATA, gid): state_partitions_value(
-                image.initializing, image.initialized, image.deleting)}
+                image.initializing, image.initialized, image.deleting, image.created_ms)}
 
 
-def _read_topics(r: _Reader) -> TopicPartitions:
+def _read_topics(r: _Reader, created_ms: dict[uuid.UUID, int]) -> TopicPartitions:
     out: TopicPartitions = {}
     for _ in range(r.array_len()):
         t = uuid.UUID(bytes=bytes(r._take(16)))
         name = r.string() or ""
         out[t] = (name, frozenset(r.i32() for _ in range(r.array_len())))
+        created_ms[t] = r.i64()
         r.skip_tags()
     return out
 
@@ -142,8 +152,8 @@ def decode(group_id: str, records: Mapping[bytes, bytes]) -> ShareGroupImage:
             r.i64()  # MetadataHash
             r.skip_tags()
         elif kind == SHARE_GROUP_STATE_PARTITION_METADATA:
-            image.initializing = _read_topics(r)
-            image.initialized = _read_topics(r)
+            image.initializing = _read_topics(r, image.created_ms)
+            image.initialized = _read_topics(r, image.created_ms)
             for _ in range(r.array_len()):
                 t = uuid.UUID(bytes=bytes(r._take(16)))
                 image.deleting[t] = r.string() or ""

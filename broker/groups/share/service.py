@@ -160,6 +160,7 @@ class ShareService:
                     new = set(parts) - _parts(image.initialized, topic_id)
                     if new - _parts(image.initializing, topic_id):
                         _add(image.initializing, topic_id, names.get(topic_id, ""), new)
+                        image.created_ms.setdefault(topic_id, self.now_ms())
             return answer, conf.heartbeat_interval_ms
 
     def describe(self, group_id: str) -> DescribedShareGroup | None:
@@ -518,6 +519,7 @@ class ShareService:
                 name = (names or {}).get(topic_id) or image.initializing.get(
                     topic_id, image.initialized.get(topic_id, ("", frozenset())))[0]
                 _add(image.initialized, topic_id, name, {p})
+                image.created_ms.setdefault(topic_id, self.now_ms())
                 _remove(image.initializing, topic_id, {p})
 
     def share_partitions(self, group_id: str) -> list[ShareKey]:
@@ -541,7 +543,9 @@ class ShareService:
     # ------------------------------------------------------------ internals
 
     def _exists(self, group_id: str) -> bool:
-        return group_id in self.groups or any(
+        # _group_log: its records are in the log (a deletion whose tombstones
+        # failed is still to finish)
+        return group_id in self.groups or group_id in self._group_log or any(
             k[0] == group_id for k in (*self.partitions, *self._loaded))
 
     def _initial_offset(self, bounds: Bounds, reset: str | int) -> int:

@@ -126,8 +126,10 @@ class _Persistence:
         self.loaded.extend(keys)
         return {}
 
-    async def flush_group(self, group_id: str) -> None:
-        pass
+    async def flush_group(self, group_id: str) -> bool:
+        return self.group_written
+
+    group_written = True
 
 
 async def test_a_share_coordinator_failure_is_answered_for_its_partition_only():
@@ -158,3 +160,28 @@ async def test_a_share_coordinator_failure_is_answered_for_its_partition_only():
     assert [(r.group_id, r.error_code) for r in resp3.results] == [
         ("g", ErrorCode.COORDINATOR_NOT_AVAILABLE)]
     assert services.share_groups.exists("g")
+
+
+async def test_alter_with_no_valid_partition_is_answered_per_partition():
+    # (a review found it raising UnboundLocalError on a durable broker)
+    services = _services()
+    assert services.share_groups is not None
+    services.share_groups.persistence = _Persistence()  # type: ignore[assignment]
+    resp = await handle_alter_share_group_offsets(
+        context(services, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0), _alter("g", nosuch=[(0, 1)]))
+    assert [(r.topic_name, [p.error_code for p in r.partitions]) for r in resp.responses] == [
+        ("nosuch", [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])]
+
+
+async def test_a_deletion_whose_tombstones_were_not_written_is_not_done():
+    services = _services()
+    assert services.share_groups is not None
+    await handle_alter_share_group_offsets(
+        context(services, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0), _alter("g", t=[(0, 1)]))
+    persistence = _Persistence()
+    persistence.group_written = False  # __consumer_offsets refuses the write
+    services.share_groups.persistence = persistence  # type: ignore[assignment]
+    delete = DeleteGroupsRequest(groups_names=["g"])
+    resp = await handle_delete_groups(context(services, ApiKey.DELETE_GROUPS, 2), delete)
+    assert [(r.group_id, r.error_code) for r in resp.results] == [
+        ("g", ErrorCode.COORDINATOR_NOT_AVAILABLE)]

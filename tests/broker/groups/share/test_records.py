@@ -24,18 +24,19 @@ def test_the_records_are_kafkas_bytes():
     # value: version 0, Epoch, MetadataHash, empty tag buffer
     assert records.metadata_value(5) == b"\x00\x00" + struct.pack(">iq", 5, 0) + b"\x00"
     value = records.state_partitions_value(
-        {}, {TOPIC: ("t", frozenset({1, 0}))}, {uuid.UUID(int=9): "gone"})
+        {}, {TOPIC: ("t", frozenset({1, 0}))}, {uuid.UUID(int=9): "gone"}, {TOPIC: 1234})
     assert value == (b"\x00\x00"
                      + b"\x01"                                 # InitializingTopics: none
                      + b"\x02" + TOPIC.bytes + b"\x02t"        # one topic, "t"
-                     + b"\x03" + struct.pack(">ii", 0, 1) + b"\x00"   # partitions 0, 1
+                     + b"\x03" + struct.pack(">ii", 0, 1)      # partitions 0, 1
+                     + struct.pack(">q", 1234) + b"\x00"       # CreateTimestamp (Kafka 4.1+)
                      + b"\x02" + uuid.UUID(int=9).bytes + b"\x05gone" + b"\x00"  # deleting
                      + b"\x00")
 
 
 def test_encode_decode_round_trip():
     image = records.ShareGroupImage("g", 3, {TOPIC: ("t", frozenset({2}))},
-                                    {TOPIC: ("t", frozenset({0, 1}))}, {})
+                                    {TOPIC: ("t", frozenset({0, 1}))}, {}, {TOPIC: 99})
     assert records.decode("g", records.encode(image)) == image
 
 
