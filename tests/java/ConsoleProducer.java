@@ -4,6 +4,8 @@ import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
@@ -12,6 +14,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -23,6 +27,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   --bootstrap-server H:P --topic T [--acks all|1|0]
  *   [--compression-type none|gzip|snappy|lz4|zstd] [--producer-property k=v]...
  *   [--property parse.key=true] [--property key.separator=SEP (default TAB)]
+ *   [--property parse.headers=true] [--property headers.delimiter=SEP (default TAB)]
+ *   [--property headers.separator=SEP (default ,)] [--property headers.key.separator=SEP (default :)]
+ *   [--property null.marker=M] (a key, value or header value equal to M is null)
+ *   [--property partition=N] (every record to partition N; not in the real tool)
  *   [--print-acks] [--print-metric NAME]
  *
  * --print-acks (not in the real tool): for every record the broker acknowledged, print
@@ -56,6 +64,12 @@ public final class ConsoleProducer {
         Map<String, String> fmt = a.keyValues("--property");
         boolean parseKey = Boolean.parseBoolean(fmt.getOrDefault("parse.key", "false"));
         String separator = fmt.getOrDefault("key.separator", "\t");
+        boolean parseHeaders = Boolean.parseBoolean(fmt.getOrDefault("parse.headers", "false"));
+        String headersDelimiter = fmt.getOrDefault("headers.delimiter", "\t");
+        String headersSeparator = fmt.getOrDefault("headers.separator", ",");
+        String headerKeySeparator = fmt.getOrDefault("headers.key.separator", ":");
+        String nullMarker = fmt.get("null.marker");
+        Integer partition = fmt.containsKey("partition") ? Integer.valueOf(fmt.get("partition")) : null;
         boolean printAcks = a.has("--print-acks");
         // Callbacks run on the producer's I/O thread; println+flush under the stream's
         // lock, so every line is whole and written out before the next ack is handled.
@@ -71,14 +85,33 @@ public final class ConsoleProducer {
             while ((line = in.readLine()) != null) {
                 byte[] key = null;
                 String value = line;
+                List<Header> headers = new ArrayList<>();
+                if (parseHeaders) {
+                    int at = line.indexOf(headersDelimiter);
+                    if (at < 0) throw new ToolArgs.UsageException("no headers delimiter on line: " + line);
+                    for (String h : line.substring(0, at).split(java.util.regex.Pattern.quote(headersSeparator))) {
+                        if (h.isEmpty()) continue;
+                        int k = h.indexOf(headerKeySeparator);
+                        String hk = k < 0 ? h : h.substring(0, k);
+                        String hv = k < 0 ? null : h.substring(k + headerKeySeparator.length());
+                        headers.add(new RecordHeader(hk, hv == null || hv.equals(nullMarker)
+                                ? null : hv.getBytes(StandardCharsets.UTF_8)));
+                    }
+                    line = line.substring(at + headersDelimiter.length());
+                    value = line;
+                }
                 if (parseKey) {
                     int at = line.indexOf(separator);
                     if (at < 0) throw new ToolArgs.UsageException("no key separator on line: " + line);
                     key = line.substring(0, at).getBytes(StandardCharsets.UTF_8);
                     value = line.substring(at + separator.length());
                 }
+                if (key != null && nullMarker != null && nullMarker.equals(new String(key, StandardCharsets.UTF_8))) {
+                    key = null;
+                }
+                byte[] bytes = value.equals(nullMarker) ? null : value.getBytes(StandardCharsets.UTF_8);
                 String shown = value;
-                producer.send(new ProducerRecord<>(topic, key, value.getBytes(StandardCharsets.UTF_8)), (md, e) -> {
+                producer.send(new ProducerRecord<>(topic, partition, key, bytes, headers), (md, e) -> {
                     if (e != null) {
                         if (failed.getAndIncrement() == 0) firstError.set(e);
                     } else if (printAcks) {
