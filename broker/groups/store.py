@@ -233,31 +233,28 @@ class ConsumerOffsetsLog:
     def _replay_share_record(self, groups: LoadedGroups, key_bytes: bytes,
                              value: bytes | None, partition: int | None) -> None:
         _, group_id = share_records.decode_key(bytes(key_bytes))
-        if partition is not None and self.partition_for(group_id) != partition:
-            return
-        found = groups.get(group_id)
-        if not isinstance(found, ShareGroupRecords):
-            if value is None:
-                return
-            found = groups[group_id] = ShareGroupRecords(group_id, {})
-        if value is None:
-            found.records.pop(bytes(key_bytes), None)
-            if not found.records:
-                del groups[group_id]
-        else:
-            found.records[bytes(key_bytes)] = bytes(value)
+        self._replay_group_record(groups, ShareGroupRecords, group_id, key_bytes, value, partition)
 
     def _replay_consumer_record(self, groups: LoadedGroups,
                                 key_bytes: bytes, value: bytes | None,
                                 partition: int | None) -> None:
         _, group_id, _ = consumer_records.decode_key(bytes(key_bytes))
+        self._replay_group_record(groups, ConsumerGroupRecords, group_id, key_bytes, value,
+                                  partition)
+
+    def _replay_group_record(self, groups: LoadedGroups,
+                             kind: type[ShareGroupRecords] | type[ConsumerGroupRecords],
+                             group_id: str, key_bytes: bytes, value: bytes | None,
+                             partition: int | None) -> None:
+        """A keyed record of a group's own (the last value of each key wins, a
+        tombstone removes its key, a group with no keys left is gone)."""
         if partition is not None and self.partition_for(group_id) != partition:
             return
         found = groups.get(group_id)
-        if not isinstance(found, ConsumerGroupRecords):
+        if not isinstance(found, kind):
             if value is None:
                 return
-            found = groups[group_id] = ConsumerGroupRecords(group_id, {})
+            found = groups[group_id] = kind(group_id, {})
         if value is None:
             found.records.pop(bytes(key_bytes), None)
             if not found.records:
