@@ -210,21 +210,7 @@ class SimpleClient:
         ``receive``. A reader keeps its next Fetch in flight this way while it decodes the
         current response. Answers come back in request order: one that is never received is
         read and dropped by the next call or ``receive`` on this connection."""
-        self._reauthenticate_if_due()
-        try:
-            version = self.core.version_for(api_key, highest)
-        except NoCommonVersionError as e:
-            raise ClientError(str(e)) from None
-        if self._unsettled:
-            self._reconnect()
-        self._unsettled = True
-        correlation_id, data = self.core.request(request, api_key=api_key, version=version)
-        try:
-            self.sock.sendall(data)
-        except OSError as e:
-            raise ClientError(f"connection to {self.address} broke: {e.strerror or e}") from None
-        self._unsettled = False
-        return correlation_id
+        return self._send(api_key, request, highest, expects_response=True)
 
     def receive(self, correlation_id: int):
         """The response to a request ``submit`` sent on this connection."""
@@ -242,6 +228,9 @@ class SimpleClient:
 
     def send(self, api_key: int, request, highest: int | None = None) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
+        self._send(api_key, request, highest, expects_response=False)
+
+    def _send(self, api_key: int, request, highest: int | None, expects_response: bool) -> int:
         self._reauthenticate_if_due()
         try:
             version = self.core.version_for(api_key, highest)
@@ -250,13 +239,14 @@ class SimpleClient:
         if self._unsettled:
             self._reconnect()
         self._unsettled = True
-        _, data = self.core.request(request, api_key=api_key, version=version,
-                                    expects_response=False)
+        correlation_id, data = self.core.request(request, api_key=api_key, version=version,
+                                                 expects_response=expects_response)
         try:
             self.sock.sendall(data)
         except OSError as e:
             raise ClientError(f"connection to {self.address} broke: {e.strerror or e}") from None
         self._unsettled = False
+        return correlation_id
 
 
 # Errors after which fresh metadata (a new leader, a loaded coordinator) may help.
