@@ -107,9 +107,11 @@ def _records(topic: str, n: int, tag: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, codec):
-    """The same, written by the Apache Kafka Java producer (its own batching and
-    codecs): keys, values and header values null or empty, headers or none."""
+def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, monkeypatch, codec):
+    """Written by the Apache Kafka Java producer (its own batching and codecs): keys, values
+    and header values null or empty, headers or none; through Fetch and the decoder, and
+    through the executors' wire reader, the rows of a plain consumer and the confluent-kafka
+    reader's table."""
     b = broker.bootstrap
     topic = f"arrow-java-{codec}"
     create_topic(b, topic, 2, {"compression.type": "producer"})
@@ -128,12 +130,14 @@ def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, codec):
     assert sum(1 for row in got if row[0] is None) == 100
     assert sum(1 for row in got if row[1] is None) == 43
     assert sum(1 for row in got if row[7]) == 150
-    assert sorted(got, key=lambda t: (t[3], t[4])) == sorted(consume_all(b, topic),
-                                                             key=lambda t: (t[3], t[4]))
+    plain = by_offset(consume_all(b, topic))
+    assert by_offset(got) == plain
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_uncommitted",
+                                librdkafka_too=True)) == plain
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, codec):
+def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, monkeypatch, codec):
     b = broker.bootstrap
     topic = f"arrow-{codec}"
     create_topic(b, topic, 2, {"compression.type": "producer"})
@@ -144,8 +148,10 @@ def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, codec):
     del p
     got = fetch_rows(b, topic, 2, committed=False)
     assert len(got) == 300
-    assert sorted(got, key=lambda t: (t[3], t[4])) == sorted(consume_all(b, topic),
-                                                             key=lambda t: (t[3], t[4]))
+    plain = by_offset(consume_all(b, topic))
+    assert by_offset(got) == plain
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_uncommitted",
+                                librdkafka_too=True)) == plain
 
 
 def test_transactions_read_committed_and_uncommitted(broker):
