@@ -228,14 +228,15 @@ def _select() -> tuple[DecodeRecords, NextFetchOffset, str | None]:
             "are decoded into columns in Python, several times slower (pip install -e . "
             "builds it)")
     if not hasattr(_columns, "next_fetch_offset"):
-        return decode_records_py, next_fetch_offset_py, (
-            "the compiled record decoder (protocol/records/_columns.c) was built from an older "
-            "source: records are decoded into columns in Python until it is built again "
-            "(pip install -e .)")
+        # (its records are decoded as this source would: only the walk is missing)
+        log.warning("the compiled record decoder (protocol/records/_columns.c) was built from "
+                    "an older source: the walk over batch headers runs in Python until it is "
+                    "built again (pip install -e .)")
+        return _columns.decode_records, next_fetch_offset_py, None
     return _columns.decode_records, _columns.next_fetch_offset, None
 
 
-# SLOWER: why the Python twins are in use (None: the compiled ones are).
+# SLOWER: why the Python twins are in use (None: the compiled decoder is).
 decode_records, next_fetch_offset, SLOWER = _select()
 COMPILED = SLOWER is None
 if SLOWER:
