@@ -684,10 +684,11 @@ class Broker:
             # retried within half a request's time, so the fetch or acknowledgement
             # waiting on it still answers before its client gives up
             self.cfg.request_timeout_ms / 2000, security=self.inter_broker)
+        groups = _made(self.coordinator, "the group coordinator")
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
                                share_bounds(services), durable=True,
-                               group_configs=GroupConfigs(store).get)  # share.* GROUP configs
-        groups = _made(self.coordinator, "the group coordinator")
+                               group_configs=GroupConfigs(store).get,  # share.* GROUP configs
+                               loading=groups.group_loading)
         # a share group's own records live in __consumer_offsets beside the
         # other groups': written through the group coordinator's store, read
         # by its loads (which hand them over from now on)

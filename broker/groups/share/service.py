@@ -100,8 +100,12 @@ class ShareService:
                  group_configs: Callable[[str], Mapping[str, str]] = lambda g: {},
                  writer: StateWriter | None = None,
                  loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None,
-                 durable: bool = False) -> None:
+                 durable: bool = False,
+                 loading: Callable[[str], bool] = lambda group_id: False) -> None:
+        """loading(group id): whether the group's __consumer_offsets
+        partition is being read (the group coordinator's group_loading)."""
         self.defaults = defaults
+        self._group_loading = loading
         self.now_ms = now_ms
         self._bounds = bounds
         self._group_configs = group_configs
@@ -127,6 +131,11 @@ class ShareService:
         # state, and what the log holds of each group (key -> value)
         self._images: dict[str, ShareGroupImage] = {}
         self._group_log: dict[str, dict[bytes, bytes]] = {}
+
+    def loading(self, group_id: str) -> bool:
+        """The group's records are being read: it is not served until they
+        are (a heartbeat now would write its share-partitions over theirs)."""
+        return self._group_loading(group_id)
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
