@@ -53,6 +53,7 @@ from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
 from .groups.share.persistence import SharePersistence
 from .groups.share.persister import SharePersister
+from .groups.share.partition_ends import PartitionEnds
 from .groups.share.share_coordinator import (ShareCoordinator, ShareCoordinatorBridge,
                                              run_off_loop)
 from .groups.share.state_log import SHARE_STATE_TOPIC, coordinator_key
@@ -271,6 +272,7 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         self.share_coordinator: ShareCoordinator | None = None
         self._share_persister: SharePersister | None = None
+        self._share_ends: PartitionEnds | None = None
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task[None] | None = None
@@ -692,8 +694,15 @@ class Broker:
         # a share group's own records live in __consumer_offsets beside the
         # other groups': written through the group coordinator's store, read
         # by its loads (which hand them over from now on)
+        def local_end(topic: str, partition: int) -> int | None:
+            found = partitions.leader_log(topic, partition)
+            return found.found_log.high_watermark if found.ok else None
+        self._share_ends = ends = PartitionEnds(
+            self.cfg.broker_id, store, local_end, self.cfg.request_timeout_ms / 2000,
+            security=self.inter_broker)  # lag of share-partitions led elsewhere
         service.persistence = SharePersistence(service, persister, leader_epoch, main_loop,
-                                               group_store=groups.store.store_records)
+                                               group_store=groups.store.store_records,
+                                               ends=ends)
         groups.attach_share_groups(service)
         services.share_groups = service
         _share_gauges(services.metrics, service, _coordinated_here(services))
@@ -984,6 +993,8 @@ class Broker:
             await self._txn_verifier.close()
         if self._share_persister is not None:
             await self._share_persister.close()
+        if self._share_ends is not None:
+            await self._share_ends.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:
