@@ -171,3 +171,21 @@ def test_a_member_restored_from_the_records_heartbeats_on_at_its_epoch():
     assert {mid: (m.epoch, m.previous_epoch, m.assigned) for mid, m in image.members.items()} == {
         "m": (2, 1, {TOPIC: [0]}), "n": (2, 0, {TOPIC: [1]})}
     assert (image.epoch, image.assignment_epoch) == (2, 2)
+
+
+def test_a_restored_member_whose_session_ran_out_leaves_its_partitions_to_the_others():
+    now = [1_000_000]
+    service = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    view = {"t": (TOPIC, 2)}
+    service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", view)
+    service.heartbeat("g", "n", 0, None, ["t"], "c", "/h", view)
+    answer, _ = service.heartbeat("g", "m", 1, None, None, "c", "/h", view)
+    assert (answer.epoch, answer.assignment) == (2, {TOPIC: [0]})
+    restarted = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    restarted.loaded([ShareGroupRecords("g", dict(service.group_records("g")))])
+    now[0] += ShareDefaults().session_timeout_ms // 2
+    restarted.heartbeat("g", "m", 2, None, None, "c", "/h", view)  # n is not heard from
+    now[0] += ShareDefaults().session_timeout_ms // 2
+    answer, _ = restarted.heartbeat("g", "m", 2, None, None, "c", "/h", view)
+    assert (answer.error, answer.epoch, answer.assignment) == (
+        ErrorCode.NONE, 3, {TOPIC: [0, 1]})
