@@ -10,6 +10,7 @@ leader, so the lag it describes is counted to the end the leader gives it.
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections import defaultdict
 
@@ -122,8 +123,8 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         [NewTopic(topic, 1, -1, replica_assignment=[[leader, *others]])])[topic].result(timeout=30)
     cluster.wait_for_leaders(topic, 1)
     first = [f"r-{i}" for i in range(30)]
-    second = [f"r-{i}" for i in range(30, 60)]
-    third = [f"r-{i}" for i in range(60, 70)]
+    second: list[str] = []  # produced until the holder holds some of them
+    third = [f"t-{i}" for i in range(10)]
     producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 5})
 
     def produce(values: list[str]) -> None:
@@ -150,8 +151,23 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         holder = ProcessLines(consumer("--hold", "--max-records", "5"))
         procs.append(holder)
         _members_assigned(at_leader, group, 2)
-        produce(second)
-        wait_until(lambda: holder.has("holding"), WAIT_S, "the holder to get records")
+
+        topped_up = [0.0]
+
+        def holding() -> bool:
+            # thirty records, then ten more every two seconds the holder has
+            # none: the reader, fetching already, may take them all before
+            # the holder's first fetch
+            if holder.has("holding"):
+                return True
+            if time.monotonic() - topped_up[0] >= 2:
+                n = 30 if not second else 10
+                batch = [f"r-{i}" for i in range(30 + len(second), 30 + len(second) + n)]
+                produce(batch)
+                second.extend(batch)
+                topped_up[0] = time.monotonic()
+            return False
+        wait_until(holding, WAIT_S, "the holder to get records", interval=0.05)
         holder.stop()  # what it holds is acquired and never acknowledged
         before_kill = len(reader.lines)
         cluster.kill(leader)  # the share-partition leader (and the group's coordinator)
@@ -159,7 +175,7 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         # acknowledgement of them is confirmed. A share-partition hands out its
         # lowest available offsets first, and the new leader reads the state
         # from the coordinator (acquisitions are not kept): whatever of the
-        # first sixty was not acknowledged -- the holder's, and the reader's
+        # first records was not acknowledged -- the holder's, and the reader's
         # whose acknowledgement died with the leader -- comes again before
         # these. (A poll whose acknowledgement was written but whose
         # confirmation died with the leader stays unconfirmed and never comes
@@ -170,12 +186,13 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         lines = reader.stop()
         coordinator = _coordinator(cluster.broker(others[0]).bootstrap, group)
         assert (coordinator, cluster.leaders(topic)[0]) == (next_coordinator, others[0])
-        # the lag: the records from the start offset to the end (70) not yet
+        # the lag: the records from the start offset to the end not yet
         # acknowledged; -1 (unknown) was answered for a leader elsewhere
+        end = len(first) + len(second) + len(third)
         start, lag = wait_until(
             lambda: _offsets(cluster.broker(coordinator).bootstrap, group, topic), WAIT_S,
             "the share-partition's offsets from the new coordinator", interval=0.2)
-        assert 0 <= start <= 70 and 0 <= lag <= 70 - start, (start, lag)
+        assert 0 <= start <= end and 0 <= lag <= end - start, (start, lag, end)
     finally:
         for p in procs:
             p.stop()
