@@ -276,6 +276,7 @@ class Broker:
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        self._share_expiry_task: asyncio.Task[None] | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
         self.replica_sync: LocalReplicaSync | None = None
@@ -705,6 +706,7 @@ class Broker:
                                                ends=ends)
         groups.attach_share_groups(service)
         services.share_groups = service
+        self._share_expiry_task = main_loop.create_task(self._share_expiry_loop(service))
         _share_gauges(services.metrics, service, _coordinated_here(services))
 
     def _share_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
@@ -776,6 +778,21 @@ class Broker:
             asyncio.run_coroutine_threadsafe(self.coordinator.load_partition(partition), loop)
         else:
             loop.call_soon_threadsafe(self.coordinator.unload_partition, partition)
+
+    async def _share_expiry_loop(self, service: ShareService) -> None:
+        """A share member whose session ran out leaves its group now, not at
+        the group's next heartbeat: its records are tombstoned when its
+        session ends, as Kafka's session timer does (else a restart would
+        bring it back for another session)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                persistence = service.persistence
+                for group_id in service.expire_members():
+                    if persistence is not None and not service.loading(group_id):
+                        await persistence.flush_group(group_id)
+            except Exception:  # keep expiring on the next round
+                log.exception("expiring share-group members failed")
 
     async def _expire_offsets_loop(self, coordinator: GroupCoordinator) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms / 1000
@@ -973,6 +990,8 @@ class Broker:
         self._stopping = True
         if self._expiry_task is not None:
             self._expiry_task.cancel()
+        if self._share_expiry_task is not None:
+            self._share_expiry_task.cancel()
         if self.coordinator is not None:
             # answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR) while the
             # network can still deliver it, and lets pending group writes finish

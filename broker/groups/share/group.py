@@ -63,6 +63,9 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self._target: dict[str, Assignment] = {}
+        # a member's session ran out since the group's records were last
+        # looked at (expire_members): they are to say so
+        self.members_expired = False
         self._subscribed_view: dict[str, tuple[uuid.UUID, int]] = {}
         # restored from the group's records: the topics' metadata the target
         # was computed from is not among them, so the next view is taken as
@@ -137,6 +140,7 @@ class ShareGroup:
         for member_id in gone:
             del self.members[member_id]
         if gone:
+            self.members_expired = True
             self._recompute(self._subscribed_view)
         return gone
 

@@ -199,6 +199,19 @@ class ShareService:
                 "Empty" for gid in {k[0] for k in (*self.partitions, *self._loaded)}
                 - set(self.groups) if coordinated(gid)]
 
+    def expire_members(self) -> list[str]:
+        """Drop the members whose session ran out, in every group; the
+        groups that lost one (their records are to be written)."""
+        with self._lock:
+            now = self.now_ms()
+            out = []
+            for gid, group in self.groups.items():
+                group.expire(now)
+                if group.members_expired:  # now, or by a describe or heartbeat since
+                    group.members_expired = False
+                    out.append(gid)
+            return out
+
     def group_ids(self) -> list[str]:
         with self._lock:
             return sorted({*self.groups, *(k[0] for k in (*self.partitions, *self._loaded))})

@@ -189,3 +189,20 @@ def test_a_restored_member_whose_session_ran_out_leaves_its_partitions_to_the_ot
     answer, _ = restarted.heartbeat("g", "m", 2, None, None, "c", "/h", view)
     assert (answer.error, answer.epoch, answer.assignment) == (
         ErrorCode.NONE, 3, {TOPIC: [0, 1]})
+
+
+def test_a_member_whose_session_ran_out_is_tombstoned_without_waiting_for_a_heartbeat():
+    """The broker's sweep (expire_members, then the group's records written)
+    removes a dead member's records as its session ends, as Kafka's session
+    timer does: a restart then does not bring it back."""
+    now = [1_000_000]
+    service = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", {"t": (TOPIC, 1)})
+    service.group_records_written("g", service.group_records("g"))
+    assert service.expire_members() == []
+    now[0] += ShareDefaults().session_timeout_ms
+    assert service.describe("g").members == []  # (a describe saw it go first)
+    assert service.expire_members() == ["g"]
+    assert service.expire_members() == []
+    gone = service.group_records("g")
+    assert sorted(records.record_type(k) for k, v in gone if v is None) == [10, 13, 14]
