@@ -109,13 +109,15 @@ def _finish(proc: subprocess.Popen, what: str) -> list[tuple[str, int, int, str]
 
 def _described_members(bootstrap: str, group: str
                        ) -> list[tuple[str, int, list[tuple[str, list[int]]]]]:
-    """The group's members as ShareGroupDescribe answers: (member id, epoch,
-    [(topic, partitions)])."""
-    with SimpleClient(bootstrap) as c:
-        resp = c.call(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(
-            group_ids=[group], include_authorized_operations=False))
-    [g] = resp.groups
-    assert g.error_code == 0, g
+    """The group's members as ShareGroupDescribe answers (once the group's
+    records are loaded): (member id, epoch, [(topic, partitions)])."""
+    def described():  # type: ignore[no-untyped-def]
+        with SimpleClient(bootstrap) as c:
+            resp = c.call(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(
+                group_ids=[group], include_authorized_operations=False))
+        [g] = resp.groups
+        return g if g.error_code == 0 else None
+    g = wait_until(described, WAIT_S, f"ShareGroupDescribe of {group}", interval=0.2)
     return sorted((m.member_id, m.member_epoch, [(t.topic_name, sorted(t.partitions))
                                                  for t in m.assignment.topic_partitions])
                   for m in g.members)
