@@ -330,6 +330,15 @@ def _the_empty_group_outlives_a_restart(broker, topic: str, group: str) -> None:
     widths = (15, 15, 10, 13)
     row = " ".join([*(str(v).ljust(w) for v, w in zip((group, topic, 0, 32), widths)), "0"])
     assert _share_groups(*b, "--describe", "--group", group)[2:] == [row, ""]
+    # --verbose adds the LEADER-EPOCH of the state (ShareGroupCommand.printOffsets:
+    # "%-Gs %-Ts %-10s %-13s %-13s %s"); the topic's leader never changed: 0
+    assert _share_groups(*b, "--describe", "--group", group, "--offsets", "--verbose") == [
+        "",
+        " ".join([*(v.ljust(w) for v, w in zip(("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH",
+                                                 "START-OFFSET"), (*widths[:3], 13, 13))),
+                  "LAG"]),
+        " ".join([*(str(v).ljust(w) for v, w in zip((group, topic, 0, 0, 32),
+                                                     (*widths[:3], 13, 13))), "0"]), ""]
     assert _share_groups(*b, "--delete", "--group", group) == [
         f"Deletion of requested share groups ('{group}') was successful.", ""]
     assert group not in _share_groups(*b, "--list")
