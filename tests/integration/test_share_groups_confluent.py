@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -34,7 +32,7 @@ from tests.conftest import module_broker_with
 from tests.integration.test_share_groups_java import (OVERRIDES, WAIT_S, _create_topic,
                                                       _described_members, _members_assigned,
                                                       _name, _produce)
-from tests.support.broker_process import REPO_ROOT
+from tests.support.confluent_share_holder import start as start_holder
 from tests.support.process_lines import ProcessLines
 from tests.support.waiting import wait_until
 
@@ -64,12 +62,6 @@ def _member(bootstrap: str, group: str, topic: str) -> ShareConsumer:
                        "share.acknowledgement.mode": "explicit", "max.poll.records": 5})
     c.subscribe([topic])
     return c
-
-
-def _holder(bootstrap: str, group: str, topic: str) -> ProcessLines:
-    return ProcessLines(subprocess.Popen(
-        [sys.executable, "-m", "tests.support.confluent_share_holder", bootstrap, group, topic],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
 def _held(holder: ProcessLines) -> set[str]:
@@ -186,7 +178,7 @@ def test_a_killed_members_records_come_back_to_the_others_after_its_lock(sbroker
     topic, group = _name("sq"), _name("share")
     _create_topic(b, topic)
     _set_lock(b, group, LOCK_MS)
-    holder = _holder(b, group, topic)
+    holder = start_holder(b, group, topic)
     live = Accepting([])
     values = [f"r-{i}" for i in range(60)]
     try:
@@ -247,7 +239,7 @@ def test_every_record_acknowledged_once_across_a_broker_restart(sbroker):
     finally:
         reader.close()  # its acknowledgements committed, and it leaves
     assert Counter(reader.values()) == Counter(first_half)
-    holder = _holder(b, group, topic)
+    holder = start_holder(b, group, topic)
     after = Accepting([])
     try:
         _members_assigned(b, group, 1)

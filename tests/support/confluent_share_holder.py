@@ -10,9 +10,23 @@ from librdkafka's threads, so it stays a member until it is killed.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 from confluent_kafka import ShareConsumer
+
+from tests.support.process_lines import ProcessLines
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def start(bootstrap: str, group: str, topic: str) -> ProcessLines:
+    """The holder in a process of its own, its lines collected as they come
+    (``ProcessLines.stop`` kills it with SIGKILL)."""
+    return ProcessLines(subprocess.Popen(
+        [sys.executable, "-m", "tests.support.confluent_share_holder", bootstrap, group, topic],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
 def main(argv: list[str]) -> int:
