@@ -789,8 +789,10 @@ class Broker:
             try:
                 persistence = service.persistence
                 for group_id in service.expire_members():
-                    if persistence is not None and not service.loading(group_id):
-                        await persistence.flush_group(group_id)
+                    if persistence is None:
+                        continue
+                    if service.loading(group_id) or not await persistence.flush_group(group_id):
+                        service.expiry_unwritten(group_id)
             except Exception:  # keep expiring on the next round
                 log.exception("expiring share-group members failed")
 

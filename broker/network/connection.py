@@ -357,13 +357,16 @@ class Connection:
                 size = min(need, max(FIRST_LARGE_BUFFER, 2 * tail))
                 if size > self._reserved and not self._reserve(size - self._reserved):
                     return  # reading stopped until the memory pool grants it
-        elif room < (need if need > MIN_READ else MIN_READ):
-            if not tail:
+        elif not tail:
+            if room < MIN_READ:
                 self._give_up_buffer()
-                return
-            size = need if need > self._chunk else self._chunk
-        else:
             return
+        elif room < need:
+            # (paused with whole frames not yet dispatched, ``need`` is 4 and
+            # the tail may be larger than the window)
+            size = max(need, self._chunk, tail + MIN_READ)
+        else:
+            return  # the unfinished frame fits: it is finished in place
         # Move the unfinished tail to another buffer. Never compact in place:
         # frames already handed out may be views of this one.
         try:

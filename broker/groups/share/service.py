@@ -212,6 +212,14 @@ class ShareService:
                     out.append(gid)
             return out
 
+    def expiry_unwritten(self, group_id: str) -> None:
+        """The records of a group expire_members named could not be written
+        (its partition loading, a failed write): it is named again next round."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.members_expired = True
+
     def group_ids(self) -> list[str]:
         with self._lock:
             return sorted({*self.groups, *(k[0] for k in (*self.partitions, *self._loaded))})
