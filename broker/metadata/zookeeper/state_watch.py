@@ -35,6 +35,9 @@ StateRead = tuple[Partition, "bytes | None", "ZnodeStat | None"]
 
 READ_TIMEOUT_S = 30.0  # one answer of a pipelined batch (kazoo drops some unanswered)
 RETRY_S = 0.5  # after a batch ZooKeeper failed
+# Reads in flight at a time: the session is the controller's too, and its
+# requests and watch events (a broker gone) queue behind every read sent.
+READS_AT_ONCE = 500
 
 
 class StateReads:
@@ -175,9 +178,18 @@ class PartitionStateWatch:
                 log.info("partition states read again")
 
     def _read(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
-        """Each partition's state, its watch re-armed, in one pipeline; a
-        missing znode gets a watch for its creation. Also returned: the
-        partitions ZooKeeper failed to answer for (read them again)."""
+        """Each partition's state, its watch re-armed, pipelined READS_AT_ONCE
+        at a time; a missing znode gets a watch for its creation. Also
+        returned: the partitions ZooKeeper failed to answer for (read them again)."""
+        reads: list[StateRead] = []
+        again: list[Partition] = []
+        for i in range(0, len(batch), READS_AT_ONCE):
+            got, failed = self._read_some(batch[i:i + READS_AT_ONCE])
+            reads += got
+            again += failed
+        return reads, again
+
+    def _read_some(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
         sent = [(tp, self._zk.get_async(z.partition_state_path(*tp), watch=self._on_event))
                 for tp in batch]
         reads: list[StateRead] = []
