@@ -146,7 +146,7 @@ class TlsConnection(Connection):
         tls = self._tls
         while not (self._paused or self.closed or self._peer_done
                    or self._memory_waiter is not None):
-            buf = self._rbuf
+            buf = self._receive_buffer()
             end = self._rend
             if end == len(buf):  # cannot happen after _parse; never mistake it for EOF
                 break

@@ -15,8 +15,11 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.test_share_groups_java import OVERRIDES, _members_assigned
+from samsa.client.blocking import SimpleClient
+from samsa.protocol.messages import FindCoordinatorRequest, ShareGroupDescribeRequest
+from samsa.protocol.model import ApiKey
 from samsa.tools import share_groups
+from tests.integration.test_share_groups_java import OVERRIDES, _members_assigned
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,6 +75,7 @@ def test_two_share_consumers_split_a_partition_and_archive_a_poison_record(broke
         settle = time.monotonic() + 2 * int(OVERRIDES["group.share.record.lock.duration.ms"]) / 1000
         while time.monotonic() < settle:  # nothing more may come
             poll_all()
+        _state_and_members_are_kafkas_lines(b, group, topic)
     finally:
         for c in members:
             c.close()
@@ -92,6 +96,40 @@ def _share_groups(*args: str) -> list[str]:
     with contextlib.redirect_stdout(out):
         assert share_groups.main(list(args)) == 0
     return out.getvalue().split("\n")
+
+
+def _state_and_members_are_kafkas_lines(bootstrap: str, group: str, topic: str) -> None:
+    """`--describe --state/--members --verbose` of the two members, as
+    ShareGroupCommand.printStates/printMembers print them: "%-Gs %-Cs %-15s
+    %-12s %-17s %s" (the coordinator "host:port  (id)", at least 25 wide) and
+    "%-Gs %-Is %-Hs %-Ls %-12s %-13s %s" (consumer id, host, client id as wide
+    as the longest, at least 15), each after a blank line."""
+    with SimpleClient(bootstrap) as c:
+        coord = c.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=0),
+                       highest=3)
+        [g] = c.call(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(
+            group_ids=[group], include_authorized_operations=False)).groups
+    coordinator = f"{coord.host}:{coord.port}  ({coord.node_id})"
+    gw, cw = max(15, len(group)), max(25, len(coordinator))
+    assert _share_groups("--bootstrap-server", bootstrap, "--describe", "--group", group,
+                         "--state", "--verbose") == [
+        "",
+        f"{'GROUP'.ljust(gw)} {'COORDINATOR (ID)'.ljust(cw)} {'STATE'.ljust(15)} "
+        f"{'GROUP-EPOCH'.ljust(12)} {'ASSIGNMENT-EPOCH'.ljust(17)} #MEMBERS",
+        f"{group.ljust(gw)} {coordinator.ljust(cw)} {'Stable'.ljust(15)} "
+        f"{str(g.group_epoch).ljust(12)} {str(g.assignment_epoch).ljust(17)} 2", ""]
+    members = sorted(g.members, key=lambda m: m.member_id)
+    iw = max(15, *(len(m.member_id) for m in members))
+    hw = max(15, *(len(m.client_host) for m in members))
+    lw = max(15, *(len(m.client_id) for m in members))
+    assert _share_groups("--bootstrap-server", bootstrap, "--describe", "--group", group,
+                         "--members", "--verbose") == [
+        "",
+        f"{'GROUP'.ljust(gw)} {'CONSUMER-ID'.ljust(iw)} {'HOST'.ljust(hw)} "
+        f"{'CLIENT-ID'.ljust(lw)} {'#PARTITIONS'.ljust(12)} {'MEMBER-EPOCH'.ljust(13)} ASSIGNMENT",
+        *(f"{group.ljust(gw)} {m.member_id.ljust(iw)} {m.client_host.ljust(hw)} "
+          f"{m.client_id.ljust(lw)} {'1'.ljust(12)} {str(m.member_epoch).ljust(13)} {topic}:0"
+          for m in members), ""]
 
 
 def _the_empty_group_outlives_a_restart(broker, topic: str, group: str) -> None:
