@@ -927,18 +927,30 @@ class Controller:
                                                          state.isr, self.epoch))
 
     def _write_new_each(self, first: list[tuple[Partition, LeaderAndIsr]]) -> None:
-        """The first state of each partition, in ZooKeeper pipelines."""
+        """The first state of each partition, in ZooKeeper transactions that
+        create its partition znode too (one request per hundred partitions;
+        brokers following the topic find the state with the partition)."""
         # Not ensure_path: that would re-create the topic's own znode (empty) if
         # the topic has just been deleted, leaving its name unusable.
         topics = sorted({tp[0] for tp, _ in first})
         gone = {topic for topic, error in zip(topics, self.zk.create_each(
             [z.partitions_path(topic) for topic in topics])) if isinstance(error, NoNodeError)}
         first = [(tp, state) for tp, state in first if tp[0] not in gone]
-        created = self.zk.create_each([z.partition_path(*tp) for tp, _ in first])
-        first = [(tp, state) for (tp, state), error in zip(first, created)
-                 if not isinstance(error, NoNodeError)]
         outcomes = self.zk.commit_fenced_each(self._epoch_version, [
-            [Create(z.partition_state_path(*tp), self._state_bytes(state))] for tp, state in first])
+            [Create(z.partition_path(*tp), b""), Create(z.partition_state_path(*tp),
+                                                        self._state_bytes(state))]
+            for tp, state in first])
+        # A partition znode left by an earlier term (its state maybe too): the
+        # state alone, as before partition znodes were created with it.
+        existing = [(tp, state) for (tp, state), outcome in zip(first, outcomes)
+                    if isinstance(outcome, NodeExistsError)]
+        if existing:
+            self.zk.create_each([z.partition_path(*tp) for tp, _ in existing])
+            again = dict(zip((tp for tp, _ in existing), self.zk.commit_fenced_each(
+                self._epoch_version, [[Create(z.partition_state_path(*tp),
+                                              self._state_bytes(state))]
+                                      for tp, state in existing])))
+            outcomes = [again.get(tp, outcome) for (tp, _), outcome in zip(first, outcomes)]
         raced: list[Partition] = []
         for (tp, state), outcome in zip(first, outcomes):
             if isinstance(outcome, NodeExistsError):

@@ -78,6 +78,18 @@ def partition_state_path(topic: str, partition: int) -> str:
     return f"{partition_path(topic, partition)}/state"
 
 
+def parse_partition_state_path(path: str) -> tuple[str, int] | None:
+    """(topic, partition) of a partition state znode's path; None for any other path."""
+    prefix = BROKER_TOPICS + "/"
+    if not path.startswith(prefix):
+        return None
+    parts = path[len(prefix):].split("/")
+    if len(parts) != 4 or parts[1] != "partitions" or parts[3] != "state" \
+            or not parts[2].isdigit():
+        return None
+    return parts[0], int(parts[2])
+
+
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 

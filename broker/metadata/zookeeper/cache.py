@@ -15,12 +15,12 @@ import uuid
 from typing import Callable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
-from kazoo.protocol.states import ZnodeStat
 
 from .. import zk_layout as z
 from ..store import (INTERNAL_TOPICS, BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta,
                      kafka_id)
 from .session import ZooKeeperSession
+from .state_watch import PartitionStateWatch, StateRead
 
 log = logging.getLogger("broker.metadata.zookeeper")
 
@@ -67,8 +67,10 @@ class WatchCache:
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._topic_listeners: list[Callable[[str], None]] = []
         self._controller_id = -1
+        self._state_watch = PartitionStateWatch(self.zk, self._on_states, lambda: self._closed)
 
     def start(self) -> None:
+        self._state_watch.start()
         self.zk.ChildrenWatch(z.BROKER_IDS, self._on_broker_ids)
         self.zk.ChildrenWatch(z.BROKER_TOPICS, self._on_topic_names)
         self.zk.DataWatch(z.CONTROLLER, self._on_controller)
@@ -249,6 +251,7 @@ class WatchCache:
             if any(t == name for t, _ in self._states):
                 self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
         self._watched_topics.discard(name)
+        self._state_watch.forget_topic(name)
         self._topic_changed(name)
 
     def reload_topic(self, name: str, drops_seen: int | None = None) -> TopicMeta | None:
@@ -302,15 +305,10 @@ class WatchCache:
     # ------------------------------------------------------------ partition states
 
     def _watch_partition_states(self, topic: str) -> None:
-        watched: set[int] = set()
-
         def on_partitions(children: list[str]) -> bool:
             if topic not in self._watched_topics:
                 return False
-            for child in children:
-                if child.isdigit() and int(child) not in watched:
-                    watched.add(int(child))
-                    self._watch_state(topic, int(child))
+            self._state_watch.follow(topic, [int(c) for c in children if c.isdigit()])
             return not self._closed
 
         # The controller creates .../partitions with the first state: watch
@@ -322,19 +320,25 @@ class WatchCache:
             return False
         self.zk.DataWatch(z.partitions_path(topic), on_parent)
 
-    def _watch_state(self, topic: str, partition: int) -> None:
-        tp = (topic, partition)
-
-        def on_state(data: bytes | None, stat: ZnodeStat | None) -> bool:
-            state = None
-            if data is not None:
-                try:
-                    state = z.decode_partition_state(topic, partition, data)
-                except z.ZNodeFormatError as e:
-                    log.warning("ignoring partition state: %s", e)
-                    return not self._closed
-            with self._snapshot_lock:
-                states = dict(self._states)
+    def _on_states(self, reads: list[StateRead]) -> None:
+        """A batch of state znodes read (state_watch.py): into the snapshot in
+        one replacement, then each to the listeners. A state not written yet
+        (or deleted with a re-created topic) stays followed: the controller
+        writes it after the partition node."""
+        changes: list[tuple[str, int, z.PartitionState | None]] = []
+        with self._snapshot_lock:
+            states = dict(self._states)
+            for (topic, partition), data, stat in reads:
+                if topic not in self._watched_topics:
+                    continue
+                tp = (topic, partition)
+                state = None
+                if data is not None:
+                    try:
+                        state = z.decode_partition_state(topic, partition, data)
+                    except z.ZNodeFormatError as e:
+                        log.warning("ignoring partition state: %s", e)
+                        continue
                 if state is None:
                     states.pop(tp, None)
                     self._state_versions.pop(tp, None)
@@ -342,13 +346,11 @@ class WatchCache:
                     states[tp] = state
                     if stat is not None:
                         self._state_versions[tp] = stat.version
-                self._states = states
+                changes.append((topic, partition, state))
+            self._states = states
+        for topic, partition, state in changes:
             for listener in list(self._state_listeners):
                 try:
                     listener(topic, partition, state)
                 except Exception:  # noqa: BLE001 - one listener must not starve the others
                     log.exception("partition state listener failed")
-            # A state not written yet (or deleted with a re-created topic) is
-            # still watched: the controller writes it after the partition node.
-            return not self._closed and topic in self._watched_topics
-        self.zk.DataWatch(z.partition_state_path(topic, partition), on_state)

@@ -79,9 +79,10 @@ class _WatchReadPool(SequentialThreadingHandler):
     """kazoo's threading handler, except that the watch recipes' re-reads run
     on a few threads: kazoo spawns a thread per DataWatch each time the
     connection comes back (and per ChildrenWatch whose watch was lost), and
-    this store keeps a watch per partition state, so every session expiry
+    this store kept a watch per partition state, so every session expiry
     started a thread per partition (~1,000 on a broker with 1,000
-    partitions). Everything else kazoo spawns (its connection loop, its
+    partitions); the partition states now have one reader of their own
+    (state_watch.py), the topics' watches still come here. Everything else kazoo spawns (its connection loop, its
     event workers) and this store's own retries keep a thread each."""
 
     def __init__(self, workers: int = WATCH_READ_THREADS) -> None:

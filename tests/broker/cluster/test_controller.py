@@ -104,6 +104,19 @@ def test_one_controller_brings_new_partitions_online(cluster, kazoo):
     _write_topic(kazoo, "rf3", {0: [1, 2, 0], 1: [2, 0, 1]})
     assert wait_until(lambda: _state(kazoo, "rf3", 0), what="rf3-0")["isr"] == [1, 2, 0]
     assert wait_until(lambda: _state(kazoo, "rf3", 1), what="rf3-1")["leader"] == 2
+    # Partition znodes an earlier term left behind: one without its state (which
+    # comes now), one with it (kept as written); the third has none.
+    left = {"version": 1, "leader": 2, "leader_epoch": 4, "controller_epoch": 1, "isr": [2]}
+    txn = kazoo.transaction()
+    txn.create("/brokers/topics/left", json.dumps(
+        {"version": 1, "partitions": {"0": [0, 1], "1": [2, 0], "2": [1, 2]}}).encode())
+    for path in ("partitions", "partitions/0", "partitions/1"):
+        txn.create(f"/brokers/topics/left/{path}")
+    txn.create("/brokers/topics/left/partitions/1/state", json.dumps(left).encode())
+    assert not any(isinstance(r, Exception) for r in txn.commit())
+    assert wait_until(lambda: _state(kazoo, "left", 0), what="left-0")["isr"] == [0, 1]
+    assert wait_until(lambda: _state(kazoo, "left", 2), what="left-2")["leader"] == 1
+    assert _state(kazoo, "left", 1) == left
 
 
 def test_leaders_move_when_a_broker_dies_and_return_when_it_comes_back(cluster, kazoo):

@@ -1,0 +1,216 @@
+"""Partition state znodes followed in batches: one-shot watches whose events
+only mark a partition to read again, and one thread that reads every marked
+partition in one ZooKeeper pipeline (re-arming its watch with the read) and
+hands the changed ones over together.
+
+A kazoo DataWatch per state znode read each change with a synchronous
+``get`` on kazoo's single callback thread: a broker's death at 30,000
+partitions changes every state znode, and each broker then made 30,000
+round trips one after the other, with the controller's own watch events
+(``/brokers/ids``) queued behind them on the same thread. Here a watch event
+costs a set insertion, reads share round trips, and the snapshot is replaced
+once per batch rather than once per partition.
+
+What to read and what to hand over is decided by ``StateReads`` (no I/O);
+``PartitionStateWatch`` does the reading.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Iterable, Sequence
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
+from .. import zk_layout as z
+
+log = logging.getLogger("broker.metadata.zookeeper")
+
+Partition = tuple[str, int]
+StateRead = tuple[Partition, "bytes | None", "ZnodeStat | None"]
+"""A partition, its state znode's data and stat (both None: no such znode)."""
+
+READ_TIMEOUT_S = 30.0  # one answer of a pipelined batch (kazoo drops some unanswered)
+RETRY_S = 0.5  # after a batch ZooKeeper failed
+# Reads in flight at a time: the session is the controller's too, and its
+# requests and watch events (a broker gone) queue behind every read sent.
+READS_AT_ONCE = 500
+
+
+class StateReads:
+    """Which followed partitions need reading, and which reads are news: a
+    partition's first read always is, later ones when the znode's last
+    modification (mzxid) moved, as kazoo's DataWatch decides."""
+
+    def __init__(self) -> None:
+        self._followed: dict[str, set[int]] = {}
+        self._pending: set[Partition] = set()
+        self._seen: dict[Partition, int | None] = {}  # mzxid last handed over (None: no znode)
+
+    def follow(self, tp: Partition) -> bool:
+        """Start following; True when it was not followed (it needs a first read)."""
+        partitions = self._followed.setdefault(tp[0], set())
+        if tp[1] in partitions:
+            return False
+        partitions.add(tp[1])
+        self._pending.add(tp)
+        return True
+
+    def forget_topic(self, topic: str) -> None:
+        for p in self._followed.pop(topic, ()):
+            self._seen.pop((topic, p), None)
+            self._pending.discard((topic, p))
+
+    def followed(self, tp: Partition) -> bool:
+        return tp[1] in self._followed.get(tp[0], ())
+
+    def changed(self, tp: Partition) -> None:
+        """Its watch fired: read it again."""
+        if self.followed(tp):
+            self._pending.add(tp)
+
+    def everything_again(self) -> None:
+        """A new connection (maybe a new session, whose watches are gone)."""
+        self._pending.update((t, p) for t, ps in self._followed.items() for p in ps)
+
+    def take(self) -> list[Partition]:
+        batch = sorted(self._pending)
+        self._pending.clear()
+        return batch
+
+    def news(self, reads: Iterable[StateRead]) -> list[StateRead]:
+        """The reads to hand over: of followed partitions, first or changed."""
+        out = []
+        for tp, data, stat in reads:
+            if not self.followed(tp):
+                continue
+            mzxid = None if stat is None else stat.mzxid
+            if tp in self._seen and self._seen[tp] == mzxid:
+                continue
+            self._seen[tp] = mzxid
+            out.append((tp, data, stat))
+        return out
+
+
+class PartitionStateWatch:
+    """Follows partition state znodes; ``deliver(reads)`` gets each batch of
+    news (first reads and changes), on this watch's own thread."""
+
+    def __init__(self, zk: KazooClient, deliver: Callable[[list[StateRead]], None],
+                 closed: Callable[[], bool]) -> None:
+        self._zk = zk
+        self._deliver = deliver
+        self._closed = closed
+        self._reads = StateReads()
+        self._lock = threading.Lock()  # guards _reads
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="samsa-zk-states", daemon=True)
+        self._failing = False  # the last batch had reads ZooKeeper did not answer
+
+    def start(self) -> None:
+        self._zk.add_listener(self._on_connection)
+        self._thread.start()
+
+    def follow(self, topic: str, partitions: Iterable[int]) -> None:
+        with self._lock:
+            fresh = [self._reads.follow((topic, p)) for p in partitions]
+        if any(fresh):
+            self._wake.set()
+
+    def forget_topic(self, topic: str) -> None:
+        with self._lock:
+            self._reads.forget_topic(topic)
+
+    # ------------------------------------------------------------ kazoo's threads
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        # (kazoo tells every watch of a session that closed, with no path)
+        tp = None if event.path is None else z.parse_partition_state_path(event.path)
+        if tp is None:
+            return
+        with self._lock:
+            self._reads.changed(tp)
+        self._wake.set()
+
+    def _on_connection(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            with self._lock:
+                self._reads.everything_again()
+            self._wake.set()
+
+    # ------------------------------------------------------------ the reader
+
+    def _run(self) -> None:
+        while not self._closed():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            with self._lock:
+                batch = self._reads.take()
+            if not batch:
+                continue
+            try:
+                reads, again = self._read(batch)
+            except Exception:  # noqa: BLE001 - the reader must not die
+                log.exception("reading partition states failed")
+                reads, again = [], batch
+            with self._lock:
+                news = self._reads.news(reads)
+                for tp in again:
+                    self._reads.changed(tp)
+            if news:
+                try:
+                    self._deliver(news)
+                except Exception:  # noqa: BLE001
+                    log.exception("handing over partition states failed")
+            if again and not self._closed():
+                # Once per outage: while ZooKeeper is away every retry fails.
+                if not self._failing:
+                    log.warning("reading %d partition states failed; reading them again "
+                                "until ZooKeeper answers", len(again))
+                self._failing = True
+                threading.Event().wait(RETRY_S)
+                self._wake.set()
+            elif not again and self._failing:
+                self._failing = False
+                log.info("partition states read again")
+
+    def _read(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
+        """Each partition's state, its watch re-armed, pipelined READS_AT_ONCE
+        at a time; a missing znode gets a watch for its creation. Also
+        returned: the partitions ZooKeeper failed to answer for (read them again)."""
+        reads: list[StateRead] = []
+        again: list[Partition] = []
+        for i in range(0, len(batch), READS_AT_ONCE):
+            got, failed = self._read_some(batch[i:i + READS_AT_ONCE])
+            reads += got
+            again += failed
+        return reads, again
+
+    def _read_some(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
+        sent = [(tp, self._zk.get_async(z.partition_state_path(*tp), watch=self._on_event))
+                for tp in batch]
+        reads: list[StateRead] = []
+        missing: list[Partition] = []
+        again: list[Partition] = []
+        for tp, result in sent:
+            try:
+                data, stat = result.get(timeout=READ_TIMEOUT_S)
+                reads.append((tp, data, stat))
+            except NoNodeError:
+                missing.append(tp)
+            except (KazooException, KazooTimeoutError):
+                again.append(tp)
+        checked = [(tp, self._zk.exists_async(z.partition_state_path(*tp), watch=self._on_event))
+                   for tp in missing]
+        for tp, result in checked:
+            try:
+                if result.get(timeout=READ_TIMEOUT_S) is None:
+                    reads.append((tp, None, None))
+                else:
+                    again.append(tp)  # created between the two reads
+            except (KazooException, KazooTimeoutError):
+                again.append(tp)
+        return reads, again
