@@ -11,8 +11,9 @@ It is the executors' default reader (``SAMSA_SPARK_READER=librdkafka`` in their 
 chooses confluent-kafka's). ``unsupported(opts)`` says why a read stays with confluent-kafka:
 the compiled decoder is missing (logged once), or the ``kafka.*`` options ask for what this
 reader does not do (a SASL mechanism other than PLAIN/SCRAM, other client settings it would
-ignore). The next Fetch goes out before the current response is decoded (``next_fetch_offset``
-says where it starts), so the broker works on it meanwhile. TLS and
+ignore). The next Fetch goes out before the current response is decoded (``next_fetch_offset``,
+a walk over the response's batch headers in C, says where it starts, however many batches the
+response holds), so the broker works on it meanwhile. TLS and
 SASL are read from the same librdkafka keys the confluent-kafka reader is given
 (``security.protocol``, ``sasl.mechanism(s)``, ``sasl.username``/``sasl.password``,
 ``ssl.ca.location``, ``ssl.certificate.location``/``ssl.key.location``/``ssl.key.password``,
@@ -24,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import ssl
-import struct
 import time
 from collections.abc import Iterator, Mapping
 
@@ -35,9 +35,8 @@ from samsa.client.blocking import (RETRIABLE, AuthenticationError, ClientError, 
 from samsa.client.sasl import SUPPORTED_MECHANISMS, SaslClientSettings
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import FetchRequest
-from samsa.protocol.model import ApiKey, Buf
-from samsa.protocol.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, MIN_BATCH_LENGTH
-from samsa.protocol.records.columns import COMPILED, PartitionDecoder
+from samsa.protocol.model import ApiKey
+from samsa.protocol.records.columns import COMPILED, PartitionDecoder, next_fetch_offset
 
 from .fetch_arrow import columns_to_batch
 from .options import ReadOptions
@@ -302,31 +301,6 @@ def read_range_wire(opts: ReadOptions, rng: OffsetRange, batch_rows: int) -> Ite
             yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
     if decoder.columns.rows:
         yield from _sliced(columns_to_batch(decoder.take(), rng.topic, rng.partition), batch_rows)
-
-
-_FRAME = struct.Struct(">qi")  # a v2 batch's base offset and length
-_LAST_DELTA = struct.Struct(">i")  # its last offset delta, at byte 23
-_LAST_DELTA_AT = 23
-_WALK_LIMIT = 1024
-
-
-def next_fetch_offset(records: Buf, position: int) -> int:
-    """Where the Fetch after this response starts, as the decoder will say once it has read
-    the response: after its last complete batch (a batch cut by the size limit is fetched
-    again). Found by hopping over batch headers, before decoding, to send that Fetch ahead;
-    ``position`` when there is nothing to go on from, or more than ``_WALK_LIMIT`` batches to
-    hop over (tiny batches: that response is decoded before its successor is asked for)."""
-    mv = memoryview(records)
-    end, pos, following = len(mv), 0, position
-    for _ in range(_WALK_LIMIT):
-        if end - pos < BATCH_OVERHEAD:
-            return following
-        base, length = _FRAME.unpack_from(mv, pos)
-        if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > end:
-            return following  # (a corrupt length: the decoder says so, naming the offset)
-        following = max(following, base + _LAST_DELTA.unpack_from(mv, pos + _LAST_DELTA_AT)[0] + 1)
-        pos += LOG_OVERHEAD + length
-    return following if end - pos < BATCH_OVERHEAD else position
 
 
 def _sliced(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:

@@ -53,7 +53,15 @@ want="$(cat pyproject.toml setup.py protocol/records/_walker.c protocol/records/
 have="$(cat "$stamp" 2>/dev/null || true)"
 # (asked from / so that it finds what is installed, not the sources beside it)
 # (the record walker and the column decoder the Spark source reads with: both or rebuild)
-walker_built() { (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker, samsa.protocol.records._columns' 2>/dev/null); }
+# (a build older than its C source, as after a pull, is rebuilt too)
+walker_built() {
+    local c so
+    for c in protocol/records/_walker.c protocol/records/_columns.c; do
+        so=$(ls "${c%.c}".*.so 2>/dev/null | head -n 1)
+        [ -n "$so" ] && [ ! "$c" -nt "$so" ] || return 1
+    done
+    (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker, samsa.protocol.records._columns' 2>/dev/null)
+}
 # installed before a compiler or the headers were there: build it now
 [ "${#build_need[@]}" -gt 0 ] || walker_built || have=""
 if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *} [test]" ]; }; then

@@ -694,10 +694,7 @@ class Log:
             max_pos = active_size if seg is active else seg.size
             cut = False
             if i + 1 >= n or bases[i + 1] > max_offset:
-                found = seg.translate_offset(max_offset, max_pos)
-                if found is not None:
-                    max_pos = found[0]
-                    cut = True
+                max_pos, cut = seg.position_below(max_offset, max_pos)
             region = seg.read(fetch_offset, max_bytes, max_pos, min_one_batch)
             if region is not None:
                 return ReadResult([region] if region.length else [], hw, lso, stable)
@@ -984,7 +981,7 @@ class Log:
                 self.truncations += 1
                 # first out of the way: their names may be reused by later rolls
                 retired = [(d, d.rename_to_deleted()) for d in doomed]
-                new_leo, old_file = seg.truncate_to(offset)
+                new_leo = seg.truncate_to(offset)
                 # _end before _segs: a reader pairing the new end with the old
                 # segment list still finds only kept batches below the new end
                 self._end = (new_leo, seg, seg.size)
@@ -992,8 +989,6 @@ class Log:
                 delay = self.config.file_delete_delay_ms
                 for d, renamed in retired:
                     self._schedule(functools.partial(d.delete_now, renamed), delay)
-                if old_file is not None:
-                    self._schedule(old_file.close, delay)
                 if retired:
                     fsync_dir(self.dir)
                 self.leader_epochs.truncate_from_end(new_leo)

@@ -111,6 +111,10 @@ class LogSegment:
         self._open_lock = threading.Lock()
         self._file: io.FileIO | None = None
         self._fd: int | None = None      # write descriptor of the active segment
+        # The read-only handle a truncation replaced (appends need "r+b"): regions
+        # handed to lock-free readers before it still read through it, so it lives
+        # as long as the segment does, not just file.delete.delay.ms.
+        self._replaced_reader: io.FileIO | None = None
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -449,19 +453,39 @@ class LogSegment:
                 # The descriptor goes even when an index write failed (a full disk).
                 if self._file is not None:
                     self._file.close()
+                if self._replaced_reader is not None:
+                    self._replaced_reader.close()
+                    self._replaced_reader = None
                 self._fd = None
                 self.active = False
 
     # -- reading ----------------------------------------------------------------------
     def translate_offset(self, offset: int, max_position: int) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset >= ``offset``."""
+        found, _ = self._scan_to(offset, max_position)
+        return found
+
+    def position_below(self, offset: int, max_position: int) -> tuple[int, bool]:
+        """The position up to which every batch is below ``offset``, and whether a
+        batch reaching ``offset`` ends the range there (else the range ends after
+        the last whole batch read before ``max_position``).
+
+        A bound for lock-free reads under the high watermark: a truncation above
+        it may cut this file and appends may fill it again while it is read, so
+        the bound is what the scan saw, never the ``max_position`` it was given.
+        """
+        found, scanned_end = self._scan_to(offset, max_position)
+        return (found[0], True) if found is not None else (scanned_end, False)
+
+    def _scan_to(self, offset: int, max_position: int) -> tuple[tuple[int, int] | None, int]:
         _, start = self.offset_index.lookup(offset)
         if start >= max_position:
             start = 0
-        for e in EntryScanner(self.file.fileno(), start, max_position):
+        scanner = EntryScanner(self.file.fileno(), start, max_position)
+        for e in scanner:
             if e.last_offset >= offset:
-                return e.position, e.size
-        return None
+                return (e.position, e.size), e.position
+        return None, scanner.valid_end
 
     def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
              min_one_batch: bool = True) -> FileRegion | None:
@@ -595,24 +619,27 @@ class LogSegment:
         return truncated, (reason if truncated else None)
 
     # -- truncation (a follower cutting its log at a divergence point) ---------------
-    def truncate_to(self, offset: int) -> tuple[int, io.FileIO | None]:
+    def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset`` (whole batches: one
         that straddles ``offset`` goes too) and make this the active segment.
-        Caller holds the log's lock. Returns ``(next_offset, retired_file)``:
-        the offset after the last batch kept (the base offset when none is), and
-        the read-only file object this segment used until now (None if there was
-        none), which readers may still hold regions of: the caller closes it later.
+        Caller holds the log's lock. Returns the offset after the last batch kept
+        (the base offset when none is).
 
         Kafka's LogSegment.truncateTo: the .log is cut at the batch's position,
         offset/time/txn index entries beyond it go, both indexes are preallocated
         again, and the largest timestamp is recomputed from the last time index
         entry kept plus a scan of the batches after it.
         """
-        retired = None
         with self._open_lock:
             if not self.active:
-                retired = self._file     # opened "rb": appends need "r+b"
-                self._file = None
+                if self._file is not None and "+" not in self._file.mode:
+                    # Opened "rb" (lazily, as a segment loaded at start-up):
+                    # appends need "r+b". A rolled segment kept its "r+b" handle
+                    # and goes on with it.
+                    if self._replaced_reader is not None:
+                        self._replaced_reader.close()
+                    self._replaced_reader = self._file
+                    self._file = None
                 self._fd = None
                 self.active = True
         oi = self.offset_index
@@ -656,7 +683,7 @@ class LogSegment:
             self.rolling_based_timestamp = None
             self.created_ms = int(time.time() * 1000)
         self.txn_index.truncate_to(next_offset)
-        return next_offset, retired
+        return next_offset
 
     @property
     def txn_index_path(self) -> str:

@@ -6,6 +6,7 @@
  *
  * decode_records(data, pos, end, count, base_offset, base_timestamp,
  *                max_timestamp, timestamp_type, min_offset, end_offset, cols) -> rows
+ * next_fetch_offset(records, position) -> offset (a walk over batch headers only)
  *
  * Why C: a Spark task reads every record of a range; one Python object per
  * record (and per key and value) cost more than the rest of the read. Here a
@@ -373,10 +374,66 @@ error:
     return NULL;
 }
 
+/* The v2 batch header fields the walk below reads (big-endian, as on the wire). */
+#define BATCH_OVERHEAD 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH (BATCH_OVERHEAD - LOG_OVERHEAD)
+#define LAST_OFFSET_DELTA_AT 23
+
+static inline uint64_t
+get_be(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* next_fetch_offset(records, position): after the last complete batch of a fetched
+ * partition's records, hopping from batch header to batch header (no record is read), so
+ * that the next Fetch can go out before these records are decoded, however many batches
+ * they hold. columns.py's next_fetch_offset_py is its twin and says when they stop. */
+static PyObject *
+next_fetch_offset(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "next_fetch_offset(records, position) takes 2 arguments");
+        return NULL;
+    }
+    long long position = PyLong_AsLongLong(args[1]);
+    if (position == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    int64_t following = position;
+    while (end - pos >= BATCH_OVERHEAD) {
+        int64_t base = (int64_t)get_be(p + pos, 8);
+        int32_t length = (int32_t)get_be(p + pos + 8, 4);
+        int32_t delta = (int32_t)get_be(p + pos + LAST_OFFSET_DELTA_AT, 4);
+        int64_t after;
+        /* a length below the minimum is the decoder's error to name; a cut batch is
+         * fetched again; an offset past int64 is no offset to fetch from */
+        if (length < MIN_BATCH_LENGTH || length > end - pos - LOG_OVERHEAD ||
+            __builtin_add_overflow(base, (int64_t)delta + 1, &after))
+            break;
+        if (after > following)
+            following = after;
+        pos += LOG_OVERHEAD + length;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong((long long)following);
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "decode_records(data, pos, end, count, base_offset, base_timestamp, max_timestamp, "
      "timestamp_type, min_offset, end_offset, cols) -> rows: see columns.py"},
+    {"next_fetch_offset", (PyCFunction)(void (*)(void))next_fetch_offset, METH_FASTCALL,
+     "next_fetch_offset(records, position) -> offset: see columns.py"},
     {NULL, NULL, 0, NULL},
 };
 

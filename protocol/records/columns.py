@@ -24,6 +24,15 @@ CorruptRecordError leaves the columns as they were. The C module ``_columns`` (s
 does the per-record work; ``decode_records_py`` is its twin, used when it is not built or
 ``SAMSA_PURE_PYTHON_RECORDS=1`` asks for it (one log line says so).
 
+``next_fetch_offset(records, position)`` is where the Fetch after these records starts, as
+``PartitionDecoder.decode`` will return it for them: after the last complete batch (its base
+offset plus last offset delta, which compaction's gaps leave in place), or ``position`` when
+there is none. It hops from batch header to batch header and reads no record, so a reader
+sends its next Fetch before decoding these records, however many batches they hold. The walk
+stops where the decoder stops or fails (a batch cut by the response's size limit, a length
+below the minimum) or at an offset past int64; the decoder then says what is wrong. The C
+module holds it too (``next_fetch_offset_py`` its twin).
+
 ``PartitionDecoder.decode`` is the batch level, as Kafka's consumer reads a fetched
 partition (its CompletedFetch): complete batches only (a response may end inside one),
 CRC-32C checked, every codec decompressed per batch, control batches skipped, under
@@ -180,21 +189,55 @@ def decode_records_py(data: Buf, pos: int, end: int, count: int, base_offset: in
     return len(kept)
 
 
-def _select() -> tuple[DecodeRecords, str | None]:
+_FRAME = struct.Struct(">qi")  # a v2 batch's base offset and length
+_LAST_DELTA = struct.Struct(">i")  # its last offset delta, at byte 23
+_LAST_DELTA_AT = 23
+_INT64_MAX = (1 << 63) - 1
+
+
+def next_fetch_offset_py(records: Buf, position: int) -> int:
+    """The pure-Python ``next_fetch_offset`` (see the module docstring)."""
+    mv = memoryview(records)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    end, pos, following = len(mv), 0, position
+    while end - pos >= BATCH_OVERHEAD:
+        base, length = _FRAME.unpack_from(mv, pos)
+        after = base + _LAST_DELTA.unpack_from(mv, pos + _LAST_DELTA_AT)[0] + 1
+        if length < MIN_BATCH_LENGTH or length > end - pos - LOG_OVERHEAD or \
+                not -_INT64_MAX - 1 <= after <= _INT64_MAX:
+            break
+        following = max(following, after)
+        pos += LOG_OVERHEAD + length
+    return following
+
+
+class NextFetchOffset(Protocol):
+    def __call__(self, records: Buf, position: int, /) -> int: ...
+
+
+def _select() -> tuple[DecodeRecords, NextFetchOffset, str | None]:
     if os.environ.get("SAMSA_PURE_PYTHON_RECORDS") == "1":
-        return decode_records_py, "SAMSA_PURE_PYTHON_RECORDS=1: records are decoded in Python"
+        return (decode_records_py, next_fetch_offset_py,
+                "SAMSA_PURE_PYTHON_RECORDS=1: records are decoded in Python")
     try:
-        from samsa.protocol.records._columns import decode_records as compiled
+        from samsa.protocol.records import _columns
     except ImportError:
-        return decode_records_py, (
+        return decode_records_py, next_fetch_offset_py, (
             "the compiled record decoder (protocol/records/_columns.c) is not built: records "
             "are decoded into columns in Python, several times slower (pip install -e . "
             "builds it)")
-    return compiled, None
+    if not hasattr(_columns, "next_fetch_offset"):
+        # (its records are decoded as this source would: only the walk is missing)
+        log.warning("the compiled record decoder (protocol/records/_columns.c) was built from "
+                    "an older source: the walk over batch headers runs in Python until it is "
+                    "built again (pip install -e .)")
+        return _columns.decode_records, next_fetch_offset_py, None
+    return _columns.decode_records, _columns.next_fetch_offset, None
 
 
-# SLOWER: why the Python twin is in use (None: the compiled decoder is).
-decode_records, SLOWER = _select()
+# SLOWER: why the Python twins are in use (None: the compiled decoder is).
+decode_records, next_fetch_offset, SLOWER = _select()
 COMPILED = SLOWER is None
 if SLOWER:
     log.warning("%s", SLOWER)

@@ -42,6 +42,7 @@ from samsa.protocol.records import build_batch
 from tests.support.cluster import Cluster
 from tests.support.process import ProcessStartError
 from tests.support.waiting import wait_until
+from tests.support.zk_relay import ZooKeeperRelay
 from tests.support.zookeeper import zookeeper_installed
 
 pytestmark = pytest.mark.timeout(240)
@@ -871,7 +872,15 @@ def test_a_broker_starting_while_zookeeper_is_away_comes_up_when_it_is_back(clus
     cluster.wait_for_leaders(topic, 3)
     before = _produce_keyed(cluster.bootstrap, topic, 30)
     cluster.terminate(0)
-    broker = cluster.broker(0)
+    # The broker starts again through a relay that goes quiet right after the
+    # broker's own session is set up (its first connection only checks the
+    # chroot): its first request after that finds ZooKeeper away, whatever
+    # the machine's speed. A pause timed from its log could come after the
+    # broker had registered.
+    relay = ZooKeeperRelay(cluster.zk.connect)
+    cluster.broker_overrides[0] = {"zookeeper.connect": relay.connect + cluster.chroot}
+    broker = cluster.brokers[0] = cluster.broker_process(0)
+    relay.hold_after_handshake(2)
     since = broker.log_path.stat().st_size
     failures: list[BaseException] = []
 
@@ -882,27 +891,25 @@ def test_a_broker_starting_while_zookeeper_is_away_comes_up_when_it_is_back(clus
             failures.append(e)
     starting = threading.Thread(target=start)
     starting.start()
-
-    def connected() -> bool:
-        # the broker's own session (the first one checks the chroot and closes)
-        with open(broker.log_path, "rb") as f:
-            f.seek(since)
-            return f.read().count(b"Zookeeper connection established") >= 2
-    wait_until(connected, 30, "the starting broker connected to ZooKeeper", interval=0.01)
-    if fault == "paused":
-        cluster.zk.pause()
-    else:
-        cluster.zk.kill()
-    # The fault lasts past the broker's session, so ZooKeeper expires it.
-    time.sleep(cluster.session_timeout_ms / 1000 * 2)
-    if fault == "paused":
-        cluster.zk.resume()
-    else:
-        cluster.zk.start()
-    starting.join(120)
-    assert not starting.is_alive() and not failures, failures
-    # the fault met the start (not a broker already up)
-    cluster.wait_for_log(0, "this broker waits for it to start", since)
+    try:
+        wait_until(relay.held.is_set, 60, "the starting broker's session set up")
+        if fault == "paused":
+            cluster.zk.pause()
+        else:
+            cluster.zk.kill()
+        # The broker's first request is held; it waits until ZooKeeper answers
+        cluster.wait_for_log(0, "this broker waits for it to start", since)
+        # The fault lasts past the broker's session, so ZooKeeper expires it.
+        time.sleep(cluster.session_timeout_ms / 1000 * 2)
+        if fault == "paused":
+            cluster.zk.resume()
+        else:
+            cluster.zk.start()
+        relay.release()
+        starting.join(120)
+        assert not starting.is_alive() and not failures, failures
+    finally:
+        relay.release()
     cluster.wait_until_registered([0])
     cluster.wait_for_leaders(topic, 3)
     after = _produce_keyed(cluster.bootstrap, topic, 30, prefix="after-")

@@ -61,15 +61,7 @@ public final class ConsoleProducer {
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         p.putAll(a.keyValues("--producer-property"));
 
-        Map<String, String> fmt = a.keyValues("--property");
-        boolean parseKey = Boolean.parseBoolean(fmt.getOrDefault("parse.key", "false"));
-        String separator = fmt.getOrDefault("key.separator", "\t");
-        boolean parseHeaders = Boolean.parseBoolean(fmt.getOrDefault("parse.headers", "false"));
-        String headersDelimiter = fmt.getOrDefault("headers.delimiter", "\t");
-        String headersSeparator = fmt.getOrDefault("headers.separator", ",");
-        String headerKeySeparator = fmt.getOrDefault("headers.key.separator", ":");
-        String nullMarker = fmt.get("null.marker");
-        Integer partition = fmt.containsKey("partition") ? Integer.valueOf(fmt.get("partition")) : null;
+        LineFormat format = new LineFormat(topic, a.keyValues("--property"));
         boolean printAcks = a.has("--print-acks");
         // Callbacks run on the producer's I/O thread; println+flush under the stream's
         // lock, so every line is whole and written out before the next ack is handled.
@@ -83,35 +75,10 @@ public final class ConsoleProducer {
              BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             String line;
             while ((line = in.readLine()) != null) {
-                byte[] key = null;
-                String value = line;
-                List<Header> headers = new ArrayList<>();
-                if (parseHeaders) {
-                    int at = line.indexOf(headersDelimiter);
-                    if (at < 0) throw new ToolArgs.UsageException("no headers delimiter on line: " + line);
-                    for (String h : line.substring(0, at).split(java.util.regex.Pattern.quote(headersSeparator))) {
-                        if (h.isEmpty()) continue;
-                        int k = h.indexOf(headerKeySeparator);
-                        String hk = k < 0 ? h : h.substring(0, k);
-                        String hv = k < 0 ? null : h.substring(k + headerKeySeparator.length());
-                        headers.add(new RecordHeader(hk, hv == null || hv.equals(nullMarker)
-                                ? null : hv.getBytes(StandardCharsets.UTF_8)));
-                    }
-                    line = line.substring(at + headersDelimiter.length());
-                    value = line;
-                }
-                if (parseKey) {
-                    int at = line.indexOf(separator);
-                    if (at < 0) throw new ToolArgs.UsageException("no key separator on line: " + line);
-                    key = line.substring(0, at).getBytes(StandardCharsets.UTF_8);
-                    value = line.substring(at + separator.length());
-                }
-                if (key != null && nullMarker != null && nullMarker.equals(new String(key, StandardCharsets.UTF_8))) {
-                    key = null;
-                }
-                byte[] bytes = value.equals(nullMarker) ? null : value.getBytes(StandardCharsets.UTF_8);
-                String shown = value;
-                producer.send(new ProducerRecord<>(topic, partition, key, bytes, headers), (md, e) -> {
+                ProducerRecord<byte[], byte[]> record = format.parse(line);
+                String shown = record.value() == null ? format.nullMarker
+                        : new String(record.value(), StandardCharsets.UTF_8);
+                producer.send(record, (md, e) -> {
                     if (e != null) {
                         if (failed.getAndIncrement() == 0) firstError.set(e);
                     } else if (printAcks) {
@@ -139,5 +106,56 @@ public final class ConsoleProducer {
             return 1;
         }
         return 0;
+    }
+
+    /** One stdin line as a record: the --property keys above (kafka-console-producer's). */
+    static final class LineFormat {
+        final String topic;
+        final boolean parseKey, parseHeaders;
+        final String separator, headersDelimiter, headersSeparator, headerKeySeparator, nullMarker;
+        final Integer partition;
+
+        LineFormat(String topic, Map<String, String> fmt) {
+            this.topic = topic;
+            parseKey = Boolean.parseBoolean(fmt.getOrDefault("parse.key", "false"));
+            separator = fmt.getOrDefault("key.separator", "\t");
+            parseHeaders = Boolean.parseBoolean(fmt.getOrDefault("parse.headers", "false"));
+            headersDelimiter = fmt.getOrDefault("headers.delimiter", "\t");
+            headersSeparator = fmt.getOrDefault("headers.separator", ",");
+            headerKeySeparator = fmt.getOrDefault("headers.key.separator", ":");
+            nullMarker = fmt.get("null.marker");
+            partition = fmt.containsKey("partition") ? Integer.valueOf(fmt.get("partition")) : null;
+        }
+
+        ProducerRecord<byte[], byte[]> parse(String line) {
+            byte[] key = null;
+            String value = line;
+            List<Header> headers = new ArrayList<>();
+            if (parseHeaders) {
+                int at = line.indexOf(headersDelimiter);
+                if (at < 0) throw new ToolArgs.UsageException("no headers delimiter on line: " + line);
+                for (String h : line.substring(0, at).split(java.util.regex.Pattern.quote(headersSeparator))) {
+                    if (h.isEmpty()) continue;
+                    int k = h.indexOf(headerKeySeparator);
+                    String hk = k < 0 ? h : h.substring(0, k);
+                    String hv = k < 0 ? null : h.substring(k + headerKeySeparator.length());
+                    headers.add(new RecordHeader(hk, hv == null || hv.equals(nullMarker)
+                            ? null : hv.getBytes(StandardCharsets.UTF_8)));
+                }
+                line = line.substring(at + headersDelimiter.length());
+                value = line;
+            }
+            if (parseKey) {
+                int at = line.indexOf(separator);
+                if (at < 0) throw new ToolArgs.UsageException("no key separator on line: " + line);
+                key = line.substring(0, at).getBytes(StandardCharsets.UTF_8);
+                value = line.substring(at + separator.length());
+            }
+            if (key != null && nullMarker != null && nullMarker.equals(new String(key, StandardCharsets.UTF_8))) {
+                key = null;
+            }
+            byte[] bytes = value.equals(nullMarker) ? null : value.getBytes(StandardCharsets.UTF_8);
+            return new ProducerRecord<>(topic, partition, key, bytes, headers);
+        }
     }
 }

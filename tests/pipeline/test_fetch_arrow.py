@@ -22,18 +22,21 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from samsa.pipeline.arrow import BatchBuilder
 from samsa.pipeline.fetch_arrow import columns_to_batch
-from samsa.pipeline.wire_reader import next_fetch_offset
 from samsa.protocol.records import (BATCH_OVERHEAD, CONTROL_ABORT, CONTROL_COMMIT, Codec, Record,
                                     build_batch, build_control_batch, compress, decode_batch,
                                     iter_batch_headers, parse_control_record, write_crc)
+from samsa.protocol.records.batch import MIN_BATCH_LENGTH
 from samsa.protocol.records.columns import (COMPILED, PartitionDecodeError, PartitionDecoder,
-                                            decode_records, decode_records_py)
+                                            decode_records, decode_records_py, next_fetch_offset,
+                                            next_fetch_offset_py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOPIC, PARTITION = "events", 7
 CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
 DECODERS = [pytest.param(decode_records_py, id="python")] + (
     [pytest.param(decode_records, id="compiled")] if COMPILED else [])
+# the walk over batch headers that says where the next Fetch starts, and its Python twin
+WALKS = [next_fetch_offset_py] + ([next_fetch_offset] if COMPILED else [])
 requires_c = pytest.mark.skipif(not COMPILED, reason="protocol/records/_columns.c is not built")
 
 
@@ -82,6 +85,12 @@ def decode(decoder, records: bytes, fetch_offset: int, aborted=(), *, read_commi
                          decoder=decoder)
     nxt = d.decode(records, fetch_offset, aborted, end_offset)
     return columns_to_batch(d.take(), TOPIC, PARTITION), nxt
+
+
+def walked(records: bytes, fetch_offset: int) -> int:
+    """``next_fetch_offset``, the C walk and its Python twin agreeing."""
+    (nxt,) = {walk(records, fetch_offset) for walk in WALKS}
+    return nxt
 
 
 def assert_all_agree(records: bytes, fetch_offset: int, aborted=(), *, read_committed=False,
@@ -168,8 +177,8 @@ def test_fetch_offset_inside_a_batch_a_cut_response_and_an_end_offset(codec):
     assert nxt == 40 and batch.column("offset").to_pylist()[-1] == 37
     # the wire reader sends its next Fetch from there before decoding (compacted: the
     # batch's last offset delta, not its last record, says where it ends)
-    assert next_fetch_offset(records, 12) == 90 and next_fetch_offset(cut, 3) == 40
-    assert next_fetch_offset(b"", 3) == 3 and next_fetch_offset(records[:60], 3) == 3
+    assert walked(records, 12) == 90 and walked(cut, 3) == 40
+    assert walked(b"", 3) == 3 and walked(records[:60], 3) == 3
     # a range ends inside a batch
     batch, _ = assert_all_agree(records, 0, end_offset=43)
     assert batch.column("offset").to_pylist()[-1] == 42
@@ -211,7 +220,18 @@ def test_random_batches_agree_with_the_reference(batches, fetch_offset, headers)
                                  max_timestamp=2**40 if log_append else None))
         base += len(recs)
     _, nxt = assert_all_agree(b"".join(parts), fetch_offset, headers=headers)
-    assert next_fetch_offset(b"".join(parts), fetch_offset) == nxt
+    assert walked(b"".join(parts), fetch_offset) == nxt
+
+
+def test_the_next_fetch_offset_of_a_response_of_many_small_batches():
+    """Thousands of one-record batches in one response (a producer that does not batch): the
+    walk reaches the last complete batch, so the next Fetch goes out before they are decoded."""
+    one = [build_batch([(b"k", b"v%d" % i, None, 1_700_000_000_000)], base_offset=i)
+           for i in range(5000)]
+    records = b"".join(one)
+    d = PartitionDecoder(TOPIC, PARTITION)
+    assert d.decode(records, 0) == 5000 == walked(records, 0) == walked(records + one[0][:70], 0)
+    assert walked(records[:-1], 10) == 4999 and walked(memoryview(records), 6000) == 6000
 
 
 # -- fuzz: corrupted and truncated batches ----------------------------------------------------
@@ -241,6 +261,10 @@ def assert_same_outcome(records: bytes, fetch_offset: int = 0, headers: bool = T
     py = outcome(decode_records_py, records, fetch_offset, headers)
     if COMPILED:
         assert outcome(decode_records, records, fetch_offset, headers) == py
+    # the walk ahead of the decoder: where it would have gone on from, had it decoded
+    nxt = walked(records, fetch_offset)
+    if py[0] == "ok":
+        assert nxt == py[2]
     return py
 
 
@@ -284,6 +308,24 @@ def test_truncated_and_flipped_responses(cut, flips, byte):
         assert result[2] in (0, 108, 112)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2**63, 2**63 - 1),
+                          st.none() | st.integers(-2**31, 2**31 - 1),  # None: the true one
+                          st.integers(-2**31, 2**31 - 1), st.binary(max_size=80)), max_size=4),
+       st.integers(0, 80), st.integers(-2**63, 2**63 - 1))
+def test_the_walk_over_batch_headers_takes_any_bytes(frames, cut, position):
+    """Batch headers with any base offset, length and last offset delta (past int64 too),
+    whatever follows them, cut anywhere: the C walk and its twin agree, and never crash."""
+    records = bytearray()
+    for base, length, delta, rest in frames:
+        header = bytearray(BATCH_OVERHEAD)
+        struct.pack_into(">qi", header, 0, base,
+                         MIN_BATCH_LENGTH + len(rest) if length is None else length)
+        struct.pack_into(">i", header, 23, delta)
+        records += header + rest
+    walked(bytes(records[:len(records) - cut]), position)
+
+
 def test_named_errors():
     bad_crc = bytearray(GOOD)
     bad_crc[-1] ^= 0xFF
@@ -321,6 +363,7 @@ def test_without_the_compiled_decoder_the_twin_runs_and_says_so():
         "sys.modules['samsa.protocol.records._columns'] = None\n"
         "from samsa.protocol.records import columns, build_batch\n"
         "assert not columns.COMPILED and columns.decode_records is columns.decode_records_py\n"
+        "assert columns.next_fetch_offset is columns.next_fetch_offset_py\n"
         "d = columns.PartitionDecoder('t', 0)\n"
         "d.decode(build_batch([(b'k', b'v', None, 5)]), 0)\n"
         "assert d.columns.rows == 1\n"

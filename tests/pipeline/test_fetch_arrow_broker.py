@@ -1,16 +1,20 @@
 """The Arrow decoder against a real broker: topics written by confluent-kafka (librdkafka) and
-by the Java producer with every codec, headers, null keys and values, and transactions committed and aborted, fetched with
-samsa's own wire client (Fetch v12, read_uncommitted and read_committed, the response's aborted
-transactions handed to the decoder), decoded straight into Arrow, and compared field by field with
-what a plain confluent-kafka consumer reads."""
+by the Java producer with every codec, headers, null keys and values, transactions committed and
+aborted (by both clients), and a topic compacted by the broker's own log cleaner (offsets with
+gaps, tombstones), fetched with samsa's own wire client (Fetch v12,
+read_uncommitted and read_committed, the response's aborted transactions handed to the decoder)
+and through the executors' wire reader, decoded straight into Arrow, and compared field by field
+with what a plain confluent-kafka consumer reads (and the confluent-kafka reader's tables)."""
 
 from __future__ import annotations
+
+import random
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from samsa.client.blocking import SimpleClient
+from samsa.client.blocking import Cluster, SimpleClient
 from samsa.pipeline import wire_reader
 from samsa.pipeline.client import read_range
 from samsa.pipeline.fetch_arrow import columns_to_batch
@@ -18,52 +22,74 @@ from samsa.pipeline.options import parse_read_options
 from samsa.pipeline.ranges import OffsetRange
 from samsa.protocol.messages import FetchRequest
 from samsa.protocol.model import ApiKey
+from samsa.protocol.records import iter_batch_headers
 from samsa.protocol.records.columns import PartitionDecoder
+
+from tests.conftest import module_broker_with
+from tests.support.waiting import wait_until
 
 from .conftest import consume_all, create_topic, produce
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
+@pytest.fixture(scope="module")
+def module_broker(request):
+    """One broker for the module: every test here uses topics and transactional ids of names
+    of its own (a parametrized test, one per parameter). Its log cleaner looks for dirty
+    compacted logs every 200 ms (Kafka's default, 15 s, would be most of a test's time)."""
+    yield from module_broker_with(request, {"log.cleaner.backoff.ms": "200"})
+
+
 @pytest.fixture
 def broker(module_broker):
-    """One broker for the module (tests/conftest.py): every test here uses topics and
-    transactional ids of names of its own (a parametrized test, one per parameter)."""
     return module_broker
+
+
+def fetch(client: SimpleClient, topic: str, partition: int, offset: int, *, committed: bool,
+          part_bytes: int):
+    """One Fetch v12 of one partition: the response's partition."""
+    F = FetchRequest
+    req = F(replica_id=-1, max_wait_ms=10, min_bytes=1, max_bytes=1 << 20,
+            isolation_level=1 if committed else 0, session_id=0, session_epoch=-1,
+            forgotten_topics_data=[], rack_id="",
+            topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=part_bytes)])])
+    (pd,) = client.call(ApiKey.FETCH, req, highest=12).responses[0].partitions
+    assert pd.error_code == 0, pd
+    return pd
 
 
 def fetch_rows(bootstrap: str, topic: str, partitions: int, *, committed: bool) -> list[tuple]:
     """Every record of ``topic`` through Fetch and the decoder, as conftest's row tuples."""
     rows = []
-    F = FetchRequest
     with SimpleClient(bootstrap, client_id="fetch-arrow-test") as client:
         for p in range(partitions):
             decoder = PartitionDecoder(topic, p, with_headers=True, read_committed=committed)
             offset, end = 0, None
             while end is None or offset < end:
-                req = F(replica_id=-1, max_wait_ms=10, min_bytes=1, max_bytes=1 << 20,
-                        isolation_level=1 if committed else 0, session_id=0, session_epoch=-1,
-                        forgotten_topics_data=[], rack_id="",
-                        topics=[F.FetchTopic(topic=topic, partitions=[F.FetchPartition(
-                            partition=p, current_leader_epoch=-1, fetch_offset=offset,
-                            last_fetched_epoch=-1, log_start_offset=-1,
-                            # small: responses end inside batches, fetched again from there
-                            partition_max_bytes=3000)])])
-                resp = client.call(ApiKey.FETCH, req, highest=12)
-                (pd,) = resp.responses[0].partitions
-                assert pd.error_code == 0, pd
+                # small: responses end inside batches, fetched again from there
+                pd = fetch(client, topic, p, offset, committed=committed, part_bytes=3000)
                 end = pd.last_stable_offset if committed else pd.high_watermark
                 aborted = [(a.producer_id, a.first_offset)
                            for a in pd.aborted_transactions or ()]
                 offset = decoder.decode(bytes(pd.records or b""), offset, aborted)
-            batch = columns_to_batch(decoder.take(), topic, p)
-            millis = batch.column("timestamp").cast(pa.int64()).to_pylist()
-            for r, ts in zip(batch.to_pylist(), millis):
-                rows.append((r["key"], r["value"], r["topic"], r["partition"], r["offset"],
-                             ts // 1000, r["timestampType"],
-                             [(h["key"], h["value"]) for h in r["headers"]]
-                             if r["headers"] is not None else None))
+            rows += arrow_rows(columns_to_batch(decoder.take(), topic, p))
     return rows
+
+
+def arrow_rows(batch: pa.RecordBatch | pa.Table) -> list[tuple]:
+    """An Arrow batch of the source's schema (headers on) as conftest's row tuples."""
+    millis = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    return [(r["key"], r["value"], r["topic"], r["partition"], r["offset"], ts // 1000,
+             r["timestampType"],
+             [(h["key"], h["value"]) for h in r["headers"]] if r["headers"] is not None else None)
+            for r, ts in zip(batch.to_pylist(), millis)]
+
+
+def by_offset(rows: list[tuple]) -> list[tuple]:
+    return sorted(rows, key=lambda t: (t[3], t[4]))
 
 
 def _records(topic: str, n: int, tag: str) -> list[dict]:
@@ -81,9 +107,11 @@ def _records(topic: str, n: int, tag: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, codec):
-    """The same, written by the Apache Kafka Java producer (its own batching and
-    codecs): keys, values and header values null or empty, headers or none."""
+def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, monkeypatch, codec):
+    """Written by the Apache Kafka Java producer (its own batching and codecs): keys, values
+    and header values null or empty, headers or none; through Fetch and the decoder, and
+    through the executors' wire reader, the rows of a plain consumer and the confluent-kafka
+    reader's table."""
     b = broker.bootstrap
     topic = f"arrow-java-{codec}"
     create_topic(b, topic, 2, {"compression.type": "producer"})
@@ -102,12 +130,14 @@ def test_java_topics_read_back_like_a_plain_consumer(broker, java_tools, codec):
     assert sum(1 for row in got if row[0] is None) == 100
     assert sum(1 for row in got if row[1] is None) == 43
     assert sum(1 for row in got if row[7]) == 150
-    assert sorted(got, key=lambda t: (t[3], t[4])) == sorted(consume_all(b, topic),
-                                                             key=lambda t: (t[3], t[4]))
+    plain = by_offset(consume_all(b, topic))
+    assert by_offset(got) == plain
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_uncommitted",
+                                librdkafka_too=True)) == plain
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, codec):
+def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, monkeypatch, codec):
     b = broker.bootstrap
     topic = f"arrow-{codec}"
     create_topic(b, topic, 2, {"compression.type": "producer"})
@@ -118,8 +148,10 @@ def test_librdkafka_topics_read_back_like_a_plain_consumer(broker, codec):
     del p
     got = fetch_rows(b, topic, 2, committed=False)
     assert len(got) == 300
-    assert sorted(got, key=lambda t: (t[3], t[4])) == sorted(consume_all(b, topic),
-                                                             key=lambda t: (t[3], t[4]))
+    plain = by_offset(consume_all(b, topic))
+    assert by_offset(got) == plain
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_uncommitted",
+                                librdkafka_too=True)) == plain
 
 
 def test_transactions_read_committed_and_uncommitted(broker):
@@ -156,6 +188,165 @@ def _read(monkeypatch, reader: str, opts, rng, batch_rows: int) -> pa.Table:
     batches = list(read_range(opts, rng, batch_rows))
     assert all(b.num_rows <= batch_rows for b in batches)
     return pa.Table.from_batches(batches, schema=batches[0].schema)
+
+
+def read_whole(monkeypatch, bootstrap: str, topic: str, partitions: int, isolation: str,
+               *, librdkafka_too: bool = False, **options: str) -> list[tuple]:
+    """Every record of ``topic`` through the executors' wire reader (read_range, one range per
+    partition up to its end), as row tuples. ``librdkafka_too``: the confluent-kafka reader's
+    tables must be the same (it takes a second longer per range whose last offset holds no
+    record: its consume() waits out its timeout for the record it counted on)."""
+    opts = parse_read_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                               "includeHeaders": "true", "kafka.isolation.level": isolation,
+                               **options})
+    rows = []
+    for p, end in log_ends(bootstrap, topic, partitions).items():
+        rng = OffsetRange(topic, p, 0, end)
+        wire = _read(monkeypatch, "wire", opts, rng, 1000)
+        if librdkafka_too:
+            assert wire.equals(_read(monkeypatch, "librdkafka", opts, rng, 1000))
+        rows += arrow_rows(wire)
+    return rows
+
+
+def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark."""
+    cluster = Cluster(SimpleClient(bootstrap, client_id="fetch-arrow-test"))
+    try:
+        ends = cluster.list_offsets({(topic, p): -1 for p in range(partitions)})
+    finally:
+        cluster.close()
+    return {p: ends[(topic, p)] for p in range(partitions)}
+
+
+def _java_txn_lines(producer: int, tag: str, n: int) -> list[str]:
+    """TxnProducer's lines: every record's header txn names its transaction; null and empty
+    keys and values, a null header value."""
+    out = []
+    for i in range(n):
+        headers = f"txn:{tag},null:NULL" if i % 2 else f"txn:{tag}"
+        key = "NULL" if i % 3 == 0 else f"{tag}-k{i}"
+        value = "NULL" if i % 7 == 3 else ("" if i % 11 == 5 else f"{tag}-{i} " * 25)
+        out.append(f"{producer}\t{headers}\t{key}\t{value}")
+    return out
+
+
+def test_java_transactions_with_aborts_read_back_like_a_plain_consumer(broker, java_tools,
+                                                                        monkeypatch):
+    """Two Java transactional producers (Kafka 4.3's client) whose transactions overlap in the
+    same partitions, some committed, some aborted, between plain records: read_committed rows
+    hold every committed record and no aborted one, read_uncommitted rows all of them, and no
+    control record is ever a row; the wire reader's rows equal a plain consumer's at the same
+    isolation level, field by field."""
+    b = broker.bootstrap
+    topic = "arrow-java-txn"
+    create_topic(b, topic, 2)
+    produce(b, _records(topic, 20, "before"))
+    L = _java_txn_lines
+    script = (L(0, "c1", 25) + L(1, "a1", 25) + L(0, "c1", 25) + ["1 ABORT"] + L(0, "c1", 10)
+              + ["0 COMMIT"] + L(1, "c2", 30) + L(0, "a2", 40) + ["0 ABORT"] + L(1, "c2", 10)
+              + ["1 COMMIT"] + L(0, "a3", 20) + L(1, "c3", 20) + ["0 ABORT"])  # c3: at the end
+    sent = {tag: sum(1 for line in script if f"txn:{tag}" in line)
+            for tag in ("c1", "c2", "c3", "a1", "a2", "a3")}
+    result = java_tools.run("TxnProducer", "--bootstrap-server", b, "--topic", topic,
+                            "--transactional-id", topic, "--producers", "2",
+                            "--compression-type", "zstd", "--property", "parse.headers=true",
+                            "--property", "parse.key=true", "--property", "null.marker=NULL",
+                            input="\n".join(script) + "\n").check()
+    assert result.stdout.split() == ["committed", "3", "aborted", "3"]
+    produce(b, _records(topic, 10, "after"))
+
+    def txns(rows):
+        tags = [dict(r[7] or ()).get("txn") for r in rows]
+        return {t.decode(): tags.count(t) for t in set(tags) if t is not None}
+
+    committed = consume_all(b, topic, isolation="read_committed")  # (waits for the markers)
+    assert txns(committed) == {t: n for t, n in sent.items() if t.startswith("c")}
+    assert len(committed) == 20 + 120 + 10
+    uncommitted = consume_all(b, topic)
+    assert txns(uncommitted) == sent and len(uncommitted) == 20 + 205 + 10
+    # the markers take offsets no row has (one per transaction and partition it wrote to)
+    assert sum(log_ends(b, topic, 2).values()) > len(uncommitted)
+    assert by_offset(fetch_rows(b, topic, 2, committed=True)) == by_offset(committed)
+    assert by_offset(fetch_rows(b, topic, 2, committed=False)) == by_offset(uncommitted)
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_committed")) == by_offset(committed)
+    # the confluent-kafka reader's table too (a range ending on a record: see read_whole)
+    opts = parse_read_options({"kafka.bootstrap.servers": b, "subscribe": topic,
+                               "includeHeaders": "true", "kafka.isolation.level": "read_committed"})
+    rng = OffsetRange(topic, 0, 0, max(r[4] for r in committed if r[3] == 0) + 1)
+    assert _read(monkeypatch, "wire", opts, rng, 100).equals(
+        _read(monkeypatch, "librdkafka", opts, rng, 100))
+    assert by_offset(read_whole(monkeypatch, b, topic, 2, "read_uncommitted",
+                                **{"kafka.max.partition.fetch.bytes": "3000"})) == \
+        by_offset(uncommitted)
+
+
+def test_a_topic_compacted_by_the_broker_reads_back_like_a_plain_consumer(broker, monkeypatch):
+    """The broker's log cleaner compacts a topic (small segments, any dirty ratio): what is left
+    has offset gaps between and inside batches, and tombstones (delete.retention.ms is a day);
+    the wire reader and the decoder read exactly what a plain consumer reads, field by field,
+    whole and in ranges that start and end in gaps."""
+    b = broker.bootstrap
+    topic = "arrow-compacted"
+    create_topic(b, topic, 1, {"cleanup.policy": "compact", "segment.bytes": "16384",
+                               "min.cleanable.dirty.ratio": "0.01"})
+    p = Producer({"bootstrap.servers": b, "compression.type": "lz4", "linger.ms": 5,
+                  "batch.size": 4096, "enable.idempotence": True})
+    latest: dict[bytes, int] = {}  # key -> the offset of its last record
+    errors = []
+
+    def sent(err, msg):
+        if err:
+            errors.append(err)
+        else:
+            latest[msg.key()] = msg.offset()
+
+    rand = random.Random(27)  # (values lz4 cannot shrink: the segments must fill)
+    keys = [b"key-%d" % k for k in range(30)]
+    for round_ in range(8):
+        # key k is written in rounds 0 to k % 8: the last records of keys lie between others'
+        for k, key in enumerate(keys):
+            if k % 8 < round_:
+                continue
+            # some keys end deleted (a tombstone last), some deleted and written again
+            value = None if (k % 5 == 0 and round_ == k % 8) or (k % 5 == 1 and round_ == 0 < k % 8) \
+                else b"%d-%d " % (k, round_) + rand.randbytes(200)
+            p.produce(topic, key=key, value=value, on_delivery=sent,
+                      headers=[("round", b"%d" % round_)] if k % 2 else None)
+        p.flush(30)  # (rounds in order: a key's last record is its last round's)
+    # keys written once, to fill segments past the last round: the cleaner never cleans the
+    # active segment, and these leave nothing in it that a cleaned one could have lost
+    for i in range(60):
+        p.produce(topic, key=b"filler-%d" % i, value=rand.randbytes(700), on_delivery=sent)
+    assert p.flush(30) == 0 and not errors
+    del p
+    total = sum(k % 8 + 1 for k in range(len(keys))) + 60
+    kept = sorted(latest.values())
+    assert len(kept) == len(keys) + 60
+
+    def compacted():
+        rows = consume_all(b, topic)
+        return rows if [r[4] for r in rows] == kept else None
+
+    plain = wait_until(compacted, 60, f"the cleaner to leave only the last record of each key "
+                                      f"({len(kept)} of {total} records)", interval=0.3)
+    assert sum(1 for r in plain if r[1] is None) == 6  # the tombstones of 6 keys remain
+    with SimpleClient(b) as client:
+        records = fetch(client, topic, 0, 0, committed=False, part_bytes=1 << 20).records
+    headers = [h for _, h in iter_batch_headers(records)]
+    assert any(0 < h.records_count < h.last_offset_delta + 1 for h in headers)  # gaps inside
+    assert by_offset(read_whole(monkeypatch, b, topic, 1, "read_uncommitted")) == by_offset(plain)
+    assert by_offset(fetch_rows(b, topic, 1, committed=False)) == by_offset(plain)
+    # ranges that start and end in gaps, or on kept records, read as the confluent-kafka reader
+    # (small fetches: many responses end inside a batch)
+    opts = parse_read_options({"kafka.bootstrap.servers": b, "subscribe": topic,
+                               "includeHeaders": "true",
+                               "kafka.max.partition.fetch.bytes": "2000"})
+    gaps = sorted(set(range(kept[-1])) - set(kept))
+    for start, end in [(gaps[0], gaps[-1]), (kept[1], kept[10]), (gaps[3], kept[-2])]:
+        wire = _read(monkeypatch, "wire", opts, OffsetRange(topic, 0, start, end), 7)
+        assert wire.equals(_read(monkeypatch, "librdkafka", opts, OffsetRange(topic, 0, start, end), 7))
+        assert arrow_rows(wire) == [r for r in plain if start <= r[4] < end]
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])

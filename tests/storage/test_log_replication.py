@@ -324,7 +324,7 @@ def test_truncate_keeps_regions_of_deleted_segments_until_the_delay(make_log):
 def test_truncate_fully_and_start_at(make_log):
     cfg = TopicConfig(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=300)
     lg, sent = build_for_truncation(make_log, cfg)
-    region = lg.read(0, 1 << 20).regions[0]
+    region = lg.read(0, 1).regions[0]          # the first batch: offsets 0 and 1
     data = region.read_bytes()
     old_logs = files(lg, ".log")
     lg.truncate_fully_and_start_at(1000)
@@ -439,6 +439,28 @@ def test_reads_below_the_high_watermark_race_truncations_above_it(make_log):
             t.join()
     assert not errors, errors[:3]
     assert read_bytes(follower) == read_bytes(leader)
+
+
+def test_a_region_read_before_a_truncation_of_its_segment_still_reads(make_log):
+    """A segment loaded at start-up is read through a read-only handle, which a
+    truncation into it replaces with a writable one. A fetch that got its
+    region just before (and sends it just after) still reads those committed
+    bytes, even with file.delete.delay.ms=0: the old handle lives as long as
+    the segment, not the deletion delay."""
+    cfg = TopicConfig(segment_bytes=700, file_delete_delay_ms=0)
+    lg = make_log(cfg)
+    for i in range(30):
+        lg.append(batch_of(2, size=40))
+    assert len(lg.segments) >= 3
+    lg.close()
+    lg = make_log(cfg)
+    first = lg.segments[0]
+    region = lg.read(0, 1).regions[0]          # the first batch: offsets 0 and 1
+    expected = region.read_bytes()
+    lg.truncate_to(first.base_offset + 2)     # into the first segment: it becomes active
+    assert region.read_bytes() == expected
+    lg.append(batch_of(2, size=40))            # and is written through its new handle
+    assert lg.log_end_offset == 4
 
 
 # ------------------------------------------------------------------ bounded reads

@@ -60,7 +60,7 @@ JVM_FLAGS = [
 
 PROGRAMS = ("ConsoleProducer", "ConsoleConsumer", "Topics", "AdminInfo", "ConsumerGroups",
             "Reassign", "Eos", "TopicMutations", "LogDirs", "ShareConsume",
-            "ConsumerProtocolGroup", "MigrateGroup", "ShareAdmin")
+            "ConsumerProtocolGroup", "MigrateGroup", "ShareAdmin", "TxnProducer")
 
 
 class JavaToolsError(RuntimeError):
