@@ -228,7 +228,7 @@ def read_small_file(path: str) -> bytes | None:
     except FileNotFoundError:
         return None
     try:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 65536)
             if not chunk:
