@@ -53,6 +53,7 @@ from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
 from .groups.share.persistence import SharePersistence
 from .groups.share.persister import SharePersister
+from .groups.share.partition_ends import PartitionEnds
 from .groups.share.share_coordinator import (ShareCoordinator, ShareCoordinatorBridge,
                                              run_off_loop)
 from .groups.share.state_log import SHARE_STATE_TOPIC, coordinator_key
@@ -271,9 +272,11 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         self.share_coordinator: ShareCoordinator | None = None
         self._share_persister: SharePersister | None = None
+        self._share_ends: PartitionEnds | None = None
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        self._share_expiry_task: asyncio.Task[None] | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
         self.replica_sync: LocalReplicaSync | None = None
@@ -684,17 +687,26 @@ class Broker:
             # retried within half a request's time, so the fetch or acknowledgement
             # waiting on it still answers before its client gives up
             self.cfg.request_timeout_ms / 2000, security=self.inter_broker)
+        groups = _made(self.coordinator, "the group coordinator")
         service = ShareService(ShareDefaults.from_broker_config(self.cfg), wall_ms,
                                share_bounds(services), durable=True,
-                               group_configs=GroupConfigs(store).get)  # share.* GROUP configs
-        groups = _made(self.coordinator, "the group coordinator")
+                               group_configs=GroupConfigs(store).get,  # share.* GROUP configs
+                               loading=groups.group_loading)
         # a share group's own records live in __consumer_offsets beside the
         # other groups': written through the group coordinator's store, read
         # by its loads (which hand them over from now on)
+        def local_end(topic: str, partition: int) -> int | None:
+            found = partitions.leader_log(topic, partition)
+            return found.found_log.high_watermark if found.ok else None
+        self._share_ends = ends = PartitionEnds(
+            self.cfg.broker_id, store, local_end, self.cfg.request_timeout_ms / 2000,
+            security=self.inter_broker)  # lag of share-partitions led elsewhere
         service.persistence = SharePersistence(service, persister, leader_epoch, main_loop,
-                                               group_store=groups.store.store_records)
+                                               group_store=groups.store.store_records,
+                                               ends=ends)
         groups.attach_share_groups(service)
         services.share_groups = service
+        self._share_expiry_task = main_loop.create_task(self._share_expiry_loop(service))
         _share_gauges(services.metrics, service, _coordinated_here(services))
 
     def _share_leadership(self, loop: asyncio.AbstractEventLoop, topic: str, partition: int,
@@ -766,6 +778,23 @@ class Broker:
             asyncio.run_coroutine_threadsafe(self.coordinator.load_partition(partition), loop)
         else:
             loop.call_soon_threadsafe(self.coordinator.unload_partition, partition)
+
+    async def _share_expiry_loop(self, service: ShareService) -> None:
+        """A share member whose session ran out leaves its group now, not at
+        the group's next heartbeat: its records are tombstoned when its
+        session ends, as Kafka's session timer does (else a restart would
+        bring it back for another session)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                persistence = service.persistence
+                for group_id in service.expire_members():
+                    if persistence is None:
+                        continue
+                    if service.loading(group_id) or not await persistence.flush_group(group_id):
+                        service.expiry_unwritten(group_id)
+            except Exception:  # keep expiring on the next round
+                log.exception("expiring share-group members failed")
 
     async def _expire_offsets_loop(self, coordinator: GroupCoordinator) -> None:
         interval = self.cfg.offsets_retention_check_interval_ms / 1000
@@ -963,6 +992,8 @@ class Broker:
         self._stopping = True
         if self._expiry_task is not None:
             self._expiry_task.cancel()
+        if self._share_expiry_task is not None:
+            self._share_expiry_task.cancel()
         if self.coordinator is not None:
             # answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR) while the
             # network can still deliver it, and lets pending group writes finish
@@ -983,6 +1014,8 @@ class Broker:
             await self._txn_verifier.close()
         if self._share_persister is not None:
             await self._share_persister.close()
+        if self._share_ends is not None:
+            await self._share_ends.close()
         if self.controller is not None:
             self.controller.stop()  # resigns: another broker takes over at once
         if self.replica_sync is not None:

@@ -436,7 +436,8 @@ _said_no_wire_reader = False
 
 
 def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS) -> Iterator:
-    """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches."""
+    """Records ``[rng.start, rng.end)`` of one partition as Arrow RecordBatches: through samsa's
+    wire reader, or confluent-kafka where it is missing or cannot serve the options."""
     if rng.size <= 0:
         return
     wire_reader = _wire_reader()
@@ -447,6 +448,33 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
             return
         logging.getLogger(__name__).info("reading %s-%d with confluent-kafka: %s", rng.topic,
                                          rng.partition, why)
+    yield from read_range_librdkafka(opts, rng, batch_rows)
+
+
+# How long one consume() of the confluent-kafka reader waits for a record. Between two, the
+# reader looks whether librdkafka's position has passed the range's end without a record (see
+# read_range_librdkafka): the longest a range whose last offsets hold none can wait is this.
+CONSUME_WAIT_S = 0.1
+
+
+def read_range_librdkafka(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS, *,
+                          wait_s: float = CONSUME_WAIT_S) -> Iterator:
+    """``read_range`` through a confluent-kafka consumer of its own (assign, no group).
+
+    A range's last offsets may hold no record: a transaction's marker, aborted records under
+    read_committed, a gap left by compaction. Its last record does not end the read then, and
+    consume() returns only once it has as many records as asked for (or at its timeout):
+    asking for the rest of the range at once waited out the whole timeout, for every such
+    range (1 s per partition and task: streaming micro-batches over transactional topics
+    stalled). So it asks for one record (any record or event wakes it), takes what else is
+    queued without waiting, and then reads librdkafka's position, which moves past control
+    records (so past aborted data too, up to its abort marker) as consume() serves them
+    (rd_kafka_q_serve_rkmessages, librdkafka 2.x): at or past the end, the range is read.
+    Otherwise a record past the end ends it (after a compaction gap: the position follows
+    records only), or the end of the partition (enable.partition.eof), which comes one Fetch
+    later, a Fetch the broker holds up to fetch.wait.max.ms."""
+    if rng.size <= 0:
+        return
     where = f"topic-partition {rng.topic}-{rng.partition}"
     poll_timeout = opts.poll_timeout_ms / 1000.0
     consumer = _consumer(opts, "executor", rng.size)
@@ -467,18 +495,30 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
             start, end = max(start, low), min(end, high)
             if start >= end:
                 return
+        tp = TopicPartition(rng.topic, rng.partition)
         consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
         builder = BatchBuilder(rng.topic, rng.partition, opts.include_headers)
-        position = start
+        position = start         # after the last record taken
+        served = start           # librdkafka's position: after the last record or control record
+        # librdkafka's position only grows, and a seek resets it later, in librdkafka's own
+        # thread: after one (a transient error, rare) the read ends on a record or EOF only.
+        by_position = True
         last_progress = time.monotonic()
         done = False
         while not done:
             # Ask for what the current batch still lacks, so batches hold exactly batch_rows rows,
-            # CONSUME_BATCH at a time.
+            # CONSUME_BATCH at a time: the first record or event, then whatever else is queued.
             want = min(batch_rows - len(builder), end - position, CONSUME_BATCH)
-            msgs = consumer.consume(num_messages=want, timeout=min(1.0, poll_timeout))
+            msgs = consumer.consume(num_messages=1, timeout=min(wait_s, poll_timeout))
+            if msgs and want > 1:
+                msgs += consumer.consume(num_messages=want - 1, timeout=0)
             if not msgs:
-                if time.monotonic() - last_progress > poll_timeout:
+                now = consumer.position([tp])[0].offset if by_position else served
+                if now >= end:
+                    break        # the range's last offsets hold no record
+                if now > served:
+                    served, last_progress = now, time.monotonic()
+                elif time.monotonic() - last_progress > poll_timeout:
                     raise KafkaSourceError(
                         f"No records from {where} at offset {position} (reading [{start}, {end})) within "
                         f"kafkaConsumer.pollTimeoutMs={opts.poll_timeout_ms}")
@@ -520,8 +560,12 @@ def read_range(opts: ReadOptions, rng: OffsetRange, batch_rows: int = BATCH_ROWS
                     logging.getLogger(__name__).warning("reading %s at offset %d: %s (retrying)",
                                                         where, position, err.str())
                     consumer.seek(TopicPartition(rng.topic, rng.partition, position))
+                    by_position = False
                 else:
                     raise KafkaSourceError(f"Reading {where} at offset {position} failed: {err.name()}: {err.str()}")
+            elif not done and by_position:
+                served = consumer.position([tp])[0].offset
+                done = served >= end
             if len(builder) >= batch_rows:
                 yield builder.flush()
         if len(builder):

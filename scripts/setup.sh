@@ -58,7 +58,7 @@ walker_built() {
     local c so
     for c in protocol/records/_walker.c protocol/records/_columns.c; do
         so=$(ls "${c%.c}".*.so 2>/dev/null | head -n 1)
-        [ -n "$so" ] && [ ! "$c" -nt "$so" ] || return 1
+        if [ -n "$so" ] && [ "$c" -nt "$so" ]; then return 1; fi
     done
     (cd / && "$OLDPWD/.venv/bin/python" -c 'import samsa.protocol.records._walker, samsa.protocol.records._columns' 2>/dev/null)
 }

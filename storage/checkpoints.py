@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import threading
@@ -87,7 +86,9 @@ def _syncfs() -> Callable[[int], int] | None:
     """libc's syncfs(2) (Linux): every dirty file and directory of one file
     system durable in one call, which a batch of thousands of files wants."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        # The process's own symbols, libc's among them: find_library("c") would
+        # run ldconfig in a subprocess at every import
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.syncfs
     except (OSError, AttributeError):
         return None

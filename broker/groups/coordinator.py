@@ -279,6 +279,15 @@ class GroupCoordinator:
             return int(E.COORDINATOR_LOAD_IN_PROGRESS)
         return NONE
 
+    def group_loading(self, group_id: str) -> bool:
+        """Whether the group's __consumer_offsets partition is being read
+        (callable from any thread): its group, of any type, answers
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile, not from what is still to come."""
+        if not self._loaded:
+            return True
+        with self._loading_lock:
+            return bool(self._loading) and self.store.partition_for(group_id) in self._loading
+
     def machine(self, group: AnyGroup) -> GroupMachine:
         return self._machines[group.group_type]
 

@@ -472,6 +472,10 @@ async def handle_describe_share_group_offsets(
             wanted = sorted((name, sorted(ps)) for name, ps in by_id.items())
         else:
             wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
+        ends = await _partition_ends(broker, service, [
+            (name, p) for name, parts in wanted for p in parts
+            if (meta := broker.topics.get(name)) is not None and may_describe(name)
+            and (meta.topic_id, p) in state])
         topics = []
         for name, parts in wanted:
             meta = broker.topics.get(name)
@@ -484,9 +488,9 @@ async def handle_describe_share_group_offsets(
                            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif (meta.topic_id, p) in state:
                     start, done = state[(meta.topic_id, p)]
-                    found = broker.partitions.leader_log(name, p)
-                    if found.ok:
-                        lag = max(0, found.found_log.high_watermark - start - done)
+                    end = ends.get((name, p))
+                    if end is not None:
+                        lag = max(0, end - start - done)
                 answers.append(R.DescribeShareGroupOffsetsResponsePartition(
                     partition_index=p, start_offset=start, leader_epoch=0, lag=lag,
                     error_code=err, error_message=None))
@@ -496,6 +500,24 @@ async def handle_describe_share_group_offsets(
         groups.append(R.DescribeShareGroupOffsetsResponseGroup(
             group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
     return R(throttle_time_ms=0, groups=groups)
+
+
+async def _partition_ends(broker: Services, service: ShareService | None,
+                          partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The high watermark of each partition: its log's when led here, else
+    its leader's answer (a share-partition led by another broker of the
+    cluster); one unknown is left out (its lag -1)."""
+    ends: dict[tuple[str, int], int] = {}
+    remote = []
+    for name, p in partitions:
+        found = broker.partitions.leader_log(name, p)
+        if found.ok:
+            ends[(name, p)] = found.found_log.high_watermark
+        else:
+            remote.append((name, p))
+    if remote and service is not None and service.persistence is not None:
+        ends.update(await service.persistence.partition_ends(remote))
+    return ends
 
 
 async def _coordinated_offsets(service: ShareService, group_id: str,

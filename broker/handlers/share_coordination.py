@@ -26,8 +26,12 @@ def coordination_error(locator: CoordinatorLocation, broker_id: int, group_id: s
 
 def coordinator_error(ctx: RequestContext, group_id: str) -> ErrorCode:
     """A share-group request's answer when this broker may not serve the
-    group: not its coordinator, or the share groups not loaded yet."""
+    group: not its coordinator, or the group's records not read yet (the
+    share groups not started, or its __consumer_offsets partition loading)."""
     broker = ctx.broker
     if broker.share_groups is None:
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    return coordination_error(broker.coordinators, broker.config.broker_id, group_id)
+    code = coordination_error(broker.coordinators, broker.config.broker_id, group_id)
+    if not code and broker.share_groups.loading(group_id):
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return code

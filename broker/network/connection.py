@@ -130,13 +130,17 @@ _unpack_size = _SIZE.unpack_from
 # CHUNK each time a read fills the whole window, so idle or chatty-but-small
 # connections stay cheap while bulk producers get large reads. We switch
 # buffers when fewer than MIN_READ bytes of room remain from the start of the
-# unfinished frame.
-MIN_CHUNK = 16 * 1024
+# unfinished frame; when no frame is unfinished, the buffer is given up and
+# the next read takes one, so a connection that goes quiet holds none.
+MIN_CHUNK = 1024
 CHUNK = 256 * 1024
 MIN_READ = 4 * 1024
-# A frame larger than CHUNK needs a reservation from the memory pool; its
-# buffer starts at FIRST_LARGE_BUFFER (or the frame's size, if smaller) and
-# doubles from there as bytes arrive.
+# A frame larger than CHUNK is received into a buffer of UNPAID_BUFFER (or
+# whatever larger one the connection has) until that is full; from then on it
+# needs a reservation from the memory pool; its buffer starts at
+# FIRST_LARGE_BUFFER (or the frame's size, if smaller) and doubles from there
+# as bytes arrive.
+UNPAID_BUFFER = 16 * 1024
 FIRST_LARGE_BUFFER = 1024 * 1024 + 64 * 1024
 # Receive buffers kept for reuse per connection, and the largest size pooled
 # (bigger ones serve rare huge frames; keeping them would pin the memory).
@@ -160,8 +164,9 @@ def _pooled_refs(pool: list[bytearray], i: int) -> int:
 _FREE_REFS = _pooled_refs([bytearray(1)], 0)
 
 
-# A closed connection's receive buffer: the real one is dropped at close, not
-# when the cycle collector gets to the connection object.
+# The receive buffer of a connection that holds none: a closed one (the real
+# one is dropped at close, not when the cycle collector gets to the connection
+# object), and a new or quiet one (taken at its next read).
 _NO_BUFFER = memoryview(bytearray(0))
 
 
@@ -226,7 +231,7 @@ class Connection:
         self._max_inflight = proc.max_inflight_requests
         self._max_inflight_bytes = proc.max_inflight_request_bytes
         self._chunk = MIN_CHUNK
-        self._rbuf = memoryview(bytearray(MIN_CHUNK))
+        self._rbuf = _NO_BUFFER  # taken at the first read
         self._pool: list[bytearray] = []
         self._rpos = 0   # start of the first unconsumed byte (a frame header)
         self._rend = 0   # end of received data
@@ -275,7 +280,7 @@ class Connection:
     def _on_readable(self) -> None:
         sock = self._sock
         for _ in range(4):  # bounded, so one fast sender cannot starve the loop
-            buf = self._rbuf
+            buf = self._receive_buffer()
             end = self._rend
             want = len(buf) - end
             try:
@@ -298,6 +303,12 @@ class Connection:
                 return
             if self._chunk < CHUNK:
                 self._chunk *= 2
+
+    def _receive_buffer(self) -> memoryview:
+        buf = self._rbuf
+        if not buf.nbytes:  # new, or gave it up with nothing half-received
+            buf = self._rbuf = memoryview(self._switch_buffer(self._chunk))
+        return buf
 
     def _parse(self) -> None:
         """Dispatch every complete frame in the buffer (unless paused), then
@@ -338,13 +349,24 @@ class Connection:
             # grow it by doubling what has arrived, paying from the pool first.
             if room >= need or len(buf) - end >= MIN_READ:
                 return
-            size = min(need, max(FIRST_LARGE_BUFFER, 2 * tail))
-            if size > self._reserved and not self._reserve(size - self._reserved):
-                return  # reading stopped until the memory pool grants it
-        elif room < (need if need > MIN_READ else MIN_READ):
-            size = need if need > self._chunk else self._chunk
-        else:
+            if len(buf) < UNPAID_BUFFER:
+                # a size prefix is only a claim: more of the frame arrives
+                # before any of the budget is paid for it
+                size = UNPAID_BUFFER
+            else:
+                size = min(need, max(FIRST_LARGE_BUFFER, 2 * tail))
+                if size > self._reserved and not self._reserve(size - self._reserved):
+                    return  # reading stopped until the memory pool grants it
+        elif not tail:
+            if room < MIN_READ:
+                self._give_up_buffer()
             return
+        elif room < need:
+            # (paused with whole frames not yet dispatched, ``need`` is 4 and
+            # the tail may be larger than the window)
+            size = max(need, self._chunk, tail + MIN_READ)
+        else:
+            return  # the unfinished frame fits: it is finished in place
         # Move the unfinished tail to another buffer. Never compact in place:
         # frames already handed out may be views of this one.
         try:
@@ -422,24 +444,43 @@ class Connection:
             if len(pool[i]) >= size and _pooled_refs(pool, i) == _FREE_REFS:
                 ba = pool.pop(i)
                 break
+        self._pool_current()
+        return ba if ba is not None else bytearray(size)
+
+    def _give_up_buffer(self) -> None:
+        """Nothing half-received and little room left: the buffer goes into
+        the pool and the next read takes one (``_receive_buffer``)."""
+        self._pool_current()
+        self._rbuf = _NO_BUFFER
+        self._rpos = self._rend = 0
+
+    def _pool_current(self) -> None:
         cur = self._rbuf.obj
         # (every receive buffer is a view of a bytearray made here: that is what is pooled)
-        if POOL_BUFFERS and isinstance(cur, bytearray) and len(cur) <= POOL_MAX_BYTES:
+        if (POOL_BUFFERS and isinstance(cur, bytearray)
+                and 0 < len(cur) <= POOL_MAX_BYTES):
+            pool = self._pool
             if len(pool) >= POOL_BUFFERS:
                 pool.pop(0)  # none of them was free just now: keep the newest
             pool.append(cur)
-        return ba if ba is not None else bytearray(size)
+
+    @property
+    def receive_buffer_bytes(self) -> int:
+        """Bytes held for receiving: the current buffer and those kept for reuse."""
+        return self._rbuf.nbytes + sum(len(b) for b in self._pool)
 
     def shrink(self) -> None:
         """Called by the sweep on quiet connections: drop the buffers kept for
-        reuse, and a big receive buffer if nothing is half-received, so quiet
-        connections cost little (the kept buffers are paid from no budget)."""
+        reuse, and the receive buffer if nothing is half-received (the next
+        read takes a new one), so an idle connection holds no buffer at all:
+        most connections of a client are idle most of the time, and 16 KiB
+        each was most of what 10,000 of them cost."""
         if self.closed:
             return
         self._pool.clear()
-        if self._rpos == self._rend and len(self._rbuf) > MIN_CHUNK:
+        if self._rpos == self._rend and self._rbuf.nbytes:
             self._chunk = MIN_CHUNK
-            self._rbuf = memoryview(bytearray(MIN_CHUNK))
+            self._rbuf = _NO_BUFFER
             self._rpos = self._rend = 0
 
     def finish(self) -> None:

@@ -34,7 +34,7 @@ import socket
 import ssl
 from typing import TYPE_CHECKING, cast
 
-from samsa.broker.network.connection import Connection, SockAddress, _Region
+from samsa.broker.network.connection import CHUNK, Connection, SockAddress, _Region
 from samsa.broker.security.principal import user
 from samsa.broker.security.ssl_principal import NoMatchingRule, subject_dn
 
@@ -146,7 +146,7 @@ class TlsConnection(Connection):
         tls = self._tls
         while not (self._paused or self.closed or self._peer_done
                    or self._memory_waiter is not None):
-            buf = self._rbuf
+            buf = self._receive_buffer()
             end = self._rend
             if end == len(buf):  # cannot happen after _parse; never mistake it for EOF
                 break
@@ -168,6 +168,8 @@ class TlsConnection(Connection):
                     self._on_eof()
                 return
             self._rend = end + n
+            if n == len(buf) - end and self._chunk < CHUNK:
+                self._chunk *= 2  # a full window: bigger ones next (as _on_readable)
             self._parse()
         if not self.closed:
             self._send_cipher()  # TLS may have answered something (e.g. a key update)

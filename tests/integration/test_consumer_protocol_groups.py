@@ -6,15 +6,18 @@ synchronous commits, and a broker restart keeps the group (its members, their
 epochs and the committed offsets)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import ConsumerGroupDescribeRequest
 from samsa.protocol.model import ApiKey
+from samsa.tools import consumer_groups
 from tests.support.kafka_wire import free_port
 from tests.support.metrics import sample, scrape
 from tests.support.waiting import wait_until
@@ -213,6 +216,90 @@ def test_the_java_client_rolls_a_classic_group_to_the_consumer_protocol_and_back
     assert result.lines[-1] == f"read {records} twice 0"
     # the group changed type twice: up with the first consumer-protocol
     # member, back down when the last one left
+    log = cbroker.log_path.read_text(errors="replace")
+    assert log.count("upgraded from classic to consumer group") == 1
+    assert log.count("downgraded from consumer to classic group") == 1
+
+
+class CommittedReading(Reading):
+    """Reading, counting a record only once its commit is accepted: a classic
+    member's commit racing a rebalance is refused (ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS...), as Kafka refuses it, and the record's next
+    owner reads it again (MigrateGroup.java counts the same way)."""
+
+    refused = 0
+
+    def poll_round(self) -> None:
+        for c in self.consumers:
+            m = c.poll(0.05)
+            if m is None or m.error():
+                continue
+            try:
+                c.commit(m, asynchronous=False)
+            except KafkaException:
+                self.refused += 1
+                continue
+            key = (m.partition(), m.offset())
+            self.seen[key] = self.seen.get(key, 0) + 1
+
+
+def _listed_type(bootstrap: str, group: str) -> str:
+    """The group's TYPE as `samsa consumer-groups --list --type` prints it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert consumer_groups.main(["--bootstrap-server", bootstrap, "--list", "--type"]) == 0
+    [line] = [x for x in out.getvalue().splitlines() if x.split()[:1] == [group]]
+    return line.split()[1]
+
+
+def test_librdkafka_rolls_a_classic_group_to_the_consumer_protocol_and_back(cbroker):
+    """The Java test above with confluent-kafka (librdkafka 2.16) members:
+    three classic members (librdkafka's eager range assignor) restarted one by
+    one with group.protocol=consumer, then one by one back; the group's type
+    changes with the first consumer-protocol member and with the last one's
+    leaving (group.consumer.migration.policy=bidirectional, the default)."""
+    bs = cbroker.bootstrap
+    topic = _topic(bs)
+    records = 1200
+    _produce(bs, topic, 0, records)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+
+    def member(protocol: str) -> Consumer:
+        c = Consumer({"bootstrap.servers": bs, "group.id": group, "group.protocol": protocol,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic])
+        return c
+
+    reading = CommittedReading([member("classic") for _ in range(3)])
+    steps: list[tuple[list[str], str]] = []
+    protocols = ["classic"] * 3
+    try:
+        for i, protocol in [(None, None), (0, "consumer"), (1, "consumer"), (2, "consumer"),
+                            (0, "classic"), (1, "classic"), (2, "classic")]:
+            if i is not None:
+                reading.consumers[i].close()  # leaves the group
+                reading.consumers[i] = member(protocol)
+                protocols[i] = protocol
+            read = len(reading.seen)
+            # the members cover the topic again and read on (a step of at most
+            # 150 records; the last one reads the rest)
+            reading.until(lambda: reading.covered() and all(reading.assignments())
+                          and len(reading.seen) >= min(records, read + 150),
+                          what=f"members {protocols} covering the topic and reading on")
+            steps.append((list(protocols), _listed_type(bs, group)))
+        reading.until(lambda: len(reading.seen) >= records, what="every record read")
+    finally:
+        for c in reading.consumers:
+            c.close()
+    assert steps == [(["classic"] * 3, "Classic"),
+                     (["consumer", "classic", "classic"], "Consumer"),
+                     (["consumer", "consumer", "classic"], "Consumer"),
+                     (["consumer"] * 3, "Consumer"),
+                     (["classic", "consumer", "consumer"], "Consumer"),
+                     (["classic", "classic", "consumer"], "Consumer"),
+                     (["classic"] * 3, "Classic")]
+    assert len(reading.seen) == records
+    assert set(reading.seen.values()) == {1}, "a record was read twice"
     log = cbroker.log_path.read_text(errors="replace")
     assert log.count("upgraded from classic to consumer group") == 1
     assert log.count("downgraded from consumer to classic group") == 1

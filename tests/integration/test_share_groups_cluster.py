@@ -3,11 +3,15 @@ lives with the share coordinator (the leader of the key's __share_group_state
 partition, RF 3), so a kill -9 of the share-partition leader loses no
 acknowledgement. The Java client 4.3's KafkaShareConsumer
 (tests/java/ShareConsume.java) reads with explicit acknowledgements and
-prints "committed" once the broker confirmed a poll's acknowledgements.
+prints "committed" once the broker confirmed a poll's acknowledgements; the
+member killed while holding records is confluent-kafka's share consumer.
+After the kill the group's new coordinator is not the share-partition's new
+leader, so the lag it describes is counted to the end the leader gives it.
 """
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections import defaultdict
 
@@ -15,10 +19,12 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from samsa.broker.groups.log_format import partition_for
 from samsa.client.blocking import SimpleClient
 from samsa.protocol.messages import DescribeShareGroupOffsetsRequest, FindCoordinatorRequest
 from samsa.protocol.model import ApiKey
 from tests.integration.test_share_groups_java import _members_assigned
+from tests.support.confluent_share_holder import start as start_holder
 from tests.support.process_lines import ProcessLines
 from tests.support.waiting import wait_until
 
@@ -61,6 +67,19 @@ def _started(bootstrap: str, group: str, topic: str) -> None:
     wait_until(started, WAIT_S, f"the share-partition of {group} on {topic}", interval=0.2)
 
 
+def _offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int] | None:
+    """(start offset, lag) of the group's share-partition on ``topic``, as
+    DescribeShareGroupOffsets v1 answers it; None while not answered."""
+    R = DescribeShareGroupOffsetsRequest
+    with SimpleClient(bootstrap) as c:
+        resp = c.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, R(groups=[
+            R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), highest=1)
+    [g] = resp.groups
+    found = [(p.start_offset, p.lag) for t in g.topics if t.topic_name == topic
+             for p in t.partitions if p.error_code == 0] if g.error_code == 0 else []
+    return found[0] if found else None
+
+
 def _polls(lines: list[str]) -> list[tuple[list[tuple[str, int]], bool]]:
     """The reader's polls in order: ([(value, delivery count)], confirmed)."""
     polls: list[tuple[list[tuple[str, int]], bool]] = []
@@ -94,14 +113,20 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
     # (latest) takes effect as the members are assigned, before anything is produced.
     leader = _coordinator(cluster.broker(0).bootstrap, group)
     at_leader = cluster.broker(leader).bootstrap  # ShareGroupDescribe goes to the coordinator
-    others = [i for i in range(3) if i != leader]
+    # after the kill the group's coordinator is the next replica of its
+    # __consumer_offsets partition (the first alive in its assignment), and
+    # the share-partition's leader the other broker: its lag is asked of it
+    offsets_replicas = cluster.assignment("__consumer_offsets")["partitions"][
+        partition_for(group, 3)]
+    next_coordinator = next(r for r in offsets_replicas if r != leader)
+    others = sorted((i for i in range(3) if i != leader), key=lambda i: i == next_coordinator)
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics(
         [NewTopic(topic, 1, -1, replica_assignment=[[leader, *others]])])[topic].result(timeout=30)
     cluster.wait_for_leaders(topic, 1)
     first = [f"r-{i}" for i in range(30)]
-    second = [f"r-{i}" for i in range(30, 60)]
-    third = [f"r-{i}" for i in range(60, 70)]
+    second: list[str] = []  # produced until the holder holds some of them
+    third = [f"t-{i}" for i in range(10)]
     producer = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 5})
 
     def produce(values: list[str]) -> None:
@@ -123,13 +148,31 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         produce(first)
         wait_until(lambda: set(first) <= set(reader.values()), WAIT_S,
                    "the reader to get the first records")
-        # its output read by a thread, so the wait's limit holds even if it
-        # never prints (a readline here would block past it)
-        holder = ProcessLines(consumer("--hold", "--max-records", "5"))
+        # the member that dies holding records is confluent-kafka's (librdkafka
+        # 2.16's ShareConsumer, tests/support/confluent_share_holder.py): what
+        # it held comes back to the Java reader through the failover. Its
+        # output read by a thread, so the wait's limit holds even if it never
+        # prints (a readline here would block past it)
+        holder = start_holder(b, group, topic)
         procs.append(holder)
         _members_assigned(at_leader, group, 2)
-        produce(second)
-        wait_until(lambda: holder.has("holding"), WAIT_S, "the holder to get records")
+
+        topped_up = [0.0]
+
+        def holding() -> bool:
+            # thirty records, then ten more every two seconds the holder has
+            # none: the reader, fetching already, may take them all before
+            # the holder's first fetch
+            if holder.has("holding"):
+                return True
+            if time.monotonic() - topped_up[0] >= 2:
+                n = 30 if not second else 10
+                batch = [f"r-{i}" for i in range(30 + len(second), 30 + len(second) + n)]
+                produce(batch)
+                second.extend(batch)
+                topped_up[0] = time.monotonic()
+            return False
+        wait_until(holding, WAIT_S, "the holder to get records", interval=0.05)
         holder.stop()  # what it holds is acquired and never acknowledged
         before_kill = len(reader.lines)
         cluster.kill(leader)  # the share-partition leader (and the group's coordinator)
@@ -137,7 +180,7 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         # acknowledgement of them is confirmed. A share-partition hands out its
         # lowest available offsets first, and the new leader reads the state
         # from the coordinator (acquisitions are not kept): whatever of the
-        # first sixty was not acknowledged -- the holder's, and the reader's
+        # first records was not acknowledged -- the holder's, and the reader's
         # whose acknowledgement died with the leader -- comes again before
         # these. (A poll whose acknowledgement was written but whose
         # confirmation died with the leader stays unconfirmed and never comes
@@ -146,6 +189,15 @@ def test_no_acknowledgement_is_lost_when_the_share_partition_leader_is_killed(
         wait_until(lambda: _all_confirmed(reader.lines, third), WAIT_S,
                    "the records produced after the kill acknowledged")
         lines = reader.stop()
+        coordinator = _coordinator(cluster.broker(others[0]).bootstrap, group)
+        assert (coordinator, cluster.leaders(topic)[0]) == (next_coordinator, others[0])
+        # the lag: the records from the start offset to the end not yet
+        # acknowledged; -1 (unknown) was answered for a leader elsewhere
+        end = len(first) + len(second) + len(third)
+        start, lag = wait_until(
+            lambda: _offsets(cluster.broker(coordinator).bootstrap, group, topic), WAIT_S,
+            "the share-partition's offsets from the new coordinator", interval=0.2)
+        assert 0 <= start <= end and 0 <= lag <= end - start, (start, lag, end)
     finally:
         for p in procs:
             p.stop()

@@ -910,11 +910,15 @@ def test_a_broker_starting_while_zookeeper_is_away_comes_up_when_it_is_back(clus
         assert not starting.is_alive() and not failures, failures
     finally:
         relay.release()
-    cluster.wait_until_registered([0])
-    cluster.wait_for_leaders(topic, 3)
-    after = _produce_keyed(cluster.bootstrap, topic, 30, prefix="after-")
-    got = _read_all(cluster.bootstrap, topic, 3)
-    assert len(got) == len(before.acked) + len(after.acked)
+    try:
+        cluster.wait_until_registered([0])
+        cluster.wait_for_leaders(topic, 3)
+        after = _produce_keyed(cluster.bootstrap, topic, 30, prefix="after-")
+        got = _read_all(cluster.bootstrap, topic, 3)
+        assert len(got) == len(before.acked) + len(after.acked)
+    finally:
+        cluster.terminate(0)  # before its relay goes
+        relay.close()
 
 
 def test_paused_controller_is_replaced_and_fenced(cluster_factory):

@@ -15,13 +15,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * (read_committed must drop what was aborted, and no reader may show a control record).
  *
  *   --bootstrap-server H:P --topic T --transactional-id ID [--producers N (default 1)]
- *   [--compression-type none|gzip|snappy|lz4|zstd] [--property ...] (ConsoleProducer's)
+ *   [--compression-type C[,C...]] [--property ...] (ConsoleProducer's)
  *
  * Each input line is "P<TAB>" and then a ConsoleProducer line, sent by producer P (0 to N-1,
  * transactional id ID-P), which begins a transaction if P has none open; or "P COMMIT" or
  * "P ABORT", which ends P's transaction (its records flushed first, so the aborted ones do
  * reach the log, as an application's would). A transaction still open at the end of the input
  * is committed. Prints "committed C aborted A" (transactions) on stdout.
+ *
+ * Each C is none, gzip, snappy, lz4 or zstd (default none): producer P compresses with the
+ * P-th, or the last one given, so one run can write transactions in every codec.
  */
 public final class TxnProducer {
     public static void main(String[] argv) { ToolArgs.main(TxnProducer::run, argv); }
@@ -32,6 +35,7 @@ public final class TxnProducer {
         ConsoleProducer.LineFormat format =
                 new ConsoleProducer.LineFormat(a.require("--topic"), a.keyValues("--property"));
         int n = (int) a.getLong("--producers", 1);
+        String[] codecs = a.get("--compression-type", "none").split(",");
         List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
         boolean[] open = new boolean[n];
         long committed = 0, aborted = 0;
@@ -40,7 +44,7 @@ public final class TxnProducer {
                 Properties p = new Properties();
                 p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a.require("--bootstrap-server"));
                 p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, a.require("--transactional-id") + "-" + i);
-                p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.get("--compression-type", "none"));
+                p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codecs[Math.min(i, codecs.length - 1)]);
                 p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
                 KafkaProducer<byte[], byte[]> producer =
                         new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());

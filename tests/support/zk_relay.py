@@ -96,10 +96,12 @@ class ZooKeeperRelay:
                     if len(pending) < until_hold:
                         continue
                     self._flowing.wait()
+                    # held before the client can have its answer: nothing it
+                    # sends after the handshake may slip through
+                    self._flowing.clear()
                     dst.sendall(pending[:until_hold])
                     pending = pending[until_hold:]
                     until_hold = None
-                    self._flowing.clear()
                     self.held.set()
                 self._flowing.wait()
                 if pending:

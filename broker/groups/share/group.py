@@ -39,6 +39,7 @@ class ShareMember:
     rack_id: str | None = None
     subscribed: list[str] = field(default_factory=list)
     epoch: int = 0
+    previous_epoch: int = 0
     last_seen_ms: int = 0
     assignment: Assignment = field(default_factory=dict)
 
@@ -62,7 +63,29 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self._target: dict[str, Assignment] = {}
+        # a member's session ran out since the group's records were last
+        # looked at (expire_members): they are to say so
+        self.members_expired = False
         self._subscribed_view: dict[str, tuple[uuid.UUID, int]] = {}
+        # restored from the group's records: the topics' metadata the target
+        # was computed from is not among them, so the next view is taken as
+        # it (the epoch moves only if the assignment does)
+        self._view_unknown = False
+
+    def restore(self, members: list[ShareMember], targets: Mapping[str, Assignment],
+                group_epoch: int, assignment_epoch: int, now_ms: int) -> None:
+        """The group as its records left it (a load of __consumer_offsets):
+        each member with a fresh session, as Kafka's coordinator starts
+        their timers on a load."""
+        self.group_epoch, self.assignment_epoch = group_epoch, assignment_epoch
+        for member in members:
+            member.last_seen_ms = now_ms
+            self.members[member.member_id] = member
+        self._target = {m: dict(targets.get(m, {})) for m in self.members}
+        self._view_unknown = bool(self.members)
+
+    def target(self, member_id: str) -> Assignment:
+        return self._target.get(member_id, {})
 
     @property
     def state(self) -> str:
@@ -105,7 +128,8 @@ class ShareGroup:
         target = self._target.get(member_id, {})
         if member_epoch == 0 or target != member.assignment:
             member.assignment = target
-            member.epoch = self.group_epoch
+            if member.epoch != self.group_epoch:
+                member.previous_epoch, member.epoch = member.epoch, self.group_epoch
             return HeartbeatAnswer(ErrorCode.NONE, member_id, member.epoch, target)
         return HeartbeatAnswer(ErrorCode.NONE, member_id, member.epoch, None)
 
@@ -116,6 +140,7 @@ class ShareGroup:
         for member_id in gone:
             del self.members[member_id]
         if gone:
+            self.members_expired = True
             self._recompute(self._subscribed_view)
         return gone
 
@@ -128,10 +153,12 @@ class ShareGroup:
     def _recompute(self, topics: TopicsView) -> None:
         view = self._view(topics)
         target = _assign(self.members, view)
-        if target != self._target or view != self._subscribed_view:
+        if target != self._target or (view != self._subscribed_view
+                                      and not self._view_unknown):
             self.group_epoch += 1
             self.assignment_epoch = self.group_epoch
         self._target, self._subscribed_view = target, view
+        self._view_unknown = False
 
 
 def _assign(members: Mapping[str, ShareMember],

@@ -14,6 +14,8 @@ service (service.py) and the share coordinator (persister.py).
   a share-partition's durable state;
 - ``summaries``: the state of share-partitions not served here, as their
   coordinator has it (DescribeShareGroupOffsets at the group's coordinator);
+- ``partition_ends``: the high watermarks of share-partitions, here or
+  asked of their leaders (partition_ends.py), that their lag counts to;
 - ``flush_group``: the group coordinator's side: a share group's own records
   in __consumer_offsets (records.py: its epoch, its share-partitions) written
   as they changed, one write of a group at a time.
@@ -34,6 +36,7 @@ from typing import Any, TypeVar
 from samsa.protocol.errors import ErrorCode
 
 from .partition import StateBatch
+from .partition_ends import PartitionEnds
 from .persister import StatePersister
 from .service import ShareKey, ShareService
 
@@ -75,8 +78,10 @@ class SharePersistence:
     def __init__(self, service: ShareService, persister: StatePersister,
                  leader_epoch: Callable[[uuid.UUID, int], int | None],
                  loop: asyncio.AbstractEventLoop,
-                 group_store: GroupStore | None = None) -> None:
+                 group_store: GroupStore | None = None,
+                 ends: PartitionEnds | None = None) -> None:
         self._service = service
+        self._ends = ends
         self._persister = persister
         self._leader_epoch = leader_epoch
         self._loop = loop
@@ -124,6 +129,14 @@ class SharePersistence:
             found = await asyncio.gather(*(one(k) for k in keys))
             return dict(zip(keys, found))
         return await self._on_main(run())
+
+    async def partition_ends(self, partitions: Sequence[tuple[str, int]]
+                             ) -> dict[tuple[str, int], int]:
+        """The high watermark of each (topic, partition) found: read here, or
+        asked of its leader; none without a way to ask."""
+        if self._ends is None or not partitions:
+            return {}
+        return await self._on_main(self._ends.ends(partitions))
 
     # ------------------------------------------------------------ for admin requests
 

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode, ProtocolError
 
-from .records import ShareGroupImage, TopicPartitions, decode as decode_records, encode as encode_records
+from .records import (MemberImage, ShareGroupImage, TopicPartitions, decode as decode_records,
+                      encode as encode_records)
 from .config import ShareDefaults, ShareGroupSettings, settings
-from .group import HeartbeatAnswer, ShareGroup, TopicsView
+from .group import HeartbeatAnswer, ShareGroup, ShareMember, TopicsView
 from .metrics import ShareMetrics
 from .partition import Acquired, AckType, SharePartition, StateBatch
 from .session import SessionKey, ShareSession, ShareSessions
@@ -100,8 +101,12 @@ class ShareService:
                  group_configs: Callable[[str], Mapping[str, str]] = lambda g: {},
                  writer: StateWriter | None = None,
                  loaded: Mapping[ShareKey, tuple[int, list[StateBatch]]] | None = None,
-                 durable: bool = False) -> None:
+                 durable: bool = False,
+                 loading: Callable[[str], bool] = lambda group_id: False) -> None:
+        """loading(group id): whether the group's __consumer_offsets
+        partition is being read (the group coordinator's group_loading)."""
         self.defaults = defaults
+        self._group_loading = loading
         self.now_ms = now_ms
         self._bounds = bounds
         self._group_configs = group_configs
@@ -127,6 +132,11 @@ class ShareService:
         # state, and what the log holds of each group (key -> value)
         self._images: dict[str, ShareGroupImage] = {}
         self._group_log: dict[str, dict[bytes, bytes]] = {}
+
+    def loading(self, group_id: str) -> bool:
+        """The group's records are being read: it is not served until they
+        are (a heartbeat now would write its share-partitions over theirs)."""
+        return self._group_loading(group_id)
 
     def settings(self, group_id: str) -> ShareGroupSettings:
         return settings(self.defaults, self._group_configs(group_id))
@@ -188,6 +198,27 @@ class ShareService:
             return [g.state for gid, g in self.groups.items() if coordinated(gid)] + [
                 "Empty" for gid in {k[0] for k in (*self.partitions, *self._loaded)}
                 - set(self.groups) if coordinated(gid)]
+
+    def expire_members(self) -> list[str]:
+        """Drop the members whose session ran out, in every group; the
+        groups that lost one (their records are to be written)."""
+        with self._lock:
+            now = self.now_ms()
+            out = []
+            for gid, group in self.groups.items():
+                group.expire(now)
+                if group.members_expired:  # now, or by a describe or heartbeat since
+                    group.members_expired = False
+                    out.append(gid)
+            return out
+
+    def expiry_unwritten(self, group_id: str) -> None:
+        """The records of a group expire_members named could not be written
+        (its partition loading, a failed write): it is named again next round."""
+        with self._lock:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.members_expired = True
 
     def group_ids(self) -> list[str]:
         with self._lock:
@@ -469,7 +500,9 @@ class ShareService:
                 if group is None:
                     group = self.groups[found.group_id] = ShareGroup(
                         found.group_id, conf.session_timeout_ms, self.defaults.max_size)
-                    group.group_epoch = group.assignment_epoch = image.epoch
+                    group.restore([_member(m) for m in image.members.values()], image.targets,
+                                  image.epoch, image.assignment_epoch or image.epoch,
+                                  self.now_ms())
                 self._images[found.group_id] = image
                 self._group_log[found.group_id] = dict(found.records)
 
@@ -489,8 +522,15 @@ class ShareService:
             want: dict[bytes, bytes] = {}
             group = self.groups.get(group_id)
             if group is not None:
+                group.expire(self.now_ms())  # those gone are tombstoned
                 image = self._image(group_id)
-                image.epoch = group.group_epoch
+                image.epoch, image.assignment_epoch = group.group_epoch, group.assignment_epoch
+                image.members = {mid: MemberImage(
+                    mid, m.rack_id, m.client_id, m.client_host, list(m.subscribed), m.epoch,
+                    m.previous_epoch, {t: sorted(p) for t, p in m.assignment.items()})
+                    for mid, m in group.members.items()}
+                image.targets = {mid: {t: sorted(p) for t, p in group.target(mid).items()}
+                                 for mid in group.members}
                 want = encode_records(image)
             have = self._group_log.get(group_id, {})
             return [*((k, v) for k, v in want.items() if have.get(k) != v),
@@ -604,6 +644,12 @@ class ShareService:
             self._writer.write(key, sp.start_offset, sp.state_batches())
         except Exception as e:  # the state goes on in memory; a restart would lose this change
             log.warning("share-partition %s: state not written: %s", key, e)
+
+
+def _member(m: MemberImage) -> ShareMember:
+    return ShareMember(m.member_id, m.client_id, m.client_host, m.rack_id, list(m.subscribed),
+                       m.epoch, m.previous_epoch,
+                       assignment={t: list(p) for t, p in m.assigned.items()})
 
 
 def _parts(topics: TopicPartitions, topic_id: uuid.UUID) -> frozenset[int]:

@@ -172,3 +172,35 @@ def test_a_fetch_sends_the_batches_up_to_the_last_record_acquired_only():
     data, acquired = _acquire_all(service, "g", "m1", {(topic, 0): ("t", lookup)}, 3,
                                   1 << 20)[(topic, 0)]
     assert acquired == [(12, 14, 1)]
+
+
+async def test_a_share_group_whose_offsets_partition_is_loading_answers_load_in_progress():
+    """Between a broker taking over the group's __consumer_offsets partition
+    and reading it, the share group is not served (as Kafka, and as the
+    classic and consumer groups here): a heartbeat then would start the group
+    afresh and write its share-partitions over the stored ones."""
+    from samsa.broker.groups import GroupCoordinator
+    from tests.broker.groups.test_groups import MemoryLog, make_config
+
+    coordinator = GroupCoordinator(MemoryLog().store(), make_config())
+    await coordinator.start()
+    services = _services()
+    services.share_groups = ShareService(ShareDefaults(), lambda: 1000,
+                                         lambda _t, _p: Bounds(0, 0),
+                                         loading=coordinator.group_loading)
+    p = coordinator.store.partition_for("g")
+    coordinator.loading(p)  # leadership taken, the load still to run
+
+    async def describe_code() -> int:
+        resp = await handle_share_group_describe(
+            context(services, ApiKey.SHARE_GROUP_DESCRIBE, 1),
+            ShareGroupDescribeRequest(group_ids=["g"], include_authorized_operations=False))
+        return resp.groups[0].error_code
+
+    assert (await _join(services)).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert await describe_code() == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert services.share_groups.describe("g") is None  # nothing started meanwhile
+    await coordinator.load_partition(p)
+    assert (await _join(services)).error_code == ErrorCode.NONE
+    assert await describe_code() == ErrorCode.NONE
+    await coordinator.shutdown()

@@ -1,7 +1,10 @@
-"""A share group's own records in __consumer_offsets (ShareGroupMetadata 11,
+"""A share group's own records in __consumer_offsets (ShareGroupMemberMetadata
+10, ShareGroupMetadata 11, ShareGroupTargetAssignmentMetadata 12,
+ShareGroupTargetAssignmentMember 13, ShareGroupCurrentMemberAssignment 14,
 ShareGroupStatePartitionMetadata 15): Kafka's bytes, read back by the offsets
 log's replay, and the share service written from and loaded with them -- the
-group, with no members, surviving a restart."""
+group surviving a restart with its members until their sessions run out,
+then with its share-partitions."""
 from __future__ import annotations
 
 import struct
@@ -34,10 +37,37 @@ def test_the_records_are_kafkas_bytes():
                      + b"\x00")
 
 
+def test_the_member_records_are_kafkas_bytes():
+    # member keys: type, group id, member id (int16-length strings)
+    assert records.key(10, "g1", "m") == b"\x00\x0a\x00\x02g1\x00\x01m"
+    assert records.decode_member_key(b"\x00\x0e\x00\x02g1\x00\x01m") == (14, "g1", "m")
+    member = records.MemberImage("m", rack_id=None, client_id="cid", client_host="/h",
+                                 subscribed=["a", "b"], epoch=7, previous_epoch=6,
+                                 assigned={TOPIC: [0, 2]})
+    # RackId (null: compact length 0), ClientId, ClientHost, SubscribedTopicNames
+    assert records.member_metadata_value(member) == (
+        b"\x00\x00" + b"\x00" + b"\x04cid" + b"\x03/h" + b"\x03\x02a\x02b" + b"\x00")
+    assert records.target_metadata_value(7) == b"\x00\x00" + struct.pack(">i", 7) + b"\x00"
+    topic_partitions = (b"\x02" + TOPIC.bytes + b"\x03" + struct.pack(">ii", 0, 2)
+                        + b"\x00")  # [TopicId, [Partitions], tags]
+    assert records.target_member_value({TOPIC: [2, 0]}) == (
+        b"\x00\x00" + topic_partitions + b"\x00")
+    # MemberEpoch, PreviousMemberEpoch, State (int8, 0 = stable), AssignedPartitions
+    assert records.current_assignment_value(member) == (
+        b"\x00\x00" + struct.pack(">iib", 7, 6, 0) + topic_partitions + b"\x00")
+
+
 def test_encode_decode_round_trip():
     image = records.ShareGroupImage("g", 3, {TOPIC: ("t", frozenset({2}))},
                                     {TOPIC: ("t", frozenset({0, 1}))}, {}, {TOPIC: 99})
     assert records.decode("g", records.encode(image)) == image
+    image.assignment_epoch = 3
+    image.members = {"m": records.MemberImage("m", "rack", "c", "/h", ["t"], 3, 2,
+                                              {TOPIC: [0, 1, 2]})}
+    image.targets = {"m": {TOPIC: [0, 1, 2]}}
+    encoded = records.encode(image)
+    assert sorted(records.record_type(k) for k in encoded) == [10, 11, 12, 13, 14, 15]
+    assert records.decode("g", encoded) == image
 
 
 def _log(entries):
@@ -45,10 +75,14 @@ def _log(entries):
 
 
 def test_the_replay_gathers_a_share_groups_records_and_a_tombstone_ends_it():
-    image = records.ShareGroupImage("g", 2, {}, {TOPIC: ("t", frozenset({0}))}, {})
+    image = records.ShareGroupImage("g", 2, {}, {TOPIC: ("t", frozenset({0}))}, {},
+                                    {TOPIC: 5}, assignment_epoch=2,
+                                    members={"m": records.MemberImage("m", epoch=2)},
+                                    targets={"m": {}})
     written = list(records.encode(image).items())
     _, groups, _ = _log(written).replay()
     assert groups == {"g": ShareGroupRecords("g", dict(written))}
+    assert records.decode("g", groups["g"].records) == image
     _, groups, _ = _log([*written, *((k, None) for k, _ in written)]).replay()
     assert groups == {}
 
@@ -57,7 +91,7 @@ def _service() -> ShareService:
     return ShareService(ShareDefaults(), lambda: 1_000_000, lambda t, p: Bounds(0, 100))
 
 
-def test_a_group_is_written_as_it_changes_and_loaded_back_empty_with_its_partitions():
+def test_a_group_is_written_as_it_changes_and_loaded_back_with_members_then_partitions():
     service = _service()
     service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", {"t": (TOPIC, 2)})
     entries = service.group_records("g")
@@ -72,18 +106,30 @@ def test_a_group_is_written_as_it_changes_and_loaded_back_empty_with_its_partiti
     assert [k for k, _ in changed] == [records.key(15, "g")]
     stored.update(changed)
 
-    restarted = _service()
+    now = [2_000_000]
+    restarted = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
     restarted.loaded([ShareGroupRecords("g", stored)])
+    # its member, as it was, until its session (from the load on) runs out
     described = restarted.describe("g")
     assert described is not None
-    assert (described.state, described.group_epoch, described.members) == ("Empty", 1, [])
+    assert (described.state, described.group_epoch) == ("Stable", 1)
+    [m] = described.members
+    assert (m.member_id, m.epoch, m.client_id, m.client_host, m.subscribed, m.assignment) == (
+        "m", 1, "c", "/h", ["t"], {TOPIC: [0, 1]})
+    now[0] += ShareDefaults().session_timeout_ms
+    described = restarted.describe("g")
+    assert described is not None
+    assert (described.state, described.members) == ("Empty", [])
+    # the member's records are tombstoned
+    restarted.group_records_written("g", [(k, None) for k, _ in restarted.group_records("g")
+                                          if records.record_type(k) in records.MEMBER_TYPES])
     assert restarted.group_ids() == ["g"]
     # a deletion covers every share-partition the records name
     assert restarted.deletable("g") == (ErrorCode.NONE, [("g", TOPIC, 0), ("g", TOPIC, 1)])
     # deleted: a tombstone for each record
     restarted.drop([("g", TOPIC, 0), ("g", TOPIC, 1)], "g")
     assert sorted(restarted.group_records("g")) == sorted(
-        (k, None) for k in stored)
+        (k, None) for k in stored if records.record_type(k) not in records.MEMBER_TYPES)
     # another broker coordinates it now: it goes from here
     restarted.loaded([ShareGroupRecords("h", records.encode(records.ShareGroupImage("h", 1)))])
     restarted.unloaded(lambda gid: gid == "h")
@@ -102,3 +148,61 @@ async def test_the_group_coordinators_loads_hand_share_groups_over():
     coordinator.loading(0)
     await coordinator.load_partition(0)
     assert service.exists("g")
+
+
+def test_a_member_restored_from_the_records_heartbeats_on_at_its_epoch():
+    """After a restart the member goes on as before: its epoch accepted, its
+    assignment unchanged (no new epoch), a new member joining rebalances."""
+    service = _service()
+    view = {"t": (TOPIC, 2)}
+    service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", view)
+    stored = dict(service.group_records("g"))
+    restarted = _service()
+    restarted.loaded([ShareGroupRecords("g", stored)])
+    answer, _ = restarted.heartbeat("g", "m", 1, None, None, "c", "/h", view)
+    assert (answer.error, answer.epoch, answer.assignment) == (ErrorCode.NONE, 1, None)
+    answer, _ = restarted.heartbeat("g", "n", 0, None, ["t"], "c", "/h", view)
+    assert (answer.epoch, answer.assignment) == (2, {TOPIC: [1]})
+    answer, _ = restarted.heartbeat("g", "m", 1, None, None, "c", "/h", view)
+    assert (answer.epoch, answer.assignment) == (2, {TOPIC: [0]})
+    # the records now say so: the new member's, and m's epochs moved on
+    stored.update(restarted.group_records("g"))  # (what changed: m's type 10 did not)
+    image = records.decode("g", stored)
+    assert {mid: (m.epoch, m.previous_epoch, m.assigned) for mid, m in image.members.items()} == {
+        "m": (2, 1, {TOPIC: [0]}), "n": (2, 0, {TOPIC: [1]})}
+    assert (image.epoch, image.assignment_epoch) == (2, 2)
+
+
+def test_a_restored_member_whose_session_ran_out_leaves_its_partitions_to_the_others():
+    now = [1_000_000]
+    service = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    view = {"t": (TOPIC, 2)}
+    service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", view)
+    service.heartbeat("g", "n", 0, None, ["t"], "c", "/h", view)
+    answer, _ = service.heartbeat("g", "m", 1, None, None, "c", "/h", view)
+    assert (answer.epoch, answer.assignment) == (2, {TOPIC: [0]})
+    restarted = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    restarted.loaded([ShareGroupRecords("g", dict(service.group_records("g")))])
+    now[0] += ShareDefaults().session_timeout_ms // 2
+    restarted.heartbeat("g", "m", 2, None, None, "c", "/h", view)  # n is not heard from
+    now[0] += ShareDefaults().session_timeout_ms // 2
+    answer, _ = restarted.heartbeat("g", "m", 2, None, None, "c", "/h", view)
+    assert (answer.error, answer.epoch, answer.assignment) == (
+        ErrorCode.NONE, 3, {TOPIC: [0, 1]})
+
+
+def test_a_member_whose_session_ran_out_is_tombstoned_without_waiting_for_a_heartbeat():
+    """The broker's sweep (expire_members, then the group's records written)
+    removes a dead member's records as its session ends, as Kafka's session
+    timer does: a restart then does not bring it back."""
+    now = [1_000_000]
+    service = ShareService(ShareDefaults(), lambda: now[0], lambda t, p: Bounds(0, 100))
+    service.heartbeat("g", "m", 0, None, ["t"], "c", "/h", {"t": (TOPIC, 1)})
+    service.group_records_written("g", service.group_records("g"))
+    assert service.expire_members() == []
+    now[0] += ShareDefaults().session_timeout_ms
+    assert service.describe("g").members == []  # (a describe saw it go first)
+    assert service.expire_members() == ["g"]
+    assert service.expire_members() == []
+    gone = service.group_records("g")
+    assert sorted(records.record_type(k) for k, v in gone if v is None) == [10, 13, 14]
