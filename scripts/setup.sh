@@ -71,6 +71,12 @@ if [ "$have" != "$want" ] && ! { [ "$want_test" = 0 ] && [ "$have" = "${want%% *
     PYTHONWARNINGS=ignore .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras}"
     echo "$want" > "$stamp"
 fi
+# Bytecode for the source tree: an editable install compiles none, and Python writes
+# none where it may not (PYTHONDONTWRITEBYTECODE, a read-only checkout), so every broker
+# start and tool run would compile each module again (about 1 s of a broker's start on
+# 2 cores). compileall skips what is current, so a second run costs little.
+.venv/bin/python -m compileall -q -j 0 broker client config pipeline protocol storage testing tools \
+    samsa/__init__.py samsa/__main__.py >/dev/null || true
 if ! walker_built; then
     echo "setup: the C record walker and column decoder are not built (needs gcc and Python.h):" \
          "records will be validated, and read by the Spark source, in Python, slower" >&2

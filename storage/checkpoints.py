@@ -220,12 +220,28 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _read_lines(path: str) -> list[str] | None:
+def read_small_file(path: str) -> bytes | None:
+    """The whole of a small file (a checkpoint, a snapshot), None if it is missing.
+    A start reads several per partition: os.open and os.read skip the buffered and
+    text layers of open(), which cost more than the read itself at 10,000 partitions."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            return f.read().splitlines()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _read_lines(path: str) -> list[str] | None:
+    data = read_small_file(path)
+    return None if data is None else data.decode("utf-8").splitlines()
 
 
 # -- per-log-dir offset checkpoints ---------------------------------------------

@@ -167,27 +167,29 @@ def _scan_dir(directory: str) -> tuple[list[int], list[str]]:
         _finish_swaps(directory)
         names = os.listdir(directory)
     bases = set()
+    indexes: list[tuple[int, str]] = []   # (base offset, name): checked against the segments
     for name in names:
-        path = os.path.join(directory, name)
         if name.endswith(DELETED_SUFFIX):
             # leftovers of an async delete interrupted by a stop: finish it
             try:
-                os.unlink(path)
+                os.unlink(os.path.join(directory, name))
             except OSError:
                 pass
             continue
         m = _SEGMENT_FILE_RE.match(name)
         if m:
-            if m.group(2) == LOG_SUFFIX:
+            suffix = m.group(2)
+            if suffix == LOG_SUFFIX:
                 bases.add(int(m.group(1)))
+            elif suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                indexes.append((int(m.group(1)), name))
             continue
         if name in _KNOWN_FILES or name.endswith(".tmp"):
             continue
-        log.warning("ignoring unexpected file %s in partition directory", path)
-    for name in names:
-        m = _SEGMENT_FILE_RE.match(name)
-        if m and m.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) \
-                and int(m.group(1)) not in bases:
+        log.warning("ignoring unexpected file %s in partition directory",
+                    os.path.join(directory, name))
+    for base, name in indexes:
+        if base not in bases:
             log.warning("ignoring index file %s without a segment",
                         os.path.join(directory, name))
     return sorted(bases), names

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from samsa.storage.checkpoints import atomic_write, when_durable
+from samsa.storage.checkpoints import atomic_write, read_small_file, when_durable
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.model import Buf
 from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
@@ -396,8 +396,10 @@ class ProducerStateManager:
             if off > max_offset:
                 continue
             try:
-                with open(self.snapshot_path(off), "rb") as f:
-                    entries = decode_snapshot(f.read())
+                data = read_small_file(self.snapshot_path(off))
+                if data is None:
+                    raise FileNotFoundError("gone since the listing")
+                entries = decode_snapshot(data)
             except (OSError, ValueError, struct.error) as exc:
                 log.warning("skipping unreadable producer snapshot %s: %s",
                             self.snapshot_path(off), exc)

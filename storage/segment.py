@@ -97,11 +97,12 @@ class LogSegment:
                  create: bool = False):
         self.dir = directory
         self.base_offset = base_offset
-        name = segment_name(base_offset)
-        self.log_path = os.path.join(directory, name + LOG_SUFFIX)
-        self.index_path = os.path.join(directory, name + INDEX_SUFFIX)
-        self.time_index_path = os.path.join(directory, name + TIME_INDEX_SUFFIX)
-        self.txn_index = TransactionIndex(os.path.join(directory, name + TXN_INDEX_SUFFIX))
+        # (one join for the four names: a start makes a segment per partition)
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.log_path = stem + LOG_SUFFIX
+        self.index_path = stem + INDEX_SUFFIX
+        self.time_index_path = stem + TIME_INDEX_SUFFIX
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX)
         self.max_index_bytes = config.segment_index_bytes
         self.index_interval_bytes = config.index_interval_bytes
         self.roll_jitter_ms = (random.randrange(min(config.segment_jitter_ms, config.segment_ms))

@@ -13,11 +13,14 @@ import struct
 from typing import Any, NamedTuple
 
 from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
-from samsa.protocol.messages import overlay, wire
+from samsa.protocol.messages import generated, overlay, wire
 from samsa.protocol.messages.codegen import get_decoder, get_encoder
-from samsa.protocol.messages.model import Message, build_classes
-from samsa.protocol.messages.schema import MessageSpec, load_message
+from samsa.protocol.messages.model import Message, link
+from samsa.protocol.messages.schema import MessageSpec, message_from_rows
 from samsa.protocol.model import ApiKey
+
+# classgen's command (generated.py's first line says it too)
+REGENERATE = "python -m samsa.protocol.messages.classgen"
 
 _HDR = struct.Struct(">hhi")
 _I32 = struct.Struct(">i")
@@ -47,18 +50,19 @@ class ApiSpec(NamedTuple):
 
 
 def _load_all() -> tuple[dict[str, type[Message]], dict[int, ApiSpec]]:
+    """The generated classes (generated.py), linked to their specs, for what overlay.SERVED
+    names; a file older than the overlay fails here rather than on some request later."""
     classes: dict[str, type[Message]] = {}
     by_key: dict[int, ApiSpec] = {}
+    generated_apis = {api: (req, resp) for api, req, resp in generated.SERVED}
     for api_name, (key, lo, hi) in overlay.SERVED.items():
-        req_spec = load_message(api_name + "Request", api_name)
-        resp_spec = load_message(api_name + "Response", api_name)
-        assert req_spec.api_key == key == resp_spec.api_key, api_name
-        assert req_spec.valid[0] <= lo and hi <= req_spec.valid[1], api_name
-        assert resp_spec.valid[0] <= lo and hi <= resp_spec.valid[1], api_name
-        req_cls = build_classes(req_spec)
-        resp_cls = build_classes(resp_spec)
-        classes[req_spec.name] = req_cls
-        classes[resp_spec.name] = resp_cls
+        if api_name not in generated_apis:
+            raise ImportError(f"{api_name} is served but not in generated.py: "
+                              f"run `{REGENERATE}`")
+        for cls in generated_apis[api_name]:
+            link(cls, message_from_rows(generated.SPECS[cls.__name__]))
+            classes[cls.__name__] = cls
+        req_cls, resp_cls = generated_apis[api_name]
         by_key[key] = ApiSpec(key, api_name, lo, hi, req_cls, resp_cls)
     return classes, by_key
 

@@ -81,6 +81,10 @@ class _Gen:
     def name(self, obj: object) -> str:
         return ns_name(self.ns, obj)
 
+    def default_name(self, obj: object) -> str:
+        """default_literal's names: a struct's class, or the zero UUID."""
+        return self.name(obj.cls if isinstance(obj, StructSpec) else obj)
+
     def fixed_struct(self, fmt: str) -> str:
         key = ("fmt", fmt)
         if key not in self.ns:
@@ -110,7 +114,7 @@ class _Gen:
         tagged = self.tagged_fields(st)
         for f in st.fields:
             if f not in seq:
-                L.append(f"    o.{f.attr} = {default_literal(f, self.ns)}")
+                L.append(f"    o.{f.attr} = {default_literal(f, self.default_name)}")
         i = 0
         while i < len(seq):
             f = seq[i]
@@ -288,9 +292,9 @@ class _Gen:
                 elif sf.kind == "struct":
                     parts.append(f"{var}.{sf.attr} == {self.name(sf.struct_spec().cls)}()")
                 else:
-                    parts.append(f"{var}.{sf.attr} == {default_literal(sf, self.ns)}")
+                    parts.append(f"{var}.{sf.attr} == {default_literal(sf, self.default_name)}")
             return f"{var} is not None and not ({' and '.join(parts) or 'True'})"
-        return f"{var} != {default_literal(f, self.ns)}"
+        return f"{var} != {default_literal(f, self.default_name)}"
 
     def _enc_fixed_group(self, group: list[FieldSpec], L: list[str], ind: str, app: str,
                          src: str | None = None) -> None:

@@ -1,16 +1,18 @@
 """Version-independent message classes, generated from the schema specs.
 
-One class per message and per nested struct type.  Every class carries every
+One class per message and per nested struct type, written as Python source by
+classgen.py into generated.py (so import compiles nothing).  Every class carries every
 field of every version (as a slot); what a given version puts on the wire is the
 codec's business (codegen.py), so handlers never look at versions to read fields.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from samsa.protocol.messages.schema import ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
-_MISSING = object()
+# The default of a list or struct parameter: each call gets a fresh [] or struct.
+MISSING: Any = object()
 
 
 class Message:
@@ -47,16 +49,17 @@ class Message:
         return {a: conv(getattr(self, a)) for a in self._attrs}
 
 
-def default_literal(field: FieldSpec, ns: dict[Any, Any]) -> str:
-    """Python source for a field's default value (fresh object for mutables)."""
+def default_literal(field: FieldSpec, name_of: Callable[[object], str]) -> str:
+    """Python source for a field's default value (a fresh object for mutables).
+    ``name_of`` names, in the code being written, the zero UUID and the StructSpec of a
+    struct field (whose class the expression calls)."""
     d = field.default
     if field.kind == "array":
         return "None" if d is None else "[]"
     if field.kind == "struct":
-        assert field.struct is not None
-        return "None" if d is None else f"{ns_name(ns, field.struct.cls)}()"
+        return "None" if d is None else f"{name_of(field.struct_spec())}()"
     if field.kind == "uuid":
-        return ns_name(ns, ZERO_UUID) if d is not None else "None"
+        return name_of(ZERO_UUID) if d is not None else "None"
     return repr(d)
 
 
@@ -71,52 +74,16 @@ def ns_name(ns: dict[Any, Any], obj: object) -> str:
     return name
 
 
-def _make_init(cls: type[Message], struct: StructSpec) -> None:
-    ns: dict[Any, Any] = {"_MISSING": _MISSING}
-    params, body = [], []
-    for f in struct.fields:
-        mutable = (f.kind == "array" and f.default is not None) or \
-                  (f.kind == "struct" and f.default is not None)
-        if mutable:
-            params.append(f"{f.attr}=_MISSING")
-            body.append(f"    self.{f.attr} = {default_literal(f, ns)} "
-                        f"if {f.attr} is _MISSING else {f.attr}")
-        else:
-            params.append(f"{f.attr}={default_literal(f, ns)}")
-            body.append(f"    self.{f.attr} = {f.attr}")
-    sig = ", ".join(["self"] + (["*"] + params if params else []))
-    src = f"def __init__({sig}):\n" + ("\n".join(body) if body else "    pass") + "\n"
-    exec(compile(src, f"<samsa init {struct.name}>", "exec"), ns)
-    cls.__init__ = ns["__init__"]  # type: ignore[method-assign]  # compiled for its fields
-
-
-def build_classes(msg: MessageSpec) -> type[Message]:
-    """Create the top-level class and one class per nested struct; nested classes
-    become attributes of the top-level class under their schema struct names."""
-    top_name = msg.name
-    made: dict[str, tuple[type[Message], StructSpec]] = {}
-
-    def make(struct: StructSpec, qual: str) -> type[Message]:
-        if struct.cls is not None:
-            known: type[Message] = struct.cls
-            return known
-        attrs = tuple(f.attr for f in struct.fields)
-        cls = type(struct.name, (Message,), {"__slots__": attrs, "_attrs": attrs,
-                                              "_spec": struct, "__module__": "samsa.protocol.messages"})
-        cls.__qualname__ = qual
-        struct.cls = cls
-        made[struct.name] = (cls, struct)
-        for f in struct.fields:
-            if f.struct is not None:
-                make(f.struct, f"{top_name}.{f.struct.name}")
-        return cls
-
-    top = make(msg.root, top_name)
-    for name, (cls, _) in made.items():
-        if cls is not top:
-            setattr(top, name, cls)
-    # __init__ last: defaults of struct fields refer to the nested classes.
-    for cls, struct in made.values():
-        _make_init(cls, struct)
+def link(top: type[Message], msg: MessageSpec) -> None:
+    """Tie a generated class (generated.py) and its nested classes to their specs: the
+    codecs find a struct's class through ``StructSpec.cls``, and encoders find the spec
+    through ``_message``."""
+    pairs = [(top, msg.root)] + [(getattr(top, name), st) for name, st in msg.structs.items()]
+    for cls, st in pairs:
+        if cls._attrs != tuple(f.attr for f in st.fields):
+            raise ImportError(f"generated class {cls.__qualname__} does not match its spec")
+        st.cls = cls
+        cls._spec = st
+        # where users find them (the package re-exports every class), as repr and pickle say
+        cls.__module__ = "samsa.protocol.messages"
     top._message = msg
-    return top

@@ -3,6 +3,11 @@
 The JSON files are the one declarative description per API; everything else
 (classes, decoders, encoders) is derived from the specs built here.  Reading is
 pure: importlib.resources hands us the text, no file is opened by us.
+
+Reading the JSON (and importing kafka-python to do it) costs a few hundred
+milliseconds, so it happens when the classes are generated (classgen.py), not at
+import: generated.py carries each spec as rows (``spec_rows``), which
+``message_from_rows`` turns back into the same specs in a few milliseconds.
 """
 from __future__ import annotations
 
@@ -15,12 +20,6 @@ import warnings
 from typing import Any
 
 from samsa.protocol.messages import overlay
-
-with warnings.catch_warnings():
-    # Importing kafka.protocol builds kafka-python's own classes through
-    # importlib.resources.read_text, deprecated but harmless: keep test output clean.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol.schemas.load_json import load_json
 
 MAX_VERSION = 0x7FFF
 
@@ -235,6 +234,11 @@ def _apply_added_fields(data: dict[str, Any]) -> None:
 def _schema_json(schema_name: str) -> dict[str, Any]:
     """Kafka's message schema: kafka-python's copy (Kafka 4.x), or ours for the
     ZooKeeper-era APIs Kafka 4 dropped (ControlledShutdown: brokers use it)."""
+    with warnings.catch_warnings():
+        # Importing kafka.protocol builds kafka-python's own classes through
+        # importlib.resources.read_text, deprecated but harmless: keep test output clean.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.protocol.schemas.load_json import load_json
     ours = importlib.resources.files("samsa.protocol.messages.schemas") / (schema_name + ".json")
     if ours.is_file():
         # kafka-python's reader: it resolves the schema's commonStructs too
@@ -263,4 +267,66 @@ def load_message(schema_name: str, api_name: str) -> MessageSpec:
     m.flexible = parse_versions(data.get("flexibleVersions"))
     m.structs = {}
     m.root = StructSpec(m.name, _build_fields(data["fields"], m.structs, m.name))
+    return m
+
+
+def load_served() -> list[tuple[str, MessageSpec, MessageSpec]]:
+    """Every API samsa serves (overlay.SERVED) -> (api name, request spec, response spec),
+    read from the JSON schemas and checked against the served version ranges."""
+    served = []
+    for api_name, (key, lo, hi) in overlay.SERVED.items():
+        req = load_message(api_name + "Request", api_name)
+        resp = load_message(api_name + "Response", api_name)
+        if not (req.api_key == key == resp.api_key and req.valid[0] <= lo and hi <= req.valid[1]
+                and resp.valid[0] <= lo and hi <= resp.valid[1]):
+            raise ValueError(f"{api_name}: overlay.SERVED {(key, lo, hi)} is outside its schemas")
+        served.append((api_name, req, resp))
+    return served
+
+
+# -- specs as rows: what generated.py stores, so that import does not read the JSON --
+# A field: (name, attr, kind, elem, struct name, versions, nullable, tagged, tag, default,
+# ignorable, raw default); a message: (name, api name, api key, type, valid, flexible,
+# ((struct name, (field, ...)), ...) in the order of MessageSpec.structs, (root field, ...)).
+FieldRow = tuple[str, str, str, str | None, str | None, tuple[int, int] | None,
+                 tuple[int, int] | None, tuple[int, int] | None, int | None, Any, bool, Any]
+MessageRow = tuple[str, str, int, str, tuple[int, int], tuple[int, int] | None,
+                   tuple[tuple[str, tuple[FieldRow, ...]], ...], tuple[FieldRow, ...]]
+
+
+def _field_row(f: FieldSpec) -> FieldRow:
+    return (f.name, f.attr, f.kind, f.elem, None if f.struct is None else f.struct.name,
+            f.versions, f.nullable, f.tagged, f.tag, f.default, f.ignorable, f.raw_default)
+
+
+def spec_rows(m: MessageSpec) -> MessageRow:
+    return (m.name, m.api_name, m.api_key, m.type, m.valid, m.flexible,
+            tuple((name, tuple(map(_field_row, st.fields))) for name, st in m.structs.items()),
+            tuple(map(_field_row, m.root.fields)))
+
+
+def message_from_rows(row: MessageRow) -> MessageSpec:
+    """The MessageSpec that ``spec_rows`` turned into ``row``."""
+    name, api_name, api_key, type_, valid, flexible, struct_rows, root_fields = row
+    m = MessageSpec()
+    m.name, m.api_name, m.api_key, m.type, m.valid, m.flexible = \
+        name, api_name, api_key, type_, valid, flexible
+    # Structs first, empty: a field names its struct, which may come later in the order.
+    m.structs = {sname: StructSpec(sname, []) for sname, _ in struct_rows}
+
+    def fields(rows: tuple[FieldRow, ...]) -> list[FieldSpec]:
+        out = []
+        for (fname, attr, kind, elem, sname, versions, nullable, tagged, tag, default,
+             ignorable, raw_default) in rows:
+            f = FieldSpec()
+            f.name, f.attr, f.kind, f.elem = fname, attr, kind, elem
+            f.struct = None if sname is None else m.structs[sname]
+            f.versions, f.nullable, f.tagged, f.tag = versions, nullable, tagged, tag
+            f.default, f.ignorable, f.raw_default = default, ignorable, raw_default
+            out.append(f)
+        return out
+
+    for sname, rows in struct_rows:
+        m.structs[sname].fields = fields(rows)
+    m.root = StructSpec(name, fields(root_fields))
     return m

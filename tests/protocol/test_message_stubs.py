@@ -1,12 +1,18 @@
 """The committed stub (protocol/messages/__init__.pyi) is what stubgen renders from the
 schemas: a schema, overlay or codec change that alters a message's fields must show in
-what the type checker sees, or the checker would pass code that fails on the wire."""
+what the type checker sees, or the checker would pass code that fails on the wire.
+Likewise the committed classes and specs (protocol/messages/generated.py, classgen)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 import samsa.protocol.messages
-from samsa.protocol.messages import stubgen
+from samsa.protocol.messages import classgen, schema, stubgen
 
 
 def test_the_committed_stub_is_what_the_schemas_render():
@@ -46,3 +52,28 @@ def test_a_field_is_typed_as_the_runtime_holds_it():
         assert line in text.splitlines(), line
     r = samsa.protocol.messages.ProduceResponse.PartitionProduceResponse()
     assert r.error_message is None and r.record_errors == [] and r.index == 0
+
+
+def test_the_committed_classes_are_what_the_schemas_render():
+    # generated.py is what import runs instead of reading the JSON schemas: a schema or
+    # overlay change must reach it, or the wire would follow the old schema.
+    committed = classgen.GENERATED_PATH.read_text(encoding="utf-8")
+    assert committed == classgen.render(), (
+        f"{classgen.GENERATED_PATH} is out of date: regenerate it with `{classgen.REGENERATE}`")
+
+
+def test_the_specs_import_builds_are_the_ones_the_schemas_give():
+    # The rows in generated.py give back specs equal, field by field, to the JSON's.
+    for _, req, resp in schema.load_served():
+        for spec in (req, resp):
+            linked = samsa.protocol.messages.MESSAGE_CLASSES[spec.name]._message
+            assert schema.spec_rows(linked) == schema.spec_rows(spec), spec.name
+
+
+@pytest.mark.integration  # a fresh interpreter: this one has read the schemas above
+def test_importing_the_messages_leaves_kafka_python_out():
+    code = ("import sys, samsa.protocol.messages as m; m.ProduceRequest; "
+            "print(sorted(n for n in sys.modules if n == 'kafka' or n.startswith('kafka.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]", "importing the messages imported kafka-python"
