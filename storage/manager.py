@@ -280,11 +280,12 @@ class LogManager:
     def _load_dir(self, d: str) -> None:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
         recovery, starts, high_watermarks = self._read_checkpoints(d)
-        if not clean and any(e.is_dir() for e in os.scandir(d)):
+        # (scandir: the entry types come with the listing, no stat per partition)
+        names = sorted(e.name for e in os.scandir(d) if _is_dir(e))
+        if not clean and names:
             # (A brand-new dir has nothing to recover: say nothing about it.)
             log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
-        # (scandir: the entry types come with the listing, no stat per partition)
-        for name in sorted(e.name for e in os.scandir(d) if e.is_dir()):
+        for name in names:
             path = os.path.join(d, name)
             if name.endswith(DELETE_DIR_SUFFIX):
                 # a topic deletion the last run did not finish
@@ -1041,3 +1042,13 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ValueError, OSError):
         pass
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """An entry to load as a partition: a directory, or a link to one. One
+    whose type cannot be read (a link into a place we may not see) is not
+    one, as os.path.isdir says, instead of stopping the start."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False

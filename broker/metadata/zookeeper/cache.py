@@ -205,7 +205,11 @@ class WatchCache:
         for name in names - self._watched_topics:
             self._watched_topics.add(name)
             self._watch_topic(name)
-        self._watched_topics &= names
+        for name in self._watched_topics - names:
+            # Deleted (the listing says so in order); its own watch may see
+            # that late, or never if the topic is created again meanwhile,
+            # and a re-created topic's states must be read afresh.
+            self.drop(name)
         return not self._closed
 
     def _watch_topic(self, name: str) -> None:
@@ -250,8 +254,12 @@ class WatchCache:
                 self._assignments = {n: a for n, a in self._assignments.items() if n != name}
             if any(t == name for t, _ in self._states):
                 self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
-        self._watched_topics.discard(name)
-        self._state_watch.forget_topic(name)
+                self._state_versions = {tp: v for tp, v in self._state_versions.items()
+                                        if tp[0] != name}
+            # under the lock: a batch of states read meanwhile must not put
+            # the dropped topic's back (_on_states checks the watched set)
+            self._watched_topics.discard(name)
+            self._state_watch.forget_topic(name)
         self._topic_changed(name)
 
     def reload_topic(self, name: str, drops_seen: int | None = None) -> TopicMeta | None:
@@ -328,6 +336,7 @@ class WatchCache:
         changes: list[tuple[str, int, z.PartitionState | None]] = []
         with self._snapshot_lock:
             states = dict(self._states)
+            versions = dict(self._state_versions)
             for (topic, partition), data, stat in reads:
                 if topic not in self._watched_topics:
                     continue
@@ -341,12 +350,15 @@ class WatchCache:
                         continue
                 if state is None:
                     states.pop(tp, None)
-                    self._state_versions.pop(tp, None)
+                    versions.pop(tp, None)
                 else:
                     states[tp] = state
                     if stat is not None:
-                        self._state_versions[tp] = stat.version
+                        versions[tp] = stat.version
                 changes.append((topic, partition, state))
+            # both replaced together: readers without the lock never pair a
+            # batch's versions with the states before it
+            self._state_versions = versions
             self._states = states
         for topic, partition, state in changes:
             for listener in list(self._state_listeners):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
@@ -195,9 +196,16 @@ class PartitionStateWatch:
         reads: list[StateRead] = []
         missing: list[Partition] = []
         again: list[Partition] = []
+        # One deadline for the batch: kazoo can drop requests queued as a
+        # session is lost, and waiting the whole timeout for each would hold
+        # every state update back for that many timeouts.
+        deadline = time.monotonic() + READ_TIMEOUT_S
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
         for tp, result in sent:
             try:
-                data, stat = result.get(timeout=READ_TIMEOUT_S)
+                data, stat = result.get(timeout=left())
                 reads.append((tp, data, stat))
             except NoNodeError:
                 missing.append(tp)
@@ -207,7 +215,7 @@ class PartitionStateWatch:
                    for tp in missing]
         for tp, result in checked:
             try:
-                if result.get(timeout=READ_TIMEOUT_S) is None:
+                if result.get(timeout=left()) is None:
                     reads.append((tp, None, None))
                 else:
                     again.append(tp)  # created between the two reads
