@@ -224,11 +224,11 @@ def fill_topic(bootstrap: str, topic: str, value_size: int, records: int) -> Non
 # -- end-to-end latency ------------------------------------------------------------------
 
 def latency_producer(barrier, queue, bootstrap: str, topic: str, value_size: int, rate: int,
-                     seconds: float):
+                     seconds: float, acks: str = "1"):
     """Send ``rate`` records/s for ``seconds``; each value starts with its send time (ns)."""
     from confluent_kafka import Producer
 
-    p = Producer(_producer_conf(bootstrap, "1", 0))
+    p = Producer(_producer_conf(bootstrap, acks, 0))
     p.produce(topic, struct.pack(">q", 0).ljust(value_size, b"x"))  # warm-up, timestamp 0 = ignored
     p.flush(30)
     barrier.wait(60)

@@ -19,12 +19,12 @@ def percentile(sorted_values: list[int], q: float) -> float:
     return sorted_values[i]
 
 
-def measure(bootstrap: str, rate: int, seconds: float) -> dict:
-    topic = f"latency-{rate}"
+def measure(bootstrap: str, rate: int, seconds: float, acks: str = "1") -> dict:
+    topic = f"latency-{rate}-acks{acks}"
     create_topic(bootstrap, topic, 1)
     expected = int(rate * seconds)
     results = run_workers(None, [(latency_consumer, bootstrap, topic, expected, seconds + 30),
-                                 (latency_producer, bootstrap, topic, SIZE, rate, seconds)],
+                                 (latency_producer, bootstrap, topic, SIZE, rate, seconds, acks)],
                           timeout=seconds + 90)
     lat = sorted(next(r for r in results if "latencies_ns" in r)["latencies_ns"])
     if len(lat) < expected * 0.99:
@@ -37,11 +37,15 @@ def measure(bootstrap: str, rate: int, seconds: float) -> dict:
 def run(ctx: Ctx) -> list[Row]:
     secs = ctx.seconds(10.0, 2.0)
     rows = []
-    for rate in ctx.pick([1000, 10000], [1000, 10000]):
-        ctx.log(f"- latency 1KiB @ {rate}/s for {secs:.1f}s")
-        res = on_both(ctx, f"latency {rate}/s", lambda b: measure(b.bootstrap, rate, secs))
+    # (acks=all at 1,000/s too: on one broker it must cost what acks=1 does)
+    for rate, acks in ctx.pick([(1000, "1"), (1000, "all"), (10000, "1")],
+                               [(1000, "1"), (1000, "all"), (10000, "1")]):
+        label = "" if acks == "1" else f" acks={acks}"
+        ctx.log(f"- latency 1KiB @ {rate}/s{label} for {secs:.1f}s")
+        res = on_both(ctx, f"latency {rate}/s{label}",
+                      lambda b: measure(b.bootstrap, rate, secs, acks))
         for q in ("p50", "p99", "p99.9"):
             s, t = res.get("samsa"), res.get("tansu")
-            rows.append(Row(f"latency 1KiB @{rate}/s {q}", "ms", s and s[q], t and t[q], better="lower",
-                            detail={"samsa": s, "tansu": t} if q == "p50" else {}))
+            rows.append(Row(f"latency 1KiB @{rate}/s{label} {q}", "ms", s and s[q], t and t[q],
+                            better="lower", detail={"samsa": s, "tansu": t} if q == "p50" else {}))
     return rows
