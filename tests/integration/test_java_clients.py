@@ -12,16 +12,14 @@ be told apart from built-in defaults.
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import struct
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.support.broker_process import BrokerProcess
+from tests.conftest import module_broker_with
 from tests.support.java_client import JavaTools
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,17 +32,9 @@ STATIC_RETENTION_MS = "7200000"
 
 
 @pytest.fixture(scope="module")
-def module_broker():
+def module_broker(request):
     """One samsa broker for the module, stopped and its directory removed at the end."""
-    work_dir = Path(tempfile.mkdtemp(prefix="samsa-java-clients-"))
-    b = BrokerProcess(work_dir, overrides={"log.retention.ms": STATIC_RETENTION_MS})
-    try:
-        yield b.start()
-    finally:
-        try:
-            b.stop()
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
+    yield from module_broker_with(request, {"log.retention.ms": STATIC_RETENTION_MS})
 
 
 @pytest.fixture(autouse=True)
