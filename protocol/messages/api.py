@@ -16,7 +16,7 @@ from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
 from samsa.protocol.messages import generated, overlay, wire
 from samsa.protocol.messages.codegen import get_decoder, get_encoder
 from samsa.protocol.messages.model import Message, link
-from samsa.protocol.messages.schema import MessageSpec, message_from_rows
+from samsa.protocol.messages.schema import MessageSpec, message_from_rows, serves
 from samsa.protocol.model import ApiKey
 
 # classgen's command (generated.py's first line says it too)
@@ -63,6 +63,10 @@ def _load_all() -> tuple[dict[str, type[Message]], dict[int, ApiSpec]]:
             link(cls, message_from_rows(generated.SPECS[cls.__name__]))
             classes[cls.__name__] = cls
         req_cls, resp_cls = generated_apis[api_name]
+        if not serves(req_cls._message, resp_cls._message, key, lo, hi):
+            # overlay.SERVED widened without generating again
+            raise ImportError(f"{api_name}: overlay.SERVED {(key, lo, hi)} is outside "
+                              f"generated.py's specs: run `{REGENERATE}`")
         by_key[key] = ApiSpec(key, api_name, lo, hi, req_cls, resp_cls)
     return classes, by_key
 

@@ -277,11 +277,16 @@ def load_served() -> list[tuple[str, MessageSpec, MessageSpec]]:
     for api_name, (key, lo, hi) in overlay.SERVED.items():
         req = load_message(api_name + "Request", api_name)
         resp = load_message(api_name + "Response", api_name)
-        if not (req.api_key == key == resp.api_key and req.valid[0] <= lo and hi <= req.valid[1]
-                and resp.valid[0] <= lo and hi <= resp.valid[1]):
+        if not serves(req, resp, key, lo, hi):
             raise ValueError(f"{api_name}: overlay.SERVED {(key, lo, hi)} is outside its schemas")
         served.append((api_name, req, resp))
     return served
+
+
+def serves(req: MessageSpec, resp: MessageSpec, key: int, lo: int, hi: int) -> bool:
+    """Whether the two specs describe API ``key`` at every version from lo to hi."""
+    return (req.api_key == key == resp.api_key and req.valid[0] <= lo and hi <= req.valid[1]
+            and resp.valid[0] <= lo and hi <= resp.valid[1])
 
 
 # -- specs as rows: what generated.py stores, so that import does not read the JSON --

@@ -77,3 +77,15 @@ def test_importing_the_messages_leaves_kafka_python_out():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]", "importing the messages imported kafka-python"
+
+
+@pytest.mark.integration  # a fresh interpreter, whose overlay serves a version the file lacks
+def test_a_served_range_generated_py_does_not_describe_fails_the_import():
+    # overlay.SERVED widened without generating again: the broker would advertise a
+    # version its specs cannot encode; the import says so instead.
+    code = ("import samsa.protocol.messages.overlay as o; k, lo, hi = o.SERVED['Produce']; "
+            "o.SERVED['Produce'] = (k, lo, hi + 1); import samsa.protocol.messages.api")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode != 0
+    assert "outside generated.py's specs" in out.stderr and "classgen" in out.stderr
