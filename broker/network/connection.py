@@ -477,11 +477,10 @@ class Connection:
         each was most of what 10,000 of them cost."""
         if self.closed:
             return
-        self._pool.clear()
         if self._rpos == self._rend and self._rbuf.nbytes:
             self._chunk = MIN_CHUNK
-            self._rbuf = _NO_BUFFER
-            self._rpos = self._rend = 0
+            self._give_up_buffer()
+        self._pool.clear()
 
     def finish(self) -> None:
         """Stop reading as if the peer had closed its side: what was received
