@@ -12,12 +12,13 @@ import uuid
 import weakref
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages.api import preencode
 from samsa.protocol.messages.schema import ZERO_UUID
 from samsa.protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
                                DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
                                MetadataRequest, MetadataResponse)
 
-from ..metadata import PartitionMeta, brokers_on_listener
+from ..metadata import PartitionMeta, TopicMeta, brokers_on_listener
 from ..topics import TopicError, name_error
 from ..security.acl import CLUSTER_NAME, ResourceType
 from . import authz
@@ -81,15 +82,20 @@ def _build_partitions(store: MetadataView, topic: str, reachable: _Reachable
 
 
 class _Snapshot:
-    """A topic's partitions as one listener's clients see them at one version
-    class, built once per metadata change instead of once per request (a
-    client's Metadata for 100,000 partitions is 100,000 objects).
+    """What a Metadata answer says of a topic, built and encoded once per metadata
+    change instead of once per request (a client's Metadata for 100,000 partitions
+    is 100,000 objects to build and encode).
 
-    Only what every principal is shown alike is kept: a topic's partitions
-    depend on the store's snapshot, the request's listener (which brokers are
-    reachable) and the version (v0 shows only reachable replicas; v6 on says
-    LISTENER_NOT_FOUND, before LEADER_NOT_AVAILABLE). Authorisation decides
-    which topics are answered and with what operations, outside of this.
+    Two layers: a topic's partitions (objects) per listener and version class, and
+    its whole entry encoded (api.preencode) per exact version, listener and
+    authorized-operations value. Only what is the same for every caller with that
+    key is kept: a topic's partitions depend on the store's snapshot, the
+    request's listener (which brokers are reachable) and the version (v0 shows
+    only reachable replicas; v6 on says LISTENER_NOT_FOUND, before
+    LEADER_NOT_AVAILABLE); its entry also on the topic's id and internal flag
+    (checked on every use) and on the operations the caller is shown, which is a
+    key, not a cached decision. Authorisation decides per request which topics
+    are answered, outside of this.
 
     A snapshot belongs to one store snapshot_token(): read before anything the
     request reads from the store, so an entry built meanwhile from a newer state
@@ -99,6 +105,8 @@ class _Snapshot:
         self.token = token
         self._entries: dict[tuple[str, str | None, int],
                             list[MetadataResponse.MetadataResponsePartition]] = {}
+        self._encoded: dict[tuple[str, str | None, int, int],
+                            tuple[uuid.UUID, bool, MetadataResponse.MetadataResponseTopic]] = {}
 
     def is_current(self, token: tuple[object, ...]) -> bool:
         return len(token) == len(self.token) and all(
@@ -113,6 +121,23 @@ class _Snapshot:
         if parts is None:
             parts = self._entries[key] = _build_partitions(store, topic, reachable)
         return list(parts)   # the objects are shared and never changed; the list is the caller's
+
+    def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
+              reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
+        """A described topic's entry, encoded for ``version`` once per change."""
+        key = (meta.name, listener, version, ops)
+        hit = self._encoded.get(key) if self.token else None
+        if hit is not None and hit[0] == meta.topic_id and hit[1] == meta.is_internal:
+            return hit[2]
+        entry = MetadataResponse.MetadataResponseTopic(
+            error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
+            partitions=self.partitions(store, meta.name, listener, version, reachable),
+            topic_authorized_operations=ops)
+        if not self.token:
+            return entry
+        encoded = preencode(MetadataResponse, entry, version)
+        self._encoded[key] = (meta.topic_id, meta.is_internal, encoded)
+        return encoded
 
 
 # per store: the snapshot of its latest token (replaced whole, so threads never mix two)
@@ -204,11 +229,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[],
                     topic_authorized_operations=_NOT_REQUESTED))
                 continue
-        topics_out.append(R.MetadataResponseTopic(
-            error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=snap.partitions(broker.store, meta.name, ctx.listener, version,
-                                       reachable),
-            topic_authorized_operations=topic_ops(meta.name)))
+        topics_out.append(snap.topic(broker.store, meta, ctx.listener, version, reachable,
+                                     topic_ops(meta.name)))
 
     return R(
         throttle_time_ms=0,
