@@ -86,9 +86,11 @@ class _Snapshot:
     change instead of once per request (a client's Metadata for 100,000 partitions
     is 100,000 objects to build and encode).
 
-    Two layers: a topic's partitions (objects) per listener and version class, and
+    Three layers: a topic's partitions (objects) per listener and version class,
     its whole entry encoded (api.preencode) per exact version, listener and
-    authorized-operations value. Only what is the same for every caller with that
+    authorized-operations value, and, where every caller is answered alike (no
+    authorizer, no operations asked), the whole all-topics list per listener and
+    version. Only what is the same for every caller with that
     key is kept: a topic's partitions depend on the store's snapshot, the
     request's listener (which brokers are reachable) and the version (v0 shows
     only reachable replicas; v6 on says LISTENER_NOT_FOUND, before
@@ -107,6 +109,9 @@ class _Snapshot:
                             list[MetadataResponse.MetadataResponsePartition]] = {}
         self._encoded: dict[tuple[str, str | None, int, int],
                             tuple[uuid.UUID, bool, MetadataResponse.MetadataResponseTopic]] = {}
+        self._every: dict[tuple[str | None, int],
+                          tuple[dict[str, TopicMeta],
+                                list[MetadataResponse.MetadataResponseTopic]]] = {}
 
     def is_current(self, token: tuple[object, ...]) -> bool:
         return len(token) == len(self.token) and all(
@@ -121,6 +126,24 @@ class _Snapshot:
         if parts is None:
             parts = self._entries[key] = _build_partitions(store, topic, reachable)
         return list(parts)   # the objects are shared and never changed; the list is the caller's
+
+    def every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int
+                    ) -> list[MetadataResponse.MetadataResponseTopic] | None:
+        """The all-topics answer kept by keep_every_topic for this listener and
+        version, if the store's topics are still the object ``known`` (replaced,
+        never mutated, on a change: Topics.topics)."""
+        hit = self._every.get((listener, version)) if self.token else None
+        if hit is None or hit[0] is not known:
+            return None
+        return list(hit[1])   # the list is the caller's
+
+    def keep_every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int,
+                         topics: list[MetadataResponse.MetadataResponseTopic]) -> None:
+        """Keep an all-topics answer built from ``known`` that is the same for
+        every caller (no authorizer, no operations asked): with 100,000 topics,
+        even looking each one's entry up is most of a request."""
+        if self.token:
+            self._every[(listener, version)] = (known, list(topics))
 
     def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
               reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
@@ -158,7 +181,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
-    topics_out = []
+    topics_out: list[MetadataResponse.MetadataResponseTopic] = []
     snap = _snapshot(broker.store)   # first: see _Snapshot
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
@@ -167,12 +190,19 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         return authz.authorized_operations(ctx, ResourceType.TOPIC, name) \
             if with_ops and name else _NOT_REQUESTED
 
-    if req.topics is None or (version == 0 and not req.topics):
+    every = req.topics is None or (version == 0 and not req.topics)
+    known = broker.topics.topics()   # read once: a shared answer is kept under it
+    # all topics, with no authorizer and no operations asked: every caller's answer
+    shared = every and not with_ops and not authz.enabled(ctx)
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
+    cached = snap.every_topic(known, ctx.listener, version) if shared else None
+    if cached is not None:
+        topics_out = cached
+    elif every:
         # every topic the client may describe; the others are left out silently
-        wanted: list[tuple[str | None, uuid.UUID | None]] = [
-            (name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
+        wanted = [(name, None) for name in sorted(known) if may_describe(name)]
     else:
-        wanted = [(t.name, t.topic_id) for t in req.topics]
+        wanted = [(t.name, t.topic_id) for t in req.topics or ()]
 
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
@@ -231,6 +261,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                 continue
         topics_out.append(snap.topic(broker.store, meta, ctx.listener, version, reachable,
                                      topic_ops(meta.name)))
+    if shared and cached is None:
+        snap.keep_every_topic(known, ctx.listener, version, topics_out)
 
     return R(
         throttle_time_ms=0,
