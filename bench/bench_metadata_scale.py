@@ -114,8 +114,8 @@ def create(bootstrap: str, topics: int, partitions: int, rf: int) -> float:
     new = [NewTopic(f"meta-scale-{i:05d}", per + (1 if i < extra else 0), rf)
            for i in range(topics)]
     t0 = time.monotonic()
-    for start in range(0, len(new), 100):   # batches: one CreateTopics stays small
-        futures = admin.create_topics(new[start:start + 100], operation_timeout=600,
+    for start in range(0, len(new), 10):   # batches: one CreateTopics stays small
+        futures = admin.create_topics(new[start:start + 10], operation_timeout=600,
                                       request_timeout=600)
         for fut in futures.values():
             fut.result(900)

@@ -13,7 +13,9 @@ IndexError, which the public entry points turn into ProtocolError.
 
 Encoders: ``e(obj, out)`` append parts to a wire.Out list.  Fields the target
 version does not have are simply not written (ignorable or not: the broker must
-never fail an encode because a handler filled a newer field).
+never fail an encode because a handler filled a newer field). An element of a
+struct array may be a model.Preencoded (api.preencode): encoded ahead of time for
+one version, it is appended as its bytes by that version's encoder.
 """
 from __future__ import annotations
 
