@@ -15,7 +15,7 @@ from samsa.protocol.messages.api import preencode
 from samsa.protocol.messages.model import Message, Preencoded
 from tests.protocol.test_messages_strategies import message_strategy
 
-CHECK = settings(max_examples=10, deadline=None, derandomize=True,
+CHECK = settings(max_examples=6, deadline=None, derandomize=True,
                  suppress_health_check=list(HealthCheck))
 CASES = ([(MetadataResponse, v) for v in range(0, 14)]
          + [(DescribeTopicPartitionsResponse, 0), (FetchResponse, 4), (FetchResponse, 16)])
