@@ -122,6 +122,66 @@ class _SparseIndex:
             self.absent = False
             self.preallocate()
 
+    def keep_rebuilt(self, writable: bool) -> None:
+        """(Recovery.) This index was rebuilt in memory (made ``lazy``, not
+        writable): make its file hold exactly these entries, then take new ones
+        if ``writable``. A file that holds them already, with nothing but zeros
+        after them (what the crashed process left of an index it was writing),
+        is kept as it is: after a kill -9 every partition's active segment is
+        recovered, and truncating and preallocating 20,000 index files again
+        costs a journal transaction each. Anything else is written anew."""
+        data = self._encoded()
+        size = self._file_holds(data, exact=not writable)
+        if size < 0:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                if data:
+                    os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+        self.absent = False
+        del self._pending[:]
+        self._pending_at = len(data)
+        if writable:
+            self.writable = True
+            if size != self.max_entries * self.entry_size:
+                self.preallocate()   # (a truncate to the same size still changes the inode)
+
+    def _file_holds(self, data: bytes, exact: bool) -> int:
+        """The file's size if it starts with ``data`` and has only zeros after it
+        (``exact``: nothing after it at all; a longer file is cut to it here),
+        else -1."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return -1
+        try:
+            size = os.fstat(fd).st_size
+            if size < len(data):
+                return -1
+            # the entries and the rest of their last page; beyond it, holes only
+            # (a preallocated file is sparse): no page of a 10 MB index is read
+            head_len = min(size, -(-max(len(data), 1) // 4096) * 4096)
+            head = os.pread(fd, head_len, 0)
+            if len(head) != head_len or head[:len(data)] != data \
+                    or head.count(0, len(data)) != head_len - len(data):
+                return -1
+            if size > head_len:
+                try:
+                    if os.lseek(fd, head_len, os.SEEK_DATA) < size:
+                        return -1   # data further on (or no SEEK_DATA here): rewrite
+                except OSError:
+                    pass   # ENXIO: no data after head_len
+        finally:
+            os.close(fd)
+        if exact and size != len(data):
+            os.truncate(self.path, len(data))
+            size = len(data)
+        return size
+
+    def _encoded(self) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def write_pending(self) -> None:
         if self._pending and self.writable:
             self.materialize()
@@ -241,6 +301,11 @@ class OffsetIndex(_SparseIndex):
             values.append(pos)
             prev_off, prev_pos = rel, pos
 
+    def _encoded(self) -> bytes:
+        base = self.base_offset
+        n = min(len(self.keys), len(self.values))
+        return b"".join(_pack_offset(k - base, v) for k, v in zip(self.keys[:n], self.values[:n]))
+
     def append(self, offset: int, position: int) -> None:
         keys = self.keys
         n = len(keys)
@@ -300,6 +365,12 @@ class TimeIndex(_SparseIndex):
             keys.append(ts)
             values.append(base + rel)
             prev_ts, prev_rel = ts, rel
+
+    def _encoded(self) -> bytes:
+        base = self.base_offset
+        n = min(len(self.keys), len(self.values))
+        pack = TIME_ENTRY.pack
+        return b"".join(pack(k, v - base) for k, v in zip(self.keys[:n], self.values[:n]))
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         keys = self.keys
