@@ -622,7 +622,7 @@ class LogSegment:
             ti.maybe_append(max_ts, off_of_max, skip_full_check=True)
         if valid_end > 0:
             oi.keep_rebuilt(writable)
-            ti.keep_rebuilt(writable)
+            ti.keep_rebuilt(writable, final=(max_ts, off_of_max) if writable else None)
         elif writable:
             # nothing to index: lazy files, made (preallocated) by the first append
             oi.writable = ti.writable = True

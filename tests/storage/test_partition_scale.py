@@ -239,3 +239,32 @@ def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(t
         assert reopened.log_end_offset == 3 and reopened.segments[0].time_index.entries == 1
     finally:
         reopened.close()
+
+
+def test_a_restart_and_a_kill_of_an_idle_partition_rewrite_none_of_its_index_files(make_log):
+    """Stopped cleanly (indexes trimmed), restarted, killed, restarted: neither the
+    reopen (no preallocation until entries are written) nor the recovery (the
+    files hold what it rebuilds, the time index's closing entry included)
+    touches the index files, and the log still reads and appends right."""
+    lg = make_log()
+    lg.append(batch_of(3), 0)
+    lg.close()
+    seg = lg.segments[0]
+    paths = (seg.index_path, seg.time_index_path)
+
+    def stamps():
+        return [(s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, paths)]
+    before = stamps()
+    assert [b[2] for b in before] == [0, 12]
+    lg = make_log()
+    assert stamps() == before
+    lg.close_handles(trim=False)   # kill -9
+    lg.closed = True
+    lg = make_log(clean_shutdown=False)
+    assert stamps() == before
+    assert lg.log_end_offset == 3 and lg.segments[0].time_index.entries == 1
+    assert lg.append(batch_of(2), 0).first_offset == 3
+    lg.close()
+    reopened = make_log()
+    assert reopened.log_end_offset == 5
+    assert reopened.read(0, 1 << 20).regions
