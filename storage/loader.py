@@ -106,7 +106,7 @@ def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> Loa
     start = log_start_offset or 0
     seg = LogSegment(directory, start, config, create=True)
     return LoadedLog((seg,), start, start, start, start, ProducerStateManager(directory),
-                     LeaderEpochCache.new(directory))
+                     LeaderEpochCache.new(directory, new_dir=True))
 
 
 def load_producer_state(ps: ProducerStateManager,

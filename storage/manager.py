@@ -388,7 +388,7 @@ class LogManager:
                 os.makedirs(path)
                 new = True
             if topic_id is not None:
-                write_partition_metadata(path, topic_id)
+                write_partition_metadata(path, topic_id, new_dir=new)
             fsync_dir(d)
             lg = Log(path, topic, partition, config or self._config_for(topic),
                      topic_id=topic_id or (None if new else read_partition_metadata(path)),

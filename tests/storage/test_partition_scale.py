@@ -268,3 +268,43 @@ def test_a_restart_and_a_kill_of_an_idle_partition_rewrite_none_of_its_index_fil
     reopened = make_log()
     assert reopened.log_end_offset == 5
     assert reopened.read(0, 1 << 20).regions
+
+
+def test_a_topic_created_in_one_batch_writes_its_new_files_in_place_and_syncs_them(
+        tmp_path, monkeypatch):
+    """In a directory the batch made, partition.metadata and leader-epoch-checkpoint
+    are written in place (no temporary file, no rename), in Kafka's bytes, and the
+    batch's barrier makes each of them and their directory durable; outside a
+    batch (a partition added alone) the same files come through a rename."""
+    from samsa.storage import checkpoints
+    synced: set[str] = set()
+    real_sync_all = checkpoints._sync_all
+
+    def recording(files, dirs, missing_ok=frozenset()):
+        synced.update(files)
+        synced.update(dirs)
+        return real_sync_all(files, dirs, missing_ok)
+    monkeypatch.setattr(checkpoints, "_sync_all", recording)
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    tid = uuid.uuid4()
+    try:
+        with checkpoints.durable_batch():
+            for p in range(3):
+                lm.create_log("t", p, config=CFG, topic_id=tid).begin_leader_epoch(4)
+        for p in range(3):
+            d = tmp_path / f"t-{p}"
+            assert sorted(os.listdir(d)) == ["00000000000000000000.log", LEADER_EPOCH_CHECKPOINT,
+                                             "partition.metadata"]
+            assert (d / LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n1\n4 0\n"
+            assert (d / "partition.metadata").read_text() == \
+                f"version: 0\ntopic_id: {checkpoints.topic_id_to_str(tid)}"
+            assert {str(d), str(d / LEADER_EPOCH_CHECKPOINT), str(d / "partition.metadata")} \
+                <= synced
+        alone = lm.create_log("t", 3, config=CFG, topic_id=tid)
+        alone.begin_leader_epoch(4)
+        assert read_partition_metadata(alone.dir) == tid
+        assert read_leader_epoch_checkpoint(os.path.join(alone.dir, LEADER_EPOCH_CHECKPOINT)) \
+            == [(4, 0)]
+    finally:
+        lm.shutdown()
