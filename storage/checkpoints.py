@@ -10,7 +10,10 @@ Inside ``durable_batch()`` (creating a topic of many partitions) the same steps
 run once for every file the batch wrote instead of once per file: all the
 temporary files are made durable, then renamed, then the renames made durable,
 before the batch returns. A crash still leaves each file old or new, never torn;
-what the batch saves is thousands of sequential fsyncs.
+what the batch saves is thousands of sequential fsyncs. The one exception is a
+file that has no old content to keep: the first file of its name in a partition
+directory the same batch made (``write_new_file``) is written in place, and
+until the barrier a crash may leave it cut short, which reads as malformed.
 """
 from __future__ import annotations
 
