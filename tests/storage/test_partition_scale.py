@@ -308,3 +308,22 @@ def test_a_topic_created_in_one_batch_writes_its_new_files_in_place_and_syncs_th
             == [(4, 0)]
     finally:
         lm.shutdown()
+
+
+def test_the_collector_comes_back_after_the_last_pause_only_if_it_was_on():
+    import gc
+
+    from samsa.storage.gc_pause import gc_paused
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
