@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.protocol.states import ZnodeStat
 
 from .. import zk_layout as z
+from .multi_read import read_many
 
 
 class NotControllerError(Exception):
@@ -75,8 +76,8 @@ class ControllerZooKeeper(Znodes, Protocol):
     """What the controller needs: znodes, watches, and its fenced writes."""
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-        """Each znode's data and stat (None: no such znode), read in one
-        pipeline rather than one round trip each."""
+        """Each znode's data and stat (None: no such znode), read in a few
+        requests (multi_read.py) rather than one round trip each."""
         ...
 
     def watch_data(self, path: str,
@@ -116,14 +117,7 @@ class ZooKeeperWrites:
         return self.client.get_children(path)
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-        pending = [self.client.get_async(path) for path in paths]
-        out: list[tuple[bytes, ZnodeStat] | None] = []
-        for result in pending:
-            try:
-                out.append(result.get())
-            except NoNodeError:
-                out.append(None)
-        return out
+        return read_many(self.client, paths)
 
     def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
                makepath: bool = False) -> str:
