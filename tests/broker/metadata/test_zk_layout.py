@@ -62,6 +62,16 @@ def test_partition_state():
             separators=(",", ":")).encode()
 
 
+def test_a_malformed_partition_state_is_refused_with_its_reason():
+    # (a well-formed state is decoded the short way; these take the checks)
+    for data, reason in ((b"", "empty"), (b"[]", "not a JSON object"),
+                         (b'{"isr":[true]}', "'leader'"), (b"\xff", "not JSON"),
+                         (b'{"leader":1,"leader_epoch":1,"controller_epoch":1,"isr":["a"]}',
+                          "list of broker ids")):
+        with pytest.raises(z.ZNodeFormatError, match=reason):
+            z.decode_partition_state("t", 0, data)
+
+
 def test_controller_and_epoch():
     assert json.loads(z.encode_controller(2, 5)) == {
         "version": 2, "brokerid": 2, "timestamp": "5", "kraftControllerEpoch": -1}
