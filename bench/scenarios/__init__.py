@@ -10,6 +10,7 @@ SCENARIOS = {
     "produce": produce.run,
     "fetch": fetch.run,
     "latency": latency.run,
+    "latency-rf3": latency.run_rf3,
     "partitions": scale.run_partitions,
     "partition-scale": partition_scale.run,
     "connections": scale.run_connections,
