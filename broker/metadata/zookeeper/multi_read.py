@@ -158,16 +158,28 @@ def _pipelined(client: KazooClient, paths: Sequence[str]) -> list[Found]:
 
 class SetWatches:
     """The request on the wire: ``relative_zxid``, then the paths to set data
-    watches on, existence watches on, and (none here) child watches on."""
-    type = SET_WATCHES
-    watcher = None
+    watches on, existence watches on, and (none here) child watches on.
 
-    def __init__(self, relative_zxid: int, data: Sequence[str], exist: Sequence[str]) -> None:
+    ``watcher`` goes into kazoo's table of watches (by server path: kazoo
+    delivers an event to the watchers registered for its path then) as the
+    request is encoded, on kazoo's connection thread: before the request goes
+    (the server may fire a watch while handling it, before its answer), and
+    on the thread that empties that table when a connection is lost (from
+    another thread, the table could change while kazoo goes through it)."""
+    type = SET_WATCHES
+    watcher = None  # (kazoo's own registration after the answer: not for this request)
+
+    def __init__(self, relative_zxid: int, data: Sequence[str], exist: Sequence[str],
+                 client: KazooClient, watcher: Callable[[WatchedEvent], None]) -> None:
         self.relative_zxid = relative_zxid
         self.data = data
         self.exist = exist
+        self._client = client
+        self._watcher = watcher
 
     def serialize(self) -> bytes:
+        for path in (*self.data, *self.exist):
+            self._client._data_watchers[path].add(self._watcher)
         out = bytearray(long_struct.pack(self.relative_zxid))
         for paths in (self.data, self.exist, ()):
             out += int_struct.pack(len(paths))
@@ -197,11 +209,6 @@ def watch_many(client: KazooClient, relative_zxid: int, data: Sequence[str], exi
     chroot = client.chroot or ""
     full_data = [(chroot + p).rstrip("/") or "/" for p in data]
     full_exist = [(chroot + p).rstrip("/") or "/" for p in exist]
-    # Registered before the request goes: the server may fire a watch while
-    # handling it, before its answer, and kazoo delivers an event only to
-    # the watchers registered for its path by then.
-    for path in full_data + full_exist:
-        client._data_watchers[path].add(watcher)
     result = client.handler.async_result()
-    client._call(SetWatches(relative_zxid, full_data, full_exist), result)
+    client._call(SetWatches(relative_zxid, full_data, full_exist, client, watcher), result)
     result.get(timeout=timeout)
