@@ -217,8 +217,9 @@ def write_new_file(path: str, data: str) -> None:
     thread's durable_batch(), in place: no temporary file and no rename (with
     10,000 partitions created at once, 20,000 renames fewer). A crash before the
     batch's barrier may leave it missing, empty or cut short: the directory's
-    creation was not answered yet, and a cut file reads as malformed (empty),
-    never as other content. Outside a batch: atomic_write."""
+    creation was not answered yet, and its readers take a cut file for
+    malformed (empty), never for other content (_checkpoint_entries; a cut
+    partition.metadata lacks its topic_id). Outside a batch: atomic_write."""
     batch: _Batch | None = getattr(_batches, "current", None)
     if batch is None:
         atomic_write(path, data)
@@ -276,7 +277,34 @@ def read_small_file(path: str) -> bytes | None:
 
 def _read_lines(path: str) -> list[str] | None:
     data = read_small_file(path)
-    return None if data is None else data.decode("utf-8").splitlines()
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:  # garbage (a crash's zeros are valid UTF-8): malformed
+        log.warning("ignoring undecodable %s: %s", path, exc)
+        return []
+
+
+def _checkpoint_entries(path: str) -> list[str] | None:
+    """The entry lines of a Kafka checkpoint file (version 0, a count, then
+    that many lines, each ended by a newline), None if there is no file. A
+    file a crash cut short (one written in place: write_new_file) reads as
+    malformed, not as fewer entries or a shortened last number: the count
+    must match and the last line be whole. Raises ValueError or IndexError."""
+    data = read_small_file(path)
+    if data is None:
+        return None
+    text = data.decode("utf-8")
+    if not text.endswith("\n"):
+        raise ValueError("cut short: no newline at its end")
+    lines = text.splitlines()
+    if lines[0].strip() != "0":
+        raise ValueError(f"unknown version {lines[0]!r}")
+    count = int(lines[1])
+    if len(lines) != 2 + count:
+        raise ValueError(f"expected {count} entries, found {len(lines) - 2}")
+    return lines[2:]
 
 
 # -- per-log-dir offset checkpoints ---------------------------------------------
@@ -288,19 +316,16 @@ def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> N
 
 
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
-    lines = _read_lines(path)
-    if lines is None:
-        return {}
     try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"unknown version {lines[0]!r}")
-        count = int(lines[1])
+        lines = _checkpoint_entries(path)
+        if lines is None:
+            return {}
         out = {}
-        for line in lines[2:2 + count]:
+        for line in lines:
             topic, part, off = line.split()
             out[(topic, int(part))] = int(off)
-        if len(out) != count:
-            raise ValueError(f"expected {count} entries, found {len(out)}")
+        if len(out) != len(lines):
+            raise ValueError(f"{len(lines) - len(out)} partitions named twice")
         return out
     except (ValueError, IndexError) as exc:
         log.warning("ignoring malformed checkpoint %s: %s", path, exc)
@@ -318,15 +343,12 @@ def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]], *,
 
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
-    lines = _read_lines(path)
-    if lines is None:
-        return []
     try:
-        if lines[0].strip() != "0":
-            raise ValueError(f"unknown version {lines[0]!r}")
-        count = int(lines[1])
+        lines = _checkpoint_entries(path)
+        if lines is None:
+            return []
         out = []
-        for line in lines[2:2 + count]:
+        for line in lines:
             e, o = line.split()
             out.append((int(e), int(o)))
         return out

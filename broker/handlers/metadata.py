@@ -234,6 +234,10 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     topic_authorized_operations=_NOT_REQUESTED))
                 continue
             meta = broker.topics.get(name)
+            if meta is None and every:
+                # deleted since ``known`` was read: an all-topics request
+                # leaves it out, and never creates it again (as Kafka)
+                continue
             if (meta is None and allow_create and broker.config.auto_create_topics_enable
                     and not authz.cluster(ctx, Op.CREATE)
                     and not authz.topic(ctx, Op.CREATE, name)):

@@ -81,3 +81,27 @@ def test_durable_batch_puts_every_file_in_place_when_it_ends(tmp_path):
         assert read_partition_metadata(str(d)) == tid
         assert read_leader_epoch_checkpoint(str(d / "leader-epoch-checkpoint")) == [(0, 0), (1, 5)]
         assert sorted(os.listdir(d)) == ["leader-epoch-checkpoint", "partition.metadata"]
+
+
+def test_a_checkpoint_cut_short_reads_as_malformed_never_as_other_content(tmp_path):
+    """A new partition's files are written in place (write_new_file): a crash
+    may cut them anywhere, and no cut may read as fewer entries or a
+    shortened offset (review finding)."""
+    p = tmp_path / "checkpoint"
+    whole = {read_leader_epoch_checkpoint: ("0\n2\n0 0\n5 1000\n", [(0, 0), (5, 1000)], []),
+             read_offset_checkpoint: ("0\n2\na 0 17\nb 3 1234\n", {("a", 0): 17, ("b", 3): 1234},
+                                      {})}
+    for read, (text, entries, empty) in whole.items():
+        for cut in range(len(text) + 1):
+            p.write_text(text[:cut])
+            assert read(str(p)) == (entries if cut == len(text) else empty), (read, text[:cut])
+    p.write_bytes(b"0\n1\n\xff\xfe 0\n")  # not UTF-8: malformed, not a failed start
+    assert read_leader_epoch_checkpoint(str(p)) == []
+    d = tmp_path / "t-0"
+    d.mkdir()
+    tid = uuid.uuid4()
+    write_partition_metadata(str(d), tid)
+    text = (d / "partition.metadata").read_text()
+    for cut in range(len(text)):
+        (d / "partition.metadata").write_text(text[:cut])
+        assert read_partition_metadata(str(d)) is None, text[:cut]

@@ -154,3 +154,31 @@ async def test_a_new_a_deleted_and_a_recreated_topic_show_in_the_next_answer():
     for version in (1, 12):
         got = await described(version)
         assert got["orders"][1] == 1 and (version < 10 or got["orders"] == (again.topic_id, 1))
+
+
+async def test_an_all_topics_request_never_creates_a_topic_deleted_while_it_is_answered():
+    """The handler reads the topic list once, then each topic: one deleted in
+    between is left out, not auto-created again (Kafka answers all topics
+    from one snapshot and never creates on such a request). Review finding."""
+    from samsa.broker.handlers.metadata import handle_metadata
+    from .fakes import FakeTopics
+
+    class Deleting(FakeTopics):
+        asked: list[str] = []
+
+        def topics(self):
+            gone = self.by_name["orders"]
+            self.by_name = {k: v for k, v in self.by_name.items() if k != "orders"}
+            return {**self.by_name, "orders": gone}   # the list read just before the delete
+
+        def get_or_create(self, name, charge=None):
+            self.asked.append(name)
+            return super().get_or_create(name, charge)
+
+    services = FakeServices()
+    services.topics = topics = Deleting(services.store)
+    topics.add("orders")
+    topics.add("kept")
+    ctx = context(services, ApiKey.METADATA, 12)
+    resp = await handle_metadata(ctx, MetadataRequest(topics=None, allow_auto_topic_creation=True))
+    assert [t.name for t in resp.topics] == ["kept"] and topics.asked == []
