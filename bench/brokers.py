@@ -69,19 +69,23 @@ def running(kind: str, work_root: Path | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 120.0) -> None:
-    """CreateTopics through the client's admin API, then wait until metadata shows every leader."""
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 120.0,
+                 replication_factor: int = 1) -> None:
+    """CreateTopics through the client's admin API, then wait until metadata shows every leader
+    (and, with replication, every replica in sync)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                                   replication_factor=replication_factor)],
                                   operation_timeout=timeout, request_timeout=timeout)
     futures[topic].result(timeout)
     deadline = time.monotonic() + timeout
     while True:
         md = admin.list_topics(topic, timeout=30).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions \
-                and all(p.leader >= 0 for p in md.partitions.values()):
+                and all(p.leader >= 0 and len(p.isrs) == replication_factor
+                        for p in md.partitions.values()):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"topic {topic} with {partitions} partitions not ready after {timeout:.0f}s")

@@ -142,6 +142,88 @@ def produce_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, 
                "t0": t0, "t1": t1, "failed": failed[0] + left, "first_error": failed[1]})
 
 
+# -- partition scale: batches counted by the client ------------------------------------
+
+def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, acks: str,
+                           seconds: float, conf: dict, warm_partitions: int = 0):
+    """Like ``produce_worker`` with extra producer settings ``conf`` (linger, sticky
+    partitioning, batch.num.messages), and it also reports how many batches it sent.
+
+    The batch count comes from librdkafka's statistics: each topic's ``batchcnt``
+    window holds one sample per batch built since the previous statistics event, so
+    the ``cnt`` of every event added up is the number of batches. Events before the
+    clock starts (the warm-up's) and after the flush are waited for, so the sum covers
+    exactly the timed records. ``warm_partitions``: the warm-up writes one record to each
+    of that many partitions, so the clock measures appends to partitions already written
+    to (a partition's first append creates its index files: a one-time cost)."""
+    import json as _json
+
+    from confluent_kafka import Producer
+
+    failed = [0, ""]
+    stats = {"events": 0, "batches": 0}
+
+    def on_delivery(err, msg):
+        if err is not None:
+            failed[0] += 1
+            failed[1] = failed[1] or str(err)
+
+    def on_stats(text):
+        t = _json.loads(text).get("topics", {}).get(topic)
+        stats["events"] += 1
+        if t:
+            stats["batches"] += t["batchcnt"]["cnt"]
+
+    # Once a second: with 10,000 partitions each event is megabytes of JSON.
+    interval_ms = 1000
+    p = Producer({**_producer_conf(bootstrap, acks, 5), **conf, "on_delivery": on_delivery,
+                  "statistics.interval.ms": interval_ms, "stats_cb": on_stats})
+
+    def next_stats_event():
+        seen = stats["events"]
+        deadline = time.monotonic() + 10 * interval_ms / 1000
+        while stats["events"] == seen and time.monotonic() < deadline:
+            p.poll(interval_ms / 10000)
+
+    value = os.urandom(value_size)
+    for _ in range(10):
+        p.produce(topic, value)
+    for i in range(warm_partitions):
+        while True:
+            try:
+                p.produce(topic, value, partition=i)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(120) != 0:
+        raise LoadError("warm-up records not delivered within 120s")
+    next_stats_event()
+    failed[0] = 0
+    barrier.wait(120)
+    stats["batches"] = 0
+    produce, poll = p.produce, p.poll
+    sent = 0
+    t0 = time.monotonic()
+    end = t0 + seconds
+    while True:
+        try:
+            produce(topic, value)
+        except BufferError:
+            poll(0.001)
+            continue
+        sent += 1
+        if not sent & 255:
+            poll(0)
+            if time.monotonic() >= end:
+                break
+    left = p.flush(180)
+    t1 = time.monotonic()
+    next_stats_event()
+    ok = sent - left - failed[0]
+    queue.put({"records": ok, "bytes": ok * value_size, "t0": t0, "t1": t1, "batches": stats["batches"],
+               "failed": failed[0] + left, "first_error": failed[1]})
+
+
 # -- fetch throughput ------------------------------------------------------------------
 
 def consume_worker(barrier, queue, bootstrap: str, topic: str, partitions: list[int], expected: int,
@@ -316,5 +398,6 @@ def aggregate(results: list[dict[str, Any]]) -> dict:
     nbytes = sum(r["bytes"] for r in results)
     secs = max(t1 - t0, 1e-9)
     return {"records": records, "bytes": nbytes, "seconds": secs, "mb_s": nbytes / secs / 1e6,
-            "rec_s": records / secs, "failed": sum(r.get("failed", 0) for r in results),
+            "rec_s": records / secs, "batches": sum(r.get("batches", 0) for r in results),
+            "failed": sum(r.get("failed", 0) for r in results),
             "first_error": next((r.get("first_error") for r in results if r.get("first_error")), "")}

@@ -5,7 +5,13 @@ machine-wide monotonic clock)."""
 
 from __future__ import annotations
 
-from ..brokers import create_topic
+import os
+import tempfile
+from pathlib import Path
+
+from samsa.testing.cluster import ClusterProcesses
+
+from ..brokers import create_topic, peak_rss_bytes
 from ..load import latency_consumer, latency_producer, run_workers
 from .common import Ctx, Row, on_both
 
@@ -19,9 +25,10 @@ def percentile(sorted_values: list[int], q: float) -> float:
     return sorted_values[i]
 
 
-def measure(bootstrap: str, rate: int, seconds: float, acks: str = "1") -> dict:
-    topic = f"latency-{rate}-acks{acks}"
-    create_topic(bootstrap, topic, 1)
+def measure(bootstrap: str, rate: int, seconds: float, acks: str = "1",
+            replication_factor: int = 1) -> dict:
+    topic = f"latency-{rate}-acks{acks}-rf{replication_factor}"
+    create_topic(bootstrap, topic, 1, replication_factor=replication_factor)
     expected = int(rate * seconds)
     results = run_workers(None, [(latency_consumer, bootstrap, topic, expected, seconds + 30),
                                  (latency_producer, bootstrap, topic, SIZE, rate, seconds, acks)],
@@ -49,3 +56,32 @@ def run(ctx: Ctx) -> list[Row]:
             rows.append(Row(f"latency 1KiB @{rate}/s{label} {q}", "ms", s and s[q], t and t[q],
                             better="lower", detail={"samsa": s, "tansu": t} if q == "p50" else {}))
     return rows
+
+
+RF3_RATE = 10_000
+
+
+def run_rf3(ctx: Ctx) -> list[Row]:
+    """Issue 29's latency target: p99 produce-to-consume latency at 10,000 records/s,
+    acks=all, replication factor 3 (three samsa brokers and a ZooKeeper, each its own
+    process), under 20 ms on a quiet machine. samsa only: the peer runs one broker."""
+    secs = ctx.seconds(10.0, 2.0)
+    name = f"latency 1KiB @{RF3_RATE}/s acks=all RF3"
+    ctx.log(f"- {name} for {secs:.1f}s (load average {os.getloadavg()[0]:.1f})")
+    res = None
+    work = Path(tempfile.mkdtemp(prefix="bench-rf3-", dir=ctx.work_root))
+    cluster = ClusterProcesses(work, size=3)
+    try:
+        cluster.start()
+        res = measure(cluster.bootstrap, RF3_RATE, secs, "all", replication_factor=3)
+        res["load_avg_1m"] = os.getloadavg()[0]
+        rss = max((peak_rss_bytes(b.pid) or 0) for b in cluster.brokers)
+        if rss:
+            ctx.peak_rss["samsa"] = max(ctx.peak_rss.get("samsa", 0), rss)
+    except Exception as e:
+        ctx.errors.append(f"{name} [samsa]: {type(e).__name__}: {str(e)[:500]}")
+        ctx.log(f"  ! {name} failed: {type(e).__name__}: {str(e)[:300]}")
+    finally:
+        cluster.stop()
+    return [Row(f"{name} {q}", "ms", res and res[q], None, better="lower",
+                detail={"samsa": res} if q == "p50" else {}) for q in ("p50", "p99", "p99.9")]
