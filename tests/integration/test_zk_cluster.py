@@ -356,18 +356,24 @@ def test_partitions_spread_over_brokers_and_kcat_sees_them(zk_cluster: Cluster):
     assert sorted(collections.Counter(leaders.values()).items()) == [(0, 2), (1, 2), (2, 2)]
 
     one = zk_cluster.broker(1)
-    proc = subprocess.run(["kcat", "-L", "-b", one.bootstrap, "-t", topic, "-m", "20"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc
-    out = proc.stdout
+
+    def described() -> tuple[str, dict] | None:
+        proc = subprocess.run(["kcat", "-L", "-b", one.bootstrap, "-t", topic, "-m", "20"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc
+        parts = {int(p): (int(l), r, i) for p, l, r, i in re.findall(
+            r"^    partition (\d+), leader (-?\d+), replicas: ([\d,]*), isrs: ([\d,]*)",
+            proc.stdout, re.M)}
+        # Broker 1 learns the states from ZooKeeper a moment after they are
+        # written there (on a loaded machine, after wait_for_leaders saw them).
+        return (proc.stdout, parts) if {p: l for p, (l, _, _) in parts.items()} == leaders \
+            else None
+    out, parts = wait_until(described, 30, f"broker 1 to tell the leaders of {topic}")
     assert re.search(r"^ 3 brokers:$", out, re.M), out
     brokers = dict(re.findall(r"^  broker (\d+) at (\S+)", out, re.M))
     assert brokers == {str(i): zk_cluster.broker(i).bootstrap for i in range(3)}, out
     assert re.search(rf"^  broker {zk_cluster.controller_id()} at \S+ \(controller\)$", out, re.M), out
     assert f'topic "{topic}" with 6 partitions:' in out
-    parts = {int(p): (int(l), r, i) for p, l, r, i in re.findall(
-        r"^    partition (\d+), leader (-?\d+), replicas: ([\d,]*), isrs: ([\d,]*)", out, re.M)}
-    assert {p: l for p, (l, _, _) in parts.items()} == leaders, out
     assert all(r == i == str(l) for l, r, i in parts.values()), out
 
 
