@@ -29,6 +29,7 @@ from samsa.protocol.model import INTERNAL_TOPICS
 from samsa.protocol.topic_name import collision_key, topic_name_error
 from samsa.storage import Log, LogManager
 from samsa.storage.checkpoints import durable_batch
+from samsa.storage.gc_pause import gc_paused
 
 from .cluster.assignment import AssignmentError, check_assignment
 from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
@@ -187,7 +188,9 @@ class TopicService:
         # Each new log writes partition.metadata and (led here) a leader-epoch
         # checkpoint: made durable together before this returns (so before a
         # create is answered), not with several fsyncs per partition.
-        with durable_batch():
+        # (and without the cyclic collector walking the new objects again and
+        # again: storage/gc_pause.py)
+        with durable_batch(), gc_paused():
             for p in self._local(meta, partitions):
                 log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
                 if self._on_log_opened is not None and log_ not in self._seen_logs:

@@ -10,7 +10,10 @@ Inside ``durable_batch()`` (creating a topic of many partitions) the same steps
 run once for every file the batch wrote instead of once per file: all the
 temporary files are made durable, then renamed, then the renames made durable,
 before the batch returns. A crash still leaves each file old or new, never torn;
-what the batch saves is thousands of sequential fsyncs.
+what the batch saves is thousands of sequential fsyncs. The one exception is a
+file that has no old content to keep: the first file of its name in a partition
+directory the same batch made (``write_new_file``) is written in place, and
+until the barrier a crash may leave it cut short, which reads as malformed.
 """
 from __future__ import annotations
 
@@ -122,7 +125,8 @@ def _sync_all(files: list[str], dirs: set[str], missing_ok: set[str] | frozenset
             fsync_dir(d)
         return
     by_device: dict[int, str] = {}
-    for path in [*dirs, *(os.path.dirname(f) or "." for f in files)]:
+    # (one stat per directory, not per file: a file's device is its directory's)
+    for path in {*dirs, *(os.path.dirname(f) or "." for f in files)}:
         try:
             by_device.setdefault(os.stat(path).st_dev, path)
         except FileNotFoundError:
@@ -155,6 +159,11 @@ def sync_file(fd: int, path: str) -> None:
         batch.files.add(path)
         return
     os.fsync(fd)
+
+
+def current_durable_batch() -> object | None:
+    """This thread's outermost durable_batch() (an opaque token), None outside one."""
+    return getattr(_batches, "current", None)
 
 
 def in_durable_batch() -> bool:
@@ -201,6 +210,32 @@ def atomic_write(path: str, data: str | bytes) -> None:
             pass
         raise OSError(e.errno, e.strerror, path) from None
     fsync_dir(os.path.dirname(path) or ".")
+
+
+def write_new_file(path: str, data: str) -> None:
+    """Write ``path``, a file that does not exist yet in a directory made in this
+    thread's durable_batch(), in place: no temporary file and no rename (with
+    10,000 partitions created at once, 20,000 renames fewer). A crash before the
+    batch's barrier may leave it missing, empty or cut short: the directory's
+    creation was not answered yet, and a cut file reads as malformed (empty),
+    never as other content. Outside a batch: atomic_write."""
+    batch: _Batch | None = getattr(_batches, "current", None)
+    if batch is None:
+        atomic_write(path, data)
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data.encode("utf-8"))
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from None
+    batch.files.add(path)
+    batch.dirs.add(os.path.dirname(path) or ".")
 
 
 def fsync_dir(path: str) -> None:
@@ -274,9 +309,12 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
 
 # -- per-partition leader epoch checkpoint ------------------------------------------
 
-def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]]) -> None:
+def write_leader_epoch_checkpoint(path: str, entries: list[tuple[int, int]], *,
+                                  new_dir: bool = False) -> None:
+    """``new_dir``: the partition directory was made in this durable batch and
+    holds no such file yet (see write_new_file)."""
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    atomic_write(path, "\n".join(lines) + "\n")
+    (write_new_file if new_dir else atomic_write)(path, "\n".join(lines) + "\n")
 
 
 def read_leader_epoch_checkpoint(path: str) -> list[tuple[int, int]]:
@@ -311,9 +349,12 @@ def topic_id_from_str(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
-def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
-    atomic_write(os.path.join(partition_dir, PARTITION_METADATA),
-                 f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}")
+def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID, *,
+                             new_dir: bool = False) -> None:
+    """``new_dir``: ``partition_dir`` was made in this durable batch (write_new_file)."""
+    (write_new_file if new_dir else atomic_write)(
+        os.path.join(partition_dir, PARTITION_METADATA),
+        f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}")
 
 
 def read_partition_metadata(partition_dir: str) -> uuid.UUID | None:

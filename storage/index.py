@@ -20,7 +20,10 @@ hold 20,000 index descriptors for files it almost never touches.
 
 The active segment's index files are preallocated to ``segment.index.bytes``
 (rounded down to whole entries) like Kafka's, and trimmed to their entries when
-the segment rolls or the log closes. A new segment's index files are created
+the segment rolls or the log closes. A reopened active segment's files, trimmed
+by the stop before, are grown again only when entries are next written to them
+(``prealloc_due``), so a restart and a stop of 10,000 idle partitions truncate
+no index file. A new segment's index files are created
 lazily (``lazy=True``): not before the segment's first append
 (``materialize``), so a topic of 10,000 partitions nobody writes to costs
 20,000 fewer file creations. Kafka reads such a directory: an empty segment
@@ -67,6 +70,12 @@ class _SparseIndex:
         # No file yet (lazy): the first write makes it (materialize); until then
         # there is nothing on disk to write, trim, truncate or sync.
         self.absent = lazy
+        # A loaded file that holds exactly its entries is grown to its full size
+        # only when entries are next written to it (materialize): a restart of
+        # 10,000 partitions then truncates no index file, and a stop trims none
+        # of those that took no entry meanwhile.
+        self.prealloc_due = False
+        exact = False
         fd: int | None  # None: a missing file, rebuilt by the segment, or a lazy one
         if lazy:
             fd = None
@@ -79,16 +88,20 @@ class _SparseIndex:
                 self.corrupt = True  # missing: the segment rebuilds it (or, empty, makes it lazy)
                 fd = None
             if fd is not None and not self.corrupt:
-                self._load(fd)
+                exact = self._load(fd) == len(self.keys) * self.entry_size
         self._pending_at = len(self.keys) * self.entry_size
         if fd is not None:
             os.close(fd)
         if writable:
             self.writable = True
-            self.preallocate()
+            if exact:
+                self.prealloc_due = True
+            else:
+                self.preallocate()
 
     # -- loading -------------------------------------------------------------
-    def _load(self, fd: int) -> None:
+    def _load(self, fd: int) -> int:
+        """Read the entries; returns the file's size."""
         size = os.fstat(fd).st_size
         data = os.pread(fd, size, 0) if size else b""
         if size % self.entry_size:
@@ -96,6 +109,7 @@ class _SparseIndex:
             self.corrupt = True
         n = size // self.entry_size
         self._decode(data, n)
+        return size
 
     def _decode(self, data: bytes, n: int) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -121,10 +135,81 @@ class _SparseIndex:
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
             self.absent = False
             self.preallocate()
+        elif self.prealloc_due and self.writable:
+            self.preallocate()
 
-    def write_pending(self) -> None:
+    def keep_rebuilt(self, writable: bool) -> None:
+        """(Recovery.) This index was rebuilt in memory (made ``lazy``, not
+        writable): make its file hold exactly these entries, then take new ones
+        if ``writable``. A file that holds them already, with nothing but zeros
+        after them (what the crashed process left of an index it was writing),
+        is kept as it is: after a kill -9 every partition's active segment is
+        recovered, and truncating and preallocating 20,000 index files again
+        costs a journal transaction each. Anything else is written anew."""
+        data = self._encoded()
+        self._adopt(data, self._file_holds(data, exact=not writable), writable)
+
+    def _adopt(self, data: bytes, size: int, writable: bool) -> None:
+        """(keep_rebuilt) The file holds ``data`` (the entries in memory) and is
+        ``size`` bytes long, or is written anew if ``size`` < 0."""
+        if size < 0:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                if data:
+                    os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+        self.absent = False
+        del self._pending[:]
+        self._pending_at = len(data)
+        if writable:
+            self.writable = True
+            if size == len(data):
+                self.prealloc_due = True   # (as a loaded file that holds exactly its entries)
+            elif size != self.max_entries * self.entry_size:
+                self.preallocate()   # (a truncate to the same size still changes the inode)
+
+    def _file_holds(self, data: bytes, exact: bool) -> int:
+        """The file's size if it starts with ``data`` and has only zeros after it
+        (``exact``: nothing after it at all; a longer file is cut to it here),
+        else -1."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return -1
+        try:
+            size = os.fstat(fd).st_size
+            if size < len(data):
+                return -1
+            # the entries and the rest of their last page; beyond it, holes only
+            # (a preallocated file is sparse): no page of a 10 MB index is read
+            head_len = min(size, -(-max(len(data), 1) // 4096) * 4096)
+            head = os.pread(fd, head_len, 0)
+            if len(head) != head_len or head[:len(data)] != data \
+                    or head.count(0, len(data)) != head_len - len(data):
+                return -1
+            if size > head_len:
+                try:
+                    if os.lseek(fd, head_len, os.SEEK_DATA) < size:
+                        return -1   # data further on (or no SEEK_DATA here): rewrite
+                except OSError:
+                    pass   # ENXIO: no data after head_len
+        finally:
+            os.close(fd)
+        if exact and size != len(data):
+            os.truncate(self.path, len(data))
+            size = len(data)
+        return size
+
+    def _encoded(self) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def write_pending(self, grow: bool = True) -> None:
+        """Write the buffered entries (``grow``: the file preallocated first,
+        as an active segment's is once it takes entries)."""
         if self._pending and self.writable:
-            self.materialize()
+            if grow or self.absent:
+                self.materialize()
             try:
                 fd = os.open(self.path, os.O_WRONLY)
             except FileNotFoundError:
@@ -140,6 +225,7 @@ class _SparseIndex:
     def preallocate(self) -> None:
         """Grow the file to its maximum size (what Kafka does for the active segment)."""
         if self.writable and not self.absent:
+            self.prealloc_due = False
             try:
                 os.truncate(self.path, self.max_entries * self.entry_size)
             except FileNotFoundError:
@@ -148,6 +234,11 @@ class _SparseIndex:
     def trim(self) -> None:
         """Shrink the file to exactly its entries (on roll and on close)."""
         if self.writable:
+            if self.prealloc_due:
+                # never grown: the file held exactly its entries, and what was
+                # pending goes right after them
+                self.write_pending(grow=False)
+                return
             self.write_pending()
             if self.absent:
                 return   # never written: no file to trim
@@ -241,6 +332,11 @@ class OffsetIndex(_SparseIndex):
             values.append(pos)
             prev_off, prev_pos = rel, pos
 
+    def _encoded(self) -> bytes:
+        base = self.base_offset
+        n = min(len(self.keys), len(self.values))
+        return b"".join(_pack_offset(k - base, v) for k, v in zip(self.keys[:n], self.values[:n]))
+
     def append(self, offset: int, position: int) -> None:
         keys = self.keys
         n = len(keys)
@@ -300,6 +396,30 @@ class TimeIndex(_SparseIndex):
             keys.append(ts)
             values.append(base + rel)
             prev_ts, prev_rel = ts, rel
+
+    def _encoded(self) -> bytes:
+        base = self.base_offset
+        n = min(len(self.keys), len(self.values))
+        pack = TIME_ENTRY.pack
+        return b"".join(pack(k, v - base) for k, v in zip(self.keys[:n], self.values[:n]))
+
+    def keep_rebuilt(self, writable: bool, final: tuple[int, int] | None = None) -> None:
+        """As the base class's; ``final``: the (max timestamp, its offset) of the
+        data checked, the entry a stop appends to the active segment's time
+        index. A file holding the rebuilt entries and then that one (a segment
+        stopped cleanly, reopened, killed before its next entry) is kept too,
+        the entry taken into memory: it is what a clean reopen loads."""
+        if final is not None:
+            ts, off = final
+            n = len(self.keys)
+            if ts >= 0 and (n == 0 or (ts > self.keys[n - 1] and off >= self.values[n - 1])):
+                data = self._encoded() + TIME_ENTRY.pack(ts, off - self.base_offset)
+                size = self._file_holds(data, exact=not writable)
+                if size >= 0:
+                    self.maybe_append(ts, off, skip_full_check=True)
+                    self._adopt(data, size, writable)
+                    return
+        super().keep_rebuilt(writable)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         keys = self.keys

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import threading
 
-from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint,
-                                       when_durable, write_leader_epoch_checkpoint)
+from samsa.storage.checkpoints import (LEADER_EPOCH_CHECKPOINT, current_durable_batch,
+                                       read_leader_epoch_checkpoint, when_durable,
+                                       write_leader_epoch_checkpoint)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -38,16 +39,21 @@ class LeaderEpochCache:
         self._persisted = list(self._entries)
         # entries differ from the file by a deferred truncation (see the module doc)
         self.stale = False
+        self._new_in: object | None = None   # (see new)
 
     @classmethod
-    def new(cls, partition_dir: str) -> "LeaderEpochCache":
-        """The cache of a partition directory just created: no file to read yet."""
+    def new(cls, partition_dir: str, *, new_dir: bool = False) -> "LeaderEpochCache":
+        """The cache of a partition directory without the file: nothing to read.
+        ``new_dir``: the directory was just made; if that was in a durable batch,
+        the file's first write in the same batch needs no temporary file
+        (checkpoints.write_new_file)."""
         self = cls.__new__(cls)
         self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
         self._lock = threading.Lock()
         self._entries = []
         self._persisted = []
         self.stale = False
+        self._new_in = current_durable_batch() if new_dir else None
         return self
 
     @property
@@ -134,8 +140,10 @@ class LeaderEpochCache:
         self.stale = False
         if self._entries == self._persisted:
             return
-        if os.path.isdir(os.path.dirname(self.path)):
-            write_leader_epoch_checkpoint(self.path, self._entries)
+        new_dir = self._new_in is not None and self._new_in is current_durable_batch()
+        self._new_in = None
+        if new_dir or os.path.isdir(os.path.dirname(self.path)):
+            write_leader_epoch_checkpoint(self.path, self._entries, new_dir=new_dir)
             written = list(self._entries)
 
             def persisted() -> None:

@@ -32,7 +32,7 @@ from samsa.storage.entries import Entry, EntryScanner
 from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.producer_state import ProducerStateManager, apply_producer_batch, read_marker
 from samsa.storage.segment import (DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
-                             TXN_INDEX_SUFFIX, LogSegment)
+                             TXN_INDEX_SUFFIX, LogSegment, segment_name)
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,17 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
         segments = [LogSegment(directory, log_start_offset or 0, config, create=True)]
         clean = True
     elif not clean:
+        listed = set(names)
+        for seg in segments:
+            if segment_name(seg.base_offset) + TXN_INDEX_SUFFIX not in listed:
+                seg.txn_index.maybe_on_disk = False   # (recovery: no unlink to try)
         segments = _recover(directory, segments, recovery_point)
     if clean and not segments[-1].active:
         segments[-1].open_active()
-    leo = segments[-1].read_next_offset()
+    # (a recovery scanned the last segment to its end already)
+    leo = segments[-1].recovered_next_offset
+    if leo is None:
+        leo = segments[-1].read_next_offset()
     lso = min(max(log_start_offset or 0, segments[0].base_offset), leo)
     # The high watermark is its owner's (the partition layer's): it comes
     # back from the replication-offset-checkpoint; without one (a data dir
@@ -99,7 +106,7 @@ def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> Loa
     start = log_start_offset or 0
     seg = LogSegment(directory, start, config, create=True)
     return LoadedLog((seg,), start, start, start, start, ProducerStateManager(directory),
-                     LeaderEpochCache.new(directory))
+                     LeaderEpochCache.new(directory, new_dir=True))
 
 
 def load_producer_state(ps: ProducerStateManager,

@@ -52,6 +52,7 @@ from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_C
 from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanerStats, LogCleaner
 from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
+from samsa.storage.gc_pause import gc_paused
 from samsa.storage.loader import parse_partition_dir
 from samsa.storage.log import AppendOrigin, Log
 
@@ -230,9 +231,10 @@ class LogManager:
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._check_meta_properties(d)
-        for d in self.log_dirs:
-            self._load_dir(d)
-        self._load_futures()
+        with gc_paused():   # (300,000 objects that stay: see storage/gc_pause.py)
+            for d in self.log_dirs:
+                self._load_dir(d)
+            self._load_futures()
         for d in self.log_dirs:
             marker = os.path.join(d, CLEAN_SHUTDOWN_MARKER)
             if os.path.exists(marker):
@@ -388,7 +390,7 @@ class LogManager:
                 os.makedirs(path)
                 new = True
             if topic_id is not None:
-                write_partition_metadata(path, topic_id)
+                write_partition_metadata(path, topic_id, new_dir=new)
             fsync_dir(d)
             lg = Log(path, topic, partition, config or self._config_for(topic),
                      topic_id=topic_id or (None if new else read_partition_metadata(path)),

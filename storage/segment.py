@@ -124,6 +124,8 @@ class LogSegment:
         self._bytes_since_last_index = 0
         self.active = False
         self.deleted = False
+        # the offset after the last batch, as the last recover() found it
+        self.recovered_next_offset: int | None = None
         if create:
             os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
             self._size = 0
@@ -570,16 +572,19 @@ class LogSegment:
             for idx in (self._offset_index, self._time_index):
                 if idx is not None:
                     idx.close(trim=False)
-            # (an empty segment's are made by its first append: storage/index.py)
-            oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
-                             writable=True, create=size > 0, lazy=size == 0)
-            ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
-                           writable=True, create=size > 0, lazy=size == 0)
+        # Rebuilt in memory first; the files are written only where they do not
+        # already hold the same entries (keep_rebuilt). An empty segment's are
+        # made by its first append (storage/index.py).
+        oi = OffsetIndex(self.index_path, self.base_offset, self.max_index_bytes,
+                         writable=False, lazy=True)
+        ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
+                       writable=False, lazy=True)
         self.txn_index.reset()
         scanner = EntryScanner(f.fileno(), 0, size, check_crc=True)
         last_index_pos = 0
         max_ts, off_of_max = -1, self.base_offset
         prev_last = self.base_offset - 1
+        next_offset = self.base_offset
         reason = None
         valid_end = 0
         first_ts = None
@@ -598,6 +603,7 @@ class LogSegment:
                 ti.maybe_append(max_ts, off_of_max)
                 last_index_pos = e.position
             valid_end = e.position + e.size
+            next_offset = e.next_offset
             if on_batch is not None:
                 on_batch(e, scanner.last_data)
         else:
@@ -611,10 +617,15 @@ class LogSegment:
         self._max_ts, self._offset_of_max_ts = max_ts, off_of_max
         self.rolling_based_timestamp = first_ts
         self._bytes_since_last_index = valid_end - last_index_pos if last_index_pos else valid_end
+        self.recovered_next_offset = next_offset
         if not writable:
             ti.maybe_append(max_ts, off_of_max, skip_full_check=True)
-            oi.make_readonly()
-            ti.make_readonly()
+        if valid_end > 0:
+            oi.keep_rebuilt(writable)
+            ti.keep_rebuilt(writable, final=(max_ts, off_of_max) if writable else None)
+        elif writable:
+            # nothing to index: lazy files, made (preallocated) by the first append
+            oi.writable = ti.writable = True
         with self._open_lock:
             self._offset_index, self._time_index = oi, ti
         return truncated, (reason if truncated else None)

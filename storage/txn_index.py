@@ -58,6 +58,9 @@ class TransactionIndex:
         self._entries: tuple[AbortedTxn, ...] | None = None   # loaded on first use
         self._dirty = False
         self._lock = threading.Lock()
+        # False: known not to exist (a loader's listing said so), so reset()
+        # has nothing to unlink; an append makes it True again
+        self.maybe_on_disk = True
 
     @property
     def entries(self) -> tuple[AbortedTxn, ...]:
@@ -87,6 +90,7 @@ class TransactionIndex:
                 os.write(fd, txn.encode())
             finally:
                 os.close(fd)
+            self.maybe_on_disk = True
             self._entries = entries + (txn,)
             self._dirty = True
 
@@ -106,10 +110,11 @@ class TransactionIndex:
     def reset(self) -> None:
         """Forget every entry (recovery re-creates them from the segment's batches)."""
         with self._lock:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            if self.maybe_on_disk:
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
             self._entries = ()
             self._dirty = False
 

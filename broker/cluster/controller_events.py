@@ -74,8 +74,10 @@ class TopicsChanged(ControllerEvent):
 
 @dataclass(frozen=True)
 class TopicChanged(ControllerEvent):
-    """A topic's znode was rewritten (partitions added, say)."""
+    """A topic's znode was rewritten (partitions added, say); ``version``: the
+    znode's version the watch saw (None: unknown, read it again whatever it is)."""
     topic: str
+    version: int | None = None
     kind: ClassVar[str] = "topic"
 
 

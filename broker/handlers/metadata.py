@@ -12,12 +12,13 @@ import uuid
 import weakref
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages.api import preencode
 from samsa.protocol.messages.schema import ZERO_UUID
 from samsa.protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
                                DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
                                MetadataRequest, MetadataResponse)
 
-from ..metadata import PartitionMeta, brokers_on_listener
+from ..metadata import PartitionMeta, TopicMeta, brokers_on_listener
 from ..topics import TopicError, name_error
 from ..security.acl import CLUSTER_NAME, ResourceType
 from . import authz
@@ -81,15 +82,22 @@ def _build_partitions(store: MetadataView, topic: str, reachable: _Reachable
 
 
 class _Snapshot:
-    """A topic's partitions as one listener's clients see them at one version
-    class, built once per metadata change instead of once per request (a
-    client's Metadata for 100,000 partitions is 100,000 objects).
+    """What a Metadata answer says of a topic, built and encoded once per metadata
+    change instead of once per request (a client's Metadata for 100,000 partitions
+    is 100,000 objects to build and encode).
 
-    Only what every principal is shown alike is kept: a topic's partitions
-    depend on the store's snapshot, the request's listener (which brokers are
-    reachable) and the version (v0 shows only reachable replicas; v6 on says
-    LISTENER_NOT_FOUND, before LEADER_NOT_AVAILABLE). Authorisation decides
-    which topics are answered and with what operations, outside of this.
+    Three layers: a topic's partitions (objects) per listener and version class,
+    its whole entry encoded (api.preencode) per exact version, listener and
+    authorized-operations value, and, where every caller is answered alike (no
+    authorizer, no operations asked), the whole all-topics list per listener and
+    version. Only what is the same for every caller with that
+    key is kept: a topic's partitions depend on the store's snapshot, the
+    request's listener (which brokers are reachable) and the version (v0 shows
+    only reachable replicas; v6 on says LISTENER_NOT_FOUND, before
+    LEADER_NOT_AVAILABLE); its entry also on the topic's id and internal flag
+    (checked on every use) and on the operations the caller is shown, which is a
+    key, not a cached decision. Authorisation decides per request which topics
+    are answered, outside of this.
 
     A snapshot belongs to one store snapshot_token(): read before anything the
     request reads from the store, so an entry built meanwhile from a newer state
@@ -99,6 +107,11 @@ class _Snapshot:
         self.token = token
         self._entries: dict[tuple[str, str | None, int],
                             list[MetadataResponse.MetadataResponsePartition]] = {}
+        self._encoded: dict[tuple[str, str | None, int, int],
+                            tuple[uuid.UUID, bool, MetadataResponse.MetadataResponseTopic]] = {}
+        self._every: dict[tuple[str | None, int],
+                          tuple[dict[str, TopicMeta],
+                                list[MetadataResponse.MetadataResponseTopic]]] = {}
 
     def is_current(self, token: tuple[object, ...]) -> bool:
         return len(token) == len(self.token) and all(
@@ -113,6 +126,41 @@ class _Snapshot:
         if parts is None:
             parts = self._entries[key] = _build_partitions(store, topic, reachable)
         return list(parts)   # the objects are shared and never changed; the list is the caller's
+
+    def every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int
+                    ) -> list[MetadataResponse.MetadataResponseTopic] | None:
+        """The all-topics answer kept by keep_every_topic for this listener and
+        version, if the store's topics are still the object ``known`` (replaced,
+        never mutated, on a change: Topics.topics)."""
+        hit = self._every.get((listener, version)) if self.token else None
+        if hit is None or hit[0] is not known:
+            return None
+        return list(hit[1])   # the list is the caller's
+
+    def keep_every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int,
+                         topics: list[MetadataResponse.MetadataResponseTopic]) -> None:
+        """Keep an all-topics answer built from ``known`` that is the same for
+        every caller (no authorizer, no operations asked): with 100,000 topics,
+        even looking each one's entry up is most of a request."""
+        if self.token:
+            self._every[(listener, version)] = (known, list(topics))
+
+    def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
+              reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
+        """A described topic's entry, encoded for ``version`` once per change."""
+        key = (meta.name, listener, version, ops)
+        hit = self._encoded.get(key) if self.token else None
+        if hit is not None and hit[0] == meta.topic_id and hit[1] == meta.is_internal:
+            return hit[2]
+        entry = MetadataResponse.MetadataResponseTopic(
+            error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
+            partitions=self.partitions(store, meta.name, listener, version, reachable),
+            topic_authorized_operations=ops)
+        if not self.token:
+            return entry
+        encoded = preencode(MetadataResponse, entry, version)
+        self._encoded[key] = (meta.topic_id, meta.is_internal, encoded)
+        return encoded
 
 
 # per store: the snapshot of its latest token (replaced whole, so threads never mix two)
@@ -133,7 +181,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     allow_create = req.allow_auto_topic_creation if version >= 4 else True
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
-    topics_out = []
+    topics_out: list[MetadataResponse.MetadataResponseTopic] = []
     snap = _snapshot(broker.store)   # first: see _Snapshot
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
@@ -142,12 +190,19 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
         return authz.authorized_operations(ctx, ResourceType.TOPIC, name) \
             if with_ops and name else _NOT_REQUESTED
 
-    if req.topics is None or (version == 0 and not req.topics):
+    every = req.topics is None or (version == 0 and not req.topics)
+    known = broker.topics.topics()   # read once: a shared answer is kept under it
+    # all topics, with no authorizer and no operations asked: every caller's answer
+    shared = every and not with_ops and not authz.enabled(ctx)
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
+    cached = snap.every_topic(known, ctx.listener, version) if shared else None
+    if cached is not None:
+        topics_out = cached
+    elif every:
         # every topic the client may describe; the others are left out silently
-        wanted: list[tuple[str | None, uuid.UUID | None]] = [
-            (name, None) for name in sorted(broker.topics.topics()) if may_describe(name)]
+        wanted = [(name, None) for name in sorted(known) if may_describe(name)]
     else:
-        wanted = [(t.name, t.topic_id) for t in req.topics]
+        wanted = [(t.name, t.topic_id) for t in req.topics or ()]
 
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
@@ -204,11 +259,10 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[],
                     topic_authorized_operations=_NOT_REQUESTED))
                 continue
-        topics_out.append(R.MetadataResponseTopic(
-            error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=snap.partitions(broker.store, meta.name, ctx.listener, version,
-                                       reachable),
-            topic_authorized_operations=topic_ops(meta.name)))
+        topics_out.append(snap.topic(broker.store, meta, ctx.listener, version, reachable,
+                                     topic_ops(meta.name)))
+    if shared and cached is None:
+        snap.keep_every_topic(known, ctx.listener, version, topics_out)
 
     return R(
         throttle_time_ms=0,

@@ -139,7 +139,9 @@ class MetadataStore(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def topics(self) -> dict[str, TopicMeta]: ...
+    def topics(self) -> dict[str, TopicMeta]:
+        """Every topic by name: a dict replaced, never mutated, on a change (Metadata
+        keeps an all-topics answer while it is the same object)."""
 
     def topic(self, name: str) -> TopicMeta | None:
         return self.topics().get(name)

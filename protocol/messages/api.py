@@ -10,12 +10,12 @@ parse it before it knows which versions the broker speaks.
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
 from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
 from samsa.protocol.messages import generated, overlay, wire
-from samsa.protocol.messages.codegen import get_decoder, get_encoder
-from samsa.protocol.messages.model import Message, link
+from samsa.protocol.messages.codegen import get_decoder, get_encoder, get_struct_encoder
+from samsa.protocol.messages.model import Message, Preencoded, link
 from samsa.protocol.messages.schema import MessageSpec, message_from_rows, serves
 from samsa.protocol.model import ApiKey
 
@@ -254,6 +254,26 @@ def decode_response(frame: wire.Buf, api_key: int, api_version: int) -> tuple[in
     if pos != len(buf):
         raise ProtocolError(f"{len(buf) - pos} trailing bytes after {msg.name} v{api_version}", pos)
     return corr, obj
+
+
+_M = TypeVar("_M", bound=Message)
+
+
+def preencode(message: type[Message], element: _M, version: int) -> _M:
+    """``element`` (a nested struct of ``message``, as an element of one of its arrays)
+    encoded now for ``version``: put in the array, it is written as these bytes by that
+    version's encoder, and read as ``element`` by everything else (model.Preencoded).
+    Typed as the element it stands for, so a handler's list keeps its element type."""
+    msg = message._message
+    _check_version(msg, version)
+    spec = type(element)._spec
+    if spec is None or msg.structs.get(spec.name) is not spec:
+        raise ValueError(f"{type(element).__qualname__} is not a struct of {msg.name}")
+    out = wire.Out()
+    get_struct_encoder(msg, spec, version)(element, out)
+    if out.regions:
+        raise ValueError("preencode does not take region records")
+    return cast(_M, Preencoded(element, version, spec, b"".join(out)))
 
 
 def decode_body(cls: type[Message], data: wire.Buf, version: int) -> Any:

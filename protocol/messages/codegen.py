@@ -13,7 +13,9 @@ IndexError, which the public entry points turn into ProtocolError.
 
 Encoders: ``e(obj, out)`` append parts to a wire.Out list.  Fields the target
 version does not have are simply not written (ignorable or not: the broker must
-never fail an encode because a handler filled a newer field).
+never fail an encode because a handler filled a newer field). An element of a
+struct array may be a model.Preencoded (api.preencode): encoded ahead of time for
+one version, it is appended as its bytes by that version's encoder.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Any, Callable, TypeAlias
 
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.messages import wire
-from samsa.protocol.messages.model import default_literal, ns_name
+from samsa.protocol.messages.model import Preencoded, default_literal, ns_name
 from samsa.protocol.messages.schema import FIXED_TYPES, ZERO_UUID, FieldSpec, MessageSpec, StructSpec
 
 _cache: dict[tuple[str, int, str], Codec] = {}
@@ -73,7 +75,7 @@ class _Gen:
         self.ns: dict[Any, Any] = {name: getattr(wire, name) for name in dir(wire) if not name.startswith("__")}
         self.ns.update({"_new": object.__new__, "_ZU": ZERO_UUID, "_UUID": __import__("uuid").UUID,
                         "_unpack_from": struct.unpack_from, "_pack": struct.pack,
-                        "_ProtocolError": ProtocolError})
+                        "_ProtocolError": ProtocolError, "_Pre": Preencoded})
         self.lines: list[str] = []
         self.done: dict[tuple[str, str], bool] = {}
 
@@ -352,6 +354,14 @@ class _Gen:
                 L.append(f"{ind}    for x in av:")
                 if e == "struct":
                     fn = self.encoder(f.struct_spec())
+                    # an element encoded ahead of time for this version and struct is
+                    # written as it is (model.Preencoded); for another, its value is encoded
+                    spec = self.name(f.struct_spec())
+                    L.append(f"{ind}        if x.__class__ is _Pre:")
+                    L.append(f"{ind}            if x._pre_version == {self.v} and x._pre_spec is {spec}:")
+                    L.append(f"{ind}                {app}(x._pre_data)")
+                    L.append(f"{ind}                continue")
+                    L.append(f"{ind}            x = x._pre_value")
                     L.append(f"{ind}        {fn}(x, {out})")
                 elif e == "uuid":
                     L.append(f"{ind}        {app}((x or _ZU).bytes)")
@@ -383,6 +393,20 @@ def _compiled(msg: MessageSpec, v: int, kind: str) -> Codec:
                 g = _Gen(msg, v)
                 entry = g.decoder(msg.root) if kind == "d" else g.encoder(msg.root)
                 fn = _cache[key] = g.compile(entry)
+    return fn
+
+
+def get_struct_encoder(msg: MessageSpec, st: StructSpec, v: int) -> Codec:
+    """The encoder of one of ``msg``'s nested structs at version ``v`` (for
+    api.preencode), compiled on first use and cached like the message's own."""
+    key = (msg.name, v, "e:" + st.name)
+    fn = _cache.get(key)
+    if fn is None:
+        with _lock:
+            fn = _cache.get(key)
+            if fn is None:
+                g = _Gen(msg, v)
+                fn = _cache[key] = g.compile(g.encoder(st))
     return fn
 
 

@@ -3,7 +3,8 @@ lives with the share coordinator (the leader of the key's __share_group_state
 partition, RF 3), so a kill -9 of the share-partition leader loses no
 acknowledgement. The Java client 4.3's KafkaShareConsumer
 (tests/java/ShareConsume.java) reads with explicit acknowledgements and
-prints "committed" once the broker confirmed a poll's acknowledgements; the
+ends each poll with "committed" once the broker confirmed its acknowledgements
+(else "not committed"); the
 member killed while holding records is confluent-kafka's share consumer.
 After the kill the group's new coordinator is not the share-partition's new
 leader, so the lag it describes is counted to the end the leader gives it.
@@ -81,12 +82,15 @@ def _offsets(bootstrap: str, group: str, topic: str) -> tuple[int, int] | None:
 
 
 def _polls(lines: list[str]) -> list[tuple[list[tuple[str, int]], bool]]:
-    """The reader's polls in order: ([(value, delivery count)], confirmed)."""
+    """The reader's polls in order: ([(value, delivery count)], confirmed).
+    Each poll ends with a line of its own, confirmed or not: a poll whose
+    acknowledgement died with the leader must not be taken for part of the
+    next, confirmed one (its records do come again, and rightly)."""
     polls: list[tuple[list[tuple[str, int]], bool]] = []
     current: list[tuple[str, int]] = []
     for line in lines:
-        if line == "committed":
-            polls.append((current, True))
+        if line in ("committed", "not committed"):
+            polls.append((current, line == "committed"))
             current = []
         elif "\t" in line:
             value, _offset, count, _action = line.split("\t")

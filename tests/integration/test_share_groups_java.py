@@ -126,7 +126,7 @@ def _described_members(bootstrap: str, group: str
 def _parse(lines: list[str]) -> list[tuple[str, int, int, str]]:
     out = []
     for line in lines:
-        if line in ("holding", "committed"):
+        if line in ("holding", "committed", "not committed"):
             continue
         value, offset, count, action = line.split("\t")
         out.append((value, int(offset), int(count), action))

@@ -33,7 +33,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   [--max-records N]    max.poll.records
  * Without --release/--reject, acknowledgement is implicit (each poll accepts the last
  * poll's records); with either, explicit (acknowledge each record, commitSync per poll, and
- * a line "committed" once the broker confirmed every acknowledgement of the poll).
+ * a line closing the poll: "committed" once the broker confirmed every acknowledgement of
+ * the poll, else "not committed", so a reader can tell which records each answer covers).
  */
 public final class ShareConsume {
     public static void main(String[] argv) { ToolArgs.main(ShareConsume::run, argv); }
@@ -85,7 +86,7 @@ public final class ShareConsume {
                     } catch (KafkaException e) {
                         confirmed = false;
                     }
-                    if (confirmed) out.println("committed");
+                    out.println(confirmed ? "committed" : "not committed");
                 }
                 // after the poll's processing and commit: the idle wait is for the
                 // next record, not eaten by a slow commit on a loaded machine

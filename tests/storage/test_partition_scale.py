@@ -239,3 +239,91 @@ def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(t
         assert reopened.log_end_offset == 3 and reopened.segments[0].time_index.entries == 1
     finally:
         reopened.close()
+
+
+def test_a_restart_and_a_kill_of_an_idle_partition_rewrite_none_of_its_index_files(make_log):
+    """Stopped cleanly (indexes trimmed), restarted, killed, restarted: neither the
+    reopen (no preallocation until entries are written) nor the recovery (the
+    files hold what it rebuilds, the time index's closing entry included)
+    touches the index files, and the log still reads and appends right."""
+    lg = make_log()
+    lg.append(batch_of(3), 0)
+    lg.close()
+    seg = lg.segments[0]
+    paths = (seg.index_path, seg.time_index_path)
+
+    def stamps():
+        return [(s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, paths)]
+    before = stamps()
+    assert [b[2] for b in before] == [0, 12]
+    lg = make_log()
+    assert stamps() == before
+    lg.close_handles(trim=False)   # kill -9
+    lg.closed = True
+    lg = make_log(clean_shutdown=False)
+    assert stamps() == before
+    assert lg.log_end_offset == 3 and lg.segments[0].time_index.entries == 1
+    assert lg.append(batch_of(2), 0).first_offset == 3
+    lg.close()
+    reopened = make_log()
+    assert reopened.log_end_offset == 5
+    assert reopened.read(0, 1 << 20).regions
+
+
+def test_a_topic_created_in_one_batch_writes_its_new_files_in_place_and_syncs_them(
+        tmp_path, monkeypatch):
+    """In a directory the batch made, partition.metadata and leader-epoch-checkpoint
+    are written in place (no temporary file, no rename), in Kafka's bytes, and the
+    batch's barrier makes each of them and their directory durable; outside a
+    batch (a partition added alone) the same files come through a rename."""
+    from samsa.storage import checkpoints
+    synced: set[str] = set()
+    real_sync_all = checkpoints._sync_all
+
+    def recording(files, dirs, missing_ok=frozenset()):
+        synced.update(files)
+        synced.update(dirs)
+        return real_sync_all(files, dirs, missing_ok)
+    monkeypatch.setattr(checkpoints, "_sync_all", recording)
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    tid = uuid.uuid4()
+    try:
+        with checkpoints.durable_batch():
+            for p in range(3):
+                lm.create_log("t", p, config=CFG, topic_id=tid).begin_leader_epoch(4)
+        for p in range(3):
+            d = tmp_path / f"t-{p}"
+            assert sorted(os.listdir(d)) == ["00000000000000000000.log", LEADER_EPOCH_CHECKPOINT,
+                                             "partition.metadata"]
+            assert (d / LEADER_EPOCH_CHECKPOINT).read_bytes() == b"0\n1\n4 0\n"
+            assert (d / "partition.metadata").read_text() == \
+                f"version: 0\ntopic_id: {checkpoints.topic_id_to_str(tid)}"
+            assert {str(d), str(d / LEADER_EPOCH_CHECKPOINT), str(d / "partition.metadata")} \
+                <= synced
+        alone = lm.create_log("t", 3, config=CFG, topic_id=tid)
+        alone.begin_leader_epoch(4)
+        assert read_partition_metadata(alone.dir) == tid
+        assert read_leader_epoch_checkpoint(os.path.join(alone.dir, LEADER_EPOCH_CHECKPOINT)) \
+            == [(4, 0)]
+    finally:
+        lm.shutdown()
+
+
+def test_the_collector_comes_back_after_the_last_pause_only_if_it_was_on():
+    import gc
+
+    from samsa.storage.gc_pause import gc_paused
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

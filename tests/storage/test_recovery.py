@@ -237,3 +237,90 @@ def test_legacy_corrupt_crc_is_cut(tmp_path):
     lg = Log(pdir, "old", 0, CFG, clean_shutdown=False)
     assert lg.log_end_offset == 3
     lg.close()
+
+
+def _stamp(path):
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _offset_entries(path):
+    data = open(path, "rb").read()
+    out = []
+    for pos in range(0, len(data) - 7, 8):
+        rel, p = int.from_bytes(data[pos:pos + 4], "big"), int.from_bytes(data[pos + 4:pos + 8], "big")
+        if out and (rel <= out[-1][0] or p <= out[-1][1]):
+            break
+        if not out and (rel, p) == (0, 0):
+            break
+        out.append((rel, p))
+    return out
+
+
+def test_recovery_keeps_index_files_holding_what_it_rebuilds_and_still_cuts_a_torn_tail(tmp_path):
+    """After a kill -9 the active segment is checked whole, as before; its index
+    files, which hold exactly the entries the check rebuilds, are not written
+    again (each rewrite is a journalled truncate and preallocation: 20,000 of
+    them for 10,000 partitions). A half-written batch past them is still cut."""
+    lg = reopen(tmp_path, clean=True)
+    acked = fill(lg, 25)
+    active = lg.active_segment
+    crash(lg)
+    entries = _offset_entries(active.index_path)
+    assert entries, "the test wants an active segment with index entries"
+    before = {p: _stamp(p) for p in (active.index_path, active.time_index_path)}
+    torn = batch_of(3, size=100)
+    with open(active.log_path, "ab") as f:
+        f.write(torn[:len(torn) // 2])
+    lg2 = reopen(tmp_path)
+    assert all_batches(lg2) == acked
+    check_segments_have_no_trailing_bytes(lg2)
+    assert {p: _stamp(p) for p in before} == before
+    assert _offset_entries(active.index_path) == entries
+    assert lg2.append(batch_of(1)).first_offset == acked[-1][1] + 1
+    lg2.close()
+    lg3 = reopen(tmp_path, clean=True)
+    assert all_batches(lg3)[:-1] == acked
+    lg3.close()
+
+
+def test_recovery_rewrites_an_index_holding_more_than_the_log(tmp_path):
+    """A stale entry after the rebuilt ones (the log lost its batch, the index
+    kept its entry) makes recovery write the file anew: no entry past the log."""
+    lg = reopen(tmp_path, clean=True)
+    acked = fill(lg, 25)
+    active = lg.active_segment
+    crash(lg)
+    entries = _offset_entries(active.index_path)
+    rel, pos = entries[-1]
+    with open(active.index_path, "r+b") as f:
+        f.seek(len(entries) * 8)
+        f.write((rel + 50).to_bytes(4, "big") + (pos + 5000).to_bytes(4, "big"))
+    assert len(_offset_entries(active.index_path)) == len(entries) + 1
+    lg2 = reopen(tmp_path)
+    assert _offset_entries(active.index_path) == entries
+    assert all_batches(lg2) == acked
+    lg2.close()
+
+
+def test_segments_below_the_recovery_point_are_not_checked_again(tmp_path):
+    """Kafka's rule: what the recovery point covers was flushed and is trusted;
+    only the segment holding it and later ones are checked after a crash."""
+    lg = reopen(tmp_path, clean=True)
+    fill(lg, 60)
+    segs = lg.segments
+    assert len(segs) >= 3
+    rp = segs[-1].base_offset
+    crash(lg)
+    old = segs[0].log_path
+    size = os.path.getsize(old)
+    with open(old, "r+b") as f:   # damage the trusted segment's last batch
+        f.seek(size - 1)
+        last = f.read(1)
+        f.seek(size - 1)
+        f.write(bytes([last[0] ^ 0xFF]))
+    lg2 = Log(os.path.join(tmp_path, "t-0"), "t", 0, CFG, clean_shutdown=False,
+              recovery_point=rp)
+    assert os.path.getsize(old) == size
+    assert [s.base_offset for s in lg2.segments] == [s.base_offset for s in segs]
+    lg2.close()

@@ -1,14 +1,14 @@
 """Partition state znodes followed in batches: one-shot watches whose events
 only mark a partition to read again, and one thread that reads every marked
-partition in one ZooKeeper pipeline (re-arming its watch with the read) and
-hands the changed ones over together.
+partition in a few requests (a multiRead, then one SetWatches re-arming their
+watches: multi_read.py) and hands the changed ones over together.
 
 A kazoo DataWatch per state znode read each change with a synchronous
 ``get`` on kazoo's single callback thread: a broker's death at 30,000
 partitions changes every state znode, and each broker then made 30,000
 round trips one after the other, with the controller's own watch events
 (``/brokers/ids``) queued behind them on the same thread. Here a watch event
-costs a set insertion, reads share round trips, and the snapshot is replaced
+costs a set insertion, reads and watches share requests, and the snapshot is replaced
 once per batch rather than once per partition.
 
 What to read and what to hand over is decided by ``StateReads`` (no I/O);
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from .. import zk_layout as z
+from .multi_read import read_many, seen_zxid, watch_many
 
 log = logging.getLogger("broker.metadata.zookeeper")
 
@@ -34,7 +34,7 @@ Partition = tuple[str, int]
 StateRead = tuple[Partition, "bytes | None", "ZnodeStat | None"]
 """A partition, its state znode's data and stat (both None: no such znode)."""
 
-READ_TIMEOUT_S = 30.0  # one answer of a pipelined batch (kazoo drops some unanswered)
+READ_TIMEOUT_S = 30.0  # one answer of a batch (kazoo drops some unanswered)
 RETRY_S = 0.5  # after a batch ZooKeeper failed
 # Reads in flight at a time: the session is the controller's too, and its
 # requests and watch events (a broker gone) queue behind every read sent.
@@ -179,8 +179,8 @@ class PartitionStateWatch:
                 log.info("partition states read again")
 
     def _read(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
-        """Each partition's state, its watch re-armed, pipelined READS_AT_ONCE
-        at a time; a missing znode gets a watch for its creation. Also
+        """Each partition's state, its watch re-armed, READS_AT_ONCE at a
+        time; a missing znode gets a watch for its creation. Also
         returned: the partitions ZooKeeper failed to answer for (read them again)."""
         reads: list[StateRead] = []
         again: list[Partition] = []
@@ -191,34 +191,22 @@ class PartitionStateWatch:
         return reads, again
 
     def _read_some(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
-        sent = [(tp, self._zk.get_async(z.partition_state_path(*tp), watch=self._on_event))
-                for tp in batch]
-        reads: list[StateRead] = []
-        missing: list[Partition] = []
-        again: list[Partition] = []
-        # One deadline for the batch: kazoo can drop requests queued as a
-        # session is lost, and waiting the whole timeout for each would hold
-        # every state update back for that many timeouts.
-        deadline = time.monotonic() + READ_TIMEOUT_S
-
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
-        for tp, result in sent:
-            try:
-                data, stat = result.get(timeout=left())
-                reads.append((tp, data, stat))
-            except NoNodeError:
-                missing.append(tp)
-            except (KazooException, KazooTimeoutError):
-                again.append(tp)
-        checked = [(tp, self._zk.exists_async(z.partition_state_path(*tp), watch=self._on_event))
-                   for tp in missing]
-        for tp, result in checked:
-            try:
-                if result.get(timeout=left()) is None:
-                    reads.append((tp, None, None))
-                else:
-                    again.append(tp)  # created between the two reads
-            except (KazooException, KazooTimeoutError):
-                again.append(tp)
-        return reads, again
+        """One multiRead for the states and one SetWatches for their watches
+        (multi_read.py), not a get with a watch per partition: kazoo spends
+        about a millisecond of Python on each request, and a broker's death
+        at 30,000 partitions changes every state znode on every broker.
+        The watches are set relative to the zxid seen before the read, so a
+        change the read may have missed fires its watch at once."""
+        paths = [z.partition_state_path(*tp) for tp in batch]
+        relative = seen_zxid(self._zk)
+        try:
+            # One deadline for the batch's answers: kazoo can drop requests
+            # queued as a session is lost.
+            found = read_many(self._zk, paths, timeout=READ_TIMEOUT_S)
+            watch_many(self._zk, relative, [p for p, f in zip(paths, found) if f is not None],
+                       [p for p, f in zip(paths, found) if f is None], self._on_event,
+                       timeout=READ_TIMEOUT_S)
+        except (KazooException, KazooTimeoutError):
+            return [], list(batch)
+        return [(tp, None, None) if f is None else (tp, f[0], f[1])
+                for tp, f in zip(batch, found)], []

@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from kazoo.protocol.states import ZnodeStat
 
 from .. import zk_layout as z
+from .multi_read import read_many
 
 
 class NotControllerError(Exception):
@@ -75,8 +76,8 @@ class ControllerZooKeeper(Znodes, Protocol):
     """What the controller needs: znodes, watches, and its fenced writes."""
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-        """Each znode's data and stat (None: no such znode), read in one
-        pipeline rather than one round trip each."""
+        """Each znode's data and stat (None: no such znode), read in a few
+        requests (multi_read.py) rather than one round trip each."""
         ...
 
     def watch_data(self, path: str,
@@ -116,14 +117,7 @@ class ZooKeeperWrites:
         return self.client.get_children(path)
 
     def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-        pending = [self.client.get_async(path) for path in paths]
-        out: list[tuple[bytes, ZnodeStat] | None] = []
-        for result in pending:
-            try:
-                out.append(result.get())
-            except NoNodeError:
-                out.append(None)
-        return out
+        return read_many(self.client, paths)
 
     def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
                makepath: bool = False) -> str:
@@ -198,39 +192,44 @@ class ZooKeeperWrites:
         one ZooKeeper transaction (one request and one log sync for all: kazoo
         spends about a millisecond per request, so thousands of partitions'
         decisions one request each took seconds), all sent before the first
-        answer is awaited; a group refused as a whole (one member's version
-        conflict) is sent again one by one, so that each gets its own answer."""
-        groups = [range(i, min(i + together, len(transactions)))
-                  for i in range(0, len(transactions), together)]
-        sent = []
-        for group in groups:
-            txn = self.transaction()
-            txn.check(z.CONTROLLER_EPOCH, epoch_version)
-            for write in (w for i in group for w in transactions[i]):
-                if isinstance(write, SetData):
-                    txn.set_data(write.path, write.data, write.version)
-                else:
-                    txn.create(write.path, write.data)
-            sent.append(txn.commit_async())
+        answer is awaited. A group refused as a whole names the operation that
+        failed (ZooKeeper answers the others RolledBackError): that member
+        gets the error, and the rest of the group is sent again together, as
+        many rounds as the group has conflicts (a leader's ISR change on one
+        partition does not cost its 99 neighbours a request each)."""
         out: list[list[int] | Exception] = [NotControllerError()] * len(transactions)
-        again: list[int] = []
-        for group, result in zip(groups, sent):
-            outcome = _fenced_outcome([w for i in group for w in transactions[i]], result.get())
-            if isinstance(outcome, Exception) and len(group) > 1 \
-                    and not isinstance(outcome, NotControllerError):
-                again.extend(group)
-                continue
-            at = 0
-            for i in group:
-                if isinstance(outcome, Exception):
-                    out[i] = outcome
+        pending = [list(range(i, min(i + together, len(transactions))))
+                   for i in range(0, len(transactions), together)]
+        while pending:
+            sent = []
+            for group in pending:
+                txn = self.transaction()
+                txn.check(z.CONTROLLER_EPOCH, epoch_version)
+                for write in (w for i in group for w in transactions[i]):
+                    if isinstance(write, SetData):
+                        txn.set_data(write.path, write.data, write.version)
+                    else:
+                        txn.create(write.path, write.data)
+                sent.append((group, txn.commit_async()))
+            pending = []
+            for group, result in sent:
+                results = result.get()
+                outcome = _fenced_outcome([w for i in group for w in transactions[i]], results)
+                if not isinstance(outcome, Exception):
+                    at = 0
+                    for i in group:
+                        out[i] = outcome[at:at + len(transactions[i])]
+                        at += len(transactions[i])
+                elif len(group) == 1 or isinstance(outcome, NotControllerError):
+                    for i in group:
+                        out[i] = outcome
                 else:
-                    out[i] = outcome[at:at + len(transactions[i])]
-                    at += len(transactions[i])
-        if again:
-            for i, outcome in zip(again, self.commit_fenced_each(
-                    epoch_version, [transactions[i] for i in again], together=1)):
-                out[i] = outcome
+                    culprit = _failed_member(group, transactions, results)
+                    if culprit is None:  # not told which: each on its own
+                        pending += [[i] for i in group]
+                    else:
+                        out[culprit] = outcome
+                        pending.append([i for i in group if i != culprit])
         return out
 
     def create_each(self, paths: Sequence[str]) -> list[Exception | None]:
@@ -260,6 +259,21 @@ def _fenced_outcome(writes: Sequence[SetData | Create], results: list[object]) -
     if failed:
         return failed[0]
     return [_version_after(write, result) for write, result in zip(writes, results[1:])]
+
+
+def _failed_member(group: Sequence[int], transactions: Sequence[Sequence[SetData | Create]],
+                   results: list[object]) -> int | None:
+    """Which of ``group``'s transactions holds the operation a refused
+    ZooKeeper transaction failed on (after the epoch check: ``results[0]``)."""
+    failed = next((at for at, r in enumerate(results[1:])
+                   if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None)
+    if failed is None:
+        return None
+    for i in group:
+        if failed < len(transactions[i]):
+            return i
+        failed -= len(transactions[i])
+    return None
 
 
 def _version_after(write: SetData | Create, result: object) -> int:

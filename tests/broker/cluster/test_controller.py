@@ -278,22 +278,68 @@ def test_fenced_writes_go_in_groups_and_a_conflict_costs_only_its_own_write(kazo
     from kazoo.exceptions import BadVersionError
     from samsa.broker.metadata.zookeeper.writes import (Create, NotControllerError, SetData,
                                                          ZooKeeperWrites)
-    zk = ZooKeeperWrites(kazoo)
+    class Counted(ZooKeeperWrites):
+        """The transactions sent (a real ZooKeeper answers them)."""
+        sent: list = []
+
+        def transaction(self):
+            txn = super().transaction()
+            self.sent.append(txn)
+            return txn
+    zk = Counted(kazoo)
     kazoo.create("/controller_epoch", b"1")
-    for i in range(5):
+    for i in range(8):
         kazoo.create(f"/n{i}", b"old")
-    kazoo.set("/n3", b"moved on")  # version 1: the write below expects 0
-    writes = [[SetData(f"/n{i}", b"new", 0)] for i in range(5)] + [[Create("/n5", b"new")]]
-    outcomes = zk.commit_fenced_each(0, writes, together=2)
-    assert isinstance(outcomes[3], BadVersionError)
-    assert [o for i, o in enumerate(outcomes) if i != 3] == [[1], [1], [1], [1], [0]]
-    assert [kazoo.get(f"/n{i}")[0] for i in range(6)] == [b"new"] * 3 + [b"moved on", b"new", b"new"]
+    for i in (3, 5):
+        kazoo.set(f"/n{i}", b"moved on")  # version 1: the writes below expect 0
+    writes = [[SetData(f"/n{i}", b"new", 0)] for i in range(8)] + [[Create("/n8", b"new")]]
+    outcomes = zk.commit_fenced_each(0, writes, together=4)
+    assert isinstance(outcomes[3], BadVersionError) and isinstance(outcomes[5], BadVersionError)
+    assert [o for i, o in enumerate(outcomes) if i not in (3, 5)] == [[1]] * 6 + [[0]]
+    assert [kazoo.get(f"/n{i}")[0] for i in range(9)] == (
+        [b"new"] * 3 + [b"moved on", b"new", b"moved on"] + [b"new"] * 3)
+    # At most 4 writes (and the epoch check) a request; a refused group is
+    # sent again without the write that conflicted, not one write at a time.
+    assert [len(t.operations) - 1 for t in zk.sent] == [4, 4, 1, 3, 3]
     # Another controller's epoch: every write refused, none made.
     kazoo.set("/controller_epoch", b"2")
     outcomes = zk.commit_fenced_each(0, [[SetData(f"/n{i}", b"newer", 1)] for i in range(3)],
                                      together=2)
     assert all(isinstance(o, NotControllerError) for o in outcomes)
     assert kazoo.get("/n0")[0] == b"new"
+
+
+def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
+    """A topic's watch fires as it is set up, right after the topic was read
+    (and after our own reassignment writes): at 30,000 partitions each such
+    firing re-read the topic's states, seconds of reads queued ahead of a
+    broker's death. A new version is read, with the partitions it adds."""
+    from samsa.broker.metadata.zookeeper.writes import ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        read: list = []
+
+        def get_many(self, paths):
+            self.read.extend(paths)
+            return super().get_many(paths)
+    zk = Counted(kazoo)
+    for path in ("/brokers/ids", "/brokers/topics"):
+        kazoo.ensure_path(path)
+    kazoo.create("/controller_epoch", b"1")
+    _write_topic(kazoo, "t", {0: [0]})
+    controller = Controller(zk, 0)  # its decisions only: no thread, no watches
+    controller.active, controller.epoch, controller._epoch_version = True, 1, 0
+    controller._live = {0}
+    controller._on_topics(("t",))
+    assert _state(kazoo, "t", 0)["leader"] == 0
+    version = kazoo.get("/brokers/topics/t")[1].version
+    zk.read.clear()
+    controller._on_topic("t", version)
+    assert zk.read == []
+    kazoo.set("/brokers/topics/t", json.dumps(
+        {"version": 1, "partitions": {"0": [0], "1": [0]}}).encode())
+    controller._on_topic("t", version + 1)
+    assert "/brokers/topics/t" in zk.read and _state(kazoo, "t", 1)["leader"] == 0
 
 
 # ---------------------------------------------------------------- reassignments

@@ -127,12 +127,12 @@ class FakeTopics(Topics):
     def add(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
             internal: bool = False) -> TopicMeta:
         meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}), internal)
-        self.by_name[name] = meta
+        self.by_name = {**self.by_name, name: meta}   # replaced, as stores do
         self.store.placements[name] = {p: PartitionMeta((1,), 1, 0, (1,)) for p in range(partitions)}
         return meta
 
     def topics(self) -> dict[str, TopicMeta]:
-        return dict(self.by_name)
+        return self.by_name   # replaced, never mutated, on a change (as stores do)
 
     def get(self, name: str) -> TopicMeta | None:
         return self.by_name.get(name)
@@ -158,7 +158,8 @@ class FakeTopics(Topics):
         return self.add(name, max(num_partitions, 1))
 
     def delete(self, name: str, charge: Callable[[int], None] | None = None) -> TopicMeta:
-        meta = self.by_name.pop(name, None)
+        meta = self.by_name.get(name)
+        self.by_name = {n: m for n, m in self.by_name.items() if n != name}
         if meta is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic")
         self.deleted.append(name)

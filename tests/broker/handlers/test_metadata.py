@@ -1,6 +1,8 @@
 """Metadata: what a client learns of brokers, topics and their errors."""
 from __future__ import annotations
 
+import pytest
+
 from samsa.broker.security.acl import AclOperation, ResourceType
 from samsa.broker.security.principal import user
 from samsa.protocol.errors import ErrorCode
@@ -70,17 +72,20 @@ async def test_a_leader_that_is_no_longer_a_live_broker_is_no_leader():
             (0, 0, 1), (1, ErrorCode.LEADER_NOT_AVAILABLE, -1)], version
 
 
-async def test_cached_partitions_answer_byte_for_byte_as_built_ones_per_version_and_listener():
-    """A store with a snapshot token lets Metadata reuse a topic's partitions
-    until the token changes: every version, listener and principal is answered
-    exactly as without the reuse, and a change is seen by the next request."""
+@pytest.mark.parametrize("with_acls", [True, False], ids=["acls", "no-authorizer"])
+async def test_cached_partitions_answer_byte_for_byte_as_built_ones_per_version_and_listener(
+        with_acls: bool):
+    """A store with a snapshot token lets Metadata reuse a topic's partitions and
+    its encoded entry until the token changes: every version, listener, principal,
+    authorized-operations flag and topic list is answered exactly as without the
+    reuse, and a change is seen by the next request."""
     from samsa.broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta
     from samsa.protocol.messages.api import encode_response
 
     both = (ListenerEndpoint("PLAINTEXT", "broker1", 9092, "PLAINTEXT"),
             ListenerEndpoint("EXTERNAL", "ext1", 19092, "PLAINTEXT"))
     only_plain = (ListenerEndpoint("PLAINTEXT", "broker2", 9092, "PLAINTEXT"),)
-    services = FakeServices(acls=FakeAcls())
+    services = FakeServices(acls=FakeAcls() if with_acls else None)
     store = services.topics.store
     store.live = [BrokerEndpoint(1, "broker1", 9092, None, both),
                   BrokerEndpoint(2, "broker2", 9092, None, only_plain)]
@@ -89,21 +94,24 @@ async def test_cached_partitions_answer_byte_for_byte_as_built_ones_per_version_
     store.placements["orders"] = {0: PartitionMeta((1, 2), 1, 3, (1, 2)),
                                   1: PartitionMeta((2, 1), 2, 4, (2,)),
                                   2: PartitionMeta((3, 1), 1, 5, (1,), (3,))}  # 3 is dead
-    assert services.acls is not None
-    allow(services.acls, "User:admin", AclOperation.DESCRIBE, ResourceType.TOPIC, "*")
-    allow(services.acls, "User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "orders")
+    if services.acls is not None:
+        allow(services.acls, "User:admin", AclOperation.DESCRIBE, ResourceType.TOPIC, "*")
+        allow(services.acls, "User:alice", AclOperation.DESCRIBE, ResourceType.TOPIC, "orders")
 
     async def answers() -> list[bytes]:
         from samsa.broker.handlers.metadata import handle_metadata
         out = []
+        named = [T(name="orders"), T(name="secret"), T(name="nope")]
         for listener in ("PLAINTEXT", "EXTERNAL"):
-            for version in range(0, 13):
+            for version in range(0, 14):
                 for principal in ("admin", "alice"):
-                    ctx = context(services, ApiKey.METADATA, version, user(principal))
-                    ctx.conn.listener_name = listener  # type: ignore[misc]
-                    req = MetadataRequest(topics=None, allow_auto_topic_creation=False)
-                    resp = await handle_metadata(ctx, req)
-                    out.append(b"".join(encode_response(ctx.header, resp)))
+                    for topics, with_ops in ((None, False), (None, True), (named, True)):
+                        ctx = context(services, ApiKey.METADATA, version, user(principal))
+                        ctx.conn.listener_name = listener  # type: ignore[misc]
+                        req = MetadataRequest(topics=topics, allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=with_ops)
+                        resp = await handle_metadata(ctx, req)
+                        out.append(b"".join(encode_response(ctx.header, resp)))
         return out
 
     built = await answers()            # no token: built for every request
@@ -117,3 +125,32 @@ async def test_cached_partitions_answer_byte_for_byte_as_built_ones_per_version_
     changed = await answers()
     store.token = ()
     assert changed == await answers() != built
+
+
+async def test_a_new_a_deleted_and_a_recreated_topic_show_in_the_next_answer():
+    """Entries are reused only while the store's token and its topics are the
+    same objects: a topic created, deleted or deleted and created again (a new
+    id) replaces them and is answered as it now is."""
+    from samsa.protocol.messages.model import Preencoded
+    services = FakeServices()
+    store = services.topics.store
+    services.topics.add("orders", partitions=2)
+    store.token = (object(),)
+
+    async def described(version: int = 12) -> dict[str, object]:
+        resp = await _metadata(services, None, version=version)
+        return {t.name: (t.topic_id, len(t.partitions)) for t in resp.topics}
+
+    first = await described()
+    assert isinstance((await _metadata(services, None)).topics[0], Preencoded)   # reused
+    fresh = services.topics.add("fresh", partitions=3)   # the topics' dict is replaced
+    assert await described() == {**first, "fresh": (fresh.topic_id, 3)}
+    services.topics.delete("orders")
+    del store.placements["orders"]
+    store.token = (object(),)
+    assert await described() == {"fresh": (fresh.topic_id, 3)}
+    again = services.topics.add("orders", partitions=1)
+    store.token = (object(),)
+    for version in (1, 12):
+        got = await described(version)
+        assert got["orders"][1] == 1 and (version < 10 or got["orders"] == (again.topic_id, 1))

@@ -54,6 +54,22 @@ def test_partition_state():
     assert z.encode_partition_state(state) == (
         b'{"version":1,"leader":0,"leader_epoch":3,"controller_epoch":7,"isr":[0,1]}')
     assert z.decode_partition_state("t", 0, z.encode_partition_state(state)) == state
+    # formatted directly (it is written per partition): what json writes
+    for s in (z.PartitionState(-1, 0, (), 1), z.PartitionState(12, 2**31, (3,), 0)):
+        assert z.encode_partition_state(s) == json.dumps(
+            {"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch,
+             "controller_epoch": s.controller_epoch, "isr": list(s.isr)},
+            separators=(",", ":")).encode()
+
+
+def test_a_malformed_partition_state_is_refused_with_its_reason():
+    # (a well-formed state is decoded the short way; these take the checks)
+    for data, reason in ((b"", "empty"), (b"[]", "not a JSON object"),
+                         (b'{"isr":[true]}', "'leader'"), (b"\xff", "not JSON"),
+                         (b'{"leader":1,"leader_epoch":1,"controller_epoch":1,"isr":["a"]}',
+                          "list of broker ids")):
+        with pytest.raises(z.ZNodeFormatError, match=reason):
+            z.decode_partition_state("t", 0, data)
 
 
 def test_controller_and_epoch():
