@@ -145,7 +145,7 @@ def produce_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, 
 # -- partition scale: batches counted by the client ------------------------------------
 
 def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, acks: str,
-                           seconds: float, conf: dict, warm_partitions: int = 0):
+                           seconds: float, conf: dict, warm_partitions: int = 0, rate: int = 0):
     """Like ``produce_worker`` with extra producer settings ``conf`` (linger, sticky
     partitioning, batch.num.messages), and it also reports how many batches it sent.
 
@@ -155,7 +155,8 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
     clock starts (the warm-up's) and after the flush are waited for, so the sum covers
     exactly the timed records. ``warm_partitions``: the warm-up writes one record to each
     of that many partitions, so the clock measures appends to partitions already written
-    to (a partition's first append creates its index files: a one-time cost)."""
+    to (a partition's first append creates its index files: a one-time cost). ``rate``:
+    records/s to send at (0: as fast as the client can)."""
     import json as _json
 
     from confluent_kafka import Producer
@@ -176,10 +177,16 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
 
     # Once a second: with 10,000 partitions each event is megabytes of JSON.
     interval_ms = 1000
+    # With batch.num.messages=1 every record is a batch: no statistics needed, and none
+    # wanted (at 10,000 partitions they cost the client more than its sending does).
+    one_per_batch = int(conf.get("batch.num.messages", 0)) == 1
     p = Producer({**_producer_conf(bootstrap, acks, 5), **conf, "on_delivery": on_delivery,
-                  "statistics.interval.ms": interval_ms, "stats_cb": on_stats})
+                  **({} if one_per_batch else {"statistics.interval.ms": interval_ms,
+                                               "stats_cb": on_stats})})
 
     def next_stats_event():
+        if one_per_batch:
+            return
         seen = stats["events"]
         deadline = time.monotonic() + 10 * interval_ms / 1000
         while stats["events"] == seen and time.monotonic() < deadline:
@@ -205,7 +212,19 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
     sent = 0
     t0 = time.monotonic()
     end = t0 + seconds
-    while True:
+    if rate:
+        total = int(rate * seconds)
+        while sent < total:
+            due = min(total, int((time.monotonic() - t0) * rate) + 1)
+            while sent < due:
+                try:
+                    produce(topic, value)
+                except BufferError:
+                    break
+                sent += 1
+            poll(0)
+            time.sleep(0.001)
+    while not rate:
         try:
             produce(topic, value)
         except BufferError:
@@ -220,7 +239,8 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
     t1 = time.monotonic()
     next_stats_event()
     ok = sent - left - failed[0]
-    queue.put({"records": ok, "bytes": ok * value_size, "t0": t0, "t1": t1, "batches": stats["batches"],
+    queue.put({"records": ok, "bytes": ok * value_size, "t0": t0, "t1": t1,
+               "batches": ok if one_per_batch else stats["batches"],
                "failed": failed[0] + left, "first_error": failed[1]})
 
 
