@@ -120,11 +120,19 @@ def produce_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, 
         raise LoadError("warm-up records not delivered within 30s")
     failed[0] = 0
     barrier.wait(60)
+    t0 = time.monotonic()
+    sent = _flat_out(p, topic, value, t0 + seconds, max_records or (1 << 62), 1023)
+    left = p.flush(120)
+    t1 = time.monotonic()
+    queue.put({"records": sent - left - failed[0], "bytes": (sent - left - failed[0]) * value_size,
+               "t0": t0, "t1": t1, "failed": failed[0] + left, "first_error": failed[1]})
+
+
+def _flat_out(p, topic: str, value: bytes, end: float, limit: int, poll_mask: int) -> int:
+    """Produce as fast as the client takes records, until ``end`` (checked when
+    it is polled, every ``poll_mask`` + 1 records) or ``limit`` records; how many."""
     produce, poll = p.produce, p.poll
     sent = 0
-    t0 = time.monotonic()
-    end = t0 + seconds
-    limit = max_records or (1 << 62)
     while sent < limit:
         try:
             produce(topic, value)
@@ -132,14 +140,11 @@ def produce_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, 
             poll(0.001)
             continue
         sent += 1
-        if not sent & 1023:
+        if not sent & poll_mask:
             poll(0)
             if time.monotonic() >= end:
                 break
-    left = p.flush(120)
-    t1 = time.monotonic()
-    queue.put({"records": sent - left - failed[0], "bytes": (sent - left - failed[0]) * value_size,
-               "t0": t0, "t1": t1, "failed": failed[0] + left, "first_error": failed[1]})
+    return sent
 
 
 # -- partition scale: batches counted by the client ------------------------------------
@@ -224,17 +229,8 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
                 sent += 1
             poll(0)
             time.sleep(0.001)
-    while not rate:
-        try:
-            produce(topic, value)
-        except BufferError:
-            poll(0.001)
-            continue
-        sent += 1
-        if not sent & 255:
-            poll(0)
-            if time.monotonic() >= end:
-                break
+    if not rate:
+        sent = _flat_out(p, topic, value, end, 1 << 62, 255)
     left = p.flush(180)
     t1 = time.monotonic()
     next_stats_event()

@@ -384,29 +384,25 @@ class _Gen:
 def _compiled(msg: MessageSpec, v: int, kind: str) -> Codec:
     """The codec function for one message, version and direction ("d" or "e"),
     generated and compiled on first use, then cached (thread-safe)."""
+    def build(g: _Gen) -> Codec:
+        return g.compile(g.decoder(msg.root) if kind == "d" else g.encoder(msg.root))
+    return _cached(msg, v, kind, build)
+
+
+def get_struct_encoder(msg: MessageSpec, st: StructSpec, v: int) -> Codec:
+    """The encoder of one of ``msg``'s nested structs at version ``v`` (for
+    api.preencode), compiled on first use and cached like the message's own."""
+    return _cached(msg, v, "e:" + st.name, lambda g: g.compile(g.encoder(st)))
+
+
+def _cached(msg: MessageSpec, v: int, kind: str, build: Callable[[_Gen], Codec]) -> Codec:
     key = (msg.name, v, kind)
     fn = _cache.get(key)
     if fn is None:
         with _lock:
             fn = _cache.get(key)
             if fn is None:
-                g = _Gen(msg, v)
-                entry = g.decoder(msg.root) if kind == "d" else g.encoder(msg.root)
-                fn = _cache[key] = g.compile(entry)
-    return fn
-
-
-def get_struct_encoder(msg: MessageSpec, st: StructSpec, v: int) -> Codec:
-    """The encoder of one of ``msg``'s nested structs at version ``v`` (for
-    api.preencode), compiled on first use and cached like the message's own."""
-    key = (msg.name, v, "e:" + st.name)
-    fn = _cache.get(key)
-    if fn is None:
-        with _lock:
-            fn = _cache.get(key)
-            if fn is None:
-                g = _Gen(msg, v)
-                fn = _cache[key] = g.compile(g.encoder(st))
+                fn = _cache[key] = build(_Gen(msg, v))
     return fn
 
 
