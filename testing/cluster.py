@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
 from samsa.client.blocking import ClientError, SimpleClient
 from samsa.protocol.messages import MetadataRequest
@@ -193,8 +194,8 @@ class ClusterProcesses:
         self._clients.append(client)
         return client
 
-    def _client(self) -> KazooClient:
-        return self.zk_client()
+    def _client(self) -> _Reads:
+        return _Reads(self.zk_client())
 
     def registered_ids(self) -> set[int]:
         return {int(c) for c in self._client().get_children("/brokers/ids") if c.isdigit()}
@@ -330,3 +331,33 @@ class SaslPlaintextCluster(ClusterProcesses):
                                  "zookeeper.connect": self.zookeeper_connect, **self.overrides,
                                  "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
                                  "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}"})
+
+
+_T = TypeVar("_T")
+
+
+class _Reads:
+    """The shared client's reads, each retried across a session lost to a
+    ZooKeeper outage (tests kill ZooKeeper for longer than a session): kazoo
+    starts a new session by itself, but the request that found the old one
+    expired fails with it."""
+
+    def __init__(self, client: KazooClient, patience_s: float = 30.0) -> None:
+        self._zk = client
+        self._patience_s = patience_s
+
+    def get(self, path: str) -> tuple[bytes, object]:
+        return self._retried(lambda: self._zk.get(path))
+
+    def get_children(self, path: str) -> list[str]:
+        return self._retried(lambda: self._zk.get_children(path))
+
+    def _retried(self, read: Callable[[], _T]) -> _T:
+        deadline = time.monotonic() + self._patience_s
+        while True:
+            try:
+                return read()
+            except (SessionExpiredError, ConnectionLoss):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)  # kazoo's reconnection runs on its own thread
