@@ -893,6 +893,8 @@ class Broker:
         for network in self.networks:
             await network.start()
         self._serving = True
+        # the logs nobody has used since the start: loaded from now on (storage/lazy_log.py)
+        services.logs.start_background_load()
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))
