@@ -234,6 +234,10 @@ class LogManager:
         # log dirs started without the clean-shutdown marker: their logs are
         # recovered as they are loaded (storage/lazy_log.py)
         self._unclean_dirs: set[str] = set()
+        # what each checkpoint file (by path) holds, as read at start-up or last
+        # written: one that would not change is not written again
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
+        self._checkpoint_lock = threading.Lock()
         self._loader: BackgroundLoader | None = None
 
     # ------------------------------------------------------------------ start-up
@@ -300,6 +304,11 @@ class LogManager:
     def _load_dir(self, d: str) -> None:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
         recovery, starts, high_watermarks = self._read_checkpoints(d)
+        for name, read in ((RECOVERY_POINT_CHECKPOINT, recovery),
+                           (LOG_START_OFFSET_CHECKPOINT, starts),
+                           (REPLICATION_OFFSET_CHECKPOINT, high_watermarks)):
+            if read:   # (none, or malformed: written at the first chance)
+                self._checkpointed[os.path.join(d, name)] = read
         # (scandir: the entry types come with the listing, no stat per partition)
         names = sorted(e.name for e in os.scandir(d) if _is_dir(e))
         if not clean and names:
@@ -930,7 +939,15 @@ class LogManager:
                     value = lg.offset_to_checkpoint(attr)
                     if value is not None:
                         entries[k] = value
-                write_offset_checkpoint(os.path.join(d, name), entries)
+                path = os.path.join(d, name)
+                with self._checkpoint_lock:
+                    # An idle broker's files would be rewritten (10,000 lines,
+                    # an fsync, a rename) every few seconds for nothing: Kafka
+                    # writes them on a timer too, but what they hold is the same.
+                    if self._checkpointed.get(path) == entries:
+                        continue
+                    write_offset_checkpoint(path, entries)
+                    self._checkpointed[path] = entries
         except OSError as exc:
             log.error("writing checkpoints in %s failed: %s", d, exc)
             return [f"writing checkpoints: {exc}"]
