@@ -182,6 +182,8 @@ class Log:
         # longer match and starts over.
         self.truncations = 0
         self.last_flush_ms = int(time.time() * 1000)
+        # a new segment's first append: its index files are to be made (_appended)
+        self._index_files_due: LogSegment | None = None
 
     def _run_on(self, loaded: LoadedLog) -> None:
         """Take over what the loader found in the directory (construction, or
@@ -439,6 +441,8 @@ class Log:
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
         if reason is not None:
             active = self._roll(reason, first)
+        if active.size == 0:
+            self._index_files_due = active   # (made once the lock is released: _appended)
         if len(infos) == 1:
             size = active.append_one(parts, total, last, max_ts)
         else:
@@ -471,8 +475,20 @@ class Log:
         flush.messages are unflushed, and tell the listeners."""
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
+        if self._index_files_due is not None:
+            self._schedule(functools.partial(self._make_index_files, self._index_files_due), 0)
+            self._index_files_due = None
         if self._listeners:
             self._notify()
+
+    def _make_index_files(self, seg: LogSegment) -> None:
+        """(The log manager's scheduler, after ``seg``'s first append.) Its index files."""
+        with self._lock:
+            if seg.active and not self.closed:
+                try:
+                    seg.make_index_files()
+                except OSError as exc:   # (a full disk: the roll or close tries again)
+                    log.warning("creating the index files of %s failed: %s", seg.log_path, exc)
 
     def _append_replicated(self, payload: Payload) -> AppendResult:
         """REPLICATION: append batches read from the leader's log, byte for byte.
@@ -1124,6 +1140,11 @@ class Log:
         with self._lock:
             if self.closed:
                 return
+            active = self._end[1]
+            if active.size:
+                # (the first append's, if the scheduler has not got to them: before
+                # the flush, which makes them durable with the segment)
+                active.make_index_files(missing_only=True)
             self.flush()
             try:
                 leo = self.log_end_offset
