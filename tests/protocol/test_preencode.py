@@ -6,6 +6,9 @@ writes for the plain objects, at every version, including an element encoded for
 another version (it falls back to encoding its value)."""
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -75,6 +78,15 @@ def test_a_preencoded_element_reads_as_its_value():
     assert pre == topic and topic == pre and repr(pre) == repr(topic)
     with pytest.raises(ValueError):   # not a struct of that message
         preencode(FetchResponse, topic, 12)
+
+
+def test_a_preencoded_element_copies_and_pickles_as_itself():
+    R = MetadataResponse
+    pre = preencode(R, R.MetadataResponseTopic(name="orders"), 12)
+    for twin in (copy.copy(pre), copy.deepcopy(pre), pickle.loads(pickle.dumps(pre))):
+        assert isinstance(twin, Preencoded) and twin == pre and twin.name == "orders"
+        assert encode_response(RequestHeader(3, 12, 1, "c"), R(topics=[twin])) == \
+            encode_response(RequestHeader(3, 12, 1, "c"), R(topics=[pre]))
 
 
 def test_only_declared_arrays_take_preencoded_elements():
