@@ -144,6 +144,9 @@ class UnloadedLog(Log):
         return object.__getattribute__(self, name)
 
     # ------------------------------------------------------------ answered unloaded
+    def knows_end(self) -> bool:
+        return self.loaded or self._end_if_clean is not None
+
     @property
     def log_end_offset(self) -> int:
         end = self.__dict__.get("_end")
@@ -247,9 +250,13 @@ class BackgroundLoader(threading.Thread):
     used meanwhile has been loaded by its user (or is being: its load lock
     makes the two wait for one load)."""
 
-    def __init__(self, logs: Callable[[], Iterable[Log]]):
+    def __init__(self, logs: Callable[[], Iterable[Log]],
+                 on_loaded: Callable[[Log], None] | None = None):
+        """``on_loaded``: called with each log that was not loaded when the pass
+        began, once it is (by the pass or by a user), in the pass's order."""
         super().__init__(name="samsa-log-loader", daemon=True)
         self._logs = logs
+        self._on_loaded = on_loaded
         self._stopped = False
 
     def stop(self) -> None:
@@ -264,11 +271,14 @@ class BackgroundLoader(threading.Thread):
                 for lg in pending[i:i + _CHUNK]:
                     if self._stopped:
                         return
-                    if lg.loaded or lg.closed:
+                    if lg.closed:
                         continue
                     try:
-                        lg.load()
-                        loaded += 1
+                        if not lg.loaded:
+                            lg.load()
+                            loaded += 1
+                        if self._on_loaded is not None:
+                            self._on_loaded(lg)
                     except StorageError:
                         pass   # (the load said why, and the log stays offline)
                     except Exception:  # noqa: BLE001 - our bug: keep the others loading

@@ -216,6 +216,11 @@ class Log:
     def load(self) -> None:
         """(Loaded already: see storage/lazy_log.py.)"""
 
+    def knows_end(self) -> bool:
+        """Whether ``log_end_offset`` answers without reading the directory
+        (always, once loaded: see storage/lazy_log.py)."""
+        return True
+
     def offset_to_checkpoint(self, name: str) -> int | None:
         """The value of attribute ``name`` (recovery_point, log_start_offset,
         high_watermark) that its checkpoint file is to hold (None: none)."""

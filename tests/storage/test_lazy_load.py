@@ -214,3 +214,21 @@ def test_threads_using_an_unloaded_log_at_once_share_one_load(tmp_path, managers
         t.join()
     assert sorted(firsts) == list(range(14, 22))
     assert _offsets(lg)[-8:] == [(o, o) for o in range(14, 22)]
+
+
+def test_the_background_pass_reports_each_log_once_loaded_whoever_loaded_it(tmp_path, managers):
+    """What the broker takes a role up with after an unclean stop: then no log
+    knows its end before it is loaded (the recovery may cut it)."""
+    d = str(tmp_path / "d")
+    lm = managers(d)
+    _fill(lm, partitions=4)
+    lm.shutdown(clean=False)
+
+    lm = managers(d)
+    assert not any(lg.knows_end() for lg in lm.all_logs().values())
+    lm.get_log("t", 2).append(batch_of(1))   # loaded by its first use
+    reported = []
+    lm.start_background_load(on_loaded=lambda lg: reported.append((lg.partition, lg.loaded)))
+    wait_until(lambda: len(reported) == 3, 30, "three logs reported")
+    assert sorted(reported) == [(0, True), (1, True), (3, True)]
+    assert all(lg.knows_end() for lg in lm.all_logs().values())
