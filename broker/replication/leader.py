@@ -17,6 +17,7 @@ of the old and new one, so it never runs ahead of what the written ISR holds.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import threading
 import time
 from typing import Callable, Protocol
@@ -52,6 +53,11 @@ class NotEnoughReplicasError(Exception):
     error_code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
+# An acks=all produce waiting: (offset the high watermark must reach, sequence
+# number, min.insync.replicas, the loop it waits on, its future).
+_Waiter = tuple[int, int, int, asyncio.AbstractEventLoop, "asyncio.Future[ErrorCode]"]
+
+
 def now_ms() -> float:
     return time.monotonic() * 1000
 
@@ -81,8 +87,12 @@ class LeaderReplica:
         # replica.lag.time.max.ms to show up before dropping them.
         self._followers = {r: FollowerProgress(last_caught_up_ms=start)
                            for r in replicas if r != broker_id}
-        # acks=all produces: (offset the high watermark must reach, min ISR, loop, future)
-        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[ErrorCode]]] = []
+        # acks=all produces, a heap by the offset the high watermark must reach (then
+        # a sequence number, so futures are never compared): completing them looks
+        # only at the ones now due, not at every waiting produce (a backlog of
+        # them made each append and fetch slower the longer it grew)
+        self._waiters: list[_Waiter] = []
+        self._waiter_seq = 0
 
     def _counted_isr(self) -> tuple[int, ...]:
         pending = self.pending_isr
@@ -262,32 +272,51 @@ class LeaderReplica:
         ``min_isr``, NOT_LEADER_OR_FOLLOWER when leadership is lost first."""
         fut = loop.create_future()
         with self._lock:
-            self._waiters.append((offset, min_isr, loop, fut))
-        self._check_waiters()
+            # (the high watermark and fencing change under this lock, and
+            # _check_waiters runs after each change: known now, or completed then)
+            code = self.replicated(offset, min_isr)
+            if code is None:
+                self._waiter_seq += 1
+                heapq.heappush(self._waiters, (offset, self._waiter_seq, min_isr, loop, fut))
+        if code is not None:
+            fut.set_result(code)  # (called on ``loop``: wait_replicated's)
         return fut
 
     def forget(self, fut: asyncio.Future[ErrorCode]) -> None:
         """A waiter timed out: drop it."""
         with self._lock:
-            self._waiters = [w for w in self._waiters if w[3] is not fut]
+            self._waiters = [w for w in self._waiters if w[4] is not fut]
+            heapq.heapify(self._waiters)
 
     def _check_waiters(self) -> None:
-        done = []
+        """Answer the waiters now due: those the high watermark reached, or all
+        of them once this broker stopped leading."""
         with self._lock:
-            if not self._waiters:
+            waiters = self._waiters
+            if not waiters:
                 return
-            keep = []
-            for w in self._waiters:
-                code = self.replicated(w[0], w[1])
-                if code is None:
-                    keep.append(w)
-                else:
-                    done.append((w, code))
-            self._waiters = keep
-        for (_, _, loop, fut), code in done:
+            if self.fenced:
+                self._waiters = []
+                done = [(w[3], w[4], ErrorCode.NOT_LEADER_OR_FOLLOWER) for w in waiters]
+            else:
+                hw = self.log.high_watermark
+                if waiters[0][0] > hw:
+                    return
+                isr_size = len(self.isr)
+                done = []
+                while waiters and waiters[0][0] <= hw:
+                    _, _, min_isr, loop, fut = heapq.heappop(waiters)
+                    done.append((loop, fut, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                                 if isr_size < min_isr else ErrorCode.NONE))
+        # one wake-up per event loop (a processor thread), not one per produce
+        by_loop: dict[asyncio.AbstractEventLoop,
+                      list[tuple[asyncio.Future[ErrorCode], ErrorCode]]] = {}
+        for loop, fut, code in done:
+            by_loop.setdefault(loop, []).append((fut, code))
+        for loop, answers in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve, fut, code)
-            except RuntimeError:  # that loop is closed: the connection is gone
+                loop.call_soon_threadsafe(_resolve_all, answers)
+            except RuntimeError:  # that loop is closed: its connections are gone
                 pass
 
     def followers_lagging(self, max_lag_ms: float) -> bool:
@@ -328,6 +357,7 @@ class LeaderReplica:
         self._check_waiters()
 
 
-def _resolve(fut: asyncio.Future[ErrorCode], code: ErrorCode) -> None:
-    if not fut.done():
-        fut.set_result(code)
+def _resolve_all(answers: list[tuple[asyncio.Future[ErrorCode], ErrorCode]]) -> None:
+    for fut, code in answers:
+        if not fut.done():
+            fut.set_result(code)

@@ -106,6 +106,24 @@ async def test_losing_leadership_answers_waiting_produces(log):
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+async def test_acks_all_produces_are_answered_as_the_high_watermark_reaches_each(log):
+    lr = leader(log)
+    loop = asyncio.get_running_loop()
+    ends = [append(lr, 1) for _ in range(6)]
+    waiting = [lr.wait_for(end, 2, loop) for end in reversed(ends)][::-1]  # any order
+    gave_up = waiting.pop(3)
+    lr.forget(gave_up)  # its request timed out
+    lr.follower_fetched(1, ends[-1])
+    lr.follower_fetched(2, ends[2])  # the high watermark reaches the third
+    assert await asyncio.wait_for(asyncio.gather(*waiting[:3]), 5) == [ErrorCode.NONE] * 3
+    assert not any(w.done() for w in waiting[3:])
+    lr.follower_fetched(2, ends[-1])
+    assert await asyncio.wait_for(asyncio.gather(*waiting[3:]), 5) == [ErrorCode.NONE] * 2
+    assert not gave_up.done()
+    # already replicated: answered at once
+    assert lr.wait_for(ends[0], 2, loop).result() == ErrorCode.NONE
+
+
 class _ZooKeeperAway:
     """The ISR write's store: the first write's answer is lost (ZooKeeper went
     away mid-request) although it landed; asked again, it shows the state."""
