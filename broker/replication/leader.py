@@ -20,15 +20,21 @@ import asyncio
 import heapq
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Protocol
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
 from samsa.storage import AppendOrigin, AppendResult
 
+from ..append_notifier import ANY, APPENDED
 from ..partition_log import PartitionLog
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
+
+
+class Notify(Protocol):
+    """The append notifier's notify (broker/append_notifier.py)."""
+    def __call__(self, topic: str, partition: int, events: int = ANY) -> None: ...
 
 
 class ReplicaLog(PartitionLog, Protocol):
@@ -65,7 +71,7 @@ def now_ms() -> float:
 class LeaderReplica:
     def __init__(self, log: ReplicaLog, broker_id: int, leader_epoch: int,
                  replicas: tuple[int, ...], isr: tuple[int, ...], isr_version: int,
-                 notify: Callable[[str, int], None]) -> None:
+                 notify: Notify) -> None:
         self.log = log
         self.topic, self.partition = log.topic, log.partition
         self.broker_id = broker_id
@@ -119,16 +125,20 @@ class LeaderReplica:
                                          txn_version=txn_version)
             else:
                 result = self.log.append(payload, self.leader_epoch, origin=origin)
-        self.appended()
+        self.appended(origin)
         return result
 
-    def appended(self) -> None:
-        """Records were appended by this leader: the high watermark follows (at
-        once when the leader is the ISR alone); long-polling fetches (consumers,
-        and followers waiting for new records) are woken either way."""
-        self._advance_high_watermark()
-        self._notify(self.topic, self.partition)
-        if self._waiters:
+    def appended(self, origin: AppendOrigin | None = None) -> None:
+        """Records were appended by this leader (from ``origin``; None: not
+        said): the high watermark follows (at once when the leader is the ISR
+        alone). Followers waiting for new records are woken; consumers only when
+        what they may read moved: the high watermark, or the last stable offset,
+        which a transaction marker (written by the broker, never by a CLIENT)
+        can move by itself."""
+        committed = self._advance_high_watermark()
+        self._notify(self.topic, self.partition,
+                     ANY if committed or origin is not AppendOrigin.CLIENT else APPENDED)
+        if committed and self._waiters:
             self._check_waiters()
 
     def follower_fetched(self, replica: int, fetch_offset: int,
