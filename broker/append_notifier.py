@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from asyncio import events as _events
+from asyncio import events as asyncio_events
 from typing import Iterable
 
 APPENDED = 1  # the log end moved: followers can read more
@@ -66,7 +66,7 @@ class AppendNotifier:
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = {}
         for loop, fut in due:
             by_loop.setdefault(loop, []).append(fut)
-        here = _events._get_running_loop()
+        here = asyncio_events._get_running_loop()
         for loop, futs in by_loop.items():
             try:
                 if loop is here:

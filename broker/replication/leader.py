@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from asyncio import events as asyncio_events
 import threading
 import time
 from typing import Protocol
@@ -318,14 +319,19 @@ class LeaderReplica:
                     _, _, min_isr, loop, fut = heapq.heappop(waiters)
                     done.append((loop, fut, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                                  if isr_size < min_isr else ErrorCode.NONE))
-        # one wake-up per event loop (a processor thread), not one per produce
+        # one wake-up per event loop (a processor thread), not one per produce,
+        # and none for this thread's own loop
         by_loop: dict[asyncio.AbstractEventLoop,
                       list[tuple[asyncio.Future[ErrorCode], ErrorCode]]] = {}
         for loop, fut, code in done:
             by_loop.setdefault(loop, []).append((fut, code))
+        here = asyncio_events._get_running_loop()
         for loop, answers in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve_all, answers)
+                if loop is here:
+                    loop.call_soon(_resolve_all, answers)
+                else:
+                    loop.call_soon_threadsafe(_resolve_all, answers)
             except RuntimeError:  # that loop is closed: its connections are gone
                 pass
 
