@@ -30,6 +30,7 @@ from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
+from .gc_tuning import settle_for_serving
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .faults import FaultInjector
@@ -1068,6 +1069,7 @@ class Broker:
 
     async def run_until_signalled(self) -> bool:
         await self.start()
+        settle_for_serving()  # (this process is the broker: see gc_tuning.py)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
