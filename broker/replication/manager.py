@@ -38,7 +38,7 @@ from typing import Callable, Protocol
 
 from samsa.protocol.model import TopicPartition
 
-from ..metadata import MetadataStore, MetadataUnavailableError
+from ..metadata import IsrChange, IsrUpdate, MetadataStore, MetadataUnavailableError
 from .fetcher import FollowerLog
 from .leader import LeaderReplica, ReplicaLog
 
@@ -244,12 +244,11 @@ class ReplicaManager:
                     log.exception("checking %s-%d's leadership failed", leader.topic,
                                   leader.partition)
                     self._resume_later(leader)
-            for leader, isr in pending:
-                try:
-                    self._write_isr(leader, isr)
-                except Exception:  # one bad znode must not end ISR upkeep
-                    log.exception("ISR change of %s-%d to %s failed; trying again",
-                                  leader.topic, leader.partition, list(isr))
+            try:
+                self._write_isrs(pending)
+            except Exception:  # the ISR thread must not end: every proposal again later
+                log.exception("writing %d ISR changes failed; trying again", len(pending))
+                for leader, isr in pending:
                     self._retry_later(leader, isr)
 
     # ------------------------------------------------------------ session fencing
@@ -339,16 +338,45 @@ class ReplicaManager:
         if leader.pending_isr != isr or leader.fenced:
             return  # a newer decision (a new leader epoch) replaced this proposal
         before = leader.isr
+        result: IsrUpdate | MetadataUnavailableError
         try:
             result = self._store.update_isr(leader.topic, leader.partition, leader.leader_epoch,
                                             isr, leader.isr_version)
         except MetadataUnavailableError as e:
+            result = e
+        self._isr_outcome(leader, isr, before, result)
+
+    def _write_isrs(self, pending: list[tuple[LeaderReplica, tuple[int, ...]]]) -> None:
+        """The proposals still current, written together (the store batches
+        them: followers rejoining after a restart make thousands at once)."""
+        current: dict[int, tuple[LeaderReplica, tuple[int, ...]]] = {}
+        for leader, isr in pending:
+            if leader.pending_isr == isr and not leader.fenced:
+                current[id(leader)] = (leader, isr)
+        todo = list(current.values())
+        if not todo:
+            return
+        befores = [leader.isr for leader, _ in todo]
+        results = self._store.update_isrs([
+            IsrChange(leader.topic, leader.partition, leader.leader_epoch, isr,
+                      leader.isr_version) for leader, isr in todo])
+        for (leader, isr), before, result in zip(todo, befores, results):
+            try:
+                self._isr_outcome(leader, isr, before, result)
+            except Exception:  # one bad znode must not end ISR upkeep
+                log.exception("ISR change of %s-%d to %s failed; trying again",
+                              leader.topic, leader.partition, list(isr))
+                self._retry_later(leader, isr)
+
+    def _isr_outcome(self, leader: LeaderReplica, isr: tuple[int, ...], before: tuple[int, ...],
+                     result: IsrUpdate | MetadataUnavailableError) -> None:
+        if isinstance(result, MetadataUnavailableError):
             # The write may have landed or not (a connection lost mid-request):
             # the change stays pending, so the high watermark keeps counting the
             # larger of the two ISRs, and it is written again until the store
             # answers (then a landed write shows as the state at our version).
             log.warning("ISR change of %s-%d to %s: outcome unknown (%s); trying again",
-                        leader.topic, leader.partition, list(isr), e)
+                        leader.topic, leader.partition, list(isr), result)
             self._retry_later(leader, isr)
             return
         if result.written:
