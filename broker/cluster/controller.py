@@ -943,15 +943,17 @@ class Controller:
                 [SetData(z.partition_state_path(*tp), self._state_bytes(new), version)]
                 for tp, (new, version) in writes.items()])
             conflicts: list[Partition] = []
+            decided: list[tuple[Partition, LeaderAndIsr]] = []
             for (tp, (new, _)), outcome in zip(writes.items(), outcomes):
                 if isinstance(outcome, (BadVersionError, NoNodeError)):
                     conflicts.append(tp)
                 elif isinstance(outcome, Exception):
+                    _log_states("leader", decided)
                     raise outcome  # replaced (NotControllerError), or ZooKeeper failing
                 else:
                     self._states[tp] = (new, outcome[0])
-                    log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1],
-                             new.leader, new.leader_epoch, list(new.isr))
+                    decided.append((tp, new))
+            _log_states("leader", decided)
             if not conflicts:
                 return
             self._read_states(conflicts)
@@ -989,15 +991,41 @@ class Controller:
                                       for tp, state in existing])))
             outcomes = [again.get(tp, outcome) for (tp, _), outcome in zip(first, outcomes)]
         raced: list[Partition] = []
+        online: list[tuple[Partition, LeaderAndIsr]] = []
         for (tp, state), outcome in zip(first, outcomes):
             if isinstance(outcome, NodeExistsError):
                 raced.append(tp)  # created meanwhile (an older controller's write)
             elif isinstance(outcome, NoNodeError):
                 continue  # deleted meanwhile
             elif isinstance(outcome, Exception):
+                _log_states("online, leader", online)
                 raise outcome
             else:
                 self._states[tp] = (state, 0)
-                log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1],
-                         state.leader, list(state.isr))
+                online.append((tp, state))
+        _log_states("online, leader", online)
         self._read_states(raced)
+
+
+LOGGED_ONE_BY_ONE = 20  # decisions of one batch logged a line each at INFO; beyond, at DEBUG
+
+
+def _log_states(what: str, decided: list[tuple[Partition, LeaderAndIsr]]) -> None:
+    """The states just written: a line each for a few, else a summary (a
+    broker's death at 30,000 partitions is 10,000 decisions, and a line each
+    on an unbuffered stdout cost the controller a second), with the lines at DEBUG."""
+    if not decided:
+        return
+    one_by_one = len(decided) <= LOGGED_ONE_BY_ONE
+    if one_by_one or log.isEnabledFor(logging.DEBUG):
+        level = logging.INFO if one_by_one else logging.DEBUG
+        for (topic, partition), state in decided:
+            log.log(level, "controller: %s-%d %s %d epoch %d isr %s", topic, partition, what,
+                    state.leader, state.leader_epoch, list(state.isr))
+    if not one_by_one:
+        leaders: dict[int, int] = {}
+        for _, state in decided:
+            leaders[state.leader] = leaders.get(state.leader, 0) + 1
+        log.info("controller: %d partitions %s (partitions per leader: %s); first %s-%d, "
+                 "last %s-%d", len(decided), "online" if what.startswith("online") else "decided",
+                 dict(sorted(leaders.items())), *decided[0][0], *decided[-1][0])
