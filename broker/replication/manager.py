@@ -33,10 +33,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Callable, Protocol
 
 from samsa.protocol.model import TopicPartition
+from samsa.storage.checkpoints import durable_batch
 
 from ..metadata import IsrChange, IsrUpdate, MetadataStore, MetadataUnavailableError
 from .fetcher import FollowerLog
@@ -46,6 +47,8 @@ log = logging.getLogger("broker.replication")
 
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
+# Role changes whose leader-epoch checkpoints are made durable together (sync_roles)
+ROLES_PER_DURABLE_BATCH = 1000
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -102,20 +105,45 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ roles
 
-    def sync_roles(self) -> None:
-        """Every local log's role, from the metadata as it is now. The lock is
-        taken per partition: a request that finds this broker named leader
-        takes that one partition up meanwhile (take_up) instead of waiting
-        for a pass over every log."""
-        for (topic, partition), lg in self._logs.all_logs().items():
-            with self._roles_lock:
-                self._sync(topic, partition, lg)
+    def sync_roles(self, partitions: Iterable[TopicPartition] | None = None,
+                   topics_changed: bool = True) -> None:
+        """Every local log's role (or only those of ``partitions``), from the
+        metadata as it is now. The lock is taken per partition: a request that
+        finds this broker named leader takes that one partition up meanwhile
+        (take_up) instead of waiting for a pass over every log. A partition
+        named whose log is gone is led and followed no more; with
+        ``topics_changed`` (a topic deleted, say) every partition without a log is."""
+        if partitions is None:
+            items = list(self._logs.all_logs().items())
+            gone: list[TopicPartition] = []
+        else:
+            items, gone = [], []
+            for key in partitions:
+                lg = self._logs.get_log(*key)
+                if lg is None:
+                    gone.append(key)
+                else:
+                    items.append((key, lg))
+        for at in range(0, len(items), ROLES_PER_DURABLE_BATCH):
+            # Each partition this broker comes to lead writes its leader-epoch
+            # checkpoint: made durable together (a syncfs), not with two fsyncs
+            # each (a failover at 30,000 partitions moves 10,000 leaders here).
+            with durable_batch():
+                for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
+                    with self._roles_lock:
+                        self._sync(topic, partition, lg)
         with self._roles_lock:
-            logs = self._logs.all_logs()  # as now: one opened during the pass stays
-            for key in [k for k in self._leaders if k not in logs]:
-                self._give_up(key)
-            if self.follower is not None:
-                self.follower.keep_only(set(logs))  # a deleted topic's partitions
+            for key in gone:
+                if key in self._leaders and self._logs.get_log(*key) is None:
+                    self._give_up(key)
+                if self.follower is not None and self._logs.get_log(*key) is None:
+                    self.follower.unfollow(*key)
+            if partitions is None or topics_changed:
+                logs = self._logs.all_logs()  # as now: one opened during the pass stays
+                for key in [k for k in self._leaders if k not in logs]:
+                    self._give_up(key)
+                if self.follower is not None:
+                    self.follower.keep_only(set(logs))  # a deleted topic's partitions
 
     def log_opened(self, lg: ManagedLog) -> None:
         with self._roles_lock:
