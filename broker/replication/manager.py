@@ -49,6 +49,7 @@ ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper awa
 CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
 # Role changes whose leader-epoch checkpoints are made durable together (sync_roles)
 ROLES_PER_DURABLE_BATCH = 1000
+LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a summary
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -80,6 +81,8 @@ class ReplicaManager:
         self._lag_time_max_ms = lag_time_max_ms
         self.follower = follower
         self._leaders: dict[TopicPartition, LeaderReplica] = {}
+        self._pass_lines: int | None = None  # role changes logged at DEBUG in this pass
+        self._pass_thread: threading.Thread | None = None
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
@@ -124,6 +127,26 @@ class ReplicaManager:
                     gone.append(key)
                 else:
                     items.append((key, lg))
+        self._pass_lines = 0 if len(items) > LOGGED_ONE_BY_ONE else None
+        try:
+            self._sync_each(items)
+        finally:
+            lines, self._pass_lines = self._pass_lines, None
+        if lines:
+            log.info("leading %d more partitions at new epochs (each at DEBUG)", lines)
+        self._clean_up(gone, partitions is None or topics_changed)
+
+    def _role_log(self, fmt: str, *args: object) -> None:
+        """A role change's line: at INFO, except in a pass of many (a failover
+        moves thousands at once), where they are counted for one summary line."""
+        if self._pass_lines is None or threading.current_thread() is not self._pass_thread:
+            log.info(fmt, *args)
+        else:
+            self._pass_lines += 1
+            log.debug(fmt, *args)
+
+    def _sync_each(self, items: list[tuple[TopicPartition, ManagedLog]]) -> None:
+        self._pass_thread = threading.current_thread()
         for at in range(0, len(items), ROLES_PER_DURABLE_BATCH):
             # Each partition this broker comes to lead writes its leader-epoch
             # checkpoint: made durable together (a syncfs), not with two fsyncs
@@ -132,13 +155,15 @@ class ReplicaManager:
                 for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
                     with self._roles_lock:
                         self._sync(topic, partition, lg)
+
+    def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:
             for key in gone:
                 if key in self._leaders and self._logs.get_log(*key) is None:
                     self._give_up(key)
                 if self.follower is not None and self._logs.get_log(*key) is None:
                     self.follower.unfollow(*key)
-            if partitions is None or topics_changed:
+            if everything:
                 logs = self._logs.all_logs()  # as now: one opened during the pass stays
                 for key in [k for k in self._leaders if k not in logs]:
                     self._give_up(key)
@@ -188,7 +213,7 @@ class ReplicaManager:
                     # ISR): the same leadership goes on, waiting produces included.
                     current.new_epoch(meta.leader_epoch, meta.replicas,
                                       meta.isr or (self.broker_id,), version)
-                    log.info("leading %s-%d at epoch %d (isr %s)", topic, partition,
+                    self._role_log("leading %s-%d at epoch %d (isr %s)", topic, partition,
                              meta.leader_epoch, list(meta.isr))
                 return
             if (current is not None and current.fenced and current.log is lg
@@ -205,7 +230,7 @@ class ReplicaManager:
             self._leaders[key] = leader
             leader.appended()  # a partition led alone commits what it has
             if current is not None or len(meta.replicas) > 1:
-                log.info("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
+                self._role_log("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
                          topic, partition, meta.leader_epoch, list(meta.isr),
                          lg.log_end_offset, lg.high_watermark)
             return
