@@ -48,7 +48,7 @@ from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
 from .cluster.single_broker import SingleBrokerController
-from .cluster.local_replicas import LocalReplicaSync
+from .cluster.local_replicas import LocalReplicaSync, ReplicaChanges
 from .groups.locator import CoordinatorLocator
 from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
@@ -383,14 +383,26 @@ class Broker:
         if fetcher is None:
             raise RuntimeError("a ZooKeeper store replicates: the broker must have a replica fetcher")
 
-        def reconcile() -> None:
-            topics.sync_local_replicas()
-            replicas.sync_roles()
-            if topics.drop_moved_replicas():
-                replicas.sync_roles()  # the fetcher forgets the dropped logs
+        def reconcile(changes: ReplicaChanges) -> None:
+            if changes.everything:
+                topics.sync_local_replicas()
+                replicas.sync_roles()
+                if topics.drop_moved_replicas():
+                    replicas.sync_roles()  # the fetcher forgets the dropped logs
+                return
+            # Only what changed: the partitions whose state did, and every
+            # local partition of a topic whose assignment or config did.
+            topics.sync_local_replicas(changes.topics)
+            partitions = set(changes.partitions)
+            if changes.topics:
+                partitions.update(k for k in topics.logs.all_logs() if k[0] in changes.topics)
+            replicas.sync_roles(partitions, topics_changed=bool(changes.topics))
+            dropped = topics.drop_moved_replicas(partitions)
+            if dropped:
+                replicas.sync_roles(dropped)  # the fetcher forgets the dropped logs
         self.replica_sync = LocalReplicaSync(reconcile)
-        store.on_topic_change(self.replica_sync.changed)  # placements, configs, deletions
-        store.on_partition_state(self.replica_sync.changed)  # leaders, epochs, ISRs
+        store.on_topic_change(self.replica_sync.topic_changed)  # placements, configs, deletions
+        store.on_partition_state(self.replica_sync.partition_changed)  # leaders, epochs, ISRs
         # Cut off from ZooKeeper past the session: no zombie leader (session_fence.py).
         store.on_session_fence(
             lambda: replicas.cut_off(silent_ms=self.cfg.zookeeper_session_timeout_ms),

@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any, Callable
 
 from samsa.config import BrokerConfig, ConfigError
@@ -113,22 +113,26 @@ class TopicService:
         placed = self.store.partitions(meta.name)
         return [p for p in partitions if p in placed and me in placed[p].replicas]
 
-    def sync_local_replicas(self) -> None:
+    def sync_local_replicas(self, topics: Collection[str] | None = None) -> None:
         """Bring the logs on this broker in line with the cluster's metadata:
         open a log for every partition placed here (a topic created, or grown,
         through another broker), and delete the logs of a topic that was deleted
-        or re-created under the same name (its topic id changed).
+        or re-created under the same name (its topic id changed). Every topic,
+        or only ``topics`` (the ones whose metadata changed).
 
         A local topic the metadata does not know at all is kept, with a warning:
         it may be a topic deleted while this broker was down, or metadata that
         is incomplete; deleting data on a guess is not worth the risk."""
         with self._lock:
             known = self.store.topics()
+            names = list(known) if topics is None else [t for t in topics if t in known]
             local: dict[str, list[Log]] = {}
             for (t, _), lg in self.logs.all_logs().items():
-                local.setdefault(t, []).append(lg)
+                if topics is None or t in topics:
+                    local.setdefault(t, []).append(lg)
             local_topics = set(local)
-            for name, meta in known.items():
+            for name in names:
+                meta = known[name]
                 stale = [lg for lg in local.get(name, ())
                          if lg.topic_id is not None and lg.topic_id != meta.topic_id]
                 if stale:
@@ -141,22 +145,29 @@ class TopicService:
                     self.logs.set_aside_topic(name)
                 self._open_logs(meta, range(meta.num_partitions))
             # a config altered through another broker applies here too
-            self.logs.update_topic_configs({name: self.topic_config(meta)
-                                            for name, meta in known.items()})
+            if names:
+                self.logs.update_topic_configs({name: self.topic_config(known[name])
+                                                for name in names})
             # Deletions first: a topic deleted since the last pass is not in the
             # metadata either, and must not be reported as an unknown one.
-            for name in self._known_before - set(known):
+            looked_at = self._known_before if topics is None else self._known_before & set(topics)
+            for name in looked_at - set(known):
                 if name in local_topics:
                     log.info("topic %s was deleted: deleting its logs", name)
                     self.logs.delete_topic(name)
                 self._deleted_seen.add(name)
-            for name in local_topics - set(known) - self._warned_unknown - self._deleted_seen:
-                self._warned_unknown.add(name)
-                log.warning("topic %s has logs here but is not in the cluster's metadata: "
-                            "keeping them", name)
-            self._known_before = set(known)
+            if topics is None:
+                for name in local_topics - set(known) - self._warned_unknown - self._deleted_seen:
+                    self._warned_unknown.add(name)
+                    log.warning("topic %s has logs here but is not in the cluster's metadata: "
+                                "keeping them", name)
+                self._known_before = set(known)
+            else:
+                self._known_before = ((self._known_before - set(topics))
+                                      | {t for t in topics if t in known})
 
-    def drop_moved_replicas(self) -> list[tuple[str, int]]:
+    def drop_moved_replicas(self, partitions: Iterable[tuple[str, int]] | None = None
+                            ) -> list[tuple[str, int]]:
         """Delete the logs of partitions moved off this broker (a reassignment
         took it out of their replica list), as Kafka's StopReplica with delete
         does. Only where the metadata is unambiguous: the topic is known under
@@ -164,12 +175,18 @@ class TopicService:
         leader being moved off hands leadership over first), nor is named in
         the ISR (the partition's last in-sync copy is never deleted, whatever
         the replica list says). Run it after the roles are synced, so nothing
-        follows or leads these logs any more."""
+        follows or leads these logs any more. Every local log, or only those of
+        ``partitions``."""
         dropped = []
         me = self.store.broker_id
         with self._lock:
             known = self.store.topics()
-            for (topic, p), lg in list(self.logs.all_logs().items()):
+            if partitions is None:
+                candidates = list(self.logs.all_logs().items())
+            else:
+                candidates = [(key, lg) for key in partitions
+                              if (lg := self.logs.get_log(*key)) is not None]
+            for (topic, p), lg in candidates:
                 meta = known.get(topic)
                 if meta is None or lg.topic_id != meta.topic_id:
                     continue

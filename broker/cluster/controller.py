@@ -106,6 +106,7 @@ class Controller:
         self._topic_znodes: dict[str, tuple[z.TopicAssignment, int]] = {}  # as read, version
         self._reassigning: dict[Partition, ra.Reassignment] = {}  # from the topic znodes
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
+        self._isr_notices_handled: set[str] = set()  # ISR change notifications, this term
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -279,6 +280,7 @@ class Controller:
         self._assignments.clear()
         self._topic_znodes.clear()
         self._reassigning.clear()
+        self._isr_notices_handled.clear()
         if delete_znode:
             try:
                 data, stat = self.zk.get(z.CONTROLLER)
@@ -818,34 +820,44 @@ class Controller:
     def _on_isr_changes(self, names: tuple[str, ...]) -> None:
         """Leaders changed ISRs (they write the state znodes themselves and leave
         a notification): re-read those states, so the next decision starts from
-        them, and remove the notifications, as Kafka's controller does."""
-        for name in sorted(names):
-            path = f"{z.ISR_CHANGE_NOTIFICATION}/{name}"
-            try:
-                changed = z.decode_partition_list(path, self.zk.get(path)[0])
-            except NoNodeError:
+        them, and remove the notifications, as Kafka's controller does.
+
+        Each watch event lists every notification present, and thousands
+        arrive while followers rejoin after a restart: a notification
+        handled already (its znode deleted, so no later listing has it) is
+        skipped, and the new ones are read, their states re-read and they are
+        deleted in a few requests, not a round trip each (handling every
+        listed one one by one queued minutes of reads ahead of a broker's death)."""
+        listed = set(names)
+        self._isr_notices_handled &= listed
+        fresh = sorted(listed - self._isr_notices_handled)
+        if not fresh:
+            return
+        paths = [f"{z.ISR_CHANGE_NOTIFICATION}/{name}" for name in fresh]
+        changed: set[Partition] = set()
+        for path, found in zip(paths, self.zk.get_many(paths)):
+            if found is None:
                 continue
+            try:
+                changed.update(z.decode_partition_list(path, found[0]))
             except z.ZNodeFormatError as e:
                 log.warning("controller: %s", e)
-                changed = []
-            known = [tp for tp in changed if tp[1] in self._assignments.get(tp[0], {})]
-            self._read_states(known)
-            for tp in known:
-                if tp in self._reassigning:  # a target replica may have caught up
-                    self._maybe_complete(tp)
-            # Leaders change ISRs without asking us: one may have taken back a
-            # follower whose broker has died since (it was shutting down), in
-            # a change we read only now, after handling that death. Kafka's
-            # controller refuses such an ISR (AlterPartition); here it is
-            # undone, or the dead replica stays in the ISR for good (with no
-            # new writes to fall behind on, nothing else takes it out).
-            self._decide_each([(tp, partial(self._offline_steps, tp, replicas=sorted(dead)))
-                               for tp in known if tp in self._states
-                               if (dead := set(self._states[tp][0].isr) - self._live)])
-            try:
-                self.zk.delete(path)
-            except NoNodeError:
-                pass
+        known = sorted(tp for tp in changed if tp[1] in self._assignments.get(tp[0], {}))
+        self._read_states(known)
+        for tp in known:
+            if tp in self._reassigning:  # a target replica may have caught up
+                self._maybe_complete(tp)
+        # Leaders change ISRs without asking us: one may have taken back a
+        # follower whose broker has died since (it was shutting down), in
+        # a change we read only now, after handling that death. Kafka's
+        # controller refuses such an ISR (AlterPartition); here it is
+        # undone, or the dead replica stays in the ISR for good (with no
+        # new writes to fall behind on, nothing else takes it out).
+        self._decide_each([(tp, partial(self._offline_steps, tp, replicas=sorted(dead)))
+                           for tp in known if tp in self._states
+                           if (dead := set(self._states[tp][0].isr) - self._live)])
+        self.zk.delete_each(paths)
+        self._isr_notices_handled.update(fresh)
 
     def _on_delete_topics(self, names: tuple[str, ...]) -> None:
         """Topics marked for deletion under /admin/delete_topics (by a broker
@@ -931,15 +943,17 @@ class Controller:
                 [SetData(z.partition_state_path(*tp), self._state_bytes(new), version)]
                 for tp, (new, version) in writes.items()])
             conflicts: list[Partition] = []
+            decided: list[tuple[Partition, LeaderAndIsr]] = []
             for (tp, (new, _)), outcome in zip(writes.items(), outcomes):
                 if isinstance(outcome, (BadVersionError, NoNodeError)):
                     conflicts.append(tp)
                 elif isinstance(outcome, Exception):
+                    _log_states("leader", decided)
                     raise outcome  # replaced (NotControllerError), or ZooKeeper failing
                 else:
                     self._states[tp] = (new, outcome[0])
-                    log.info("controller: %s-%d leader %d epoch %d isr %s", tp[0], tp[1],
-                             new.leader, new.leader_epoch, list(new.isr))
+                    decided.append((tp, new))
+            _log_states("leader", decided)
             if not conflicts:
                 return
             self._read_states(conflicts)
@@ -977,15 +991,41 @@ class Controller:
                                       for tp, state in existing])))
             outcomes = [again.get(tp, outcome) for (tp, _), outcome in zip(first, outcomes)]
         raced: list[Partition] = []
+        online: list[tuple[Partition, LeaderAndIsr]] = []
         for (tp, state), outcome in zip(first, outcomes):
             if isinstance(outcome, NodeExistsError):
                 raced.append(tp)  # created meanwhile (an older controller's write)
             elif isinstance(outcome, NoNodeError):
                 continue  # deleted meanwhile
             elif isinstance(outcome, Exception):
+                _log_states("online, leader", online)
                 raise outcome
             else:
                 self._states[tp] = (state, 0)
-                log.info("controller: %s-%d online, leader %d, isr %s", tp[0], tp[1],
-                         state.leader, list(state.isr))
+                online.append((tp, state))
+        _log_states("online, leader", online)
         self._read_states(raced)
+
+
+LOGGED_ONE_BY_ONE = 20  # decisions of one batch logged a line each at INFO; beyond, at DEBUG
+
+
+def _log_states(what: str, decided: list[tuple[Partition, LeaderAndIsr]]) -> None:
+    """The states just written: a line each for a few, else a summary (a
+    broker's death at 30,000 partitions is 10,000 decisions, and a line each
+    on an unbuffered stdout cost the controller a second), with the lines at DEBUG."""
+    if not decided:
+        return
+    one_by_one = len(decided) <= LOGGED_ONE_BY_ONE
+    if one_by_one or log.isEnabledFor(logging.DEBUG):
+        level = logging.INFO if one_by_one else logging.DEBUG
+        for (topic, partition), state in decided:
+            log.log(level, "controller: %s-%d %s %d epoch %d isr %s", topic, partition, what,
+                    state.leader, state.leader_epoch, list(state.isr))
+    if not one_by_one:
+        leaders: dict[int, int] = {}
+        for _, state in decided:
+            leaders[state.leader] = leaders.get(state.leader, 0) + 1
+        log.info("controller: %d partitions %s (partitions per leader: %s); first %s-%d, "
+                 "last %s-%d", len(decided), "online" if what.startswith("online") else "decided",
+                 dict(sorted(leaders.items())), *decided[0][0], *decided[-1][0])

@@ -10,7 +10,7 @@ import abc
 import base64
 import dataclasses
 import uuid
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 # Topics whose records are a coordinator's state: never written by clients, never
 # deleted (re-exported: the metadata layer's handlers and controller read them here)
@@ -87,6 +87,16 @@ class IsrUpdate(NamedTuple):
     partition state changed since ``version`` was read (then the state now)."""
     written: bool
     leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    version: int
+
+
+class IsrChange(NamedTuple):
+    """A leader's proposed ISR, to write only if the partition's state is still
+    at ``version`` and names this broker leader at ``leader_epoch``."""
+    topic: str
+    partition: int
     leader_epoch: int
     isr: tuple[int, ...]
     version: int
@@ -180,6 +190,20 @@ class MetadataStore(abc.ABC):
         """A leader's ISR change, written only if the state is still at ``version``
         and ``leader_epoch`` (Kafka's conditional partition state update)."""
         raise NotImplementedError("one broker: every partition's ISR is that broker")
+
+    def update_isrs(self, changes: Sequence[IsrChange]
+                    ) -> list[IsrUpdate | MetadataUnavailableError]:
+        """``update_isr`` for each of ``changes``: per change its outcome, or
+        MetadataUnavailableError when the store could not tell (write again).
+        A store that can do better than one write at a time does."""
+        out: list[IsrUpdate | MetadataUnavailableError] = []
+        for c in changes:
+            try:
+                out.append(self.update_isr(c.topic, c.partition, c.leader_epoch, c.isr,
+                                           c.version))
+            except MetadataUnavailableError as e:
+                out.append(e)
+        return out
 
     @abc.abstractmethod
     def create_topic(self, name: str, num_partitions: int, configs: Mapping[str, str | None],

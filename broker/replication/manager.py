@@ -33,12 +33,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Callable, Protocol
 
 from samsa.protocol.model import TopicPartition
+from samsa.storage.checkpoints import durable_batch
 
-from ..metadata import MetadataStore, MetadataUnavailableError
+from ..metadata import IsrChange, IsrUpdate, MetadataStore, MetadataUnavailableError
 from .fetcher import FollowerLog
 from .leader import LeaderReplica, Notify, ReplicaLog
 
@@ -46,6 +47,9 @@ log = logging.getLogger("broker.replication")
 
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
+# Role changes whose leader-epoch checkpoints are made durable together (sync_roles)
+ROLES_PER_DURABLE_BATCH = 1000
+LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a summary
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -77,6 +81,8 @@ class ReplicaManager:
         self._lag_time_max_ms = lag_time_max_ms
         self.follower = follower
         self._leaders: dict[TopicPartition, LeaderReplica] = {}
+        self._pass_lines: int | None = None  # role changes logged at DEBUG in this pass
+        self._pass_thread: threading.Thread | None = None
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
@@ -102,20 +108,67 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ roles
 
-    def sync_roles(self) -> None:
-        """Every local log's role, from the metadata as it is now. The lock is
-        taken per partition: a request that finds this broker named leader
-        takes that one partition up meanwhile (take_up) instead of waiting
-        for a pass over every log."""
-        for (topic, partition), lg in self._logs.all_logs().items():
-            with self._roles_lock:
-                self._sync(topic, partition, lg)
+    def sync_roles(self, partitions: Iterable[TopicPartition] | None = None,
+                   topics_changed: bool = True) -> None:
+        """Every local log's role (or only those of ``partitions``), from the
+        metadata as it is now. The lock is taken per partition: a request that
+        finds this broker named leader takes that one partition up meanwhile
+        (take_up) instead of waiting for a pass over every log. A partition
+        named whose log is gone is led and followed no more; with
+        ``topics_changed`` (a topic deleted, say) every partition without a log is."""
+        if partitions is None:
+            items = list(self._logs.all_logs().items())
+            gone: list[TopicPartition] = []
+        else:
+            items, gone = [], []
+            for key in partitions:
+                lg = self._logs.get_log(*key)
+                if lg is None:
+                    gone.append(key)
+                else:
+                    items.append((key, lg))
+        self._pass_lines = 0 if len(items) > LOGGED_ONE_BY_ONE else None
+        try:
+            self._sync_each(items)
+        finally:
+            lines, self._pass_lines = self._pass_lines, None
+        if lines:
+            log.info("leading %d more partitions at new epochs (each at DEBUG)", lines)
+        self._clean_up(gone, partitions is None or topics_changed)
+
+    def _role_log(self, fmt: str, *args: object) -> None:
+        """A role change's line: at INFO, except in a pass of many (a failover
+        moves thousands at once), where they are counted for one summary line."""
+        if self._pass_lines is None or threading.current_thread() is not self._pass_thread:
+            log.info(fmt, *args)
+        else:
+            self._pass_lines += 1
+            log.debug(fmt, *args)
+
+    def _sync_each(self, items: list[tuple[TopicPartition, ManagedLog]]) -> None:
+        self._pass_thread = threading.current_thread()
+        for at in range(0, len(items), ROLES_PER_DURABLE_BATCH):
+            # Each partition this broker comes to lead writes its leader-epoch
+            # checkpoint: made durable together (a syncfs), not with two fsyncs
+            # each (a failover at 30,000 partitions moves 10,000 leaders here).
+            with durable_batch():
+                for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
+                    with self._roles_lock:
+                        self._sync(topic, partition, lg)
+
+    def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:
-            logs = self._logs.all_logs()  # as now: one opened during the pass stays
-            for key in [k for k in self._leaders if k not in logs]:
-                self._give_up(key)
-            if self.follower is not None:
-                self.follower.keep_only(set(logs))  # a deleted topic's partitions
+            for key in gone:
+                if key in self._leaders and self._logs.get_log(*key) is None:
+                    self._give_up(key)
+                if self.follower is not None and self._logs.get_log(*key) is None:
+                    self.follower.unfollow(*key)
+            if everything:
+                logs = self._logs.all_logs()  # as now: one opened during the pass stays
+                for key in [k for k in self._leaders if k not in logs]:
+                    self._give_up(key)
+                if self.follower is not None:
+                    self.follower.keep_only(set(logs))  # a deleted topic's partitions
 
     def log_opened(self, lg: ManagedLog) -> None:
         with self._roles_lock:
@@ -160,7 +213,7 @@ class ReplicaManager:
                     # ISR): the same leadership goes on, waiting produces included.
                     current.new_epoch(meta.leader_epoch, meta.replicas,
                                       meta.isr or (self.broker_id,), version)
-                    log.info("leading %s-%d at epoch %d (isr %s)", topic, partition,
+                    self._role_log("leading %s-%d at epoch %d (isr %s)", topic, partition,
                              meta.leader_epoch, list(meta.isr))
                 return
             if (current is not None and current.fenced and current.log is lg
@@ -177,7 +230,7 @@ class ReplicaManager:
             self._leaders[key] = leader
             leader.appended()  # a partition led alone commits what it has
             if current is not None or len(meta.replicas) > 1:
-                log.info("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
+                self._role_log("leading %s-%d at epoch %d (isr %s, log end %d, high watermark %d)",
                          topic, partition, meta.leader_epoch, list(meta.isr),
                          lg.log_end_offset, lg.high_watermark)
             return
@@ -244,12 +297,11 @@ class ReplicaManager:
                     log.exception("checking %s-%d's leadership failed", leader.topic,
                                   leader.partition)
                     self._resume_later(leader)
-            for leader, isr in pending:
-                try:
-                    self._write_isr(leader, isr)
-                except Exception:  # one bad znode must not end ISR upkeep
-                    log.exception("ISR change of %s-%d to %s failed; trying again",
-                                  leader.topic, leader.partition, list(isr))
+            try:
+                self._write_isrs(pending)
+            except Exception:  # the ISR thread must not end: every proposal again later
+                log.exception("writing %d ISR changes failed; trying again", len(pending))
+                for leader, isr in pending:
                     self._retry_later(leader, isr)
 
     # ------------------------------------------------------------ session fencing
@@ -339,16 +391,45 @@ class ReplicaManager:
         if leader.pending_isr != isr or leader.fenced:
             return  # a newer decision (a new leader epoch) replaced this proposal
         before = leader.isr
+        result: IsrUpdate | MetadataUnavailableError
         try:
             result = self._store.update_isr(leader.topic, leader.partition, leader.leader_epoch,
                                             isr, leader.isr_version)
         except MetadataUnavailableError as e:
+            result = e
+        self._isr_outcome(leader, isr, before, result)
+
+    def _write_isrs(self, pending: list[tuple[LeaderReplica, tuple[int, ...]]]) -> None:
+        """The proposals still current, written together (the store batches
+        them: followers rejoining after a restart make thousands at once)."""
+        current: dict[int, tuple[LeaderReplica, tuple[int, ...]]] = {}
+        for leader, isr in pending:
+            if leader.pending_isr == isr and not leader.fenced:
+                current[id(leader)] = (leader, isr)
+        todo = list(current.values())
+        if not todo:
+            return
+        befores = [leader.isr for leader, _ in todo]
+        results = self._store.update_isrs([
+            IsrChange(leader.topic, leader.partition, leader.leader_epoch, isr,
+                      leader.isr_version) for leader, isr in todo])
+        for (leader, isr), before, result in zip(todo, befores, results):
+            try:
+                self._isr_outcome(leader, isr, before, result)
+            except Exception:  # one bad znode must not end ISR upkeep
+                log.exception("ISR change of %s-%d to %s failed; trying again",
+                              leader.topic, leader.partition, list(isr))
+                self._retry_later(leader, isr)
+
+    def _isr_outcome(self, leader: LeaderReplica, isr: tuple[int, ...], before: tuple[int, ...],
+                     result: IsrUpdate | MetadataUnavailableError) -> None:
+        if isinstance(result, MetadataUnavailableError):
             # The write may have landed or not (a connection lost mid-request):
             # the change stays pending, so the high watermark keeps counting the
             # larger of the two ISRs, and it is written again until the store
             # answers (then a landed write shows as the state at our version).
             log.warning("ISR change of %s-%d to %s: outcome unknown (%s); trying again",
-                        leader.topic, leader.partition, list(isr), e)
+                        leader.topic, leader.partition, list(isr), result)
             self._retry_later(leader, isr)
             return
         if result.written:

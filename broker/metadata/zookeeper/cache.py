@@ -46,6 +46,36 @@ def _broker_endpoint(reg: z.BrokerRegistration, own: BrokerEndpoint) -> BrokerEn
     return BrokerEndpoint(reg.broker_id, chosen.host, chosen.port, reg.rack, listeners)
 
 
+class _MetaCache:
+    """PartitionMeta built from one snapshot (the three objects it was made
+    from, each replaced, never mutated, on a change), one partition at a time
+    as asked for. Threads racing to build the same one build equal ones."""
+
+    def __init__(self, assignments: dict[str, dict[int, tuple[int, ...]]],
+                 states: dict[tuple[str, int], z.PartitionState],
+                 brokers: list[BrokerEndpoint]) -> None:
+        self.assignments = assignments
+        self.states = states
+        self.brokers = brokers
+        self._live = frozenset(b.node_id for b in brokers)
+        self._metas: dict[tuple[str, int], PartitionMeta] = {}
+
+    def meta(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionMeta:
+        meta = self._metas.get((topic, partition))
+        if meta is None:
+            state = self.states.get((topic, partition))
+            live = self._live
+            offline = () if live.issuperset(replicas) else tuple(
+                r for r in replicas if r not in live)
+            if state is None:  # the controller has not brought it online (yet)
+                meta = PartitionMeta(replicas, -1, -1, (), offline)
+            else:
+                meta = PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr,
+                                     offline)
+            self._metas[(topic, partition)] = meta
+        return meta
+
+
 class WatchCache:
     def __init__(self, session: ZooKeeperSession, endpoint: BrokerEndpoint) -> None:
         self._session = session
@@ -68,6 +98,7 @@ class WatchCache:
         self._topic_listeners: list[Callable[[str], None]] = []
         self._controller_id = -1
         self._state_watch = PartitionStateWatch(self.zk, self._on_states, lambda: self._closed)
+        self._meta_cache = _MetaCache(self._assignments, self._states, self._brokers)
 
     def start(self) -> None:
         self._state_watch.start()
@@ -96,24 +127,27 @@ class WatchCache:
         return (self._assignments, self._states, self._brokers)
 
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
-        live = {b.node_id for b in self._brokers}
-        return {p: self._partition_meta(topic, p, reps, live)
-                for p, reps in self._assignments.get(topic, {}).items()}
+        cache = self._metas()
+        return {p: cache.meta(topic, p, reps)
+                for p, reps in cache.assignments.get(topic, {}).items()}
 
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
-        replicas = self._assignments.get(topic, {}).get(partition)
+        cache = self._metas()
+        replicas = cache.assignments.get(topic, {}).get(partition)
         if replicas is None:
             return None
-        return self._partition_meta(topic, partition, replicas,
-                                    {b.node_id for b in self._brokers})
+        return cache.meta(topic, partition, replicas)
 
-    def _partition_meta(self, topic: str, partition: int, replicas: tuple[int, ...],
-                        live: set[int]) -> PartitionMeta:
-        state = self._states.get((topic, partition))
-        offline = tuple(r for r in replicas if r not in live)
-        if state is None:  # the controller has not brought it online (yet)
-            return PartitionMeta(replicas, -1, -1, (), offline)
-        return PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr, offline)
+    def _metas(self) -> "_MetaCache":
+        """The partitions' metadata as built from the snapshot now, built once
+        per partition until the snapshot is replaced: every partition of every
+        follower's fetch looks its partition up here (thousands per request)."""
+        cache = self._meta_cache
+        assignments, states, brokers = self._assignments, self._states, self._brokers
+        if (cache.assignments is not assignments or cache.states is not states
+                or cache.brokers is not brokers):
+            cache = self._meta_cache = _MetaCache(assignments, states, brokers)
+        return cache
 
     def partition_version(self, topic: str, partition: int) -> int:
         return self._state_versions.get((topic, partition), -1)

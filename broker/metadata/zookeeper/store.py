@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .. import zk_layout as z
-from ..store import BrokerEndpoint, IsrUpdate, MetadataStore, PartitionMeta, TopicMeta
+from ..store import (BrokerEndpoint, IsrChange, IsrUpdate, MetadataStore, MetadataUnavailableError,
+                     PartitionMeta, TopicMeta)
 from .admin import AdminWrites
 from .cache import WatchCache
 from .change_notices import ConfigChangeNotices
@@ -154,6 +155,10 @@ class ZooKeeperMetadataStore(MetadataStore):
     def update_isr(self, topic: str, partition: int, leader_epoch: int,
                    isr: tuple[int, ...], version: int) -> IsrUpdate:
         return self._admin.update_isr(topic, partition, leader_epoch, isr, version)
+
+    def update_isrs(self, changes: Sequence[IsrChange]
+                    ) -> list[IsrUpdate | MetadataUnavailableError]:
+        return self._admin.update_isrs(changes)
 
     def allocate_producer_id(self) -> int:
         return self._producer_ids.allocate_producer_id()

@@ -101,6 +101,10 @@ class ControllerZooKeeper(Znodes, Protocol):
 
     def create_each(self, paths: Sequence[str]) -> list[Exception | None]: ...
 
+    def delete_each(self, paths: Sequence[str]) -> None:
+        """Each znode of ``paths`` deleted (in one pipeline); one already gone is fine."""
+        ...
+
 
 class ZooKeeperWrites:
     """``Znodes`` and ``ControllerZooKeeper`` over a kazoo client."""
@@ -244,6 +248,14 @@ class ZooKeeperWrites:
             except (NodeExistsError, NoNodeError) as e:
                 out.append(e)
         return out
+
+    def delete_each(self, paths: Sequence[str]) -> None:
+        pending = [self.client.delete_async(path) for path in paths]
+        for result in pending:
+            try:
+                result.get()
+            except NoNodeError:
+                pass
 
 
 def _fenced_outcome(writes: Sequence[SetData | Create], results: list[object]) -> list[int] | Exception:

@@ -342,6 +342,51 @@ def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     assert "/brokers/topics/t" in zk.read and _state(kazoo, "t", 1)["leader"] == 0
 
 
+def test_isr_change_notifications_are_read_together_and_each_only_once(kazoo):
+    """Followers rejoining after a restart leave thousands of notifications, and
+    each watch event lists all of them: handled one round trip each, and again
+    in every later listing, they queued minutes of reads ahead of a broker's
+    death. The new ones are read in one go, and a listing of handled ones
+    (deleted meanwhile) reads nothing."""
+    from samsa.broker.metadata.zookeeper.writes import ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        reads: list = []
+
+        def get(self, path):
+            self.reads.append([path])
+            return super().get(path)
+
+        def get_many(self, paths):
+            self.reads.append(list(paths))
+            return super().get_many(paths)
+    zk = Counted(kazoo)
+    for path in ("/brokers/ids", "/brokers/topics", "/isr_change_notification"):
+        kazoo.ensure_path(path)
+    kazoo.create("/controller_epoch", b"1")
+    _write_topic(kazoo, "t", {p: [0, 1] for p in range(20)})
+    controller = Controller(zk, 0)  # its decisions only: no thread, no watches
+    controller.active, controller.epoch, controller._epoch_version = True, 1, 0
+    controller._live = {0, 1}
+    controller._on_topics(("t",))
+    for p in range(20):  # the leader shrinks each ISR, one notification each
+        path = f"/brokers/topics/t/partitions/{p}/state"
+        state = json.loads(kazoo.get(path)[0])
+        kazoo.set(path, json.dumps({**state, "isr": [0]}).encode())
+        kazoo.create("/isr_change_notification/isr_change_", json.dumps(
+            {"version": 1, "partitions": [{"topic": "t", "partition": p}]}).encode(),
+            sequence=True)
+    names = tuple(kazoo.get_children("/isr_change_notification"))
+    zk.reads.clear()
+    controller._on_isr_changes(names)
+    assert len(zk.reads) == 2  # the notifications, then the states they name
+    assert kazoo.get_children("/isr_change_notification") == []
+    assert all(controller._states[("t", p)][0].isr == (0,) for p in range(20))
+    zk.reads.clear()
+    controller._on_isr_changes(names)  # a listing made before they were deleted
+    assert zk.reads == []
+
+
 # ---------------------------------------------------------------- reassignments
 # The controller's side alone: followers catching up are played by writing the
 # state znode and an ISR change notification, as leaders do.

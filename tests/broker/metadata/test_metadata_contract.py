@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from samsa.broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, TopicExistsError,
-                             UnknownTopicError, kafka_id)
+from samsa.broker.metadata import (BrokerEndpoint, EmbeddedMetadataStore, IsrChange,
+                             MetadataUnavailableError, TopicExistsError, UnknownTopicError,
+                             kafka_id)
 from samsa.broker.cluster.controller import Controller
 from samsa.broker.metadata.zookeeper import BrokerIdInUseError, ZooKeeperMetadataStore
 from tests.support.waiting import wait_until
@@ -450,3 +451,32 @@ def test_an_entity_config_that_could_not_be_read_is_read_again(zk_stores, kazoo,
     kazoo.set_acls(entity, OPEN_ACL_UNSAFE)
     wait_until(lambda: heard.get("users/bob") == {"producer_byte_rate": "2048"}, 15,
                "bob's config read again and told")
+
+
+def test_isr_changes_are_written_together_with_one_notification(zk_stores, kazoo):
+    """A leader's ISR changes, many at once (followers rejoining after a restart):
+    each conditional on the state it knew, refused with the state as it is when
+    that moved on, and one change notification naming every partition written."""
+    store = zk_stores.open(broker_id=1)
+    zk_stores.controller.stop()  # it would delete the notifications as it reads them
+    root = "/samsa-test"
+    for p, (leader, epoch) in enumerate([(1, 3), (1, 3), (1, 3), (2, 4)]):
+        kazoo.create(f"{root}/brokers/topics/t/partitions/{p}/state", json.dumps(
+            {"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 1,
+             "isr": [leader]}).encode(), makepath=True)
+    kazoo.set(f"{root}/brokers/topics/t/partitions/2/state", json.dumps(
+        {"version": 1, "leader": 1, "leader_epoch": 3, "controller_epoch": 1,
+         "isr": [1, 2]}).encode())  # version 1: our change to it was made at version 0
+    before = set(kazoo.get_children(f"{root}/isr_change_notification"))
+    results = store.update_isrs([IsrChange("t", 0, 3, (1, 2), 0), IsrChange("t", 1, 3, (1, 0), 0),
+                                 IsrChange("t", 2, 3, (1, 0), 0), IsrChange("t", 3, 3, (1, 2), 0),
+                                 IsrChange("t", 9, 3, (1, 2), 0)])
+    assert [(r.written, r.leader, r.leader_epoch, r.isr, r.version) for r in results[:4]] == [
+        (True, 1, 3, (1, 2), 1), (True, 1, 3, (1, 0), 1), (False, 1, 3, (1, 2), 1),
+        (False, 2, 4, (2,), 0)]
+    assert isinstance(results[4], MetadataUnavailableError)  # no such partition
+    assert _json(kazoo, f"{root}/brokers/topics/t/partitions/1/state")["isr"] == [1, 0]
+    notices = set(kazoo.get_children(f"{root}/isr_change_notification")) - before
+    assert len(notices) == 1
+    assert _json(kazoo, f"{root}/isr_change_notification/{notices.pop()}")["partitions"] == [
+        {"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]
