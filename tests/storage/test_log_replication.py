@@ -199,10 +199,10 @@ def test_replication_payload_larger_than_a_segment_is_split(make_log):
 
 
 # ------------------------------------------------------------------ truncation
-def build_for_truncation(make_log, cfg, name="t-0"):
+def build_for_truncation(make_log, cfg, name="t-0", **kw):
     """Batches of 3 records with distinct timestamps and producer 5's sequences,
     over epochs 1, 2 and 4, across several segments."""
-    lg = make_log(cfg, name=name)
+    lg = make_log(cfg, name=name, **kw)
     sent = []
     for i in range(18):
         epoch = 1 if i < 6 else (2 if i < 12 else 4)
@@ -308,22 +308,40 @@ def test_truncate_at_or_after_the_end_is_a_noop(make_log):
     assert lg.leader_epochs.entries == [(1, 0), (2, 18), (4, 36)]
 
 
+class HeldScheduler:
+    """A log's scheduler whose tasks run when the test says: "until the delete delay"
+    is then a point in the test, not 300 ms of a loaded machine's wall clock."""
+
+    def __init__(self) -> None:
+        self.tasks: list = []
+
+    def __call__(self, fn, delay_ms: int) -> None:
+        self.tasks.append(fn)
+
+    def run_all(self) -> None:
+        while self.tasks:
+            self.tasks.pop(0)()
+
+
 def test_truncate_keeps_regions_of_deleted_segments_until_the_delay(make_log):
     cfg = TopicConfig(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=300)
-    lg, _ = build_for_truncation(make_log, cfg)
+    held = HeldScheduler()
+    lg, _ = build_for_truncation(make_log, cfg, scheduler=held)
     last = lg.segments[-1]
     region = lg.read(last.base_offset, 1 << 20).regions[0]
     data = region.read_bytes()
     lg.truncate_to(7)
     assert os.path.exists(last.log_path + ".deleted")
     assert region.read_bytes() == data
-    wait_until(lambda: not os.path.exists(last.log_path + ".deleted"), 5, "the segment deleted")
+    held.run_all()   # the delay is over
+    assert not os.path.exists(last.log_path + ".deleted")
     assert lg.log_end_offset == 6
 
 
 def test_truncate_fully_and_start_at(make_log):
     cfg = TopicConfig(segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=300)
-    lg, sent = build_for_truncation(make_log, cfg)
+    held = HeldScheduler()
+    lg, sent = build_for_truncation(make_log, cfg, scheduler=held)
     region = lg.read(0, 1).regions[0]          # the first batch: offsets 0 and 1
     data = region.read_bytes()
     old_logs = files(lg, ".log")
@@ -336,8 +354,8 @@ def test_truncate_fully_and_start_at(make_log):
     assert region.read_bytes() == data        # in flight until the delete delay
     assert lg.leader_epochs.entries == []
     assert lg.producer_state.producers == {} and files(lg, ".snapshot") == []
-    wait_until(lambda: not [n for n in os.listdir(lg.dir) if n.endswith(".deleted")], 5,
-               "the old segments deleted")
+    held.run_all()   # the delay is over
+    assert not [n for n in os.listdir(lg.dir) if n.endswith(".deleted")]
     assert files(lg, ".log") == ["%020d.log" % 1000] and "%020d.log" % 1000 not in old_logs
     # a retried batch of the producer is not a duplicate any more
     b, _, _ = sent[-1]
