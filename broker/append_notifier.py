@@ -2,30 +2,51 @@
 
 Appends happen on whichever processor thread served the Produce; the waiting
 Fetch sits on its own processor's event loop. Each waiter is a future plus the
-loop that owns it, and an append completes it through call_soon_threadsafe.
+loop that owns it, and an append completes it through call_soon_threadsafe
+(one call per loop, however many of its fetches wake; a plain call_soon on
+the notifying thread's own loop).
+
+Waiters say what they wait for, as Kafka's delayed fetches complete only on
+what they can use: a follower reads up to the log end (``APPENDED``: an
+append), a consumer up to the high watermark or last stable offset
+(``READABLE``: they moved). A leader's append that commits nothing (the
+followers have not fetched it yet) wakes only the followers; their fetch
+that then moves the high watermark wakes the consumers.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
+from asyncio import events as asyncio_events
+from typing import Iterable
+
+APPENDED = 1  # the log end moved: followers can read more
+READABLE = 2  # the high watermark or last stable offset moved: consumers can
+ANY = APPENDED | READABLE
+
+# (loop, future, events waited for)
+_Entry = tuple[asyncio.AbstractEventLoop, "asyncio.Future[object]", int]
 
 
 class AppendNotifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[tuple[str, int], set] = {}
+        self._waiters: dict[tuple[str, int], set[_Entry]] = {}
 
-    def wait_any(self, keys, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
-        """A future completed by the next append to any of `keys` (topic, partition)."""
-        fut = loop.create_future()
-        entry = (loop, fut)
+    def wait_any(self, keys: Iterable[tuple[str, int]], loop: asyncio.AbstractEventLoop,
+                 events: int = ANY) -> asyncio.Future[object]:
+        """A future completed by the next of ``events`` on any of ``keys``
+        (topic, partition)."""
+        keys = list(keys)
+        fut: asyncio.Future[object] = loop.create_future()
+        entry = (loop, fut, events)
         with self._lock:
             for key in keys:
                 self._waiters.setdefault(key, set()).add(entry)
         fut.add_done_callback(lambda _f: self._forget(keys, entry))
         return fut
 
-    def _forget(self, keys, entry) -> None:
+    def _forget(self, keys: list[tuple[str, int]], entry: _Entry) -> None:
         with self._lock:
             for key in keys:
                 waiters = self._waiters.get(key)
@@ -34,19 +55,29 @@ class AppendNotifier:
                     if not waiters:
                         del self._waiters[key]
 
-    def notify(self, topic: str, partition: int) -> None:
+    def notify(self, topic: str, partition: int, events: int = ANY) -> None:
         with self._lock:
             waiting = self._waiters.get((topic, partition))
             if not waiting:
                 return
-            waiters = list(waiting)
-        for loop, fut in waiters:
+            due = [(loop, fut) for loop, fut, wanted in waiting if wanted & events]
+        if not due:
+            return
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = {}
+        for loop, fut in due:
+            by_loop.setdefault(loop, []).append(fut)
+        here = asyncio_events._get_running_loop()
+        for loop, futs in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_wake, fut)
-            except RuntimeError:  # that loop is closed: the connection is gone
+                if loop is here:
+                    loop.call_soon(_wake, futs)
+                else:
+                    loop.call_soon_threadsafe(_wake, futs)
+            except RuntimeError:  # that loop is closed: its connections are gone
                 pass
 
 
-def _wake(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
+def _wake(futs: list[asyncio.Future[object]]) -> None:
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(None)

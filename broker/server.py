@@ -30,6 +30,7 @@ from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
+from .gc_tuning import settle_for_serving
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .faults import FaultInjector
@@ -289,6 +290,8 @@ class Broker:
         self._fault_endpoint: FaultEndpoint | None = None
         self._stopping = False
         self._dir_locks: LogDirLocks | None = None  # held from start to the end of stop
+        # logs whose role waits for their load (_open)
+        self._roles_deferred: set[Log] = set()
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
@@ -319,8 +322,20 @@ class Broker:
         self.replicas = replicas = ReplicaManager(
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=fetcher)
-        # A log's role (leader, follower) is taken up as soon as it is opened.
-        topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
+        # A log's role (leader, follower) is taken up as soon as it is opened,
+        # except that of a log not loaded yet whose end its checkpoints do not
+        # tell (after an unclean stop it is recovered first): the role reads its
+        # end, so it is taken up once the log is loaded, by its first request
+        # (ReplicaManager.take_up) or the background pass (storage/lazy_log.py).
+        # The internal topics' at once: their coordinators load as they are led.
+        self._roles_deferred = deferred = set[Log]()
+
+        def log_opened(lg: Log) -> None:
+            if not lg.knows_end() and not lg.topic.startswith("__"):
+                deferred.add(lg)
+            else:
+                replicas.log_opened(lg)
+        topics = TopicService(store, logs, cfg, on_log_opened=log_opened)
         topics.open_all()
         partitions = PartitionLayer(
             store, logs, cfg.broker_id, replicas,
@@ -905,6 +920,15 @@ class Broker:
         for network in self.networks:
             await network.start()
         self._serving = True
+        # the logs nobody has used since the start: loaded from now on (storage/lazy_log.py)
+        deferred = self._roles_deferred
+        replicas = _made(self.replicas, "the replica manager")
+
+        def loaded(lg: Log) -> None:
+            if lg in deferred:
+                deferred.discard(lg)
+                replicas.log_opened(lg)
+        services.logs.start_background_load(on_loaded=loaded)
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))
@@ -1057,6 +1081,7 @@ class Broker:
 
     async def run_until_signalled(self) -> bool:
         await self.start()
+        settle_for_serving()  # (this process is the broker: see gc_tuning.py)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

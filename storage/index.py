@@ -25,7 +25,8 @@ by the stop before, are grown again only when entries are next written to them
 (``prealloc_due``), so a restart and a stop of 10,000 idle partitions truncate
 no index file. A new segment's index files are created
 lazily (``lazy=True``): not before the segment's first append
-(``materialize``), so a topic of 10,000 partitions nobody writes to costs
+(``materialize``, which its log has the log manager's scheduler do, off the
+produce's thread; a roll or close does it if that has not happened yet), so a topic of 10,000 partitions nobody writes to costs
 20,000 fewer file creations. Kafka reads such a directory: an empty segment
 without index files is indexed again, from nothing. After a crash the preallocated tail reads
 as zero entries; loading stops at the first entry that does not strictly

@@ -53,7 +53,8 @@ from samsa.protocol.records import (CorruptRecordError as _RecCorrupt, InvalidRe
                               set_base_offset, set_log_append_time, set_partition_leader_epoch,
                               validate_batches)
 from samsa.protocol.records.batch import validate_single_batch
-from samsa.storage.checkpoints import fsync_dir, in_durable_batch, when_durable
+from samsa.storage.checkpoints import (fsync_dir, in_durable_batch, when_durable,
+                                       write_partition_metadata)
 from samsa.storage.entries import InvalidEntry, entry_is_valid, parse_entry
 from samsa.storage.errors import (CorruptRecordError, InvalidRecordError, OffsetOutOfRangeError,
                             OffsetsOutOfOrderError, RecordTooLargeError, StorageError)
@@ -135,6 +136,12 @@ def _default_scheduler(fn: Callable[[], None], delay_ms: int) -> None:
 class Log:
     """A partition log. Construct through ``Log.open`` (or LogManager)."""
 
+    # The first offset of the earliest transaction not yet stable (None: all
+    # stable), published like _end for lock-free readers; see last_stable_offset.
+    _first_unstable: int | None
+    # (False while a storage/lazy_log.py UnloadedLog waits for its first use)
+    loaded = True
+
     def __init__(self, directory: str, topic: str, partition: int, config: TopicConfig, *,
                  topic_id: uuid.UUID | None = None, recovery_point: int = 0,
                  log_start_offset: int | None = None,
@@ -143,11 +150,26 @@ class Log:
                  scheduler: Callable[[Callable[[], None], int], None] | None = None,
                  flush_requester: Callable[["Log"], None] | None = None,
                  checkpoint_requester: Callable[["Log"], None] | None = None):
+        self._setup(directory, topic, partition, config, scheduler, flush_requester,
+                    checkpoint_requester)
+        self.topic_id = topic_id
+        # new: ``directory`` was just created empty (a partition added here), and
+        # there is nothing to load; thousands of them come with one topic
+        self._run_on(new_log(directory, config, log_start_offset=log_start_offset) if new
+                     else load_log(directory, config, recovery_point=recovery_point,
+                                   log_start_offset=log_start_offset,
+                                   high_watermark=high_watermark, clean_shutdown=clean_shutdown))
+
+    def _setup(self, directory: str, topic: str, partition: int, config: TopicConfig,
+               scheduler: Callable[[Callable[[], None], int], None] | None,
+               flush_requester: Callable[["Log"], None] | None,
+               checkpoint_requester: Callable[["Log"], None] | None) -> None:
+        """What a log is before its directory is read (storage/lazy_log.py's
+        UnloadedLog stops here until first use)."""
         self.dir = directory
         self.topic = topic
         self.partition = partition
         self.config = config
-        self.topic_id = topic_id
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._listeners: list[Callable[["Log"], None]] = []
@@ -160,29 +182,24 @@ class Log:
         # longer match and starts over.
         self.truncations = 0
         self.last_flush_ms = int(time.time() * 1000)
-        # The first offset of the earliest transaction not yet stable (None: all
-        # stable), published like _end for lock-free readers; see last_stable_offset.
-        self._first_unstable: int | None = None
-        # new: ``directory`` was just created empty (a partition added here), and
-        # there is nothing to load; thousands of them come with one topic
-        self._run_on(new_log(directory, config, log_start_offset=log_start_offset) if new
-                     else load_log(directory, config, recovery_point=recovery_point,
-                                   log_start_offset=log_start_offset,
-                                   high_watermark=high_watermark, clean_shutdown=clean_shutdown))
+        # a new segment's first append: its index files are to be made (_appended)
+        self._index_files_due: LogSegment | None = None
 
     def _run_on(self, loaded: LoadedLog) -> None:
         """Take over what the loader found in the directory (construction, or
         ``reopen_at``)."""
         segs = loaded.segments
         active = segs[-1]
-        self._segs = (segs, tuple(s.base_offset for s in segs))
-        self._end = (loaded.log_end_offset, active, active.size)
         self.log_start_offset = loaded.log_start_offset
         self.high_watermark = loaded.high_watermark
         self.recovery_point = loaded.recovery_point
         self.producer_state = loaded.producer_state
         self.leader_epochs = loaded.leader_epochs
         self._refresh_unstable()
+        # (published last: a log loaded on first use is read by other threads as
+        # soon as they see its segments; storage/lazy_log.py)
+        self._segs = (segs, tuple(s.base_offset for s in segs))
+        self._end = (loaded.log_end_offset, active, active.size)
 
     def _refresh_unstable(self) -> None:
         """(Lock held, or loading.) Completed transactions below the high
@@ -195,6 +212,20 @@ class Log:
         if fu is not None and fu < self.log_start_offset:
             fu = self.log_start_offset
         self._first_unstable = fu
+
+    def load(self) -> None:
+        """(Loaded already: see storage/lazy_log.py.)"""
+
+    def knows_end(self) -> bool:
+        """Whether ``log_end_offset`` answers without reading the directory
+        (always, once loaded: see storage/lazy_log.py)."""
+        return True
+
+    def offset_to_checkpoint(self, name: str) -> int | None:
+        """The value of attribute ``name`` (recovery_point, log_start_offset,
+        high_watermark) that its checkpoint file is to hold (None: none)."""
+        value: int = getattr(self, name)
+        return value
 
     @classmethod
     def open(cls, directory: str, config: TopicConfig, **kw: Any) -> "Log":
@@ -415,6 +446,8 @@ class Log:
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
         if reason is not None:
             active = self._roll(reason, first)
+        if active.size == 0:
+            self._index_files_due = active   # (made once the lock is released: _appended)
         if len(infos) == 1:
             size = active.append_one(parts, total, last, max_ts)
         else:
@@ -447,8 +480,20 @@ class Log:
         flush.messages are unflushed, and tell the listeners."""
         if self._request_flush is not None and next_offset - self.recovery_point >= cfg.flush_messages:
             self._request_flush(self)
+        if self._index_files_due is not None:
+            self._schedule(functools.partial(self._make_index_files, self._index_files_due), 0)
+            self._index_files_due = None
         if self._listeners:
             self._notify()
+
+    def _make_index_files(self, seg: LogSegment) -> None:
+        """(The log manager's scheduler, after ``seg``'s first append.) Its index files."""
+        with self._lock:
+            if seg.active and not self.closed:
+                try:
+                    seg.make_index_files()
+                except OSError as exc:   # (a full disk: the roll or close tries again)
+                    log.warning("creating the index files of %s failed: %s", seg.log_path, exc)
 
     def _append_replicated(self, payload: Payload) -> AppendResult:
         """REPLICATION: append batches read from the leader's log, byte for byte.
@@ -914,6 +959,17 @@ class Log:
                 return 0
             return self.producer_state.remove_expired(now_ms, expiration_ms)
 
+    # ------------------------------------------------------------------ topic id
+    def claim_topic_id(self, topic_id: uuid.UUID) -> None:
+        """The metadata names this log's topic ``topic_id``: partition.metadata
+        says so from now on (a change is warned of: a tool rewrote it)."""
+        if self.topic_id != topic_id:
+            if self.topic_id is not None:
+                log.warning("%s-%d: topic id changes from %s to %s", self.topic, self.partition,
+                            self.topic_id, topic_id)
+            self.topic_id = topic_id
+            write_partition_metadata(self.dir, topic_id)
+
     # ------------------------------------------------------------------ epochs
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
@@ -1089,6 +1145,11 @@ class Log:
         with self._lock:
             if self.closed:
                 return
+            active = self._end[1]
+            if active.size:
+                # (the first append's, if the scheduler has not got to them: before
+                # the flush, which makes them durable with the segment)
+                active.make_index_files(missing_only=True)
             self.flush()
             try:
                 leo = self.log_end_offset

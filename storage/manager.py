@@ -1,11 +1,17 @@
 """LogManager: every partition log under ``log.dirs``, and the background work on them.
 
-Start-up opens each ``<topic>-<partition>`` directory of each log dir. Without
-the ``.kafka_cleanshutdown`` marker (written last by a clean shutdown, removed
-as soon as start-up has read it) segments past each partition's recovery point
-are checked batch by batch and cut at the first invalid byte.
+Start-up lists each log dir and reads its checkpoints: each ``<topic>-<partition>``
+directory becomes a log that reads its directory on first use (storage/lazy_log.py),
+or when the background pass (``start_background_load``) gets to it. Without the
+``.kafka_cleanshutdown`` marker (written last by a clean shutdown, removed as
+soon as start-up has read it) that load checks the segments past the partition's
+recovery point batch by batch and cuts them at the first invalid byte; a stop
+before every such log is loaded writes no marker, so the next start recovers
+the rest.
 
 Background threads (daemons, stopped by ``shutdown``):
+
+- loader: loads the logs nobody has used since the start, one at a time;
 
 - scheduler: runs timed tasks - retention every ``retention_check_interval_ms``,
   checkpoint files every ``checkpoint_interval_ms``, the ``flush.ms`` check,
@@ -53,6 +59,7 @@ from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanerStats, LogClea
 from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
 from samsa.storage.gc_pause import gc_paused
+from samsa.storage.lazy_log import BackgroundLoader, UnloadedLog
 from samsa.storage.loader import parse_partition_dir
 from samsa.storage.log import AppendOrigin, Log
 
@@ -199,6 +206,8 @@ class LogManager:
         }
         self.flush_check_interval_ms = flush_check_interval_ms
         self._topic_config_provider = topic_config_provider
+        # some log has been given a config with flush.ms (set once, for good)
+        self._flush_ms_used = default_config.flush_ms < LONG_MAX
         self._topic_configs: dict[str, TopicConfig] = {}
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], str] = {}
@@ -224,6 +233,14 @@ class LogManager:
         # log dirs taken out of service after an IO error left them in a state
         # only a restart sorts out (Kafka's LogDirFailureChannel)
         self._offline_dirs: set[str] = set()
+        # log dirs started without the clean-shutdown marker: their logs are
+        # recovered as they are loaded (storage/lazy_log.py)
+        self._unclean_dirs: set[str] = set()
+        # what each checkpoint file (by path) holds, as read at start-up or last
+        # written: one that would not change is not written again
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
+        self._checkpoint_lock = threading.Lock()
+        self._loader: BackgroundLoader | None = None
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -257,6 +274,14 @@ class LogManager:
         for key in list(self._moves):   # moves the last run did not finish go on
             self._scheduler.schedule(functools.partial(self._move_step, key), 0)
 
+    def start_background_load(self, on_loaded: Callable[[Log], None] | None = None) -> None:
+        """Load the logs start-up left for their first use (storage/lazy_log.py)
+        on a thread of their own, from now on; a broker calls it once it serves.
+        ``on_loaded``: called with each of them once loaded (BackgroundLoader)."""
+        if self._loader is None and not self._shut_down:
+            self._loader = BackgroundLoader(lambda: self.all_logs().values(), on_loaded)
+            self._loader.start()
+
     def _check_meta_properties(self, d: str) -> None:
         props = read_properties(os.path.join(d, META_PROPERTIES))
         if props is None:
@@ -282,11 +307,19 @@ class LogManager:
     def _load_dir(self, d: str) -> None:
         clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_MARKER))
         recovery, starts, high_watermarks = self._read_checkpoints(d)
+        for name, read in ((RECOVERY_POINT_CHECKPOINT, recovery),
+                           (LOG_START_OFFSET_CHECKPOINT, starts),
+                           (REPLICATION_OFFSET_CHECKPOINT, high_watermarks)):
+            if read:   # (none, or malformed: written at the first chance)
+                self._checkpointed[os.path.join(d, name)] = read
         # (scandir: the entry types come with the listing, no stat per partition)
         names = sorted(e.name for e in os.scandir(d) if _is_dir(e))
         if not clean and names:
             # (A brand-new dir has nothing to recover: say nothing about it.)
-            log.info("log dir %s was not shut down cleanly: recovering unflushed segments", d)
+            log.info("log dir %s was not shut down cleanly: recovering unflushed segments "
+                     "as each log is loaded", d)
+            self._unclean_dirs.add(d)
+        configs: dict[str, TopicConfig] = {}
         for name in names:
             path = os.path.join(d, name)
             if name.endswith(DELETE_DIR_SUFFIX):
@@ -314,28 +347,33 @@ class LogManager:
                 log.warning("ignoring duplicate partition directory %s (already loaded from %s)",
                             path, self._log_dir_of[key])
                 continue
-            try:
-                lg = Log(path, topic, partition, self._config_for(topic),
-                         topic_id=read_partition_metadata(path),
-                         recovery_point=recovery.get(key, 0),
-                         log_start_offset=starts.get(key),
-                         high_watermark=high_watermarks.get(key),
-                         clean_shutdown=clean,
-                         scheduler=self._schedule, flush_requester=self._request_flush,
-                         checkpoint_requester=self._request_checkpoint)
-            except (OSError, StorageError) as exc:
-                # one unreadable partition must not keep the others offline; its
-                # files stay untouched for an operator to look at
-                log.error("cannot open partition directory %s, leaving it offline: %s", path, exc)
-                continue
-            self._logs[key] = lg
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self._config_for(topic)
+            offsets = {}
+            for name, checkpoint in (("recovery_point", recovery), ("log_start_offset", starts),
+                                     ("high_watermark", high_watermarks)):
+                value = checkpoint.get(key)
+                if value is not None:
+                    offsets[name] = value
+            # read on first use, or by the background pass (storage/lazy_log.py)
+            self._logs[key] = UnloadedLog(path, topic, partition, config, offsets=offsets,
+                                          clean_shutdown=clean, scheduler=self._schedule,
+                                          flush_requester=self._request_flush,
+                                          checkpoint_requester=self._request_checkpoint)
             self._log_dir_of[key] = d
 
     def _config_for(self, topic: str) -> TopicConfig:
         cfg = self._topic_configs.get(topic)
         if cfg is None and self._topic_config_provider is not None:
             cfg = self._topic_config_provider(topic)
-        return cfg or self.default_config
+        return self._noted(cfg or self.default_config)
+
+    def _noted(self, config: TopicConfig) -> TopicConfig:
+        """``config``, which a log is given: with a flush.ms, the flush.ms check has work."""
+        if config.flush_ms < LONG_MAX:
+            self._flush_ms_used = True
+        return config
 
     def _schedule(self, fn: Callable[[], None], delay_ms: int) -> None:
         if self._started and not self._shut_down:
@@ -364,16 +402,14 @@ class LogManager:
         """Open or create ``<topic>-<partition>``; calling it again returns the same Log."""
         key = (topic, partition)
         with self._lock:
+            if config is not None:
+                self._noted(config)
             lg = self._logs.get(key)
             if lg is not None:
                 if config is not None:
                     lg.config = config
-                if topic_id is not None and lg.topic_id != topic_id:
-                    if lg.topic_id is not None:
-                        log.warning("%s-%d: topic id changes from %s to %s", topic, partition,
-                                    lg.topic_id, topic_id)
-                    lg.topic_id = topic_id
-                    write_partition_metadata(lg.dir, topic_id)
+                if topic_id is not None:
+                    lg.claim_topic_id(topic_id)
                 return lg
             if config is not None:
                 self._topic_configs[topic] = config
@@ -477,6 +513,8 @@ class LogManager:
     def update_topic_configs(self, configs: Mapping[str, TopicConfig]) -> None:
         """New configs for several topics at once (one pass over the logs)."""
         with self._lock:
+            for given in configs.values():
+                self._noted(given)
             self._topic_configs.update(configs)
             for (t, _), lg in self._logs.items():
                 config = configs.get(t)
@@ -882,10 +920,11 @@ class LogManager:
                 self._scheduler.schedule(functools.partial(self._checkpoint_task, name),
                                          self._checkpoint_intervals[name])
 
-    _CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
-        RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
-        LOG_START_OFFSET_CHECKPOINT: lambda lg: lg.log_start_offset,
-        REPLICATION_OFFSET_CHECKPOINT: lambda lg: lg.high_watermark,
+    # each checkpoint file's Log attribute
+    _CHECKPOINT_VALUES: dict[str, str] = {
+        RECOVERY_POINT_CHECKPOINT: "recovery_point",
+        LOG_START_OFFSET_CHECKPOINT: "log_start_offset",
+        REPLICATION_OFFSET_CHECKPOINT: "high_watermark",
     }
 
     def write_checkpoints(self, names: Sequence[str] = tuple(_CHECKPOINT_VALUES)) -> list[str]:
@@ -906,9 +945,22 @@ class LogManager:
                                 names: Sequence[str]) -> list[str]:
         try:
             for name in names:
-                value = self._CHECKPOINT_VALUES[name]
-                write_offset_checkpoint(os.path.join(d, name),
-                                        {k: value(lg) for k, lg in logs.items()})
+                attr = self._CHECKPOINT_VALUES[name]
+                entries = {}
+                for k, lg in logs.items():
+                    # (a log not loaded yet: the entry read at start-up, if any)
+                    value = lg.offset_to_checkpoint(attr)
+                    if value is not None:
+                        entries[k] = value
+                path = os.path.join(d, name)
+                with self._checkpoint_lock:
+                    # An idle broker's files would be rewritten (10,000 lines,
+                    # an fsync, a rename) every few seconds for nothing: Kafka
+                    # writes them on a timer too, but what they hold is the same.
+                    if self._checkpointed.get(path) == entries:
+                        continue
+                    write_offset_checkpoint(path, entries)
+                    self._checkpointed[path] = entries
         except OSError as exc:
             log.error("writing checkpoints in %s failed: %s", d, exc)
             return [f"writing checkpoints: {exc}"]
@@ -917,7 +969,9 @@ class LogManager:
     def _flush_ms_task(self) -> None:
         try:
             now = int(time.time() * 1000)
-            for lg in list(self._logs.values()):
+            # (Every second: with 10,000 logs and no flush.ms anywhere, as by
+            # default, the loop alone was an idle broker's biggest cost.)
+            for lg in list(self._logs.values()) if self._flush_ms_used else ():
                 fms = lg.config.flush_ms
                 if fms < LONG_MAX and lg.unflushed_messages() > 0 and now - lg.last_flush_ms >= fms:
                     self._flusher.request(lg)
@@ -930,6 +984,17 @@ class LogManager:
             lg.flush()
 
     # ------------------------------------------------------------------ shutdown
+    def _unrecovered_logs(self) -> dict[str, int]:
+        """Per log dir started unclean: how many of its logs are not loaded (so
+        not recovered) yet."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for key, lg in self._logs.items():
+                d = self._log_dir_of[key]
+                if d in self._unclean_dirs and not lg.loaded:
+                    out[d] = out.get(d, 0) + 1
+        return out
+
     def shutdown(self, clean: bool = True) -> list[str]:
         """Clean stop: flush and close every log, write checkpoints, then the marker.
         Returns the writes that failed (empty: a clean stop); a dir with a failure
@@ -941,6 +1006,9 @@ class LogManager:
         if self._shut_down:
             return []
         self._shut_down = True
+        if self._loader is not None:
+            self._loader.stop()
+            self._loader.join(timeout=30)
         if self._started:
             self._scheduler.stop()
             self._flusher.stop()
@@ -981,6 +1049,11 @@ class LogManager:
                 log.error("making the closed logs durable failed: %s", exc)
                 failures.append(f"flushing the logs: {exc}")
         failures += self.write_checkpoints()
+        for d, unloaded in self._unrecovered_logs().items():
+            # not loaded since an unclean stop, so not recovered: the next start must
+            log.info("log dir %s: %d logs not recovered since the unclean stop before "
+                     "this run; the next start recovers them", d, unloaded)
+            failed_dirs.add(d)
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent
             if d not in failed_dirs and d not in self._offline_dirs and not failures:

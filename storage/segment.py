@@ -347,11 +347,16 @@ class LogSegment:
             return "relative offset overflow"
         return None
 
-    def _materialize_indexes(self) -> None:
-        """The first append: a lazily created segment's index files exist from now
-        on, preallocated, as Kafka's active segment's (storage/index.py)."""
+    def make_index_files(self, *, missing_only: bool = False) -> None:
+        """A lazily created segment holding records: its index files exist from
+        now on, preallocated, as Kafka's active segment's (storage/index.py).
+        Its log asks for them after the first append, off the append's path
+        (Log._make_index_files: creating two files costs a produce a millisecond
+        or two); a roll or a close makes them if that has not happened yet
+        (``missing_only``: a reopened file that holds its entries is not grown
+        just to be trimmed again)."""
         for idx in (self._offset_index, self._time_index):
-            if idx is not None:
+            if idx is not None and (idx.absent or not missing_only):
                 idx.materialize()
 
     def append(self, parts: Sequence[Buf], total: int,
@@ -362,8 +367,6 @@ class LogSegment:
         """
         pos = self._size
         assert pos is not None  # an active segment's size is known: created, opened or recovered
-        if pos == 0:
-            self._materialize_indexes()
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -398,8 +401,6 @@ class LogSegment:
         path): same write, same index rule, no per-batch list."""
         pos = self._size
         assert pos is not None  # as in append
-        if pos == 0:
-            self._materialize_indexes()
         fd = self._fd if self._fd is not None else self._write_fd()
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
@@ -427,6 +428,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Roll: final time index entry, trim both indexes, stop writing to them."""
+        if self._size:
+            self.make_index_files(missing_only=True)
         if self._max_ts is not None and self._max_ts >= 0:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
         self.offset_index.make_readonly()
@@ -445,6 +448,8 @@ class LogSegment:
     def close(self, trim: bool = True) -> None:
         with self._open_lock:
             try:
+                if trim and self.active and self._size:
+                    self.make_index_files(missing_only=True)
                 if (trim and self.active and self._max_ts is not None and self._max_ts >= 0
                         and self._time_index):
                     self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,

@@ -41,6 +41,7 @@ from samsa.protocol.messages import FetchRequest, FetchResponse
 from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
+from ..append_notifier import APPENDED, READABLE
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
@@ -333,7 +334,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
-        waiter = broker.notifier.wait_any(keys, loop) if keys else None
+        # (a follower reads up to the log end, a consumer up to what is committed)
+        waiter = (broker.notifier.wait_any(keys, loop, APPENDED if follower else READABLE)
+                  if keys else None)
         answers, gathered = _read_all(targets, max_bytes, version, follower, isolation)
         any_error = any(p.error_code for _, p in answers)
         timeout = deadline - loop.time()

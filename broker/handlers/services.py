@@ -261,10 +261,12 @@ class LogDirs(Protocol):
 
 
 class AppendWaits(Protocol):
-    """Fetch's long poll: a future done when any of the partitions gets an append."""
+    """Fetch's long poll: a future done when any of the partitions gets an
+    append, or what consumers may read of it moves (``events``: the append
+    notifier's APPENDED and READABLE bits; default both)."""
 
-    def wait_any(self, keys: Iterable[TopicPartition],
-                 loop: asyncio.AbstractEventLoop) -> asyncio.Future[object]: ...
+    def wait_any(self, keys: Iterable[TopicPartition], loop: asyncio.AbstractEventLoop,
+                 events: int = ...) -> asyncio.Future[object]: ...
 
 
 class Acls(Protocol):

@@ -314,8 +314,10 @@ class ReplicaFetcher:
         """The decoded response: an instance of a message class compiled at import,
         which the checker cannot see (samsa.protocol.messages answers them as Any)."""
         timeout = (cfg.replica_socket_timeout_ms + extra_wait_ms) / 1000
-        return await asyncio.wait_for(conn.call(request, api_key=api_key, version=version),
-                                      timeout)
+        # (asyncio.timeout, not wait_for: no task of its own, so the request
+        # leaves in this turn of the loop, not the next; same TimeoutError)
+        async with asyncio.timeout(timeout):
+            return await conn.call(request, api_key=api_key, version=version)
 
     def _delay(self, f: _Followed, cfg: FetcherConfig, error: int | None = None) -> None:
         backoff = cfg.replica_fetch_backoff_ms / 1000

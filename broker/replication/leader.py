@@ -17,17 +17,25 @@ of the old and new one, so it never runs ahead of what the written ISR holds.
 from __future__ import annotations
 
 import asyncio
+import heapq
+from asyncio import events as asyncio_events
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Protocol
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
 from samsa.storage import AppendOrigin, AppendResult
 
+from ..append_notifier import ANY, APPENDED
 from ..partition_log import PartitionLog
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
+
+
+class Notify(Protocol):
+    """The append notifier's notify (broker/append_notifier.py)."""
+    def __call__(self, topic: str, partition: int, events: int = ANY) -> None: ...
 
 
 class ReplicaLog(PartitionLog, Protocol):
@@ -52,6 +60,11 @@ class NotEnoughReplicasError(Exception):
     error_code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
+# An acks=all produce waiting: (offset the high watermark must reach, sequence
+# number, min.insync.replicas, the loop it waits on, its future).
+_Waiter = tuple[int, int, int, asyncio.AbstractEventLoop, "asyncio.Future[ErrorCode]"]
+
+
 def now_ms() -> float:
     return time.monotonic() * 1000
 
@@ -59,7 +72,7 @@ def now_ms() -> float:
 class LeaderReplica:
     def __init__(self, log: ReplicaLog, broker_id: int, leader_epoch: int,
                  replicas: tuple[int, ...], isr: tuple[int, ...], isr_version: int,
-                 notify: Callable[[str, int], None]) -> None:
+                 notify: Notify) -> None:
         self.log = log
         self.topic, self.partition = log.topic, log.partition
         self.broker_id = broker_id
@@ -81,8 +94,12 @@ class LeaderReplica:
         # replica.lag.time.max.ms to show up before dropping them.
         self._followers = {r: FollowerProgress(last_caught_up_ms=start)
                            for r in replicas if r != broker_id}
-        # acks=all produces: (offset the high watermark must reach, min ISR, loop, future)
-        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[ErrorCode]]] = []
+        # acks=all produces, a heap by the offset the high watermark must reach (then
+        # a sequence number, so futures are never compared): completing them looks
+        # only at the ones now due, not at every waiting produce (a backlog of
+        # them made each append and fetch slower the longer it grew)
+        self._waiters: list[_Waiter] = []
+        self._waiter_seq = 0
 
     def _counted_isr(self) -> tuple[int, ...]:
         pending = self.pending_isr
@@ -109,16 +126,20 @@ class LeaderReplica:
                                          txn_version=txn_version)
             else:
                 result = self.log.append(payload, self.leader_epoch, origin=origin)
-        self.appended()
+        self.appended(origin)
         return result
 
-    def appended(self) -> None:
-        """Records were appended by this leader: the high watermark follows (at
-        once when the leader is the ISR alone); long-polling fetches (consumers,
-        and followers waiting for new records) are woken either way."""
-        self._advance_high_watermark()
-        self._notify(self.topic, self.partition)
-        if self._waiters:
+    def appended(self, origin: AppendOrigin | None = None) -> None:
+        """Records were appended by this leader (from ``origin``; None: not
+        said): the high watermark follows (at once when the leader is the ISR
+        alone). Followers waiting for new records are woken; consumers only when
+        what they may read moved: the high watermark, or the last stable offset,
+        which a transaction marker (written by the broker, never by a CLIENT)
+        can move by itself."""
+        committed = self._advance_high_watermark()
+        self._notify(self.topic, self.partition,
+                     ANY if committed or origin is not AppendOrigin.CLIENT else APPENDED)
+        if committed and self._waiters:
             self._check_waiters()
 
     def follower_fetched(self, replica: int, fetch_offset: int,
@@ -262,32 +283,56 @@ class LeaderReplica:
         ``min_isr``, NOT_LEADER_OR_FOLLOWER when leadership is lost first."""
         fut = loop.create_future()
         with self._lock:
-            self._waiters.append((offset, min_isr, loop, fut))
-        self._check_waiters()
+            # (the high watermark and fencing change under this lock, and
+            # _check_waiters runs after each change: known now, or completed then)
+            code = self.replicated(offset, min_isr)
+            if code is None:
+                self._waiter_seq += 1
+                heapq.heappush(self._waiters, (offset, self._waiter_seq, min_isr, loop, fut))
+        if code is not None:
+            fut.set_result(code)  # (called on ``loop``: wait_replicated's)
         return fut
 
     def forget(self, fut: asyncio.Future[ErrorCode]) -> None:
         """A waiter timed out: drop it."""
         with self._lock:
-            self._waiters = [w for w in self._waiters if w[3] is not fut]
+            self._waiters = [w for w in self._waiters if w[4] is not fut]
+            heapq.heapify(self._waiters)
 
     def _check_waiters(self) -> None:
-        done = []
+        """Answer the waiters now due: those the high watermark reached, or all
+        of them once this broker stopped leading."""
         with self._lock:
-            if not self._waiters:
+            waiters = self._waiters
+            if not waiters:
                 return
-            keep = []
-            for w in self._waiters:
-                code = self.replicated(w[0], w[1])
-                if code is None:
-                    keep.append(w)
-                else:
-                    done.append((w, code))
-            self._waiters = keep
-        for (_, _, loop, fut), code in done:
+            if self.fenced:
+                self._waiters = []
+                done = [(w[3], w[4], ErrorCode.NOT_LEADER_OR_FOLLOWER) for w in waiters]
+            else:
+                hw = self.log.high_watermark
+                if waiters[0][0] > hw:
+                    return
+                isr_size = len(self.isr)
+                done = []
+                while waiters and waiters[0][0] <= hw:
+                    _, _, min_isr, loop, fut = heapq.heappop(waiters)
+                    done.append((loop, fut, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                                 if isr_size < min_isr else ErrorCode.NONE))
+        # one wake-up per event loop (a processor thread), not one per produce,
+        # and none for this thread's own loop
+        by_loop: dict[asyncio.AbstractEventLoop,
+                      list[tuple[asyncio.Future[ErrorCode], ErrorCode]]] = {}
+        for loop, fut, code in done:
+            by_loop.setdefault(loop, []).append((fut, code))
+        here = asyncio_events._get_running_loop()
+        for loop, answers in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve, fut, code)
-            except RuntimeError:  # that loop is closed: the connection is gone
+                if loop is here:
+                    loop.call_soon(_resolve_all, answers)
+                else:
+                    loop.call_soon_threadsafe(_resolve_all, answers)
+            except RuntimeError:  # that loop is closed: its connections are gone
                 pass
 
     def followers_lagging(self, max_lag_ms: float) -> bool:
@@ -328,6 +373,7 @@ class LeaderReplica:
         self._check_waiters()
 
 
-def _resolve(fut: asyncio.Future[ErrorCode], code: ErrorCode) -> None:
-    if not fut.done():
-        fut.set_result(code)
+def _resolve_all(answers: list[tuple[asyncio.Future[ErrorCode], ErrorCode]]) -> None:
+    for fut, code in answers:
+        if not fut.done():
+            fut.set_result(code)

@@ -41,7 +41,7 @@ from samsa.storage.checkpoints import durable_batch
 
 from ..metadata import IsrChange, IsrUpdate, MetadataStore, MetadataUnavailableError
 from .fetcher import FollowerLog
-from .leader import LeaderReplica, ReplicaLog
+from .leader import LeaderReplica, Notify, ReplicaLog
 
 log = logging.getLogger("broker.replication")
 
@@ -71,7 +71,7 @@ class Follower(Protocol):
 
 class ReplicaManager:
     def __init__(self, store: MetadataStore, logs: Logs, broker_id: int,
-                 notify: Callable[[str, int], None], *,
+                 notify: Notify, *,
                  lag_time_max_ms: Callable[[], int],
                  follower: Follower | None = None) -> None:
         self._store = store

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from samsa.protocol.errors import ProtocolError, UnsupportedVersionError
 from samsa.protocol.messages import generated, overlay, wire
-from samsa.protocol.messages.codegen import get_decoder, get_encoder, get_struct_encoder
+from samsa.protocol.messages.codegen import PREENCODABLE, get_decoder, get_encoder, get_struct_encoder
 from samsa.protocol.messages.model import Message, Preencoded, link
 from samsa.protocol.messages.schema import MessageSpec, message_from_rows, serves
 from samsa.protocol.model import ApiKey
@@ -269,6 +269,8 @@ def preencode(message: type[Message], element: _M, version: int) -> _M:
     spec = type(element)._spec
     if spec is None or msg.structs.get(spec.name) is not spec:
         raise ValueError(f"{type(element).__qualname__} is not a struct of {msg.name}")
+    if (msg.name, spec.name) not in PREENCODABLE:
+        raise ValueError(f"{msg.name}.{spec.name} is not in codegen.PREENCODABLE")
     out = wire.Out()
     get_struct_encoder(msg, spec, version)(element, out)
     if out.regions:

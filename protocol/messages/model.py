@@ -71,6 +71,10 @@ class Preencoded:
         self._pre_data = data
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_pre_"):
+            # a slot not set yet (copy and pickle build the object bare): asking the
+            # value for it would come back here without end
+            raise AttributeError(name)
         return getattr(self._pre_value, name)
 
     def __eq__(self, other: object) -> bool:

@@ -74,6 +74,7 @@ def test_foreign_files_and_dirs_are_ignored_not_deleted(tmp_path, managers, capl
     assert set(lm2.all_logs()) == {("t", 0)}
     assert (d / "t-0" / "notes.txt").read_text() == "keep me"
     assert (d / "not_a_partition" / "x").exists() and (d / "weird-dir-x").exists()
+    lm2.get_log("t", 0).load()   # (a partition's own files are read as it is loaded)
     assert any("notes.txt" in r.getMessage() for r in caplog.records)
     assert any("not_a_partition" in r.getMessage() for r in caplog.records)
 
@@ -189,3 +190,34 @@ def test_each_checkpoint_file_on_its_own_interval(tmp_path, managers):
                "the high watermark checkpoint at 6", interval=0.01)
     assert not os.path.exists(os.path.join(d, "recovery-point-offset-checkpoint"))
     assert not os.path.exists(os.path.join(d, "log-start-offset-checkpoint"))
+
+
+def test_a_checkpoint_that_would_not_change_is_not_written_again(tmp_path, managers):
+    """An idle broker's checkpoint task finds every file holding what it would
+    write (its own last write, or what start-up read): it writes none."""
+    d = str(tmp_path / "d1")
+    lm = managers([d])
+    lm.startup()
+    lg = lm.create_log("t", 0, CFG, uuid.uuid4())
+    lg.append(batch_of(2))
+    lg.update_high_watermark(lg.log_end_offset)
+    files = [os.path.join(d, name) for name in ("recovery-point-offset-checkpoint",
+                                                 "log-start-offset-checkpoint",
+                                                 "replication-offset-checkpoint")]
+    assert lm.write_checkpoints() == []
+    inodes = [os.stat(f).st_ino for f in files]   # (a write replaces the file: a new inode)
+    assert lm.write_checkpoints() == []
+    assert [os.stat(f).st_ino for f in files] == inodes
+    lg.append(batch_of(1))
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lm.write_checkpoints() == []
+    changed = [os.stat(f).st_ino != ino for f, ino in zip(files, inodes)]
+    assert changed == [False, False, True]   # (not flushed: the recovery point stays)
+    assert open(files[2]).read() == "0\n1\nt 0 3\n"
+    lm.shutdown()
+    inodes = [os.stat(f).st_ino for f in files]
+
+    lm2 = managers([d])
+    lm2.startup()
+    assert lm2.write_checkpoints() == []
+    assert [os.stat(f).st_ino for f in files] == inodes

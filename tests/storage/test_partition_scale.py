@@ -241,6 +241,35 @@ def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(t
         reopened.close()
 
 
+def test_a_first_append_leaves_the_index_files_to_the_scheduler_or_the_stop(tmp_path):
+    """Creating two files costs a produce a millisecond or two: a first append
+    under a LogManager returns before they exist, the scheduler makes them
+    (preallocated), and a stop that comes first makes them itself (trimmed)."""
+    import threading
+    from tests.support.waiting import wait_until
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    busy = threading.Event()
+    lm._scheduler.schedule(busy.wait, 0)   # the scheduler is held up
+    a, b = lm.create_log("t", 0, config=CFG), lm.create_log("t", 1, config=CFG)
+    a.append(batch_of(3), 0)
+    index = os.path.join(a.dir, "00000000000000000000.index")
+    assert not os.path.exists(index)
+    busy.set()
+    wait_until(lambda: os.path.exists(index)
+               and os.path.getsize(index) == CFG.segment_index_bytes, 10, "a's index made")
+
+    lm._scheduler.schedule(busy.clear, 0)
+    wait_until(lambda: not busy.is_set(), 10, "the scheduler reset the event")
+    lm._scheduler.schedule(busy.wait, 0)   # held up again, and then stopped
+    b.append(batch_of(3), 0)
+    lm._scheduler.stop()
+    busy.set()
+    assert lm.shutdown() == []
+    assert [os.path.getsize(os.path.join(b.dir, n)) for n in (
+        "00000000000000000000.index", "00000000000000000000.timeindex")] == [0, 12]
+
+
 def test_a_restart_and_a_kill_of_an_idle_partition_rewrite_none_of_its_index_files(make_log):
     """Stopped cleanly (indexes trimmed), restarted, killed, restarted: neither the
     reopen (no preallocation until entries are written) nor the recovery (the

@@ -463,8 +463,8 @@ class NoLogDirs(LogDirs):
 
 
 class NoWaits(AppendWaits):
-    def wait_any(self, keys: Iterable[TopicPartition],
-                 loop: asyncio.AbstractEventLoop) -> asyncio.Future[object]:
+    def wait_any(self, keys: Iterable[TopicPartition], loop: asyncio.AbstractEventLoop,
+                 events: int = 3) -> asyncio.Future[object]:
         unused("wait_any")
 
 

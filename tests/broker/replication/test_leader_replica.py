@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from samsa.broker.append_notifier import APPENDED, READABLE, AppendNotifier
 from samsa.broker.metadata import IsrUpdate, MetadataUnavailableError
 from samsa.broker.replication.leader import LeaderReplica, NotEnoughReplicasError, NotLeaderError
 from samsa.broker.replication.manager import ReplicaManager
@@ -30,7 +31,7 @@ def log(tmp_path):
 
 def leader(log, isr=(0, 1, 2), replicas=(0, 1, 2)):
     notified = []
-    return LeaderReplica(log, ME, 1, replicas, isr, 0, lambda t, p: notified.append((t, p)))
+    return LeaderReplica(log, ME, 1, replicas, isr, 0, lambda t, p, events=3: notified.append((t, p)))
 
 
 def append(lr, n=1):
@@ -106,6 +107,46 @@ async def test_losing_leadership_answers_waiting_produces(log):
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+async def test_acks_all_produces_are_answered_as_the_high_watermark_reaches_each(log):
+    lr = leader(log)
+    loop = asyncio.get_running_loop()
+    ends = [append(lr, 1) for _ in range(6)]
+    waiting = [lr.wait_for(end, 2, loop) for end in reversed(ends)][::-1]  # any order
+    gave_up = waiting.pop(3)
+    lr.forget(gave_up)  # its request timed out
+    lr.follower_fetched(1, ends[-1])
+    lr.follower_fetched(2, ends[2])  # the high watermark reaches the third
+    assert await asyncio.wait_for(asyncio.gather(*waiting[:3]), 5) == [ErrorCode.NONE] * 3
+    assert not any(w.done() for w in waiting[3:])
+    lr.follower_fetched(2, ends[-1])
+    assert await asyncio.wait_for(asyncio.gather(*waiting[3:]), 5) == [ErrorCode.NONE] * 2
+    assert not gave_up.done()
+    # already replicated: answered at once
+    assert lr.wait_for(ends[0], 2, loop).result() == ErrorCode.NONE
+
+
+async def test_an_append_wakes_waiting_followers_and_a_commit_waiting_consumers(log):
+    notifier = AppendNotifier()
+    lr = LeaderReplica(log, ME, 1, (0, 1, 2), (0, 1, 2), 0, notifier.notify)
+    loop = asyncio.get_running_loop()
+    key = [(log.topic, log.partition)]
+
+    def waits():
+        return (notifier.wait_any(key, loop, APPENDED), notifier.wait_any(key, loop, READABLE))
+
+    follower, consumer = waits()
+    end = append(lr, 1)  # nothing committed: only followers can read it
+    await asyncio.wait_for(follower, 5)
+    assert not consumer.done()
+    lr.follower_fetched(1, end)
+    lr.follower_fetched(2, end)  # the high watermark moves
+    await asyncio.wait_for(consumer, 5)
+    # a transaction marker may move the last stable offset by itself
+    follower, consumer = waits()
+    lr.append(batch_of(1), AppendOrigin.COORDINATOR)
+    await asyncio.wait_for(asyncio.gather(follower, consumer), 5)
+
+
 class _ZooKeeperAway:
     """The ISR write's store: the first write's answer is lost (ZooKeeper went
     away mid-request) although it landed; asked again, it shows the state."""
@@ -122,7 +163,7 @@ class _ZooKeeperAway:
 
 def test_an_isr_write_with_an_unknown_outcome_stays_pending_until_known(log):
     store = _ZooKeeperAway()
-    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3: None,
                              lag_time_max_ms=lambda: 10_000)
     lr = leader(log, isr=(0, 1))
     end = append(lr, 1)
@@ -168,7 +209,7 @@ def _stop_managers():
 
 
 def _managed(store, lr):
-    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p: None,
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3: None,
                              lag_time_max_ms=lambda: 10_000)
     manager._leaders[(lr.topic, lr.partition)] = lr
     _MANAGERS.append(manager)
@@ -296,7 +337,7 @@ def test_a_leader_is_not_fenced_by_a_cut_off_that_ended_meanwhile(log):
         return 10_000
 
     manager = ReplicaManager(_StateSays(ME, 1), logs=None, broker_id=ME,
-                             notify=lambda t, p: None, lag_time_max_ms=lag_limit)
+                             notify=lambda t, p, events=3: None, lag_time_max_ms=lag_limit)
     manager._leaders[(lr.topic, lr.partition)] = lr
     _MANAGERS.append(manager)
     before = _cut_off_watches()
