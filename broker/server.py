@@ -77,7 +77,7 @@ from .quotas.rate import now_ms
 from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
-from .replication.manager import ReplicaManager
+from .replication.manager import ReplicaManager, RolesNotTakenUp
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
@@ -384,22 +384,35 @@ class Broker:
             raise RuntimeError("a ZooKeeper store replicates: the broker must have a replica fetcher")
 
         def reconcile(changes: ReplicaChanges) -> None:
+            # A partition whose role fails is tried again on its own (RolesNotTakenUp),
+            # after the rest of the pass: it holds back neither the others nor the drops.
+            failed: list[tuple[str, int]] = []
+
+            def sync_roles(partitions: Iterable[tuple[str, int]] | None = None,
+                           topics_changed: bool = True) -> None:
+                try:
+                    replicas.sync_roles(partitions, topics_changed=topics_changed)
+                except RolesNotTakenUp as e:
+                    failed.extend(e.partitions)
+
             if changes.everything:
                 topics.sync_local_replicas()
-                replicas.sync_roles()
+                sync_roles()
                 if topics.drop_moved_replicas():
-                    replicas.sync_roles()  # the fetcher forgets the dropped logs
-                return
-            # Only what changed: the partitions whose state did, and every
-            # local partition of a topic whose assignment or config did.
-            topics.sync_local_replicas(changes.topics)
-            partitions = set(changes.partitions)
-            if changes.topics:
-                partitions.update(k for k in topics.logs.all_logs() if k[0] in changes.topics)
-            replicas.sync_roles(partitions, topics_changed=bool(changes.topics))
-            dropped = topics.drop_moved_replicas(partitions)
-            if dropped:
-                replicas.sync_roles(dropped)  # the fetcher forgets the dropped logs
+                    sync_roles()  # the fetcher forgets the dropped logs
+            else:
+                # Only what changed: the partitions whose state did, and every
+                # local partition of a topic whose assignment or config did.
+                topics.sync_local_replicas(changes.topics)
+                partitions = set(changes.partitions)
+                if changes.topics:
+                    partitions.update(k for k in topics.logs.all_logs() if k[0] in changes.topics)
+                sync_roles(partitions, topics_changed=bool(changes.topics))
+                dropped = topics.drop_moved_replicas(partitions)
+                if dropped:
+                    sync_roles(dropped)  # the fetcher forgets the dropped logs
+            if failed:
+                raise RolesNotTakenUp(sorted(set(failed)))
         self.replica_sync = LocalReplicaSync(reconcile)
         store.on_topic_change(self.replica_sync.topic_changed)  # placements, configs, deletions
         store.on_partition_state(self.replica_sync.partition_changed)  # leaders, epochs, ISRs

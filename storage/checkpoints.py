@@ -10,7 +10,11 @@ Inside ``durable_batch()`` (creating a topic of many partitions) the same steps
 run once for every file the batch wrote instead of once per file: all the
 temporary files are made durable, then renamed, then the renames made durable,
 before the batch returns. A crash still leaves each file old or new, never torn;
-what the batch saves is thousands of sequential fsyncs. The one exception is a
+what the batch saves is thousands of sequential fsyncs. A batched write has a
+temporary file of its own (``<name>.<n>.tmp``) and its rename at the batch's end is
+skipped when another thread has written the same file since (``_pending``): the
+later write holds the newer content, and the batch must not put the older back.
+The one exception is a
 file that has no old content to keep: the first file of its name in a partition
 directory the same batch made (``write_new_file``) is written in place, and
 until the barrier a crash may leave it cut short, which reads as malformed.
@@ -38,12 +42,22 @@ META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
+# Batched writes not yet renamed: final path -> the write's number. A later write
+# of the path (batched or not, any thread) replaces or drops the entry, and a batch
+# renames only a file still named here: the newest write wins whatever the order
+# of the renames. (Leader epochs: a partition's role pass writes its new epoch in a
+# batch while a request's thread may already write a newer one.)
+_pending: dict[str, int] = {}
+_pending_lock = threading.Lock()
+_write_numbers = iter(range(1, 1 << 62))
+
+
 class _Batch:
     """Writes waiting for one durability barrier: renames to do, files and dirs to
     sync, and what may only happen once they are durable."""
 
     def __init__(self) -> None:
-        self.renames: dict[str, str] = {}   # final path -> its written temporary file
+        self.renames: dict[str, tuple[str, int]] = {}   # final path -> (temporary file, write number)
         self.dirs: set[str] = set()
         self.files: set[str] = set()        # written in place (segments, indexes)
         self.after: list[Callable[[], None]] = []
@@ -52,13 +66,20 @@ class _Batch:
         """Files and temporary files durable, then renamed, then the renames
         durable, then the ``after`` steps (a recovery point moved, say)."""
         if self.renames or self.dirs or self.files:
-            _sync_all([*self.files, *self.renames.values()], self.dirs,
+            _sync_all([*self.files, *(tmp for tmp, _ in self.renames.values())], self.dirs,
                       missing_ok=self.files)
-            for path, tmp in self.renames.items():
-                try:
-                    os.replace(tmp, path)
-                except OSError as e:
-                    raise OSError(e.errno, e.strerror, path) from None
+            for path, (tmp, number) in self.renames.items():
+                with _pending_lock:
+                    superseded = _pending.get(path) != number
+                    if not superseded:
+                        del _pending[path]
+                        try:
+                            os.replace(tmp, path)
+                        except OSError as e:
+                            raise OSError(e.errno, e.strerror, path) from None
+                if superseded:   # a newer write of the file is in place or on its way
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
             if self.renames:
                 _sync_all([], self.dirs | {os.path.dirname(p) or "." for p in self.renames})
         for fn in self.after:
@@ -186,8 +207,14 @@ def atomic_write(path: str, data: str | bytes) -> None:
     A failure (a full disk above all) raises OSError naming ``path``: write()
     and fsync() errors carry no file name of their own. Inside durable_batch()
     the fsync, rename and directory fsync wait for the batch's end."""
-    tmp = path + ".tmp"
     batch: _Batch | None = getattr(_batches, "current", None)
+    with _pending_lock:
+        number = next(_write_numbers)
+        if batch is not None:
+            _pending[path] = number
+        else:
+            _pending.pop(path, None)
+    tmp = f"{path}.{number}.tmp" if batch is not None else path + ".tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -200,7 +227,11 @@ def atomic_write(path: str, data: str | bytes) -> None:
         finally:
             os.close(fd)
         if batch is not None:
-            batch.renames[path] = tmp
+            earlier = batch.renames.get(path)
+            if earlier is not None:   # this batch wrote it before: only the last counts
+                with contextlib.suppress(OSError):
+                    os.unlink(earlier[0])
+            batch.renames[path] = (tmp, number)
             return
         os.replace(tmp, path)
     except OSError as e:

@@ -21,6 +21,8 @@ import logging
 import threading
 from typing import Callable, NamedTuple
 
+from ..replication.manager import RolesNotTakenUp
+
 log = logging.getLogger("broker.cluster.local_replicas")
 
 RETRY_S = 1.0  # after a failed pass (a log dir that refused a new partition, say)
@@ -102,6 +104,13 @@ class LocalReplicaSync:
                 continue
             try:
                 self._reconcile(changes)
+            except RolesNotTakenUp as e:
+                # the rest of the pass is done: only these are tried again (each was
+                # logged); a log that stays broken costs a look a second, not a pass
+                if self._wake.wait(RETRY_S) and self._stopped:
+                    return
+                for topic, partition in e.partitions:
+                    self.partition_changed(topic, partition)
             except Exception:  # noqa: BLE001 - tried again shortly
                 log.exception("bringing local logs in line with the metadata failed; "
                               "trying again in %.0f s", RETRY_S)

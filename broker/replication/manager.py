@@ -69,6 +69,16 @@ class Follower(Protocol):
     def keep_only(self, keys: set[TopicPartition]) -> None: ...
 
 
+class RolesNotTakenUp(Exception):
+    """A pass took up every role but these partitions' (each failed on its own: a
+    log that cannot be loaded, a disk error writing its leader epoch); the others
+    are not held back by them, and only these are tried again."""
+
+    def __init__(self, partitions: list[TopicPartition]) -> None:
+        super().__init__(f"{len(partitions)} partitions' roles not taken up")
+        self.partitions = partitions
+
+
 class ReplicaManager:
     def __init__(self, store: MetadataStore, logs: Logs, broker_id: int,
                  notify: Notify, *,
@@ -129,12 +139,14 @@ class ReplicaManager:
                     items.append((key, lg))
         self._pass_lines = 0 if len(items) > LOGGED_ONE_BY_ONE else None
         try:
-            self._sync_each(items)
+            failed = self._sync_each(items)
         finally:
             lines, self._pass_lines = self._pass_lines, None
         if lines:
             log.info("leading %d more partitions at new epochs (each at DEBUG)", lines)
         self._clean_up(gone, partitions is None or topics_changed)
+        if failed:
+            raise RolesNotTakenUp(failed)
 
     def _role_log(self, fmt: str, *args: object) -> None:
         """A role change's line: at INFO, except in a pass of many (a failover
@@ -145,8 +157,10 @@ class ReplicaManager:
             self._pass_lines += 1
             log.debug(fmt, *args)
 
-    def _sync_each(self, items: list[tuple[TopicPartition, ManagedLog]]) -> None:
+    def _sync_each(self, items: list[tuple[TopicPartition, ManagedLog]]) -> list[TopicPartition]:
+        """Each partition's role; those that failed (each logged) are returned."""
         self._pass_thread = threading.current_thread()
+        failed: list[TopicPartition] = []
         for at in range(0, len(items), ROLES_PER_DURABLE_BATCH):
             # Each partition this broker comes to lead writes its leader-epoch
             # checkpoint: made durable together (a syncfs), not with two fsyncs
@@ -154,7 +168,12 @@ class ReplicaManager:
             with durable_batch():
                 for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
                     with self._roles_lock:
-                        self._sync(topic, partition, lg)
+                        try:
+                            self._sync(topic, partition, lg)
+                        except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
+                            log.warning("taking up the role of %s-%d failed: %s", topic, partition, e)
+                            failed.append((topic, partition))
+        return failed
 
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 
 from samsa.storage.checkpoints import (durable_batch, read_leader_epoch_checkpoint, read_offset_checkpoint,
@@ -81,6 +82,31 @@ def test_durable_batch_puts_every_file_in_place_when_it_ends(tmp_path):
         assert read_partition_metadata(str(d)) == tid
         assert read_leader_epoch_checkpoint(str(d / "leader-epoch-checkpoint")) == [(0, 0), (1, 5)]
         assert sorted(os.listdir(d)) == ["leader-epoch-checkpoint", "partition.metadata"]
+
+
+def test_a_write_from_another_thread_during_a_batch_is_the_one_kept(tmp_path):
+    """A partition's role pass writes its new leader epoch inside a batch while a
+    request's thread may already write a newer one: the newer content stays in
+    place whatever the order of the renames, and the batch's other files land."""
+    a, b = tmp_path / "a-0", tmp_path / "b-0"
+    a.mkdir()
+    b.mkdir()
+    path_a = str(a / "leader-epoch-checkpoint")
+    write_leader_epoch_checkpoint(path_a, [(1, 0)])
+
+    def newer() -> None:   # not in any batch: in place at once
+        write_leader_epoch_checkpoint(path_a, [(1, 0), (2, 10), (3, 12)])
+
+    with durable_batch():
+        write_leader_epoch_checkpoint(path_a, [(1, 0), (2, 10)])
+        thread = threading.Thread(target=newer)
+        thread.start()
+        thread.join()
+        write_leader_epoch_checkpoint(str(b / "leader-epoch-checkpoint"), [(1, 0), (2, 7)])
+    assert read_leader_epoch_checkpoint(path_a) == [(1, 0), (2, 10), (3, 12)]
+    assert read_leader_epoch_checkpoint(str(b / "leader-epoch-checkpoint")) == [(1, 0), (2, 7)]
+    assert sorted(os.listdir(a)) == ["leader-epoch-checkpoint"]
+    assert sorted(os.listdir(b)) == ["leader-epoch-checkpoint"]
 
 
 def test_a_checkpoint_cut_short_reads_as_malformed_never_as_other_content(tmp_path):

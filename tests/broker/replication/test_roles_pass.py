@@ -1,0 +1,53 @@
+"""A pass over the local logs' roles is not held back by one log that fails: after
+a kill -9, a partition directory that cannot be loaded used to stop the start-up
+pass at that log, and the partitions after it were never led or followed."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from samsa.broker.metadata import PartitionMeta
+from samsa.broker.replication.manager import ReplicaManager, RolesNotTakenUp
+from samsa.config.topic import TopicConfig
+from samsa.storage.manager import LogManager
+from tests.storage.helpers import batch_of
+
+CFG = TopicConfig()
+
+
+class LeadsEverything:
+    """The metadata's answer for every partition: this broker (0) leads at epoch 1."""
+
+    def partition(self, topic: str, partition: int) -> PartitionMeta:
+        return PartitionMeta((0,), 0, 1, (0,))
+
+    def partition_version(self, topic: str, partition: int) -> int:
+        return 0
+
+
+def test_a_log_that_cannot_load_holds_back_no_other_role(tmp_path):
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    for topic in ("a", "b", "c"):
+        logs.create_log(topic, 0, CFG).append(batch_of(2))
+    logs.shutdown(clean=False)   # as a kill -9: every log is recovered on its load
+    epochs = os.path.join(data, "b-0", "leader-epoch-checkpoint")
+    if os.path.exists(epochs):
+        os.unlink(epochs)
+    os.mkdir(epochs)             # b-0 cannot be loaded
+
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
+                              lag_time_max_ms=lambda: 10_000)
+    try:
+        with pytest.raises(RolesNotTakenUp) as failed:
+            replicas.sync_roles()
+        assert failed.value.partitions == [("b", 0)]
+        assert replicas.leader("a", 0) is not None and replicas.leader("c", 0) is not None
+        assert replicas.leader("b", 0) is None
+    finally:
+        replicas.stop()
+        logs.shutdown(clean=False)
