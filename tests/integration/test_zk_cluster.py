@@ -1057,8 +1057,14 @@ def test_a_deletion_marked_by_a_tool_is_carried_out(zk_cluster: Cluster):
     topic = _name("marked")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
     zk_cluster.wait_for_leaders(topic, 3)
-    dirs = [d for i in range(3) for d in zk_cluster.broker(i).data_dir.glob(f"{topic}-*")]
-    assert len(dirs) == 3  # one replica per partition, spread over the brokers
+
+    def replica_dirs():
+        return [d for i in range(3) for d in zk_cluster.broker(i).data_dir.glob(f"{topic}-*")]
+    # one replica per partition, spread over the brokers: each broker makes its log
+    # when its own pass reaches the topic, which may come after the controller has
+    # elected the leaders (as in Kafka, where LeaderAndIsr creates the log)
+    wait_until(lambda: len(replica_dirs()) == 3, what="a log dir for each partition")
+    dirs = replica_dirs()
     zk = zk_cluster.zk_client()
     marks = zk_cluster.log_marks()
     zk.create(f"/admin/delete_topics/{topic}", b"")
