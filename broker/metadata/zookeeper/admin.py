@@ -176,7 +176,11 @@ class AdminWrites:
                 if found is None:
                     out[i] = MetadataUnavailableError(f"{paths[i]} does not exist")
                     continue
-                current = z.decode_partition_state(c.topic, c.partition, found[0])
+                try:
+                    current = z.decode_partition_state(c.topic, c.partition, found[0])
+                except z.ZNodeFormatError as e:   # this partition's alone, not the batch's
+                    out[i] = MetadataUnavailableError(str(e))
+                    continue
                 if (found[1].version != c.version or current.leader != self.broker_id
                         or current.leader_epoch != c.leader_epoch):
                     out[i] = IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
@@ -194,14 +198,21 @@ class AdminWrites:
                 except BadVersionError:
                     conflicts.append(i)
                     continue
+                except NoNodeError:   # the topic deleted meanwhile: the others still count
+                    out[i] = MetadataUnavailableError(f"{paths[i]} does not exist")
+                    continue
                 out[i] = IsrUpdate(True, new.leader, new.leader_epoch, new.isr, stat.version)
                 written.append((changes[i].topic, changes[i].partition))
             for i, found in zip(conflicts, read_many(self.zk, [paths[i] for i in conflicts])):
                 if found is None:
                     out[i] = MetadataUnavailableError(f"{paths[i]} does not exist")
                     continue
-                current = z.decode_partition_state(changes[i].topic, changes[i].partition,
-                                                   found[0])
+                try:
+                    current = z.decode_partition_state(changes[i].topic, changes[i].partition,
+                                                       found[0])
+                except z.ZNodeFormatError as e:
+                    out[i] = MetadataUnavailableError(str(e))
+                    continue
                 out[i] = IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
                                    found[1].version)
             for at in range(0, len(written), ISR_CHANGES_PER_NOTIFICATION):

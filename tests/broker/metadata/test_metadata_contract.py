@@ -467,14 +467,17 @@ def test_isr_changes_are_written_together_with_one_notification(zk_stores, kazoo
     kazoo.set(f"{root}/brokers/topics/t/partitions/2/state", json.dumps(
         {"version": 1, "leader": 1, "leader_epoch": 3, "controller_epoch": 1,
          "isr": [1, 2]}).encode())  # version 1: our change to it was made at version 0
+    # a state no broker can read fails its own change only, not the batch's
+    kazoo.create(f"{root}/brokers/topics/t/partitions/4/state", b"{not json", makepath=True)
     before = set(kazoo.get_children(f"{root}/isr_change_notification"))
     results = store.update_isrs([IsrChange("t", 0, 3, (1, 2), 0), IsrChange("t", 1, 3, (1, 0), 0),
                                  IsrChange("t", 2, 3, (1, 0), 0), IsrChange("t", 3, 3, (1, 2), 0),
-                                 IsrChange("t", 9, 3, (1, 2), 0)])
+                                 IsrChange("t", 9, 3, (1, 2), 0), IsrChange("t", 4, 3, (1, 2), 0)])
     assert [(r.written, r.leader, r.leader_epoch, r.isr, r.version) for r in results[:4]] == [
         (True, 1, 3, (1, 2), 1), (True, 1, 3, (1, 0), 1), (False, 1, 3, (1, 2), 1),
         (False, 2, 4, (2,), 0)]
     assert isinstance(results[4], MetadataUnavailableError)  # no such partition
+    assert isinstance(results[5], MetadataUnavailableError)  # unreadable
     assert _json(kazoo, f"{root}/brokers/topics/t/partitions/1/state")["isr"] == [1, 0]
     notices = set(kazoo.get_children(f"{root}/isr_change_notification")) - before
     assert len(notices) == 1
