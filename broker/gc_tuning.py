@@ -12,7 +12,9 @@ several times that on a busy one. Two changes, made once the broker serves:
   collections skip (Python's advice for servers that set up first). Reference
   counting still frees those objects; only a reference cycle among them that
   becomes garbage later (a partition loaded at start whose topic is deleted)
-  is kept: at most what existed at start.
+  is kept: at most what existed at start. The logs start-up left for the
+  background pass (storage/lazy_log.py) are frozen too once it has loaded them
+  (``start_up_loads_done``).
 - A first-generation threshold of ``YOUNG_THRESHOLD`` allocations instead of
   700: a request's short-lived objects mostly die before a young collection
   looks at them, so far fewer survive into the older generations, whose growth
@@ -25,11 +27,24 @@ import gc
 
 YOUNG_THRESHOLD = 10_000
 
+_settled = False
+
 
 def settle_for_serving() -> None:
     """Called once, when the broker has started (not by brokers run inside a
     test process: their objects are the test's too)."""
+    global _settled
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+    _settled = True
+
+
+def start_up_loads_done() -> None:
+    """The logs start-up left for later (storage/lazy_log.py) are loaded: they are
+    what a broker keeps for good as much as what existed when it began serving, so
+    they are frozen too (with 10,000 partitions, most of them). Only in a process
+    settled for serving."""
+    if _settled:
+        gc.freeze()

@@ -30,7 +30,7 @@ from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
-from .gc_tuning import settle_for_serving
+from .gc_tuning import settle_for_serving, start_up_loads_done
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .faults import FaultInjector
@@ -941,7 +941,7 @@ class Broker:
             if lg in deferred:
                 deferred.discard(lg)
                 replicas.log_opened(lg)
-        services.logs.start_background_load(on_loaded=loaded)
+        services.logs.start_background_load(on_loaded=loaded, on_done=start_up_loads_done)
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))

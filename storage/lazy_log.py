@@ -251,12 +251,15 @@ class BackgroundLoader(threading.Thread):
     makes the two wait for one load)."""
 
     def __init__(self, logs: Callable[[], Iterable[Log]],
-                 on_loaded: Callable[[Log], None] | None = None):
+                 on_loaded: Callable[[Log], None] | None = None,
+                 on_done: Callable[[], None] | None = None):
         """``on_loaded``: called with each log that was not loaded when the pass
-        began, once it is (by the pass or by a user), in the pass's order."""
+        began, once it is (by the pass or by a user), in the pass's order;
+        ``on_done``: once, when the pass has been over every one (not if stopped)."""
         super().__init__(name="samsa-log-loader", daemon=True)
         self._logs = logs
         self._on_loaded = on_loaded
+        self._on_done = on_done
         self._stopped = False
 
     def stop(self) -> None:
@@ -287,3 +290,5 @@ class BackgroundLoader(threading.Thread):
         if loaded:
             log.info("loaded %d partition logs in the background in %.1f s", loaded,
                      time.monotonic() - started)
+        if self._on_done is not None:
+            self._on_done()

@@ -274,12 +274,14 @@ class LogManager:
         for key in list(self._moves):   # moves the last run did not finish go on
             self._scheduler.schedule(functools.partial(self._move_step, key), 0)
 
-    def start_background_load(self, on_loaded: Callable[[Log], None] | None = None) -> None:
+    def start_background_load(self, on_loaded: Callable[[Log], None] | None = None,
+                              on_done: Callable[[], None] | None = None) -> None:
         """Load the logs start-up left for their first use (storage/lazy_log.py)
         on a thread of their own, from now on; a broker calls it once it serves.
-        ``on_loaded``: called with each of them once loaded (BackgroundLoader)."""
+        ``on_loaded``: called with each of them once loaded; ``on_done``: once
+        the pass is over (BackgroundLoader)."""
         if self._loader is None and not self._shut_down:
-            self._loader = BackgroundLoader(lambda: self.all_logs().values(), on_loaded)
+            self._loader = BackgroundLoader(lambda: self.all_logs().values(), on_loaded, on_done)
             self._loader.start()
 
     def _check_meta_properties(self, d: str) -> None:

@@ -14,11 +14,17 @@ pytestmark = pytest.mark.integration  # (a child process)
 
 _CHILD = """
 import gc, json
-from samsa.broker.gc_tuning import YOUNG_THRESHOLD, settle_for_serving
+from samsa.broker.gc_tuning import YOUNG_THRESHOLD, settle_for_serving, start_up_loads_done
 kept = [[i] for i in range(100_000)]  # what a broker holds for good once started
 before = len(gc.get_objects())
 settle_for_serving()
-print(json.dumps({"before": before, "walked": len(gc.get_objects()),
+walked = len(gc.get_objects())
+loaded_later = [[i] for i in range(50_000)]  # the logs the background pass loads
+walked_while_loading = len(gc.get_objects())
+start_up_loads_done()
+print(json.dumps({"before": before, "walked": walked,
+                  "walked_while_loading": walked_while_loading,
+                  "walked_after_loads": len(gc.get_objects()),
                   "young": gc.get_threshold()[0], "expected_young": YOUNG_THRESHOLD}))
 """
 
@@ -29,4 +35,6 @@ def test_a_full_collection_after_start_walks_only_what_came_since():
     got = json.loads(out)
     assert got["before"] > 100_000
     assert got["walked"] < 1_000  # (the permanent generation is not collected)
+    assert got["walked_while_loading"] > 50_000
+    assert got["walked_after_loads"] < 1_000   # what start-up left to load: frozen too
     assert got["young"] == got["expected_young"]

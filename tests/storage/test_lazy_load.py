@@ -228,7 +228,9 @@ def test_the_background_pass_reports_each_log_once_loaded_whoever_loaded_it(tmp_
     assert not any(lg.knows_end() for lg in lm.all_logs().values())
     lm.get_log("t", 2).append(batch_of(1))   # loaded by its first use
     reported = []
-    lm.start_background_load(on_loaded=lambda lg: reported.append((lg.partition, lg.loaded)))
-    wait_until(lambda: len(reported) == 3, 30, "three logs reported")
-    assert sorted(reported) == [(0, True), (1, True), (3, True)]
+    lm.start_background_load(on_loaded=lambda lg: reported.append((lg.partition, lg.loaded)),
+                             on_done=lambda: reported.append("done"))
+    wait_until(lambda: "done" in reported, 30, "the pass over")
+    assert reported[-1] == "done"
+    assert sorted(reported[:-1]) == [(0, True), (1, True), (3, True)]
     assert all(lg.knows_end() for lg in lm.all_logs().values())
