@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.broker_process import REPO_ROOT
 from tests.support.kafka_wire import free_port
+from tests.support.waiting import wait_until
 
 SCRIPT = REPO_ROOT / "scripts" / "cluster.sh"
 
@@ -60,8 +61,11 @@ def test_cluster_script_starts_three_brokers_and_stops_them(tmp_path: Path):
         assert started.returncode == 0, started.stderr
         bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
         assert bootstrap in started.stdout
-        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{base}"}).list_topics(timeout=30)
-        assert sorted(md.brokers) == [0, 1, 2]
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{base}"})
+        # every broker in the metadata (each learns the others' registrations by a
+        # ZooKeeper watch, which may land just after the script saw them start)
+        wait_until(lambda: sorted(admin.list_topics(timeout=30).brokers) == [0, 1, 2],
+                   what="all three brokers in the metadata")
         # a round trip through the cluster, bootstrapped from one broker
         topic = f"t-{uuid.uuid4().hex[:8]}"
         p = Producer({"bootstrap.servers": f"127.0.0.1:{base + 1}"})
