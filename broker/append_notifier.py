@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from asyncio import events as asyncio_events
-from typing import Iterable
+from typing import Iterable, TypeVar
 
 APPENDED = 1  # the log end moved: followers can read more
 READABLE = 2  # the high watermark or last stable offset moved: consumers can
@@ -63,21 +63,33 @@ class AppendNotifier:
             due = [(loop, fut) for loop, fut, wanted in waiting if wanted & events]
         if not due:
             return
-        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[object]]] = {}
-        for loop, fut in due:
-            by_loop.setdefault(loop, []).append(fut)
-        here = asyncio_events._get_running_loop()
-        for loop, futs in by_loop.items():
-            try:
-                if loop is here:
-                    loop.call_soon(_wake, futs)
-                else:
-                    loop.call_soon_threadsafe(_wake, futs)
-            except RuntimeError:  # that loop is closed: its connections are gone
-                pass
+        resolve_on_their_loops((loop, fut, None) for loop, fut in due)
 
 
-def _wake(futs: list[asyncio.Future[object]]) -> None:
-    for fut in futs:
+_T = TypeVar("_T")
+
+
+def resolve_on_their_loops(
+        answers: Iterable[tuple[asyncio.AbstractEventLoop, asyncio.Future[_T], _T]]) -> None:
+    """Each future's result set on its own event loop (they belong to processor
+    threads): one wake-up per loop, not one per future, and a plain call_soon on
+    the calling thread's own loop. Used for fetches woken by an append and for
+    acks=all produces answered by the high watermark (replication/leader.py)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[_T], _T]]] = {}
+    for loop, fut, value in answers:
+        by_loop.setdefault(loop, []).append((fut, value))
+    here = asyncio_events._get_running_loop()
+    for loop, results in by_loop.items():
+        try:
+            if loop is here:
+                loop.call_soon(_resolve, results)
+            else:
+                loop.call_soon_threadsafe(_resolve, results)
+        except RuntimeError:  # that loop is closed: its connections are gone
+            pass
+
+
+def _resolve(results: list[tuple[asyncio.Future[_T], _T]]) -> None:
+    for fut, value in results:
         if not fut.done():
-            fut.set_result(None)
+            fut.set_result(value)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from asyncio import events as asyncio_events
 import threading
 import time
 from typing import Protocol
@@ -27,7 +26,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
 from samsa.storage import AppendOrigin, AppendResult
 
-from ..append_notifier import ANY, APPENDED
+from ..append_notifier import ANY, APPENDED, resolve_on_their_loops
 from ..partition_log import PartitionLog
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
@@ -319,21 +318,7 @@ class LeaderReplica:
                     _, _, min_isr, loop, fut = heapq.heappop(waiters)
                     done.append((loop, fut, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                                  if isr_size < min_isr else ErrorCode.NONE))
-        # one wake-up per event loop (a processor thread), not one per produce,
-        # and none for this thread's own loop
-        by_loop: dict[asyncio.AbstractEventLoop,
-                      list[tuple[asyncio.Future[ErrorCode], ErrorCode]]] = {}
-        for loop, fut, code in done:
-            by_loop.setdefault(loop, []).append((fut, code))
-        here = asyncio_events._get_running_loop()
-        for loop, answers in by_loop.items():
-            try:
-                if loop is here:
-                    loop.call_soon(_resolve_all, answers)
-                else:
-                    loop.call_soon_threadsafe(_resolve_all, answers)
-            except RuntimeError:  # that loop is closed: its connections are gone
-                pass
+        resolve_on_their_loops(done)   # one wake-up per processor thread
 
     def followers_lagging(self, max_lag_ms: float) -> bool:
         """Whether an in-sync follower has not caught up for ``max_lag_ms`` (the
@@ -372,8 +357,3 @@ class LeaderReplica:
             self.session_fenced = False  # for good
         self._check_waiters()
 
-
-def _resolve_all(answers: list[tuple[asyncio.Future[ErrorCode], ErrorCode]]) -> None:
-    for fut, code in answers:
-        if not fut.done():
-            fut.set_result(code)
