@@ -509,7 +509,12 @@ def test_java_console_tools_through_one_broker(zk_cluster: Cluster, java_tools):
 def test_non_leader_answers_not_leader_or_follower(zk_cluster: Cluster):
     topic = _name("notleader")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
-    leaders = zk_cluster.wait_for_leaders(topic, 3)
+    # Settled, not just elected: the controller writes the leader to ZooKeeper
+    # before the leader's own state watch has taken the role up (as in Kafka,
+    # where LeaderAndIsr follows the znode write), and until then it too
+    # answers NOT_LEADER_OR_FOLLOWER.
+    _wait_settled(zk_cluster, topic, 3)
+    leaders = zk_cluster.leaders(topic)
     partition = 0
     leader = leaders[partition]
     other = (leader + 1) % 3
