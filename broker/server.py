@@ -311,6 +311,9 @@ class Broker:
                           producer_id_expiration_ms=lambda: self.cfg.producer_id_expiration_ms,
                           producer_id_expiration_check_interval_ms=(
                               cfg.producer_id_expiration_check_interval_ms),
+                          open_segment_files_max=(
+                              cfg.samsa_log_open_segment_files_max
+                              if cfg.samsa_log_open_segment_files_max > 0 else None),
                           topic_config_provider=lambda topic: _stored_topic_config(
                               self.cfg, store, topic))
         logs.move_bytes_per_second = cfg.replica_alter_log_dirs_io_max_bytes_per_second

@@ -26,8 +26,8 @@ from .topic import TopicConfig
 from .zk_connect import parse_connect
 from .topic_keys import (CLEANUP_POLICIES, COMPRESSION_TYPES, MIN_SEGMENT_BYTES,
                          TIMESTAMP_TYPES, TOPIC_KEYS, TopicKey, drop_removed_keys, to_attr_value)
-from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, SubsetOf,
-                     Validator, at_least, between)
+from .values import (INT_MAX, LONG_MAX, ConfigKey, ConfigType as T, OneOf, Predicate,
+                     SubsetOf, Validator, at_least, between)
 
 log = logging.getLogger("config")
 
@@ -187,6 +187,13 @@ class BrokerConfig:
     num_recovery_threads_per_data_dir: int = _key(
         "num.recovery.threads.per.data.dir", T.INT, 1, at_least(1),
         "Threads per data dir for recovery at startup and flush at shutdown.")
+    # samsa's own key (Kafka keeps every segment open and needs a ulimit to match)
+    samsa_log_open_segment_files_max: int = _key(
+        "samsa.log.open.segment.files.max", T.INT, -1,
+        Predicate(lambda v: v == -1 or (isinstance(v, int) and v >= 1), "-1 or >= 1"),
+        "samsa: segment files (.log) held open at once; past it the least recently "
+        "used are closed and opened again when next read or written. -1: a quarter "
+        "of the open-file limit (the hard one, which the broker raises its soft one to).")
 
     # ------------------------------------------------------------ topics
     num_partitions: int = _key("num.partitions", T.INT, 1, at_least(1),

@@ -201,13 +201,13 @@ def _map_key(key: bytes) -> _MapKey:
 
 def _entries(seg: LogSegment) -> Iterator[tuple[Entry, memoryview]]:
     """(Entry, bytes) of every entry of a non-active segment."""
-    scanner = EntryScanner(seg.file.fileno(), 0, seg.size, keep_data=True)
+    scanner = EntryScanner(seg.file, 0, seg.size, keep_data=True)
     for e in scanner:
         yield e, scanner.last_data
 
 
 def _first_timestamp(seg: LogSegment) -> int:
-    for e in EntryScanner(seg.file.fileno(), 0, seg.size):
+    for e in EntryScanner(seg.file, 0, seg.size):
         return e.max_timestamp
     return -1
 
@@ -444,7 +444,7 @@ def pending_delete_horizon(lg: Log) -> int | None:
     one (headers only; for a log the cleaner has not tracked yet, e.g. after a restart)."""
     best: int | None = None
     for seg in lg.segments[:-1]:
-        for e in EntryScanner(seg.file.fileno(), 0, seg.size):
+        for e in EntryScanner(seg.file, 0, seg.size):
             h = e.header
             if h is not None and h.attributes & DELETE_HORIZON_MASK:   # tombstones or a marker
                 if best is None or h.base_timestamp < best:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Protocol
 
 from samsa.protocol.model import Buf
 from samsa.protocol.records import (BATCH_OVERHEAD as V2_HEADER, LOG_OVERHEAD, BatchHeader,
@@ -95,6 +95,10 @@ def entry_is_valid(buf: Buf, pos: int, entry: Entry) -> bool:
         return (zlib.crc32(mv[pos + 16:end]) & 0xFFFFFFFF) == stored
 
 
+class SupportsFileno(Protocol):
+    def fileno(self) -> int: ...
+
+
 class EntryScanner:
     """Iterate entries of a file region ``[start, end)``.
 
@@ -104,9 +108,13 @@ class EntryScanner:
     ``end`` or a cleanly incomplete tail, see ``truncated``).
     """
 
-    def __init__(self, fd: int, start: int, end: int, *, check_crc: bool = False,
-                 chunk_size: int | None = None, keep_data: bool = False):
-        self.fd = fd
+    def __init__(self, fd: int | SupportsFileno, start: int, end: int, *,
+                 check_crc: bool = False, chunk_size: int | None = None,
+                 keep_data: bool = False):
+        # A file object is held for the walk: its descriptor stays open even
+        # if its segment lets it go meanwhile (storage/fd_cache.py).
+        self.file = None if isinstance(fd, int) else fd
+        self.fd = fd if isinstance(fd, int) else fd.fileno()
         self.start = start
         self.end = end
         self.check_crc = check_crc

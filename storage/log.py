@@ -764,10 +764,11 @@ class Log:
         region = regions[-1]
         end_pos = region.position + region.length
         upper = leo
+        file = region.file   # (the region's own handle: its segment may have let go of it)
+        name = getattr(file, "name", None)
         for k in range(i, len(segs)):
             seg = segs[k]
-            file = seg._file
-            if file is None or file is not region.file:
+            if name != seg.log_path:
                 continue
             size = active_size if seg is active else seg.size
             if end_pos + 8 <= size:   # the batch right after the region: its base offset
@@ -839,7 +840,8 @@ class Log:
         if found is None:
             return shallow, ts
         pos, size = found
-        data = os.pread(seg.file.fileno(), size, pos)
+        f = seg.file
+        data = os.pread(f.fileno(), size, pos)
         try:
             from samsa.protocol.records import iter_records
             for rec in iter_records(data):

@@ -56,6 +56,7 @@ from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_C
                                  read_properties, write_meta_properties, write_offset_checkpoint,
                                  write_partition_metadata)
 from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanerStats, LogCleaner
+from samsa.storage.fd_cache import DESCRIPTORS
 from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
                             StorageError)
 from samsa.storage.gc_pause import gc_paused
@@ -184,7 +185,8 @@ class LogManager:
                  log_cleaner_enable: bool = True, log_cleaner_backoff_ms: int = 15000,
                  log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
                  producer_id_expiration_ms: int | Callable[[], int] = 86400000,
-                 producer_id_expiration_check_interval_ms: int = 600000):
+                 producer_id_expiration_check_interval_ms: int = 600000,
+                 open_segment_files_max: int | None = None):
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -241,10 +243,14 @@ class LogManager:
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
         self._checkpoint_lock = threading.Lock()
         self._loader: BackgroundLoader | None = None
+        # samsa.log.open.segment.files.max (None: derived from the limit the
+        # start raises, storage/fd_cache.py)
+        self.open_segment_files_max = open_segment_files_max
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
         _raise_fd_limit()
+        DESCRIPTORS.configure(self.open_segment_files_max)
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._check_meta_properties(d)
@@ -1112,7 +1118,8 @@ def _parse_suffixed_dir(name: str, suffix: str) -> tuple[str, int]:
 
 
 def _raise_fd_limit() -> None:
-    """Each segment holds a file open for sendfile: allow as many as the hard limit."""
+    """Connections and segment files (as many as storage/fd_cache.py keeps)
+    hold descriptors: allow as many as the hard limit."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard and hard != resource.RLIM_INFINITY:

@@ -20,7 +20,12 @@ Descriptors: a segment holds one, for its ``.log``, and only from its first
 read or append on (the active segment too: a new or reopened one is not
 opened until written or read); size queries use stat(), and the index files
 hold none (index.py). So a broker with 10,000 idle partitions starts with
-almost no descriptors, and each partition in use costs one.
+almost no descriptors. The files open are bounded by the process's
+DescriptorCache (fd_cache.py): past ``samsa.log.open.segment.files.max`` the
+least recently used segment lets its file go and opens it again when next
+used. Whoever uses a descriptor holds its file object meanwhile (a region, a
+scanner, an append's local), so a file let go by another thread stays open
+under them until they are done.
 
 Concurrency: only the owning Log's appender mutates a segment (under the log's
 lock). Readers use the size the Log published for the active segment and the
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from samsa.protocol.model import Buf
 from samsa.storage.checkpoints import sync_file
 from samsa.storage.entries import Entry, EntryScanner
+from samsa.storage.fd_cache import DESCRIPTORS, SegmentFile
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -57,6 +63,7 @@ DELETED_SUFFIX = ".deleted"
 INT32_MAX = 0x7FFFFFFF
 _pwrite = os.pwrite
 _pwritev = os.pwritev
+_touch = DESCRIPTORS.touch
 
 
 def segment_name(base_offset: int) -> str:
@@ -111,11 +118,9 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._open_lock = threading.Lock()
         self._file: io.FileIO | None = None
-        self._fd: int | None = None      # write descriptor of the active segment
-        # The read-only handle a truncation replaced (appends need "r+b"): regions
-        # handed to lock-free readers before it still read through it, so it lives
-        # as long as the segment does, not just file.delete.delay.ms.
-        self._replaced_reader: io.FileIO | None = None
+        # appended to since the last flush: a file the cache let go must still
+        # be synced (the next flush opens it for that)
+        self._unsynced = False
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -140,18 +145,20 @@ class LogSegment:
     # -- lazy opening -------------------------------------------------------------
     @property
     def file(self) -> io.FileIO:
+        """The open ``.log`` (opened now if it is not). Hold the object, not just
+        its descriptor, for as long as the descriptor is used (module doc)."""
         f = self._file
         if f is None:
             with self._open_lock:
                 f = self._file_locked()
+        else:
+            DESCRIPTORS.touch(self)
         return f
 
-    def _write_fd(self) -> int:
-        """The active segment's descriptor for appends, opened on the first one."""
-        fd = self._fd
-        if fd is None:
-            fd = self._fd = self.file.fileno()
-        return fd
+    def release_file(self) -> None:
+        """(The descriptor cache.) Let the file go; its descriptor closes once
+        no one holds it, and the next use opens the file again."""
+        self._file = None
 
     @contextlib.contextmanager
     def borrowed_fd(self) -> Iterator[int]:
@@ -160,7 +167,7 @@ class LogSegment:
         loading a log leaves no descriptor behind."""
         f = self._file
         if f is not None:
-            yield f.fileno()
+            yield f.fileno()   # (f, held here, keeps it open)
             return
         fd = os.open(self.log_path, os.O_RDONLY)
         try:
@@ -218,7 +225,8 @@ class LogSegment:
                              writable=True, create=True)
             ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
                            writable=True, create=True)
-            self._rebuild_into(oi, ti, os.fstat(self._file_locked().fileno()).st_size)
+            f = self._file_locked()
+            self._rebuild_into(f, oi, ti, os.fstat(f.fileno()).st_size)
             if not writable:
                 oi.make_readonly()
                 ti.make_readonly()
@@ -232,16 +240,27 @@ class LogSegment:
                              writable=True, create=True)
             ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
                            writable=True, create=True)
-            self._rebuild_into(oi, ti, os.fstat(self._file_locked().fileno()).st_size)
+            f = self._file_locked()
+            self._rebuild_into(f, oi, ti, os.fstat(f.fileno()).st_size)
             oi.make_readonly()
             ti.make_readonly()
             self._offset_index, self._time_index = oi, ti
 
     def _file_locked(self) -> io.FileIO:
-        if self._file is None:
+        f = self._file
+        if f is None:
             # The active segment's one descriptor serves appends and reads.
-            self._file = open(self.log_path, "r+b" if self.active else "rb", buffering=0)
-        return self._file
+            mode = "r+b" if self.active else "rb"
+            try:
+                f = SegmentFile(self.log_path, mode)
+            except FileNotFoundError:
+                if not self.deleted:
+                    raise
+                # renamed for its delayed delete (and let go by the cache since)
+                f = SegmentFile(self.log_path + DELETED_SUFFIX, mode)
+            self._file = f
+            DESCRIPTORS.admit(self)
+        return f
 
     def _index_sane(self, oi: OffsetIndex, ti: TimeIndex) -> bool:
         size = self.size
@@ -251,9 +270,9 @@ class LogSegment:
             return False
         return True
 
-    def _rebuild_into(self, oi: OffsetIndex, ti: TimeIndex, end: int) -> int:
-        """Index the valid prefix of the file (no truncation); returns its end."""
-        scanner = EntryScanner(self._file_locked().fileno(), 0, end, check_crc=False)
+    def _rebuild_into(self, f: io.FileIO, oi: OffsetIndex, ti: TimeIndex, end: int) -> int:
+        """Index the valid prefix of the file ``f`` (no truncation); returns its end."""
+        scanner = EntryScanner(f, 0, end, check_crc=False)
         last_index_pos = 0
         max_ts, off_of_max = -1, self.base_offset
         for e in scanner:
@@ -274,9 +293,9 @@ class LogSegment:
         """
         with self._open_lock:
             if self._file is not None:
-                self._file.close()
-            self._file = None
-            self._fd = None
+                # (let go, not closed: regions handed out keep reading through it)
+                self._file = None
+                DESCRIPTORS.forget(self)
             if not os.path.exists(self.log_path):
                 os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
             self._size = os.stat(self.log_path).st_size
@@ -329,7 +348,7 @@ class LogSegment:
             return "segment.bytes"
         if size > 0:
             if self.rolling_based_timestamp is None:
-                first = next(iter(EntryScanner(self.file.fileno(), 0, size)), None)
+                first = next(iter(EntryScanner(self.file, 0, size)), None)
                 self.rolling_based_timestamp = first.max_timestamp if first else -1
             if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
                 waited = max_ts_in_append - self.rolling_based_timestamp
@@ -367,7 +386,13 @@ class LogSegment:
         """
         pos = self._size
         assert pos is not None  # an active segment's size is known: created, opened or recovered
-        fd = self._fd if self._fd is not None else self._write_fd()
+        f = self._file   # (held until the write is done: see the module doc)
+        if f is None:
+            f = self.file
+        else:
+            _touch(self)
+        fd = f.fileno()
+        self._unsynced = True
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
@@ -401,7 +426,13 @@ class LogSegment:
         path): same write, same index rule, no per-batch list."""
         pos = self._size
         assert pos is not None  # as in append
-        fd = self._fd if self._fd is not None else self._write_fd()
+        f = self._file   # (held until the write is done: see the module doc)
+        if f is None:
+            f = self.file
+        else:
+            _touch(self)
+        fd = f.fileno()
+        self._unsynced = True
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
@@ -438,8 +469,14 @@ class LogSegment:
 
     def flush(self) -> None:
         f = self._file
+        unsynced, self._unsynced = self._unsynced, False
         if f is not None and not f.closed:
             sync_file(f.fileno(), self.log_path)
+        elif unsynced and not self.deleted:
+            # written through a descriptor the cache has let go since: the
+            # data is in the page cache, and any descriptor syncs it
+            with self.borrowed_fd() as fd:
+                sync_file(fd, self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None and idx.writable:
                 idx.flush()
@@ -459,12 +496,11 @@ class LogSegment:
                         idx.close(trim=trim)
             finally:
                 # The descriptor goes even when an index write failed (a full disk).
-                if self._file is not None:
-                    self._file.close()
-                if self._replaced_reader is not None:
-                    self._replaced_reader.close()
-                    self._replaced_reader = None
-                self._fd = None
+                f = self._file
+                if f is not None:
+                    self._file = None
+                    DESCRIPTORS.forget(self)
+                    f.close()
                 self.active = False
 
     # -- reading ----------------------------------------------------------------------
@@ -489,7 +525,7 @@ class LogSegment:
         _, start = self.offset_index.lookup(offset)
         if start >= max_position:
             start = 0
-        scanner = EntryScanner(self.file.fileno(), start, max_position)
+        scanner = EntryScanner(self.file, start, max_position)
         for e in scanner:
             if e.last_offset >= offset:
                 return (e.position, e.size), e.position
@@ -516,7 +552,7 @@ class LogSegment:
         if limit >= max_position:
             return FileRegion(f, start, max_position - start)
         scan_from = max(start, self.offset_index.floor_position(limit))
-        scanner = EntryScanner(f.fileno(), scan_from, limit)
+        scanner = EntryScanner(f, scan_from, limit)
         for _ in scanner:
             pass
         end = max(scanner.valid_end, start + first_size)
@@ -528,7 +564,7 @@ class LogSegment:
         returns its Entry (and raw bytes through the scanner) or None."""
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, pos = self.offset_index.lookup(max(indexed_offset, start_offset))
-        scanner = EntryScanner(self.file.fileno(), pos, self.size, keep_data=True)
+        scanner = EntryScanner(self.file, pos, self.size, keep_data=True)
         for e in scanner:
             if e.last_offset >= start_offset and e.max_timestamp >= timestamp:
                 return e, bytes(scanner.last_data)
@@ -557,17 +593,16 @@ class LogSegment:
         # A segment opened just to be checked is closed again afterwards: after a
         # crash every partition's last segment is recovered, and holding them
         # all open would cost a descriptor per partition before any client came.
-        opened_here = self._file is None
-        f = self.file
+        f = self._file
+        opened_here = f is None
+        if f is None:
+            # (not through the descriptor cache: it is not kept)
+            f = SegmentFile(self.log_path, "rb")
         try:
             return self._recover(f, on_batch)
         finally:
             if opened_here:
-                with self._open_lock:
-                    if self._file is f:
-                        f.close()
-                        self._file = None
-                        self._fd = None
+                f.close()
 
     def _recover(self, f: io.FileIO, on_batch: Callable[[Entry, memoryview], None] | None
                  ) -> tuple[int, str | None]:
@@ -585,7 +620,7 @@ class LogSegment:
         ti = TimeIndex(self.time_index_path, self.base_offset, self.max_index_bytes,
                        writable=False, lazy=True)
         self.txn_index.reset()
-        scanner = EntryScanner(f.fileno(), 0, size, check_crc=True)
+        scanner = EntryScanner(f, 0, size, check_crc=True)
         last_index_pos = 0
         max_ts, off_of_max = -1, self.base_offset
         prev_last = self.base_offset - 1
@@ -649,15 +684,14 @@ class LogSegment:
         """
         with self._open_lock:
             if not self.active:
-                if self._file is not None and "+" not in self._file.mode:
+                f = self._file
+                if f is not None and "+" not in f.mode:
                     # Opened "rb" (lazily, as a segment loaded at start-up):
-                    # appends need "r+b". A rolled segment kept its "r+b" handle
-                    # and goes on with it.
-                    if self._replaced_reader is not None:
-                        self._replaced_reader.close()
-                    self._replaced_reader = self._file
+                    # appends need "r+b". Let go, not closed: regions handed
+                    # to readers before keep reading through it. A rolled
+                    # segment kept its "r+b" handle and goes on with it.
                     self._file = None
-                self._fd = None
+                    DESCRIPTORS.forget(self)
                 self.active = True
         oi = self.offset_index
         ti = self.time_index
@@ -689,7 +723,7 @@ class LogSegment:
             else:
                 scan_from = 0
         last = None
-        for e in EntryScanner(fd, scan_from, pos):
+        for e in EntryScanner(f, scan_from, pos):
             last = e
             if e.max_timestamp > max_ts:
                 max_ts, off_of_max = e.max_timestamp, e.last_offset
@@ -721,13 +755,13 @@ class LogSegment:
     def rename_to_deleted(self) -> list[str]:
         """Kafka's async delete, step 1: ``X.log`` -> ``X.log.deleted`` (files stay open,
         so regions already handed to readers remain valid until the delayed delete)."""
-        self.file  # open lazily-opened handles first: readers keep using them
         for idx in (self.offset_index, self.time_index):
             # Written out and detached from their path now: a later segment may
             # take the same name (after a truncation), and closing this one must
             # not touch that segment's files.
             if idx.writable:
                 idx.make_readonly()
+        # (from now on the file opens by its .deleted name: _file_locked)
         self.deleted = True
         self.txn_index.renamed(self.txn_index.path + DELETED_SUFFIX)
         out = []
