@@ -40,7 +40,7 @@ import os
 import struct
 from array import array
 
-from samsa.storage.checkpoints import sync_file
+from samsa.storage.checkpoints import sync_path
 
 OFFSET_ENTRY = struct.Struct(">II")   # relative offset, position
 TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
@@ -251,14 +251,8 @@ class _SparseIndex:
     def flush(self) -> None:
         """fsync what was written; may run concurrently with appends (no buffer access)."""
         if self.writable and not self.absent:
-            try:
-                fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                return  # gone with its directory (a topic deletion): nothing to sync
-            try:
-                sync_file(fd, self.path)
-            finally:
-                os.close(fd)
+            # (gone with its directory, a topic deletion: nothing to sync)
+            sync_path(self.path)
 
     def close(self, trim: bool = True) -> None:
         if self.writable:

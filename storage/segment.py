@@ -44,7 +44,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from samsa.protocol.model import Buf
-from samsa.storage.checkpoints import sync_file
+from samsa.storage.checkpoints import sync_file, sync_path
 from samsa.storage.entries import Entry, EntryScanner
 from samsa.storage.fd_cache import DESCRIPTORS, SegmentFile
 from samsa.storage.index import OffsetIndex, TimeIndex
@@ -475,8 +475,7 @@ class LogSegment:
         elif unsynced and not self.deleted:
             # written through a descriptor the cache has let go since: the
             # data is in the page cache, and any descriptor syncs it
-            with self.borrowed_fd() as fd:
-                sync_file(fd, self.log_path)
+            sync_path(self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None and idx.writable:
                 idx.flush()

@@ -24,7 +24,7 @@ import struct
 import threading
 from typing import NamedTuple
 
-from samsa.storage.checkpoints import sync_file
+from samsa.storage.checkpoints import sync_path
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34
@@ -98,14 +98,7 @@ class TransactionIndex:
         if not self._dirty:
             return
         self._dirty = False
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            sync_file(fd, self.path)
-        finally:
-            os.close(fd)
+        sync_path(self.path)
 
     def reset(self) -> None:
         """Forget every entry (recovery re-creates them from the segment's batches)."""
