@@ -21,8 +21,10 @@ The cache's lock is a leaf: nothing is called under it but dict operations.
 from __future__ import annotations
 
 import io
+import os
 import resource
 import threading
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -37,11 +39,61 @@ _DERIVED_FLOOR = 64
 
 class SegmentFile(io.FileIO):
     """A segment's open ``.log``: closed when the last reference to it goes
-    (quietly: that is how a handle the cache let go ends), or explicitly."""
+    (quietly: that is how a handle the cache let go ends), or explicitly.
+    ``ino``: the file's inode, to know it again by (RegionFile)."""
+
+    def __init__(self, path: str, mode: str):
+        super().__init__(path, mode)
+        self.ino = os.fstat(self.fileno()).st_ino
 
     def __del__(self) -> None:
         if not self.closed:
             self.close()
+
+
+class RegionFile:
+    """The file a read's FileRegion reads through (``fileno()``, ``name``).
+
+    A fetch of 30,000 partitions answers with 30,000 regions, all waiting to
+    be sent at once: holding each one's descriptor from the read on would
+    take 30,000 again. So a region keeps only a weak reference to the
+    segment's file until it is first used (the network layer's sendfile, a
+    copy); then it takes the file if the segment still holds it, else opens
+    the same file again (the same inode, found by its name or by the
+    ``.deleted`` name a retention gave it), and holds it until the region
+    is dropped."""
+
+    __slots__ = ("name", "_ref", "_ino", "_file")
+
+    def __init__(self, f: SegmentFile):
+        self.name = f.name
+        self._ref = weakref.ref(f)
+        self._ino = f.ino
+        self._file: io.FileIO | None = None
+
+    def fileno(self) -> int:
+        f = self._file
+        if f is None:
+            f = self._ref()
+            if f is None or f.closed:
+                f = self._reopen()
+            self._file = f
+        return f.fileno()
+
+    def _reopen(self) -> SegmentFile:
+        path = str(self.name)
+        for candidate in (path, path + ".deleted"):
+            try:
+                f = SegmentFile(candidate, "rb")
+            except FileNotFoundError:
+                continue
+            if f.ino == self._ino:
+                return f
+            f.close()   # another segment's file by that name now (a truncated log's)
+        raise FileNotFoundError(2, "segment file gone", path)
+
+    def __repr__(self) -> str:
+        return f"RegionFile({self.name!r})"
 
 
 def derived_limit() -> int:

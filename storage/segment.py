@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from samsa.protocol.model import Buf
 from samsa.storage.checkpoints import sync_file, sync_path
 from samsa.storage.entries import Entry, EntryScanner
-from samsa.storage.fd_cache import DESCRIPTORS, SegmentFile
+from samsa.storage.fd_cache import DESCRIPTORS, RegionFile, SegmentFile
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -71,11 +71,12 @@ def segment_name(base_offset: int) -> str:
 
 
 class FileRegion:
-    """A byte range of an open segment file, for sendfile: ``file`` has ``fileno()``."""
+    """A byte range of a segment file, for sendfile: ``file`` has ``fileno()``
+    (a RegionFile: the descriptor is taken when the region is first used)."""
 
     __slots__ = ("file", "position", "length")
 
-    def __init__(self, file: io.FileIO, position: int, length: int):
+    def __init__(self, file: io.FileIO | RegionFile, position: int, length: int):
         self.file = file
         self.position = position
         self.length = length
@@ -117,7 +118,7 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self.rolling_based_timestamp: int | None = None
         self._open_lock = threading.Lock()
-        self._file: io.FileIO | None = None
+        self._file: SegmentFile | None = None
         # appended to since the last flush: a file the cache let go must still
         # be synced (the next flush opens it for that)
         self._unsynced = False
@@ -144,7 +145,7 @@ class LogSegment:
 
     # -- lazy opening -------------------------------------------------------------
     @property
-    def file(self) -> io.FileIO:
+    def file(self) -> SegmentFile:
         """The open ``.log`` (opened now if it is not). Hold the object, not just
         its descriptor, for as long as the descriptor is used (module doc)."""
         f = self._file
@@ -246,7 +247,7 @@ class LogSegment:
             ti.make_readonly()
             self._offset_index, self._time_index = oi, ti
 
-    def _file_locked(self) -> io.FileIO:
+    def _file_locked(self) -> SegmentFile:
         f = self._file
         if f is None:
             # The active segment's one descriptor serves appends and reads.
@@ -546,16 +547,16 @@ class LogSegment:
         f = self.file
         if first_size > max_bytes:
             # nothing fits: an empty region (not None, so the log does not look further)
-            return FileRegion(f, start, first_size if min_one_batch else 0)
+            return FileRegion(RegionFile(f), start, first_size if min_one_batch else 0)
         limit = start + max_bytes
         if limit >= max_position:
-            return FileRegion(f, start, max_position - start)
+            return FileRegion(RegionFile(f), start, max_position - start)
         scan_from = max(start, self.offset_index.floor_position(limit))
         scanner = EntryScanner(f, scan_from, limit)
         for _ in scanner:
             pass
         end = max(scanner.valid_end, start + first_size)
-        return FileRegion(f, start, end - start)
+        return FileRegion(RegionFile(f), start, end - start)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int
                                  ) -> tuple[Entry, bytes] | None:

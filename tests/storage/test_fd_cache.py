@@ -94,6 +94,13 @@ def test_a_region_read_before_its_file_was_let_go_stays_readable(tmp_path, small
     held = len(_open_under(tmp_path))
     del region
     assert len(_open_under(tmp_path)) == held - 1   # closed with its last holder
+    # a region not used before its file was let go holds no descriptor
+    # meanwhile: it opens the same file again when it is used
+    regions = [lg.read(0, 1 << 20).regions[0] for lg in logs]
+    assert len(_open_under(tmp_path)) <= LIMIT
+    assert [[r.value for r in iter_records(region.read_bytes())] for region in regions] == [
+        [f"first of {p}".encode()] for p in range(len(logs))]
+    del regions
     logs[0].append(build_batch([b"second of 0"]))   # reopened for the append
     assert _values(logs[0]) == [b"first of 0", b"second of 0"]
     for lg in logs:
@@ -166,6 +173,7 @@ def test_truncation_and_deletion_of_segments_whose_files_were_let_go(tmp_path, s
     assert _values(lg) == [f"v{i}".encode() * 10 for i in range(cut)] + [b"after the truncation"]
     # retention renames the oldest segment for its delayed delete; a reader
     # that still has it opens it by its new name
+    unsent = lg.read(0, 1 << 20).regions[0]   # a fetch answer not sent yet
     for o in others:
         o.read(0, 100)
     assert old._file is None
@@ -176,6 +184,8 @@ def test_truncation_and_deletion_of_segments_whose_files_were_let_go(tmp_path, s
     region = old.read(0, 1 << 20)
     assert [r.value for r in iter_records(region.read_bytes())][0] == b"v0" * 10
     del region
+    # the unsent region opens the renamed file (the same inode) when sent
+    assert [r.value for r in iter_records(unsent.read_bytes())][0] == b"v0" * 10
     lg.close()
     for o in others:
         o.close()
