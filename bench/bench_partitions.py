@@ -79,7 +79,7 @@ def main() -> None:
                  "open_files_max": args.open_files_max}
     try:
         out["first_start_s"] = round(timed_start(broker), 2)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 300000})
         t0 = time.monotonic()
         names = [f"bench-{i}" for i in range(args.topics)]
         for name, fut in admin.create_topics([NewTopic(n, args.per_topic, 1) for n in names],

@@ -24,10 +24,15 @@ the segment rolls or the log closes. A reopened active segment's files, trimmed
 by the stop before, are grown again only when entries are next written to them
 (``prealloc_due``), so a restart and a stop of 10,000 idle partitions truncate
 no index file. A new segment's index files are created
-lazily (``lazy=True``): not before the segment's first append
-(``materialize``, which its log has the log manager's scheduler do, off the
-produce's thread; a roll or close does it if that has not happened yet), so a topic of 10,000 partitions nobody writes to costs
-20,000 fewer file creations. Kafka reads such a directory: an empty segment
+lazily (``lazy=True``): not before the segment's first index entry
+(``materialize``, preallocated, which its log has the log manager's scheduler
+do, off the produce's thread), or else by its roll or close
+(``write_if_absent``: one create and one write of exactly its entries, no
+preallocation to trim again). So a topic of 10,000 partitions nobody writes
+to costs 20,000 fewer file creations, and one whose partitions took a few
+small batches each makes each file once, at the stop, rather than a
+preallocation on the scheduler (competing with the produces) and a trim at
+the stop. After a crash an active segment's missing files stay lazy. Kafka reads such a directory: an empty segment
 without index files is indexed again, from nothing. After a crash the preallocated tail reads
 as zero entries; loading stops at the first entry that does not strictly
 increase (Kafka's dump tool does the same), and recovery rebuilds the index
@@ -40,7 +45,7 @@ import os
 import struct
 from array import array
 
-from samsa.storage.checkpoints import sync_path
+from samsa.storage.checkpoints import in_durable_batch, sync_path
 
 OFFSET_ENTRY = struct.Struct(">II")   # relative offset, position
 TIME_ENTRY = struct.Struct(">qI")     # timestamp, relative offset
@@ -139,6 +144,24 @@ class _SparseIndex:
         elif self.prealloc_due and self.writable:
             self.preallocate()
 
+    def write_if_absent(self) -> None:
+        """A lazy index whose segment rolls or closes holding records: its file
+        is made now holding exactly its entries (one create and one write;
+        grown when entries are next written to it, as a loaded one is)."""
+        if self.absent and self.writable:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                if self._pending:
+                    os.pwrite(fd, self._pending, self._pending_at)
+            finally:
+                os.close(fd)
+            self._pending_at += len(self._pending)
+            del self._pending[:]
+            self.absent = False
+            self.prealloc_due = True
+            if in_durable_batch():   # (a stop: durable with the segment it indexes)
+                sync_path(self.path)
+
     def keep_rebuilt(self, writable: bool) -> None:
         """(Recovery.) This index was rebuilt in memory (made ``lazy``, not
         writable): make its file hold exactly these entries, then take new ones
@@ -148,7 +171,18 @@ class _SparseIndex:
         recovered, and truncating and preallocating 20,000 index files again
         costs a journal transaction each. Anything else is written anew."""
         data = self._encoded()
+        if writable and not os.path.exists(self.path):
+            # (the active segment's files were never made: they still wait
+            # for entries to write, or for the roll or close, as before the crash)
+            self._stay_lazy(data)
+            return
         self._adopt(data, self._file_holds(data, exact=not writable), writable)
+
+    def _stay_lazy(self, data: bytes) -> None:
+        self.absent = True
+        self._pending[:] = data
+        self._pending_at = 0
+        self.writable = True
 
     def _adopt(self, data: bytes, size: int, writable: bool) -> None:
         """(keep_rebuilt) The file holds ``data`` (the entries in memory) and is

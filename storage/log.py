@@ -446,12 +446,13 @@ class Log:
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
         if reason is not None:
             active = self._roll(reason, first)
-        if active.size == 0:
-            self._index_files_due = active   # (made once the lock is released: _appended)
         if len(infos) == 1:
             size = active.append_one(parts, total, last, max_ts)
         else:
             size = active.append(parts, total, infos)
+        if active.wants_index_files:
+            active.wants_index_files = False
+            self._index_files_due = active   # (made once the lock is released: _appended)
         if producers:
             ps = self.producer_state
             txns = False
@@ -487,7 +488,7 @@ class Log:
             self._notify()
 
     def _make_index_files(self, seg: LogSegment) -> None:
-        """(The log manager's scheduler, after ``seg``'s first append.) Its index files."""
+        """(The log manager's scheduler, after ``seg``'s first index entry.) Its index files."""
         with self._lock:
             if seg.active and not self.closed:
                 try:
@@ -1147,11 +1148,8 @@ class Log:
         with self._lock:
             if self.closed:
                 return
-            active = self._end[1]
-            if active.size:
-                # (the first append's, if the scheduler has not got to them: before
-                # the flush, which makes them durable with the segment)
-                active.make_index_files(missing_only=True)
+            # (index files not made yet are written by the segment's close,
+            # inside the same durable batch as the flush)
             self.flush()
             try:
                 leo = self.log_end_offset

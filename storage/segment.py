@@ -128,6 +128,9 @@ class LogSegment:
         self._max_ts: int | None = None
         self._offset_of_max_ts = base_offset
         self._bytes_since_last_index = 0
+        # took its first index entry with no index files yet: its log has them
+        # made (off the append's path) and clears this
+        self.wants_index_files = False
         self.active = False
         self.deleted = False
         # the offset after the last batch, as the last recover() found it
@@ -367,17 +370,24 @@ class LogSegment:
             return "relative offset overflow"
         return None
 
-    def make_index_files(self, *, missing_only: bool = False) -> None:
-        """A lazily created segment holding records: its index files exist from
-        now on, preallocated, as Kafka's active segment's (storage/index.py).
-        Its log asks for them after the first append, off the append's path
-        (Log._make_index_files: creating two files costs a produce a millisecond
-        or two); a roll or a close makes them if that has not happened yet
-        (``missing_only``: a reopened file that holds its entries is not grown
-        just to be trimmed again)."""
+    def make_index_files(self) -> None:
+        """A lazily created segment that took its first index entry: its index
+        files exist from now on, preallocated, as Kafka's active segment's
+        (storage/index.py). Its log asks for them off the append's path
+        (Log._make_index_files: creating two files costs a produce a
+        millisecond or two); a roll or a close that comes first writes them
+        with exactly their entries (_write_absent_indexes). A segment that
+        never reaches index.interval.bytes (one small batch in each of
+        10,000 partitions) is never asked for: its files are made once, by
+        its roll or close."""
         for idx in (self._offset_index, self._time_index):
-            if idx is not None and (idx.absent or not missing_only):
+            if idx is not None:
                 idx.materialize()
+
+    def _write_absent_indexes(self) -> None:
+        for idx in (self._offset_index, self._time_index):
+            if idx is not None:
+                idx.write_if_absent()
 
     def append(self, parts: Sequence[Buf], total: int,
                batches: Sequence[tuple[int, int, int]]) -> int:
@@ -413,6 +423,8 @@ class LogSegment:
                 self._offset_of_max_ts = last_offset
             if since > interval:
                 # (the properties: an active segment's indexes are loaded, these return them)
+                if self.offset_index.absent:
+                    self.wants_index_files = True
                 self.offset_index.append(last_offset, pos)
                 self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
                 since = 0
@@ -450,6 +462,8 @@ class LogSegment:
             self._offset_of_max_ts = last_offset
         since = self._bytes_since_last_index
         if since > self.index_interval_bytes:
+            if self.offset_index.absent:
+                self.wants_index_files = True
             self.offset_index.append(last_offset, pos)
             self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
             since = 0
@@ -460,10 +474,10 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Roll: final time index entry, trim both indexes, stop writing to them."""
-        if self._size:
-            self.make_index_files(missing_only=True)
         if self._max_ts is not None and self._max_ts >= 0:
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        if self._size:
+            self._write_absent_indexes()
         self.offset_index.make_readonly()
         self.time_index.make_readonly()
         self.active = False
@@ -485,12 +499,12 @@ class LogSegment:
     def close(self, trim: bool = True) -> None:
         with self._open_lock:
             try:
-                if trim and self.active and self._size:
-                    self.make_index_files(missing_only=True)
                 if (trim and self.active and self._max_ts is not None and self._max_ts >= 0
                         and self._time_index):
                     self._time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
                                                   skip_full_check=True)
+                if trim and self.active and self._size:
+                    self._write_absent_indexes()
                 for idx in (self._offset_index, self._time_index):
                     if idx is not None:
                         idx.close(trim=trim)
