@@ -24,15 +24,16 @@ the segment rolls or the log closes. A reopened active segment's files, trimmed
 by the stop before, are grown again only when entries are next written to them
 (``prealloc_due``), so a restart and a stop of 10,000 idle partitions truncate
 no index file. A new segment's index files are created
-lazily (``lazy=True``): not before the segment's first index entry
-(``materialize``, preallocated, which its log has the log manager's scheduler
-do, off the produce's thread), or else by its roll or close
-(``write_if_absent``: one create and one write of exactly its entries, no
-preallocation to trim again). So a topic of 10,000 partitions nobody writes
-to costs 20,000 fewer file creations, and one whose partitions took a few
-small batches each makes each file once, at the stop, rather than a
-preallocation on the scheduler (competing with the produces) and a trim at
-the stop. After a crash an active segment's missing files stay lazy. Kafka reads such a directory: an empty segment
+lazily (``lazy=True``): not before the segment's first append
+(``write_if_absent``, which its log has the log manager's scheduler do, off
+the produce's thread; a roll or close does it if that has not happened yet),
+so a topic of 10,000 partitions nobody writes to costs 20,000 fewer file
+creations. They are made holding exactly their entries (none, mostly) and
+grown to their preallocated size only when entries are next written to them
+(``prealloc_due``), as a reopened segment's: 10,000 partitions that took a
+few small batches each cost the scheduler two creations each, no
+preallocation, and their stop no trim, only the time index's closing
+entry. After a crash an active segment's missing files stay lazy. Kafka reads such a directory: an empty segment
 without index files is indexed again, from nothing. After a crash the preallocated tail reads
 as zero entries; loading stops at the first entry that does not strictly
 increase (Kafka's dump tool does the same), and recovery rebuilds the index
@@ -145,9 +146,10 @@ class _SparseIndex:
             self.preallocate()
 
     def write_if_absent(self) -> None:
-        """A lazy index whose segment rolls or closes holding records: its file
-        is made now holding exactly its entries (one create and one write;
-        grown when entries are next written to it, as a loaded one is)."""
+        """A lazy index whose segment took its first append (or rolls or closes
+        holding records): its file is made now holding exactly its entries
+        (one create, and a write if there are any; grown when entries are next
+        written to it, as a loaded one is)."""
         if self.absent and self.writable:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:

@@ -446,13 +446,12 @@ class Log:
         reason = active.should_roll(cfg, total, max_ts, last, now_ms)
         if reason is not None:
             active = self._roll(reason, first)
+        if active.size == 0:
+            self._index_files_due = active   # (made once the lock is released: _appended)
         if len(infos) == 1:
             size = active.append_one(parts, total, last, max_ts)
         else:
             size = active.append(parts, total, infos)
-        if active.wants_index_files:
-            active.wants_index_files = False
-            self._index_files_due = active   # (made once the lock is released: _appended)
         if producers:
             ps = self.producer_state
             txns = False
@@ -488,7 +487,7 @@ class Log:
             self._notify()
 
     def _make_index_files(self, seg: LogSegment) -> None:
-        """(The log manager's scheduler, after ``seg``'s first index entry.) Its index files."""
+        """(The log manager's scheduler, after ``seg``'s first append.) Its index files."""
         with self._lock:
             if seg.active and not self.closed:
                 try:

@@ -128,9 +128,6 @@ class LogSegment:
         self._max_ts: int | None = None
         self._offset_of_max_ts = base_offset
         self._bytes_since_last_index = 0
-        # took its first index entry with no index files yet: its log has them
-        # made (off the append's path) and clears this
-        self.wants_index_files = False
         self.active = False
         self.deleted = False
         # the offset after the last batch, as the last recover() found it
@@ -371,18 +368,16 @@ class LogSegment:
         return None
 
     def make_index_files(self) -> None:
-        """A lazily created segment that took its first index entry: its index
-        files exist from now on, preallocated, as Kafka's active segment's
-        (storage/index.py). Its log asks for them off the append's path
-        (Log._make_index_files: creating two files costs a produce a
-        millisecond or two); a roll or a close that comes first writes them
-        with exactly their entries (_write_absent_indexes). A segment that
-        never reaches index.interval.bytes (one small batch in each of
-        10,000 partitions) is never asked for: its files are made once, by
-        its roll or close."""
-        for idx in (self._offset_index, self._time_index):
-            if idx is not None:
-                idx.materialize()
+        """A lazily created segment holding records: its index files exist from
+        now on (storage/index.py), holding exactly their entries and grown to
+        their preallocated size when entries are next written to them, as a
+        reopened active segment's. Its log asks for them after the first
+        append, off the append's path (Log._make_index_files: creating two
+        files costs a produce a millisecond or two); a roll or a close makes
+        them if that has not happened yet. A stop then writes the time
+        index's closing entry and nothing else: no file to create, none to
+        trim."""
+        self._write_absent_indexes()
 
     def _write_absent_indexes(self) -> None:
         for idx in (self._offset_index, self._time_index):
@@ -423,8 +418,6 @@ class LogSegment:
                 self._offset_of_max_ts = last_offset
             if since > interval:
                 # (the properties: an active segment's indexes are loaded, these return them)
-                if self.offset_index.absent:
-                    self.wants_index_files = True
                 self.offset_index.append(last_offset, pos)
                 self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
                 since = 0
@@ -462,8 +455,6 @@ class LogSegment:
             self._offset_of_max_ts = last_offset
         since = self._bytes_since_last_index
         if since > self.index_interval_bytes:
-            if self.offset_index.absent:
-                self.wants_index_files = True
             self.offset_index.append(last_offset, pos)
             self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
             since = 0
