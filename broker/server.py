@@ -521,6 +521,11 @@ class Broker:
                 "Records a followed partition's copy here is behind its leader",
                 lambda: [({"topic": t, "partition": str(p)}, lag)
                          for (t, p), lag in fetcher.lag().items()])
+            metrics.add_kafka_gauge(
+                "samsa_replica_fetch_requests",
+                "Fetch requests this broker's followers sent, full or incremental (KIP-227)",
+                lambda: [({"kind": kind}, n) for kind, n in
+                         zip(("full", "incremental"), fetcher.session_requests())])
         metrics.add_kafka_gauge("kafka_log_log_size", "Bytes of each partition's log here",
                                 lambda: [({"topic": t, "partition": str(p)}, lg.size_in_bytes())
                                          for (t, p), lg in logs.all_logs().items()])
