@@ -213,6 +213,13 @@ class FetchSessionCache:
                     if cached is None:
                         session.partitions[key] = _Cached(w)
                     else:
+                        before = cached.wanted
+                        if (w.leader_epoch != before.leader_epoch
+                                or w.fetch_offset < before.fetch_offset):
+                            # a new leader epoch, a truncated follower or a
+                            # consumer's seek back: whatever it was told may be
+                            # stale to it now, so tell it all again
+                            cached.high_watermark = -1
                         cached.wanted = w
                 for key in forgotten:  # one never in the session is no error (as in Kafka)
                     session.partitions.pop(key, None)

@@ -178,3 +178,13 @@ def test_sessions_keyed_by_topic_id_tell_topics_apart_by_id():
     ctx = cache.new_context(sid, 1, [], [(a, 0)], privileged=False, uses_topic_ids=True,
                             now_ms=T0)
     assert [w.topic_id for w in ctx.partitions] == [b]
+
+
+def test_a_new_leader_epoch_or_a_fetch_offset_moved_back_is_answered_again():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1, 2)
+    moved = [Wanted("t", NO_ID, 0, 0, 1 << 20, leader_epoch=3), _w(1, offset=5)]
+    ctx = _incremental(cache, sid, 1, wanted=moved)
+    assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [0])  # the new epoch
+    ctx = _incremental(cache, sid, 2, wanted=[_w(1, offset=2)])  # truncated back
+    assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [1])
