@@ -64,6 +64,13 @@ _INT32_MAX = 0x7FFFFFFF
 # Where down-conversions run: bounded, so old fetchers cannot take every core
 # (nor hold more than two conversions' memory), and off the processor loops.
 _CONVERTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="samsa-downconvert")
+# Where a Fetch that names many logs not yet loaded (storage/lazy_log.py: a
+# log is read from disk on its first use) loads them: a follower's first
+# Fetch after a restart names thousands, and loading them inline held the
+# processor loop (every connection it serves) for seconds. One thread, so
+# such loads do not compete for the disk; a few logs still load inline.
+_LOADER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="samsa-fetch-load")
+_LOAD_OFF_LOOP_AT = 32
 
 
 class _Target:
@@ -348,6 +355,26 @@ def _count_out(metrics: Metrics, answers: list[_Answer], follower: bool) -> None
                 metrics.fetched(t.topic, size)
 
 
+def _load(logs: list[PartitionLog]) -> None:
+    """On the loader thread: load each log; one that cannot be loaded answers
+    its error when read, as it would have inline."""
+    for lg in logs:
+        load = getattr(lg, "load", None)  # (gone once loaded: its class is Log then)
+        try:
+            if load is not None:
+                load()
+        except Exception:  # the read answers it as an error code
+            continue
+
+
+async def _load_off_loop(targets: list[_Target], loop: asyncio.AbstractEventLoop) -> None:
+    # (``loaded``: storage.Log's, False on an UnloadedLog; not in the PartitionLog protocol)
+    unloaded = [t.lookup.log for t in targets
+                if t.lookup.log is not None and not getattr(t.lookup.log, "loaded", True)]
+    if len(unloaded) >= _LOAD_OFF_LOOP_AT:
+        await loop.run_in_executor(_LOADER, _load, unloaded)
+
+
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | None:
     broker = ctx.broker
     version = ctx.version
@@ -385,6 +412,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
                     t.lookup, t.fetch_offset, req.rack_id)
                 redirected = redirected or t.read_replica >= 0
     loop = asyncio.get_running_loop()
+    await _load_off_loop(targets, loop)
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:

@@ -1,7 +1,12 @@
 """Fetch: the answers that need no log (unknown topic, not the leader, refused, sessions)."""
 from __future__ import annotations
 
-from samsa.broker.handlers.fetch import handle_fetch
+import asyncio
+import threading
+import uuid
+
+from samsa.broker.handlers.fetch import _load_off_loop, _Target, handle_fetch
+from samsa.broker.partitions import LeaderLookup
 from samsa.broker.security.acl import AclOperation, ResourceType
 from samsa.broker.security.principal import user
 from samsa.protocol.errors import ErrorCode
@@ -92,3 +97,26 @@ async def test_with_acls_reading_needs_read_on_the_topic_even_a_missing_one():
     assert _codes(await handle_fetch(ctx, _request(("mine", 0), ("missing", 0)))) == [
         ("mine", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER),
         ("missing", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+
+
+class _Unloaded:
+    """A log not read from disk yet (as storage/lazy_log.py's UnloadedLog): where it loads."""
+    def __init__(self) -> None:
+        self.loaded = False
+        self.loaded_on: str | None = None
+
+    def load(self) -> None:
+        self.loaded_on = threading.current_thread().name
+        self.loaded = True
+
+
+async def test_a_fetch_naming_many_unloaded_logs_loads_them_off_the_event_loop():
+    many = [_Unloaded() for _ in range(40)]
+    few = [_Unloaded() for _ in range(3)]
+    for logs in (many, few):
+        targets = [_Target("t", uuid.UUID(int=0), i, 0, 100, LeaderLookup(ErrorCode.NONE, lg))
+                   for i, lg in enumerate(logs)]
+        await _load_off_loop(targets, asyncio.get_running_loop())
+    assert all(lg.loaded_on and lg.loaded_on.startswith("samsa-fetch-load") for lg in many)
+    # a few load where they are first read, as before
+    assert all(lg.loaded_on is None for lg in few)
