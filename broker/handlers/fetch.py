@@ -309,6 +309,11 @@ async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max
                   follower: bool, session: FetchContext) -> FetchResponse | None:
     if version <= 3 and not await _downconvert(ctx, answers, version, max_bytes):
         return None  # no connection to answer on
+    if ctx.conn.closed and session.kind is not Kind.SESSIONLESS:
+        # Nobody reads this answer (a follower drops a long-polling connection
+        # to fetch partitions it just took up): the session must not count its
+        # news as told, nor a full fetch open a session nobody will use.
+        return None
     session_id, answers = _through_session(ctx.broker.fetch_sessions, session, answers)
     _count_out(ctx.broker.metrics, answers, follower)
     return _response(answers, ctx.listener, session_id)
