@@ -41,7 +41,7 @@ import enum
 import random
 import threading
 import uuid
-from typing import Hashable, Iterable, Iterator
+from typing import Hashable, Iterable, Iterator, Protocol, Sequence
 
 from samsa.protocol.errors import ErrorCode
 
@@ -77,14 +77,31 @@ class Wanted:
         return (self.topic_id if uses_topic_ids else self.topic, self.partition)
 
 
+class Outcome(Protocol):
+    """What a partition's answer says, as far as the session cares (the Fetch
+    response's PartitionData is one: no copy is made per partition)."""
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def preferred_read_replica(self) -> int: ...
+    @property
+    def records(self) -> object: ...  # empty (falsy) when the answer has none
+
+
 @dataclasses.dataclass(slots=True)
-class Outcome:
-    """What a partition's answer says, as far as the session cares."""
-    error: int
+class Answered:
+    """An Outcome of its own (tests, and callers without a response at hand)."""
+    error_code: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    has_records: bool
+    records: object = b""
     preferred_read_replica: int = -1
 
 
@@ -99,8 +116,8 @@ class _Cached:
 
     def must_answer(self, out: Outcome) -> bool:
         """Whether an incremental answer lists this partition; remembers what it tells."""
-        must = out.has_records or out.preferred_read_replica >= 0
-        if out.error:
+        must = bool(out.records) or out.preferred_read_replica >= 0
+        if out.error_code:
             self.high_watermark = -1  # so the partition is answered again once it recovers
             return True
         if self.high_watermark != out.high_watermark:
@@ -241,7 +258,7 @@ class FetchSessionCache:
     def sessionless(wanted: list[Wanted]) -> FetchContext:
         return FetchContext(Kind.SESSIONLESS, wanted)
 
-    def finish(self, ctx: FetchContext, outcomes: list[Outcome], now_ms: int
+    def finish(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int
                ) -> tuple[int, list[int]]:
         """Once the partitions of ``ctx`` were read (``outcomes`` in the same
         order): (the session id to answer, the indexes of the partitions to answer)."""
@@ -263,7 +280,7 @@ class FetchSessionCache:
                     continue
                 if cached.must_answer(out):
                     answered.append(i)
-                    if out.has_records:
+                    if out.records:
                         moved.append(key)
             # Partitions that had records go to the end of the fetch order, so
             # a response's max_bytes does not always go to the same ones.
@@ -273,7 +290,7 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------ sessions
 
-    def _maybe_create(self, ctx: FetchContext, outcomes: list[Outcome], now_ms: int) -> int:
+    def _maybe_create(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int) -> int:
         if not ctx.partitions:
             return NO_SESSION
         with self._lock:

@@ -46,8 +46,8 @@ from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
 from ..append_notifier import APPENDED, READABLE
-from ..fetch_sessions import (NO_SESSION, FetchContext, FetchSessionCache, Kind, Outcome,
-                              PartitionKey, Wanted)
+from ..fetch_sessions import (NO_SESSION, FetchContext, FetchSessionCache, Kind, PartitionKey,
+                              Wanted)
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
@@ -222,7 +222,7 @@ def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bo
             regions = rr.regions
             if committed:
                 aborted = _aborted(log, t.fetch_offset, regions)
-            size = _region_size(regions)
+            size = _region_size(regions) if regions else 0
             records = _records_value(regions, version)
             error = ErrorCode.NONE
             hw, lso, lstart = rr.high_watermark, rr.last_stable_offset, rr.log_start_offset
@@ -237,6 +237,16 @@ def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bo
             last_stable_offset=lso, log_start_offset=lstart, aborted_transactions=aborted,
             preferred_read_replica=-1, records=records)))
     return answers, gathered
+
+
+def _refresh_offsets(answers: list[_Answer]) -> None:
+    """The logs' current high watermark, last stable and log start offsets into
+    answers read earlier (without errors, nor records)."""
+    for t, p in answers:
+        log = t.lookup.found_log
+        p.high_watermark = log.high_watermark
+        p.last_stable_offset = log.last_stable_offset
+        p.log_start_offset = log.log_start_offset
 
 
 def _response(answers: list[_Answer], listener: str | None, session_id: int) -> FetchResponse:
@@ -325,10 +335,7 @@ def _through_session(sessions: FetchSessionCache, session: FetchContext,
     but for an incremental fetch only those with news (fetch_sessions.py)."""
     if session.kind is Kind.SESSIONLESS:
         return NO_SESSION, answers
-    outcomes = [Outcome(p.error_code, p.high_watermark, p.last_stable_offset,
-                        p.log_start_offset, _records_size(p.records) > 0,
-                        p.preferred_read_replica) for _, p in answers]
-    session_id, chosen = sessions.finish(session, outcomes, _now_ms())
+    session_id, chosen = sessions.finish(session, [p for _, p in answers], _now_ms())
     if len(chosen) != len(answers):
         answers = [answers[i] for i in chosen]
     return session_id, answers
@@ -436,5 +443,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
-            answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
+            if follower and not gathered:
+                # Nothing was appended to these logs while the follower waited
+                # (that wakes the wait): there are still no records to send,
+                # only offsets that moved (other followers' progress). Reading
+                # every partition again cost as much as the first pass.
+                _refresh_offsets(answers)
+            else:
+                answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
             return await _answer(ctx, answers, version, max_bytes, follower, session)

@@ -407,17 +407,23 @@ class ReplicaFetcher:
         R = FetchRequest
         leader = ready[0].leader
         session = self._sessions.setdefault(leader, FollowerFetchSession())
-        states = {f.key: FetchState(f.log.log_end_offset, f.log.log_start_offset,
-                                    f.leader_epoch, cfg.replica_fetch_max_bytes) for f in ready}
+        max_bytes = cfg.replica_fetch_max_bytes
+        states: dict[tuple[str, int], FetchState] = {}
+        index: dict[tuple[str, int], _Followed] = {}
+        for followed in ready:
+            lg = followed.log
+            key = (lg.topic, lg.partition)
+            states[key] = (lg.log_end_offset, lg.log_start_offset, followed.leader_epoch,
+                           max_bytes)
+            index[key] = followed
         nxt = session.build(states)
         by_topic: dict[str, list] = {}
         for key in nxt.send:
-            state = states[key]
+            offset, start, epoch, _ = states[key]
             by_topic.setdefault(key[0], []).append(R.FetchPartition(
-                partition=key[1], current_leader_epoch=state.leader_epoch,
-                fetch_offset=state.fetch_offset, last_fetched_epoch=-1,
-                log_start_offset=state.log_start_offset,
-                partition_max_bytes=state.max_bytes, high_watermark=-1))
+                partition=key[1], current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=start,
+                partition_max_bytes=max_bytes, high_watermark=-1))
         forgotten: dict[str, list[int]] = {}
         for topic, partition in nxt.forget:
             forgotten.setdefault(topic, []).append(partition)
@@ -451,7 +457,6 @@ class ReplicaFetcher:
             for followed in ready:
                 self._delay(followed, cfg)
             return
-        index = {f.key: f for f in ready}
         out_of_range = []
         for t in resp.responses:
             for p in t.partitions:

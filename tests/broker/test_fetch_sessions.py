@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from samsa.broker.fetch_sessions import (FetchSessionCache, Kind, Outcome, Wanted,
-                                         next_epoch)
+from samsa.broker.fetch_sessions import Answered, FetchSessionCache, Kind, Wanted, next_epoch
 from samsa.protocol.errors import ErrorCode
 
 NO_ID = uuid.UUID(int=0)
@@ -17,8 +16,8 @@ def _w(partition: int, offset: int = 0, topic: str = "t") -> Wanted:
     return Wanted(topic, NO_ID, partition, offset, 1 << 20)
 
 
-def _quiet(hw: int = 10) -> Outcome:
-    return Outcome(0, hw, hw, 0, has_records=False)
+def _quiet(hw: int = 10) -> Answered:
+    return Answered(0, hw, hw, 0)
 
 
 def _open(cache: FetchSessionCache, *partitions: int, privileged: bool = False,
@@ -54,14 +53,14 @@ def test_an_incremental_answer_lists_records_errors_and_moved_offsets_only():
     sid = _open(cache, 0, 1, 2, 3, 4)
     ctx = _incremental(cache, sid, 1)
     outcomes = [_quiet(),
-                Outcome(0, 10, 10, 0, has_records=True),
-                Outcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, has_records=False),
+                Answered(0, 10, 10, 0, records=b"x"),
+                Answered(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1),
                 _quiet(hw=11),
-                Outcome(0, 10, 10, 3, has_records=False)]  # log start moved
+                Answered(0, 10, 10, 3)]  # log start moved
     assert cache.finish(ctx, outcomes, T0) == (sid, [1, 2, 3, 4])
     # the partition that had an error is told again once it recovers
     ctx = _incremental(cache, sid, 2)
-    now = {0: _quiet(), 1: _quiet(), 2: _quiet(), 3: _quiet(11), 4: Outcome(0, 10, 10, 3, False)}
+    now = {0: _quiet(), 1: _quiet(), 2: _quiet(), 3: _quiet(11), 4: Answered(0, 10, 10, 3)}
     answered = cache.finish(ctx, [now[w.partition] for w in ctx.partitions], T0)[1]
     assert [ctx.partitions[i].partition for i in answered] == [2]
 
@@ -70,7 +69,7 @@ def test_partitions_with_records_go_to_the_end_of_the_fetch_order():
     cache = FetchSessionCache()
     sid = _open(cache, 0, 1, 2)
     ctx = _incremental(cache, sid, 1)
-    cache.finish(ctx, [Outcome(0, 10, 10, 0, True), _quiet(), _quiet()], T0)
+    cache.finish(ctx, [Answered(0, 10, 10, 0, b"x"), _quiet(), _quiet()], T0)
     assert [w.partition for w in _incremental(cache, sid, 2).partitions] == [1, 2, 0]
 
 

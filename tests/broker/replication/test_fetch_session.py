@@ -7,7 +7,7 @@ from samsa.protocol.errors import ErrorCode
 
 
 def _at(offset: int) -> FetchState:
-    return FetchState(offset, 0, 5, 1 << 20)
+    return (offset, 0, 5, 1 << 20)
 
 
 def _opened(sid: int = 77) -> FollowerFetchSession[str]:
