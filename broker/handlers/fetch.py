@@ -11,6 +11,10 @@ whose fetch state changed and is answered only the partitions with news.
 Every partition of the session is still read and, for a follower, counted as
 its progress, as Kafka does.
 
+A Fetch that names many logs not loaded yet (storage/lazy_log.py) has them
+loaded on one loader thread first (``_LOADER``), so the processor loop keeps
+serving its other connections meanwhile.
+
 Down-conversion (Fetch v0-3) is the one place a small request makes the
 broker work hard: one 60 KB gzip batch of zeros decompresses to 64 MiB. So
 it happens once, when the answer is final (not on every pass of a long
