@@ -34,6 +34,7 @@ from .gc_tuning import settle_for_serving, start_up_loads_done
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .faults import FaultInjector
+from .fetch_sessions import FetchSessionCache
 from .network.connection import Handler
 from .faults.actions import fault_actions
 from .faults.endpoint import FaultEndpoint
@@ -148,6 +149,8 @@ class BrokerServices:
     # ApiVersions' FinalizedFeaturesEpoch: when these services were made, at
     # broker start (broker/features.py)
     features_epoch: int = dataclasses.field(default_factory=features.new_epoch)
+    # KIP-227: the incremental fetch sessions every network thread serves from
+    fetch_sessions: FetchSessionCache = dataclasses.field(default_factory=FetchSessionCache)
 
 
 def advertised_apis() -> list[ApiSpec]:
@@ -186,6 +189,26 @@ def _log_failure(what: str) -> Callable[[concurrent.futures.Future[None]], None]
         if not fut.cancelled() and fut.exception() is not None:
             log.error("%s failed", what, exc_info=fut.exception())
     return check
+
+
+def _fetch_session_gauges(metrics: BrokerMetrics, cache: FetchSessionCache) -> None:
+    """Kafka's FetchSessionCache metrics, and how many Fetch requests each kind
+    of session handling served (incremental ones are what sessions save)."""
+    fsc = "kafka_server_fetchsessioncache_"
+    metrics.add_kafka_gauge(fsc + "numincrementalfetchsessions", "Fetch sessions cached",
+                            lambda: [({}, len(cache))])
+    metrics.add_kafka_gauge(fsc + "numincrementalfetchpartitionscached",
+                            "Partitions in all cached fetch sessions",
+                            lambda: [({}, cache.cached_partitions())])
+    metrics.add_kafka_gauge(fsc + "incrementalfetchsessionevictionspersec_count",
+                            "Fetch sessions evicted to make room for others",
+                            lambda: [({}, cache.evictions)])
+    metrics.add_kafka_gauge(
+        "samsa_fetch_session_requests", "Fetch requests (v7+) by how their session was handled",
+        lambda: [({"kind": "incremental"}, cache.incremental_fetches),
+                 ({"kind": "full"}, cache.full_fetches),
+                 ({"kind": "sessionless"}, cache.sessionless_fetches),
+                 ({"kind": "error"}, cache.session_errors)])
 
 
 def _leader_address(partitions: PartitionLayer, topic: str, partition: int) -> str | None:
@@ -365,6 +388,9 @@ class Broker:
         acls = (AclService.from_config(cfg, open_acl_store(store))
                 if cfg.authorizer_class_name else None)
         self._ip_connection_rates = IpConnectionRateConfigs(store, self.connection_rates)
+        fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots,
+                                           cfg.min_incremental_fetch_session_eviction_ms)
+        _fetch_session_gauges(metrics, fetch_sessions)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               scram_credentials=ScramCredentialCache(store),
@@ -376,7 +402,7 @@ class Broker:
                                           else SingleBrokerController(store)),
                               sasl=self.sasl,
                               quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
-                              acls=acls)
+                              acls=acls, fetch_sessions=fetch_sessions)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService,
                       replicas: ReplicaManager, fetcher: ReplicaFetcher | None) -> None:
@@ -498,6 +524,11 @@ class Broker:
                 "Records a followed partition's copy here is behind its leader",
                 lambda: [({"topic": t, "partition": str(p)}, lag)
                          for (t, p), lag in fetcher.lag().items()])
+            metrics.add_kafka_gauge(
+                "samsa_replica_fetch_requests",
+                "Fetch requests this broker's followers sent, full or incremental (KIP-227)",
+                lambda: [({"kind": kind}, n) for kind, n in
+                         zip(("full", "incremental"), fetcher.session_requests())])
         metrics.add_kafka_gauge("kafka_log_log_size", "Bytes of each partition's log here",
                                 lambda: [({"topic": t, "partition": str(p)}, lg.size_in_bytes())
                                          for (t, p), lg in logs.all_logs().items()])

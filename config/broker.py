@@ -512,6 +512,12 @@ class BrokerConfig:
         "Length of each controller mutation quota sample.")
 
     # ------------------------------------------------------------ misc
+    max_incremental_fetch_session_cache_slots: int = _key(
+        "max.incremental.fetch.session.cache.slots", T.INT, 1000, at_least(0),
+        "Incremental fetch sessions (KIP-227) the broker keeps; 0: none.")
+    min_incremental_fetch_session_eviction_ms: int = _key(
+        "min.incremental.fetch.session.eviction.ms", T.INT, 120000, at_least(0),
+        "How long a fetch session is safe from being evicted by a new one.")
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", T.LONG, 30000, at_least(1),
                                         "Follower lag before it leaves the ISR.")
     replica_fetch_max_bytes: int = _key("replica.fetch.max.bytes", T.INT, 1048576, at_least(0),

@@ -5,8 +5,15 @@ the codec emits each as its own part and the network layer sendfiles it from
 the page cache. Fetch v0-3 (message formats v0/v1) are the exception: their
 data is read and down-converted in memory.
 
-No fetch sessions are kept: every answer has session id 0, which tells the
-client to send full requests (KIP-227 allows it).
+Fetch sessions (KIP-227, v7+): a fetcher's first request may open a session
+(broker/fetch_sessions.py decides), after which it names only the partitions
+whose fetch state changed and is answered only the partitions with news.
+Every partition of the session is still read and, for a follower, counted as
+its progress, as Kafka does.
+
+A Fetch that names many logs not loaded yet (storage/lazy_log.py) has them
+loaded on one loader thread first (``_LOADER``), so the processor loop keeps
+serving its other connections meanwhile.
 
 Down-conversion (Fetch v0-3) is the one place a small request makes the
 broker work hard: one 60 KB gzip batch of zeros decompresses to 64 MiB. So
@@ -32,6 +39,7 @@ rack (``preferred_read_replica``, no records) and answers at once.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +50,8 @@ from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
 from ..append_notifier import APPENDED, READABLE
+from ..fetch_sessions import (NO_SESSION, FetchContext, FetchSessionCache, Kind, PartitionKey,
+                              Wanted)
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
@@ -58,6 +68,13 @@ _INT32_MAX = 0x7FFFFFFF
 # Where down-conversions run: bounded, so old fetchers cannot take every core
 # (nor hold more than two conversions' memory), and off the processor loops.
 _CONVERTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="samsa-downconvert")
+# Where a Fetch that names many logs not yet loaded (storage/lazy_log.py: a
+# log is read from disk on its first use) loads them: a follower's first
+# Fetch after a restart names thousands, and loading them inline held the
+# processor loop (every connection it serves) for seconds. One thread, so
+# such loads do not compete for the disk; a few logs still load inline.
+_LOADER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="samsa-fetch-load")
+_LOAD_OFF_LOOP_AT = 32
 
 
 class _Target:
@@ -74,34 +91,53 @@ class _Target:
         self.read_replica = -1  # KIP-392: the replica the consumer should read from instead
 
 
-def _resolve(broker: Services, req: FetchRequest, version: int, replica_id: int,
+def _wanted(req: FetchRequest, version: int) -> list[Wanted]:
+    """The partitions a request names, with where to read them."""
+    out = []
+    for t in req.topics:
+        topic = t.topic if version < 13 else None  # (v13+: resolved from the id when read)
+        for p in t.partitions:
+            out.append(Wanted(topic, t.topic_id, p.partition, p.fetch_offset,
+                              p.partition_max_bytes,
+                              p.current_leader_epoch if version >= 9 else -1,
+                              p.log_start_offset if version >= 5 else -1))
+    return out
+
+
+def _forgotten(req: FetchRequest, version: int) -> list[PartitionKey]:
+    """The partitions an incremental request drops from its session (v7+)."""
+    return [(t.topic_id if version >= 13 else t.topic, p)
+            for t in req.forgotten_topics_data for p in t.partitions]
+
+
+def _resolve(broker: Services, wanted: list[Wanted], version: int, replica_id: int,
              allowed: Callable[[str], bool]) -> list[_Target]:
     """``allowed(topic)``: whether the fetcher may read the topic (ACLs)."""
     targets = []
     partitions = broker.partitions
-    for t in req.topics:
-        if version >= 13:
-            meta = broker.topics.by_id(t.topic_id)
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
+    topics = broker.topics
+    missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    last: object = None  # the topic of the partition before (requests group them)
+    meta = None
+    for w in wanted:
+        ident = w.topic_id if version >= 13 else w.topic
+        if ident != last:
+            last = ident
+            meta = topics.by_id(w.topic_id) if version >= 13 else topics.get(w.topic or "")
+        epoch = w.leader_epoch
+        # refused before "unknown", so a missing topic's name reveals nothing
+        name = meta.name if meta is not None else w.topic
+        if name is not None and not allowed(name):
+            found = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif meta is None:
+            found = LeaderLookup(missing)
+        elif replica_id >= 0:
+            found = partitions.replica_log(meta.name, w.partition, epoch, replica_id)
         else:
-            meta = broker.topics.get(t.topic)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        for p in t.partitions:
-            epoch = p.current_leader_epoch if version >= 9 else -1
-            # refused before "unknown", so a missing topic's name reveals nothing
-            name = meta.name if meta is not None else (t.topic if version < 13 else None)
-            if name is not None and not allowed(name):
-                found = LeaderLookup(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif meta is None:
-                found = LeaderLookup(missing)
-            elif replica_id >= 0:
-                found = partitions.replica_log(meta.name, p.partition, epoch, replica_id)
-            else:
-                found = partitions.consumer_log(meta.name, p.partition, epoch,
-                                                may_read_follower=version >= 11)
-            targets.append(_Target(meta.name if meta else t.topic, t.topic_id, p.partition,
-                                   p.fetch_offset, p.partition_max_bytes, found,
-                                   p.log_start_offset if version >= 5 else -1))
+            found = partitions.consumer_log(meta.name, w.partition, epoch,
+                                            may_read_follower=version >= 11)
+        targets.append(_Target(name or "", w.topic_id, w.partition, w.fetch_offset,
+                               w.max_bytes, found, w.log_start_offset))
     return targets
 
 
@@ -190,7 +226,7 @@ def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bo
             regions = rr.regions
             if committed:
                 aborted = _aborted(log, t.fetch_offset, regions)
-            size = _region_size(regions)
+            size = _region_size(regions) if regions else 0
             records = _records_value(regions, version)
             error = ErrorCode.NONE
             hw, lso, lstart = rr.high_watermark, rr.last_stable_offset, rr.log_start_offset
@@ -207,7 +243,17 @@ def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bo
     return answers, gathered
 
 
-def _response(answers: list[_Answer], listener: str | None) -> FetchResponse:
+def _refresh_offsets(answers: list[_Answer]) -> None:
+    """The logs' current high watermark, last stable and log start offsets into
+    answers read earlier (without errors, nor records)."""
+    for t, p in answers:
+        log = t.lookup.found_log
+        p.high_watermark = log.high_watermark
+        p.last_stable_offset = log.last_stable_offset
+        p.log_start_offset = log.log_start_offset
+
+
+def _response(answers: list[_Answer], listener: str | None, session_id: int) -> FetchResponse:
     topics: list[FetchResponse.FetchableTopicResponse] = []
     by_topic: dict[tuple[str, uuid.UUID], FetchResponse.FetchableTopicResponse] = {}
     # KIP-951: where the partitions this broker does not lead are led now
@@ -221,7 +267,7 @@ def _response(answers: list[_Answer], listener: str | None) -> FetchResponse:
             by_topic[key] = entry
             topics.append(entry)
         entry.partitions.append(pdata)
-    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics,
+    return R(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics,
              node_endpoints=[R.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
                                             rack=b.rack)
                              for b in brokers_on_listener(list(leaders.values()), listener)]
@@ -274,24 +320,50 @@ async def _downconvert(ctx: RequestContext, answers: list[_Answer], version: int
 
 
 async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max_bytes: int,
-                  follower: bool) -> FetchResponse | None:
+                  follower: bool, session: FetchContext) -> FetchResponse | None:
     if version <= 3 and not await _downconvert(ctx, answers, version, max_bytes):
         return None  # no connection to answer on
+    if ctx.conn.closed and session.kind is not Kind.SESSIONLESS:
+        # Nobody reads this answer (a follower drops a long-polling connection
+        # to fetch partitions it just took up): the session must not count its
+        # news as told, nor a full fetch open a session nobody will use.
+        return None
+    session_id, answers = _through_session(ctx.broker.fetch_sessions, session, answers)
     _count_out(ctx.broker.metrics, answers, follower)
-    return _response(answers, ctx.listener)
+    return _response(answers, ctx.listener, session_id)
+
+
+def _through_session(sessions: FetchSessionCache, session: FetchContext,
+                     answers: list[_Answer]) -> tuple[int, list[_Answer]]:
+    """The session id to answer and the partitions to answer: all of them,
+    but for an incremental fetch only those with news (fetch_sessions.py)."""
+    if session.kind is Kind.SESSIONLESS:
+        return NO_SESSION, answers
+    session_id, chosen = sessions.finish(session, [p for _, p in answers], _now_ms())
+    if len(chosen) != len(answers):
+        answers = [answers[i] for i in chosen]
+    return session_id, answers
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _records_size(records: Records) -> int:
+    if isinstance(records, (bytes, bytearray)):
+        return len(records)
+    if records is None:
+        return 0
+    if isinstance(records, memoryview):  # not what _read_all makes
+        return records.nbytes
+    return records.length  # a FileRegion, or _Unconverted
 
 
 def _count_out(metrics: Metrics, answers: list[_Answer], follower: bool) -> None:
     """Bytes out to consumers per topic, to followers apart (as Kafka's
     BytesOutPerSec and ReplicationBytesOutPerSec)."""
     for t, pdata in answers:
-        records = pdata.records
-        if isinstance(records, (bytes, bytearray)):
-            size = len(records)
-        elif records is None or isinstance(records, memoryview):  # not what _read_all makes
-            size = 0 if records is None else records.nbytes
-        else:
-            size = records.length
+        size = _records_size(pdata.records)
         if size:
             if follower:
                 metrics.replicated_out(size)
@@ -299,24 +371,49 @@ def _count_out(metrics: Metrics, answers: list[_Answer], follower: bool) -> None
                 metrics.fetched(t.topic, size)
 
 
+def _load(logs: list[PartitionLog]) -> None:
+    """On the loader thread: load each log; one that cannot be loaded answers
+    its error when read, as it would have inline."""
+    for lg in logs:
+        load = getattr(lg, "load", None)  # (gone once loaded: its class is Log then)
+        try:
+            if load is not None:
+                load()
+        except Exception:  # the read answers it as an error code
+            continue
+
+
+async def _load_off_loop(targets: list[_Target], loop: asyncio.AbstractEventLoop) -> None:
+    # (``loaded``: storage.Log's, False on an UnloadedLog; not in the PartitionLog protocol)
+    unloaded = [t.lookup.log for t in targets
+                if t.lookup.log is not None and not getattr(t.lookup.log, "loaded", True)]
+    if len(unloaded) >= _LOAD_OFF_LOOP_AT:
+        await loop.run_in_executor(_LOADER, _load, unloaded)
+
+
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | None:
     broker = ctx.broker
     version = ctx.version
-    if version >= 7 and req.session_id != 0:
-        # We never hand out sessions, so any id a client names is unknown to us.
-        return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                 session_id=0, responses=[])
     max_bytes = req.max_bytes if version >= 3 else _INT32_MAX
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
     replica_id = _replica_id(req, version)
-    if replica_id >= 0:  # a follower: a broker, which needs ClusterAction
+    follower = replica_id >= 0
+    if version >= 7:
+        session = broker.fetch_sessions.new_context(
+            req.session_id, req.session_epoch, _wanted(req, version), _forgotten(req, version),
+            privileged=follower, uses_topic_ids=version >= 13, now_ms=_now_ms())
+        if session.kind is Kind.ERROR:
+            return R(throttle_time_ms=0, error_code=session.error, session_id=NO_SESSION,
+                     responses=[])
+    else:
+        session = FetchSessionCache.sessionless(_wanted(req, version))
+    if follower:  # a broker, which needs ClusterAction
         follower_ok = authz.cluster(ctx, Op.CLUSTER_ACTION)
         allowed = lambda _topic: follower_ok
     else:
         allowed = authz.topic_checker(ctx, Op.READ)
-    targets = _resolve(broker, req, version, replica_id, allowed)
-    follower = replica_id >= 0
+    targets = _resolve(broker, session.partitions, version, replica_id, allowed)
     isolation = req.isolation_level if version >= 4 else 0
     redirected = False
     if follower:
@@ -331,6 +428,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
                     t.lookup, t.fetch_offset, req.rack_id)
                 redirected = redirected or t.read_replica >= 0
     loop = asyncio.get_running_loop()
+    await _load_off_loop(targets, loop)
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
@@ -345,9 +443,16 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
                 or waiter is None):
             if waiter is not None:
                 waiter.cancel()
-            return await _answer(ctx, answers, version, max_bytes, follower)
+            return await _answer(ctx, answers, version, max_bytes, follower, session)
         try:
             await asyncio.wait_for(waiter, timeout)
         except asyncio.TimeoutError:
-            answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
-            return await _answer(ctx, answers, version, max_bytes, follower)
+            if follower and not gathered:
+                # Nothing was appended to these logs while the follower waited
+                # (that wakes the wait): there are still no records to send,
+                # only offsets that moved (other followers' progress). Reading
+                # every partition again cost as much as the first pass.
+                _refresh_offsets(answers)
+            else:
+                answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
+            return await _answer(ctx, answers, version, max_bytes, follower, session)

@@ -28,6 +28,7 @@ from ..groups.results import (GroupDescription, JoinResult, LeaveResult, ListedG
 from ..groups.share.coordinator import ShareState
 from ..groups.share.partition import StateBatch
 from ..groups.share.service import ShareKey, ShareService
+from ..fetch_sessions import FetchSessionCache
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
@@ -355,6 +356,8 @@ class Services(Protocol):
     def features_epoch(self) -> int: ...
     @property
     def metrics(self) -> Metrics: ...
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
     @property
     def dynamic_config(self) -> DynamicConfigs: ...
     @property

@@ -11,7 +11,10 @@ as the follower's progress and serves beyond the high watermark):
 2. Fetch from each partition's log end, appending the leader's batches
    unchanged (same offsets, same bytes) and taking the leader's high
    watermark; a fetch offset the leader does not have (it was truncated, or
-   deleted below) is resolved with ListOffsets.
+   deleted below) is resolved with ListOffsets. The fetches go through a fetch
+   session with the leader (KIP-227, ``fetch_session.py``): after a first full
+   request, each names only the partitions whose fetch offset moved, were
+   added or dropped, and the answer holds only partitions with news.
 
 A partition handed back (``unfollow``: this broker became leader, or the
 partition moved) is marked inactive under its lock, which every append to it
@@ -41,6 +44,7 @@ from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from ..network.log_limit import RateLimitedLog
 from ..metadata import BrokerEndpoint
 from ..security.inter_broker import PLAINTEXT, InterBrokerSecurity
+from .fetch_session import FetchState, FollowerFetchSession
 
 log = logging.getLogger("broker.replication.fetcher")
 _disk_log = RateLimitedLog(log)  # the follower's disk errors (see _apply's caller)
@@ -65,6 +69,9 @@ _WAIT_FOR_METADATA = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_
 _LEADER_CATCHING_UP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
                        ErrorCode.LEADER_NOT_AVAILABLE}
 QUICK_RETRY_S = 0.025
+# A leader that lost or never had our fetch session: fetch in full, at once
+_SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                   ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR}
 
 
 class LeaderEpochs(Protocol):
@@ -159,6 +166,8 @@ class ReplicaFetcher:
         # newly followed from that leader interrupts the wait (see _ensure_task).
         self._polling: dict[int, KafkaConnection] = {}
         self._interrupted: set[int] = set()
+        # KIP-227: the fetch session with each leader (only the leader's loop touches it)
+        self._sessions: dict[int, FollowerFetchSession[tuple[str, int]]] = {}
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="samsa-replica-fetcher", daemon=True)
         self._stopped = False
@@ -222,6 +231,12 @@ class ReplicaFetcher:
         with self._lock:
             followed = list(self._followed.values())
         return {f.key: max(0, f.leader_high_watermark - f.log.log_end_offset) for f in followed}
+
+    def session_requests(self) -> tuple[int, int]:
+        """(full, incremental) Fetch requests sent to all leaders since start."""
+        sessions = list(self._sessions.values())
+        return (sum(s.full_requests for s in sessions),
+                sum(s.incremental_requests for s in sessions))
 
     def _partitions_of(self, leader: int) -> list[_Followed]:
         with self._lock:
@@ -390,36 +405,58 @@ class ReplicaFetcher:
     async def _fetch(self, conn: KafkaConnection, ready: list[_Followed],
                      cfg: FetcherConfig) -> None:
         R = FetchRequest
-        by_topic: dict[str, list] = {}
-        for followed in ready:  # (f below: the one an answer names, if any)
+        leader = ready[0].leader
+        session = self._sessions.setdefault(leader, FollowerFetchSession())
+        max_bytes = cfg.replica_fetch_max_bytes
+        states: dict[tuple[str, int], FetchState] = {}
+        index: dict[tuple[str, int], _Followed] = {}
+        for followed in ready:
             lg = followed.log
-            by_topic.setdefault(lg.topic, []).append(R.FetchPartition(
-                partition=lg.partition, current_leader_epoch=followed.leader_epoch,
-                fetch_offset=lg.log_end_offset, last_fetched_epoch=-1,
-                log_start_offset=lg.log_start_offset,
-                partition_max_bytes=cfg.replica_fetch_max_bytes, high_watermark=-1))
+            key = (lg.topic, lg.partition)
+            states[key] = (lg.log_end_offset, lg.log_start_offset, followed.leader_epoch,
+                           max_bytes)
+            index[key] = followed
+        nxt = session.build(states)
+        by_topic: dict[str, list] = {}
+        for key in nxt.send:
+            offset, start, epoch, _ = states[key]
+            by_topic.setdefault(key[0], []).append(R.FetchPartition(
+                partition=key[1], current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=start,
+                partition_max_bytes=max_bytes, high_watermark=-1))
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in nxt.forget:
+            forgotten.setdefault(topic, []).append(partition)
         # (Fetch v12: replica_id in the body; no topic ids, replica state or directory id yet)
         request = R(cluster_id=None, replica_id=cfg.broker_id,
                     max_wait_ms=cfg.replica_fetch_wait_max_ms,
                     min_bytes=cfg.replica_fetch_min_bytes,
                     max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0,
-                    session_id=0, session_epoch=-1,
+                    session_id=nxt.session_id, session_epoch=nxt.epoch,
                     topics=[R.FetchTopic(topic=t, partitions=ps)
                             for t, ps in by_topic.items()],
-                    forgotten_topics_data=[], rack_id="")
-        leader = ready[0].leader
+                    forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps)
+                                           for t, ps in forgotten.items()],
+                    rack_id="")
         self._polling[leader] = conn
         try:
             resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
                                     extra_wait_ms=cfg.replica_fetch_wait_max_ms)
+        except BaseException:
+            session.failed()  # the leader may have moved the session on: start over
+            raise
         finally:
             if self._polling.get(leader) is conn:
                 del self._polling[leader]
+        if not session.answered(resp.error_code, resp.session_id):
+            if resp.error_code in _SESSION_ERRORS:
+                log.info("fetch session with broker %d: %s; fetching in full", leader,
+                         ErrorCode(resp.error_code).name)
+                return  # the next round sends a full request, at once
         if resp.error_code:
             for followed in ready:
                 self._delay(followed, cfg)
             return
-        index = {f.key: f for f in ready}
         out_of_range = []
         for t in resp.responses:
             for p in t.partitions:

@@ -1,7 +1,8 @@
 """Metrics of a 3-broker cluster: consumer lag comes from each group's
 coordinator alone (one series per group and partition across the cluster),
 for partitions it holds a copy of and partitions it does not, and every
-metric the provisioned Grafana dashboard queries is exported by the brokers."""
+metric the provisioned Grafana dashboard queries is exported by the brokers;
+followers replicate through incremental fetch sessions (KIP-227)."""
 from __future__ import annotations
 
 import re
@@ -30,6 +31,15 @@ def _lag_series(metrics_ports: list[int]) -> dict[tuple[str, int], list[tuple[in
                              r'topic="([^"]+)"\} (\S+)$' % GROUP, text, re.M):
             out.setdefault((m.group(2), int(m.group(1))), []).append((broker, float(m.group(3))))
     return out
+
+
+def _sample(port: int, series: str) -> float:
+    """One series' value from a broker's /metrics (0 when it is not there)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+    return 0.0
 
 
 def test_lag_from_the_coordinator_only_and_dashboard_names_exported(cluster_factory):
@@ -75,5 +85,14 @@ def test_lag_from_the_coordinator_only_and_dashboard_names_exported(cluster_fact
         # One broker, the same for every partition: the group's coordinator.
         assert len({b for v in series.values() for b, _ in v}) == 1, series
         assert not dashboard.unexported([f"127.0.0.1:{port}" for port in ports])
+        # KIP-227: each broker follows RF 3 partitions through a fetch session
+        # with their leaders: after the first full Fetch, incremental ones
+        # (sent by the followers, served by the leaders).
+        def incremental() -> list[tuple[float, float]] | None:
+            out = [(_sample(port, 'samsa_replica_fetch_requests{kind="incremental"}'),
+                    _sample(port, 'samsa_fetch_session_requests{kind="incremental"}'))
+                   for port in ports]
+            return out if all(sent > 0 and served > 0 for sent, served in out) else None
+        wait_until(incremental, timeout=30, what="incremental fetches on every broker")
     finally:
         c.close()

@@ -15,12 +15,16 @@ import re
 import socket
 import struct
 import sys
+import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import module_broker_with
 from tests.support.java_client import JavaTools
+from tests.support.kafka_wire import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -31,10 +35,15 @@ LINES = 10_000
 STATIC_RETENTION_MS = "7200000"
 
 
+METRICS_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def module_broker(request):
     """One samsa broker for the module, stopped and its directory removed at the end."""
-    yield from module_broker_with(request, {"log.retention.ms": STATIC_RETENTION_MS})
+    yield from module_broker_with(request, {"log.retention.ms": STATIC_RETENTION_MS,
+                                            "metrics.host": "127.0.0.1",
+                                            "metrics.port": str(METRICS_PORT)})
 
 
 @pytest.fixture(autouse=True)
@@ -83,6 +92,68 @@ def test_10000_lines_each_codec_consumed_in_order(java_tools: JavaTools, module_
     # The batches were stored as the producer compressed them (compression.type=producer).
     segment = module_broker.data_dir / f"{topic}-0" / "00000000000000000000.log"
     assert _batch_codecs(segment) == {CODEC_IDS[codec]}
+
+
+def _incremental_fetches() -> float:
+    """Incremental Fetch requests the broker served (KIP-227), from its /metrics."""
+    series = 'samsa_fetch_session_requests{kind="incremental"} '
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(series):
+                return float(line.split()[-1])
+    return 0.0
+
+
+def test_consumer_reads_through_a_fetch_session_every_record_once_as_partitions_grow(
+        java_tools: JavaTools, module_broker):
+    """The Java consumer opens a fetch session and fetches incrementally; the
+    partitions added to its assignment join the session; it reads every record once."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    b = module_broker.bootstrap
+    topic, total = "fetch-session", 600
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    before = _incremental_fetches()
+    consumer = java_tools.popen(
+        "ConsoleConsumer", "--bootstrap-server", b, "--topic", topic, "--group", "fetch-session",
+        "--consumer-property", "auto.offset.reset=earliest",
+        "--consumer-property", "metadata.max.age.ms=500",
+        "--max-messages", total, "--timeout-ms", 60000,
+        "--property", "print.partition=true", "--property", "print.offset=true")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(consumer.stdout), daemon=True)
+    reader.start()
+    try:
+        producer = Producer({"bootstrap.servers": b})
+        for i in range(300):
+            producer.produce(topic, b"first-%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+        wait_until(lambda: len(lines) >= 300, timeout=60, what="the first 300 records consumed")
+        assert _incremental_fetches() > before
+        admin.create_partitions([NewPartitions(topic, 6)])[topic].result(30)
+        wait_until(lambda: len(producer.list_topics(topic, timeout=10).topics[topic].partitions)
+                   == 6, timeout=30, what="the producer to see 6 partitions")
+        for i in range(300):
+            producer.produce(topic, b"second-%d" % i, partition=i % 6)
+        assert producer.flush(30) == 0
+        assert consumer.wait(timeout=90) == 0, consumer.stderr.read() if consumer.stderr else ""
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    reader.join(timeout=10)
+    rows = [line.rstrip("\n").split("\t") for line in lines]
+    # (Partition:N, Offset:N, value), each once: nothing skipped, nothing twice
+    assert len(rows) == total and len({tuple(r) for r in rows}) == total
+    by_partition = {}
+    for part, _, value in rows:
+        by_partition.setdefault(part, []).append(value)
+    assert {p: len(v) for p, v in by_partition.items()} == {
+        **{f"Partition:{p}": 150 for p in range(3)}, **{f"Partition:{p}": 50 for p in range(3, 6)}}
+    assert sorted(v for vs in by_partition.values() for v in vs) == sorted(
+        [f"first-{i}" for i in range(300)] + [f"second-{i}" for i in range(300)])
 
 
 def test_topics_create_list_describe_alter_delete(java_tools: JavaTools, module_broker):

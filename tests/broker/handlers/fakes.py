@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
 from samsa.broker import features
+from samsa.broker.fetch_sessions import FetchSessionCache
 from samsa.broker.cluster.reassignment import Reassignment
 from samsa.broker.groups.share.service import ShareService
 from samsa.broker.groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
@@ -529,6 +530,7 @@ class FakeServices:
     txn_marker_hook: Callable[[int, int, bool], None] | None = None
     sasl: Sasl = dataclasses.field(default_factory=FakeSasl)
     acls: FakeAcls | None = None
+    fetch_sessions: FetchSessionCache = dataclasses.field(default_factory=FetchSessionCache)
 
     def __post_init__(self) -> None:
         self.topics = FakeTopics(self.store)

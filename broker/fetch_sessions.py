@@ -1,0 +1,340 @@
+"""Incremental fetch sessions on the broker (KIP-227, Kafka's FetchSession.scala).
+
+A fetcher that names thousands of partitions need not name them all on every
+Fetch: its first request (v7+, session id 0, epoch 0) makes a session holding
+each partition's fetch state, and each later request (that id, the next
+epoch) names only the partitions whose fetch offset, limits or leader epoch
+changed, plus ``forgotten_topics_data`` to drop some. The answer to such an
+incremental request lists only the partitions worth telling about: records,
+an error, a moved high watermark, last stable or log start offset, or a
+preferred read replica (Kafka's rules).
+
+This module is the decision alone: plain, typed state fed each request's
+partitions and each answer's outcomes, the time given by the caller. The
+Fetch handler (broker/handlers/fetch.py) turns the wire messages into
+``Wanted`` and ``Outcome`` and back. One lock guards the cache and every
+session in it: the network threads (each its own event loop) share one cache,
+and every section it guards is a few dictionary operations per partition.
+
+Session ids and epochs (``FetchMetadata`` in Kafka):
+
+- id 0, epoch -1: a fetch without a session (older clients, or no session
+  wanted); id N, epoch -1: close session N, then the same;
+- id 0 or N, epoch 0: a full fetch (closing N first) that opens a session when
+  the cache has room (``max.incremental.fetch.session.cache.slots``);
+- id N, epoch E > 0: incremental; an unknown id is FETCH_SESSION_ID_NOT_FOUND,
+  another epoch than the session's INVALID_FETCH_SESSION_EPOCH, a request that
+  names topics otherwise (ids v13+, names before) than the session was made
+  with FETCH_SESSION_TOPIC_ID_ERROR. An incremental request that leaves the
+  session empty closes it (answered without a session).
+
+When the cache is full a new session may take the place of another, as in
+Kafka: first one unused for ``eviction_ms``; else a follower's (privileged)
+session may take a consumer's, or an older-than-``eviction_ms`` one, and a
+consumer's only an older-than-``eviction_ms`` consumer's; among those the one
+with the fewest partitions goes (a session is worth its partitions).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import random
+import threading
+import uuid
+from typing import Hashable, Iterable, Iterator, Protocol, Sequence
+
+from samsa.protocol.errors import ErrorCode
+
+NO_SESSION = 0       # Kafka's INVALID_SESSION_ID
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+DEFAULT_SLOTS = 1000
+DEFAULT_EVICTION_MS = 120_000   # min.incremental.fetch.session.eviction.ms
+
+# A partition as a session knows it: by topic id (v13+) or by name, and index
+PartitionKey = tuple[Hashable, int]
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after ``epoch``: 1 after the initial one, wrapping past int32 to 1."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch >= 0x7FFFFFFF else epoch + 1
+
+
+@dataclasses.dataclass(slots=True)
+class Wanted:
+    """One partition a request names: where to read and how much."""
+    topic: str | None          # None: named by an id this broker does not know
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int = -1     # current_leader_epoch (v9+)
+    log_start_offset: int = -1  # the fetcher's own (a follower's, v5+)
+
+    def key(self, uses_topic_ids: bool) -> PartitionKey:
+        return (self.topic_id if uses_topic_ids else self.topic, self.partition)
+
+
+class Outcome(Protocol):
+    """What a partition's answer says, as far as the session cares (the Fetch
+    response's PartitionData is one: no copy is made per partition)."""
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def preferred_read_replica(self) -> int: ...
+    @property
+    def records(self) -> object: ...  # empty (falsy) when the answer has none
+
+
+@dataclasses.dataclass(slots=True)
+class Answered:
+    """An Outcome of its own (tests, and callers without a response at hand)."""
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: object = b""
+    preferred_read_replica: int = -1
+
+
+@dataclasses.dataclass(slots=True)
+class _Cached:
+    """A partition in a session: the fetch state the fetcher last sent, and the
+    offsets it was last told (-1: tell it again)."""
+    wanted: Wanted
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+    def must_answer(self, out: Outcome) -> bool:
+        """Whether an incremental answer lists this partition; remembers what it tells."""
+        must = bool(out.records) or out.preferred_read_replica >= 0
+        if out.error_code:
+            self.high_watermark = -1  # so the partition is answered again once it recovers
+            return True
+        if self.high_watermark != out.high_watermark:
+            self.high_watermark = out.high_watermark
+            must = True
+        if self.last_stable_offset != out.last_stable_offset:
+            self.last_stable_offset = out.last_stable_offset
+            must = True
+        if self.log_start_offset != out.log_start_offset:
+            self.log_start_offset = out.log_start_offset
+            must = True
+        return must
+
+
+class FetchSession:
+    """One fetcher's session: its partitions in fetch order (dicts keep it)."""
+    __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "epoch", "created_ms",
+                 "last_used_ms")
+
+    def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool,
+                 partitions: dict[PartitionKey, _Cached], now_ms: int) -> None:
+        self.id = session_id
+        self.privileged = privileged  # a follower's: evicted last
+        self.uses_topic_ids = uses_topic_ids
+        self.partitions = partitions
+        self.epoch = next_epoch(INITIAL_EPOCH)  # the epoch the next request must carry
+        self.created_ms = now_ms
+        self.last_used_ms = now_ms
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+
+class Kind(enum.Enum):
+    SESSIONLESS = "sessionless"  # answered in full, session id 0
+    FULL = "full"                # answered in full; opens a session if there is room
+    INCREMENTAL = "incremental"  # the session's partitions; only those that changed answered
+    ERROR = "error"              # a session error: answered with the code alone
+
+
+@dataclasses.dataclass
+class FetchContext:
+    """How to serve one Fetch: which partitions to read, and (``finish``) what to answer."""
+    kind: Kind
+    partitions: list[Wanted]  # to read, in this order
+    error: ErrorCode = ErrorCode.NONE
+    session: FetchSession | None = None  # INCREMENTAL
+    privileged: bool = False
+    uses_topic_ids: bool = False
+
+
+class FetchSessionCache:
+    """Every session on this broker, shared by the network threads."""
+
+    def __init__(self, max_sessions: int = DEFAULT_SLOTS,
+                 eviction_ms: int = DEFAULT_EVICTION_MS) -> None:
+        self.max_sessions = max_sessions
+        self.eviction_ms = eviction_ms
+        self._sessions: dict[int, FetchSession] = {}
+        self._lock = threading.Lock()
+        self._random = random.Random()
+        # counted for the metrics endpoint
+        self.incremental_fetches = 0
+        self.full_fetches = 0       # full fetches that asked for a session (epoch 0)
+        self.sessionless_fetches = 0
+        self.session_errors = 0
+        self.evictions = 0
+
+    # ------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self._sessions.get(session_id)
+
+    def cached_partitions(self) -> int:
+        with self._lock:
+            return sum(len(s) for s in self._sessions.values())
+
+    # ------------------------------------------------------------ a request
+
+    def new_context(self, session_id: int, epoch: int, wanted: list[Wanted],
+                    forgotten: Iterable[PartitionKey], *, privileged: bool,
+                    uses_topic_ids: bool, now_ms: int) -> FetchContext:
+        """Decide how to serve a Fetch v7+ (older ones are SESSIONLESS: see ``sessionless``)."""
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != NO_SESSION:
+                with self._lock:
+                    self._sessions.pop(session_id, None)
+            if epoch == FINAL_EPOCH:
+                self.sessionless_fetches += 1
+                return FetchContext(Kind.SESSIONLESS, wanted)
+            self.full_fetches += 1
+            return FetchContext(Kind.FULL, wanted, privileged=privileged,
+                                uses_topic_ids=uses_topic_ids)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+            elif session.epoch != epoch:
+                error = ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            elif session.uses_topic_ids != uses_topic_ids:
+                error = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+            else:
+                error = ErrorCode.NONE
+                for w in wanted:  # added, or updated in place (keeping its place)
+                    key = w.key(uses_topic_ids)
+                    cached = session.partitions.get(key)
+                    if cached is None:
+                        session.partitions[key] = _Cached(w)
+                    else:
+                        before = cached.wanted
+                        if (w.leader_epoch != before.leader_epoch
+                                or w.fetch_offset < before.fetch_offset):
+                            # a new leader epoch, a truncated follower or a
+                            # consumer's seek back: whatever it was told may be
+                            # stale to it now, so tell it all again
+                            cached.high_watermark = -1
+                        cached.wanted = w
+                for key in forgotten:  # one never in the session is no error (as in Kafka)
+                    session.partitions.pop(key, None)
+                if not session.partitions:
+                    del self._sessions[session.id]
+                    self.incremental_fetches += 1
+                    return FetchContext(Kind.SESSIONLESS, [])
+                session.last_used_ms = now_ms
+                session.epoch = next_epoch(session.epoch)
+                self.incremental_fetches += 1
+                return FetchContext(Kind.INCREMENTAL,
+                                    [c.wanted for c in session.partitions.values()],
+                                    session=session, privileged=session.privileged,
+                                    uses_topic_ids=uses_topic_ids)
+        self.session_errors += 1
+        return FetchContext(Kind.ERROR, [], error=error)
+
+    @staticmethod
+    def sessionless(wanted: list[Wanted]) -> FetchContext:
+        return FetchContext(Kind.SESSIONLESS, wanted)
+
+    def finish(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int
+               ) -> tuple[int, list[int]]:
+        """Once the partitions of ``ctx`` were read (``outcomes`` in the same
+        order): (the session id to answer, the indexes of the partitions to answer)."""
+        everything = list(range(len(outcomes)))
+        if ctx.kind is Kind.FULL:
+            return self._maybe_create(ctx, outcomes, now_ms), everything
+        if ctx.kind is not Kind.INCREMENTAL:
+            return NO_SESSION, everything
+        session = ctx.session
+        assert session is not None
+        answered = []
+        with self._lock:
+            parts = session.partitions
+            moved: list[PartitionKey] = []
+            for i, (w, out) in enumerate(zip(ctx.partitions, outcomes)):
+                key = w.key(session.uses_topic_ids)
+                cached = parts.get(key)
+                if cached is None:  # forgotten by a later request meanwhile
+                    continue
+                if cached.must_answer(out):
+                    answered.append(i)
+                    if out.records:
+                        moved.append(key)
+            # Partitions that had records go to the end of the fetch order, so
+            # a response's max_bytes does not always go to the same ones.
+            for key in moved:
+                parts[key] = parts.pop(key)
+        return session.id, answered
+
+    # ------------------------------------------------------------ sessions
+
+    def _maybe_create(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int) -> int:
+        if not ctx.partitions:
+            return NO_SESSION
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions and not self._evict_for(
+                    ctx.privileged, len(ctx.partitions), now_ms):
+                return NO_SESSION
+            partitions: dict[PartitionKey, _Cached] = {}
+            for w, out in zip(ctx.partitions, outcomes):
+                cached = _Cached(w)
+                cached.must_answer(out)
+                partitions[w.key(ctx.uses_topic_ids)] = cached
+            session_id = self._new_id()
+            self._sessions[session_id] = FetchSession(session_id, ctx.privileged,
+                                                      ctx.uses_topic_ids, partitions, now_ms)
+            return session_id
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._random.randint(1, 0x7FFFFFFF)
+            if session_id not in self._sessions:
+                return session_id
+
+    def _evict_for(self, privileged: bool, size: int, now_ms: int) -> bool:
+        """Make room for a new session of ``size`` partitions (under the lock)."""
+        if not self._sessions:
+            return False
+        stale = min(self._sessions.values(), key=lambda s: s.last_used_ms)
+        if now_ms - stale.last_used_ms > self.eviction_ms:
+            self._evict(stale)
+            return True
+        # (privileged, size, id): the least valuable first, as Kafka's EvictableKey
+        candidates = [s for s in self._evictable(privileged, now_ms)
+                      if (s.privileged, len(s)) <= (privileged, size)]
+        if not candidates:
+            return False
+        self._evict(min(candidates, key=lambda s: (s.privileged, len(s), s.id)))
+        return True
+
+    def _evictable(self, privileged: bool, now_ms: int) -> Iterator[FetchSession]:
+        for s in self._sessions.values():
+            old = now_ms - s.created_ms > self.eviction_ms
+            if old or (privileged and not s.privileged):
+                yield s
+
+    def _evict(self, session: FetchSession) -> None:
+        del self._sessions[session.id]
+        self.evictions += 1

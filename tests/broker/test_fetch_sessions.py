@@ -1,0 +1,189 @@
+"""The fetch session cache (KIP-227): which requests open, use, close or are
+refused a session, what an incremental answer lists, and which session makes
+room for another. Time is a number the test passes."""
+from __future__ import annotations
+
+import uuid
+
+from samsa.broker.fetch_sessions import Answered, FetchSessionCache, Kind, Wanted, next_epoch
+from samsa.protocol.errors import ErrorCode
+
+NO_ID = uuid.UUID(int=0)
+T0 = 1_000_000
+
+
+def _w(partition: int, offset: int = 0, topic: str = "t") -> Wanted:
+    return Wanted(topic, NO_ID, partition, offset, 1 << 20)
+
+
+def _quiet(hw: int = 10) -> Answered:
+    return Answered(0, hw, hw, 0)
+
+
+def _open(cache: FetchSessionCache, *partitions: int, privileged: bool = False,
+          now: int = T0) -> int:
+    """A full fetch (epoch 0) of ``partitions``, all answered quiet: the session id."""
+    ctx = cache.new_context(0, 0, [_w(p) for p in partitions], [], privileged=privileged,
+                            uses_topic_ids=False, now_ms=now)
+    assert ctx.kind is Kind.FULL
+    session_id, answered = cache.finish(ctx, [_quiet() for _ in partitions], now)
+    assert answered == list(range(len(partitions)))
+    return session_id
+
+
+def _incremental(cache: FetchSessionCache, session_id: int, epoch: int, wanted=(),
+                 forgotten=(), now: int = T0):
+    return cache.new_context(session_id, epoch, list(wanted), list(forgotten),
+                             privileged=False, uses_topic_ids=False, now_ms=now)
+
+
+def test_a_full_fetch_opens_a_session_and_the_next_epoch_reads_all_its_partitions():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1, 2)
+    assert sid != 0 and len(cache) == 1
+    ctx = _incremental(cache, sid, 1)
+    assert ctx.kind is Kind.INCREMENTAL
+    assert [w.partition for w in ctx.partitions] == [0, 1, 2]
+    # nothing changed: nothing answered, the same session
+    assert cache.finish(ctx, [_quiet(), _quiet(), _quiet()], T0) == (sid, [])
+
+
+def test_an_incremental_answer_lists_records_errors_and_moved_offsets_only():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1, 2, 3, 4)
+    ctx = _incremental(cache, sid, 1)
+    outcomes = [_quiet(),
+                Answered(0, 10, 10, 0, records=b"x"),
+                Answered(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1),
+                _quiet(hw=11),
+                Answered(0, 10, 10, 3)]  # log start moved
+    assert cache.finish(ctx, outcomes, T0) == (sid, [1, 2, 3, 4])
+    # the partition that had an error is told again once it recovers
+    ctx = _incremental(cache, sid, 2)
+    now = {0: _quiet(), 1: _quiet(), 2: _quiet(), 3: _quiet(11), 4: Answered(0, 10, 10, 3)}
+    answered = cache.finish(ctx, [now[w.partition] for w in ctx.partitions], T0)[1]
+    assert [ctx.partitions[i].partition for i in answered] == [2]
+
+
+def test_partitions_with_records_go_to_the_end_of_the_fetch_order():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1, 2)
+    ctx = _incremental(cache, sid, 1)
+    cache.finish(ctx, [Answered(0, 10, 10, 0, b"x"), _quiet(), _quiet()], T0)
+    assert [w.partition for w in _incremental(cache, sid, 2).partitions] == [1, 2, 0]
+
+
+def test_an_incremental_request_adds_updates_and_forgets_partitions():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1)
+    ctx = _incremental(cache, sid, 1, wanted=[_w(1, offset=7), _w(5)], forgotten=[("t", 0)])
+    assert [(w.partition, w.fetch_offset) for w in ctx.partitions] == [(1, 7), (5, 0)]
+    # a new partition is always answered the first time (nothing told yet)
+    assert cache.finish(ctx, [_quiet(), _quiet()], T0) == (sid, [1])
+
+
+def test_forgetting_a_partition_never_in_the_session_is_no_error():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    ctx = _incremental(cache, sid, 1, forgotten=[("t", 9), ("other", 0)])
+    assert ctx.kind is Kind.INCREMENTAL and [w.partition for w in ctx.partitions] == [0]
+
+
+def test_forgetting_every_partition_closes_the_session():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    ctx = _incremental(cache, sid, 1, forgotten=[("t", 0)])
+    assert ctx.kind is Kind.SESSIONLESS and len(cache) == 0
+
+
+def test_session_errors_have_kafkas_codes():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    assert _incremental(cache, sid + 1, 1).error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert _incremental(cache, sid, 5).error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    ctx = cache.new_context(sid, 1, [], [], privileged=False, uses_topic_ids=True, now_ms=T0)
+    assert ctx.error == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    # none of these moved the session on: the right epoch still works
+    assert _incremental(cache, sid, 1).kind is Kind.INCREMENTAL
+    # an epoch used once is not accepted twice
+    assert _incremental(cache, sid, 1).error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+
+
+def test_epoch_minus_one_closes_the_session_and_reads_without_one():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    ctx = cache.new_context(sid, -1, [_w(3)], [], privileged=False, uses_topic_ids=False,
+                            now_ms=T0)
+    assert ctx.kind is Kind.SESSIONLESS and len(cache) == 0
+    assert cache.finish(ctx, [_quiet()], T0) == (0, [0])
+
+
+def test_a_full_fetch_naming_its_session_replaces_it():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    ctx = cache.new_context(sid, 0, [_w(1)], [], privileged=False, uses_topic_ids=False,
+                            now_ms=T0)
+    assert ctx.kind is Kind.FULL and cache.get(sid) is None
+    new_id, _ = cache.finish(ctx, [_quiet()], T0)
+    assert new_id not in (0, sid) and len(cache) == 1
+
+
+def test_no_room_no_session_and_zero_slots_means_none_ever():
+    cache = FetchSessionCache(max_sessions=0)
+    assert _open(cache, 0) == 0
+    cache = FetchSessionCache(max_sessions=1)
+    assert _open(cache, 0) != 0
+    assert _open(cache, 0, 1) == 0  # a consumer cannot evict a fresh consumer session
+
+
+def test_a_session_unused_for_the_eviction_time_makes_room():
+    cache = FetchSessionCache(max_sessions=1, eviction_ms=1000)
+    old = _open(cache, 0, 1, 2)
+    new = _open(cache, 0, now=T0 + 1001)
+    assert new != 0 and cache.get(old) is None and cache.evictions == 1
+
+
+def test_a_follower_evicts_a_consumer_but_not_another_fresh_follower():
+    cache = FetchSessionCache(max_sessions=1, eviction_ms=1000)
+    consumer = _open(cache, 0, 1, 2, 3)
+    follower = _open(cache, 0, privileged=True, now=T0 + 10)
+    assert follower != 0 and cache.get(consumer) is None
+    assert _open(cache, 0, 1, 2, privileged=True, now=T0 + 20) == 0
+    assert _open(cache, 0, 1, 2, now=T0 + 20) == 0
+
+
+def test_among_old_sessions_the_smallest_goes_and_only_for_a_bigger_one():
+    cache = FetchSessionCache(max_sessions=2, eviction_ms=1000)
+    big = _open(cache, 0, 1, 2)
+    small = _open(cache, 0)
+    # both older than the eviction time, both used recently
+    for sid in (big, small):
+        ctx = _incremental(cache, sid, 1, now=T0 + 1500)
+        cache.finish(ctx, [_quiet()] * len(ctx.partitions), T0 + 1500)
+    assert _open(cache, 0, 1, now=T0 + 1600) != 0
+    assert cache.get(small) is None and cache.get(big) is not None
+
+
+def test_epochs_wrap_past_int32_to_one():
+    assert next_epoch(0) == 1 and next_epoch(0x7FFFFFFF) == 1 and next_epoch(-1) == -1
+
+
+def test_sessions_keyed_by_topic_id_tell_topics_apart_by_id():
+    cache = FetchSessionCache()
+    a, b = uuid.uuid4(), uuid.uuid4()
+    ctx = cache.new_context(0, 0, [Wanted(None, a, 0, 0, 100), Wanted(None, b, 0, 0, 100)], [],
+                            privileged=False, uses_topic_ids=True, now_ms=T0)
+    sid, _ = cache.finish(ctx, [_quiet(), _quiet()], T0)
+    ctx = cache.new_context(sid, 1, [], [(a, 0)], privileged=False, uses_topic_ids=True,
+                            now_ms=T0)
+    assert [w.topic_id for w in ctx.partitions] == [b]
+
+
+def test_a_new_leader_epoch_or_a_fetch_offset_moved_back_is_answered_again():
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1, 2)
+    moved = [Wanted("t", NO_ID, 0, 0, 1 << 20, leader_epoch=3), _w(1, offset=5)]
+    ctx = _incremental(cache, sid, 1, wanted=moved)
+    assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [0])  # the new epoch
+    ctx = _incremental(cache, sid, 2, wanted=[_w(1, offset=2)])  # truncated back
+    assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [1])
