@@ -10,6 +10,15 @@ as soon as it is opened, so a partition is never served before its role is
 known, and for a single partition when a request finds this broker named its
 leader at an epoch not taken up yet (``take_up``).
 
+A log not loaded yet whose end its checkpoints do not tell (after an unclean
+stop it is recovered on its load: storage/lazy_log.py) is not loaded by a
+pass: its role reads its end, so it is taken up once the log is loaded
+(``log_loaded``, from the background loader) or by its first request
+(``take_up``). A restart after a kill -9 with 10,000 partitions otherwise
+recovered every log on the pass's one thread before a single role was taken
+up. The internal topics' logs are the exception: their coordinators load as
+they are led.
+
 The ISR thread writes the ISR changes leaders propose (a follower caught up,
 or lagging for longer than ``replica.lag.time.max.ms``) to the store, one at a
 time, conditionally on the state version the leader knows: a leader that was
@@ -55,6 +64,7 @@ LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a s
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
     """A local log (storage.Log) whose role the manager sets: led here, or
     followed by the fetcher."""
+    def knows_end(self) -> bool: ...
 
 
 class Logs(Protocol):
@@ -92,6 +102,8 @@ class ReplicaManager:
         self.follower = follower
         self._leaders: dict[TopicPartition, LeaderReplica] = {}
         self._pass_lines: int | None = None  # role changes logged at DEBUG in this pass
+        # logs whose role waits for their load (guarded by _roles_lock; see the module doc)
+        self._deferred: set[TopicPartition] = set()
         self._pass_thread: threading.Thread | None = None
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
@@ -168,6 +180,8 @@ class ReplicaManager:
             with durable_batch():
                 for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
                     with self._roles_lock:
+                        if self._defer(topic, partition, lg):
+                            continue
                         try:
                             self._sync(topic, partition, lg)
                         except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
@@ -178,20 +192,48 @@ class ReplicaManager:
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:
             for key in gone:
+                self._deferred.discard(key)
                 if key in self._leaders and self._logs.get_log(*key) is None:
                     self._give_up(key)
                 if self.follower is not None and self._logs.get_log(*key) is None:
                     self.follower.unfollow(*key)
             if everything:
                 logs = self._logs.all_logs()  # as now: one opened during the pass stays
+                self._deferred.intersection_update(logs)
                 for key in [k for k in self._leaders if k not in logs]:
                     self._give_up(key)
                 if self.follower is not None:
                     self.follower.keep_only(set(logs))  # a deleted topic's partitions
 
     def log_opened(self, lg: ManagedLog) -> None:
+        """A log opened (at start, or created): its role now, or once it is loaded."""
         with self._roles_lock:
-            self._sync(lg.topic, lg.partition, lg)
+            if not self._defer(lg.topic, lg.partition, lg):
+                self._sync(lg.topic, lg.partition, lg)
+
+    def log_loaded(self, lg: ManagedLog) -> None:
+        """A log has been loaded (the background loader's ``on_loaded``): the role
+        a pass left for its load is taken up now, from the metadata as it is now."""
+        key = (lg.topic, lg.partition)
+        with self._roles_lock:
+            if key in self._deferred and self._logs.get_log(*key) is lg:
+                self._deferred.discard(key)
+                self._sync(lg.topic, lg.partition, lg)
+
+    def deferred(self) -> int:
+        """How many logs' roles wait for their load."""
+        return len(self._deferred)
+
+    def _defer(self, topic: str, partition: int, lg: ManagedLog) -> bool:
+        """Whether the log's role waits for its load (the module doc's rule);
+        called under _roles_lock, as log_loaded is: a log loaded meanwhile is
+        either seen loaded here or found deferred there."""
+        key = (topic, partition)
+        if lg.knows_end() or topic.startswith("__"):
+            self._deferred.discard(key)
+            return False
+        self._deferred.add(key)
+        return True
 
     def take_up(self, topic: str, partition: int) -> LeaderReplica | None:
         """The partition's role from the metadata as it is now, at once: the
@@ -204,7 +246,9 @@ class ReplicaManager:
             return None  # not opened here yet: opening it takes the role up
         with self._roles_lock:
             try:
+                # (a deferred log is loaded here: the request needs it anyway)
                 self._sync(topic, partition, lg)
+                self._deferred.discard((topic, partition))
             except Exception:  # noqa: BLE001 - the role worker logs it and tries again
                 # A role change that fails (a disk error writing the leader
                 # epoch) is not this request's error: it is answered as if
