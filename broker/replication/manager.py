@@ -56,8 +56,6 @@ log = logging.getLogger("broker.replication")
 
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
-# Role changes whose leader-epoch checkpoints are made durable together (sync_roles)
-ROLES_PER_DURABLE_BATCH = 1000
 LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a summary
 
 
@@ -105,6 +103,7 @@ class ReplicaManager:
         # logs whose role waits for their load (guarded by _roles_lock; see the module doc)
         self._deferred: set[TopicPartition] = set()
         self._pass_thread: threading.Thread | None = None
+        self._roles_done = 0.0  # when the last pass had taken its roles up (its log line)
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
@@ -150,12 +149,16 @@ class ReplicaManager:
                 else:
                     items.append((key, lg))
         self._pass_lines = 0 if len(items) > LOGGED_ONE_BY_ONE else None
+        started = time.monotonic()
         try:
             failed = self._sync_each(items)
         finally:
             lines, self._pass_lines = self._pass_lines, None
         if lines:
-            log.info("leading %d more partitions at new epochs (each at DEBUG)", lines)
+            done = time.monotonic()
+            log.info("leading %d more partitions at new epochs (each at DEBUG); the pass's "
+                     "%d roles taken up in %.2f s, their leader epochs durable %.2f s later",
+                     lines, len(items), self._roles_done - started, done - self._roles_done)
         self._clean_up(gone, partitions is None or topics_changed)
         if failed:
             raise RolesNotTakenUp(failed)
@@ -173,20 +176,25 @@ class ReplicaManager:
         """Each partition's role; those that failed (each logged) are returned."""
         self._pass_thread = threading.current_thread()
         failed: list[TopicPartition] = []
-        for at in range(0, len(items), ROLES_PER_DURABLE_BATCH):
-            # Each partition this broker comes to lead writes its leader-epoch
-            # checkpoint: made durable together (a syncfs), not with two fsyncs
-            # each (a failover at 30,000 partitions moves 10,000 leaders here).
-            with durable_batch():
-                for (topic, partition), lg in items[at:at + ROLES_PER_DURABLE_BATCH]:
-                    with self._roles_lock:
-                        if self._defer(topic, partition, lg):
-                            continue
-                        try:
-                            self._sync(topic, partition, lg)
-                        except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
-                            log.warning("taking up the role of %s-%d failed: %s", topic, partition, e)
-                            failed.append((topic, partition))
+        # Each partition this broker comes to lead writes its leader-epoch
+        # checkpoint: made durable together at the end of the pass (a syncfs,
+        # then a rename each), not with two fsyncs each, and after every role
+        # of the pass is taken up. Committed every 1,000 roles, the roles after
+        # each commit waited for its renames: about 1.5 ms each where the file
+        # system discards the replaced file's block (mount -o discard), seconds
+        # of a failover that moves thousands of leaders here. The new epoch is
+        # in the log's memory (what requests read) from the start either way.
+        with durable_batch():
+            for (topic, partition), lg in items:
+                with self._roles_lock:
+                    if self._defer(topic, partition, lg):
+                        continue
+                    try:
+                        self._sync(topic, partition, lg)
+                    except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
+                        log.warning("taking up the role of %s-%d failed: %s", topic, partition, e)
+                        failed.append((topic, partition))
+            self._roles_done = time.monotonic()
         return failed
 
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:

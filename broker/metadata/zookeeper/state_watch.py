@@ -116,6 +116,9 @@ class PartitionStateWatch:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="samsa-zk-states", daemon=True)
         self._failing = False  # the last batch had reads ZooKeeper did not answer
+        # of the read in progress (its log line): the oldest news' mtime, time handing over
+        self._oldest_news_ms: int | None = None
+        self._delivering_s = 0.0
 
     def start(self) -> None:
         self._zk.add_listener(self._on_connection)
@@ -159,14 +162,22 @@ class PartitionStateWatch:
             if not batch:
                 continue
             started = time.monotonic()
+            self._oldest_news_ms = None
+            self._delivering_s = 0.0
             try:
                 again, requests = self._read(batch)
             except Exception:  # noqa: BLE001 - the reader must not die
                 log.exception("reading partition states failed")
                 again, requests = list(batch), 0
             if len(batch) >= LOGGED_FROM:
-                log.info("read %d partition states in %.2f s (%d chunks of up to %d)",
-                         len(batch), time.monotonic() - started, requests, READS_AT_ONCE)
+                # (a znode's mtime is ZooKeeper's clock: on another host, an estimate)
+                oldest = self._oldest_news_ms
+                log.info("read %d partition states in %.2f s (%d chunks of up to %d; handing "
+                         "over %.2f s)%s", len(batch), time.monotonic() - started, requests,
+                         READS_AT_ONCE, self._delivering_s,
+                         "" if oldest is None else
+                         "; the oldest change was written %.2f s before" % (
+                             time.time() - oldest / 1000))
             with self._lock:
                 for tp in again:
                     self._reads.changed(tp)
@@ -231,7 +242,12 @@ class PartitionStateWatch:
         with self._lock:
             news = self._reads.news(read)
         if news:
+            oldest = min((stat.mtime for _, _, stat in news if stat is not None), default=None)
+            if oldest is not None and (self._oldest_news_ms is None or oldest < self._oldest_news_ms):
+                self._oldest_news_ms = oldest
+            began = time.monotonic()
             try:
                 self._deliver(news)
             except Exception:  # noqa: BLE001
                 log.exception("handing over partition states failed")
+            self._delivering_s += time.monotonic() - began
