@@ -144,6 +144,10 @@ class UnloadedLog(Log):
         return object.__getattribute__(self, name)
 
     # ------------------------------------------------------------ answered unloaded
+    # Each override below calls ``Log.<method>(self, ...)``, never ``super()``:
+    # another thread may load the log (and swap its class to Log) between the
+    # call's lookup of the method and its fall-through, and zero-argument
+    # super() then fails, since the object is no longer an UnloadedLog.
     def knows_end(self) -> bool:
         return self.loaded or self._end_if_clean is not None
 
@@ -182,14 +186,14 @@ class UnloadedLog(Log):
                                 self.partition, self._claimed_id, topic_id)
                 self.__dict__["topic_id"] = self._claimed_id = topic_id
                 return
-        super().claim_topic_id(topic_id)
+        Log.claim_topic_id(self, topic_id)
 
     def begin_leader_epoch(self, epoch: int) -> None:
         with self._load_lock:
             if not self.loaded and self._end_if_clean is not None:
                 self._pending_epoch = max(self._pending_epoch, epoch)
                 return
-        super().begin_leader_epoch(epoch)
+        Log.begin_leader_epoch(self, epoch)
 
     def update_high_watermark(self, offset: int) -> bool:
         with self._load_lock:
@@ -199,7 +203,7 @@ class UnloadedLog(Log):
                     self.high_watermark = hw
                     return True
                 return False
-        return super().update_high_watermark(offset)
+        return Log.update_high_watermark(self, offset)
 
     def offset_to_checkpoint(self, name: str) -> int | None:
         with self._load_lock:
@@ -213,32 +217,32 @@ class UnloadedLog(Log):
         with self._load_lock:
             if not self.loaded:
                 return 0
-        return super().unflushed_messages()
+        return Log.unflushed_messages(self)
 
     def flush(self) -> None:
         with self._load_lock:
             if not self.loaded:
                 return
-        super().flush()
+        Log.flush(self)
 
     def close(self) -> None:
         with self._load_lock:
             if not self.loaded:
                 self.closed = True
                 return
-        super().close()
+        Log.close(self)
 
     def close_handles(self, trim: bool = True) -> None:
         with self._load_lock:
             if not self.loaded:
                 self.closed = True
                 return
-        super().close_handles(trim)
+        Log.close_handles(self, trim)
 
     def __repr__(self) -> str:
         if not self.loaded:
             return f"Log({self.topic}-{self.partition}, not loaded)"
-        return super().__repr__()
+        return Log.__repr__(self)
 
 
 class BackgroundLoader(threading.Thread):

@@ -234,3 +234,27 @@ def test_the_background_pass_reports_each_log_once_loaded_whoever_loaded_it(tmp_
     assert reported[-1] == "done"
     assert sorted(reported[:-1]) == [(0, True), (1, True), (3, True)]
     assert all(lg.knows_end() for lg in lm.all_logs().values())
+
+
+def test_a_call_begun_on_an_unloaded_log_that_another_thread_loads_meanwhile_goes_through(
+        tmp_path, managers):
+    """A role take-up looked up ``begin_leader_epoch`` on an unloaded log while
+    the background pass loaded it (its class became Log): the call then raised
+    TypeError, the leader role was not taken up after a kill -9, and a request
+    was answered NOT_LEADER_OR_FOLLOWER. The lookup and the load are made to
+    happen in that order here, for each method the unloaded log answers itself."""
+    d = str(tmp_path / "d")
+    lm = managers(d)
+    _fill(lm, partitions=1)
+    lm.shutdown(clean=False)   # (no end known unloaded: each call falls through to Log's)
+    lm = managers(d)
+    lg = lm.get_log("t", 0)
+    calls = [(lg.begin_leader_epoch, (3,)), (lg.update_high_watermark, (14,)),
+             (lg.claim_topic_id, (lg.topic_id or uuid.uuid4(),)),
+             (lg.unflushed_messages, ()), (lg.flush, ()), (lg.__repr__, ())]
+    threading.Thread(target=lg.load).start()
+    wait_until(lambda: lg.loaded, 30, "the other thread's load")
+    for method, args in calls:
+        method(*args)
+    assert lg.leader_epochs.latest_epoch == 3
+    assert lg.append(batch_of(1)).first_offset == 14
