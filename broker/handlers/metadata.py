@@ -154,8 +154,8 @@ class _Cache:
             return
         self._every[(listener, version)] = (known, token, list(topics))
         for cache in (self._entries, self._encoded):
-            gone = [k for k in cache if k[0] not in known]
-            for k in gone:
+            # (list(): a copy taken at once, as other loops' threads may add entries)
+            for k in [k for k in list(cache) if k[0] not in known]:
                 cache.pop(k, None)
 
     def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
