@@ -57,6 +57,11 @@ log = logging.getLogger("broker.replication")
 ISR_WRITE_RETRY_S = 0.5  # after a write whose outcome is unknown (ZooKeeper away)
 CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are looked for
 LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a summary
+# A pass of this many roles or more makes its leader epochs durable on a thread
+# of its own (_sync_each), with at most this many such commits in flight.
+COMMITTED_APART_FROM = 200
+MAX_COMMITS_IN_FLIGHT = 2
+STOP_COMMITS_WAIT_S = 60.0
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -104,6 +109,8 @@ class ReplicaManager:
         self._deferred: set[TopicPartition] = set()
         self._pass_thread: threading.Thread | None = None
         self._roles_done = 0.0  # when the last pass had taken its roles up (its log line)
+        self._commits: list[threading.Thread] = []  # passes' epoch commits in flight
+        self._commits_lock = threading.Lock()
         self._roles_lock = threading.RLock()
         self._pending: list[tuple[LeaderReplica, tuple[int, ...]]] = []
         self._pending_lock = threading.Lock()
@@ -155,10 +162,9 @@ class ReplicaManager:
         finally:
             lines, self._pass_lines = self._pass_lines, None
         if lines:
-            done = time.monotonic()
             log.info("leading %d more partitions at new epochs (each at DEBUG); the pass's "
-                     "%d roles taken up in %.2f s, their leader epochs durable %.2f s later",
-                     lines, len(items), self._roles_done - started, done - self._roles_done)
+                     "%d roles taken up in %.2f s", lines, len(items),
+                     self._roles_done - started)
         self._clean_up(gone, partitions is None or topics_changed)
         if failed:
             raise RolesNotTakenUp(failed)
@@ -173,29 +179,81 @@ class ReplicaManager:
             log.debug(fmt, *args)
 
     def _sync_each(self, items: list[tuple[TopicPartition, ManagedLog]]) -> list[TopicPartition]:
-        """Each partition's role; those that failed (each logged) are returned."""
+        """Each partition's role; those that failed (each logged) are returned.
+
+        Each partition this broker comes to lead writes its leader-epoch
+        checkpoint: made durable together at the end of the pass (a syncfs,
+        then a rename each), not with two fsyncs each, and after every role of
+        the pass is taken up (the new epoch is in the log's memory, what
+        requests read, from the start). A pass of many roles leaves that
+        commit to a thread of its own and returns once the roles are taken up:
+        where the file system discards a replaced file's blocks (mount -o
+        discard) a rename costs 1.5 ms idle and ten times that under load, and
+        a failover that moved 4,000 leaders here held the role thread for
+        30-50 s of renames while the next changes (the controller's follow-up
+        decisions, a second failover) waited."""
+        if len(items) < COMMITTED_APART_FROM:
+            with durable_batch():
+                failed = self._take_roles(items)
+                self._roles_done = time.monotonic()
+            self._log_commit(len(items))
+            return failed
+        self._reap_commits(keep=MAX_COMMITS_IN_FLIGHT - 1)
+        taken: list[list[TopicPartition]] = []
+        roles_done = threading.Event()
+
+        def run() -> None:
+            try:
+                with durable_batch():
+                    try:
+                        taken.append(self._take_roles(items))
+                        self._roles_done = time.monotonic()
+                    finally:
+                        roles_done.set()
+                self._log_commit(len(items))
+            except Exception:  # noqa: BLE001 - the epochs stay in memory; the next write retries
+                log.exception("making %d partitions' leader epochs durable failed", len(items))
+
+        committer = threading.Thread(target=run, name="samsa-roles-commit", daemon=True)
+        with self._commits_lock:
+            self._commits.append(committer)
+        committer.start()
+        roles_done.wait()
+        if not taken:
+            raise RuntimeError("taking up the roles failed (logged)")
+        return taken[0]
+
+    def _log_commit(self, roles: int) -> None:
+        took = time.monotonic() - self._roles_done
+        if roles > LOGGED_ONE_BY_ONE and took >= 0.5:
+            log.info("the leader epochs of a pass over %d roles made durable in %.2f s",
+                     roles, took)
+
+    def _take_roles(self, items: list[tuple[TopicPartition, ManagedLog]]) -> list[TopicPartition]:
         self._pass_thread = threading.current_thread()
         failed: list[TopicPartition] = []
-        # Each partition this broker comes to lead writes its leader-epoch
-        # checkpoint: made durable together at the end of the pass (a syncfs,
-        # then a rename each), not with two fsyncs each, and after every role
-        # of the pass is taken up. Committed every 1,000 roles, the roles after
-        # each commit waited for its renames: about 1.5 ms each where the file
-        # system discards the replaced file's block (mount -o discard), seconds
-        # of a failover that moves thousands of leaders here. The new epoch is
-        # in the log's memory (what requests read) from the start either way.
-        with durable_batch():
-            for (topic, partition), lg in items:
-                with self._roles_lock:
-                    if self._defer(topic, partition, lg):
-                        continue
-                    try:
-                        self._sync(topic, partition, lg)
-                    except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
-                        log.warning("taking up the role of %s-%d failed: %s", topic, partition, e)
-                        failed.append((topic, partition))
-            self._roles_done = time.monotonic()
+        for (topic, partition), lg in items:
+            with self._roles_lock:
+                if self._defer(topic, partition, lg):
+                    continue
+                try:
+                    self._sync(topic, partition, lg)
+                except Exception as e:  # noqa: BLE001 - one log must not hold back the rest
+                    log.warning("taking up the role of %s-%d failed: %s", topic, partition, e)
+                    failed.append((topic, partition))
         return failed
+
+    def _reap_commits(self, keep: int, timeout: float | None = None) -> None:
+        """Wait for the oldest commits in flight until at most ``keep`` are."""
+        while True:
+            with self._commits_lock:
+                self._commits = [t for t in self._commits if t.is_alive()]
+                if len(self._commits) <= keep:
+                    return
+                oldest = self._commits[0]
+            oldest.join(timeout)
+            if timeout is not None and oldest.is_alive():
+                return
 
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:
@@ -342,6 +400,8 @@ class ReplicaManager:
         self._wake.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=10)
+        # the leader epochs in place before the logs are closed
+        self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
         with self._roles_lock:
             for leader in self._leaders.values():
                 leader.resign()
