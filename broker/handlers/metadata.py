@@ -153,10 +153,11 @@ class _Cache:
         if not token:
             return
         self._every[(listener, version)] = (known, token, list(topics))
-        for cache in (self._entries, self._encoded):
-            # (list(): a copy taken at once, as other loops' threads may add entries)
-            for k in [k for k in list(cache) if k[0] not in known]:
-                cache.pop(k, None)
+        # (list(): a copy taken at once, as other loops' threads may add entries)
+        for entry in [k for k in list(self._entries) if k[0] not in known]:
+            self._entries.pop(entry, None)
+        for encoded in [k for k in list(self._encoded) if k[0] not in known]:
+            self._encoded.pop(encoded, None)
 
     def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
               reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
