@@ -85,3 +85,24 @@ def test_a_pass_of_many_roles_makes_their_epochs_durable_apart_and_stop_waits(tm
     for p in range(8):
         assert read_leader_epoch_checkpoint(
             os.path.join(data, f"t-{p}", "leader-epoch-checkpoint"))[-1] == (1, 2)
+
+
+def test_a_leader_epoch_a_pass_deferred_is_written_before_the_log_grows(tmp_path):
+    """A role pass begins a leader epoch in memory and writes the file apart:
+    an append at the new epoch first writes it, so records never come to the
+    disk before the epoch that names them."""
+    from samsa.storage.checkpoints import read_leader_epoch_checkpoint
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    try:
+        lg = logs.create_log("t", 0, CFG)
+        lg.append(batch_of(2), leader_epoch=0)
+        path = os.path.join(data, "t-0", "leader-epoch-checkpoint")
+        lg.begin_leader_epoch(3, defer_flush=True)
+        assert lg.leader_epochs.latest_epoch == 3            # in memory at once
+        assert read_leader_epoch_checkpoint(path)[-1:] == [(0, 0)]
+        lg.append(batch_of(2), leader_epoch=3)
+        assert read_leader_epoch_checkpoint(path)[-1] == (3, 2)
+    finally:
+        logs.shutdown()
