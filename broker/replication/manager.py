@@ -59,7 +59,7 @@ CUT_OFF_CHECK_S = 0.2  # cut off from ZooKeeper: how often abandoned leaders are
 LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a summary
 # A pass of this many roles or more makes its leader epochs durable on a thread
 # of its own (_sync_each), with at most this many such commits in flight.
-COMMITTED_APART_FROM = 200
+COMMITTED_APART_FROM = 50
 MAX_COMMITS_IN_FLIGHT = 2
 STOP_COMMITS_WAIT_S = 60.0
 
