@@ -313,8 +313,6 @@ class Broker:
         self._fault_endpoint: FaultEndpoint | None = None
         self._stopping = False
         self._dir_locks: LogDirLocks | None = None  # held from start to the end of stop
-        # logs whose role waits for their load (_open)
-        self._roles_deferred: set[Log] = set()
 
     def _open(self) -> BrokerServices:
         cfg = self.cfg
@@ -349,19 +347,9 @@ class Broker:
             store, logs, cfg.broker_id, notifier.notify,
             lag_time_max_ms=lambda: self.cfg.replica_lag_time_max_ms, follower=fetcher)
         # A log's role (leader, follower) is taken up as soon as it is opened,
-        # except that of a log not loaded yet whose end its checkpoints do not
-        # tell (after an unclean stop it is recovered first): the role reads its
-        # end, so it is taken up once the log is loaded, by its first request
-        # (ReplicaManager.take_up) or the background pass (storage/lazy_log.py).
-        # The internal topics' at once: their coordinators load as they are led.
-        self._roles_deferred = deferred = set[Log]()
-
-        def log_opened(lg: Log) -> None:
-            if not lg.knows_end() and not lg.topic.startswith("__"):
-                deferred.add(lg)
-            else:
-                replicas.log_opened(lg)
-        topics = TopicService(store, logs, cfg, on_log_opened=log_opened)
+        # or once it is loaded if its end is not known before (the replica
+        # manager's rule: broker/replication/manager.py).
+        topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
         topics.open_all()
         partitions = PartitionLayer(
             store, logs, cfg.broker_id, replicas,
@@ -967,15 +955,11 @@ class Broker:
         for network in self.networks:
             await network.start()
         self._serving = True
-        # the logs nobody has used since the start: loaded from now on (storage/lazy_log.py)
-        deferred = self._roles_deferred
+        # the logs nobody has used since the start: loaded from now on (storage/lazy_log.py);
+        # the roles left for their load are taken up as each is
         replicas = _made(self.replicas, "the replica manager")
-
-        def loaded(lg: Log) -> None:
-            if lg in deferred:
-                deferred.discard(lg)
-                replicas.log_opened(lg)
-        services.logs.start_background_load(on_loaded=loaded, on_done=start_up_loads_done)
+        services.logs.start_background_load(on_loaded=replicas.log_loaded,
+                                            on_done=start_up_loads_done)
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))

@@ -188,12 +188,18 @@ class UnloadedLog(Log):
                 return
         Log.claim_topic_id(self, topic_id)
 
-    def begin_leader_epoch(self, epoch: int) -> None:
+    def begin_leader_epoch(self, epoch: int, *, defer_flush: bool = False) -> None:
         with self._load_lock:
             if not self.loaded and self._end_if_clean is not None:
                 self._pending_epoch = max(self._pending_epoch, epoch)
                 return
-        Log.begin_leader_epoch(self, epoch)
+        Log.begin_leader_epoch(self, epoch, defer_flush=defer_flush)
+
+    def flush_leader_epochs(self) -> None:
+        with self._load_lock:
+            if not self.loaded:
+                return   # (a pending epoch is assigned, and written, by the load)
+        Log.flush_leader_epochs(self)
 
     def update_high_watermark(self, offset: int) -> bool:
         with self._load_lock:

@@ -10,7 +10,8 @@ these files for nothing (each write is an fsync and a rename):
 - a write whose entries equal what the file already holds is skipped;
 - the truncation a load does (``defer_flush=True``: epochs starting at or beyond
   the end of the log found on disk) changes only memory, as Kafka's
-  truncateFromEndAsyncFlush does. The file may then still hold epochs starting at
+  truncateFromEndAsyncFlush does; so does a new leader epoch assigned by a role
+  pass (``assign(..., defer_flush=True)``), which then writes it apart. The file may then still hold epochs starting at
   or beyond the log end, which a load would drop again, so that is safe only until
   the log grows past them: the log calls ``flush_deferred`` before its next append
   (``stale`` says one is due), and any other change writes the file anyway. A
@@ -65,8 +66,10 @@ class LeaderEpochCache:
         e = self._entries
         return e[-1][0] if e else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (no-op if not newer)."""
+    def assign(self, epoch: int, start_offset: int, *, defer_flush: bool = False) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (no-op if not newer).
+        ``defer_flush``: written by ``flush_deferred`` (a leader's role pass, on
+        a thread of its own), at the latest before the log grows (the module doc)."""
         if epoch < 0:
             return
         with self._lock:
@@ -75,7 +78,10 @@ class LeaderEpochCache:
             # an epoch cannot start before the previous one did
             self._entries = [(e, o) for e, o in self._entries if o < start_offset]
             self._entries.append((epoch, start_offset))
-            self._flush()
+            if defer_flush:
+                self.stale = self._entries != self._persisted
+            else:
+                self._flush()
 
     def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's LeaderEpochFileCache.endOffsetFor: (epoch, end offset)."""
@@ -108,7 +114,8 @@ class LeaderEpochCache:
                     self._flush()
 
     def flush_deferred(self) -> None:
-        """Write the truncation a load deferred (the log is about to grow)."""
+        """Write the change deferred (a load's truncation, a role pass's new
+        epoch): the log is about to grow, or the pass makes them durable."""
         with self._lock:
             if self.stale:
                 self._flush()

@@ -976,12 +976,18 @@ class Log:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
 
-    def begin_leader_epoch(self, epoch: int) -> None:
+    def begin_leader_epoch(self, epoch: int, *, defer_flush: bool = False) -> None:
         """This replica becomes leader at ``epoch``: record that the epoch starts at
         the current log end offset (no-op unless newer than the latest epoch), so
-        OffsetForLeaderEpoch answers right even before the epoch has records."""
+        OffsetForLeaderEpoch answers right even before the epoch has records.
+        ``defer_flush``: the checkpoint file is written by ``flush_leader_epochs``,
+        at the latest before the next append (storage/leader_epoch.py)."""
         with self._lock:
-            self.leader_epochs.assign(epoch, self._end[0])
+            self.leader_epochs.assign(epoch, self._end[0], defer_flush=defer_flush)
+
+    def flush_leader_epochs(self) -> None:
+        """Write a leader epoch ``begin_leader_epoch`` deferred (if any)."""
+        self.leader_epochs.flush_deferred()
 
     # ------------------------------------------------------------------ high watermark
     def update_high_watermark(self, offset: int) -> bool:

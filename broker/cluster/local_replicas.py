@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, NamedTuple
 
 from ..replication.manager import RolesNotTakenUp
@@ -26,6 +27,7 @@ from ..replication.manager import RolesNotTakenUp
 log = logging.getLogger("broker.cluster.local_replicas")
 
 RETRY_S = 1.0  # after a failed pass (a log dir that refused a new partition, say)
+LOGGED_FROM = 1000  # a pass over this many changed partitions or more logs its time
 
 Partition = tuple[str, int]
 
@@ -102,8 +104,13 @@ class LocalReplicaSync:
             changes = self._take()
             if changes == NOTHING:
                 continue
+            started = time.monotonic()
             try:
                 self._reconcile(changes)
+                if changes.everything or len(changes.partitions) >= LOGGED_FROM:
+                    log.info("local replicas in line with the metadata in %.2f s (%s)",
+                             time.monotonic() - started, "every partition" if changes.everything
+                             else f"{len(changes.partitions)} partitions changed")
             except RolesNotTakenUp as e:
                 # the rest of the pass is done: only these are tried again (each was
                 # logged); a log that stays broken costs a look a second, not a pass

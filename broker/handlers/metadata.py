@@ -31,7 +31,7 @@ class _Reachable:
     """Which live brokers a client of the request's listener can reach."""
 
     def __init__(self, store: MetadataView, listener: str | None, version: int) -> None:
-        live = store.brokers()
+        self.source = live = store.brokers()   # (replaced, never mutated, on a change)
         self.brokers = brokers_on_listener(live, listener)
         self.ids = {b.node_id for b in self.brokers}
         self.live_ids = {b.node_id for b in live}
@@ -81,98 +81,117 @@ def _build_partitions(store: MetadataView, topic: str, reachable: _Reachable
     return out
 
 
-class _Snapshot:
-    """What a Metadata answer says of a topic, built and encoded once per metadata
-    change instead of once per request (a client's Metadata for 100,000 partitions
-    is 100,000 objects to build and encode).
+class _Cache:
+    """What a Metadata answer says of a topic, built and encoded once per change
+    of that topic instead of once per request (a client's Metadata for 100,000
+    partitions is 100,000 objects to build and encode), and kept while other
+    topics change: during a failover the controller's writes come in chunks,
+    each a new store snapshot, and rebuilding every topic after each left the
+    answers for the unchanged ones at hundreds of milliseconds.
 
     Three layers: a topic's partitions (objects) per listener and version class,
     its whole entry encoded (api.preencode) per exact version, listener and
     authorized-operations value, and, where every caller is answered alike (no
     authorizer, no operations asked), the whole all-topics list per listener and
-    version. Only what is the same for every caller with that
-    key is kept: a topic's partitions depend on the store's snapshot, the
-    request's listener (which brokers are reachable) and the version (v0 shows
-    only reachable replicas; v6 on says LISTENER_NOT_FOUND, before
-    LEADER_NOT_AVAILABLE); its entry also on the topic's id and internal flag
-    (checked on every use) and on the operations the caller is shown, which is a
-    key, not a cached decision. Authorisation decides per request which topics
-    are answered, outside of this.
+    version. Only what is the same for every caller with that key is kept: a
+    topic's partitions depend on the store's state of that topic
+    (``topic_token``), the brokers the request's reachability was decided from,
+    the request's listener and the version (v0 shows only reachable replicas; v6
+    on says LISTENER_NOT_FOUND, before LEADER_NOT_AVAILABLE); its entry also on
+    the topic's id and internal flag (checked on every use) and on the
+    operations the caller is shown, which is a key, not a cached decision.
+    Authorisation decides per request which topics are answered, outside of this.
 
-    A snapshot belongs to one store snapshot_token(): read before anything the
-    request reads from the store, so an entry built meanwhile from a newer state
-    is kept under a token already stale (rebuilt, never wrong)."""
+    A token is read before what it vouches for is read from the store, so an
+    entry built from a newer state is kept under a token already stale (rebuilt,
+    never wrong). A store that promises nothing (an empty token) is read anew
+    for every request."""
 
-    def __init__(self, token: tuple[object, ...]) -> None:
-        self.token = token
+    def __init__(self) -> None:
         self._entries: dict[tuple[str, str | None, int],
-                            list[MetadataResponse.MetadataResponsePartition]] = {}
+                            tuple[tuple[object, ...], object,
+                                  list[MetadataResponse.MetadataResponsePartition]]] = {}
         self._encoded: dict[tuple[str, str | None, int, int],
-                            tuple[uuid.UUID, bool, MetadataResponse.MetadataResponseTopic]] = {}
+                            tuple[tuple[object, ...], object, uuid.UUID, bool,
+                                  MetadataResponse.MetadataResponseTopic]] = {}
         self._every: dict[tuple[str | None, int],
-                          tuple[dict[str, TopicMeta],
+                          tuple[dict[str, TopicMeta], tuple[object, ...],
                                 list[MetadataResponse.MetadataResponseTopic]]] = {}
 
-    def is_current(self, token: tuple[object, ...]) -> bool:
-        return len(token) == len(self.token) and all(
-            a is b for a, b in zip(token, self.token))
-
-    def partitions(self, store: MetadataView, topic: str, listener: str | None, version: int,
-                   reachable: _Reachable) -> list[MetadataResponse.MetadataResponsePartition]:
-        if not self.token:   # a store that promises nothing: built every time
+    def partitions(self, store: MetadataView, topic: str, token: tuple[object, ...],
+                   listener: str | None, version: int, reachable: _Reachable
+                   ) -> list[MetadataResponse.MetadataResponsePartition]:
+        if not token:
             return _build_partitions(store, topic, reachable)
         key = (topic, listener, 0 if version == 0 else 1 if version < 6 else 2)
-        parts = self._entries.get(key)
-        if parts is None:
-            parts = self._entries[key] = _build_partitions(store, topic, reachable)
+        hit = self._entries.get(key)
+        if hit is not None and _same(hit[0], token) and hit[1] is reachable.source:
+            parts = hit[2]
+        else:
+            parts = _build_partitions(store, topic, reachable)
+            self._entries[key] = (token, reachable.source, parts)
         return list(parts)   # the objects are shared and never changed; the list is the caller's
 
-    def every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int
+    def every_topic(self, known: dict[str, TopicMeta], token: tuple[object, ...],
+                    listener: str | None, version: int
                     ) -> list[MetadataResponse.MetadataResponseTopic] | None:
         """The all-topics answer kept by keep_every_topic for this listener and
         version, if the store's topics are still the object ``known`` (replaced,
-        never mutated, on a change: Topics.topics)."""
-        hit = self._every.get((listener, version)) if self.token else None
-        if hit is None or hit[0] is not known:
+        never mutated, on a change: Topics.topics) and its snapshot the same."""
+        hit = self._every.get((listener, version)) if token else None
+        if hit is None or hit[0] is not known or not _same(hit[1], token):
             return None
-        return list(hit[1])   # the list is the caller's
+        return list(hit[2])   # the list is the caller's
 
-    def keep_every_topic(self, known: dict[str, TopicMeta], listener: str | None, version: int,
+    def keep_every_topic(self, known: dict[str, TopicMeta], token: tuple[object, ...],
+                         listener: str | None, version: int,
                          topics: list[MetadataResponse.MetadataResponseTopic]) -> None:
-        """Keep an all-topics answer built from ``known`` that is the same for
-        every caller (no authorizer, no operations asked): with 100,000 topics,
-        even looking each one's entry up is most of a request."""
-        if self.token:
-            self._every[(listener, version)] = (known, list(topics))
+        """Keep an all-topics answer built from ``known`` and the snapshot of
+        ``token`` that is the same for every caller (no authorizer, no
+        operations asked): with 100,000 topics, even looking each one's entry
+        up is most of a request. The entries of topics gone are dropped."""
+        if not token:
+            return
+        self._every[(listener, version)] = (known, token, list(topics))
+        # (list(): a copy taken at once, as other loops' threads may add entries)
+        for entry in [k for k in list(self._entries) if k[0] not in known]:
+            self._entries.pop(entry, None)
+        for encoded in [k for k in list(self._encoded) if k[0] not in known]:
+            self._encoded.pop(encoded, None)
 
     def topic(self, store: MetadataView, meta: TopicMeta, listener: str | None, version: int,
               reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
         """A described topic's entry, encoded for ``version`` once per change."""
+        token = store.topic_token(meta.name)   # first: see the class doc
         key = (meta.name, listener, version, ops)
-        hit = self._encoded.get(key) if self.token else None
-        if hit is not None and hit[0] == meta.topic_id and hit[1] == meta.is_internal:
-            return hit[2]
+        hit = self._encoded.get(key) if token else None
+        if (hit is not None and _same(hit[0], token) and hit[1] is reachable.source
+                and hit[2] == meta.topic_id and hit[3] == meta.is_internal):
+            return hit[4]
         entry = MetadataResponse.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=self.partitions(store, meta.name, listener, version, reachable),
+            partitions=self.partitions(store, meta.name, token, listener, version, reachable),
             topic_authorized_operations=ops)
-        if not self.token:
+        if not token:
             return entry
         encoded = preencode(MetadataResponse, entry, version)
-        self._encoded[key] = (meta.topic_id, meta.is_internal, encoded)
+        self._encoded[key] = (token, reachable.source, meta.topic_id, meta.is_internal, encoded)
         return encoded
 
 
-# per store: the snapshot of its latest token (replaced whole, so threads never mix two)
-_snapshots: weakref.WeakKeyDictionary[MetadataView, _Snapshot] = weakref.WeakKeyDictionary()
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _snapshot(store: MetadataView) -> _Snapshot:
-    token = store.snapshot_token()
-    snap = _snapshots.get(store)
-    if snap is None or not snap.is_current(token):
-        snap = _snapshots[store] = _Snapshot(token)
-    return snap
+# per store: its answers' parts (_Cache)
+_caches: weakref.WeakKeyDictionary[MetadataView, _Cache] = weakref.WeakKeyDictionary()
+
+
+def _cache(store: MetadataView) -> _Cache:
+    cache = _caches.get(store)
+    if cache is None:
+        cache = _caches[store] = _Cache()
+    return cache
 
 
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
@@ -182,7 +201,8 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     with_ops = getattr(req, "include_topic_authorized_operations", False)
     R = MetadataResponse
     topics_out: list[MetadataResponse.MetadataResponseTopic] = []
-    snap = _snapshot(broker.store)   # first: see _Snapshot
+    cache = _cache(broker.store)
+    token = broker.store.snapshot_token()   # first: see _Cache
     reachable = _Reachable(broker.store, ctx.listener, version)
     may_describe = authz.topic_checker(ctx, Op.DESCRIBE)
 
@@ -195,7 +215,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
     # all topics, with no authorizer and no operations asked: every caller's answer
     shared = every and not with_ops and not authz.enabled(ctx)
     wanted: list[tuple[str | None, uuid.UUID | None]] = []
-    cached = snap.every_topic(known, ctx.listener, version) if shared else None
+    cached = cache.every_topic(known, token, ctx.listener, version) if shared else None
     if cached is not None:
         topics_out = cached
     elif every:
@@ -263,10 +283,10 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> Metadata
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[],
                     topic_authorized_operations=_NOT_REQUESTED))
                 continue
-        topics_out.append(snap.topic(broker.store, meta, ctx.listener, version, reachable,
-                                     topic_ops(meta.name)))
+        topics_out.append(cache.topic(broker.store, meta, ctx.listener, version, reachable,
+                                      topic_ops(meta.name)))
     if shared and cached is None:
-        snap.keep_every_topic(known, ctx.listener, version, topics_out)
+        cache.keep_every_topic(known, token, ctx.listener, version, topics_out)
 
     return R(
         throttle_time_ms=0,

@@ -32,6 +32,7 @@ class EmbeddedMetadataStore(MetadataStore):
         self.path = os.path.join(log_dir, FILE_NAME)
         self.broker_id = broker_id
         self._endpoint = endpoint
+        self._brokers = [endpoint]
         me = (broker_id,)
         self._self_led = PartitionMeta(me, broker_id, 0, me)
         self._lock = threading.Lock()
@@ -97,7 +98,7 @@ class EmbeddedMetadataStore(MetadataStore):
         return self.broker_id
 
     def brokers(self) -> list[BrokerEndpoint]:
-        return [self._endpoint]
+        return self._brokers  # (one list: Metadata keeps answers built from it)
 
     def topics(self) -> dict[str, TopicMeta]:
         return self._topics  # replaced, never mutated in place: safe to read unlocked
@@ -106,6 +107,9 @@ class EmbeddedMetadataStore(MetadataStore):
         # one broker (fixed), leading every partition at epoch 0: the topics'
         # partition counts are all that changes, and _topics is replaced on a change
         return (self._topics,)
+
+    def topic_token(self, topic: str) -> tuple[object, ...]:
+        return (self._topics.get(topic),)  # (TopicMeta: replaced on a change)
 
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         """One broker leads every partition it has, at epoch 0."""

@@ -175,6 +175,13 @@ class MetadataStore(abc.ABC):
         promise (nothing is reused)."""
         return ()
 
+    def topic_token(self, topic: str) -> tuple[object, ...]:
+        """As ``snapshot_token``, for ``partitions(topic)`` and ``brokers()``
+        alone: it stays the same while other topics change (a failover's
+        state writes come in chunks, and Metadata keeps the unchanged topics'
+        answers through them). By default the whole snapshot's."""
+        return self.snapshot_token()
+
     def partition(self, topic: str, partition: int) -> PartitionMeta | None:
         """One partition's replicas, leader, epoch and ISR (None: no such
         partition). Stores override it: it is on every request's path."""

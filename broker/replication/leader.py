@@ -44,7 +44,8 @@ class ReplicaLog(PartitionLog, Protocol):
     def partition(self) -> int: ...
 
     def update_high_watermark(self, offset: int) -> bool: ...
-    def begin_leader_epoch(self, epoch: int) -> None: ...
+    def begin_leader_epoch(self, epoch: int, *, defer_flush: bool = False) -> None: ...
+    def flush_leader_epochs(self) -> None: ...
     def append(self, payload: Buf, leader_epoch: int = 0, *, origin: AppendOrigin = ...,
                txn_version: int = 0) -> AppendResult: ...
 
@@ -207,13 +208,14 @@ class LeaderReplica:
         self._check_waiters()
 
     def new_epoch(self, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-                  version: int) -> None:
+                  version: int, *, defer_flush: bool = False) -> None:
         """The controller's newer decision keeps this broker leading (it changed
         the ISR, say): its epoch, replicas and ISR replace ours, and a change of
-        ours not written yet is dropped (the manager skips it)."""
+        ours not written yet is dropped (the manager skips it). ``defer_flush``:
+        as the log's begin_leader_epoch."""
         start = now_ms()
         with self._append_lock, self._lock:
-            self.log.begin_leader_epoch(leader_epoch)
+            self.log.begin_leader_epoch(leader_epoch, defer_flush=defer_flush)
             self.leader_epoch = leader_epoch
             self.epoch_start_offset = self.log.log_end_offset
             self.isr, self.isr_version = isr, version

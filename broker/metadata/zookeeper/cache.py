@@ -93,6 +93,8 @@ class WatchCache:
         # controller (and, for ISR changes, leaders) write; replaced, not mutated.
         self._states: dict[tuple[str, int], z.PartitionState] = {}
         self._state_versions: dict[tuple[str, int], int] = {}  # their znode versions
+        # per topic, an object replaced whenever one of its states is (topic_token)
+        self._state_stamps: dict[str, object] = {}
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._state_listeners: list[Callable[[str, int, z.PartitionState | None], None]] = []
         self._topic_listeners: list[Callable[[str], None]] = []
@@ -125,6 +127,11 @@ class WatchCache:
     def snapshot_token(self) -> tuple[object, ...]:
         # what partitions() and brokers() read; each is replaced, never mutated
         return (self._assignments, self._states, self._brokers)
+
+    def topic_token(self, topic: str) -> tuple[object, ...]:
+        # what partitions(topic) and brokers() read of the snapshot: the topic's
+        # assignment and states (its stamp), the live brokers (offline replicas)
+        return (self._assignments.get(topic), self._state_stamps.get(topic), self._brokers)
 
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         cache = self._metas()
@@ -290,6 +297,7 @@ class WatchCache:
                 self._states = {tp: s for tp, s in self._states.items() if tp[0] != name}
                 self._state_versions = {tp: v for tp, v in self._state_versions.items()
                                         if tp[0] != name}
+                self._state_stamps = {t: s for t, s in self._state_stamps.items() if t != name}
             # under the lock: a batch of states read meanwhile must not put
             # the dropped topic's back (_on_states checks the watched set)
             self._watched_topics.discard(name)
@@ -394,6 +402,12 @@ class WatchCache:
             # batch's versions with the states before it
             self._state_versions = versions
             self._states = states
+            # after the states: a token read first is never newer than them
+            if changes:
+                stamps = dict(self._state_stamps)
+                for topic in {c[0] for c in changes}:
+                    stamps[topic] = object()
+                self._state_stamps = stamps
         for topic, partition, state in changes:
             for listener in list(self._state_listeners):
                 try:

@@ -104,34 +104,57 @@ def decode_answer(data: bytes, offset: int, expected: int) -> list[Found | Excep
     return out
 
 
+class PendingReads:
+    """Reads sent (``send_reads``), their answers not yet awaited: several
+    batches can be in flight at once, each one round trip of its own."""
+
+    def __init__(self, client: KazooClient, paths: Sequence[str], per_request: int) -> None:
+        self._client = client
+        self._paths = paths
+        self._batches: list[Sequence[str]] = []
+        self._sent: list[object] = []
+        if not paths or client in _without_multi_read:
+            return
+        chroot = client.chroot or ""
+        self._batches = [paths[i:i + per_request] for i in range(0, len(paths), per_request)]
+        for batch in self._batches:
+            result = client.handler.async_result()
+            client._call(MultiRead([(chroot + p).rstrip("/") or "/" for p in batch]), result)
+            self._sent.append(result)
+
+    def get(self, timeout: float | None = None) -> list[Found]:
+        """As ``read_many`` answers."""
+        client, paths = self._client, self._paths
+        if not paths:
+            return []
+        if not self._sent:
+            return _pipelined(client, paths)
+        out: list[Found] = []
+        for result in self._sent:
+            try:
+                answers = result.get(timeout=timeout)  # type: ignore[attr-defined]
+            except _NOT_UNDERSTOOD as e:
+                return out + _fall_back(client, paths[len(out):], e)
+            for answer in answers:
+                if isinstance(answer, Exception):
+                    raise answer
+                out.append(answer)
+        return out
+
+
+def send_reads(client: KazooClient, paths: Sequence[str],
+               per_request: int = READS_PER_REQUEST) -> PendingReads:
+    """``read_many``'s requests sent; ``.get()`` awaits their answers."""
+    return PendingReads(client, paths, per_request)
+
+
 def read_many(client: KazooClient, paths: Sequence[str],
               per_request: int = READS_PER_REQUEST, timeout: float | None = None) -> list[Found]:
     """Each znode's data and stat (None: no such znode), READS_PER_REQUEST to
     a request, all requests sent before the first answer is awaited. kazoo's
     errors as its ``get`` raises them (a lost connection: ConnectionLoss;
     no answer within ``timeout`` s of waiting for one: KazooTimeoutError)."""
-    if not paths:
-        return []
-    if client in _without_multi_read:
-        return _pipelined(client, paths)
-    chroot = client.chroot or ""
-    batches = [paths[i:i + per_request] for i in range(0, len(paths), per_request)]
-    sent = []
-    for batch in batches:
-        result = client.handler.async_result()
-        client._call(MultiRead([(chroot + p).rstrip("/") or "/" for p in batch]), result)
-        sent.append(result)
-    out: list[Found] = []
-    for batch, result in zip(batches, sent):
-        try:
-            answers = result.get(timeout=timeout)
-        except _NOT_UNDERSTOOD as e:
-            return out + _fall_back(client, paths[len(out):], e)
-        for answer in answers:
-            if isinstance(answer, Exception):
-                raise answer
-            out.append(answer)
-    return out
+    return send_reads(client, paths, per_request).get(timeout)
 
 
 def _fall_back(client: KazooClient, paths: Sequence[str], why: Exception) -> list[Found]:
@@ -197,6 +220,31 @@ def seen_zxid(client: KazooClient) -> int:
     return int(client.last_zxid or 0)
 
 
+class PendingWatches:
+    """A SetWatches sent (``send_watches``), its answer not yet awaited."""
+
+    def __init__(self, result: object | None) -> None:
+        self._result = result
+
+    def get(self, timeout: float | None = None) -> None:
+        if self._result is not None:
+            self._result.get(timeout=timeout)  # type: ignore[attr-defined]
+
+
+def send_watches(client: KazooClient, relative_zxid: int, data: Sequence[str],
+                 exist: Sequence[str], watcher: Callable[[WatchedEvent], None]
+                 ) -> PendingWatches:
+    """``watch_many``'s request sent; ``.get()`` awaits its answer."""
+    if not data and not exist:
+        return PendingWatches(None)
+    chroot = client.chroot or ""
+    full_data = [(chroot + p).rstrip("/") or "/" for p in data]
+    full_exist = [(chroot + p).rstrip("/") or "/" for p in exist]
+    result = client.handler.async_result()
+    client._call(SetWatches(relative_zxid, full_data, full_exist, client, watcher), result)
+    return PendingWatches(result)
+
+
 def watch_many(client: KazooClient, relative_zxid: int, data: Sequence[str], exist: Sequence[str],
                watcher: Callable[[WatchedEvent], None], timeout: float | None = None) -> None:
     """``watcher`` on each znode of ``data`` (fired when it changes or goes)
@@ -204,11 +252,4 @@ def watch_many(client: KazooClient, relative_zxid: int, data: Sequence[str], exi
     modified after ``relative_zxid`` (``exist``: created meanwhile; ``data``:
     gone meanwhile) fires at once. kazoo calls it on its callback thread, as
     for its own watches, and forgets it when it has fired."""
-    if not data and not exist:
-        return
-    chroot = client.chroot or ""
-    full_data = [(chroot + p).rstrip("/") or "/" for p in data]
-    full_exist = [(chroot + p).rstrip("/") or "/" for p in exist]
-    result = client.handler.async_result()
-    client._call(SetWatches(relative_zxid, full_data, full_exist, client, watcher), result)
-    result.get(timeout=timeout)
+    send_watches(client, relative_zxid, data, exist, watcher).get(timeout)

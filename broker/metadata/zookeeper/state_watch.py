@@ -1,7 +1,8 @@
 """Partition state znodes followed in batches: one-shot watches whose events
 only mark a partition to read again, and one thread that reads every marked
 partition in a few requests (a multiRead, then one SetWatches re-arming their
-watches: multi_read.py) and hands the changed ones over together.
+watches: multi_read.py, a few chunks of them in flight at once) and hands the
+changed ones over a chunk at a time.
 
 A kazoo DataWatch per state znode read each change with a synchronous
 ``get`` on kazoo's single callback thread: a broker's death at 30,000
@@ -9,7 +10,7 @@ partitions changes every state znode, and each broker then made 30,000
 round trips one after the other, with the controller's own watch events
 (``/brokers/ids``) queued behind them on the same thread. Here a watch event
 costs a set insertion, reads and watches share requests, and the snapshot is replaced
-once per batch rather than once per partition.
+once per chunk of reads rather than once per partition.
 
 What to read and what to hand over is decided by ``StateReads`` (no I/O);
 ``PartitionStateWatch`` does the reading.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from typing import Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient, KazooState
@@ -26,7 +29,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from .. import zk_layout as z
-from .multi_read import read_many, seen_zxid, watch_many
+from .multi_read import PendingReads, PendingWatches, seen_zxid, send_reads, send_watches
 
 log = logging.getLogger("broker.metadata.zookeeper")
 
@@ -36,9 +39,12 @@ StateRead = tuple[Partition, "bytes | None", "ZnodeStat | None"]
 
 READ_TIMEOUT_S = 30.0  # one answer of a batch (kazoo drops some unanswered)
 RETRY_S = 0.5  # after a batch ZooKeeper failed
-# Reads in flight at a time: the session is the controller's too, and its
-# requests and watch events (a broker gone) queue behind every read sent.
+# Reads to a chunk (one multiRead, one SetWatches), and chunks whose reads are
+# sent ahead of the one being handled: the session is the controller's too,
+# and its requests and watch events (a broker gone) queue behind every read sent.
 READS_AT_ONCE = 500
+CHUNKS_IN_FLIGHT = 4
+LOGGED_FROM = 1000  # a read of this many states or more logs its time
 
 
 class StateReads:
@@ -110,6 +116,9 @@ class PartitionStateWatch:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="samsa-zk-states", daemon=True)
         self._failing = False  # the last batch had reads ZooKeeper did not answer
+        # of the read in progress (its log line): the oldest news' mtime, time handing over
+        self._oldest_news_ms: int | None = None
+        self._delivering_s = 0.0
 
     def start(self) -> None:
         self._zk.add_listener(self._on_connection)
@@ -152,20 +161,26 @@ class PartitionStateWatch:
                 batch = self._reads.take()
             if not batch:
                 continue
+            started = time.monotonic()
+            self._oldest_news_ms = None
+            self._delivering_s = 0.0
             try:
-                reads, again = self._read(batch)
+                again, requests = self._read(batch)
             except Exception:  # noqa: BLE001 - the reader must not die
                 log.exception("reading partition states failed")
-                reads, again = [], batch
+                again, requests = list(batch), 0
+            if len(batch) >= LOGGED_FROM:
+                # (a znode's mtime is ZooKeeper's clock: on another host, an estimate)
+                oldest = self._oldest_news_ms
+                log.info("read %d partition states in %.2f s (%d chunks of up to %d; handing "
+                         "over %.2f s)%s", len(batch), time.monotonic() - started, requests,
+                         READS_AT_ONCE, self._delivering_s,
+                         "" if oldest is None else
+                         "; the oldest change was written %.2f s before" % (
+                             time.time() - oldest / 1000))
             with self._lock:
-                news = self._reads.news(reads)
                 for tp in again:
                     self._reads.changed(tp)
-            if news:
-                try:
-                    self._deliver(news)
-                except Exception:  # noqa: BLE001
-                    log.exception("handing over partition states failed")
             if again and not self._closed():
                 # Once per outage: while ZooKeeper is away every retry fails.
                 if not self._failing:
@@ -178,35 +193,61 @@ class PartitionStateWatch:
                 self._failing = False
                 log.info("partition states read again")
 
-    def _read(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
-        """Each partition's state, its watch re-armed, READS_AT_ONCE at a
-        time; a missing znode gets a watch for its creation. Also
-        returned: the partitions ZooKeeper failed to answer for (read them again)."""
-        reads: list[StateRead] = []
+    def _read(self, batch: Sequence[Partition]) -> tuple[list[Partition], int]:
+        """Each partition's state read, its watch re-armed, and the news handed
+        over, READS_AT_ONCE to a chunk with CHUNKS_IN_FLIGHT chunks' reads
+        sent ahead: each chunk is handed over as its answer comes, while the
+        next ones' are on their way. Waiting for each chunk's answers before
+        sending the next made a round trip per chunk, each on a busy machine
+        a wait for kazoo's threads to get the GIL: the 60 chunks of 30,000
+        states took 50 s. Returned: the partitions ZooKeeper failed to answer
+        for (read them again), and the number of chunks."""
+        chunks = [batch[i:i + READS_AT_ONCE] for i in range(0, len(batch), READS_AT_ONCE)]
         again: list[Partition] = []
-        for i in range(0, len(batch), READS_AT_ONCE):
-            got, failed = self._read_some(batch[i:i + READS_AT_ONCE])
-            reads += got
-            again += failed
-        return reads, again
+        in_flight: deque[tuple[Sequence[Partition], list[str], int, PendingReads]] = deque()
+        watches: list[tuple[Sequence[Partition], PendingWatches]] = []
+        for chunk in chunks:
+            if len(in_flight) >= CHUNKS_IN_FLIGHT:
+                self._finish(*in_flight.popleft(), watches, again)
+            paths = [z.partition_state_path(*tp) for tp in chunk]
+            # watches are set relative to the zxid seen before the read: a
+            # change the read may have missed fires its watch at once
+            in_flight.append((chunk, paths, seen_zxid(self._zk), send_reads(self._zk, paths)))
+        while in_flight:
+            self._finish(*in_flight.popleft(), watches, again)
+        for chunk, pending in watches:
+            try:
+                pending.get(timeout=READ_TIMEOUT_S)
+            except (KazooException, KazooTimeoutError):
+                again += chunk  # its watches may not be set: read (and watch) it again
+        return again, len(chunks)
 
-    def _read_some(self, batch: Sequence[Partition]) -> tuple[list[StateRead], list[Partition]]:
-        """One multiRead for the states and one SetWatches for their watches
-        (multi_read.py), not a get with a watch per partition: kazoo spends
-        about a millisecond of Python on each request, and a broker's death
-        at 30,000 partitions changes every state znode on every broker.
-        The watches are set relative to the zxid seen before the read, so a
-        change the read may have missed fires its watch at once."""
-        paths = [z.partition_state_path(*tp) for tp in batch]
-        relative = seen_zxid(self._zk)
+    def _finish(self, chunk: Sequence[Partition], paths: list[str], relative: int,
+                reads: PendingReads,
+                watches: list[tuple[Sequence[Partition], PendingWatches]],
+                again: list[Partition]) -> None:
+        """One chunk's answers: its watches sent (one SetWatches: multi_read.py),
+        its news handed over."""
         try:
-            # One deadline for the batch's answers: kazoo can drop requests
-            # queued as a session is lost.
-            found = read_many(self._zk, paths, timeout=READ_TIMEOUT_S)
-            watch_many(self._zk, relative, [p for p, f in zip(paths, found) if f is not None],
-                       [p for p, f in zip(paths, found) if f is None], self._on_event,
-                       timeout=READ_TIMEOUT_S)
+            # One deadline per answer: kazoo can drop requests queued as a session is lost.
+            found = reads.get(timeout=READ_TIMEOUT_S)
+            watches.append((chunk, send_watches(
+                self._zk, relative, [p for p, f in zip(paths, found) if f is not None],
+                [p for p, f in zip(paths, found) if f is None], self._on_event)))
         except (KazooException, KazooTimeoutError):
-            return [], list(batch)
-        return [(tp, None, None) if f is None else (tp, f[0], f[1])
-                for tp, f in zip(batch, found)], []
+            again += chunk
+            return
+        read: list[StateRead] = [(tp, None, None) if f is None else (tp, f[0], f[1])
+                                 for tp, f in zip(chunk, found)]
+        with self._lock:
+            news = self._reads.news(read)
+        if news:
+            oldest = min((stat.mtime for _, _, stat in news if stat is not None), default=None)
+            if oldest is not None and (self._oldest_news_ms is None or oldest < self._oldest_news_ms):
+                self._oldest_news_ms = oldest
+            began = time.monotonic()
+            try:
+                self._deliver(news)
+            except Exception:  # noqa: BLE001
+                log.exception("handing over partition states failed")
+            self._delivering_s += time.monotonic() - began

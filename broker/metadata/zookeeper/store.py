@@ -109,6 +109,9 @@ class ZooKeeperMetadataStore(MetadataStore):
     def snapshot_token(self) -> tuple[object, ...]:
         return self._cache.snapshot_token()
 
+    def topic_token(self, topic: str) -> tuple[object, ...]:
+        return self._cache.topic_token(topic)
+
     def partitions(self, topic: str) -> dict[int, PartitionMeta]:
         return self._cache.partitions(topic)
 

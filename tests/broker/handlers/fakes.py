@@ -103,6 +103,9 @@ class FakeStore(MetadataView):
     def snapshot_token(self) -> tuple[object, ...]:
         return self.token
 
+    def topic_token(self, topic: str) -> tuple[object, ...]:
+        return self.token
+
     def entity_configs(self, entity_path: str) -> dict[str, str]:
         return dict(self.entities.get(entity_path, {}))
 

@@ -182,3 +182,31 @@ async def test_an_all_topics_request_never_creates_a_topic_deleted_while_it_is_a
     ctx = context(services, ApiKey.METADATA, 12)
     resp = await handle_metadata(ctx, MetadataRequest(topics=None, allow_auto_topic_creation=True))
     assert [t.name for t in resp.topics] == ["kept"] and topics.asked == []
+
+
+async def test_a_change_of_one_topic_rebuilds_that_topic_alone():
+    """Entries are kept per topic (the store's topic_token): a failover's state
+    writes come in chunks, each a new store snapshot, and a topic whose states
+    did not change keeps its encoded entry through them."""
+    from samsa.broker.metadata import PartitionMeta
+    services = FakeServices()
+    store = services.topics.store
+    services.topics.add("orders", partitions=2)
+    services.topics.add("payments", partitions=2)
+    tokens = {"orders": (object(),), "payments": (object(),)}
+    store.topic_token = lambda topic: tokens[topic]  # type: ignore[method-assign]
+    store.token = (object(),)
+
+    async def entries() -> dict[str, object]:
+        return {t.name: t for t in (await _metadata(services, None)).topics}
+
+    first = await entries()
+    store.placements = {**store.placements, "orders": {
+        **store.placements["orders"], 1: PartitionMeta((1,), 1, 7, (1,))}}
+    tokens["orders"] = (object(),)
+    store.token = (object(),)   # the store's snapshot is new: the all-topics list is rebuilt
+    second = await entries()
+    assert second["payments"] is first["payments"]      # kept
+    assert second["orders"] is not first["orders"]      # rebuilt, and shows the change
+    [topic] = (await _metadata(services, ["orders"], version=1)).topics
+    assert [p.leader_epoch for p in topic.partitions][1] == 7

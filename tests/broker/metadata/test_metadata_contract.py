@@ -302,15 +302,25 @@ def test_partitions_name_replicas_leader_epoch_and_isr(stores):
 
 def test_a_change_of_partitions_comes_with_a_new_snapshot_token(stores):
     """Metadata reuses a topic's built partitions while the store's
-    snapshot_token() is the same objects: a change must replace one of them."""
+    topic_token() is the same objects (and an all-topics answer while
+    snapshot_token() is): a change must replace one of them, and only of the
+    topic that changed."""
     store = stores.open()
     store.create_topic("s", 1, {})
-    wait_until(lambda: len(store.partitions("s")) == 1, what="the topic")
+    store.create_topic("other", 1, {})
+    wait_until(lambda: len(store.partitions("s")) == 1 and all(
+        p.leader >= 0 for t in ("s", "other") for p in store.partitions(t).values()),
+        what="the topics online")
     before = store.snapshot_token()
     assert before and all(a is b for a, b in zip(before, store.snapshot_token()))
+    topic_before, other_before = store.topic_token("s"), store.topic_token("other")
     store.set_partition_count("s", 3)
-    wait_until(lambda: len(store.partitions("s")) == 3, what="the new partitions")
+    wait_until(lambda: len(store.partitions("s")) == 3 and all(
+        p.leader >= 0 for p in store.partitions("s").values()), what="the new partitions")
     assert any(a is not b for a, b in zip(before, store.snapshot_token()))
+    assert any(a is not b for a, b in zip(topic_before, store.topic_token("s")))
+    # Another topic's token stays: its Metadata answer is kept through the change.
+    assert all(a is b for a, b in zip(other_before, store.topic_token("other")))
 
 
 def test_explicit_assignments_are_kept(stores):

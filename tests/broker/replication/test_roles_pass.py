@@ -1,17 +1,18 @@
 """A pass over the local logs' roles is not held back by one log that fails: after
 a kill -9, a partition directory that cannot be loaded used to stop the start-up
-pass at that log, and the partitions after it were never led or followed."""
+pass at that log, and the partitions after it were never led or followed. Nor
+does the pass recover the logs a kill left: each role waits for its log's load."""
 from __future__ import annotations
 
 import os
 
-import pytest
 
 from samsa.broker.metadata import PartitionMeta
-from samsa.broker.replication.manager import ReplicaManager, RolesNotTakenUp
+from samsa.broker.replication.manager import ReplicaManager
 from samsa.config.topic import TopicConfig
 from samsa.storage.manager import LogManager
 from tests.storage.helpers import batch_of
+from tests.support.waiting import wait_until
 
 CFG = TopicConfig()
 
@@ -26,7 +27,7 @@ class LeadsEverything:
         return 0
 
 
-def test_a_log_that_cannot_load_holds_back_no_other_role(tmp_path):
+def test_after_a_kill_the_pass_leaves_each_role_to_its_logs_load(tmp_path):
     data = str(tmp_path / "data")
     logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
     logs.startup()
@@ -43,11 +44,65 @@ def test_a_log_that_cannot_load_holds_back_no_other_role(tmp_path):
     replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
                               lag_time_max_ms=lambda: 10_000)
     try:
-        with pytest.raises(RolesNotTakenUp) as failed:
-            replicas.sync_roles()
-        assert failed.value.partitions == [("b", 0)]
+        # The pass loads none of them (each is recovered on its load): their
+        # roles wait for the loader, which takes each up as it loads it.
+        # (the logs' own schedules may load one meanwhile: then its role is taken)
+        loaded_before = {k for k, lg in logs.all_logs().items() if lg.loaded}
+        replicas.sync_roles()
+        assert {k for k, lg in logs.all_logs().items() if lg.loaded} == loaded_before
+        assert replicas.deferred() == 3 - len(loaded_before)
+        logs.start_background_load(on_loaded=replicas.log_loaded)
+        wait_until(lambda: replicas.deferred() == 1, what="the loadable logs' roles")
         assert replicas.leader("a", 0) is not None and replicas.leader("c", 0) is not None
         assert replicas.leader("b", 0) is None
     finally:
         replicas.stop()
         logs.shutdown(clean=False)
+
+
+
+def test_a_pass_of_many_roles_makes_their_epochs_durable_apart_and_stop_waits(tmp_path,
+                                                                              monkeypatch):
+    """A pass of many roles takes them all up, then leaves the leader-epoch
+    checkpoints' commit to a thread of its own; stopping waits for it, so the
+    files hold the new epoch before the logs close."""
+    from samsa.broker.replication import manager
+    from samsa.storage.checkpoints import read_leader_epoch_checkpoint
+    monkeypatch.setattr(manager, "COMMITTED_APART_FROM", 5)
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    for p in range(8):
+        logs.create_log("t", p, CFG).append(batch_of(2))
+    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
+                              lag_time_max_ms=lambda: 10_000)
+    try:
+        replicas.sync_roles()
+        assert all(replicas.leader("t", p).leader_epoch == 1 for p in range(8))
+    finally:
+        replicas.stop()
+        logs.shutdown()
+    for p in range(8):
+        assert read_leader_epoch_checkpoint(
+            os.path.join(data, f"t-{p}", "leader-epoch-checkpoint"))[-1] == (1, 2)
+
+
+def test_a_leader_epoch_a_pass_deferred_is_written_before_the_log_grows(tmp_path):
+    """A role pass begins a leader epoch in memory and writes the file apart:
+    an append at the new epoch first writes it, so records never come to the
+    disk before the epoch that names them."""
+    from samsa.storage.checkpoints import read_leader_epoch_checkpoint
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    try:
+        lg = logs.create_log("t", 0, CFG)
+        lg.append(batch_of(2), leader_epoch=0)
+        path = os.path.join(data, "t-0", "leader-epoch-checkpoint")
+        lg.begin_leader_epoch(3, defer_flush=True)
+        assert lg.leader_epochs.latest_epoch == 3            # in memory at once
+        assert read_leader_epoch_checkpoint(path)[-1:] == [(0, 0)]
+        lg.append(batch_of(2), leader_epoch=3)
+        assert read_leader_epoch_checkpoint(path)[-1] == (3, 2)
+    finally:
+        logs.shutdown()

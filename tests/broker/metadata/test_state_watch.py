@@ -1,0 +1,73 @@
+"""The state watch against a real ZooKeeper: many partitions' states read in
+chunks with several in flight, each handed over as it comes, and every watch
+re-armed (a later change, a deletion, a creation each handed over again)."""
+from __future__ import annotations
+
+import threading
+
+from kazoo.client import KazooClient
+
+from samsa.broker.metadata import zk_layout as z
+from samsa.broker.metadata.zookeeper import state_watch
+from samsa.broker.metadata.zookeeper.state_watch import PartitionStateWatch
+from tests.support.waiting import wait_until
+
+PARTITIONS = 230
+
+
+def _state(epoch: int) -> bytes:
+    return z.encode_partition_state(z.PartitionState(1, epoch, (1,), 1))
+
+
+def test_states_read_in_chunks_in_flight_and_their_watches_fire_again(zookeeper, monkeypatch):
+    monkeypatch.setattr(state_watch, "READS_AT_ONCE", 20)   # 12 chunks, 3 in flight
+    monkeypatch.setattr(state_watch, "CHUNKS_IN_FLIGHT", 3)
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start(timeout=20)
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=20)
+    got: list[list[tuple[tuple[str, int], bytes | None]]] = []
+    lock = threading.Lock()
+    closed = False
+
+    def deliver(reads):
+        with lock:
+            got.append([(tp, data) for tp, data, _ in reads])
+
+    def latest() -> dict[tuple[str, int], bytes | None]:
+        with lock:
+            return {tp: data for chunk in got for tp, data in chunk}
+
+    watch = PartitionStateWatch(client, deliver, lambda: closed)
+    try:
+        admin.ensure_path(z.partitions_path("t"))
+        tx = admin.transaction()
+        for p in range(PARTITIONS):   # the last one's state is not written yet
+            tx.create(z.partition_path("t", p))
+            if p < PARTITIONS - 1:
+                tx.create(z.partition_state_path("t", p), _state(0))
+        assert not any(isinstance(r, Exception) for r in tx.commit())
+        watch.start()
+        watch.follow("t", range(PARTITIONS))
+        wait_until(lambda: len(latest()) == PARTITIONS, what="every first read")
+        with lock:
+            chunks = len(got)
+        assert chunks > 1   # handed over a chunk at a time, not at the end
+        first = latest()
+        assert first[("t", PARTITIONS - 1)] is None
+        assert all(first[("t", p)] == _state(0) for p in range(PARTITIONS - 1))
+
+        # Every watch was re-armed: a change, a deletion and a creation each come.
+        for p in range(0, PARTITIONS - 1, 7):
+            admin.set(z.partition_state_path("t", p), _state(1))
+        admin.delete(z.partition_state_path("t", 1))
+        admin.create(z.partition_state_path("t", PARTITIONS - 1), _state(2))
+        wanted = {("t", p): _state(1) for p in range(0, PARTITIONS - 1, 7)}
+        wanted[("t", 1)] = None
+        wanted[("t", PARTITIONS - 1)] = _state(2)
+        wait_until(lambda: all(latest()[tp] == data for tp, data in wanted.items()),
+                   what="the changes handed over")
+    finally:
+        closed = True
+        client.stop()
+        admin.stop()
