@@ -288,6 +288,29 @@ class FetchSessionCache:
                 parts[key] = parts.pop(key)
         return session.id, answered
 
+    def throttled(self, session_id: int, full: bool,
+                  told: Iterable[tuple[str | None, uuid.UUID, int]]) -> int:
+        """An answer sent without its partitions, as a client quota throttles
+        it (quotas/enforcement.py): Kafka's getThrottledResponse, which a full
+        fetch opens no session by and an incremental one tells nothing by. So
+        the session the full fetch opened is dropped (the client starts again
+        with a full fetch, as after any answer naming no session), and the
+        partitions ``told`` (topic, topic id, index) are answered again next
+        time. The session id to answer."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                return NO_SESSION
+            if full:
+                del self._sessions[session_id]
+                return NO_SESSION
+            for topic, topic_id, partition in told:
+                cached = session.partitions.get(
+                    (topic_id if session.uses_topic_ids else topic, partition))
+                if cached is not None:
+                    cached.high_watermark = -1
+            return session_id
+
     # ------------------------------------------------------------ sessions
 
     def _maybe_create(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int) -> int:

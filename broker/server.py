@@ -82,6 +82,7 @@ from .replication.manager import ReplicaManager, RolesNotTakenUp
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
 from .handlers.context import off_loop
+from .handlers.fetch import throttled as fetch_throttled
 from .handlers.share import share_bounds
 from .handlers.share_coordination import coordination_error
 from .groups.clock import wall_ms
@@ -379,6 +380,8 @@ class Broker:
         fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots,
                                            cfg.min_incremental_fetch_session_eviction_ms)
         _fetch_session_gauges(metrics, fetch_sessions)
+        quotas = ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics)
+        quotas.fetch_emptied = functools.partial(fetch_throttled, fetch_sessions)
         return BrokerServices(cfg, store, logs, topics, partitions, coordinators, notifier,
                               self.node, advertised_apis(), metrics, dynamic,
                               scram_credentials=ScramCredentialCache(store),
@@ -389,7 +392,7 @@ class Broker:
                               controller=(self.controller if self.controller is not None
                                           else SingleBrokerController(store)),
                               sasl=self.sasl,
-                              quotas=ClientQuotas.for_broker(QuotaConfigs(store), cfg, metrics),
+                              quotas=quotas,
                               acls=acls, fetch_sessions=fetch_sessions)
 
     def _join_cluster(self, store: ZooKeeperMetadataStore, topics: TopicService,

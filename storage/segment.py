@@ -119,9 +119,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self._open_lock = threading.Lock()
         self._file: SegmentFile | None = None
-        # appended to since the last flush: a file the cache let go must still
-        # be synced (the next flush opens it for that)
-        self._unsynced = False
+        self._ino: int | None = None  # the .log's inode, from its first open: known again by it
         self._size: int | None = None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -251,17 +249,29 @@ class LogSegment:
         f = self._file
         if f is None:
             # The active segment's one descriptor serves appends and reads.
-            mode = "r+b" if self.active else "rb"
-            try:
-                f = SegmentFile(self.log_path, mode)
-            except FileNotFoundError:
-                if not self.deleted:
-                    raise
-                # renamed for its delayed delete (and let go by the cache since)
-                f = SegmentFile(self.log_path + DELETED_SUFFIX, mode)
+            f = self._reopen("r+b" if self.active else "rb")
             self._file = f
             DESCRIPTORS.admit(self)
         return f
+
+    def _reopen(self, mode: str) -> SegmentFile:
+        """This segment's .log, opened again after the cache let it go: by its
+        .deleted name first once retired (a cleaner's swap or a truncation's
+        new segment may have put another file at its plain name), and only
+        if it is the same inode as first opened."""
+        names = ([self.log_path + DELETED_SUFFIX, self.log_path] if self.deleted
+                 else [self.log_path])
+        for name in names:
+            try:
+                f = SegmentFile(name, mode)
+            except FileNotFoundError:
+                continue
+            if self._ino is None:
+                self._ino = f.ino
+            if f.ino == self._ino:
+                return f
+            f.close()   # another segment's file by that name now
+        raise FileNotFoundError(2, "segment file gone", self.log_path)
 
     def _index_sane(self, oi: OffsetIndex, ti: TimeIndex) -> bool:
         size = self.size
@@ -398,7 +408,6 @@ class LogSegment:
         else:
             _touch(self)
         fd = f.fileno()
-        self._unsynced = True
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
@@ -438,7 +447,6 @@ class LogSegment:
         else:
             _touch(self)
         fd = f.fileno()
-        self._unsynced = True
         written = _pwritev(fd, parts, pos)
         if written < total:  # rare: regular files take a whole write at once
             rest = b"".join(bytes(p) for p in parts)
@@ -475,12 +483,15 @@ class LogSegment:
 
     def flush(self) -> None:
         f = self._file
-        unsynced, self._unsynced = self._unsynced, False
         if f is not None and not f.closed:
             sync_file(f.fileno(), self.log_path)
-        elif unsynced and not self.deleted:
-            # written through a descriptor the cache has let go since: the
-            # data is in the page cache, and any descriptor syncs it
+        elif not self.deleted:
+            # Let go by the cache since it was written, perhaps: the data is in
+            # the page cache and any descriptor syncs it. Always, not when a
+            # flag says it was written: a flush between an append's flag and
+            # its write would clear the flag for bytes not written yet, and the
+            # recovery point would pass them unsynced. (A log flushes only the
+            # segments past its recovery point.)
             sync_path(self.log_path)
         for idx in (self._offset_index, self._time_index):
             if idx is not None and idx.writable:

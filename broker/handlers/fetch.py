@@ -50,8 +50,8 @@ from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
 from ..append_notifier import APPENDED, READABLE
-from ..fetch_sessions import (NO_SESSION, FetchContext, FetchSessionCache, Kind, PartitionKey,
-                              Wanted)
+from ..fetch_sessions import (INITIAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache, Kind,
+                              PartitionKey, Wanted)
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
@@ -343,6 +343,19 @@ def _through_session(sessions: FetchSessionCache, session: FetchContext,
     if len(chosen) != len(answers):
         answers = [answers[i] for i in chosen]
     return session_id, answers
+
+
+def throttled(sessions: FetchSessionCache, req: FetchRequest, response: FetchResponse) -> None:
+    """(What a client quota calls before it empties a Fetch answer it throttles.)
+    The session answered as Kafka's throttled response does: no session opened
+    by a full fetch, nothing told by an incremental one (fetch_sessions.py)."""
+    session_id = getattr(response, "session_id", NO_SESSION)
+    if session_id == NO_SESSION:
+        return
+    response.session_id = sessions.throttled(
+        session_id, req.session_epoch == INITIAL_EPOCH,
+        [(t.topic, t.topic_id, p.partition_index) for t in response.responses
+         for p in t.partitions])
 
 
 def _now_ms() -> int:

@@ -19,7 +19,7 @@ another matter), inter-broker requests and SASL authentication.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 from samsa.protocol.messages import RequestHeader, encode_response
 from samsa.protocol.model import ApiKey
@@ -170,6 +170,8 @@ class _Metered:
             bandwidth = quotas.fetch.record(self.fetch, size, now)
             if bandwidth or request_throttle:
                 quotas.fetch.unrecord(self.fetch, size, now)
+                if quotas.fetch_emptied is not None:
+                    quotas.fetch_emptied(self.request, response)  # its fetch session
                 response.responses = []
                 parts = None
         mutation_throttle = self.mutation.throttle_ms()
@@ -215,6 +217,9 @@ class ClientQuotas:
         ControllerMutationQuotaManager), ``window`` when not given."""
         self.configs = configs
         self.window = window
+        # Told of a Fetch answer about to go out empty because it is throttled
+        # (its fetch session must not count the emptied partitions as told)
+        self.fetch_emptied: Callable[[Any, Any], None] | None = None
         self.produce = QuotaManager(PRODUCER_BYTE_RATE, configs, window)
         self.fetch = QuotaManager(CONSUMER_BYTE_RATE, configs, window)
         # Kafka bounds a request-time throttle to one quota window

@@ -187,3 +187,22 @@ def test_a_new_leader_epoch_or_a_fetch_offset_moved_back_is_answered_again():
     assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [0])  # the new epoch
     ctx = _incremental(cache, sid, 2, wanted=[_w(1, offset=2)])  # truncated back
     assert cache.finish(ctx, [_quiet()] * 3, T0) == (sid, [1])
+
+
+def test_a_throttled_answer_opens_no_session_and_tells_nothing():
+    """As Kafka's getThrottledResponse: a client quota sends the answer without
+    its partitions, so a full fetch's new session is dropped (answered id 0)
+    and an incremental one's news is told by the next answer instead."""
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    assert cache.throttled(sid, True, [("t", NO_ID, 0)]) == 0
+    assert len(cache) == 0
+    sid = _open(cache, 0, 1)
+    ctx = _incremental(cache, sid, 1)
+    assert cache.finish(ctx, [_quiet(hw=12), _quiet()], T0) == (sid, [0])
+    assert cache.throttled(sid, False, [("t", NO_ID, 0)]) == sid
+    ctx = _incremental(cache, sid, 2)
+    assert cache.finish(ctx, [_quiet(hw=12), _quiet()], T0) == (sid, [0])   # told again
+    ctx = _incremental(cache, sid, 3)
+    assert cache.finish(ctx, [_quiet(hw=12), _quiet()], T0) == (sid, [])
+    assert cache.throttled(12345, True, []) == 0   # a session gone meanwhile

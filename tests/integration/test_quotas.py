@@ -21,13 +21,14 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from samsa.client.blocking import SimpleClient
-from samsa.protocol.messages import (AlterClientQuotasRequest, MetadataRequest, ProduceRequest)
+from samsa.protocol.messages import (AlterClientQuotasRequest, FetchRequest, MetadataRequest,
+                                     ProduceRequest)
 from samsa.protocol.records import build_batch
 from tests.support.broker_process import broker_in_temp_dir
 
 pytestmark = pytest.mark.timeout(180)
 
-PRODUCE, METADATA, ALTER_QUOTAS = 0, 3, 49
+PRODUCE, FETCH, METADATA, ALTER_QUOTAS = 0, 1, 3, 49
 RATE = 50_000          # bytes/s for the enforcement tests
 VOLUME = 300_000       # bytes they move: ~5 s at RATE, well under 1 s without a quota
 VALUE = b"q" * 1000
@@ -202,6 +203,37 @@ def test_fetch_quota_throttles_a_consumer(qbroker):
     rate = VOLUME / (time.monotonic() - started)
     assert throttles and max(throttles) > 0
     assert 0 < rate < 3 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+
+
+def _cached_fetch_sessions(b) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{b.metrics_port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("kafka_server_fetchsessioncache_numincrementalfetchsessions"):
+                return float(line.split()[-1])
+    raise AssertionError("no fetch session gauge")
+
+
+def test_a_throttled_full_fetch_opens_no_session(qbroker):
+    """Kafka answers a throttled full fetch (epoch 0) with session id 0 and no
+    partitions: a session id there would be dropped by the client, which starts
+    over with a full fetch, and the orphans would fill the session cache."""
+    topic = "quota-session"
+    p = Producer({"bootstrap.servers": qbroker.bootstrap, "client.id": "unlimited"})
+    for _ in range(100):
+        p.produce(topic, VALUE)
+    assert p.flush(60) == 0
+    _set_quota(qbroker.bootstrap, [("client-id", "quota-session")], consumer_byte_rate=20_000)
+    before = _cached_fetch_sessions(qbroker)
+    with SimpleClient(qbroker.bootstrap, client_id="quota-session") as c:
+        r = c.call(FETCH, FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=0, topics=[FetchRequest.FetchTopic(
+                topic=topic, partitions=[FetchRequest.FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[], rack_id=""), highest=12)
+    assert r.throttle_time_ms > 0 and r.responses == []
+    assert r.session_id == 0
+    assert _cached_fetch_sessions(qbroker) == before
 
 
 def test_kafka_python_old_protocol_is_slowed_by_late_answers(qbroker):

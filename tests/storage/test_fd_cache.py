@@ -17,6 +17,7 @@ from samsa.config.broker import BrokerConfig
 from samsa.config.errors import ConfigError
 from samsa.config.topic import TopicConfig
 from samsa.protocol.records import iter_records
+import samsa.storage.segment as segment_module
 from samsa.storage.fd_cache import DESCRIPTORS, derived_limit
 from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
@@ -244,3 +245,55 @@ def test_a_log_manager_sets_the_limit_and_a_broker_refuses_bad_values(tmp_path):
     for bad in ("0", "-2", "many"):
         with pytest.raises(ConfigError, match=key):
             BrokerConfig.from_dict({key: bad})
+
+
+def test_a_flush_between_an_append_and_its_write_still_syncs_it_once_let_go(tmp_path,
+                                                                           monkeypatch):
+    """The flusher thread runs between an append's start and its write (the
+    GIL switched), then the cache lets the file go: the next flush must still
+    sync the .log before the recovery point passes those bytes (it skipped
+    it when a flag said the file had been synced since its last write)."""
+    lg = Log(str(tmp_path / "t-0"), "t", 0, TopicConfig(file_delete_delay_ms=0))
+    lg.append(build_batch([b"a"]))
+    lg.flush()
+    seg = lg.segments[-1]
+    synced: list[str] = []
+    monkeypatch.setattr(segment_module, "sync_file", lambda fd, path: synced.append(path))
+    monkeypatch.setattr(segment_module, "sync_path", lambda path: synced.append(path))
+    write = segment_module._pwritev
+
+    def flush_first(fd, parts, pos):
+        seg.flush()
+        return write(fd, parts, pos)
+    monkeypatch.setattr(segment_module, "_pwritev", flush_first)
+    lg.append(build_batch([b"b"]))
+    monkeypatch.setattr(segment_module, "_pwritev", write)
+    synced.clear()
+    seg.release_file()
+    before = lg.recovery_point
+    lg.flush()
+    assert lg.recovery_point > before
+    assert seg.log_path in synced
+
+
+def test_a_retired_segment_let_go_reads_its_own_file_not_its_successors(tmp_path):
+    """A reader holding a segment that retention retired (renamed .deleted)
+    after the cache let its file go opens it again by the .deleted name and
+    inode, not the new file a cleaner's swap or a truncation put at its name."""
+    lg = Log(str(tmp_path / "t-0"), "t", 0, TopicConfig(file_delete_delay_ms=60_000))
+    for i in range(5):
+        lg.append(build_batch([f"old-{i}".encode() * 10]))
+    lg.roll()
+    lg.append(build_batch([b"x"]))
+    old = lg.segments[0]
+    old.read(0, 1 << 20)
+    old.release_file()
+    assert any(p.endswith(".log.deleted") for p in old.rename_to_deleted())
+    with open(old.log_path, "wb") as f:
+        f.write(bytes(build_batch([b"NEW-DATA" * 10])))
+    region = old.read(0, 1 << 20)
+    assert [r.value for r in iter_records(region.read_bytes())][0] == b"old-0" * 10
+    os.unlink(old.log_path + ".deleted")   # and once its own file is gone: an error, not another's
+    old.release_file()
+    with pytest.raises(FileNotFoundError):
+        old.read(0, 1 << 20).read_bytes()
