@@ -8,6 +8,7 @@ probe works for samsa and for peers such as Tansu.
 
 from __future__ import annotations
 
+import collections
 import random
 import socket
 import struct
@@ -55,6 +56,9 @@ def probe_api_versions(host: str, port: int, timeout: float = 2.0, correlation_i
 
 _PORTS = random.SystemRandom()
 _LOWEST_PORT = 10_000
+# the ports this process handed out last: not handed out again soon (a CI run
+# gave one broker's SSL and SASL_PLAINTEXT listeners the same random port)
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=1024)
 
 
 def _ephemeral_low() -> int:
@@ -77,11 +81,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     low = _ephemeral_low()
     for _ in range(100) if low - _LOWEST_PORT >= 1000 else ():
         port = _PORTS.randrange(_LOWEST_PORT, low)
+        if port in _HANDED_OUT:
+            # free still, but handed to a server of ours that has not bound it
+            # yet (a broker's listeners are chosen together, then started)
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue
+            _HANDED_OUT.append(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
