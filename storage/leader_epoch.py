@@ -38,9 +38,11 @@ class LeaderEpochCache:
         self._entries: list[tuple[int, int]] = read_leader_epoch_checkpoint(self.path)
         # what the file holds (it was read or written so): writes of the same skip
         self._persisted = list(self._entries)
-        # entries differ from the file by a deferred truncation (see the module doc)
+        # entries differ from the file by a deferred truncation (see the module doc),
+        # or are written but not in place until a durable batch commits (_flush)
         self.stale = False
         self._new_in: object | None = None   # (see new)
+        self._writes = 0   # numbers each write: a batch's late callback knows if it is the last
 
     @classmethod
     def new(cls, partition_dir: str, *, new_dir: bool = False) -> "LeaderEpochCache":
@@ -55,6 +57,7 @@ class LeaderEpochCache:
         self._persisted = []
         self.stale = False
         self._new_in = current_durable_batch() if new_dir else None
+        self._writes = 0
         return self
 
     @property
@@ -152,9 +155,26 @@ class LeaderEpochCache:
         if new_dir or os.path.isdir(os.path.dirname(self.path)):
             write_leader_epoch_checkpoint(self.path, self._entries, new_dir=new_dir)
             written = list(self._entries)
+            self._writes = mine = self._writes + 1
+            in_batch = current_durable_batch() is not None
+            if in_batch:
+                # Not in place until the batch commits (after a syncfs and a
+                # pass's renames, seconds later): an append meanwhile writes
+                # the file itself, or a kill -9 would leave records at an
+                # epoch the file lacks (the load does not rebuild epochs).
+                self.stale = True
 
             def persisted() -> None:
-                self._persisted = written
+                if not in_batch:   # (run at once, under the lock)
+                    self._persisted = written
+                    return
+                with self._lock:   # (the batch's commit, on its thread)
+                    if self._writes != mine:
+                        # a later write superseded this one's rename: the file
+                        # holds that one, and must not be taken for this one's
+                        return
+                    self._persisted = written
+                    self.stale = self._entries != written
             # inside a durable batch the file holds them only once the batch
             # commits: a failed batch must not make the next write look redundant
             when_durable(persisted)

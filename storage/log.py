@@ -1156,6 +1156,10 @@ class Log:
             # (index files not made yet are written by the segment's close,
             # inside the same durable batch as the flush)
             self.flush()
+            if self.leader_epochs.stale:
+                # an epoch a role pass's batch has not made durable yet (or a
+                # load's truncation): in the file before the clean-stop marker
+                self.leader_epochs.flush_deferred()
             try:
                 leo = self.log_end_offset
                 if leo > 0 and not os.path.exists(self.producer_state.snapshot_path(leo)):

@@ -303,8 +303,10 @@ class ReplicaManager:
         key = (lg.topic, lg.partition)
         with self._roles_lock:
             if key in self._deferred and self._logs.get_log(*key) is lg:
-                self._deferred.discard(key)
+                # still deferred if this fails (a disk error writing the epoch):
+                # a request's take_up, or the next change of its state, tries again
                 self._sync(lg.topic, lg.partition, lg)
+                self._deferred.discard(key)
 
     def deferred(self) -> int:
         """How many logs' roles wait for their load."""
