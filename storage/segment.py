@@ -402,18 +402,7 @@ class LogSegment:
         """
         pos = self._size
         assert pos is not None  # an active segment's size is known: created, opened or recovered
-        f = self._file   # (held until the write is done: see the module doc)
-        if f is None:
-            f = self.file
-        else:
-            _touch(self)
-        fd = f.fileno()
-        written = _pwritev(fd, parts, pos)
-        if written < total:  # rare: regular files take a whole write at once
-            rest = b"".join(bytes(p) for p in parts)
-            view = memoryview(rest)
-            while written < total:
-                written += _pwrite(fd, view[written:], pos + written)
+        self._write(parts, total, pos)
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = batches[0][2]
         max_ts = self._max_ts
@@ -436,11 +425,8 @@ class LogSegment:
         self._size = pos
         return pos
 
-    def append_one(self, parts: Sequence[Buf], total: int, last_offset: int, ts: int) -> int:
-        """``append`` of exactly one batch of ``total`` bytes (the produce fast
-        path): same write, same index rule, no per-batch list."""
-        pos = self._size
-        assert pos is not None  # as in append
+    def _write(self, parts: Sequence[Buf], total: int, pos: int) -> None:
+        """``parts`` (``total`` bytes) written at ``pos``, with one pwritev."""
         f = self._file   # (held until the write is done: see the module doc)
         if f is None:
             f = self.file
@@ -453,6 +439,13 @@ class LogSegment:
             view = memoryview(rest)
             while written < total:
                 written += _pwrite(fd, view[written:], pos + written)
+
+    def append_one(self, parts: Sequence[Buf], total: int, last_offset: int, ts: int) -> int:
+        """``append`` of exactly one batch of ``total`` bytes (the produce fast
+        path): same write, same index rule, no per-batch list."""
+        pos = self._size
+        assert pos is not None  # as in append
+        self._write(parts, total, pos)
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = ts
         max_ts = self._max_ts

@@ -2,6 +2,7 @@
 log receives come from an independent implementation of the v2 format."""
 from __future__ import annotations
 
+import os
 import time
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -21,3 +22,16 @@ def build_batch(values, *, key=None, timestamp=None, codec="none", producer_id=-
 
 def batch_of(n, size=10, **kw):
     return build_batch([b"x" * size] * n, **kw)
+
+
+def open_under(path) -> list[str]:
+    """This process's descriptors on files below ``path``."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out

@@ -7,21 +7,9 @@ import os
 from samsa.config.topic import TopicConfig
 from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
-from tests.storage.helpers import batch_of
+from tests.storage.helpers import batch_of, open_under
 from tests.support.waiting import wait_until
 
-
-def _open_under(path) -> list[str]:
-    """This process's descriptors on files below ``path``."""
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(path)):
-            out.append(target)
-    return out
 
 
 def test_an_opened_log_holds_no_descriptor_until_used(tmp_path):
@@ -32,12 +20,12 @@ def test_an_opened_log_holds_no_descriptor_until_used(tmp_path):
     assert len(lg.segments) > 3
     lg.close()
     again = Log.open(str(tmp_path / "t-0"), cfg)
-    assert _open_under(tmp_path) == []  # loaded: nothing open, not even the active .log
+    assert open_under(tmp_path) == []  # loaded: nothing open, not even the active .log
     again.append(batch_of(1))
-    assert [os.path.basename(p) for p in _open_under(tmp_path)] == [
+    assert [os.path.basename(p) for p in open_under(tmp_path)] == [
         os.path.basename(again.active_segment.log_path)]  # the .log written to; indexes none
     again.close()
-    assert _open_under(tmp_path) == []
+    assert open_under(tmp_path) == []
 
 
 def test_a_deleted_topic_leaves_no_descriptor_and_no_directory(tmp_path):
@@ -51,5 +39,5 @@ def test_a_deleted_topic_leaves_no_descriptor_and_no_directory(tmp_path):
     lm.delete_topic("gone")
     wait_until(lambda: not any(n.startswith("gone-") for n in os.listdir(data)),
                what="the deleted partition's directory to go")
-    assert _open_under(data) == []
+    assert open_under(data) == []
     lm.shutdown()

@@ -21,7 +21,7 @@ import samsa.storage.segment as segment_module
 from samsa.storage.fd_cache import DESCRIPTORS, derived_limit
 from samsa.storage.log import Log
 from samsa.storage.manager import LogManager
-from tests.storage.helpers import build_batch
+from tests.storage.helpers import build_batch, open_under
 
 LIMIT = 6
 
@@ -33,17 +33,6 @@ def small_cache():
     yield DESCRIPTORS
     DESCRIPTORS.configure(old)
 
-
-def _open_under(path) -> list[str]:
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(path)):
-            out.append(target)
-    return out
 
 
 def _values(lg: Log, start: int = 0) -> list[bytes]:
@@ -71,15 +60,15 @@ def test_many_partitions_over_a_small_cache_hold_at_most_its_limit(tmp_path, sma
     for rnd in range(12):   # several segments each, written round the partitions
         for p, lg in enumerate(logs):
             lg.append(build_batch([f"{p}:{rnd}".encode() * 20]))
-        assert len(_open_under(tmp_path)) <= LIMIT
+        assert len(open_under(tmp_path)) <= LIMIT
     assert all(len(lg.segments) > 2 for lg in logs)
     for p, lg in enumerate(logs):   # each read opens (and evicts) again
         assert _values(lg) == [f"{p}:{rnd}".encode() * 20 for rnd in range(12)]
-        assert len(_open_under(tmp_path)) <= LIMIT
+        assert len(open_under(tmp_path)) <= LIMIT
     assert small_cache.evictions > 0
     for lg in logs:
         lg.close()
-    assert _open_under(tmp_path) == []
+    assert open_under(tmp_path) == []
 
 
 def test_a_region_read_before_its_file_was_let_go_stays_readable(tmp_path, small_cache):
@@ -92,13 +81,13 @@ def test_a_region_read_before_its_file_was_let_go_stays_readable(tmp_path, small
     assert logs[0].active_segment._file is None
     # the region holds its descriptor: still the same bytes, not another file's
     assert [r.value for r in iter_records(region.read_bytes())] == [b"first of 0"]
-    held = len(_open_under(tmp_path))
+    held = len(open_under(tmp_path))
     del region
-    assert len(_open_under(tmp_path)) == held - 1   # closed with its last holder
+    assert len(open_under(tmp_path)) == held - 1   # closed with its last holder
     # a region not used before its file was let go holds no descriptor
     # meanwhile: it opens the same file again when it is used
     regions = [lg.read(0, 1 << 20).regions[0] for lg in logs]
-    assert len(_open_under(tmp_path)) <= LIMIT
+    assert len(open_under(tmp_path)) <= LIMIT
     assert [[r.value for r in iter_records(region.read_bytes())] for region in regions] == [
         [f"first of {p}".encode()] for p in range(len(logs))]
     del regions
@@ -149,7 +138,7 @@ def test_concurrent_appenders_and_readers_over_a_tiny_cache(tmp_path, small_cach
         lg.flush()   # files let go after their writes are synced all the same
         assert lg.recovery_point == lg.log_end_offset
     assert small_cache.evictions > 0
-    assert len(_open_under(tmp_path)) <= LIMIT
+    assert len(open_under(tmp_path)) <= LIMIT
     for lg in logs:
         lg.close()
 
