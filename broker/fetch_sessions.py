@@ -167,6 +167,7 @@ class FetchContext:
     session: FetchSession | None = None  # INCREMENTAL
     privileged: bool = False
     uses_topic_ids: bool = False
+    epoch: int = INITIAL_EPOCH  # INCREMENTAL: the session's epoch once this request took it
 
 
 class FetchSessionCache:
@@ -250,7 +251,7 @@ class FetchSessionCache:
                 return FetchContext(Kind.INCREMENTAL,
                                     [c.wanted for c in session.partitions.values()],
                                     session=session, privileged=session.privileged,
-                                    uses_topic_ids=uses_topic_ids)
+                                    uses_topic_ids=uses_topic_ids, epoch=session.epoch)
         self.session_errors += 1
         return FetchContext(Kind.ERROR, [], error=error)
 
@@ -259,9 +260,16 @@ class FetchSessionCache:
         return FetchContext(Kind.SESSIONLESS, wanted)
 
     def finish(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int
-               ) -> tuple[int, list[int]]:
+               ) -> tuple[int, list[int] | None]:
         """Once the partitions of ``ctx`` were read (``outcomes`` in the same
-        order): (the session id to answer, the indexes of the partitions to answer)."""
+        order): (the session id to answer, the indexes of the partitions to answer).
+
+        None instead of the indexes: a later request of the session came in
+        while this one long-polled (its fetcher gave up waiting for this answer,
+        as a follower does to fetch partitions it just took up), so this answer
+        is INVALID_FETCH_SESSION_EPOCH and tells nothing, as Kafka's
+        IncrementalFetchContext answers it; counting its news as told would
+        keep them from the answer the fetcher does read."""
         everything = list(range(len(outcomes)))
         if ctx.kind is Kind.FULL:
             return self._maybe_create(ctx, outcomes, now_ms), everything
@@ -269,8 +277,10 @@ class FetchSessionCache:
             return NO_SESSION, everything
         session = ctx.session
         assert session is not None
-        answered = []
+        answered: list[int] = []
         with self._lock:
+            if session.epoch != ctx.epoch:
+                return NO_SESSION, None
             parts = session.partitions
             moved: list[PartitionKey] = []
             for i, (w, out) in enumerate(zip(ctx.partitions, outcomes)):

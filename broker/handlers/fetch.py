@@ -328,18 +328,25 @@ async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max
         # to fetch partitions it just took up): the session must not count its
         # news as told, nor a full fetch open a session nobody will use.
         return None
-    session_id, answers = _through_session(ctx.broker.fetch_sessions, session, answers)
+    told = _through_session(ctx.broker.fetch_sessions, session, answers)
+    if told is None:  # the session moved on meanwhile (fetch_sessions.finish)
+        return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                 session_id=NO_SESSION, responses=[])
+    session_id, answers = told
     _count_out(ctx.broker.metrics, answers, follower)
     return _response(answers, ctx.listener, session_id)
 
 
 def _through_session(sessions: FetchSessionCache, session: FetchContext,
-                     answers: list[_Answer]) -> tuple[int, list[_Answer]]:
+                     answers: list[_Answer]) -> tuple[int, list[_Answer]] | None:
     """The session id to answer and the partitions to answer: all of them,
-    but for an incremental fetch only those with news (fetch_sessions.py)."""
+    but for an incremental fetch only those with news (fetch_sessions.py).
+    None: a later request took the session meanwhile."""
     if session.kind is Kind.SESSIONLESS:
         return NO_SESSION, answers
     session_id, chosen = sessions.finish(session, [p for _, p in answers], _now_ms())
+    if chosen is None:
+        return None
     if len(chosen) != len(answers):
         answers = [answers[i] for i in chosen]
     return session_id, answers

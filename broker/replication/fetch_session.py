@@ -11,7 +11,14 @@ partitions sends and reads a few bytes a round instead of all of them.
 
 Whatever breaks the chain (a session error, a lost answer, a closed
 connection) sends the next request full: with the old session id, so the
-leader drops that session before opening the next one. Plain state, no I/O.
+leader drops that session before opening the next one. One break does not:
+the follower dropping a long-polling incremental request on purpose, to name
+partitions it just took up without waiting for that answer. The leader took
+that request (its session is at the next epoch and holds what it named) and
+will not answer it, so the next request goes on incrementally, adding the new
+partitions (``interrupted``); should the leader not have read it after all,
+it answers INVALID_FETCH_SESSION_EPOCH and the chain starts over in full.
+Plain state, no I/O.
 """
 from __future__ import annotations
 
@@ -90,6 +97,13 @@ class FollowerFetchSession(Generic[K]):
         else:
             self.epoch = _next_epoch(self.epoch)
         return True
+
+    def interrupted(self) -> None:
+        """The follower closed the connection on purpose while the leader
+        long-polled the last request (see the module doc): an incremental
+        session goes on at the next epoch; a full request opened none."""
+        if self.epoch != INITIAL_EPOCH:
+            self.epoch = _next_epoch(self.epoch)
 
     def failed(self) -> None:
         """The last request's answer was lost (connection closed, timeout): what

@@ -143,6 +143,14 @@ class _Followed:
         return self.log.topic, self.log.partition
 
 
+class _NewlyFollowed:
+    """Partitions followed from one leader since the last hand-over to the loop."""
+    __slots__ = ("first", "epoch", "count")
+
+    def __init__(self, first: tuple[str, int], epoch: int) -> None:
+        self.first, self.epoch, self.count = first, epoch, 1
+
+
 class ReplicaFetcher:
     def __init__(self, config: Callable[[], FetcherConfig],
                  endpoint: Callable[[int], BrokerEndpoint | None],
@@ -156,6 +164,7 @@ class ReplicaFetcher:
         # this follower (KIP-392) long-poll on it
         self._notify = notify
         self._followed: dict[tuple[str, int], _Followed] = {}
+        self._new: dict[int, _NewlyFollowed] = {}  # by leader, not handed over yet
         self._lock = threading.Lock()
         # uvloop, as the processors: a follower's loop turns over once per chunk
         # of each 1 MiB Fetch answer, and the pure-Python selector loop cost
@@ -207,9 +216,32 @@ class ReplicaFetcher:
                 with current.lock:
                     current.active = False
             self._followed[key] = _Followed(log_, leader, leader_epoch)
-        log.info("following %s-%d: leader %d, epoch %d", key[0], key[1], leader, leader_epoch)
-        if not self._stopped:
-            self._loop.call_soon_threadsafe(self._ensure_task, leader)
+            # Handed to the fetcher's loop in batches: a roles pass follows
+            # thousands of partitions, and one wake-up of the loop (and one
+            # interrupt of a long poll) per partition kept both threads busy.
+            first = not self._new
+            batch = self._new.get(leader)
+            if batch is None:
+                self._new[leader] = _NewlyFollowed(key, leader_epoch)
+            else:
+                batch.count += 1
+        log.debug("following %s-%d: leader %d, epoch %d", key[0], key[1], leader, leader_epoch)
+        if first and not self._stopped:
+            self._loop.call_soon_threadsafe(self._hand_over)
+
+    def _hand_over(self) -> None:
+        """(On the loop) The partitions followed since the last hand-over, to
+        their leaders' loops: one line and one wake-up per leader."""
+        with self._lock:
+            batches, self._new = self._new, {}
+        for leader, b in batches.items():
+            if b.count == 1:
+                log.info("following %s-%d: leader %d, epoch %d", b.first[0], b.first[1],
+                         leader, b.epoch)
+            else:
+                log.info("following %d more partitions of leader %d (%s-%d at epoch %d, ...)",
+                         b.count, leader, b.first[0], b.first[1], b.epoch)
+            self._ensure_task(leader)
 
     def unfollow(self, topic: str, partition: int) -> None:
         with self._lock:
@@ -253,7 +285,8 @@ class ReplicaFetcher:
             # partitions it had; one connection answers in order, so the new
             # partition (a leadership that just moved here: acks=all produces
             # wait for us) would wait behind it. Drop that connection; the loop
-            # reconnects at once and fetches everything again.
+            # reconnects at once and adds the new partitions to its fetch
+            # session (fetch_session.py: the session survives this drop).
             self._interrupted.add(leader)
             self._loop.create_task(polling.close())
 
@@ -443,7 +476,10 @@ class ReplicaFetcher:
             resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
                                     extra_wait_ms=cfg.replica_fetch_wait_max_ms)
         except BaseException:
-            session.failed()  # the leader may have moved the session on: start over
+            if leader in self._interrupted:
+                session.interrupted()  # on purpose, to add partitions: the session goes on
+            else:
+                session.failed()  # the leader may have moved the session on: start over
             raise
         finally:
             if self._polling.get(leader) is conn:

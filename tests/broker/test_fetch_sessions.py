@@ -206,3 +206,16 @@ def test_a_throttled_answer_opens_no_session_and_tells_nothing():
     ctx = _incremental(cache, sid, 3)
     assert cache.finish(ctx, [_quiet(hw=12), _quiet()], T0) == (sid, [])
     assert cache.throttled(12345, True, []) == 0   # a session gone meanwhile
+
+
+def test_an_answer_overtaken_by_a_later_request_of_its_session_tells_nothing():
+    # A follower drops a long-polling Fetch to name partitions it just took up
+    # and sends the next epoch at once: the dropped request's late answer is
+    # INVALID_FETCH_SESSION_EPOCH, and its news go to the answer that is read.
+    cache = FetchSessionCache()
+    sid = _open(cache, 0, 1)
+    dropped = _incremental(cache, sid, 1)
+    later = _incremental(cache, sid, 2, wanted=[_w(2)])
+    assert cache.finish(dropped, [_quiet(hw=11), _quiet()], T0) == (0, None)
+    answered = cache.finish(later, [_quiet(hw=11), _quiet(), _quiet()], T0)
+    assert answered == (sid, [0, 2])

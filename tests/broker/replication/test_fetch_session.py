@@ -65,3 +65,16 @@ def test_a_session_the_leader_closed_is_asked_for_again():
     s.build({})
     assert s.answered(0, 0)  # every partition forgotten: the leader closed it
     assert s.build({"a": _at(0)}).full
+
+
+def test_a_request_dropped_to_add_partitions_keeps_the_session_going_incrementally():
+    s = _opened()
+    s.build({"a": _at(1), "b": _at(0)})  # epoch 1, long-polled by the leader
+    s.interrupted()  # dropped to name "c" at once
+    nxt = s.build({"a": _at(1), "b": _at(0), "c": _at(0)})
+    assert (nxt.session_id, nxt.epoch, nxt.send, nxt.forget) == (77, 2, ["c"], [])
+    # a full request dropped so opened no session: the next is full again
+    s = FollowerFetchSession[str]()
+    s.build({"a": _at(0)})
+    s.interrupted()
+    assert s.build({"a": _at(0), "c": _at(0)}).full
