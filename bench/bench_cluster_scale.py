@@ -289,6 +289,27 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     stop_profiles(spies)
 
 
+def replica_fetches(cluster, metrics_ports: dict[int, int]) -> str:
+    """Per live broker: the Fetch requests its followers sent since it started,
+    full / incremental (KIP-227; its /metrics samsa_replica_fetch_requests)."""
+    import urllib.request
+    out = []
+    for i, port in sorted(metrics_ports.items()):
+        if cluster.brokers[i].pid is None:
+            continue
+        counts = {"full": "?", "incremental": "?"}
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+        except OSError:
+            continue
+        for line in text.decode().splitlines():
+            if line.startswith("samsa_replica_fetch_requests{"):
+                kind = line.split('kind="', 1)[1].split('"', 1)[0]
+                counts[kind] = line.rsplit(" ", 1)[1].split(".")[0]
+        out.append(f"broker {i} {counts['full']}/{counts['incremental']}")
+    return ", ".join(out)
+
+
 def restart_and_settle(cluster, broker_id: int, partitions: int, rf: int, what: str) -> None:
     b = cluster.brokers[broker_id]
     b.startup_timeout = 1800
@@ -299,6 +320,9 @@ def restart_and_settle(cluster, broker_id: int, partitions: int, rf: int, what: 
     wait_ready(cluster.brokers[broker_id].bootstrap, partitions, rf,
                set(range(len(cluster.brokers))), True, 1800, poll_s=1.0)
     figure(f"{what}: every ISR full again, from restart (s)", round(time.monotonic() - t0, 1))
+    if getattr(cluster, "metrics_ports", None):
+        figure(f"{what}: replica Fetch requests full/incremental since each start",
+               replica_fetches(cluster, cluster.metrics_ports))
 
 
 def raise_fd_limit(wanted: int = 200_000) -> None:
@@ -336,9 +360,15 @@ def main() -> None:
     from samsa.testing.cluster import ClusterProcesses
     raise_fd_limit()
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-cluster-scale-"))
+    from samsa.testing.wire import free_port
+    metrics_ports = {i: free_port() for i in range(args.brokers)}
     cluster = ClusterProcesses(work, size=args.brokers,
                                session_timeout_ms=args.session_timeout_ms,
-                               overrides={"auto.create.topics.enable": "false"})
+                               overrides={"auto.create.topics.enable": "false"},
+                               broker_overrides={i: {"metrics.port": port,
+                                                     "metrics.host": "127.0.0.1"}
+                                                 for i, port in metrics_ports.items()})
+    cluster.metrics_ports = metrics_ports
     figure("work dir", work)
     try:
         cluster.start()
@@ -352,6 +382,8 @@ def main() -> None:
         wait_ready(cluster.brokers[0].bootstrap, args.partitions, args.rf, everyone, True, 3600)
         figure("create: every ISR full, from the first CreateTopics (s)",
                round(time.monotonic() - t0, 1))
+        figure("create: replica Fetch requests full/incremental per broker",
+               replica_fetches(cluster, metrics_ports))
         stop_profiles(spies)
         if args.create_only:
             return

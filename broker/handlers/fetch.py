@@ -323,9 +323,10 @@ async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max
                   follower: bool, session: FetchContext) -> FetchResponse | None:
     if version <= 3 and not await _downconvert(ctx, answers, version, max_bytes):
         return None  # no connection to answer on
-    if ctx.conn.closed and session.kind is not Kind.SESSIONLESS:
+    if ctx.conn.peer_gone and session.kind is not Kind.SESSIONLESS:
         # Nobody reads this answer (a follower drops a long-polling connection
-        # to fetch partitions it just took up): the session must not count its
+        # to fetch partitions it just took up: the broker sees its EOF, and
+        # still answers what it received): the session must not count its
         # news as told, nor a full fetch open a session nobody will use.
         return None
     told = _through_session(ctx.broker.fetch_sessions, session, answers)
@@ -452,6 +453,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [(t.topic, t.partition) for t in targets if not t.lookup.error]
     while True:
+        if session.kind is not Kind.SESSIONLESS and ctx.conn.peer_gone:
+            return None  # nobody reads it (see _answer): no read pass for it either
         # (a follower reads up to the log end, a consumer up to what is committed)
         waiter = (broker.notifier.wait_any(keys, loop, APPENDED if follower else READABLE)
                   if keys else None)

@@ -482,6 +482,12 @@ class Connection:
             self._give_up_buffer()
         self._pool.clear()
 
+    @property
+    def peer_gone(self) -> bool:
+        """Closed, or the peer closed its side: what is still answered may
+        never be read (a follower drops a long-polling Fetch this way)."""
+        return self.closed or self._eof
+
     def finish(self) -> None:
         """Stop reading as if the peer had closed its side: what was received
         is answered, then the connection closes."""

@@ -66,6 +66,12 @@ class ConnectionContext:
         """True once the connection is closed (responses would be dropped)."""
         return self._conn.closed
 
+    @property
+    def peer_gone(self) -> bool:
+        """True once closed or the peer closed its side (EOF): the answers
+        still owed are sent, but may never be read."""
+        return bool(self._conn.peer_gone)
+
     def close(self) -> None:
         """Close the connection now (must be called on ``loop``); queued
         responses are discarded. For handlers that decide a peer is hopeless."""

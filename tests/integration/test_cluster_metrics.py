@@ -2,7 +2,8 @@
 coordinator alone (one series per group and partition across the cluster),
 for partitions it holds a copy of and partitions it does not, and every
 metric the provisioned Grafana dashboard queries is exported by the brokers;
-followers replicate through incremental fetch sessions (KIP-227)."""
+followers replicate through incremental fetch sessions (KIP-227), which
+partitions followed later join without a full Fetch."""
 from __future__ import annotations
 
 import re
@@ -94,5 +95,15 @@ def test_lag_from_the_coordinator_only_and_dashboard_names_exported(cluster_fact
                    for port in ports]
             return out if all(sent > 0 and served > 0 for sent, served in out) else None
         wait_until(incremental, timeout=30, what="incremental fetches on every broker")
+        # Partitions followed later (a new topic) interrupt the followers' long
+        # polls and are added to their sessions: no full Fetch again.
+        full = [_sample(port, 'samsa_replica_fetch_requests{kind="full"}') for port in ports]
+        admin.create_topics([NewTopic("later-rf3", 3, 3)])["later-rf3"].result(30)
+        later = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for part in range(3):
+            later.produce("later-rf3", b"x", partition=part)
+        assert later.flush(60) == 0  # acks=all: each follower fetched its new partitions
+        assert [_sample(port, 'samsa_replica_fetch_requests{kind="full"}')
+                for port in ports] == full
     finally:
         c.close()

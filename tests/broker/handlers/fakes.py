@@ -68,6 +68,10 @@ class FakeConnection:
         self.principal = principal
         self.authenticated = True
 
+    @property
+    def peer_gone(self) -> bool:
+        return self.closed
+
     def close(self) -> None:
         self.closed = True
 

@@ -434,6 +434,31 @@ async def test_peer_reset_and_half_close(make_server):
     await until(lambda: server.connections_open == 0)
 
 
+async def test_a_handler_in_flight_learns_that_the_peer_closed_its_side(make_server):
+    # (a follower drops a long-polling Fetch so: the fetch session must not
+    # count an answer nobody reads; the connection itself stays to answer)
+    seen: list[tuple[bool, bool]] = []
+    eof = threading.Event()
+
+    async def watch(conn, f):
+        seen.append((conn.peer_gone, conn.closed))
+        while not eof.is_set():
+            await asyncio.sleep(0.005)
+        await until(lambda: conn.peer_gone)
+        seen.append((conn.peer_gone, conn.closed))
+        return [frame(bytes(f))]
+
+    server = await make_server(watch)
+    c = await Client.connect(server)
+    await c.send(frame(b"poll"))
+    await until(lambda: len(seen) == 1)
+    c.writer.write_eof()
+    eof.set()
+    assert await c.response() == b"poll"
+    assert seen == [(False, False), (True, False)]
+    await c.close()
+
+
 # ---------------------------------------------------------------- flow control
 
 
