@@ -63,6 +63,9 @@ class FollowerFetchSession(Generic[K]):
         self.session_id = NO_SESSION
         self.epoch = INITIAL_EPOCH  # of the next request; 0: full
         self._session: dict[K, FetchState] = {}  # as the leader holds it once it has our last
+        # The leader answered the last full request without a session (no
+        # room in its cache): every request stays full, so they long-poll too.
+        self.refused = False
         self.full_requests = 0
         self.incremental_requests = 0
 
@@ -91,8 +94,11 @@ class FollowerFetchSession(Generic[K]):
             self.epoch = INITIAL_EPOCH  # (a known id is closed by the full request)
             return False
         if session_id == NO_SESSION:  # the leader keeps none (full, or session closed)
+            self.refused = self.epoch == INITIAL_EPOCH
             self.session_id, self.epoch = NO_SESSION, INITIAL_EPOCH
-        elif self.epoch == INITIAL_EPOCH or session_id != self.session_id:
+            return True
+        self.refused = False
+        if self.epoch == INITIAL_EPOCH or session_id != self.session_id:
             self.session_id, self.epoch = session_id, _next_epoch(INITIAL_EPOCH)
         else:
             self.epoch = _next_epoch(self.epoch)

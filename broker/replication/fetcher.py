@@ -460,9 +460,16 @@ class ReplicaFetcher:
         forgotten: dict[str, list[int]] = {}
         for topic, partition in nxt.forget:
             forgotten.setdefault(topic, []).append(partition)
+        # A full request (the first to a leader, or after the session broke)
+        # is answered at once, not long-polled: partitions followed meanwhile
+        # would otherwise interrupt it, and each full request interrupted made
+        # the next full again (while a roles pass hands partitions over, one
+        # after another). The session it opens makes the next one incremental,
+        # which long-polls and may be interrupted (fetch_session.py).
+        wait_ms = 0 if nxt.full and not session.refused else cfg.replica_fetch_wait_max_ms
         # (Fetch v12: replica_id in the body; no topic ids, replica state or directory id yet)
         request = R(cluster_id=None, replica_id=cfg.broker_id,
-                    max_wait_ms=cfg.replica_fetch_wait_max_ms,
+                    max_wait_ms=wait_ms,
                     min_bytes=cfg.replica_fetch_min_bytes,
                     max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0,
                     session_id=nxt.session_id, session_epoch=nxt.epoch,
@@ -471,10 +478,11 @@ class ReplicaFetcher:
                     forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps)
                                            for t, ps in forgotten.items()],
                     rack_id="")
-        self._polling[leader] = conn
+        if wait_ms:
+            self._polling[leader] = conn
         try:
             resp = await self._call(conn, request, FETCH, FETCH_VERSION, cfg,
-                                    extra_wait_ms=cfg.replica_fetch_wait_max_ms)
+                                    extra_wait_ms=wait_ms)
         except BaseException:
             if leader in self._interrupted:
                 session.interrupted()  # on purpose, to add partitions: the session goes on

@@ -78,3 +78,14 @@ def test_a_request_dropped_to_add_partitions_keeps_the_session_going_incremental
     s.build({"a": _at(0)})
     s.interrupted()
     assert s.build({"a": _at(0), "c": _at(0)}).full
+
+
+def test_only_a_leader_that_refused_a_session_makes_full_requests_long_poll():
+    # (the fetcher answers a full request at once unless ``refused``: a
+    # leader keeping no session would otherwise be asked in a busy loop)
+    s: FollowerFetchSession[str] = FollowerFetchSession()
+    assert s.build({"a": _at(0)}).full and not s.refused
+    s.answered(0, 0)
+    assert s.build({"a": _at(0)}).full and s.refused
+    s.answered(0, 9)
+    assert not s.refused and not s.build({"a": _at(0)}).full
