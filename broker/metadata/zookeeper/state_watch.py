@@ -144,6 +144,9 @@ class PartitionStateWatch:
         with self._lock:
             self._reads.changed(tp)
         self._wake.set()
+    # A set insertion: called on kazoo's connection thread as the event is
+    # read, not handed to its callback thread (session.py's dispatch_callback).
+    _on_event.runs_inline = True  # type: ignore[attr-defined]
 
     def _on_connection(self, state: str) -> None:
         if state == KazooState.CONNECTED:
