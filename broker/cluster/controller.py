@@ -295,20 +295,28 @@ class Controller:
     def _load(self) -> None:
         """Read the whole cluster, then bring every partition online that can be,
         then follow changes through watches (which enqueue events)."""
+        laps = Laps()
         self._live = self._read_live_brokers()
         topics = self.zk.get_children(z.BROKER_TOPICS)
         self._read_topics(topics)
+        laps.lap("read")
         for topic in topics:
             self._watch_topic(topic)
+        laps.lap("topic watches")
         # Replicas on brokers that died before this term (maybe with the
         # previous controller) leave their ISRs now, as Kafka's replica state
         # machine does on failover; then every partition that can have a leader gets one.
         self._replicas_gone(set().union(*(s.isr for s, _ in self._states.values()))
                             - self._live)
+        laps.lap("dead replicas out")
         self._bring_online(list(self._states) + self._partitions_without_state())
+        laps.lap("leaderless online")
         # Reassignments the previous controller left running go on from here.
         for tp in list(self._reassigning):
             self._maybe_complete(tp)
+        if len(self._states) >= LOGGED_ONE_BY_ONE:
+            log.info("controller %d: taking office over %d partitions took %s", self.broker_id,
+                     len(self._states), laps)
         epoch = self.epoch
         # The watches stay for the session; events from an older term are
         # ignored because they are handled only while active with this epoch.
@@ -949,6 +957,7 @@ class Controller:
         else wrote in between."""
         pending = dict(decisions)
         for _ in range(10):
+            laps = Laps()
             writes: dict[Partition, tuple[LeaderAndIsr, int]] = {}
             for tp, decide in pending.items():
                 if tp in self._states:  # else the partition is gone
@@ -958,9 +967,16 @@ class Controller:
                         writes[tp] = (new, version)
             if not writes:
                 return
-            outcomes = self.zk.commit_fenced_each(self._epoch_version, [
+            laps.lap("decide")
+            transactions = [
                 [SetData(z.partition_state_path(*tp), self._state_bytes(new), version)]
-                for tp, (new, version) in writes.items()])
+                for tp, (new, version) in writes.items()]
+            laps.lap("encode")
+            outcomes = self.zk.commit_fenced_each(self._epoch_version, transactions)
+            laps.lap("write")
+            if len(writes) >= 1000:
+                log.info("controller: %d of %d decisions written in %s", len(writes),
+                         len(pending), laps)
             conflicts: list[Partition] = []
             decided: list[tuple[Partition, LeaderAndIsr]] = []
             for (tp, (new, _)), outcome in zip(writes.items(), outcomes):
@@ -1024,6 +1040,23 @@ class Controller:
                 online.append((tp, state))
         _log_states("online, leader", online)
         self._read_states(raced)
+
+
+class Laps:
+    """Wall time of the phases of a long piece of work, for its log line."""
+
+    def __init__(self) -> None:
+        self._start = self._last = time.monotonic()
+        self._laps: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self._laps.append((name, now - self._last))
+        self._last = now
+
+    def __str__(self) -> str:
+        return "%.2f s (%s)" % (self._last - self._start,
+                                ", ".join(f"{name} {s:.2f}" for name, s in self._laps))
 
 
 LOGGED_ONE_BY_ONE = 20  # decisions of one batch logged a line each at INFO; beyond, at DEBUG
