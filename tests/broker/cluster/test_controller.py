@@ -309,6 +309,54 @@ def test_fenced_writes_go_in_groups_and_a_conflict_costs_only_its_own_write(kazo
     assert kazoo.get("/n0")[0] == b"new"
 
 
+def test_fenced_writes_keep_a_few_requests_in_flight_and_stop_once_refused_for_the_epoch(kazoo):
+    """A few groups on their way at a time (the session's other requests are
+    not queued behind every group), and none sent after ZooKeeper refused one
+    for a newer controller's epoch."""
+    from samsa.broker.metadata.zookeeper.writes import NotControllerError, SetData, ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        """Per request sent, how many earlier ones were unanswered."""
+        def __init__(self, client):
+            super().__init__(client)
+            self.unanswered: list[int] = []
+            self.waiting: set[int] = set()
+
+        def transaction(self):
+            txn = super().transaction()
+            zk, number = self, len(self.unanswered)
+            commit_async = txn.commit_async
+
+            def counted():
+                zk.unanswered.append(len(zk.waiting))
+                zk.waiting.add(number)
+                result = commit_async()
+                get = result.get
+
+                def answered(*args, **kwargs):
+                    zk.waiting.discard(number)
+                    return get(*args, **kwargs)
+                result.get = answered
+                return result
+            txn.commit_async = counted
+            return txn
+    kazoo.create("/controller_epoch", b"1")
+    for i in range(7):
+        kazoo.create(f"/w{i}", b"old")
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, [[SetData(f"/w{i}", b"new", 0)] for i in range(7)],
+                                     together=1, in_flight=3)
+    assert outcomes == [[1]] * 7
+    assert zk.unanswered == [0, 1, 2, 2, 2, 2, 2]
+    kazoo.set("/controller_epoch", b"2")
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, [[SetData(f"/w{i}", b"newer", 1)] for i in range(7)],
+                                     together=1, in_flight=3)
+    assert all(isinstance(o, NotControllerError) for o in outcomes)
+    assert len(zk.unanswered) == 3  # the first refusal ends the sending
+    assert all(kazoo.get(f"/w{i}")[0] == b"new" for i in range(7))
+
+
 def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     """A topic's watch fires as it is set up, right after the topic was read
     (and after our own reassignment writes): at 30,000 partitions each such
