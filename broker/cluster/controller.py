@@ -300,9 +300,6 @@ class Controller:
         topics = self.zk.get_children(z.BROKER_TOPICS)
         self._read_topics(topics)
         laps.lap("read")
-        for topic in topics:
-            self._watch_topic(topic)
-        laps.lap("topic watches")
         # Replicas on brokers that died before this term (maybe with the
         # previous controller) leave their ISRs now, as Kafka's replica state
         # machine does on failover; then every partition that can have a leader gets one.
@@ -311,6 +308,13 @@ class Controller:
         laps.lap("dead replicas out")
         self._bring_online(list(self._states) + self._partitions_without_state())
         laps.lap("leaderless online")
+        # Watched once the partitions have leaders: each watch's first read is
+        # a round trip (30 topics, a second on a busy broker), and its first
+        # call names the version it saw, so a change since the read above is
+        # read again then (_on_topic).
+        for topic in topics:
+            self._watch_topic(topic)
+        laps.lap("topic watches")
         # Reassignments the previous controller left running go on from here.
         for tp in list(self._reassigning):
             self._maybe_complete(tp)
