@@ -976,11 +976,16 @@ class Controller:
                 [SetData(z.partition_state_path(*tp), self._state_bytes(new), version)]
                 for tp, (new, version) in writes.items()]
             laps.lap("encode")
+            cpu = time.thread_time(), self.zk.connection_cpu_s()
             outcomes = self.zk.commit_fenced_each(self._epoch_version, transactions)
             laps.lap("write")
             if len(writes) >= 1000:
-                log.info("controller: %d of %d decisions written in %s", len(writes),
-                         len(pending), laps)
+                kazoo_cpu = self.zk.connection_cpu_s()
+                log.info("controller: %d of %d decisions written in %s; CPU while writing: "
+                         "this thread %.2f s, kazoo's connection thread %s", len(writes),
+                         len(pending), laps, time.thread_time() - cpu[0],
+                         "?" if kazoo_cpu is None or cpu[1] is None
+                         else "%.2f s" % (kazoo_cpu - cpu[1]))
             conflicts: list[Partition] = []
             decided: list[tuple[Partition, LeaderAndIsr]] = []
             for (tp, (new, _)), outcome in zip(writes.items(), outcomes):

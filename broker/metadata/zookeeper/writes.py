@@ -11,6 +11,7 @@ over a kazoo client (the broker's store's, or any other).
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, TypeVar
@@ -109,6 +110,11 @@ class ControllerZooKeeper(Znodes, Protocol):
 
     def delete_each(self, paths: Sequence[str]) -> None:
         """Each znode of ``paths`` deleted (in one pipeline); one already gone is fine."""
+        ...
+
+    def connection_cpu_s(self) -> float | None:
+        """CPU seconds the client's connection thread has used so far (None:
+        not known), for the controller's log of a long write."""
         ...
 
 
@@ -263,6 +269,17 @@ class ZooKeeperWrites:
             except (NodeExistsError, NoNodeError) as e:
                 out.append(e)
         return out
+
+    def connection_cpu_s(self) -> float | None:
+        # kazoo's connection loop runs on the thread its handler spawned
+        thread = getattr(getattr(self.client, "_connection", None), "_connection_routine", None)
+        ident = getattr(thread, "ident", None)
+        if ident is None:
+            return None
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except (OSError, AttributeError):  # the thread ended; or not Linux
+            return None
 
     def delete_each(self, paths: Sequence[str]) -> None:
         pending = [self.client.delete_async(path) for path in paths]
