@@ -146,8 +146,11 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(3)}
     first = wait_until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
                    what="a controller")[0]
+    others = sorted(set(nodes) - {first})
     _write_topic(kazoo, "t", {0: [first]})
-    wait_until(lambda: _state(kazoo, "t", 0), what="online")
+    _write_topic(kazoo, "u", {0: [first, *others]})
+    wait_until(lambda: _state(kazoo, "t", 0) and _state(kazoo, "u", 0), what="online")
+    assert _state(kazoo, "u", 0)["leader"] == first
     nodes[first].stop()
     second = wait_until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
                     what="another controller")[0]
@@ -157,6 +160,12 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     # The new controller acts: the old controller's partition goes offline.
     state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
     assert state["controller_epoch"] == 2
+    # The one it led with followers: the next replica leads at the next leader
+    # epoch, the dead replica out of the ISR, in Kafka's JSON, in one write.
+    moved = wait_until(lambda: (s := _state(kazoo, "u", 0)) and s["leader"] != first and s)
+    assert moved == {"version": 1, "leader": others[0], "leader_epoch": 1,
+                     "isr": others, "controller_epoch": 2}
+    assert kazoo.get("/brokers/topics/u/partitions/0/state")[1].version == 1
 
 
 def test_preferred_replica_election(cluster, kazoo):
