@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar
+from itertools import islice
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
@@ -101,7 +102,7 @@ class ControllerZooKeeper(Znodes, Protocol):
     def commit_fenced(self, epoch_version: int, writes: Sequence[SetData | Create]) -> list[int]:
         ...
 
-    def commit_fenced_each(self, epoch_version: int, transactions: Sequence[Sequence[SetData | Create]],
+    def commit_fenced_each(self, epoch_version: int, transactions: Iterable[Sequence[SetData | Create]],
                            together: int = WRITES_PER_REQUEST,
                            in_flight: int = REQUESTS_IN_FLIGHT) -> list[list[int] | Exception]:
         ...
@@ -201,7 +202,7 @@ class ZooKeeperWrites:
             raise outcome
         return outcome
 
-    def commit_fenced_each(self, epoch_version: int, transactions: Sequence[Sequence[SetData | Create]],
+    def commit_fenced_each(self, epoch_version: int, transactions: Iterable[Sequence[SetData | Create]],
                            together: int = WRITES_PER_REQUEST,
                            in_flight: int = REQUESTS_IN_FLIGHT) -> list[list[int] | Exception]:
         """Each of ``transactions`` as ``commit_fenced`` commits one, per
@@ -209,7 +210,9 @@ class ZooKeeperWrites:
         one ZooKeeper transaction (one request and one log sync for all: kazoo
         spends about a millisecond per request, so thousands of partitions'
         decisions one request each took seconds), ``in_flight`` requests
-        on their way at a time: the next goes as the oldest is answered. Sending
+        on their way at a time: the next goes as the oldest is answered, its
+        transactions taken from ``transactions`` only then (a generator
+        deciding them as it goes keeps ZooKeeper busy meanwhile). Sending
         them all at once queued every other request of the session (the
         broker's own state reads, its ISR writes) behind 300 of them at
         30,000 partitions; a few in flight keep ZooKeeper as busy.
@@ -221,40 +224,57 @@ class ZooKeeperWrites:
         cost its 99 neighbours a request each). Refused for the epoch (a newer
         controller), nothing more is sent: every transaction not yet answered
         gets NotControllerError."""
-        out: list[list[int] | Exception] = [NotControllerError()] * len(transactions)
-        pending = deque(list(range(i, min(i + together, len(transactions))))
-                        for i in range(0, len(transactions), together))
+        fresh = iter(transactions)
+        taken: list[Sequence[SetData | Create]] = []  # from ``fresh`` so far
+        out: list[list[int] | Exception] = []
+        pending: deque[list[int]] = deque()  # groups to send again
         sent: deque[tuple[list[int], object]] = deque()
-        while pending or sent:
-            while pending and len(sent) < max(1, in_flight):
-                group = pending.popleft()
+        fenced = False
+        while True:
+            while len(sent) < max(1, in_flight) and not fenced:
+                if pending:
+                    group = pending.popleft()
+                else:
+                    # The next ones are taken (the caller may be deciding them
+                    # as they are asked for) only when there is room to send.
+                    batch = list(islice(fresh, together))
+                    if not batch:
+                        break
+                    group = list(range(len(taken), len(taken) + len(batch)))
+                    taken += batch
+                    out += [NotControllerError()] * len(batch)
                 txn = self.transaction()
                 txn.check(z.CONTROLLER_EPOCH, epoch_version)
-                for write in (w for i in group for w in transactions[i]):
+                for write in (w for i in group for w in taken[i]):
                     if isinstance(write, SetData):
                         txn.set_data(write.path, write.data, write.version)
                     else:
                         txn.create(write.path, write.data)
                 sent.append((group, txn.commit_async()))
+            if not sent:
+                break
             group, result = sent.popleft()
             results = result.get()  # type: ignore[attr-defined]
-            outcome = _fenced_outcome([w for i in group for w in transactions[i]], results)
+            outcome = _fenced_outcome([w for i in group for w in taken[i]], results)
             if not isinstance(outcome, Exception):
                 at = 0
                 for i in group:
-                    out[i] = outcome[at:at + len(transactions[i])]
-                    at += len(transactions[i])
+                    out[i] = outcome[at:at + len(taken[i])]
+                    at += len(taken[i])
             elif isinstance(outcome, NotControllerError):
-                pending.clear()  # (their answers: NotControllerError)
+                fenced = True  # nothing more is sent; the rest answer NotControllerError
+                pending.clear()
             elif len(group) == 1:
                 out[group[0]] = outcome
             else:
-                culprit = _failed_member(group, transactions, results)
+                culprit = _failed_member(group, taken, results)
                 if culprit is None:  # not told which: each on its own
                     pending.extend([i] for i in group)
                 else:
                     out[culprit] = outcome
                     pending.append([i for i in group if i != culprit])
+        # Fenced: the ones never taken answer NotControllerError too.
+        out += [NotControllerError() for _ in fresh]
         return out
 
     def create_each(self, paths: Sequence[str]) -> list[Exception | None]:

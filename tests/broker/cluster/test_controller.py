@@ -366,6 +366,33 @@ def test_fenced_writes_keep_a_few_requests_in_flight_and_stop_once_refused_for_t
     assert all(kazoo.get(f"/w{i}")[0] == b"new" for i in range(7))
 
 
+def test_fenced_writes_take_their_transactions_as_there_is_room_to_send_them(kazoo):
+    """The controller decides as the writes ask (a generator): the first
+    requests go before the last partitions are decided."""
+    from samsa.broker.metadata.zookeeper.writes import SetData, ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        requests = 0
+
+        def transaction(self):
+            self.requests += 1
+            return super().transaction()
+    kazoo.create("/controller_epoch", b"1")
+    for i in range(8):
+        kazoo.create(f"/g{i}", b"old")
+    zk = Counted(kazoo)
+    sent_before: list[int] = []
+
+    def decided():
+        for i in range(8):
+            sent_before.append(zk.requests)
+            yield [SetData(f"/g{i}", b"new", 0)]
+    outcomes = zk.commit_fenced_each(0, decided(), together=2, in_flight=2)
+    assert outcomes == [[1]] * 8
+    # two requests of two filled first; the next two taken as each is answered
+    assert sent_before == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
 def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     """A topic's watch fires as it is set up, right after the topic was read
     (and after our own reassignment writes): at 30,000 partitions each such
