@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing
 import os
 import sys
@@ -53,6 +54,10 @@ ROOT = "/bench-controller"
 
 
 def _node_main(connect: str, broker_id: int, stop: Event) -> None:
+    # The controller's phase times (taking office, big batches of decisions).
+    logging.basicConfig(level=logging.WARNING,
+                        format=f"  broker {broker_id} %(asctime)s %(name)s: %(message)s")
+    logging.getLogger("broker.cluster.controller").setLevel(logging.INFO)
     store = ZooKeeperMetadataStore(connect + ROOT, broker_id,
                                    BrokerEndpoint(broker_id, "127.0.0.1", 9000 + broker_id),
                                    session_timeout_ms=10000)

@@ -113,6 +113,7 @@ class PartitionStateWatch:
         self._closed = closed
         self._reads = StateReads()
         self._lock = threading.Lock()  # guards _reads
+        self._fired: deque[Partition] = deque()  # watches fired, not yet taken in (_take)
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="samsa-zk-states", daemon=True)
         self._failing = False  # the last batch had reads ZooKeeper did not answer
@@ -141,9 +142,13 @@ class PartitionStateWatch:
         tp = None if event.path is None else z.parse_partition_state_path(event.path)
         if tp is None:
             return
-        with self._lock:
-            self._reads.changed(tp)
+        # No lock: kazoo's connection thread must never wait on the reader
+        # (its pings wait with it); the reader takes these in (_take).
+        self._fired.append(tp)
         self._wake.set()
+    # Called on kazoo's connection thread as the event is read, not handed to
+    # its callback thread (session.py's dispatch_callback).
+    _on_event.runs_inline = True  # type: ignore[attr-defined]
 
     def _on_connection(self, state: str) -> None:
         if state == KazooState.CONNECTED:
@@ -157,8 +162,7 @@ class PartitionStateWatch:
         while not self._closed():
             self._wake.wait(1.0)
             self._wake.clear()
-            with self._lock:
-                batch = self._reads.take()
+            batch = self._take()
             if not batch:
                 continue
             started = time.monotonic()
@@ -192,6 +196,13 @@ class PartitionStateWatch:
             elif not again and self._failing:
                 self._failing = False
                 log.info("partition states read again")
+
+    def _take(self) -> list[Partition]:
+        """The partitions to read now: those marked, and those whose watches fired."""
+        with self._lock:
+            while self._fired:
+                self._reads.changed(self._fired.popleft())
+            return self._reads.take()
 
     def _read(self, batch: Sequence[Partition]) -> tuple[list[Partition], int]:
         """Each partition's state read, its watch re-armed, and the news handed

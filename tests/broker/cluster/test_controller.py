@@ -146,8 +146,11 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     nodes = {i: cluster(i) for i in range(3)}
     first = wait_until(lambda: [_controller(kazoo)] if _controller(kazoo) is not None else None,
                    what="a controller")[0]
+    others = sorted(set(nodes) - {first})
     _write_topic(kazoo, "t", {0: [first]})
-    wait_until(lambda: _state(kazoo, "t", 0), what="online")
+    _write_topic(kazoo, "u", {0: [first, *others]})
+    wait_until(lambda: _state(kazoo, "t", 0) and _state(kazoo, "u", 0), what="online")
+    assert _state(kazoo, "u", 0)["leader"] == first
     nodes[first].stop()
     second = wait_until(lambda: [c] if (c := _controller(kazoo)) not in (None, first) else None,
                     what="another controller")[0]
@@ -157,6 +160,12 @@ def test_a_new_controller_is_elected_with_a_higher_epoch(cluster, kazoo):
     # The new controller acts: the old controller's partition goes offline.
     state = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == -1 and s)
     assert state["controller_epoch"] == 2
+    # The one it led with followers: the next replica leads at the next leader
+    # epoch, the dead replica out of the ISR, in Kafka's JSON, in one write.
+    moved = wait_until(lambda: (s := _state(kazoo, "u", 0)) and s["leader"] != first and s)
+    assert moved == {"version": 1, "leader": others[0], "leader_epoch": 1,
+                     "isr": others, "controller_epoch": 2}
+    assert kazoo.get("/brokers/topics/u/partitions/0/state")[1].version == 1
 
 
 def test_preferred_replica_election(cluster, kazoo):
@@ -307,6 +316,81 @@ def test_fenced_writes_go_in_groups_and_a_conflict_costs_only_its_own_write(kazo
                                      together=2)
     assert all(isinstance(o, NotControllerError) for o in outcomes)
     assert kazoo.get("/n0")[0] == b"new"
+
+
+def test_fenced_writes_keep_a_few_requests_in_flight_and_stop_once_refused_for_the_epoch(kazoo):
+    """A few groups on their way at a time (the session's other requests are
+    not queued behind every group), and none sent after ZooKeeper refused one
+    for a newer controller's epoch."""
+    from samsa.broker.metadata.zookeeper.writes import NotControllerError, SetData, ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        """Per request sent, how many earlier ones were unanswered."""
+        def __init__(self, client):
+            super().__init__(client)
+            self.unanswered: list[int] = []
+            self.waiting: set[int] = set()
+
+        def transaction(self):
+            txn = super().transaction()
+            zk, number = self, len(self.unanswered)
+            commit_async = txn.commit_async
+
+            def counted():
+                zk.unanswered.append(len(zk.waiting))
+                zk.waiting.add(number)
+                result = commit_async()
+                get = result.get
+
+                def answered(*args, **kwargs):
+                    zk.waiting.discard(number)
+                    return get(*args, **kwargs)
+                result.get = answered
+                return result
+            txn.commit_async = counted
+            return txn
+    kazoo.create("/controller_epoch", b"1")
+    for i in range(7):
+        kazoo.create(f"/w{i}", b"old")
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, [[SetData(f"/w{i}", b"new", 0)] for i in range(7)],
+                                     together=1, in_flight=3)
+    assert outcomes == [[1]] * 7
+    assert zk.unanswered == [0, 1, 2, 2, 2, 2, 2]
+    kazoo.set("/controller_epoch", b"2")
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, [[SetData(f"/w{i}", b"newer", 1)] for i in range(7)],
+                                     together=1, in_flight=3)
+    assert all(isinstance(o, NotControllerError) for o in outcomes)
+    assert len(zk.unanswered) == 3  # the first refusal ends the sending
+    assert all(kazoo.get(f"/w{i}")[0] == b"new" for i in range(7))
+
+
+def test_fenced_writes_take_their_transactions_as_there_is_room_to_send_them(kazoo):
+    """The controller decides as the writes ask (a generator): the first
+    requests go before the last partitions are decided."""
+    from samsa.broker.metadata.zookeeper.writes import SetData, ZooKeeperWrites
+
+    class Counted(ZooKeeperWrites):
+        requests = 0
+
+        def transaction(self):
+            self.requests += 1
+            return super().transaction()
+    kazoo.create("/controller_epoch", b"1")
+    for i in range(8):
+        kazoo.create(f"/g{i}", b"old")
+    zk = Counted(kazoo)
+    sent_before: list[int] = []
+
+    def decided():
+        for i in range(8):
+            sent_before.append(zk.requests)
+            yield [SetData(f"/g{i}", b"new", 0)]
+    outcomes = zk.commit_fenced_each(0, decided(), together=2, in_flight=2)
+    assert outcomes == [[1]] * 8
+    # two requests of two filled first; the next two taken as each is answered
+    assert sent_before == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):

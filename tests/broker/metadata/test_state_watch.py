@@ -9,6 +9,7 @@ from kazoo.client import KazooClient
 
 from samsa.broker.metadata import zk_layout as z
 from samsa.broker.metadata.zookeeper import state_watch
+from samsa.broker.metadata.zookeeper.session import _WatchReadPool
 from samsa.broker.metadata.zookeeper.state_watch import PartitionStateWatch
 from tests.support.waiting import wait_until
 
@@ -24,7 +25,9 @@ def test_states_read_in_chunks_in_flight_and_their_watches_fire_again(zookeeper,
     monkeypatch.setattr(state_watch, "CHUNKS_IN_FLIGHT", 3)
     admin = KazooClient(hosts=zookeeper.connect)
     admin.start(timeout=20)
-    client = KazooClient(hosts=zookeeper.connect)
+    # the store's handler: its socket reads ahead, and this watch's watcher
+    # runs on kazoo's connection thread
+    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
     client.start(timeout=20)
     got: list[list[tuple[tuple[str, int], bytes | None]]] = []
     lock = threading.Lock()
