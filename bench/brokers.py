@@ -49,6 +49,24 @@ def cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_quiet(pid: int | None, busy_share: float = 0.05, window: float = 0.5,
+               timeout: float = 120.0) -> float:
+    """Wait until the process uses under ``busy_share`` of a core over ``window``
+    seconds (or ``timeout`` passes); returns the seconds waited. Between a warm-up and
+    a timed window: work a warm-up set off in the background (a partition's first
+    append has its index files created by the log scheduler, 20,000 file creates at
+    10,000 partitions) would otherwise be charged to the timed window."""
+    t0 = time.monotonic()
+    last = cpu_seconds(pid)
+    while last is not None and time.monotonic() - t0 < timeout:
+        time.sleep(window)
+        now = cpu_seconds(pid)
+        if now is None or now - last < busy_share * window:
+            break
+        last = now
+    return time.monotonic() - t0
+
+
 @contextmanager
 def running(kind: str, work_root: Path | None = None,
             overrides: Mapping[str, object] | None = None) -> Iterator:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from ..brokers import create_topic
+from ..brokers import create_topic, wait_quiet
 from ..load import aggregate, produce_batches_worker, run_workers
 from .common import Ctx, Row, get, on_both_median, with_cpu
 
@@ -55,6 +55,7 @@ def measure(broker, partitions: int, load: str, seconds: float) -> dict:
     # seconds stalled on librdkafka's metadata refreshes at 10,000 partitions).
     run_workers(produce_batches_worker, [(broker.bootstrap, topic, SIZE, "1", 0.2, conf, partitions)],
                 timeout=900)
+    res_quiet = wait_quiet(broker.pid)
     args = [(broker.bootstrap, topic, SIZE, "1", seconds, conf, 0, rate)] * producers
     res = with_cpu(broker, lambda: aggregate(run_workers(produce_batches_worker, args,
                                                          timeout=seconds + 300)))
@@ -64,6 +65,7 @@ def measure(broker, partitions: int, load: str, seconds: float) -> dict:
         res["cpu_s_per_1k_batches"] = 1000 * res["broker_cpu_s"] / res["batches"]
         res["cpu_s_per_mb"] = res["broker_cpu_s"] / mb
     res["load_avg_1m"] = os.getloadavg()[0]
+    res["quiet_wait_s"] = res_quiet
     return res
 
 
