@@ -18,10 +18,14 @@ next to them. Targets (issue 29, 10,000 partitions): create < 5 s, clean restart
 first ack < 3 s, kill -9 restart < 5 s, SIGTERM to exit < 2 s.
 
 Usage: ``python bench/bench_topic_scale.py [--sizes 1000,10000] [--py-spy OUT]
-[--profile-phase create|restart|restart-kill|stop]`` (not part of the test run;
-``--py-spy`` attaches ``py-spy record`` to the broker during the phase named (default
-create; a restart from the moment its process exists), raw collapsed stacks into OUT;
-the profile's cost inflates the figures).
+[--override KEY=VALUE] [--profile-phase create|first-stop|restart|restart-kill|stop]``
+(not part of the test run; ``--override``: a broker config key, repeatable;
+``--py-spy`` attaches ``py-spy record`` to the broker during the phase named
+(default create; first-stop: the SIGTERM of the broker that created and wrote every
+partition; stop: the last SIGTERM, after the kill -9 restart; a restart from the
+moment its process exists), raw collapsed stacks into OUT; the profile's cost
+inflates the figures). After each stop the broker's own account of it (its log's
+lines: shutting down, what the logs' close took, stopped) is printed too.
 """
 from __future__ import annotations
 
@@ -124,7 +128,8 @@ def stop_measured(broker: BrokerProcess, how: int) -> dict[str, float]:
     """Signal the broker, wait for its exit; wall time and the CPU it spent meanwhile."""
     pid = broker.pid
     assert pid is not None
-    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    log_at = broker.log_path.stat().st_size
+    cpu0, t0, signalled = cpu_seconds(pid), time.monotonic(), time.time()
     os.killpg(pid, how)
     last = cpu0
     while True:
@@ -135,7 +140,17 @@ def stop_measured(broker: BrokerProcess, how: int) -> dict[str, float]:
         last = st[1]
         time.sleep(0.005)
     wall = time.monotonic() - t0
+    exited = time.time()
     broker.stop(timeout=120)   # reaps it
+    with open(broker.log_path, errors="replace") as f:   # the stop's own account of its parts
+        f.seek(log_at)
+        lines = [line.strip() for line in f if "shutting down" in line or "logs in" in line
+                 or "broker stopped" in line]
+    if lines:
+        stamp = lambda t: time.strftime("%H:%M:%S", time.localtime(t)) + f",{int(t % 1 * 1000):03d}"
+        print(f"  signalled {stamp(signalled)}, exited {stamp(exited)}", file=sys.stderr)
+        for line in lines:
+            print("  broker:", line, file=sys.stderr)
     return {"wall_s": round(wall, 2), "broker_cpu_s": round(last - cpu0, 2)}
 
 
@@ -154,12 +169,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--py-spy", metavar="OUT", help="profile the broker into OUT (raw stacks)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker config key (repeatable), e.g. "
+                         "num.recovery.threads.per.data.dir=2")
     ap.add_argument("--profile-phase", default="create",
-                    choices=["create", "restart", "restart-kill", "stop"])
+                    choices=["create", "first-stop", "restart", "restart-kill", "stop"])
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="samsa-bench-topic-scale-"))
-    broker = BrokerProcess(work, startup_timeout=300)
+    broker = BrokerProcess(work, startup_timeout=300, overrides=args.override)
     spy = Spy(args.py_spy)
     out: dict[str, dict[str, float]] = {}
 
@@ -186,7 +204,10 @@ def main() -> None:
         topic = f"scale-{max(sizes)}"
         produce_everywhere(broker.bootstrap, topic, max(sizes))
 
+        if args.profile_phase == "first-stop":
+            spy.start(pid)
         phase("sigterm_before_restart", lambda: stop_measured(broker, signal.SIGTERM))
+        spy.stop()
         if args.profile_phase == "restart":
             spy.attach_on_start(broker)
         phase("restart_clean_to_first_ack", lambda: restart_measured(broker, topic))

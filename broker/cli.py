@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+from typing import NoReturn
 
 
 def _server(args) -> int:
@@ -46,7 +49,23 @@ def _server(args) -> int:
         print(f"samsa: cannot run the broker: ZooKeeper: {type(e).__name__} {e}".rstrip(),
               file=sys.stderr)
         return 1
-    return 0 if clean else 1
+    _exit_now(0 if clean else 1)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Leave without the interpreter's teardown. The broker has stopped: every
+    file it keeps is written, durable and closed, and its threads are done or
+    daemons. What the teardown would do is free every object one by one (with
+    10,000 partitions' logs most of a second between "stopped" and the exit a
+    SIGTERM waits for) and write nothing anyone needs. Logs and the standard
+    streams are flushed first."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):   # a closed or broken stream: exiting regardless
+            pass
+    os._exit(code)
 
 
 def server_main(argv) -> int:

@@ -337,7 +337,8 @@ class Broker:
                               cfg.samsa_log_open_segment_files_max
                               if cfg.samsa_log_open_segment_files_max > 0 else None),
                           topic_config_provider=lambda topic: _stored_topic_config(
-                              self.cfg, store, topic))
+                              self.cfg, store, topic),
+                          close_threads_per_dir=cfg.num_recovery_threads_per_data_dir)
         logs.move_bytes_per_second = cfg.replica_alter_log_dirs_io_max_bytes_per_second
         logs.startup()
         notifier = AppendNotifier()

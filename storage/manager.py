@@ -51,10 +51,11 @@ from samsa.protocol.model import TopicPartition
 
 from samsa.storage.checkpoints import (CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
                                  META_PROPERTIES, RECOVERY_POINT_CHECKPOINT,
-                                 REPLICATION_OFFSET_CHECKPOINT, atomic_write, durable_batch,
-                                 fsync_dir, read_offset_checkpoint, read_partition_metadata,
-                                 read_properties, write_meta_properties, write_offset_checkpoint,
-                                 write_partition_metadata)
+                                 REPLICATION_OFFSET_CHECKPOINT, atomic_write,
+                                 current_durable_batch, durable_batch, fsync_dir, joining,
+                                 read_offset_checkpoint, read_partition_metadata,
+                                 read_properties, start_write_back, write_meta_properties,
+                                 write_offset_checkpoint, write_partition_metadata)
 from samsa.storage.cleaner import DEFAULT_MAX_MAP_ENTRIES, CleanerStats, LogCleaner
 from samsa.storage.fd_cache import DESCRIPTORS
 from samsa.storage.errors import (InvalidTopicError, LogDirNotFoundError, OffsetOutOfRangeError,
@@ -80,6 +81,11 @@ MOVE_STEP_BYTES = 8 << 20
 MOVE_READ_BYTES = 1 << 20
 MOVE_RETRY_MS = 1000
 MAX_DIR_NAME = 255
+# A stop of this many logs starts writing their dirty pages back at once, while it
+# closes them (storage/checkpoints.py start_write_back); a close worker (beyond the
+# first of a dir) gets at least _CLOSES_PER_WORKER logs.
+_WRITE_BACK_FROM = 256
+_CLOSES_PER_WORKER = 256
 
 
 class _Scheduler(threading.Thread):
@@ -186,7 +192,8 @@ class LogManager:
                  log_cleaner_max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
                  producer_id_expiration_ms: int | Callable[[], int] = 86400000,
                  producer_id_expiration_check_interval_ms: int = 600000,
-                 open_segment_files_max: int | None = None):
+                 open_segment_files_max: int | None = None,
+                 close_threads_per_dir: int = 1):
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -246,6 +253,9 @@ class LogManager:
         # samsa.log.open.segment.files.max (None: derived from the limit the
         # start raises, storage/fd_cache.py)
         self.open_segment_files_max = open_segment_files_max
+        # workers per log dir closing its logs at a clean stop
+        # (num.recovery.threads.per.data.dir)
+        self.close_threads_per_dir = close_threads_per_dir
 
     # ------------------------------------------------------------------ start-up
     def startup(self) -> None:
@@ -1033,6 +1043,7 @@ class LogManager:
             return []
         failures: list[str] = []
         failed_dirs = set()
+        t0 = t_closed = time.monotonic()
         with self._lock:
             # a move in progress stays as it is and goes on at the next start
             logs = [(k, m.future, os.path.dirname(m.future.dir)) for k, m in self._moves.items()]
@@ -1040,23 +1051,44 @@ class LogManager:
             # Every log's flush and producer snapshot made durable together (with
             # thousands of partitions: one barrier, not several fsyncs each); the
             # recovery points move once they are, before the checkpoints are written.
+            # Each dir's logs are closed by close_threads_per_dir workers (Kafka's
+            # num.recovery.threads.per.data.dir), every one inside the same batch.
+            if len(logs) >= _WRITE_BACK_FROM:
+                start_write_back(sorted({d for _, _, d in logs}))
             try:
                 with durable_batch():
-                    for key, lg, d in logs:
-                        try:
-                            lg.close()
-                        except OSError as exc:
-                            log.error("closing %s-%d failed: %s", key[0], key[1], exc)
-                            failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                            failed_dirs.add(d)
-                        except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
-                            log.exception("closing %r failed", lg)
-                            failures.append(f"closing {key[0]}-{key[1]}: {exc}")
-                            failed_dirs.add(d)
+                    batch = current_durable_batch()
+
+                    def close_all(some: list[tuple[TopicPartition, Log, str]]) -> None:
+                        with joining(batch):
+                            for key, lg, d in some:
+                                try:
+                                    lg.close()
+                                except OSError as exc:
+                                    log.error("closing %s-%d failed: %s", key[0], key[1], exc)
+                                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
+                                    failed_dirs.add(d)
+                                except Exception as exc:  # noqa: BLE001 - our bug: keep the traceback
+                                    log.exception("closing %r failed", lg)
+                                    failures.append(f"closing {key[0]}-{key[1]}: {exc}")
+                                    failed_dirs.add(d)
+
+                    *others, mine = _shares(logs, self.close_threads_per_dir)
+                    workers = [threading.Thread(target=close_all, args=(share,), daemon=True,
+                                                name=f"samsa-log-close-{i}")
+                               for i, share in enumerate(others)]
+                    for w in workers:
+                        w.start()
+                    close_all(mine)
+                    for w in workers:
+                        w.join()
+                    t_closed = time.monotonic()
             except OSError as exc:
                 log.error("making the closed logs durable failed: %s", exc)
                 failures.append(f"flushing the logs: {exc}")
+        t_durable = time.monotonic()
         failures += self.write_checkpoints()
+        t_checkpoints = time.monotonic()
         for d, unloaded in self._unrecovered_logs().items():
             # not loaded since an unclean stop, so not recovered: the next start must
             log.info("log dir %s: %d logs not recovered since the unclean stop before "
@@ -1069,6 +1101,10 @@ class LogManager:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
                 except OSError as exc:
                     failures.append(f"writing the clean-shutdown marker: {exc}")
+        log.info("closed %d logs in %.3f s: closes %.3f s, their durable barrier %.3f s, "
+                 "checkpoints %.3f s, markers %.3f s", len(logs), time.monotonic() - t0,
+                 t_closed - t0, t_durable - t_closed,
+                 t_checkpoints - t_durable, time.monotonic() - t_checkpoints)
         return failures
 
 
@@ -1107,6 +1143,21 @@ def _copy_matches(cur: Log, future: Log) -> bool:
         return False
     found, epoch_end = cur.end_offset_for_epoch(epoch)
     return found == epoch and epoch_end >= end
+
+
+def _shares(logs: list[tuple[TopicPartition, Log, str]], per_dir: int
+            ) -> list[list[tuple[TopicPartition, Log, str]]]:
+    """``logs`` (key, log, its log dir) dealt out to ``per_dir`` workers per log
+    dir (fewer where a dir has fewer logs than workers need: below
+    _CLOSES_PER_WORKER each, a worker's start costs more than it saves)."""
+    by_dir: dict[str, list[tuple[TopicPartition, Log, str]]] = {}
+    for item in logs:
+        by_dir.setdefault(item[2], []).append(item)
+    out = []
+    for items in by_dir.values():
+        n = max(1, min(per_dir, len(items) // _CLOSES_PER_WORKER))
+        out += [items[i::n] for i in range(n)]
+    return out or [[]]
 
 
 def _parse_suffixed_dir(name: str, suffix: str) -> tuple[str, int]:

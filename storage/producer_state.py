@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
 
-from samsa.storage.checkpoints import atomic_write, read_small_file, when_durable
+from samsa.storage.checkpoints import read_small_file, when_durable, write_checked_file
 from samsa.protocol.errors import ProtocolError
 from samsa.protocol.model import Buf
 from samsa.protocol.records import CONTROL_ABORT, iter_records, parse_control_record
@@ -358,10 +358,11 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
-        """Write the snapshot at ``offset`` (temporary file, fsync, rename: inside
-        durable_batch() with the batch) and then keep only the newest ``keep``
-        (0: delete none), once the new one is durable."""
-        atomic_write(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
+        """Write the snapshot at ``offset`` (temporary file, fsync, rename; inside
+        durable_batch() a new one in place, made durable with the batch: its
+        CRC tells a cut one, see write_checked_file) and then keep only the
+        newest ``keep`` (0: delete none), once the new one is durable."""
+        write_checked_file(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
         if keep:
             when_durable(lambda: self._keep_newest(keep))
 
@@ -403,6 +404,11 @@ class ProducerStateManager:
             except (OSError, ValueError, struct.error) as exc:
                 log.warning("skipping unreadable producer snapshot %s: %s",
                             self.snapshot_path(off), exc)
+                if not isinstance(exc, OSError):
+                    # corrupt (a crash cut it short: write_checked_file): gone, as
+                    # Kafka's loadFromSnapshot deletes it, so that a close at this
+                    # offset writes a whole one again instead of finding it there
+                    self._remove_snapshot(off)
                 continue
             self._set_producers(entries)
             return off

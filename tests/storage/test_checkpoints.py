@@ -131,3 +131,22 @@ def test_a_checkpoint_cut_short_reads_as_malformed_never_as_other_content(tmp_pa
     for cut in range(len(text)):
         (d / "partition.metadata").write_text(text[:cut])
         assert read_partition_metadata(str(d)) is None, text[:cut]
+
+
+def test_a_checked_file_is_new_in_place_in_a_batch_and_replaces_an_old_one_only_whole(tmp_path):
+    """write_checked_file (producer snapshots): a new file is written in place
+    inside a batch, as Kafka writes a snapshot (no temporary file, no rename);
+    one already there keeps its content until the batch's barrier, when the new
+    one replaces it whole."""
+    from samsa.storage.checkpoints import write_checked_file
+    new, old = tmp_path / "new.snapshot", tmp_path / "old.snapshot"
+    old.write_bytes(b"old")
+    with durable_batch():
+        write_checked_file(str(new), b"new bytes")
+        write_checked_file(str(old), b"newer")
+        assert new.read_bytes() == b"new bytes" and old.read_bytes() == b"old"
+        assert sorted(os.listdir(tmp_path))[:2] == ["new.snapshot", "old.snapshot"]
+    assert old.read_bytes() == b"newer"
+    assert sorted(os.listdir(tmp_path)) == ["new.snapshot", "old.snapshot"]
+    write_checked_file(str(new), b"outside a batch")   # (atomic_write)
+    assert new.read_bytes() == b"outside a batch"

@@ -205,8 +205,8 @@ def test_a_clean_stop_syncs_every_file_of_every_log_before_the_recovery_points_m
         d = tmp_path / f"t-{p}"
         wanted = {os.path.realpath(d / name) for name in os.listdir(d)
                   if name.endswith((".log", ".index", ".timeindex", ".snapshot"))}
-        # a snapshot is written whole: its temporary file (in a batch, <name>.<n>.tmp)
-        # synced, then renamed
+        # (a snapshot new in a batch is written in place: write_checked_file; one
+        # replacing a file there already, through its temporary file <name>.<n>.tmp)
         missing = {f for f in wanted if f not in synced and not any(
             s.startswith(f + ".") and s.endswith(".tmp") for s in synced)}
         assert any(f.endswith(".snapshot") for f in wanted) and not missing, (p, sorted(missing))
@@ -214,6 +214,110 @@ def test_a_clean_stop_syncs_every_file_of_every_log_before_the_recovery_points_m
     assert points_at_sync and all(pts.get(("t", p), 0) < 2
                                   for pts in points_at_sync[:1] for p in range(n))
     assert read_offset_checkpoint(checkpoint) == {("t", p): 2 for p in range(n)}
+
+
+def _written_logs(tmp_path, n: int, **kw) -> LogManager:
+    lm = LogManager(str(tmp_path), CFG, 1, "c", flush_check_interval_ms=3600_000, **kw)
+    lm.startup()
+    for p in range(n):
+        lg = lm.create_log("t", p, config=CFG)
+        lg.begin_leader_epoch(0)
+        lg.append(batch_of(2, producer_id=p, producer_epoch=0, base_sequence=0), 0)
+    return lm
+
+
+def test_a_stop_closing_logs_on_several_threads_makes_them_all_durable_in_its_one_barrier(
+        tmp_path, monkeypatch):
+    """close_threads_per_dir workers close a dir's logs side by side, each inside
+    the stop's one durable batch: every worker's files (segments, indexes,
+    snapshots) are synced by the barrier before any recovery point is
+    checkpointed, and the next start is clean and finds every producer."""
+    import threading
+
+    from samsa.storage import checkpoints, manager
+    monkeypatch.setattr(manager, "_CLOSES_PER_WORKER", 1)
+    n = 6
+    lm = _written_logs(tmp_path, n, close_threads_per_dir=3)
+    closers: set[str] = set()
+    real_close = Log.close
+
+    def close(self):
+        closers.add(threading.current_thread().name)
+        real_close(self)
+    monkeypatch.setattr(Log, "close", close)
+    synced: set[str] = set()
+    checkpoint = str(tmp_path / "recovery-point-offset-checkpoint")
+    real_sync_all = checkpoints._sync_all
+
+    def recording(files, dirs, missing_ok=frozenset()):
+        if not os.path.exists(checkpoint) or not read_offset_checkpoint(checkpoint):
+            synced.update(os.path.realpath(f) for f in files)
+        return real_sync_all(files, dirs, missing_ok)
+    monkeypatch.setattr(checkpoints, "_sync_all", recording)
+    assert lm.shutdown() == []
+    assert len(closers) == 3   # (two workers and the stopping thread)
+    for p in range(n):
+        d = tmp_path / f"t-{p}"
+        wanted = {os.path.realpath(d / name) for name in os.listdir(d)
+                  if name.endswith((".log", ".index", ".timeindex", ".snapshot"))}
+        assert len(wanted) == 4 and wanted <= synced, (p, sorted(wanted - synced))
+        assert not [name for name in os.listdir(d) if name.endswith(".tmp")]
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    monkeypatch.undo()
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        assert all(lm.get_log("t", p).log_end_offset == 2
+                   and p in lm.get_log("t", p).producer_state.producers for p in range(n))
+    finally:
+        assert lm.shutdown() == []
+
+
+def test_a_stop_whose_barrier_fails_vouches_for_nothing(tmp_path, monkeypatch):
+    """The logs' barrier failing (an IO error making them durable): the stop
+    reports it, no recovery point moves past what was flushed before, and no
+    clean-shutdown marker is written, so the next start recovers every log."""
+    from samsa.storage import checkpoints, manager
+    monkeypatch.setattr(manager, "_CLOSES_PER_WORKER", 1)
+    lm = _written_logs(tmp_path, 4, close_threads_per_dir=2)
+
+    def barrier_fails(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "_sync_all", barrier_fails)
+        failures = lm.shutdown()
+    assert failures and "Input/output error" in " ".join(failures)
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    points = read_offset_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint"))
+    assert all(v == 0 for v in points.values())
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()   # unclean: recovered, the records are there
+    try:
+        assert all(lm.get_log("t", p).log_end_offset == 2 for p in range(4))
+    finally:
+        assert lm.shutdown() == []
+
+
+def test_a_snapshot_a_crash_cut_short_is_skipped_deleted_and_written_again(tmp_path):
+    """A stop writes each new producer snapshot in place (as Kafka does), so a
+    crash before its barrier may leave one cut short: the next load skips it
+    (the producers come from the segments), deletes it as Kafka's does, and
+    the next clean stop writes a whole one at that offset again."""
+    lm = _written_logs(tmp_path, 1)
+    assert lm.shutdown() == []
+    snap = tmp_path / "t-0" / f"{2:020d}.snapshot"
+    whole = snap.read_bytes()
+    snap.write_bytes(whole[:-3])
+    os.unlink(tmp_path / ".kafka_cleanshutdown")   # the crash: no marker
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        lg = lm.get_log("t", 0)
+        lg.load()
+        assert 0 in lg.producer_state.producers and not snap.exists()
+    finally:
+        assert lm.shutdown() == []
+    assert snap.read_bytes() == whole
 
 
 def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(tmp_path):
