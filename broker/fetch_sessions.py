@@ -135,7 +135,7 @@ class _Cached:
 class FetchSession:
     """One fetcher's session: its partitions in fetch order (dicts keep it)."""
     __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "epoch", "created_ms",
-                 "last_used_ms")
+                 "last_used_ms", "answered_on", "last_told")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool,
                  partitions: dict[PartitionKey, _Cached], now_ms: int) -> None:
@@ -146,6 +146,13 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)  # the epoch the next request must carry
         self.created_ms = now_ms
         self.last_used_ms = now_ms
+        # The connection the last answer went out on, and the partitions it
+        # told: a next request on another connection may come from a fetcher
+        # that never read that answer (a follower drops a long poll to add
+        # partitions, and the answer was already on its way), so those
+        # partitions are told again (see new_context).
+        self.answered_on: object | None = None
+        self.last_told: list[PartitionKey] = list(partitions)
 
     def __len__(self) -> int:
         return len(self.partitions)
@@ -203,8 +210,9 @@ class FetchSessionCache:
 
     def new_context(self, session_id: int, epoch: int, wanted: list[Wanted],
                     forgotten: Iterable[PartitionKey], *, privileged: bool,
-                    uses_topic_ids: bool, now_ms: int) -> FetchContext:
-        """Decide how to serve a Fetch v7+ (older ones are SESSIONLESS: see ``sessionless``)."""
+                    uses_topic_ids: bool, now_ms: int, peer: object = None) -> FetchContext:
+        """Decide how to serve a Fetch v7+ (older ones are SESSIONLESS: see
+        ``sessionless``); ``peer``: the connection it came on (None: not known)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != NO_SESSION:
                 with self._lock:
@@ -225,6 +233,15 @@ class FetchSessionCache:
                 error = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
             else:
                 error = ErrorCode.NONE
+                if peer is not session.answered_on and session.answered_on is not None:
+                    # (Kafka's follower starts again with a full fetch after an
+                    # answer it did not read; ours keeps the session, so the
+                    # leader tells again what that answer may have told)
+                    for key in session.last_told:
+                        lost = session.partitions.get(key)
+                        if lost is not None:
+                            lost.high_watermark = -1
+                session.last_told = []
                 for w in wanted:  # added, or updated in place (keeping its place)
                     key = w.key(uses_topic_ids)
                     cached = session.partitions.get(key)
@@ -259,10 +276,11 @@ class FetchSessionCache:
     def sessionless(wanted: list[Wanted]) -> FetchContext:
         return FetchContext(Kind.SESSIONLESS, wanted)
 
-    def finish(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int
-               ) -> tuple[int, list[int] | None]:
+    def finish(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int,
+               peer: object = None) -> tuple[int, list[int] | None]:
         """Once the partitions of ``ctx`` were read (``outcomes`` in the same
-        order): (the session id to answer, the indexes of the partitions to answer).
+        order) and are to be answered on connection ``peer``: (the session id
+        to answer, the indexes of the partitions to answer).
 
         None instead of the indexes: a later request of the session came in
         while this one long-polled (its fetcher gave up waiting for this answer,
@@ -272,7 +290,7 @@ class FetchSessionCache:
         keep them from the answer the fetcher does read."""
         everything = list(range(len(outcomes)))
         if ctx.kind is Kind.FULL:
-            return self._maybe_create(ctx, outcomes, now_ms), everything
+            return self._maybe_create(ctx, outcomes, now_ms, peer), everything
         if ctx.kind is not Kind.INCREMENTAL:
             return NO_SESSION, everything
         session = ctx.session
@@ -280,9 +298,10 @@ class FetchSessionCache:
         answered: list[int] = []
         with self._lock:
             if session.epoch != ctx.epoch:
-                return NO_SESSION, None
+                return session.id, None
             parts = session.partitions
             moved: list[PartitionKey] = []
+            told: list[PartitionKey] = []
             for i, (w, out) in enumerate(zip(ctx.partitions, outcomes)):
                 key = w.key(session.uses_topic_ids)
                 cached = parts.get(key)
@@ -290,8 +309,10 @@ class FetchSessionCache:
                     continue
                 if cached.must_answer(out):
                     answered.append(i)
+                    told.append(key)
                     if out.records:
                         moved.append(key)
+            session.answered_on, session.last_told = peer, told
             # Partitions that had records go to the end of the fetch order, so
             # a response's max_bytes does not always go to the same ones.
             for key in moved:
@@ -323,7 +344,8 @@ class FetchSessionCache:
 
     # ------------------------------------------------------------ sessions
 
-    def _maybe_create(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int) -> int:
+    def _maybe_create(self, ctx: FetchContext, outcomes: Sequence[Outcome], now_ms: int,
+                      peer: object) -> int:
         if not ctx.partitions:
             return NO_SESSION
         with self._lock:
@@ -336,8 +358,10 @@ class FetchSessionCache:
                 cached.must_answer(out)
                 partitions[w.key(ctx.uses_topic_ids)] = cached
             session_id = self._new_id()
-            self._sessions[session_id] = FetchSession(session_id, ctx.privileged,
-                                                      ctx.uses_topic_ids, partitions, now_ms)
+            session = FetchSession(session_id, ctx.privileged, ctx.uses_topic_ids,
+                                   partitions, now_ms)
+            session.answered_on = peer
+            self._sessions[session_id] = session
             return session_id
 
     def _new_id(self) -> int:

@@ -329,25 +329,25 @@ async def _answer(ctx: RequestContext, answers: list[_Answer], version: int, max
         # still answers what it received): the session must not count its
         # news as told, nor a full fetch open a session nobody will use.
         return None
-    told = _through_session(ctx.broker.fetch_sessions, session, answers)
+    session_id, told = _through_session(ctx.broker.fetch_sessions, session, answers, ctx.conn)
     if told is None:  # the session moved on meanwhile (fetch_sessions.finish)
         return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH,
-                 session_id=NO_SESSION, responses=[])
-    session_id, answers = told
+                 session_id=session_id, responses=[])
+    answers = told
     _count_out(ctx.broker.metrics, answers, follower)
     return _response(answers, ctx.listener, session_id)
 
 
 def _through_session(sessions: FetchSessionCache, session: FetchContext,
-                     answers: list[_Answer]) -> tuple[int, list[_Answer]] | None:
+                     answers: list[_Answer], peer: object) -> tuple[int, list[_Answer] | None]:
     """The session id to answer and the partitions to answer: all of them,
     but for an incremental fetch only those with news (fetch_sessions.py).
-    None: a later request took the session meanwhile."""
+    None for the partitions: a later request took the session meanwhile."""
     if session.kind is Kind.SESSIONLESS:
         return NO_SESSION, answers
-    session_id, chosen = sessions.finish(session, [p for _, p in answers], _now_ms())
+    session_id, chosen = sessions.finish(session, [p for _, p in answers], _now_ms(), peer)
     if chosen is None:
-        return None
+        return session_id, None
     if len(chosen) != len(answers):
         answers = [answers[i] for i in chosen]
     return session_id, answers
@@ -423,7 +423,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     if version >= 7:
         session = broker.fetch_sessions.new_context(
             req.session_id, req.session_epoch, _wanted(req, version), _forgotten(req, version),
-            privileged=follower, uses_topic_ids=version >= 13, now_ms=_now_ms())
+            privileged=follower, uses_topic_ids=version >= 13, now_ms=_now_ms(), peer=ctx.conn)
         if session.kind is Kind.ERROR:
             return R(throttle_time_ms=0, error_code=session.error, session_id=NO_SESSION,
                      responses=[])

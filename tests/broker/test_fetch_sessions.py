@@ -216,6 +216,42 @@ def test_an_answer_overtaken_by_a_later_request_of_its_session_tells_nothing():
     sid = _open(cache, 0, 1)
     dropped = _incremental(cache, sid, 1)
     later = _incremental(cache, sid, 2, wanted=[_w(2)])
-    assert cache.finish(dropped, [_quiet(hw=11), _quiet()], T0) == (0, None)
+    # (the session's id with the error, as Kafka's IncrementalFetchContext)
+    assert cache.finish(dropped, [_quiet(hw=11), _quiet()], T0) == (sid, None)
     answered = cache.finish(later, [_quiet(hw=11), _quiet(), _quiet()], T0)
     assert answered == (sid, [0, 2])
+
+
+def test_what_an_answer_told_is_told_again_when_the_next_request_comes_on_another_connection():
+    # A follower's long poll was answered (the high watermark moved to 11) as
+    # the follower dropped that connection to add a partition: it never read
+    # the answer, and its next request, on a new connection, names no change
+    # of partition 0. The leader cannot know the answer was lost, so it tells
+    # again what it told on the old connection; on the same connection (the
+    # answer read, as requests there go one at a time) it does not.
+    cache = FetchSessionCache()
+    first, second = object(), object()
+    ctx = cache.new_context(0, 0, [_w(0), _w(1)], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=first)
+    sid, _ = cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, first)
+    ctx = cache.new_context(sid, 1, [], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=first)
+    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5)], T0, first) == (sid, [0])
+    ctx = cache.new_context(sid, 2, [_w(2)], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=second)
+    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5), _quiet(hw=0)], T0, second) \
+        == (sid, [0, 2])
+    ctx = cache.new_context(sid, 3, [], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=second)
+    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5), _quiet(hw=0)], T0, second) == (sid, [])
+
+
+def test_a_full_answer_on_one_connection_is_told_again_on_the_next():
+    cache = FetchSessionCache()
+    first, second = object(), object()
+    ctx = cache.new_context(0, 0, [_w(0), _w(1)], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=first)
+    sid, _ = cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, first)
+    ctx = cache.new_context(sid, 1, [], [], privileged=True, uses_topic_ids=False,
+                            now_ms=T0, peer=second)
+    assert cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, second) == (sid, [0, 1])
