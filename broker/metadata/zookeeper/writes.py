@@ -320,8 +320,9 @@ def _fenced_outcome(writes: Sequence[SetData | Create], results: list[object]) -
     # The first operation checks our epoch: failing it means we were replaced.
     if results and isinstance(results[0], BadVersionError):
         return NotControllerError()
-    # A failed transaction reports RolledBackError for every operation but
-    # the one that failed: that one is the error (a version conflict, say).
+    # A failed transaction reports RolledBackError for the operations before
+    # the one that failed and RuntimeInconsistency for those after it: the
+    # first other than RolledBackError is the error (a version conflict, say).
     failed = [r for r in results[1:] if isinstance(r, Exception)]
     for r in failed:
         if not isinstance(r, RolledBackError):

@@ -493,3 +493,35 @@ def test_isr_changes_are_written_together_with_one_notification(zk_stores, kazoo
     assert len(notices) == 1
     assert _json(kazoo, f"{root}/isr_change_notification/{notices.pop()}")["partitions"] == [
         {"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]
+
+
+def test_an_isr_write_refused_inside_a_multi_leaves_the_others_written(zk_stores, kazoo,
+                                                                       monkeypatch):
+    """ISR writes go in multis, which are all or nothing: when one partition's
+    state moves on between the read and the write (a controller's decision),
+    that write is refused with the state as it is, and the others of its multi
+    are written all the same."""
+    from samsa.broker.metadata.zookeeper import admin
+
+    store = zk_stores.open(broker_id=1)
+    root = "/samsa-test"
+    for p in range(3):
+        kazoo.create(f"{root}/brokers/topics/m/partitions/{p}/state", json.dumps(
+            {"version": 1, "leader": 1, "leader_epoch": 3, "controller_epoch": 1,
+             "isr": [1]}).encode(), makepath=True)
+    real_read_many = admin.read_many
+
+    def read_then_controller_writes(zk, paths):
+        found = real_read_many(zk, paths)
+        if len(paths) == 3:   # the first read: then partition 1 moves on
+            kazoo.set(f"{root}/brokers/topics/m/partitions/1/state", json.dumps(
+                {"version": 1, "leader": 2, "leader_epoch": 4, "controller_epoch": 2,
+                 "isr": [2]}).encode())
+        return found
+
+    monkeypatch.setattr(admin, "read_many", read_then_controller_writes)
+    results = store.update_isrs([IsrChange("m", p, 3, (1, 0), 0) for p in range(3)])
+    assert [(r.written, r.leader, r.leader_epoch, r.isr) for r in results] == [
+        (True, 1, 3, (1, 0)), (False, 2, 4, (2,)), (True, 1, 3, (1, 0))]
+    assert [_json(kazoo, f"{root}/brokers/topics/m/partitions/{p}/state")["isr"]
+            for p in range(3)] == [[1, 0], [2], [1, 0]]
