@@ -187,25 +187,41 @@ def _syncfs_of(paths: set[str]) -> None:
             os.close(fd)
 
 
-def start_write_back(dirs: list[str]) -> threading.Thread | None:
+class WriteBack:
+    """An early write-back running on a thread of its own (``start_write_back``)."""
+
+    def __init__(self, dirs: list[str]) -> None:
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, args=(dirs,),
+                                        name="samsa-write-back", daemon=True)
+        self._thread.start()
+
+    def _run(self, dirs: list[str]) -> None:
+        try:
+            _syncfs_of(set(dirs))
+        except OSError as exc:
+            self.error = exc
+
+    def wait(self) -> OSError | None:
+        """Its end; the error it met, if any. That error must fail the stop:
+        the kernel reports a write-back error to the first syncfs that meets
+        it, and a barrier after it, on descriptors opened later, returns 0
+        for pages the failed write left marked clean."""
+        self._thread.join()
+        return self.error
+
+
+def start_write_back(dirs: list[str]) -> WriteBack | None:
     """Start writing back the dirty pages of the file systems ``dirs`` are on,
     on a thread of its own (None: no syncfs here). Not a barrier: a stop calls
     it before closing thousands of logs, so the records written since their
     last flush (the bulk of what it makes durable) go to the disk while the
     closes run, and the batch's own syncfs at the end waits for little more
-    than what the closes wrote."""
+    than what the closes wrote. The stop waits for it before vouching for
+    anything (``WriteBack.wait``)."""
     if _SYNCFS is None:
         return None
-
-    def write_back() -> None:
-        try:
-            _syncfs_of(set(dirs))
-        except OSError as exc:   # (the barrier that counts reports it again)
-            log.debug("early write-back of %s failed: %s", dirs, exc)
-
-    t = threading.Thread(target=write_back, name="samsa-write-back", daemon=True)
-    t.start()
-    return t
+    return WriteBack(dirs)
 
 
 def _fsync_path(path: str, flags: int) -> None:

@@ -1053,8 +1053,8 @@ class LogManager:
             # recovery points move once they are, before the checkpoints are written.
             # Each dir's logs are closed by close_threads_per_dir workers (Kafka's
             # num.recovery.threads.per.data.dir), every one inside the same batch.
-            if len(logs) >= _WRITE_BACK_FROM:
-                start_write_back(sorted({d for _, _, d in logs}))
+            write_back = (start_write_back(sorted({d for _, _, d in logs}))
+                          if len(logs) >= _WRITE_BACK_FROM else None)
             try:
                 with durable_batch():
                     batch = current_durable_batch()
@@ -1086,6 +1086,10 @@ class LogManager:
             except OSError as exc:
                 log.error("making the closed logs durable failed: %s", exc)
                 failures.append(f"flushing the logs: {exc}")
+            written_back = write_back.wait() if write_back is not None else None
+            if written_back is not None:
+                log.error("writing the logs back to disk failed: %s", written_back)
+                failures.append(f"flushing the logs: {written_back}")
         t_durable = time.monotonic()
         failures += self.write_checkpoints()
         t_checkpoints = time.monotonic()
