@@ -338,14 +338,23 @@ def write_new_file(path: str, data: str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data.encode("utf-8"))
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            _write_whole(fd, data.encode("utf-8"))
         finally:
             os.close(fd)
     except OSError as e:
         raise OSError(e.errno, e.strerror, path) from None
+    _created_in(batch, path)
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _created_in(batch: _Batch, path: str) -> None:
+    """A file created in place: it and its directory entry are synced at the barrier."""
     batch.files.add(path)
     batch.dirs.add(os.path.dirname(path) or ".")
 
@@ -376,18 +385,14 @@ def write_checked_file(path: str, data: bytes) -> None:
         _pending.pop(path, None)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            _write_whole(fd, data)
         finally:
             os.close(fd)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(path)
         raise OSError(e.errno, e.strerror, path) from None
-    batch.files.add(path)
-    batch.dirs.add(os.path.dirname(path) or ".")
+    _created_in(batch, path)
 
 
 def fsync_dir(path: str) -> None:

@@ -222,6 +222,15 @@ def test_an_answer_overtaken_by_a_later_request_of_its_session_tells_nothing():
     assert answered == (sid, [0, 2])
 
 
+def _on(cache: FetchSessionCache, peer: object, session_id: int, epoch: int,
+        hws: list[int], wanted=()) -> tuple[int, list[int] | None]:
+    """A follower's request on connection ``peer``, its partitions answered
+    quiet at the high watermarks ``hws``: (session id, the ones answered)."""
+    ctx = cache.new_context(session_id, epoch, list(wanted), [], privileged=True,
+                            uses_topic_ids=False, now_ms=T0, peer=peer)
+    return cache.finish(ctx, [_quiet(hw=hw) for hw in hws], T0, peer)
+
+
 def test_what_an_answer_told_is_told_again_when_the_next_request_comes_on_another_connection():
     # A follower's long poll was answered (the high watermark moved to 11) as
     # the follower dropped that connection to add a partition: it never read
@@ -231,27 +240,14 @@ def test_what_an_answer_told_is_told_again_when_the_next_request_comes_on_anothe
     # answer read, as requests there go one at a time) it does not.
     cache = FetchSessionCache()
     first, second = object(), object()
-    ctx = cache.new_context(0, 0, [_w(0), _w(1)], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=first)
-    sid, _ = cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, first)
-    ctx = cache.new_context(sid, 1, [], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=first)
-    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5)], T0, first) == (sid, [0])
-    ctx = cache.new_context(sid, 2, [_w(2)], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=second)
-    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5), _quiet(hw=0)], T0, second) \
-        == (sid, [0, 2])
-    ctx = cache.new_context(sid, 3, [], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=second)
-    assert cache.finish(ctx, [_quiet(hw=11), _quiet(hw=5), _quiet(hw=0)], T0, second) == (sid, [])
+    sid, _ = _on(cache, first, 0, 0, [5, 5], wanted=[_w(0), _w(1)])
+    assert _on(cache, first, sid, 1, [11, 5]) == (sid, [0])
+    assert _on(cache, second, sid, 2, [11, 5, 0], wanted=[_w(2)]) == (sid, [0, 2])
+    assert _on(cache, second, sid, 3, [11, 5, 0]) == (sid, [])
 
 
 def test_a_full_answer_on_one_connection_is_told_again_on_the_next():
     cache = FetchSessionCache()
     first, second = object(), object()
-    ctx = cache.new_context(0, 0, [_w(0), _w(1)], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=first)
-    sid, _ = cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, first)
-    ctx = cache.new_context(sid, 1, [], [], privileged=True, uses_topic_ids=False,
-                            now_ms=T0, peer=second)
-    assert cache.finish(ctx, [_quiet(hw=5), _quiet(hw=5)], T0, second) == (sid, [0, 1])
+    sid, _ = _on(cache, first, 0, 0, [5, 5], wanted=[_w(0), _w(1)])
+    assert _on(cache, second, sid, 1, [5, 5]) == (sid, [0, 1])
