@@ -252,14 +252,8 @@ def sync_path(path: str) -> None:
     if batch is not None:
         batch.files.add(path)   # (a missing file is fine: missing_ok)
         return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        _fsync_path(path, os.O_RDONLY)
 
 
 def current_durable_batch() -> object | None:
@@ -400,16 +394,8 @@ def fsync_dir(path: str) -> None:
     if batch is not None:
         batch.dirs.add(path)
         return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with contextlib.suppress(OSError):   # (a directory some file systems cannot fsync)
+        _fsync_path(path, os.O_RDONLY)
 
 
 def read_small_file(path: str) -> bytes | None:
