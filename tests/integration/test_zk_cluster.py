@@ -1165,7 +1165,10 @@ def test_a_quota_set_through_one_broker_is_enforced_by_another(zk_cluster: Clust
     from samsa.protocol.messages import AlterClientQuotasRequest as Q
     topic, client_id = _name("quota"), _name("quota-client")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
-    leaders = zk_cluster.wait_for_leaders(topic, 3)
+    # the leaders in ZooKeeper are not yet the leaders' own: a leader answers
+    # UNKNOWN_TOPIC_OR_PARTITION until the controller's word reaches it
+    _wait_settled(zk_cluster, topic, 3)
+    leaders = zk_cluster.leaders(topic)
     partition, leader = next(((p, b) for p, b in sorted(leaders.items()) if b != 0),
                              sorted(leaders.items())[0])
 
