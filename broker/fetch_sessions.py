@@ -15,6 +15,9 @@ Fetch handler (broker/handlers/fetch.py) turns the wire messages into
 ``Wanted`` and ``Outcome`` and back. One lock guards the cache and every
 session in it: the network threads (each its own event loop) share one cache,
 and every section it guards is a few dictionary operations per partition.
+The requests are counted by kind per thread (``RequestCounts``): a fetch
+without a session takes no lock, and a count shared by the threads would lose
+increments to one another.
 
 Session ids and epochs (``FetchMetadata`` in Kafka):
 
@@ -177,6 +180,36 @@ class FetchContext:
     epoch: int = INITIAL_EPOCH  # INCREMENTAL: the session's epoch once this request took it
 
 
+# Each Kind's place in a RequestCounts tally, in Kind's order: an index counts faster
+# than the enum itself (an Enum's hash is Python code).
+_TALLY_SESSIONLESS, _TALLY_FULL, _TALLY_INCREMENTAL, _TALLY_ERROR = range(4)
+
+
+class RequestCounts:
+    """Fetch requests by how their session was handled, exact across the
+    network threads without a lock on the request path: each thread adds to a
+    tally of its own (one writer per tally loses nothing) and a read adds the
+    tallies up, as broker/metrics.py counts requests."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._tallies: list[list[int]] = []
+        self._tallies_lock = threading.Lock()  # taken once per thread, and by reads
+
+    def add(self, place: int) -> None:
+        try:
+            tally = self._local.tally
+        except AttributeError:
+            tally = self._local.tally = [0] * len(Kind)
+            with self._tallies_lock:
+                self._tallies.append(tally)
+        tally[place] += 1
+
+    def by_kind(self) -> dict[Kind, int]:
+        with self._tallies_lock:
+            return {kind: sum(t[place] for t in self._tallies) for place, kind in enumerate(Kind)}
+
+
 class FetchSessionCache:
     """Every session on this broker, shared by the network threads."""
 
@@ -187,11 +220,11 @@ class FetchSessionCache:
         self._sessions: dict[int, FetchSession] = {}
         self._lock = threading.Lock()
         self._random = random.Random()
-        # counted for the metrics endpoint
-        self.incremental_fetches = 0
-        self.full_fetches = 0       # full fetches that asked for a session (epoch 0)
-        self.sessionless_fetches = 0
-        self.session_errors = 0
+        # counted for the metrics endpoint: the requests by kind (a full one
+        # is a fetch that asked for a session, epoch 0; an incremental one
+        # that emptied its session counts as incremental), and the evictions
+        # (under the lock, as every eviction is)
+        self.requests = RequestCounts()
         self.evictions = 0
 
     # ------------------------------------------------------------ reading
@@ -218,9 +251,9 @@ class FetchSessionCache:
                 with self._lock:
                     self._sessions.pop(session_id, None)
             if epoch == FINAL_EPOCH:
-                self.sessionless_fetches += 1
+                self.requests.add(_TALLY_SESSIONLESS)
                 return FetchContext(Kind.SESSIONLESS, wanted)
-            self.full_fetches += 1
+            self.requests.add(_TALLY_FULL)
             return FetchContext(Kind.FULL, wanted, privileged=privileged,
                                 uses_topic_ids=uses_topic_ids)
         with self._lock:
@@ -260,16 +293,16 @@ class FetchSessionCache:
                     session.partitions.pop(key, None)
                 if not session.partitions:
                     del self._sessions[session.id]
-                    self.incremental_fetches += 1
+                    self.requests.add(_TALLY_INCREMENTAL)
                     return FetchContext(Kind.SESSIONLESS, [])
                 session.last_used_ms = now_ms
                 session.epoch = next_epoch(session.epoch)
-                self.incremental_fetches += 1
+                self.requests.add(_TALLY_INCREMENTAL)
                 return FetchContext(Kind.INCREMENTAL,
                                     [c.wanted for c in session.partitions.values()],
                                     session=session, privileged=session.privileged,
                                     uses_topic_ids=uses_topic_ids, epoch=session.epoch)
-        self.session_errors += 1
+        self.requests.add(_TALLY_ERROR)
         return FetchContext(Kind.ERROR, [], error=error)
 
     @staticmethod

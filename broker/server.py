@@ -206,10 +206,7 @@ def _fetch_session_gauges(metrics: BrokerMetrics, cache: FetchSessionCache) -> N
                             lambda: [({}, cache.evictions)])
     metrics.add_kafka_gauge(
         "samsa_fetch_session_requests", "Fetch requests (v7+) by how their session was handled",
-        lambda: [({"kind": "incremental"}, cache.incremental_fetches),
-                 ({"kind": "full"}, cache.full_fetches),
-                 ({"kind": "sessionless"}, cache.sessionless_fetches),
-                 ({"kind": "error"}, cache.session_errors)])
+        lambda: [({"kind": kind.value}, n) for kind, n in cache.requests.by_kind().items()])
 
 
 def _leader_address(partitions: PartitionLayer, topic: str, partition: int) -> str | None:

@@ -3,8 +3,12 @@ refused a session, what an incremental answer lists, and which session makes
 room for another. Time is a number the test passes."""
 from __future__ import annotations
 
+import sys
+import threading
+import time
 import uuid
 
+from samsa.broker import fetch_sessions
 from samsa.broker.fetch_sessions import Answered, FetchSessionCache, Kind, Wanted, next_epoch
 from samsa.protocol.errors import ErrorCode
 
@@ -251,3 +255,46 @@ def test_a_full_answer_on_one_connection_is_told_again_on_the_next():
     first, second = object(), object()
     sid, _ = _on(cache, first, 0, 0, [5, 5], wanted=[_w(0), _w(1)])
     assert _on(cache, second, sid, 1, [5, 5]) == (sid, [0, 1])
+
+
+def test_requests_counted_by_several_threads_at_once_are_all_counted():
+    # The network threads share the cache. Each thread here is made to give
+    # the others their turn between any two bytecodes of the cache's code (as
+    # an interpreter without a GIL, or a switch at the wrong moment, does): a
+    # count read by one thread and written back after another's is lost, and
+    # the Fetch request metrics with it.
+    cache = FetchSessionCache()
+    sid = _open(cache, 0)
+    threads, rounds = 3, 100
+    module = fetch_sessions.__file__
+
+    def switching(frame, event, arg):
+        if frame.f_code.co_filename != module:
+            return None
+        frame.f_trace_opcodes = True
+
+        def step(frame, event, arg):
+            if event == "opcode":
+                time.sleep(0)
+            return step
+        return step
+
+    def fetch() -> None:
+        sys.settrace(switching)
+        try:
+            for _ in range(rounds):
+                cache.new_context(0, -1, [_w(0)], [], privileged=False, uses_topic_ids=False,
+                                  now_ms=T0)
+                cache.new_context(0, 0, [_w(0)], [], privileged=False, uses_topic_ids=False,
+                                  now_ms=T0)
+                _incremental(cache, sid + 1, 1)  # no such session
+        finally:
+            sys.settrace(None)
+    running = [threading.Thread(target=fetch) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    n = threads * rounds
+    assert cache.requests.by_kind() == {Kind.SESSIONLESS: n, Kind.FULL: n + 1,
+                                        Kind.INCREMENTAL: 0, Kind.ERROR: n}
