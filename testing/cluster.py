@@ -7,6 +7,8 @@ its own process, joined through ``zookeeper.connect=<zk>/<chroot>``.
     cluster.kill(1); cluster.restart(1)   # SIGKILL, then start again (same port and data)
     zk = cluster.zk_client()     # kazoo on the chroot, for reading znodes
     cluster.controller_id()      # from /controller
+    cluster.wait_for_leaders(t, 3)   # leaders in ZooKeeper (not yet acting as leaders)
+    cluster.wait_until_led(t, 3)     # ... known to every broker, each leader acting as one
     cluster.stop()
 
 Broker ids are the indexes 0..N-1. Nothing here looks inside a broker: what a
@@ -24,7 +26,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
 from samsa.client.blocking import ClientError, SimpleClient
-from samsa.protocol.messages import MetadataRequest
+from samsa.protocol.messages import ListOffsetsRequest, MetadataRequest
 
 from .broker_process import BrokerProcess
 from .wire import free_port
@@ -32,7 +34,7 @@ from .waiting import wait_until
 from .zookeeper import ZooKeeperProcess
 
 CHROOT = "/samsa"
-METADATA = 3
+LIST_OFFSETS, METADATA = 2, 3
 
 
 class ClusterProcesses:
@@ -312,6 +314,67 @@ class ClusterProcesses:
                 return leaders
             return None
         return wait_until(ready, timeout, f"a leader for each of {partitions} partitions of {topic}")
+
+    def wait_until_led(self, topic: str, partitions: int, timeout: float = 30.0) -> dict[int, int]:
+        """Until the leaders ZooKeeper names for ``topic`` have taken their roles
+        up; returns {partition: leader}. ZooKeeper names a leader before the
+        leader acts as one (as in Kafka, where LeaderAndIsr follows the znode
+        write): a request sent on the strength of the znode alone may be
+        answered UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER, or be
+        taken by a leader still at the epoch before. So: every running broker's
+        Metadata lists the running brokers and gives each partition the leader
+        and leader epoch of its state znode, and each leader answers ListOffsets
+        as leader at that epoch. (PLAINTEXT listeners only: the brokers of a
+        SaslPlaintextCluster need credentials this class does not hold.)"""
+        def led() -> dict[int, int] | None:
+            named: dict[int, tuple[int, int]] = {}
+            for p in range(partitions):
+                state = self.partition_state(topic, p)
+                if state is None or state["leader"] < 0:
+                    return None
+                named[p] = (state["leader"], state["leader_epoch"])
+            running = {i for i, b in enumerate(self.brokers) if b.is_running()}
+            if any(self._leaders_told_by(i, topic) != (running, named) for i in running):
+                return None
+            if not all(self._leads_at(leader, topic, p, epoch)
+                       for p, (leader, epoch) in named.items()):
+                return None
+            return {p: leader for p, (leader, _) in named.items()}
+        found = wait_until(led, timeout, f"the leaders ZooKeeper names for the {partitions} "
+                                         f"partitions of {topic} known to every broker and "
+                                         f"acting as leaders")
+        assert found is not None
+        return found
+
+    def _leaders_told_by(self, broker_id: int, topic: str
+                         ) -> tuple[set[int], dict[int, tuple[int, int]]] | None:
+        """(the broker ids, {partition: (leader, leader epoch)} of the partitions
+        it answers without error) of broker ``broker_id``'s Metadata for
+        ``topic``; None when it does not answer."""
+        try:
+            with SimpleClient(self.brokers[broker_id].bootstrap, timeout=10) as c:
+                r = c.call(METADATA, MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                    allow_auto_topic_creation=False))
+        except (ClientError, OSError):
+            return None
+        return ({b.node_id for b in r.brokers},
+                {p.partition_index: (p.leader_id, p.leader_epoch)
+                 for t in r.topics for p in t.partitions if p.error_code == 0})
+
+    def _leads_at(self, broker_id: int, topic: str, partition: int, epoch: int) -> bool:
+        """Whether broker ``broker_id`` answers ListOffsets for the partition as
+        its leader at ``epoch`` (its own role, not only its metadata's word)."""
+        L = ListOffsetsRequest
+        try:
+            with SimpleClient(self.brokers[broker_id].bootstrap, timeout=10) as c:
+                r = c.call(LIST_OFFSETS, L(replica_id=-1, isolation_level=0, topics=[
+                    L.ListOffsetsTopic(name=topic, partitions=[L.ListOffsetsPartition(
+                        partition_index=partition, current_leader_epoch=epoch,
+                        timestamp=-1)])]))
+        except (ClientError, OSError):
+            return False
+        return r.topics[0].partitions[0].error_code == 0
 
 
 class SaslPlaintextCluster(ClusterProcesses):

@@ -223,32 +223,6 @@ def _partition_errors(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
     return {p.partition_index: (p.error_code, p.leader_id) for p in t.partitions}
 
 
-def _settled(cluster: Cluster, topic: str, partitions: int) -> bool:
-    """Every running broker's Metadata gives every partition the leader and leader
-    epoch the controller wrote to ZooKeeper, and each leader answers ListOffsets."""
-    states = {p: cluster.partition_state(topic, p) for p in range(partitions)}
-    if any(s is None or s["leader"] < 0 for s in states.values()):
-        return False
-    running = {i for i, b in enumerate(cluster.brokers) if b.is_running()}
-    for b in cluster.brokers:
-        if not b.is_running():
-            continue
-        md = _metadata(b.bootstrap, [topic])
-        if {x.node_id for x in md.brokers} != running:
-            return False
-        t = md.topics[0]
-        seen = {p.partition_index: (p.error_code, p.leader_id, p.leader_epoch) for p in t.partitions}
-        if seen != {p: (0, s["leader"], s["leader_epoch"]) for p, s in states.items()}:
-            return False
-    return all(_list_offsets(cluster.broker(s["leader"]).bootstrap, topic, p).error_code == 0
-               for p, s in states.items())
-
-
-def _wait_settled(cluster: Cluster, topic: str, partitions: int) -> None:
-    wait_until(lambda: _settled(cluster, topic, partitions), 30,
-               f"every broker to agree with ZooKeeper on the leaders of {topic}")
-
-
 def _list_offsets(bootstrap: str, topic: str, partition: int):
     with SimpleClient(bootstrap) as c:
         r = c.call(LIST_OFFSETS, ListOffsetsRequest(replica_id=-1, topics=[
@@ -262,7 +236,9 @@ def _list_offsets(bootstrap: str, topic: str, partition: int):
 def test_znodes_are_kafkas_json(zk_cluster: Cluster):
     topic = _name("layout")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
-    leaders = zk_cluster.wait_for_leaders(topic, 3)
+    # known to every broker, not only written to ZooKeeper: broker 1's Metadata
+    # below carries the topic id only once its watch has brought the topic in
+    leaders = zk_cluster.wait_until_led(topic, 3)
     zk = zk_cluster.zk_client()
 
     cluster_id = json.loads(zk.get("/cluster/id")[0])
@@ -509,12 +485,11 @@ def test_java_console_tools_through_one_broker(zk_cluster: Cluster, java_tools):
 def test_non_leader_answers_not_leader_or_follower(zk_cluster: Cluster):
     topic = _name("notleader")
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
-    # Settled, not just elected: the controller writes the leader to ZooKeeper
+    # Led, not just elected: the controller writes the leader to ZooKeeper
     # before the leader's own state watch has taken the role up (as in Kafka,
     # where LeaderAndIsr follows the znode write), and until then it too
     # answers NOT_LEADER_OR_FOLLOWER.
-    _wait_settled(zk_cluster, topic, 3)
-    leaders = zk_cluster.leaders(topic)
+    leaders = zk_cluster.wait_until_led(topic, 3)
     partition = 0
     leader = leaders[partition]
     other = (leader + 1) % 3
@@ -620,7 +595,7 @@ def test_killed_broker_partitions_go_offline_and_come_back(cluster_factory):
     wait_until(lambda: all(e == (0, leaders[p]) for p, e in
                            _partition_errors(cluster.broker(survivor).bootstrap, topic).items()),
                30, "Metadata to show every partition led again")
-    _wait_settled(cluster, topic, 6)
+    cluster.wait_until_led(topic, 6)
 
     everything = _read_all(cluster.bootstrap, topic, 6)
     assert collections.Counter(everything) == collections.Counter(before.acked + during.acked)
@@ -774,7 +749,7 @@ def test_zookeeper_restart_under_a_running_producer(cluster_factory):
     cluster.wait_for_controller()
     cluster.wait_for_leaders(topic, 6)
     assert len(acks.acked) == sent
-    _wait_settled(cluster, topic, 6)
+    cluster.wait_until_led(topic, 6)
 
     everything = _read_all(cluster.bootstrap, topic, 6)
     assert collections.Counter(everything) == collections.Counter(acks.acked)
@@ -815,7 +790,7 @@ def test_expired_session_broker_registers_again_and_serves(cluster_factory):
                30, f"broker {victim}'s Metadata to show every partition led")
     after = _produce_keyed(cluster.broker(victim).bootstrap, topic, 600, prefix="after-")
     assert {p for p, _, _, _ in after.acked} >= set(lost)
-    _wait_settled(cluster, topic, 6)
+    cluster.wait_until_led(topic, 6)
     everything = _read_all(cluster.bootstrap, topic, 6)
     assert collections.Counter(everything) == collections.Counter(before.acked + after.acked)
 
@@ -968,7 +943,7 @@ def test_paused_controller_is_replaced_and_fenced(cluster_factory):
     for p in lost:
         assert cluster.partition_state(topic, p)["controller_epoch"] == new_epoch
     acked = _produce_keyed(cluster.broker(old).bootstrap, topic, 300)
-    _wait_settled(cluster, topic, 6)
+    cluster.wait_until_led(topic, 6)
     assert collections.Counter(_read_all(cluster.bootstrap, topic, 6)) == collections.Counter(acked.acked)
 
 
@@ -1167,8 +1142,7 @@ def test_a_quota_set_through_one_broker_is_enforced_by_another(zk_cluster: Clust
     _create_topic(zk_cluster.broker(0).bootstrap, topic, 3)
     # the leaders in ZooKeeper are not yet the leaders' own: a leader answers
     # UNKNOWN_TOPIC_OR_PARTITION until the controller's word reaches it
-    _wait_settled(zk_cluster, topic, 3)
-    leaders = zk_cluster.leaders(topic)
+    leaders = zk_cluster.wait_until_led(topic, 3)
     partition, leader = next(((p, b) for p, b in sorted(leaders.items()) if b != 0),
                              sorted(leaders.items())[0])
 
