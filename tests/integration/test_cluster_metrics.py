@@ -51,6 +51,9 @@ def test_lag_from_the_coordinator_only_and_dashboard_names_exported(cluster_fact
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     for topic, factor in zip(TOPICS, (3, 1)):
         admin.create_topics([NewTopic(topic, 3, factor)])[topic].result(30)
+        # created is not yet known: the broker asked below learns the leaders a
+        # moment after the controller writes them to ZooKeeper
+        cluster.wait_until_led(topic, 3)
     leaders = {p.leader for p in admin.list_topics(TOPICS[1], timeout=10)
                .topics[TOPICS[1]].partitions.values()}
     assert len(leaders) > 1, "the RF 1 partitions should be spread over the brokers"

@@ -251,7 +251,10 @@ def test_follower_replica_moves_while_replicating(cluster_factory, tmp_path, jav
     for f in admin.create_topics([NewTopic("r", 1, -1, replica_assignment=[[0, 1]]),
                                   NewTopic("only1", 1, -1, replica_assignment=[[1]])]).values():
         f.result(30)
-    cluster.wait_for_leaders("r", 1)
+    # led, not only elected: broker 1 makes its replica of only1, whose log dir
+    # and AlterReplicaLogDirs are asked of it below, as it takes the role up
+    for topic in ("r", "only1"):
+        cluster.wait_until_led(topic, 1)
     _produce(cluster.bootstrap, "r", 0, 400)
     (src,) = _where(dirs[1], "r-0")
     (dst,) = [d for d in dirs[1] if d != src]

@@ -484,6 +484,9 @@ def test_a_cluster_is_reached_through_one_broker(tmp_path):
         one = cluster.broker(0).bootstrap
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("spread", 6, 1)])["spread"].result(30)
+        # created is not yet led: broker 0 learns the topic, and each leader takes
+        # its role up, a moment after the controller writes it to ZooKeeper
+        cluster.wait_until_led("spread", 6)
 
         def describe(*extra):
             p = _samsa("topics", "--bootstrap-server", one, "--describe", "--topic", "spread",
