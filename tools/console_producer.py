@@ -32,7 +32,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, ClassVar, Iterator
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import ProduceRequest
@@ -45,7 +45,6 @@ from samsa.client.properties import ClientConfigFlags, key_value_properties
 PROG = "samsa console-producer"
 _LAST_PRODUCE_BY_NAME = 12   # v13 names topics by id
 _READ_SIZE = 512 * 1024      # one read of stdin = one request per leader at most
-_ATTEMPTS = 5                # sends of one batch before a retriable error is final
 
 
 def murmur2(data: bytes) -> int:
@@ -149,15 +148,54 @@ class ProducerError(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a batch meeting retriable errors (a leader moving, too few
+    replicas in sync) is sent again: Kafka's producer keeps at it until
+    ``delivery.timeout.ms`` (two minutes) has passed since the first send,
+    waiting ``retry.backoff.ms`` doubled each time up to
+    ``retry.backoff.max.ms``, with a fifth of jitter either way. A tool that
+    gave up after a second failed whenever an election was under way."""
+
+    delivery_timeout_s: float = 120.0
+    backoff_s: float = 0.1
+    backoff_max_s: float = 1.0
+
+    _KEYS: ClassVar[dict[str, str]] = {"delivery.timeout.ms": "delivery_timeout_s", "retry.backoff.ms": "backoff_s",
+             "retry.backoff.max.ms": "backoff_max_s"}
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> "RetryPolicy":
+        """Raises ValueError naming the key of a value that is not a count of ms."""
+        given = {}
+        for key, field in cls._KEYS.items():
+            if key in props:
+                text = props[key].strip()
+                if not text.isdigit():
+                    raise ValueError(f"{key} must be a non-negative number of ms, got {text!r}")
+                given[field] = int(text) / 1000
+        return cls(**given)
+
+    def backoff(self, attempt: int) -> float:
+        """The wait before send ``attempt + 1`` (0: after the first)."""
+        wait = min(self.backoff_max_s, self.backoff_s * 2 ** min(attempt, 32))
+        return wait * random.uniform(0.8, 1.2)
+
+
 class Sender:
     """Sends each partition's records to its leader, looking leaders up again
     when one moves, and fails on the first error that retrying cannot help."""
 
-    def __init__(self, cluster: Cluster, topic: str, acks: int, codec: int) -> None:
+    def __init__(self, cluster: Cluster, topic: str, acks: int, codec: int,
+                 retry: RetryPolicy = RetryPolicy(),
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.cluster = cluster
         self.topic = topic
         self.acks = acks
         self.codec = codec
+        self.retry = retry
+        self._clock, self._sleep = clock, sleep
         self.leaders = cluster.leaders(topic, auto_create=True)
 
     @property
@@ -166,16 +204,20 @@ class Sender:
 
     def send(self, records: dict[int, list[tuple]]) -> None:
         batches = {p: build_batch(recs, codec=self.codec) for p, recs in records.items() if recs}
-        for attempt in range(_ATTEMPTS):
+        deadline = self._clock() + self.retry.delivery_timeout_s
+        attempt = 0
+        while True:
             failed = self._send_once(batches)
             if not failed:
                 return
             final = {p: e for p, e in failed.items() if e[0] not in RETRIABLE}
-            if final or attempt == _ATTEMPTS - 1:
+            wait = self.retry.backoff(attempt)
+            if final or self._clock() + wait >= deadline:
                 p, (code, message) = next(iter(sorted((final or failed).items())))
                 raise ProducerError(f"error when sending to {self.topic}-{p}: "
                                     f"{error_text(code, message)}")
-            time.sleep(0.1 * (attempt + 1))
+            self._sleep(wait)
+            attempt += 1
             self.leaders = self.cluster.leaders(self.topic, auto_create=True)
             batches = {p: batches[p] for p in failed}
 
@@ -212,8 +254,9 @@ class Sender:
         return failed
 
 
-def _produce(cluster: Cluster, args, fmt: LineFormat, acks: int, codec: int) -> int:
-    sender = Sender(cluster, args.topic, acks, codec)
+def _produce(cluster: Cluster, args, fmt: LineFormat, acks: int, codec: int,
+             retry: RetryPolicy) -> int:
+    sender = Sender(cluster, args.topic, acks, codec, retry)
     sticky = StickyPartitioner(sender.partitions)
     number = 0
     for lines in read_chunks(sys.stdin.fileno()):
@@ -252,7 +295,8 @@ def main(argv) -> int:
     p.add_argument("--topic", required=True)
     p.add_argument("--property", action="append", metavar="KEY=VALUE",
                    help="parse.key, key.separator, ignore.error, null.marker")
-    _CLIENT_CONFIG.add_to(p, "producer", uses="acks (all|-1|1|0), compression.type")
+    _CLIENT_CONFIG.add_to(p, "producer", uses="acks (all|-1|1|0), compression.type, "
+                          "delivery.timeout.ms, retry.backoff.ms, retry.backoff.max.ms")
     p.add_argument("--request-required-acks", choices=sorted(_ACKS))
     p.add_argument("--compression-codec", nargs="?", const="gzip",
                    help="none, gzip (the default when given without a value), snappy, lz4, zstd")
@@ -262,7 +306,7 @@ def main(argv) -> int:
     except ValueError as e:
         p.error(f"--property {e}")
     client = _CLIENT_CONFIG.load(p, args)
-    producer_props = client.properties  # acks, compression.type; the security keys
+    producer_props = client.properties  # acks, compression.type, retries; the security keys
     acks_text = args.request_required_acks or producer_props.get("acks", "all")
     if acks_text not in _ACKS:
         p.error(f"acks must be one of all, -1, 1, 0; got {acks_text!r}")
@@ -272,9 +316,13 @@ def main(argv) -> int:
     except ValueError:
         p.error(f"unknown compression codec {codec_name!r} (none, gzip, snappy, lz4, zstd)")
     try:
+        retry = RetryPolicy.from_properties(producer_props)
+    except ValueError as e:
+        p.error(str(e))
+    try:
         return run_cluster_tool(PROG, args.bootstrap_server,
                                 lambda cluster: _produce(cluster, args, fmt, _ACKS[acks_text],
-                                                         codec),
+                                                         codec, retry),
                                 sasl=client.sasl, tls=client.tls)
     except KeyboardInterrupt:
         return 0  # Ctrl-C ends typing, as it does for Kafka's tool

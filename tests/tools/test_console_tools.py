@@ -16,8 +16,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.tools.console_consumer import Formatter
-from samsa.tools.console_producer import LineFormat, LineError, murmur2
-from samsa.client.blocking import SimpleClient
+from samsa.tools.console_producer import (LineFormat, LineError, ProducerError, RetryPolicy,
+                                          Sender, murmur2)
+from samsa.client.blocking import Cluster, SimpleClient
 from samsa.protocol.messages import ListGroupsRequest, MetadataRequest, MetadataResponse
 from tests.support.broker_process import REPO_ROOT
 from tests.support.waiting import wait_until
@@ -405,6 +406,63 @@ def test_reset_and_delete_refused_while_a_member_is_active(broker):
     assert p.returncode == 1 and "GROUP_ID_NOT_FOUND" in p.stderr
 
 
+class _Clock:
+    """The producer's clock, moved on by its sleeps: its retries are counted, not waited."""
+
+    def __init__(self, on_sleep=lambda sleeps: None):
+        self.now, self.sleeps, self._on_sleep = 0.0, 0, on_sleep
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.sleeps += 1
+        self._on_sleep(self.sleeps)
+
+
+def _sender(broker, topic, clock, **retry):
+    cluster = Cluster(SimpleClient(broker.bootstrap))
+    return cluster, Sender(cluster, topic, acks=-1, codec=0, retry=RetryPolicy(**retry),
+                           clock=clock, sleep=clock.sleep)
+
+
+def test_a_retriable_error_is_retried_until_the_delivery_timeout(broker):
+    """Too few replicas in sync (min.insync.replicas 2 of one) is retriable: the
+    producer sends again, backing off, until delivery.timeout.ms, as Kafka's;
+    once the topic takes acks=all again the records go in."""
+    _topic(broker, "few-in-sync", **{"min.insync.replicas": "2"})
+    clock = _Clock()
+    cluster, sender = _sender(broker, "few-in-sync", clock, delivery_timeout_s=30.0)
+    try:
+        with pytest.raises(ProducerError, match="NOT_ENOUGH_REPLICAS"):
+            sender.send({0: [(None, b"lost", (), 0)]})
+        # 100 ms doubling to 1 s (±20%) fills 30 s with about thirty sends
+        assert clock.sleeps >= 20 and 29.0 <= clock.now < 31.0
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        def allow_one_replica(sleeps):
+            if sleeps == 8:  # past the five sends the tool used to give up after
+                from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry,
+                                                   ConfigResource, ResourceType)
+                res = ConfigResource(ResourceType.TOPIC, "few-in-sync", incremental_configs=[
+                    ConfigEntry("min.insync.replicas", "1",
+                                incremental_operation=AlterConfigOpType.SET)])
+                admin.incremental_alter_configs([res])[res].result(30)
+        cluster.close()
+        clock = _Clock(allow_one_replica)
+        cluster, sender = _sender(broker, "few-in-sync", clock)
+        sender.send({0: [(None, b"kept", (), 0)]})
+        assert clock.sleeps >= 8
+    finally:
+        cluster.close()
+    p = _samsa("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic",
+               "few-in-sync", "--from-beginning", "--max-messages", "1", "--timeout-ms", "20000")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["kept"]
+
+
 def test_broker_errors_are_one_line(broker):
     _topic(broker, "small", **{"max.message.bytes": "200"})
     p = _samsa("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", "small",
@@ -452,6 +510,8 @@ def test_a_broker_that_is_down_is_one_line(args):
      "expected earliest, latest or an offset"),
     (("console-producer", "--topic", "t", "--producer-property", "acks=7"), "acks must be"),
     (("console-producer", "--topic", "t", "--property", "parse.key"), "expects key=value"),
+    (("console-producer", "--topic", "t", "--producer-property", "delivery.timeout.ms=soon"),
+     "delivery.timeout.ms must be"),
     (("consumer-groups", "--group", "g", "--reset-offsets", "--all-topics"), "needs one of"),
     (("consumer-groups", "--group", "g", "--reset-offsets", "--to-latest"), "--all-topics"),
     (("consumer-groups", "--group", "g", "--reset-offsets", "--to-datetime", "yesterday",
