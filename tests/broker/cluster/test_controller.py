@@ -364,6 +364,17 @@ def test_fenced_writes_keep_a_few_requests_in_flight_and_stop_once_refused_for_t
     assert all(isinstance(o, NotControllerError) for o in outcomes)
     assert len(zk.unanswered) == 3  # the first refusal ends the sending
     assert all(kazoo.get(f"/w{i}")[0] == b"new" for i in range(7))
+    # ... and the deciding: a generator is not run on for writes that cannot be made
+    decided: list[int] = []
+
+    def deciding():
+        for i in range(7):
+            decided.append(i)
+            yield [SetData(f"/w{i}", b"newer", 1)]
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, deciding(), together=1, in_flight=3)
+    assert len(outcomes) == 3 and all(isinstance(o, NotControllerError) for o in outcomes)
+    assert decided == [0, 1, 2]
 
 
 def test_fenced_writes_take_their_transactions_as_there_is_room_to_send_them(kazoo):
