@@ -69,6 +69,13 @@ Decision = Callable[[LeaderAndIsr], LeaderAndIsr | None]
 """A decision on a partition: its new state from its current one (None: no change)."""
 
 
+class TopicZnode(NamedTuple):
+    """A topic's znode as the controller read (or wrote) it."""
+    assignment: z.TopicAssignment
+    version: int
+    created: int  # its czxid: which znode of that name (a re-created topic's differs)
+
+
 class RebalancePolicy(NamedTuple):
     """auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
     leader.imbalance.per.broker.percentage."""
@@ -103,7 +110,7 @@ class Controller:
         self._live: set[int] = set()
         self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self._assignments: dict[str, dict[int, list[int]]] = {}
-        self._topic_znodes: dict[str, tuple[z.TopicAssignment, int]] = {}  # as read, version
+        self._topic_znodes: dict[str, TopicZnode] = {}  # as read
         self._reassigning: dict[Partition, ra.Reassignment] = {}  # from the topic znodes
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
         self._isr_notices_handled: set[str] = set()  # ISR change notifications, this term
@@ -187,8 +194,8 @@ class Controller:
                 self._on_brokers(ids)
             case TopicsChanged(names=names):
                 self._on_topics(names)
-            case TopicChanged(topic=topic, version=version):
-                self._on_topic(topic, version)
+            case TopicChanged(topic=topic, version=version, created=created):
+                self._on_topic(topic, version, created)
             case PreferredElectionAsked():
                 self._on_preferred_election()
             case TopicsMarkedForDeletion(names=names):
@@ -343,7 +350,8 @@ class Controller:
         def on_change(data: bytes | None, stat: ZnodeStat | None) -> bool:
             if data is None:
                 return False  # deleted; the topics watch forgets it
-            return self._watch_event(epoch, TopicChanged(topic, None if stat is None else stat.version))
+            return self._watch_event(epoch, TopicChanged(topic) if stat is None else TopicChanged(
+                topic, stat.version, stat.czxid))
         self.zk.watch_data(z.topic_path(topic), on_change)
 
     def _watch_event(self, epoch: int, event: ControllerEvent) -> bool:
@@ -379,7 +387,7 @@ class Controller:
             except z.ZNodeFormatError as e:
                 log.warning("controller: ignoring %s", e)
                 continue
-            self._topic_znodes[topic] = (assignment, stat.version)
+            self._topic_znodes[topic] = TopicZnode(assignment, stat.version, stat.czxid)
             self._assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
             for p, replicas in assignment.partitions.items():
                 running = ra.from_znode(replicas, assignment.adding_replicas.get(p, ()),
@@ -486,14 +494,19 @@ class Controller:
             self._forget_topic(topic)
         self._bring_online(self._partitions_without_state())
 
-    def _on_topic(self, topic: str, version: int | None = None) -> None:
+    def _on_topic(self, topic: str, version: int | None = None,
+                  created: int | None = None) -> None:
         """A topic's assignment changed (partitions added). A version already
         read (the watch's first call, made as it is set up right after the
         topic was read; or our own reassignment write) is nothing new: at
         30,000 partitions a re-read of every topic's states on taking office
-        queued seconds of reads ahead of a broker's death."""
+        queued seconds of reads ahead of a broker's death. The same version
+        of another znode (the topic deleted and created again, back at
+        version 0, between our read and the watch) is a new topic, whose
+        partitions have no state yet: its creation zxid tells them apart."""
         known = self._topic_znodes.get(topic)
-        if version is not None and known is not None and known[1] == version:
+        if (version is not None and known is not None and known.version == version
+                and known.created == created):
             return
         self._read_topic(topic)
         self._bring_online(self._partitions_without_state())
@@ -786,7 +799,7 @@ class Controller:
         for _ in range(10):
             if topic not in self._topic_znodes:
                 return False
-            assignment, topic_version = self._topic_znodes[topic]
+            assignment, topic_version, created = self._topic_znodes[topic]
             state, state_version = self._states.get(tp, (None, None))
             decided = step(self._assignments[topic][partition], self._reassigning.get(tp), state)
             if decided is None:
@@ -818,7 +831,7 @@ class Controller:
             except (BadVersionError, NoNodeError):
                 self._read_topic(topic)  # a leader's ISR write or a tool's: decide again
                 continue
-            self._topic_znodes[topic] = (new_assignment, results[0])
+            self._topic_znodes[topic] = TopicZnode(new_assignment, results[0], created)
             self._assignments[topic][partition] = list(replicas)
             if running is None:
                 self._reassigning.pop(tp, None)

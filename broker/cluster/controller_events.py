@@ -74,10 +74,12 @@ class TopicsChanged(ControllerEvent):
 
 @dataclass(frozen=True)
 class TopicChanged(ControllerEvent):
-    """A topic's znode was rewritten (partitions added, say); ``version``: the
-    znode's version the watch saw (None: unknown, read it again whatever it is)."""
+    """A topic's znode was rewritten (partitions added, say); ``version`` and
+    ``created``: the znode's version and czxid the watch saw (None: unknown,
+    read it again whatever it is)."""
     topic: str
     version: int | None = None
+    created: int | None = None
     kind: ClassVar[str] = "topic"
 
 

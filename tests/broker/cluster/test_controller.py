@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 from kazoo.client import KazooClient
@@ -427,14 +428,51 @@ def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     controller._live = {0}
     controller._on_topics(("t",))
     assert _state(kazoo, "t", 0)["leader"] == 0
-    version = kazoo.get("/brokers/topics/t")[1].version
+    stat = kazoo.get("/brokers/topics/t")[1]
     zk.read.clear()
-    controller._on_topic("t", version)
+    controller._on_topic("t", stat.version, stat.czxid)
     assert zk.read == []
     kazoo.set("/brokers/topics/t", json.dumps(
         {"version": 1, "partitions": {"0": [0], "1": [0]}}).encode())
-    controller._on_topic("t", version + 1)
+    controller._on_topic("t", stat.version + 1, stat.czxid)
     assert "/brokers/topics/t" in zk.read and _state(kazoo, "t", 1)["leader"] == 0
+
+
+def test_a_topic_created_again_before_its_watch_is_set_is_brought_online(zookeeper, kazoo):
+    """A topic deleted and created again (by a tool) between the controller's
+    read on taking office and its watch on the topic: the new znode is back at
+    version 0, the version read, but it is another topic, whose partitions
+    have no state; they are brought online, not taken for the old ones."""
+    from samsa.broker.metadata import kafka_id
+    from samsa.broker.metadata.zookeeper.writes import ZooKeeperWrites
+
+    def write_topic():  # with its id: the brokers write none, it stays at version 0
+        kazoo.create("/brokers/topics/t", json.dumps(
+            {"version": 3, "topic_id": kafka_id(uuid.uuid4()), "partitions": {"0": [1]},
+             "adding_replicas": {}, "removing_replicas": {}}).encode(), makepath=True)
+    write_topic()
+    recreated = []
+
+    class RecreatedInTheGap(ZooKeeperWrites):
+        def watch_data(self, path, callback):
+            if path == "/brokers/topics/t" and not recreated:
+                assert _state(kazoo, "t", 0) is not None  # the old one was brought online
+                kazoo.delete("/brokers/topics/t", recursive=True)
+                write_topic()
+                recreated.append(kazoo.get("/brokers/topics/t")[1].version)
+            super().watch_data(path, callback)
+    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
+                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
+    controller = Controller(RecreatedInTheGap(store.zk), 1)
+    try:
+        controller.start()
+        wait_until(lambda: recreated, what="the controller to take office")
+        assert recreated == [0]
+        state = wait_until(lambda: _state(kazoo, "t", 0), what="the new topic's partition online")
+        assert state["leader"] == 1
+    finally:
+        controller.stop()
+        store.close()
 
 
 def test_isr_change_notifications_are_read_together_and_each_only_once(kazoo):
