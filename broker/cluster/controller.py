@@ -50,7 +50,7 @@ from . import reassignment as ra
 from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,
                                 Elect, ElectLeaders, IsrChangesNoticed, PreferredElectionAsked,
                                 Reassign, ReassignZnodeChanged, Resign, Stop, Tick, TopicChanged,
-                                TopicsChanged, TopicsMarkedForDeletion)
+                                TopicsChanged, TopicsMarkedForDeletion, WatchTopics)
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         election_answer, elections_reported, initial_state, remove_from_isr)
 
@@ -62,6 +62,7 @@ ReassignResult = tuple[ErrorCode, str | None]
 
 
 REASSIGN_RECHECK_S = 1.0
+TOPIC_WATCHES_PER_EVENT = 5  # (WatchTopics)
 ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
@@ -111,6 +112,7 @@ class Controller:
         self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._topic_znodes: dict[str, TopicZnode] = {}  # as read
+        self._watched_topics: set[str] = set()  # a watch set this term
         self._reassigning: dict[Partition, ra.Reassignment] = {}  # from the topic znodes
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
         self._isr_notices_handled: set[str] = set()  # ISR change notifications, this term
@@ -196,6 +198,8 @@ class Controller:
                 self._on_topics(names)
             case TopicChanged(topic=topic, version=version, created=created):
                 self._on_topic(topic, version, created)
+            case WatchTopics(topics=topics):
+                self._watch_topics(topics)
             case PreferredElectionAsked():
                 self._on_preferred_election()
             case TopicsMarkedForDeletion(names=names):
@@ -286,6 +290,7 @@ class Controller:
         self._states.clear()
         self._assignments.clear()
         self._topic_znodes.clear()
+        self._watched_topics.clear()
         self._reassigning.clear()
         self._isr_notices_handled.clear()
         if delete_znode:
@@ -315,13 +320,11 @@ class Controller:
         laps.lap("dead replicas out")
         self._bring_online(list(self._states) + self._partitions_without_state())
         laps.lap("leaderless online")
-        # Watched once the partitions have leaders: each watch's first read is
-        # a round trip (30 topics, a second on a busy broker), and its first
-        # call names the version it saw, so a change since the read above is
-        # read again then (_on_topic).
-        for topic in topics:
-            self._watch_topic(topic)
-        laps.lap("topic watches")
+        # Watched once the partitions have leaders, a few topics per event
+        # (WatchTopics), the first before the cluster's watches below enqueue
+        # theirs; each watch's first call names the version it saw, so a
+        # change since the read above is read again then (_on_topic).
+        self._events.put(WatchTopics(tuple(topics)))
         # Reassignments the previous controller left running go on from here.
         for tp in list(self._reassigning):
             self._maybe_complete(tp)
@@ -344,7 +347,19 @@ class Controller:
         self.zk.watch_data(z.REASSIGN_PARTITIONS,
                           lambda _data, _s: self._watch_event(epoch, ReassignZnodeChanged()))
 
+    def _watch_topics(self, topics: tuple[str, ...]) -> None:
+        """The first few of ``topics`` watched (those still known), the rest
+        left to the next event: events queued meanwhile go first."""
+        for topic in topics[:TOPIC_WATCHES_PER_EVENT]:
+            if topic in self._topic_znodes:  # else deleted meanwhile (_on_topics)
+                self._watch_topic(topic)
+        if topics[TOPIC_WATCHES_PER_EVENT:]:
+            self._events.put(WatchTopics(topics[TOPIC_WATCHES_PER_EVENT:]))
+
     def _watch_topic(self, topic: str) -> None:
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
         epoch = self.epoch
 
         def on_change(data: bytes | None, stat: ZnodeStat | None) -> bool:
@@ -415,6 +430,7 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         self._assignments.pop(topic, None)
         self._topic_znodes.pop(topic, None)
+        self._watched_topics.discard(topic)  # its watch ends as it sees the deletion
         for tp in [tp for tp in self._states if tp[0] == topic]:
             del self._states[tp]
         for tp in [tp for tp in self._reassigning if tp[0] == topic]:
