@@ -50,7 +50,7 @@ from . import reassignment as ra
 from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,
                                 Elect, ElectLeaders, IsrChangesNoticed, PreferredElectionAsked,
                                 Reassign, ReassignZnodeChanged, Resign, Stop, Tick, TopicChanged,
-                                TopicsChanged, TopicsMarkedForDeletion)
+                                TopicsChanged, TopicsMarkedForDeletion, WatchTopics)
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         election_answer, elections_reported, initial_state, remove_from_isr)
 
@@ -62,11 +62,19 @@ ReassignResult = tuple[ErrorCode, str | None]
 
 
 REASSIGN_RECHECK_S = 1.0
+TOPIC_WATCHES_PER_EVENT = 5  # (WatchTopics)
 ELECT_AGAIN_S = 1.0  # after a ZooKeeper error ended a term (_elect_later)
 
 
 Decision = Callable[[LeaderAndIsr], LeaderAndIsr | None]
 """A decision on a partition: its new state from its current one (None: no change)."""
+
+
+class TopicZnode(NamedTuple):
+    """A topic's znode as the controller read (or wrote) it."""
+    assignment: z.TopicAssignment
+    version: int
+    created: int  # its czxid: which znode of that name (a re-created topic's differs)
 
 
 class RebalancePolicy(NamedTuple):
@@ -103,7 +111,8 @@ class Controller:
         self._live: set[int] = set()
         self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self._assignments: dict[str, dict[int, list[int]]] = {}
-        self._topic_znodes: dict[str, tuple[z.TopicAssignment, int]] = {}  # as read, version
+        self._topic_znodes: dict[str, TopicZnode] = {}  # as read
+        self._watched_topics: set[str] = set()  # a watch set this term
         self._reassigning: dict[Partition, ra.Reassignment] = {}  # from the topic znodes
         self._states: dict[Partition, tuple[LeaderAndIsr, int]] = {}  # state, znode version
         self._isr_notices_handled: set[str] = set()  # ISR change notifications, this term
@@ -187,8 +196,10 @@ class Controller:
                 self._on_brokers(ids)
             case TopicsChanged(names=names):
                 self._on_topics(names)
-            case TopicChanged(topic=topic, version=version):
-                self._on_topic(topic, version)
+            case TopicChanged(topic=topic, version=version, created=created):
+                self._on_topic(topic, version, created)
+            case WatchTopics(topics=topics):
+                self._watch_topics(topics)
             case PreferredElectionAsked():
                 self._on_preferred_election()
             case TopicsMarkedForDeletion(names=names):
@@ -279,6 +290,7 @@ class Controller:
         self._states.clear()
         self._assignments.clear()
         self._topic_znodes.clear()
+        self._watched_topics.clear()
         self._reassigning.clear()
         self._isr_notices_handled.clear()
         if delete_znode:
@@ -308,13 +320,11 @@ class Controller:
         laps.lap("dead replicas out")
         self._bring_online(list(self._states) + self._partitions_without_state())
         laps.lap("leaderless online")
-        # Watched once the partitions have leaders: each watch's first read is
-        # a round trip (30 topics, a second on a busy broker), and its first
-        # call names the version it saw, so a change since the read above is
-        # read again then (_on_topic).
-        for topic in topics:
-            self._watch_topic(topic)
-        laps.lap("topic watches")
+        # Watched once the partitions have leaders, a few topics per event
+        # (WatchTopics), the first before the cluster's watches below enqueue
+        # theirs; each watch's first call names the version it saw, so a
+        # change since the read above is read again then (_on_topic).
+        self._events.put(WatchTopics(tuple(topics)))
         # Reassignments the previous controller left running go on from here.
         for tp in list(self._reassigning):
             self._maybe_complete(tp)
@@ -337,13 +347,26 @@ class Controller:
         self.zk.watch_data(z.REASSIGN_PARTITIONS,
                           lambda _data, _s: self._watch_event(epoch, ReassignZnodeChanged()))
 
+    def _watch_topics(self, topics: tuple[str, ...]) -> None:
+        """The first few of ``topics`` watched (those still known), the rest
+        left to the next event: events queued meanwhile go first."""
+        for topic in topics[:TOPIC_WATCHES_PER_EVENT]:
+            if topic in self._topic_znodes:  # else deleted meanwhile (_on_topics)
+                self._watch_topic(topic)
+        if topics[TOPIC_WATCHES_PER_EVENT:]:
+            self._events.put(WatchTopics(topics[TOPIC_WATCHES_PER_EVENT:]))
+
     def _watch_topic(self, topic: str) -> None:
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
         epoch = self.epoch
 
         def on_change(data: bytes | None, stat: ZnodeStat | None) -> bool:
             if data is None:
                 return False  # deleted; the topics watch forgets it
-            return self._watch_event(epoch, TopicChanged(topic, None if stat is None else stat.version))
+            return self._watch_event(epoch, TopicChanged(topic) if stat is None else TopicChanged(
+                topic, stat.version, stat.czxid))
         self.zk.watch_data(z.topic_path(topic), on_change)
 
     def _watch_event(self, epoch: int, event: ControllerEvent) -> bool:
@@ -379,7 +402,7 @@ class Controller:
             except z.ZNodeFormatError as e:
                 log.warning("controller: ignoring %s", e)
                 continue
-            self._topic_znodes[topic] = (assignment, stat.version)
+            self._topic_znodes[topic] = TopicZnode(assignment, stat.version, stat.czxid)
             self._assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
             for p, replicas in assignment.partitions.items():
                 running = ra.from_znode(replicas, assignment.adding_replicas.get(p, ()),
@@ -407,6 +430,7 @@ class Controller:
     def _forget_topic(self, topic: str) -> None:
         self._assignments.pop(topic, None)
         self._topic_znodes.pop(topic, None)
+        self._watched_topics.discard(topic)  # its watch ends as it sees the deletion
         for tp in [tp for tp in self._states if tp[0] == topic]:
             del self._states[tp]
         for tp in [tp for tp in self._reassigning if tp[0] == topic]:
@@ -486,14 +510,19 @@ class Controller:
             self._forget_topic(topic)
         self._bring_online(self._partitions_without_state())
 
-    def _on_topic(self, topic: str, version: int | None = None) -> None:
+    def _on_topic(self, topic: str, version: int | None = None,
+                  created: int | None = None) -> None:
         """A topic's assignment changed (partitions added). A version already
         read (the watch's first call, made as it is set up right after the
         topic was read; or our own reassignment write) is nothing new: at
         30,000 partitions a re-read of every topic's states on taking office
-        queued seconds of reads ahead of a broker's death."""
+        queued seconds of reads ahead of a broker's death. The same version
+        of another znode (the topic deleted and created again, back at
+        version 0, between our read and the watch) is a new topic, whose
+        partitions have no state yet: its creation zxid tells them apart."""
         known = self._topic_znodes.get(topic)
-        if version is not None and known is not None and known[1] == version:
+        if (version is not None and known is not None and known.version == version
+                and known.created == created):
             return
         self._read_topic(topic)
         self._bring_online(self._partitions_without_state())
@@ -786,7 +815,7 @@ class Controller:
         for _ in range(10):
             if topic not in self._topic_znodes:
                 return False
-            assignment, topic_version = self._topic_znodes[topic]
+            assignment, topic_version, created = self._topic_znodes[topic]
             state, state_version = self._states.get(tp, (None, None))
             decided = step(self._assignments[topic][partition], self._reassigning.get(tp), state)
             if decided is None:
@@ -818,7 +847,7 @@ class Controller:
             except (BadVersionError, NoNodeError):
                 self._read_topic(topic)  # a leader's ISR write or a tool's: decide again
                 continue
-            self._topic_znodes[topic] = (new_assignment, results[0])
+            self._topic_znodes[topic] = TopicZnode(new_assignment, results[0], created)
             self._assignments[topic][partition] = list(replicas)
             if running is None:
                 self._reassigning.pop(tp, None)

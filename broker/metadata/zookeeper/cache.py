@@ -12,9 +12,10 @@ import base64
 import logging
 import threading
 import uuid
-from typing import Callable
+from typing import Callable, Sequence
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
 from .. import zk_layout as z
 from ..store import (INTERNAL_TOPICS, BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta,
@@ -369,6 +370,10 @@ class WatchCache:
             self.zk.ChildrenWatch(z.partitions_path(topic), on_partitions)
             return False
         self.zk.DataWatch(z.partitions_path(topic), on_parent)
+
+    def states_written(self, writes: Sequence[tuple[str, bytes, ZnodeStat]]) -> None:
+        """State znodes this session has just written (state_watch.py's ``written``)."""
+        self._state_watch.written(writes)
 
     def _on_states(self, reads: list[StateRead]) -> None:
         """A batch of state znodes read (state_watch.py): into the snapshot in

@@ -89,14 +89,20 @@ class StateReads:
         return batch
 
     def news(self, reads: Iterable[StateRead]) -> list[StateRead]:
-        """The reads to hand over: of followed partitions, first or changed."""
+        """The reads to hand over: of followed partitions, first or changed.
+        A znode's mzxid only grows (a re-created znode's too: zxids are
+        ZooKeeper's global order), so a read older than the one handed over
+        is stale, not news: a read sent before this broker's own write
+        (``PartitionStateWatch.written``) may be answered after it."""
         out = []
         for tp, data, stat in reads:
             if not self.followed(tp):
                 continue
             mzxid = None if stat is None else stat.mzxid
-            if tp in self._seen and self._seen[tp] == mzxid:
-                continue
+            if tp in self._seen:
+                seen = self._seen[tp]
+                if seen == mzxid or (seen is not None and mzxid is not None and mzxid < seen):
+                    continue
             self._seen[tp] = mzxid
             out.append((tp, data, stat))
         return out
@@ -113,6 +119,10 @@ class PartitionStateWatch:
         self._closed = closed
         self._reads = StateReads()
         self._lock = threading.Lock()  # guards _reads
+        # Held from deciding what is news to handing it over, so that of two
+        # threads handing over (the reader, and a writer's ``written``) the
+        # newer state of a partition is always the one handed over last.
+        self._handing_over = threading.Lock()
         self._fired: deque[Partition] = deque()  # watches fired, not yet taken in (_take)
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="samsa-zk-states", daemon=True)
@@ -134,6 +144,23 @@ class PartitionStateWatch:
     def forget_topic(self, topic: str) -> None:
         with self._lock:
             self._reads.forget_topic(topic)
+
+    def written(self, writes: Sequence[tuple[str, bytes, ZnodeStat]]) -> None:
+        """State znodes this broker's session has just written (the
+        controller's decisions, each znode's path, data and stat after the
+        write): handed over now, on the writer's thread, where newer than
+        what was handed over. The watch fires for them all the same and they
+        are read again, but the controller's broker no longer waits for that
+        read (at 30,000 partitions, seconds behind its own decisions, and on
+        the broker whose Metadata clients go to) before it names the leaders
+        its controller has just chosen. Other paths are ignored."""
+        reads: list[StateRead] = []
+        for path, data, stat in writes:
+            tp = z.parse_partition_state_path(path)
+            if tp is not None:
+                reads.append((tp, data, stat))
+        if reads:
+            self._hand_over(reads)
 
     # ------------------------------------------------------------ kazoo's threads
 
@@ -250,15 +277,22 @@ class PartitionStateWatch:
             return
         read: list[StateRead] = [(tp, None, None) if f is None else (tp, f[0], f[1])
                                  for tp, f in zip(chunk, found)]
-        with self._lock:
-            news = self._reads.news(read)
+        began = time.monotonic()
+        news = self._hand_over(read)
         if news:
             oldest = min((stat.mtime for _, _, stat in news if stat is not None), default=None)
             if oldest is not None and (self._oldest_news_ms is None or oldest < self._oldest_news_ms):
                 self._oldest_news_ms = oldest
-            began = time.monotonic()
-            try:
-                self._deliver(news)
-            except Exception:  # noqa: BLE001
-                log.exception("handing over partition states failed")
             self._delivering_s += time.monotonic() - began
+
+    def _hand_over(self, reads: list[StateRead]) -> list[StateRead]:
+        """Of ``reads``, the news handed over (and returned)."""
+        with self._handing_over:
+            with self._lock:
+                news = self._reads.news(reads)
+            if news:
+                try:
+                    self._deliver(news)
+                except Exception:  # noqa: BLE001
+                    log.exception("handing over partition states failed")
+        return news

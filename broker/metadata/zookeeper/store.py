@@ -60,10 +60,12 @@ class ZooKeeperMetadataStore(MetadataStore):
                                          connection_timeout_ms=connection_timeout_ms,
                                          clock=clock)
         self.zk = self._session.zk
-        # What the controller and the consumer registry use, over this session.
-        self.znodes = ZooKeeperWrites(self.zk)
         writing = threading.Lock()  # serializes this store's own writes
         self._cache = WatchCache(self._session, endpoint)
+        # What the controller and the consumer registry use, over this session;
+        # the partition states the controller writes go to this broker's
+        # snapshot as they are committed, not after its watch reads them back.
+        self.znodes = ZooKeeperWrites(self.zk, written=self._cache.states_written)
         self._admin = AdminWrites(self._session, self._cache, writing)
         self._notices = ConfigChangeNotices(self._session, self._cache,
                                             self._admin.entity_configs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 from kazoo.client import KazooClient
@@ -364,6 +365,17 @@ def test_fenced_writes_keep_a_few_requests_in_flight_and_stop_once_refused_for_t
     assert all(isinstance(o, NotControllerError) for o in outcomes)
     assert len(zk.unanswered) == 3  # the first refusal ends the sending
     assert all(kazoo.get(f"/w{i}")[0] == b"new" for i in range(7))
+    # ... and the deciding: a generator is not run on for writes that cannot be made
+    decided: list[int] = []
+
+    def deciding():
+        for i in range(7):
+            decided.append(i)
+            yield [SetData(f"/w{i}", b"newer", 1)]
+    zk = Counted(kazoo)
+    outcomes = zk.commit_fenced_each(0, deciding(), together=1, in_flight=3)
+    assert len(outcomes) == 3 and all(isinstance(o, NotControllerError) for o in outcomes)
+    assert decided == [0, 1, 2]
 
 
 def test_fenced_writes_take_their_transactions_as_there_is_room_to_send_them(kazoo):
@@ -416,14 +428,51 @@ def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     controller._live = {0}
     controller._on_topics(("t",))
     assert _state(kazoo, "t", 0)["leader"] == 0
-    version = kazoo.get("/brokers/topics/t")[1].version
+    stat = kazoo.get("/brokers/topics/t")[1]
     zk.read.clear()
-    controller._on_topic("t", version)
+    controller._on_topic("t", stat.version, stat.czxid)
     assert zk.read == []
     kazoo.set("/brokers/topics/t", json.dumps(
         {"version": 1, "partitions": {"0": [0], "1": [0]}}).encode())
-    controller._on_topic("t", version + 1)
+    controller._on_topic("t", stat.version + 1, stat.czxid)
     assert "/brokers/topics/t" in zk.read and _state(kazoo, "t", 1)["leader"] == 0
+
+
+def test_a_topic_created_again_before_its_watch_is_set_is_brought_online(zookeeper, kazoo):
+    """A topic deleted and created again (by a tool) between the controller's
+    read on taking office and its watch on the topic: the new znode is back at
+    version 0, the version read, but it is another topic, whose partitions
+    have no state; they are brought online, not taken for the old ones."""
+    from samsa.broker.metadata import kafka_id
+    from samsa.broker.metadata.zookeeper.writes import ZooKeeperWrites
+
+    def write_topic():  # with its id: the brokers write none, it stays at version 0
+        kazoo.create("/brokers/topics/t", json.dumps(
+            {"version": 3, "topic_id": kafka_id(uuid.uuid4()), "partitions": {"0": [1]},
+             "adding_replicas": {}, "removing_replicas": {}}).encode(), makepath=True)
+    write_topic()
+    recreated = []
+
+    class RecreatedInTheGap(ZooKeeperWrites):
+        def watch_data(self, path, callback):
+            if path == "/brokers/topics/t" and not recreated:
+                assert _state(kazoo, "t", 0) is not None  # the old one was brought online
+                kazoo.delete("/brokers/topics/t", recursive=True)
+                write_topic()
+                recreated.append(kazoo.get("/brokers/topics/t")[1].version)
+            super().watch_data(path, callback)
+    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
+                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
+    controller = Controller(RecreatedInTheGap(store.zk), 1)
+    try:
+        controller.start()
+        wait_until(lambda: recreated, what="the controller to take office")
+        assert recreated == [0]
+        state = wait_until(lambda: _state(kazoo, "t", 0), what="the new topic's partition online")
+        assert state["leader"] == 1
+    finally:
+        controller.stop()
+        store.close()
 
 
 def test_isr_change_notifications_are_read_together_and_each_only_once(kazoo):
@@ -660,3 +709,53 @@ def test_a_controller_znode_with_our_id_but_another_session_is_not_ours(cluster,
     assert _epoch(kazoo) == epoch
     kazoo.delete("/controller")  # that session's znode goes: one of them takes office
     wait_until(lambda: any(n.controller.active for n in nodes.values()), what="a controller again")
+
+
+def test_a_broker_death_during_the_topic_watches_of_a_take_over_is_handled_before_them(
+        zookeeper, kazoo, monkeypatch):
+    """Taking office, the controller watches each topic (a round trip each: 2 s
+    for 30 topics on a busy broker at 30,000 partitions) a few per event, after
+    its watch on the brokers is set: a broker that dies meanwhile has its
+    partitions moved before the last topic's watch, not after all of them."""
+    from samsa.broker.cluster import controller as controller_module
+    from samsa.broker.metadata.zookeeper.writes import ZooKeeperWrites
+    from samsa.testing.waiting import wait_until as wait
+
+    monkeypatch.setattr(controller_module, "TOPIC_WATCHES_PER_EVENT", 1)
+    kazoo.ensure_path("/brokers/topics")
+    topics = [f"t{i}" for i in range(6)]
+    for topic in topics:
+        _write_topic(kazoo, topic, {0: [2, 1]})
+    doomed = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 2,
+                                    BrokerEndpoint(2, "127.0.0.1", 9002), session_timeout_ms=4000)
+    moved_before_last_watch = []
+
+    watched: list[str] = []
+
+    class DeathDuringWatches(ZooKeeperWrites):
+        def watch_data(self, path, callback):
+            if path.startswith("/brokers/topics/"):
+                watched.append(path)
+            if len(watched) == 1 and path == watched[0]:  # the first topic's watch
+                assert _state(kazoo, "t0", 0)["leader"] == 2
+                doomed.close()  # its session ends: /brokers/ids/2 goes now
+            elif len(watched) == len(topics) and path == watched[-1]:  # the last one's
+                try:
+                    wait(lambda: _state(kazoo, "t0", 0)["leader"] == 1, 15,
+                         "t0-0 moved while the topic watches are being set")
+                    moved_before_last_watch.append(True)
+                except AssertionError:
+                    moved_before_last_watch.append(False)
+            super().watch_data(path, callback)
+    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
+                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
+    controller = Controller(DeathDuringWatches(store.zk), 1)
+    try:
+        controller.start()
+        wait_until(lambda: moved_before_last_watch, 60, "the last topic's watch")
+        assert moved_before_last_watch == [True]
+        assert all(_state(kazoo, t, 0)["leader"] == 1 for t in topics)
+    finally:
+        controller.stop()
+        store.close()
+        doomed.close()

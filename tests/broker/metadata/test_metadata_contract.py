@@ -525,3 +525,34 @@ def test_an_isr_write_refused_inside_a_multi_leaves_the_others_written(zk_stores
         (True, 1, 3, (1, 0)), (False, 2, 4, (2,)), (True, 1, 3, (1, 0))]
     assert [_json(kazoo, f"{root}/brokers/topics/m/partitions/{p}/state")["isr"]
             for p in range(3)] == [[1, 0], [2], [1, 0]]
+
+
+def test_the_controllers_broker_names_the_leaders_its_controller_wrote_at_once(zk_stores):
+    """The controller's decisions (fenced writes through the store's session)
+    are in its own broker's snapshot when the write returns, not once the
+    broker's state watch has read them back (at 30,000 partitions, seconds
+    during which the controller's broker named the dead leaders); and a state
+    written after ours by someone else (a leader's ISR change) still replaces it."""
+    from samsa.broker.metadata import zk_layout as z
+    from samsa.broker.metadata.zookeeper.writes import SetData
+
+    store = zk_stores.open(broker_id=1)
+    store.create_topic("led", 3, {})
+    wait_until(lambda: all(m.leader == 1 for m in store.partitions("led").values()),
+               what="the test controller brings the partitions online")
+    zk_stores.controller.stop()  # from here on, this store's session decides
+    zk = store.znodes
+    before = {p: (store.partition("led", p).leader_epoch, store.partition_version("led", p))
+              for p in range(3)}
+    epoch_version = zk.get(z.CONTROLLER_EPOCH)[1].version
+    zk.commit_fenced(epoch_version, [
+        SetData(z.partition_state_path("led", p),
+                z.encode_partition_state(z.PartitionState(1, epoch + 1, (1,), 9)), version)
+        for p, (epoch, version) in before.items()])
+    assert {p: store.partition("led", p).leader_epoch for p in range(3)} == {
+        p: epoch + 1 for p, (epoch, _) in before.items()}
+    # someone else's later write is read through the watch, as before
+    zk.set(z.partition_state_path("led", 0),
+           z.encode_partition_state(z.PartitionState(1, before[0][0] + 2, (1,), 9)))
+    wait_until(lambda: store.partition("led", 0).leader_epoch == before[0][0] + 2,
+               what="the later write read back")

@@ -58,3 +58,16 @@ def test_state_paths_parse_back_and_other_paths_do_not():
     for path in (z.partition_path("t", 1), z.topic_path("t"), "/brokers/topics/t/partitions/x/state",
                  "/brokers/ids/1", "/brokers/topics/t/partitions/1/state/more"):
         assert z.parse_partition_state_path(path) is None
+
+
+def test_a_read_older_than_the_state_handed_over_is_stale_not_news():
+    """A read sent before the broker's own write was handed over (the
+    controller's, state_watch.written) may be answered after it: handing it
+    over would put the old leader back until the watch fired again."""
+    reads = StateReads()
+    reads.follow(("t", 0))
+    assert reads.news([(("t", 0), b"a", _stat(5))])
+    assert reads.news([(("t", 0), b"ours", _stat(9))])  # our own write, handed over
+    assert reads.news([(("t", 0), b"a", _stat(5))]) == []  # the read sent before it
+    assert reads.news([(("t", 0), b"later", _stat(12))])  # a later change still is news
+    assert reads.news([(("t", 0), None, None)])  # and so is the znode's deletion
