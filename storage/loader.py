@@ -105,7 +105,8 @@ def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> Loa
     log start with its two (preallocated) indexes."""
     start = log_start_offset or 0
     seg = LogSegment(directory, start, config, create=True)
-    return LoadedLog((seg,), start, start, start, start, ProducerStateManager(directory),
+    return LoadedLog((seg,), start, start, start, start,
+                     ProducerStateManager(directory, snapshots=[]),   # (a new directory: none)
                      LeaderEpochCache.new(directory, new_dir=True))
 
 

@@ -1162,7 +1162,7 @@ class Log:
                 self.leader_epochs.flush_deferred()
             try:
                 leo = self.log_end_offset
-                if leo > 0 and not os.path.exists(self.producer_state.snapshot_path(leo)):
+                if leo > 0 and not self.producer_state.has_snapshot(leo):
                     self.producer_state.take_snapshot(leo)
             except OSError as exc:
                 log.warning("producer state snapshot failed for %s: %s", self.dir, exc)

@@ -40,7 +40,11 @@ Snapshot layout (Kafka's ProducerSnapshot v1, big-endian)::
 A snapshot keeps only each producer's last batch, as Kafka's does. Snapshots
 are taken at segment roll and at clean shutdown, named by the log end offset
 at that moment; after an unclean stop the state is rebuilt from the newest
-usable snapshot plus the batches after it.
+usable snapshot plus the batches after it. Which snapshot files there are is
+known in memory once the directory was listed (by the log's load; a new
+partition's directory has none), as Kafka's ProducerStateManager keeps its
+snapshots map: a stop of 10,000 partitions neither lists their directories to
+find the older snapshots to delete nor looks for the one it is about to write.
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ import logging
 import os
 import re
 import struct
+import threading
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Sequence
 
 from crc32c import crc32c
@@ -71,6 +76,7 @@ INT32_MAX = 0x7FFFFFFF
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+_known_lock = threading.Lock()   # (updates of a manager's known snapshots: rare, tiny)
 _HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
@@ -160,8 +166,11 @@ def _decrement_sequence(seq: int, delta: int) -> int:
 class ProducerStateManager:
     """Producer id -> ProducerEntry, guarded by the owning Log's append lock."""
 
-    def __init__(self, partition_dir: str):
+    def __init__(self, partition_dir: str, snapshots: list[int] | None = None):
         self.dir = partition_dir
+        # the offsets of the snapshot files in the directory, oldest first (None:
+        # not listed yet); only this manager writes and deletes them
+        self._snapshots = snapshots
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: dict[int, int] = {}        # open transactions: first offset -> producer id
         self.unreplicated: dict[int, int] = {}   # decided, marker not yet below the HW: first -> marker
@@ -343,19 +352,28 @@ class ProducerStateManager:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def snapshot_offsets(self, names: list[str] | None = None) -> list[int]:
-        """The snapshots' offsets, oldest first (``names``: the directory's
-        listing when the caller has it)."""
-        out: list[int] = []
+        """The snapshots' offsets, oldest first: as known since the directory
+        was listed, else from a listing (``names``: the directory's listing when
+        the caller has one, which also tells what is there now)."""
+        known = self._snapshots
+        if names is None and known is not None:
+            return list(known)
         if names is None:
             try:
                 names = os.listdir(self.dir)
             except FileNotFoundError:
-                return out
+                return []
+        out: list[int] = []
         for name in names:
             m = _SNAPSHOT_RE.match(name)
             if m:
                 out.append(int(m.group(1)))
-        return sorted(out)
+        out.sort()
+        self._snapshots = out
+        return list(out)
+
+    def has_snapshot(self, offset: int) -> bool:
+        return offset in self.snapshot_offsets()
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
         """Write the snapshot at ``offset`` (temporary file, fsync, rename; inside
@@ -363,8 +381,22 @@ class ProducerStateManager:
         CRC tells a cut one, see write_checked_file) and then keep only the
         newest ``keep`` (0: delete none), once the new one is durable."""
         write_checked_file(self.snapshot_path(offset), encode_snapshot(self.producers.values()))
+        self._known(add=offset)
         if keep:
             when_durable(lambda: self._keep_newest(keep))
+
+    def _known(self, add: int | None = None, gone: int | None = None) -> None:
+        """A snapshot file written or deleted (a new sorted list each time: the
+        stop's barrier reads it on another thread, and deletes on it)."""
+        with _known_lock:
+            known = self._snapshots
+            if known is None:
+                return
+            offsets = set(known)
+            if add is not None:
+                offsets.add(add)
+            offsets.discard(gone)   # (None: no such offset)
+            self._snapshots = sorted(offsets)
 
     def _keep_newest(self, keep: int) -> None:
         for old in self.snapshot_offsets()[:-keep]:
@@ -388,6 +420,7 @@ class ProducerStateManager:
             os.unlink(self.snapshot_path(offset))
         except FileNotFoundError:
             pass
+        self._known(gone=offset)
 
     def load_latest_snapshot(self, max_offset: int, offsets: list[int] | None = None
                              ) -> int | None:

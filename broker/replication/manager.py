@@ -119,6 +119,9 @@ class ReplicaManager:
         self._cut_off_generation = 0
         self._wake = threading.Event()
         self._stopped = False
+        # role passes running (sync_roles): the stop waits for them to end
+        self._passes = 0
+        self._passes_ended = threading.Condition()
         self._thread: threading.Thread | None = None
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -143,7 +146,22 @@ class ReplicaManager:
         finds this broker named leader takes that one partition up meanwhile
         (take_up) instead of waiting for a pass over every log. A partition
         named whose log is gone is led and followed no more; with
-        ``topics_changed`` (a topic deleted, say) every partition without a log is."""
+        ``topics_changed`` (a topic deleted, say) every partition without a log is.
+        Once the manager is stopping a pass does nothing, and a running one
+        takes up no more roles (``stop`` waits for it)."""
+        with self._passes_ended:
+            if self._stopped:
+                return
+            self._passes += 1
+        try:
+            self._sync_roles(partitions, topics_changed)
+        finally:
+            with self._passes_ended:
+                self._passes -= 1
+                self._passes_ended.notify_all()
+
+    def _sync_roles(self, partitions: Iterable[TopicPartition] | None,
+                    topics_changed: bool) -> None:
         if partitions is None:
             items = list(self._logs.all_logs().items())
             gone: list[TopicPartition] = []
@@ -243,6 +261,8 @@ class ReplicaManager:
         failed: list[TopicPartition] = []
         epochs: list[ManagedLog] = []
         for (topic, partition), lg in items:
+            if self._stopped:
+                break   # (the broker stops: no more roles, and ``stop`` waits for this pass)
             with self._roles_lock:
                 if self._defer(topic, partition, lg):
                     continue
@@ -429,10 +449,21 @@ class ReplicaManager:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stopped = True
+        """Stop the ISR thread, and wait for a role pass running (it takes up
+        no more roles once this begins) and for the passes' epoch commits:
+        the logs close after this, and a pass still taking up roles or
+        writing epoch files would write into logs the stop has closed, or
+        after the clean-shutdown marker. As Kafka's stop waits for its
+        request handlers (a LeaderAndIsr being handled), without a time limit:
+        the worker that runs passes (broker/cluster/local_replicas.py) gives
+        up its join after a while, which a long pass outlasts."""
+        with self._passes_ended:
+            self._stopped = True
         self._wake.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=10)
+        with self._passes_ended:
+            self._passes_ended.wait_for(lambda: self._passes == 0)
         # the leader epochs in place before the logs are closed
         self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
         with self._roles_lock:

@@ -469,3 +469,62 @@ def test_the_collector_comes_back_after_the_last_pause_only_if_it_was_on():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_stop_keeps_the_two_newest_snapshots_without_listing_or_looking_for_them(
+        tmp_path, monkeypatch):
+    """The snapshot files a log has are known since its load (a new partition:
+    none), as Kafka's producer state manager knows them: a stop writes the one
+    at the log end and deletes all but the two newest without listing any
+    partition directory or looking up any snapshot's name (with 10,000
+    partitions, 10,000 listings and 10,000 lookups of missing names were a
+    third of the stop); what is on disk after it is what a listing would
+    have left."""
+    n = 4
+    lm = _written_logs(tmp_path, n)
+    for p in range(n):
+        lg = lm.get_log("t", p)
+        for seq in (2, 4):   # two rolls: snapshots at 2 and 4, then records up to 6
+            lg.roll()
+            lg.append(batch_of(2, producer_id=p, producer_epoch=0, base_sequence=seq), 0)
+    # a log loaded from its directory (a restart) knows its snapshots from the load's listing
+    d = tmp_path / "loaded-0"
+    os.makedirs(d)
+    loaded = Log(str(d), "loaded", 0, CFG)
+    loaded.begin_leader_epoch(0)
+    for seq in (0, 2):
+        loaded.append(batch_of(2, producer_id=9, producer_epoch=0, base_sequence=seq), 0)
+        loaded.roll()
+    loaded.close()
+    loaded = Log(str(d), "loaded", 0, CFG)
+    loaded.append(batch_of(2, producer_id=9, producer_epoch=0, base_sequence=4), 0)
+    listed: list[str] = []
+    looked_up: list[str] = []
+    real_listdir, real_stat = os.listdir, os.stat
+
+    def listdir(path="."):
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    def stat(path, *a, **kw):
+        if isinstance(path, (str, os.PathLike)) and os.fspath(path).endswith(".snapshot"):
+            looked_up.append(os.fspath(path))
+        return real_stat(path, *a, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(os, "listdir", listdir)
+        m.setattr(os, "stat", stat)
+        assert lm.shutdown() == []
+        loaded.close()
+    partition_dirs = {str(tmp_path / f"t-{p}") for p in range(n)} | {str(d)}
+    assert not [p for p in listed if os.path.realpath(p) in partition_dirs]
+    assert looked_up == []
+    for p in range(n):
+        assert sorted(x for x in os.listdir(tmp_path / f"t-{p}") if x.endswith(".snapshot")) \
+            == [f"{4:020d}.snapshot", f"{6:020d}.snapshot"]
+    assert sorted(x for x in os.listdir(d) if x.endswith(".snapshot")) \
+        == [f"{4:020d}.snapshot", f"{6:020d}.snapshot"]
+    reopened = Log(str(d), "loaded", 0, CFG)
+    try:
+        assert reopened.log_end_offset == 6 and 9 in reopened.producer_state.producers
+    finally:
+        reopened.close()

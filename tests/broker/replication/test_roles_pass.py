@@ -106,3 +106,55 @@ def test_a_leader_epoch_a_pass_deferred_is_written_before_the_log_grows(tmp_path
         assert read_leader_epoch_checkpoint(path)[-1] == (3, 2)
     finally:
         logs.shutdown()
+
+
+def test_stop_waits_for_a_running_pass_which_takes_up_no_more_roles(tmp_path):
+    """A stop that comes while a pass is taking up roles (the worker running
+    it gives up its join after a while) waits for the pass: the role being
+    taken up is finished and its leader epoch is in its file when the stop
+    returns, so nothing is written into the logs once they are closed; and
+    the pass takes up no more roles, so the stop does not wait for the rest."""
+    import threading
+
+    from samsa.storage.checkpoints import read_leader_epoch_checkpoint
+
+    asked = threading.Event()
+    stopping = threading.Event()
+    stop_returned = threading.Event()
+
+    class SlowAtPartitionOne(LeadsEverything):
+        """A metadata answer that stalls while the stop begins (for as long
+        as the stop lets the pass stall: at most a while)."""
+
+        def partition(self, topic: str, partition: int) -> PartitionMeta:
+            if partition == 1:
+                asked.set()
+                stopping.wait()
+                stop_returned.wait(timeout=3)
+            return super().partition(topic, partition)
+
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    for p in range(4):
+        logs.create_log("t", p, CFG).append(batch_of(2))
+    replicas = ReplicaManager(SlowAtPartitionOne(), logs, 0, lambda t, p, events=3: None,
+                              lag_time_max_ms=lambda: 10_000)
+    passing = threading.Thread(target=replicas.sync_roles, daemon=True)
+    try:
+        passing.start()
+        assert asked.wait(30)
+        stopping.set()
+        replicas.stop()
+        stop_returned.set()
+        epochs = [read_leader_epoch_checkpoint(os.path.join(data, f"t-{p}",
+                                                            "leader-epoch-checkpoint"))
+                  for p in range(4)]
+        assert [e[-1:] for e in epochs[:2]] == [[(1, 2)], [(1, 2)]]   # taken up, written
+        assert replicas.leader("t", 1) is not None
+        assert replicas.leader("t", 2) is None and replicas.leader("t", 3) is None
+    finally:
+        stopping.set()
+        stop_returned.set()
+        passing.join(30)
+        logs.shutdown()
