@@ -14,7 +14,8 @@ several times that on a busy one. Two changes, made once the broker serves:
   becomes garbage later (a partition loaded at start whose topic is deleted)
   is kept: at most what existed at start. The logs start-up left for the
   background pass (storage/lazy_log.py) are frozen too once it has loaded them
-  (``start_up_loads_done``).
+  (``keep_for_good``), and so are the logs of a topic of many partitions
+  created after the start.
 - A first-generation threshold of ``YOUNG_THRESHOLD`` allocations instead of
   700: a request's short-lived objects mostly die before a young collection
   looks at them, so far fewer survive into the older generations, whose growth
@@ -41,10 +42,18 @@ def settle_for_serving() -> None:
     _settled = True
 
 
-def start_up_loads_done() -> None:
-    """The logs start-up left for later (storage/lazy_log.py) are loaded: they are
-    what a broker keeps for good as much as what existed when it began serving, so
-    they are frozen too (with 10,000 partitions, most of them). Only in a process
-    settled for serving."""
+# Logs opened since the last freeze (topics created or grown, or placed here by
+# the controller, after the start) at which the objects then alive are frozen.
+FREEZE_AFTER_LOGS = 500
+
+
+def keep_for_good() -> None:
+    """Many logs were just opened: the logs start-up left for later
+    (storage/lazy_log.py), or a topic of thousands of partitions created, or
+    placed here by the controller, after the start. They are what a broker
+    keeps for good as much as what existed when it began serving, so they are
+    frozen too: unfrozen, 10,000 logs' objects made each full collection of a
+    cluster broker stop every thread for 0.1-0.6 s (Metadata answers and
+    acks=all produces waited that long). Only in a process settled for serving."""
     if _settled:
         gc.freeze()

@@ -30,7 +30,7 @@ from samsa.protocol.model import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ApiKey
 
 from samsa.client.aio import ConnectionClosedError, KafkaConnection
 from .append_notifier import AppendNotifier
-from .gc_tuning import settle_for_serving, start_up_loads_done
+from .gc_tuning import keep_for_good, settle_for_serving
 from .coordinator_errors import CoordinatorWriteError
 from .dispatcher import Dispatcher
 from .faults import FaultInjector
@@ -960,7 +960,7 @@ class Broker:
         # the roles left for their load are taken up as each is
         replicas = _made(self.replicas, "the replica manager")
         services.logs.start_background_load(on_loaded=replicas.log_loaded,
-                                            on_done=start_up_loads_done)
+                                            on_done=keep_for_good)
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))

@@ -32,6 +32,7 @@ from samsa.storage.checkpoints import durable_batch
 from samsa.storage.gc_pause import gc_paused
 
 from .cluster.assignment import AssignmentError, check_assignment
+from .gc_tuning import FREEZE_AFTER_LOGS, keep_for_good
 from .metadata import (MetadataStore, MetadataUnavailableError, TopicExistsError, TopicMeta,
                        UnknownTopicError)
 
@@ -81,6 +82,7 @@ class TopicService:
         # Called once per Log object (e.g. to hook fetch wake-ups onto its appends).
         self._on_log_opened = on_log_opened
         self._seen_logs: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._opened_since_freeze = 0  # logs opened since their objects were last frozen
         # sync_local_replicas: the topics seen last time (a topic that leaves this
         # set was deleted), and the unknown local topics already warned about.
         self._known_before: set[str] = set(store.topics())
@@ -207,12 +209,20 @@ class TopicService:
         # create is answered), not with several fsyncs per partition.
         # (and without the cyclic collector walking the new objects again and
         # again: storage/gc_pause.py)
+        opened = 0
         with durable_batch(), gc_paused():
             for p in self._local(meta, partitions):
                 log_ = self.logs.create_log(meta.name, p, config=cfg, topic_id=meta.topic_id)
-                if self._on_log_opened is not None and log_ not in self._seen_logs:
+                if log_ not in self._seen_logs:
                     self._seen_logs.add(log_)
-                    self._on_log_opened(log_)
+                    opened += 1
+                    if self._on_log_opened is not None:
+                        self._on_log_opened(log_)
+        # counted across calls: a cluster broker is handed a topic at a time
+        self._opened_since_freeze += opened
+        if self._opened_since_freeze >= FREEZE_AFTER_LOGS:
+            self._opened_since_freeze = 0
+            keep_for_good()
 
     # -- changing --------------------------------------------------------
     def validate_new(self, name: str, num_partitions: int, replication_factor: int,
