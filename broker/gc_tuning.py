@@ -54,6 +54,10 @@ def keep_for_good() -> None:
     keeps for good as much as what existed when it began serving, so they are
     frozen too: unfrozen, 10,000 logs' objects made each full collection of a
     cluster broker stop every thread for 0.1-0.6 s (Metadata answers and
-    acks=all produces waited that long). Only in a process settled for serving."""
+    acks=all produces waited that long). A collection first, so no garbage
+    already there is frozen with them (it walks only what came since the last
+    freeze). Only in a process settled for serving."""
     if _settled:
+        gc.collect()
         gc.freeze()
+

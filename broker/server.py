@@ -348,7 +348,9 @@ class Broker:
         # A log's role (leader, follower) is taken up as soon as it is opened,
         # or once it is loaded if its end is not known before (the replica
         # manager's rule: broker/replication/manager.py).
-        topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened)
+        topics = TopicService(store, logs, cfg, on_log_opened=replicas.log_opened,
+                              on_topic_deleted=lambda gone: replicas.sync_roles(
+                                  gone, topics_changed=False))
         topics.open_all()
         partitions = PartitionLayer(
             store, logs, cfg.broker_id, replicas,

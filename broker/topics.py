@@ -74,13 +74,19 @@ def _metadata_write() -> Iterator[None]:
 
 class TopicService:
     def __init__(self, store: MetadataStore, log_manager: LogManager, broker_config: BrokerConfig,
-                 on_log_opened: Callable[[Log], None] | None = None) -> None:
+                 on_log_opened: Callable[[Log], None] | None = None,
+                 on_topic_deleted: Callable[[list[tuple[str, int]]], None] | None = None
+                 ) -> None:
         self.store = store
         self.logs = log_manager
         self.config = broker_config
         self._lock = threading.RLock()
         # Called once per Log object (e.g. to hook fetch wake-ups onto its appends).
         self._on_log_opened = on_log_opened
+        # Called with the partitions of a topic deleted through this broker, once
+        # their logs are retired (their roles end: nothing else tells the replica
+        # manager on the embedded store, and a role kept held the deleted log).
+        self._on_topic_deleted = on_topic_deleted
         self._seen_logs: weakref.WeakSet[Any] = weakref.WeakSet()
         self._opened_since_freeze = 0  # logs opened since their objects were last frozen
         # sync_local_replicas: the topics seen last time (a topic that leaves this
@@ -341,7 +347,10 @@ class TopicService:
             except UnknownTopicError:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic-partition.") from None
+            retired = [k for k in self.logs.all_logs() if k[0] == name]
             self.logs.delete_topic(name)
+            if self._on_topic_deleted is not None:
+                self._on_topic_deleted(retired)
             log.info("deleted topic %s", name)
             return meta
 
