@@ -39,7 +39,7 @@ from samsa.protocol.messages import ProduceRequest
 from samsa.protocol.model import ApiKey
 from samsa.protocol.records import build_batch, codec_for_name
 
-from samsa.client.blocking import RETRIABLE, ClientError, Cluster, error_text, run_cluster_tool
+from samsa.client.blocking import RETRIABLE, AuthenticationError, ClientError, Cluster, error_text, run_cluster_tool
 from samsa.client.properties import ClientConfigFlags, key_value_properties
 
 PROG = "samsa console-producer"
@@ -177,7 +177,10 @@ class RetryPolicy:
         return cls(**given)
 
     def backoff(self, attempt: int) -> float:
-        """The wait before send ``attempt + 1`` (0: after the first)."""
+        """The wait before send ``attempt + 1`` (0: after the first); a maximum
+        below the first wait leaves the first wait constant, as in Kafka."""
+        if self.backoff_max_s <= self.backoff_s:
+            return self.backoff_s
         wait = min(self.backoff_max_s, self.backoff_s * 2 ** min(attempt, 32))
         return wait * random.uniform(0.8, 1.2)
 
@@ -211,15 +214,22 @@ class Sender:
             if not failed:
                 return
             final = {p: e for p, e in failed.items() if e[0] not in RETRIABLE}
-            wait = self.retry.backoff(attempt)
-            if final or self._clock() + wait >= deadline:
+            left = deadline - self._clock()
+            if final or left <= 0:
                 p, (code, message) = next(iter(sorted((final or failed).items())))
                 raise ProducerError(f"error when sending to {self.topic}-{p}: "
                                     f"{error_text(code, message)}")
-            self._sleep(wait)
+            self._sleep(min(self.retry.backoff(attempt), left))
             attempt += 1
-            self.leaders = self.cluster.leaders(self.topic, auto_create=True)
             batches = {p: batches[p] for p in failed}
+            try:
+                self.leaders = self.cluster.leaders(self.topic, auto_create=True)
+            except AuthenticationError:
+                raise
+            except ClientError:
+                # Metadata unanswered for now (an election): the leaders known are
+                # tried again, and a final error from them ends the send
+                pass
 
     def _send_once(self, batches: dict[int, bytes]) -> dict[int, tuple[int, str | None]]:
         """One Produce per leader; returns {partition: (error code, message)} of the failures."""
