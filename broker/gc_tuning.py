@@ -12,10 +12,10 @@ several times that on a busy one. Two changes, made once the broker serves:
   collections skip (Python's advice for servers that set up first). Reference
   counting still frees those objects; only a reference cycle among them that
   becomes garbage later (a partition loaded at start whose topic is deleted)
-  is kept: at most what existed at start. The logs start-up left for the
+  is kept: at most what existed at a freeze. The logs start-up left for the
   background pass (storage/lazy_log.py) are frozen too once it has loaded them
-  (``keep_for_good``), and so are the logs of a topic of many partitions
-  created after the start.
+  (``keep_for_good``), and so is what came with every 500 logs opened after
+  the start (topics created, grown or placed here later).
 - A first-generation threshold of ``YOUNG_THRESHOLD`` allocations instead of
   700: a request's short-lived objects mostly die before a young collection
   looks at them, so far fewer survive into the older generations, whose growth
@@ -49,7 +49,7 @@ FREEZE_AFTER_LOGS = 500
 
 def keep_for_good() -> None:
     """Many logs were just opened: the logs start-up left for later
-    (storage/lazy_log.py), or a topic of thousands of partitions created, or
+    (storage/lazy_log.py), or 500 logs of topics created, grown, or
     placed here by the controller, after the start. They are what a broker
     keeps for good as much as what existed when it began serving, so they are
     frozen too: unfrozen, 10,000 logs' objects made each full collection of a

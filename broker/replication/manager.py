@@ -371,6 +371,11 @@ class ReplicaManager:
         leader epoch is written later (the file, not the epoch: it is in the
         log's memory at once; the log writes it before its next append anyway);
         None: written now."""
+        if self._stopped:
+            # a log opened or loaded after the stop began (a reconcile the role
+            # worker's join gave up on, a request): no role, no epoch file
+            # written into a log the stop is closing
+            return
         key = (topic, partition)
         defer = epochs is not None
         meta = self._store.partition(topic, partition)
@@ -464,6 +469,8 @@ class ReplicaManager:
             self._thread.join(timeout=10)
         with self._passes_ended:
             self._passes_ended.wait_for(lambda: self._passes == 0)
+        with self._roles_lock:
+            pass  # a role being taken up outside a pass is done: none begins now
         # the leader epochs in place before the logs are closed
         self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
         with self._roles_lock:

@@ -158,3 +158,26 @@ def test_stop_waits_for_a_running_pass_which_takes_up_no_more_roles(tmp_path):
         stop_returned.set()
         passing.join(30)
         logs.shutdown()
+
+
+def test_a_log_opened_after_the_stop_takes_no_role_and_writes_no_epoch(tmp_path):
+    """A log opened or loaded once the stop has begun (a reconcile that outlived
+    the role worker's join opens logs, a request takes a role up) is given no
+    role: nothing writes a leader epoch into the logs the stop is closing."""
+    from samsa.storage.checkpoints import read_leader_epoch_checkpoint
+
+    data = str(tmp_path / "data")
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
+                              lag_time_max_ms=lambda: 10_000)
+    try:
+        replicas.stop()
+        late = logs.create_log("t", 0, CFG)
+        replicas.log_opened(late)
+        assert replicas.take_up("t", 0) is None
+        assert replicas.leader("t", 0) is None
+        path = os.path.join(data, "t-0", "leader-epoch-checkpoint")
+        assert not os.path.exists(path) or read_leader_epoch_checkpoint(path) == []
+    finally:
+        logs.shutdown()
