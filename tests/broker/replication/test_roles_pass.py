@@ -27,6 +27,17 @@ class LeadsEverything:
         return 0
 
 
+def _leading(data: str, store, partitions: int) -> tuple[LogManager, ReplicaManager]:
+    """Logs of ``partitions`` partitions of topic t (two records each) in
+    ``data``, and a replica manager on ``store`` that has taken no role yet."""
+    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
+    logs.startup()
+    for p in range(partitions):
+        logs.create_log("t", p, CFG).append(batch_of(2))
+    return logs, ReplicaManager(store, logs, 0, lambda t, p, events=3: None,
+                                lag_time_max_ms=lambda: 10_000)
+
+
 def test_after_a_kill_the_pass_leaves_each_role_to_its_logs_load(tmp_path):
     data = str(tmp_path / "data")
     logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
@@ -39,10 +50,7 @@ def test_after_a_kill_the_pass_leaves_each_role_to_its_logs_load(tmp_path):
         os.unlink(epochs)
     os.mkdir(epochs)             # b-0 cannot be loaded
 
-    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
-    logs.startup()
-    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
-                              lag_time_max_ms=lambda: 10_000)
+    logs, replicas = _leading(data, LeadsEverything(), 0)
     try:
         # The pass loads none of them (each is recovered on its load): their
         # roles wait for the loader, which takes each up as it loads it.
@@ -70,12 +78,7 @@ def test_a_pass_of_many_roles_makes_their_epochs_durable_apart_and_stop_waits(tm
     from samsa.storage.checkpoints import read_leader_epoch_checkpoint
     monkeypatch.setattr(manager, "COMMITTED_APART_FROM", 5)
     data = str(tmp_path / "data")
-    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
-    logs.startup()
-    for p in range(8):
-        logs.create_log("t", p, CFG).append(batch_of(2))
-    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
-                              lag_time_max_ms=lambda: 10_000)
+    logs, replicas = _leading(data, LeadsEverything(), 8)
     try:
         replicas.sync_roles()
         assert all(replicas.leader("t", p).leader_epoch == 1 for p in range(8))
@@ -134,12 +137,7 @@ def test_stop_waits_for_a_running_pass_which_takes_up_no_more_roles(tmp_path):
             return super().partition(topic, partition)
 
     data = str(tmp_path / "data")
-    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
-    logs.startup()
-    for p in range(4):
-        logs.create_log("t", p, CFG).append(batch_of(2))
-    replicas = ReplicaManager(SlowAtPartitionOne(), logs, 0, lambda t, p, events=3: None,
-                              lag_time_max_ms=lambda: 10_000)
+    logs, replicas = _leading(data, SlowAtPartitionOne(), 4)
     passing = threading.Thread(target=replicas.sync_roles, daemon=True)
     try:
         passing.start()
@@ -167,10 +165,7 @@ def test_a_log_opened_after_the_stop_takes_no_role_and_writes_no_epoch(tmp_path)
     from samsa.storage.checkpoints import read_leader_epoch_checkpoint
 
     data = str(tmp_path / "data")
-    logs = LogManager([data], CFG, 0, "cid", log_cleaner_enable=False)
-    logs.startup()
-    replicas = ReplicaManager(LeadsEverything(), logs, 0, lambda t, p, events=3: None,
-                              lag_time_max_ms=lambda: 10_000)
+    logs, replicas = _leading(data, LeadsEverything(), 0)
     try:
         replicas.stop()
         late = logs.create_log("t", 0, CFG)
