@@ -7,9 +7,11 @@ ZooKeeper metadata store (its session and registration) and a controller.
 Closing the store ends the session, as a broker's death does."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from typing import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -438,6 +440,21 @@ def test_a_topic_watch_with_the_version_already_read_reads_nothing_again(kazoo):
     assert "/brokers/topics/t" in zk.read and _state(kazoo, "t", 1)["leader"] == 0
 
 
+@contextlib.contextmanager
+def _controller_writing_through(zookeeper, writes_class) -> Iterator[Controller]:
+    """Broker 1's controller, started, its ZooKeeper writes (and watches) made
+    through ``writes_class`` (a ZooKeeperWrites that steps in); stopped after."""
+    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
+                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
+    controller = Controller(writes_class(store.zk), 1)
+    try:
+        controller.start()
+        yield controller
+    finally:
+        controller.stop()
+        store.close()
+
+
 def test_a_topic_created_again_before_its_watch_is_set_is_brought_online(zookeeper, kazoo):
     """A topic deleted and created again (by a tool) between the controller's
     read on taking office and its watch on the topic: the new znode is back at
@@ -461,18 +478,11 @@ def test_a_topic_created_again_before_its_watch_is_set_is_brought_online(zookeep
                 write_topic()
                 recreated.append(kazoo.get("/brokers/topics/t")[1].version)
             super().watch_data(path, callback)
-    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
-                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
-    controller = Controller(RecreatedInTheGap(store.zk), 1)
-    try:
-        controller.start()
+    with _controller_writing_through(zookeeper, RecreatedInTheGap):
         wait_until(lambda: recreated, what="the controller to take office")
         assert recreated == [0]
         state = wait_until(lambda: _state(kazoo, "t", 0), what="the new topic's partition online")
         assert state["leader"] == 1
-    finally:
-        controller.stop()
-        store.close()
 
 
 def test_isr_change_notifications_are_read_together_and_each_only_once(kazoo):
@@ -747,15 +757,10 @@ def test_a_broker_death_during_the_topic_watches_of_a_take_over_is_handled_befor
                 except AssertionError:
                     moved_before_last_watch.append(False)
             super().watch_data(path, callback)
-    store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, 1,
-                                   BrokerEndpoint(1, "127.0.0.1", 9001), session_timeout_ms=4000)
-    controller = Controller(DeathDuringWatches(store.zk), 1)
     try:
-        controller.start()
-        wait_until(lambda: moved_before_last_watch, 60, "the last topic's watch")
-        assert moved_before_last_watch == [True]
-        assert all(_state(kazoo, t, 0)["leader"] == 1 for t in topics)
+        with _controller_writing_through(zookeeper, DeathDuringWatches):
+            wait_until(lambda: moved_before_last_watch, 60, "the last topic's watch")
+            assert moved_before_last_watch == [True]
+            assert all(_state(kazoo, t, 0)["leader"] == 1 for t in topics)
     finally:
-        controller.stop()
-        store.close()
         doomed.close()
