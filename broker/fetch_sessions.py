@@ -48,6 +48,8 @@ from typing import Hashable, Iterable, Iterator, Protocol, Sequence
 
 from samsa.protocol.errors import ErrorCode
 
+from .per_thread import PerThread
+
 NO_SESSION = 0       # Kafka's INVALID_SESSION_ID
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -187,27 +189,18 @@ _TALLY_SESSIONLESS, _TALLY_FULL, _TALLY_INCREMENTAL, _TALLY_ERROR = range(4)
 
 class RequestCounts:
     """Fetch requests by how their session was handled, exact across the
-    network threads without a lock on the request path: each thread adds to a
-    tally of its own (one writer per tally loses nothing) and a read adds the
-    tallies up, as broker/metrics.py counts requests."""
+    network threads without a lock on the request path (broker/per_thread.py),
+    as broker/metrics.py counts requests."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
-        self._tallies: list[list[int]] = []
-        self._tallies_lock = threading.Lock()  # taken once per thread, and by reads
+        self._tallies: PerThread[list[int]] = PerThread(lambda: [0] * len(Kind))
 
     def add(self, place: int) -> None:
-        try:
-            tally = self._local.tally
-        except AttributeError:
-            tally = self._local.tally = [0] * len(Kind)
-            with self._tallies_lock:
-                self._tallies.append(tally)
-        tally[place] += 1
+        self._tallies.mine()[place] += 1
 
     def by_kind(self) -> dict[Kind, int]:
-        with self._tallies_lock:
-            return {kind: sum(t[place] for t in self._tallies) for place, kind in enumerate(Kind)}
+        tallies = self._tallies.every()
+        return {kind: sum(t[place] for t in tallies) for place, kind in enumerate(Kind)}
 
 
 class FetchSessionCache:

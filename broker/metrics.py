@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import bisect
 import logging
-import threading
 import time
 from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
+
+from .per_thread import PerThread
 
 log = logging.getLogger("broker.metrics")
 
@@ -69,21 +70,11 @@ def _add(into: dict, counts: dict) -> None:
 class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._local = threading.local()
-        self._tallies: list[_Tally] = []
-        self._tallies_lock = threading.Lock()
+        self._tallies = PerThread(_Tally)
+        self._tally = self._tallies.mine  # (bound once: it is on every request's path)
         self._sources: list[tuple[str, Gauge]] = []
         self._kafka_gauges: list[tuple[str, str, LabelledGauge]] = []
         self.registry.register(self)
-
-    def _tally(self) -> _Tally:
-        try:
-            return self._local.tally
-        except AttributeError:
-            tally = self._local.tally = _Tally()
-            with self._tallies_lock:
-                self._tallies.append(tally)
-            return tally
 
     # ------------------------------------------------------------ request path
 
@@ -117,8 +108,7 @@ class BrokerMetrics:
         self._tally().replication_bytes_out += size
 
     def _counters(self):
-        with self._tallies_lock:
-            tallies = list(self._tallies)
+        tallies = self._tallies.every()
         by_key, by_name, sums, m_in, b_in, b_out = {}, {}, {}, {}, {}, {}
         buckets: dict[str, list[int]] = {}
         replication_out = sum(t.replication_bytes_out for t in tallies)
