@@ -140,31 +140,13 @@ class AdminWrites:
                     continue  # someone else changed it: decide again on what is there now
             return self._reloaded(name)
 
-    @retriable_on_zookeeper_errors
     def update_isr(self, topic: str, partition: int, leader_epoch: int,
                    isr: tuple[int, ...], version: int) -> IsrUpdate:
-        """A leader's ISR change: a conditional write of the state znode (a leader
-        replaced meanwhile, or a controller decision in between, makes it fail),
-        then a change notification for the controller, as Kafka's leaders write
-        them."""
-        path = z.partition_state_path(topic, partition)
-        data, stat = self.zk.get(path)
-        current = z.decode_partition_state(topic, partition, data)
-        if (stat.version != version or current.leader != self.broker_id
-                or current.leader_epoch != leader_epoch):
-            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
-                             stat.version)
-        new = z.PartitionState(current.leader, leader_epoch, tuple(isr), current.controller_epoch)
-        try:
-            stat = self.zk.set(path, z.encode_partition_state(new), version=version)
-        except BadVersionError:
-            data, stat = self.zk.get(path)
-            current = z.decode_partition_state(topic, partition, data)
-            return IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
-                             stat.version)
-        self.zk.create(z.ISR_CHANGE_PREFIX, z.encode_isr_change([(topic, partition)]),
-                       sequence=True, makepath=True)
-        return IsrUpdate(True, new.leader, new.leader_epoch, new.isr, stat.version)
+        """A leader's ISR change: ``update_isrs`` for one partition."""
+        result = self.update_isrs([IsrChange(topic, partition, leader_epoch, isr, version)])[0]
+        if isinstance(result, MetadataUnavailableError):
+            raise result
+        return result
 
     def update_isrs(self, changes: Sequence[IsrChange]
                     ) -> list[IsrUpdate | MetadataUnavailableError]:
@@ -178,6 +160,7 @@ class AdminWrites:
         try:
             paths = [z.partition_state_path(c.topic, c.partition) for c in changes]
             writes: list[tuple[int, z.PartitionState, object]] = []
+            joining: list[tuple[int, z.PartitionState, int]] = []
             for i, (c, found) in enumerate(zip(changes, read_many(self.zk, paths))):
                 if found is None:
                     out[i] = MetadataUnavailableError(f"{paths[i]} does not exist")
@@ -192,6 +175,14 @@ class AdminWrites:
                     out[i] = IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
                                        found[1].version)
                     continue
+                if set(c.isr) - set(current.isr):
+                    joining.append((i, current, found[1].version))
+                    continue
+                new = z.PartitionState(current.leader, c.leader_epoch, tuple(c.isr),
+                                       current.controller_epoch)
+                writes.append((i, new, z.encode_partition_state(new)))
+            for i, current, version in self._joining_replicas(changes, joining, out):
+                c = changes[i]
                 new = z.PartitionState(current.leader, c.leader_epoch, tuple(c.isr),
                                        current.controller_epoch)
                 writes.append((i, new, z.encode_partition_state(new)))
@@ -261,6 +252,49 @@ class AdminWrites:
                    for o in out]
         return [o if o is not None else MetadataUnavailableError("not written")
                 for o in out]
+
+    def _joining_replicas(self, changes: Sequence[IsrChange],
+                          joining: list[tuple[int, z.PartitionState, int]],
+                          out: list[IsrUpdate | MetadataUnavailableError | None]
+                          ) -> list[tuple[int, z.PartitionState, int]]:
+        """The ISR expansions whose new members are replicas of the partition
+        now; the others are refused with the state as it is (``out``).
+
+        The leader knows its replica list from the topic znode, read apart from
+        the state znode: at a reassignment's end (both written in one multi) it
+        may read the new leader epoch before the shorter replica list, and let a
+        removed replica, still fetching, back into the ISR after the controller
+        had taken it out (Kafka's leaders learn both from one LeaderAndIsr).
+        Reading the topic znodes after the states holds: a replica list newer
+        than the state read is refused here, and a state newer than our read
+        fails the conditional write."""
+        if not joining:
+            return []
+        topics = sorted({changes[i].topic for i, _, _ in joining})
+        replicas: dict[str, z.TopicAssignment | MetadataUnavailableError] = {}
+        for topic, found in zip(topics, read_many(self.zk, [z.topic_path(t) for t in topics])):
+            if found is None:
+                replicas[topic] = MetadataUnavailableError(f"{z.topic_path(topic)} does not exist")
+                continue
+            try:
+                replicas[topic] = z.decode_topic(topic, found[0])
+            except z.ZNodeFormatError as e:
+                replicas[topic] = MetadataUnavailableError(str(e))
+        allowed = []
+        for i, current, version in joining:
+            c = changes[i]
+            assignment = replicas[c.topic]
+            if isinstance(assignment, MetadataUnavailableError):
+                out[i] = assignment
+            elif set(c.isr) <= set(assignment.partitions.get(c.partition, ())):
+                allowed.append((i, current, version))
+            else:
+                log.debug("ISR of %s-%d: %s are not all replicas of it now (%s); not written",
+                         c.topic, c.partition, list(c.isr),
+                         list(assignment.partitions.get(c.partition, ())))
+                out[i] = IsrUpdate(False, current.leader, current.leader_epoch, current.isr,
+                                   version)
+        return allowed
 
     # ------------------------------------------------------------ dynamic configs
 

@@ -470,6 +470,7 @@ def test_isr_changes_are_written_together_with_one_notification(zk_stores, kazoo
     store = zk_stores.open(broker_id=1)
     zk_stores.controller.stop()  # it would delete the notifications as it reads them
     root = "/samsa-test"
+    _topic_znode(kazoo, f"{root}/brokers/topics/t", {p: [1, 0, 2] for p in range(5)})
     for p, (leader, epoch) in enumerate([(1, 3), (1, 3), (1, 3), (2, 4)]):
         kazoo.create(f"{root}/brokers/topics/t/partitions/{p}/state", json.dumps(
             {"version": 1, "leader": leader, "leader_epoch": epoch, "controller_epoch": 1,
@@ -505,6 +506,8 @@ def test_an_isr_write_refused_inside_a_multi_leaves_the_others_written(zk_stores
 
     store = zk_stores.open(broker_id=1)
     root = "/samsa-test"
+    zk_stores.controller.stop()  # it would bring the topic written below online itself
+    _topic_znode(kazoo, f"{root}/brokers/topics/m", {p: [1, 0] for p in range(3)})
     for p in range(3):
         kazoo.create(f"{root}/brokers/topics/m/partitions/{p}/state", json.dumps(
             {"version": 1, "leader": 1, "leader_epoch": 3, "controller_epoch": 1,
@@ -525,6 +528,37 @@ def test_an_isr_write_refused_inside_a_multi_leaves_the_others_written(zk_stores
         (True, 1, 3, (1, 0)), (False, 2, 4, (2,)), (True, 1, 3, (1, 0))]
     assert [_json(kazoo, f"{root}/brokers/topics/m/partitions/{p}/state")["isr"]
             for p in range(3)] == [[1, 0], [2], [1, 0]]
+
+
+def _topic_znode(kazoo, path, partitions):
+    kazoo.create(path, json.dumps({"version": 3, "partitions": {
+        str(p): r for p, r in partitions.items()}}).encode(), makepath=True)
+
+
+def test_a_leader_cannot_let_a_replica_no_longer_assigned_back_into_the_isr(zk_stores, kazoo):
+    """A reassignment's end writes the shorter replica list and the new leader
+    epoch together, but a leader reads them apart: one that took the new epoch
+    with the old replica list up let the removed replica (still fetching until
+    it read its removal) back into the ISR, after the controller had taken it
+    out. Joining the ISR is refused unless every member is a replica now;
+    leaving it, and replicas that are assigned, are written as before."""
+    store = zk_stores.open(broker_id=2)
+    zk_stores.controller.stop()
+    root = "/samsa-test"
+    _topic_znode(kazoo, f"{root}/brokers/topics/r", {0: [2, 1], 1: [2, 1, 0]})
+    for p in range(2):
+        kazoo.create(f"{root}/brokers/topics/r/partitions/{p}/state", json.dumps(
+            {"version": 1, "leader": 2, "leader_epoch": 2, "controller_epoch": 1,
+             "isr": [1, 2]}).encode(), makepath=True)
+    results = store.update_isrs([IsrChange("r", 0, 2, (0, 1, 2), 0),
+                                 IsrChange("r", 1, 2, (0, 1, 2), 0)])
+    assert [(r.written, r.leader, r.leader_epoch, r.isr, r.version) for r in results] == [
+        (False, 2, 2, (1, 2), 0), (True, 2, 2, (0, 1, 2), 1)]
+    assert _json(kazoo, f"{root}/brokers/topics/r/partitions/0/state")["isr"] == [1, 2]
+    # one at a time, the same rule; shrinking needs no replica list
+    assert store.update_isr("r", 0, 2, (0, 1, 2), 0).written is False
+    assert store.update_isr("r", 0, 2, (2,), 0).written is True
+    assert _json(kazoo, f"{root}/brokers/topics/r/partitions/0/state")["isr"] == [2]
 
 
 def test_the_controllers_broker_names_the_leaders_its_controller_wrote_at_once(zk_stores):
