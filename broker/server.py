@@ -1092,13 +1092,13 @@ class Broker:
             self.replica_sync.stop()
         if self.fetcher is not None:
             self.fetcher.stop()
-        if self.replicas is not None:
-            self.replicas.stop()
+        roles_ended = self.replicas.stop() if self.replicas is not None else True
         if self.registry is not None:
             self.registry.close()  # the last mirrored commits reach ZooKeeper
         if self.services is not None:
             failures = await asyncio.get_running_loop().run_in_executor(
-                None, self.services.logs.shutdown)
+                None, partial(self.services.logs.shutdown, withheld=None if roles_ended else
+                              "a replica role pass outlived the stop's wait"))
             self.services.store.close()
         self._release_log_dirs()
         if failures:

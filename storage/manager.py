@@ -1013,10 +1013,12 @@ class LogManager:
                     out[d] = out.get(d, 0) + 1
         return out
 
-    def shutdown(self, clean: bool = True) -> list[str]:
+    def shutdown(self, clean: bool = True, withheld: str | None = None) -> list[str]:
         """Clean stop: flush and close every log, write checkpoints, then the marker.
         Returns the writes that failed (empty: a clean stop); a dir with a failure
         gets no clean-shutdown marker, so the next start recovers it.
+        ``withheld``: why no dir gets the marker although every write here
+        succeeded (something outside may still write into the logs).
 
         ``clean=False`` only stops the threads and closes file handles, leaving
         the directory as a crash would (tests of recovery use it).
@@ -1041,7 +1043,7 @@ class LogManager:
                 for move in self._moves.values():
                     move.future.close_handles(trim=False)
             return []
-        failures: list[str] = []
+        failures: list[str] = [withheld] if withheld else []
         failed_dirs = set()
         t0 = t_closed = time.monotonic()
         with self._lock:

@@ -62,6 +62,10 @@ LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a s
 COMMITTED_APART_FROM = 50
 MAX_COMMITS_IN_FLIGHT = 2
 STOP_COMMITS_WAIT_S = 60.0
+# How long a stop waits for a role pass (or a role being taken up) to end:
+# far longer than any pass takes (seconds at 10,000 partitions), short of
+# hanging the stop on a disk that no longer answers.
+STOP_PASSES_WAIT_S = 120.0
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -283,17 +287,18 @@ class ReplicaManager:
             except Exception:  # noqa: BLE001 - that log's next append writes it
                 log.exception("writing %s-%d's leader epochs failed", lg.topic, lg.partition)
 
-    def _reap_commits(self, keep: int, timeout: float | None = None) -> None:
-        """Wait for the oldest commits in flight until at most ``keep`` are."""
+    def _reap_commits(self, keep: int, timeout: float | None = None) -> bool:
+        """Wait for the oldest commits in flight until at most ``keep`` are;
+        False when one outlived ``timeout``."""
         while True:
             with self._commits_lock:
                 self._commits = [t for t in self._commits if t.is_alive()]
                 if len(self._commits) <= keep:
-                    return
+                    return True
                 oldest = self._commits[0]
             oldest.join(timeout)
             if timeout is not None and oldest.is_alive():
-                return
+                return False
 
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
         with self._roles_lock:
@@ -453,29 +458,41 @@ class ReplicaManager:
         self._thread = threading.Thread(target=self._run, name="samsa-isr", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, passes_timeout: float = STOP_PASSES_WAIT_S) -> bool:
         """Stop the ISR thread, and wait for a role pass running (it takes up
         no more roles once this begins) and for the passes' epoch commits:
         the logs close after this, and a pass still taking up roles or
         writing epoch files would write into logs the stop has closed, or
         after the clean-shutdown marker. As Kafka's stop waits for its
-        request handlers (a LeaderAndIsr being handled), without a time limit:
-        the worker that runs passes (broker/cluster/local_replicas.py) gives
-        up its join after a while, which a long pass outlasts."""
+        request handlers (a LeaderAndIsr being handled), but not for ever: a
+        pass stuck on a hung disk must not hang the stop. False when a pass,
+        a role being taken up, or an epoch commit outlived its limit: the
+        logs may still be written, so the caller withholds the clean-shutdown
+        marker and the next start recovers them."""
         with self._passes_ended:
             self._stopped = True
         self._wake.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=10)
         with self._passes_ended:
-            self._passes_ended.wait_for(lambda: self._passes == 0)
-        with self._roles_lock:
-            pass  # a role being taken up outside a pass is done: none begins now
+            passes_ended = self._passes_ended.wait_for(lambda: self._passes == 0,
+                                                       timeout=passes_timeout)
+        # a role being taken up outside a pass is done once this lock is ours: none begins now
+        roles_quiet = self._roles_lock.acquire(timeout=passes_timeout)
+        if roles_quiet:
+            self._roles_lock.release()
         # the leader epochs in place before the logs are closed
-        self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
-        with self._roles_lock:
-            for leader in self._leaders.values():
-                leader.resign()
+        commits_ended = self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
+        if not (passes_ended and roles_quiet and commits_ended):
+            log.error("replica manager stop: %s did not end within its limit; the logs "
+                      "will be recovered at the next start",
+                      "a role pass" if not passes_ended else
+                      "a role being taken up" if not roles_quiet else "a leader epoch commit")
+        if roles_quiet:
+            with self._roles_lock:
+                for leader in self._leaders.values():
+                    leader.resign()
+        return passes_ended and roles_quiet and commits_ended
 
     def _run(self) -> None:
         next_check = 0.0

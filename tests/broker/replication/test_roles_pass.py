@@ -176,3 +176,49 @@ def test_a_log_opened_after_the_stop_takes_no_role_and_writes_no_epoch(tmp_path)
         assert not os.path.exists(path) or read_leader_epoch_checkpoint(path) == []
     finally:
         logs.shutdown()
+
+
+def test_a_pass_stuck_past_the_stops_limit_leaves_the_logs_to_be_recovered(tmp_path):
+    """A role pass that does not end (a disk that stopped answering) does not
+    hang the stop: past its limit the stop goes on, says so, and the logs get
+    no clean-shutdown marker, so the next start recovers them (the stuck pass
+    may still write into them)."""
+    import threading
+
+    from samsa.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    class StuckAtPartitionOne(LeadsEverything):
+        def partition(self, topic: str, partition: int) -> PartitionMeta:
+            if partition == 1:
+                asked.set()
+                release.wait()
+            return super().partition(topic, partition)
+
+    data = str(tmp_path / "data")
+    logs, replicas = _leading(data, StuckAtPartitionOne(), 3)
+    passing = threading.Thread(target=replicas.sync_roles, daemon=True)
+    try:
+        passing.start()
+        assert asked.wait(30)
+        assert replicas.stop(passes_timeout=0.2) is False
+        failures = logs.shutdown(withheld="a role pass outlived the stop's wait")
+        assert failures == ["a role pass outlived the stop's wait"]
+        assert not os.path.exists(os.path.join(data, CLEAN_SHUTDOWN_MARKER))
+    finally:
+        release.set()
+        passing.join(30)
+        logs.shutdown()
+
+
+def test_a_stop_after_every_pass_ended_is_clean(tmp_path):
+    from samsa.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
+
+    data = str(tmp_path / "data")
+    logs, replicas = _leading(data, LeadsEverything(), 2)
+    replicas.sync_roles()
+    assert replicas.stop() is True
+    assert logs.shutdown() == []
+    assert os.path.exists(os.path.join(data, CLEAN_SHUTDOWN_MARKER))
