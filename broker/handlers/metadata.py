@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import uuid
 import weakref
-from typing import Callable
+from typing import Callable, Sequence
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.api import preencode, preencoder
@@ -83,8 +83,9 @@ def _build_partition(index: int, p: PartitionMeta, reachable: _Reachable
 
 
 @functools.cache
-def _partition_encoder(version: int) -> Callable[[MetadataResponse.MetadataResponsePartition],
-                                                 MetadataResponse.MetadataResponsePartition]:
+def _partition_encoder(version: int) -> Callable[
+        [Sequence[MetadataResponse.MetadataResponsePartition]],
+        list[MetadataResponse.MetadataResponsePartition]]:
     return preencoder(MetadataResponse, MetadataResponse.MetadataResponsePartition, version)
 
 
@@ -141,16 +142,21 @@ class _Cache:
         hit = self._partitions.get(key)
         before = hit[1] if hit is not None and hit[0] == reachable.key else {}
         now = {}
-        out = []
-        encode = _partition_encoder(version)
+        out: list[MetadataResponse.MetadataResponsePartition] = []
+        changed: list[tuple[int, int, PartitionMeta]] = []   # (place in ``out``, index, meta)
         for index, p in sorted(store.partitions(topic).items()):
             kept = before.get(index)
             if kept is not None and (kept[0] is p or kept[0] == p):
-                entry = kept[1]
+                now[index] = kept
+                out.append(kept[1])
             else:
-                entry = encode(_build_partition(index, p, reachable))
+                changed.append((len(out), index, p))
+                out.append(_build_partition(index, p, reachable))
+        # encoded together (one list of parts, the checks made once)
+        encoded = _partition_encoder(version)([out[at] for at, _, _ in changed])
+        for (at, index, p), entry in zip(changed, encoded):
+            out[at] = entry
             now[index] = (p, entry)
-            out.append(entry)
         # replaced whole (other loops' threads read it meanwhile); a racing
         # build stores an equal one
         self._partitions[key] = (reachable.key, now)
