@@ -33,7 +33,7 @@ class _Reachable:
     """Which live brokers a client of the request's listener can reach."""
 
     def __init__(self, store: MetadataView, listener: str | None, version: int) -> None:
-        self.source = live = store.brokers()   # (replaced, never mutated, on a change)
+        live = store.brokers()
         self.brokers = brokers_on_listener(live, listener)
         self.ids = frozenset(b.node_id for b in self.brokers)
         self.live_ids = frozenset(b.node_id for b in live)
