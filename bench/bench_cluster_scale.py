@@ -22,6 +22,13 @@ Every figure line carries the load average when it was taken: the machine is
 shared. Issue 29's targets at 30,000 partitions: each kill settled in under 10 s,
 Metadata under 100 ms.
 
+``--phases`` picks the phases after the creation (all by default).
+``--watch-metadata`` asks every live broker for Metadata v12
+(all topics) every quarter second on a thread of its own from the first kill to
+the end, and reports per broker and phase the answers' p50/p99/max and the
+slow ones (over 100 ms) with the seconds into the phase they were asked at: the
+stalls the settled figures at the end only sample.
+
 ``--profile DIR`` records each broker with py-spy (when installed; the thread
 holding the GIL, 20 samples a second) during the creation and each kill: one
 file of collapsed stacks per broker and phase under DIR.
@@ -112,7 +119,8 @@ def wait_ready(bootstrap: str, partitions: int, rf: int, live: set[int], full_is
         time.sleep(poll_s)
 
 
-def start_profiles(pids: list[int], out: Path) -> list[subprocess.Popen]:
+def start_profiles(pids: dict[int, int], out: Path) -> list[subprocess.Popen]:
+    """py-spy on each broker of ``pids`` ({broker id: pid})."""
     spy = Path(sys.executable).with_name("py-spy")
     if not spy.exists():
         print("py-spy not installed: no profiles", file=sys.stderr)
@@ -121,7 +129,7 @@ def start_profiles(pids: list[int], out: Path) -> list[subprocess.Popen]:
     return [subprocess.Popen([str(spy), "record", "-p", str(pid), "-r", "20", "-t", "--gil",
                               "-f", "raw", "-o", str(out / f"broker-{i}.txt")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for i, pid in enumerate(pids)]
+            for i, pid in pids.items()]
 
 
 def stop_profiles(procs: list[subprocess.Popen]) -> None:
@@ -232,6 +240,9 @@ def watch_expiry(cluster, broker_id: int) -> list[float]:
     return gone
 
 
+PHASES = ("produce", "controller-kill", "controller-restart", "broker-kill", "broker-restart",
+          "metadata", "read-back")
+
 produced_after: list[tuple[str, int]] = []  # one record each, by kill_and_time
 
 
@@ -252,7 +263,7 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     figure(f"{what}: of them with the victim alone in the ISR (left offline)", len(stranded))
     led = [tp for tp in led if tp not in stranded]
     gone = watch_expiry(cluster, victim)
-    spies = (start_profiles([cluster.brokers[i].pid for i in sorted(live)], spies_dir / what)
+    spies = (start_profiles({i: cluster.brokers[i].pid for i in live}, spies_dir / what)
              if spies_dir else [])
     t0 = time.monotonic()
     cluster.kill(victim)
@@ -310,16 +321,83 @@ def replica_fetches(cluster, metrics_ports: dict[int, int]) -> str:
     return ", ".join(out)
 
 
-def restart_and_settle(cluster, broker_id: int, partitions: int, rf: int, what: str) -> None:
+class MetadataWatch:
+    """Metadata v12 (all topics) asked of each broker every ``every_s`` on a
+    thread per broker; the wall time of each answer, by phase."""
+
+    def __init__(self, cluster, every_s: float = 0.25) -> None:
+        import threading
+        self.cluster = cluster
+        self.every_s = every_s
+        self.phase = "start"
+        self.phase_t0 = time.monotonic()
+        self.samples: dict[tuple[int, str], list[tuple[float, float]]] = {}
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
+                         for i in range(len(cluster.brokers))]
+        for t in self._threads:
+            t.start()
+
+    def enter(self, phase: str) -> None:
+        self.report()
+        self.phase, self.phase_t0 = phase, time.monotonic()
+
+    def _run(self, broker_id: int) -> None:
+        data = _request(12, 1)
+        sock = None
+        while not self._stop.is_set():
+            b = self.cluster.brokers[broker_id]
+            try:
+                if sock is None:
+                    if b.pid is None:
+                        raise ConnectionError("not running")
+                    sock = _connect(b.bootstrap)
+                phase, at = self.phase, time.monotonic()
+                _exchange(sock, data)
+                wall = time.monotonic() - at
+                self.samples.setdefault((broker_id, phase), []).append(
+                    (at - self.phase_t0, wall * 1000))
+            except (OSError, ConnectionError):
+                if sock is not None:
+                    sock.close()
+                sock = None
+            self._stop.wait(self.every_s)
+
+    def report(self) -> None:
+        for (broker_id, phase), samples in sorted(self.samples.items()):
+            if phase != self.phase:
+                continue
+            walls = sorted(w for _, w in samples)
+            slow = [f"{at:.1f}s:{w:.0f}" for at, w in samples if w > 100]
+            figure(f"watch {phase}: broker {broker_id} Metadata v12 n/p50/p99/max ms",
+                   f"{len(walls)} / {walls[len(walls) // 2]:.1f} / "
+                   f"{walls[min(len(walls) - 1, int(len(walls) * 0.99))]:.1f} / "
+                   f"{walls[-1]:.1f}; over 100 ms at: {' '.join(slow[:40]) or '-'}")
+
+    def stop(self) -> None:
+        self.report()
+        self._stop.set()
+        for t in self._threads:
+            t.join(30)
+
+
+def restart_and_settle(cluster, broker_id: int, partitions: int, rf: int, what: str,
+                       spies_dir: Path | None) -> None:
     b = cluster.brokers[broker_id]
     b.startup_timeout = 1800
+    others = [i for i in range(len(cluster.brokers)) if i != broker_id]
+    spies = (start_profiles({i: cluster.brokers[i].pid for i in others}, spies_dir / what)
+             if spies_dir else [])
     t0 = time.monotonic()
     cluster.restart(broker_id)
+    if spies_dir:
+        spies += start_profiles({broker_id: cluster.brokers[broker_id].pid}, spies_dir / what)
     figure(f"{what}: broker {broker_id} restarted and registered (s)",
            round(time.monotonic() - t0, 1))
     wait_ready(cluster.brokers[broker_id].bootstrap, partitions, rf,
                set(range(len(cluster.brokers))), True, 1800, poll_s=1.0)
     figure(f"{what}: every ISR full again, from restart (s)", round(time.monotonic() - t0, 1))
+    stop_profiles(spies)
     if getattr(cluster, "metrics_ports", None):
         figure(f"{what}: replica Fetch requests full/incremental since each start",
                replica_fetches(cluster, cluster.metrics_ports))
@@ -355,6 +433,11 @@ def main() -> None:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--profile", type=Path, default=None)
     ap.add_argument("--create-only", action="store_true")
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help="comma-separated phases to run after the creation, in their "
+                         f"fixed order (default: all of {','.join(PHASES)}); a kill "
+                         "without its restart leaves that broker down for what follows")
+    ap.add_argument("--watch-metadata", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     from samsa.testing.cluster import ClusterProcesses
@@ -372,10 +455,9 @@ def main() -> None:
     figure("work dir", work)
     try:
         cluster.start()
-        pids = [b.pid for b in cluster.brokers]
         bootstrap = cluster.bootstrap
         everyone = set(range(args.brokers))
-        spies = start_profiles(pids, args.profile / "create") if args.profile else []
+        spies = start_profiles({i: b.pid for i, b in enumerate(cluster.brokers) if b.pid}, args.profile / "create") if args.profile else []
         t0 = time.monotonic()
         figure("create: CreateTopics answered (s)",
                round(create(bootstrap, args.topics, args.partitions, args.rf), 1))
@@ -387,43 +469,70 @@ def main() -> None:
         stop_profiles(spies)
         if args.create_only:
             return
+        phases = set(args.phases.split(","))
+        if phases - set(PHASES):
+            raise SystemExit(f"unknown phases: {sorted(phases - set(PHASES))}")
         tps = sorted(leaders_of(metadata(cluster.brokers[0].bootstrap)))
         if args.produce_partitions is not None:
             tps = tps[::max(1, len(tps) // args.produce_partitions)][:args.produce_partitions]
-        t0 = time.monotonic()
-        acked = produce_all(cluster, tps, args.records)
-        figure(f"produce: {args.records} records to each of {len(tps)} partitions acked "
-               f"(acks=all) (s)", round(time.monotonic() - t0, 1))
-        figure("produce: records acked", acked)
+        acked = 0
+        if "produce" in phases:
+            t0 = time.monotonic()
+            acked = produce_all(cluster, tps, args.records)
+            figure(f"produce: {args.records} records to each of {len(tps)} partitions acked "
+                   f"(acks=all) (s)", round(time.monotonic() - t0, 1))
+            figure("produce: records acked", acked)
 
-        controller = cluster.wait_for_controller()
-        kill_and_time(cluster, controller, args.partitions, args.rf, "controller kill",
-                      args.profile)
-        figure("controller kill: new controller", cluster.wait_for_controller(
-            among=everyone - {controller}))
-        restart_and_settle(cluster, controller, args.partitions, args.rf, "controller restart")
+        watch = MetadataWatch(cluster) if args.watch_metadata else None
 
-        now = cluster.wait_for_controller()
-        led_by = leaders_of(metadata(cluster.brokers[now].bootstrap)).values()
-        victim = max(sorted(everyone - {now}), key=lambda i: sum(1 for x in led_by if x == i))
-        kill_and_time(cluster, victim, args.partitions, args.rf, "broker kill", args.profile)
-        restart_and_settle(cluster, victim, args.partitions, args.rf, "broker restart")
+        def enter(phase: str) -> None:
+            if watch is not None:
+                watch.enter(phase)
+        if "controller-kill" in phases:
+            controller = cluster.wait_for_controller()
+            enter("controller kill")
+            kill_and_time(cluster, controller, args.partitions, args.rf, "controller kill",
+                          args.profile)
+            figure("controller kill: new controller", cluster.wait_for_controller(
+                among=everyone - {controller}))
+            if "controller-restart" in phases:
+                enter("controller restart")
+                restart_and_settle(cluster, controller, args.partitions, args.rf,
+                                   "controller restart", args.profile)
 
-        for b in cluster.brokers:
-            if b.pid is None:
-                continue
-            for v in (12, 1):
-                m = measure(b.bootstrap, b.pid, v, args.requests)
-                figure(f"metadata v{v} broker {cluster.brokers.index(b)}: p50/p99 ms, "
-                       f"CPU ms per request",
-                       f"{m['p50_ms']} / {m['p99_ms']}, {m['broker_cpu_ms_per_request']} "
-                       f"({m['response_bytes']} bytes)")
-        t0 = time.monotonic()
-        expected = acked + len(produced_after)
-        read = count_records(bootstrap, sorted(set(tps) | set(produced_after)), expected)
-        figure(f"read back: records (expected {expected}: {acked} + {len(produced_after)} "
-               f"produced after the kills)", read)
-        figure("read back: seconds", round(time.monotonic() - t0, 1))
+        if "broker-kill" in phases:
+            now = cluster.wait_for_controller()
+            led_by = leaders_of(metadata(cluster.brokers[now].bootstrap)).values()
+            up = {i for i in everyone if cluster.brokers[i].is_running()}
+            victim = max(sorted(up - {now}), key=lambda i: sum(1 for x in led_by if x == i))
+            enter("broker kill")
+            kill_and_time(cluster, victim, args.partitions, args.rf, "broker kill",
+                          args.profile)
+            if "broker-restart" in phases:
+                enter("broker restart")
+                restart_and_settle(cluster, victim, args.partitions, args.rf, "broker restart",
+                                   args.profile)
+
+        enter("settled")
+        if "metadata" in phases:
+            for b in cluster.brokers:
+                if b.pid is None:
+                    continue
+                for v in (12, 1):
+                    m = measure(b.bootstrap, b.pid, v, args.requests)
+                    figure(f"metadata v{v} broker {cluster.brokers.index(b)}: p50/p99 ms, "
+                           f"CPU ms per request",
+                           f"{m['p50_ms']} / {m['p99_ms']}, {m['broker_cpu_ms_per_request']} "
+                           f"({m['response_bytes']} bytes)")
+        if watch is not None:
+            watch.stop()
+        if "read-back" in phases:
+            t0 = time.monotonic()
+            expected = acked + len(produced_after)
+            read = count_records(bootstrap, sorted(set(tps) | set(produced_after)), expected)
+            figure(f"read back: records (expected {expected}: {acked} + {len(produced_after)} "
+                   f"produced after the kills)", read)
+            figure("read back: seconds", round(time.monotonic() - t0, 1))
     finally:
         cluster.stop()
         if not args.keep:

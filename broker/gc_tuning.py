@@ -13,9 +13,9 @@ several times that on a busy one. Two changes, made once the broker serves:
   counting still frees those objects; only a reference cycle among them that
   becomes garbage later (a partition loaded at start whose topic is deleted)
   is kept: at most what existed at a freeze. The logs start-up left for the
-  background pass (storage/lazy_log.py) are frozen too once it has loaded them
-  (``keep_for_good``), and so is what came with every 500 logs opened after
-  the start (topics created, grown or placed here later).
+  background pass (storage/lazy_log.py) are frozen too as it loads them, after
+  each chunk of 500 (``keep_for_good``), and so is what came with every 500
+  logs opened after the start (topics created, grown or placed here later).
 - A first-generation threshold of ``YOUNG_THRESHOLD`` allocations instead of
   700: a request's short-lived objects mostly die before a young collection
   looks at them, so far fewer survive into the older generations, whose growth
@@ -48,15 +48,16 @@ FREEZE_AFTER_LOGS = 500
 
 
 def keep_for_good() -> None:
-    """Many logs were just opened: the logs start-up left for later
-    (storage/lazy_log.py), or 500 logs of topics created, grown, or
+    """Many logs were just opened: a chunk of 500 of the logs start-up left for
+    later (storage/lazy_log.py), or 500 logs of topics created, grown, or
     placed here by the controller, after the start. They are what a broker
     keeps for good as much as what existed when it began serving, so they are
     frozen too: unfrozen, 10,000 logs' objects made each full collection of a
     cluster broker stop every thread for 0.1-0.6 s (Metadata answers and
     acks=all produces waited that long). A collection first, so no garbage
     already there is frozen with them (it walks only what came since the last
-    freeze). Only in a process settled for serving."""
+    freeze: called every 500 logs, a few milliseconds; once after 10,000, half
+    a second on a restarted broker). Only in a process settled for serving."""
     if _settled:
         gc.collect()
         gc.freeze()

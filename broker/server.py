@@ -961,8 +961,10 @@ class Broker:
         # the logs nobody has used since the start: loaded from now on (storage/lazy_log.py);
         # the roles left for their load are taken up as each is
         replicas = _made(self.replicas, "the replica manager")
+        # (frozen a chunk at a time: one collection of every log the pass loaded,
+        # 30,000 of them, stopped every thread for a second or more)
         services.logs.start_background_load(on_loaded=replicas.log_loaded,
-                                            on_done=keep_for_good)
+                                            after_chunk=keep_for_good)
         m = services.metrics
         networks = self.networks
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))

@@ -262,14 +262,19 @@ class BackgroundLoader(threading.Thread):
 
     def __init__(self, logs: Callable[[], Iterable[Log]],
                  on_loaded: Callable[[Log], None] | None = None,
-                 on_done: Callable[[], None] | None = None):
+                 on_done: Callable[[], None] | None = None,
+                 after_chunk: Callable[[], None] | None = None):
         """``on_loaded``: called with each log that was not loaded when the pass
         began, once it is (by the pass or by a user), in the pass's order;
-        ``on_done``: once, when the pass has been over every one (not if stopped)."""
+        ``on_done``: once, when the pass has been over every one (not if stopped);
+        ``after_chunk``: after each chunk of up to ``_CHUNK`` of them, the
+        collector's pause over (the broker freezes what they hold then:
+        broker/gc_tuning.py)."""
         super().__init__(name="samsa-log-loader", daemon=True)
         self._logs = logs
         self._on_loaded = on_loaded
         self._on_done = on_done
+        self._after_chunk = after_chunk
         self._stopped = False
 
     def stop(self) -> None:
@@ -297,6 +302,8 @@ class BackgroundLoader(threading.Thread):
                     except Exception:  # noqa: BLE001 - our bug: keep the others loading
                         log.exception("loading %r failed", lg)
                     time.sleep(0)   # the loops' turn
+            if self._after_chunk is not None:
+                self._after_chunk()
         if loaded:
             log.info("loaded %d partition logs in the background in %.1f s", loaded,
                      time.monotonic() - started)

@@ -291,13 +291,15 @@ class LogManager:
             self._scheduler.schedule(functools.partial(self._move_step, key), 0)
 
     def start_background_load(self, on_loaded: Callable[[Log], None] | None = None,
-                              on_done: Callable[[], None] | None = None) -> None:
+                              on_done: Callable[[], None] | None = None,
+                              after_chunk: Callable[[], None] | None = None) -> None:
         """Load the logs start-up left for their first use (storage/lazy_log.py)
         on a thread of their own, from now on; a broker calls it once it serves.
         ``on_loaded``: called with each of them once loaded; ``on_done``: once
-        the pass is over (BackgroundLoader)."""
+        the pass is over; ``after_chunk``: after each chunk of them (BackgroundLoader)."""
         if self._loader is None and not self._shut_down:
-            self._loader = BackgroundLoader(lambda: self.all_logs().values(), on_loaded, on_done)
+            self._loader = BackgroundLoader(lambda: self.all_logs().values(), on_loaded, on_done,
+                                            after_chunk)
             self._loader.start()
 
     def _check_meta_properties(self, d: str) -> None:

@@ -8,11 +8,13 @@ LEADER_NOT_AVAILABLE, as Kafka's does.
 """
 from __future__ import annotations
 
+import functools
 import uuid
 import weakref
+from typing import Callable, Sequence
 
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages.api import preencode
+from samsa.protocol.messages.api import preencode, preencoder
 from samsa.protocol.messages.schema import ZERO_UUID
 from samsa.protocol.messages import (DescribeClusterRequest, DescribeClusterResponse,
                                DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
@@ -31,10 +33,13 @@ class _Reachable:
     """Which live brokers a client of the request's listener can reach."""
 
     def __init__(self, store: MetadataView, listener: str | None, version: int) -> None:
-        self.source = live = store.brokers()   # (replaced, never mutated, on a change)
+        live = store.brokers()
         self.brokers = brokers_on_listener(live, listener)
-        self.ids = {b.node_id for b in self.brokers}
-        self.live_ids = {b.node_id for b in live}
+        self.ids = frozenset(b.node_id for b in self.brokers)
+        self.live_ids = frozenset(b.node_id for b in live)
+        # what a partition's entry depends on of the brokers (compared by value:
+        # the store replaces its list on every registration read, mostly unchanged)
+        self.key = (self.live_ids, self.ids)
         # Kafka: a live leader without the client's listener is LISTENER_NOT_FOUND
         # from Metadata v6 on, LEADER_NOT_AVAILABLE before; no leader either way.
         self.unlisted = (ErrorCode.LISTENER_NOT_FOUND if version >= 6
@@ -69,38 +74,47 @@ class _Reachable:
         return error, leader, replicas, isr
 
 
-def _build_partitions(store: MetadataView, topic: str, reachable: _Reachable
-                      ) -> list[MetadataResponse.MetadataResponsePartition]:
-    cls = MetadataResponse.MetadataResponsePartition
-    out = []
-    for index, p in sorted(store.partitions(topic).items()):
-        error, leader, replicas, isr = reachable.partition(p)
-        out.append(cls(error_code=error, partition_index=index, leader_id=leader,
-                       leader_epoch=p.leader_epoch, replica_nodes=replicas,
-                       isr_nodes=isr, offline_replicas=list(p.offline_replicas)))
-    return out
+def _build_partition(index: int, p: PartitionMeta, reachable: _Reachable
+                     ) -> MetadataResponse.MetadataResponsePartition:
+    error, leader, replicas, isr = reachable.partition(p)
+    return MetadataResponse.MetadataResponsePartition(
+        error_code=error, partition_index=index, leader_id=leader, leader_epoch=p.leader_epoch,
+        replica_nodes=replicas, isr_nodes=isr, offline_replicas=list(p.offline_replicas))
+
+
+@functools.cache
+def _partition_encoder(version: int) -> Callable[
+        [Sequence[MetadataResponse.MetadataResponsePartition]],
+        list[MetadataResponse.MetadataResponsePartition]]:
+    return preencoder(MetadataResponse, MetadataResponse.MetadataResponsePartition, version)
 
 
 class _Cache:
     """What a Metadata answer says of a topic, built and encoded once per change
-    of that topic instead of once per request (a client's Metadata for 100,000
-    partitions is 100,000 objects to build and encode), and kept while other
-    topics change: during a failover the controller's writes come in chunks,
-    each a new store snapshot, and rebuilding every topic after each left the
-    answers for the unchanged ones at hundreds of milliseconds.
+    instead of once per request (a client's Metadata for 100,000 partitions is
+    100,000 objects to build and encode).
 
-    Three layers: a topic's partitions (objects) per listener and version class,
-    its whole entry encoded (api.preencode) per exact version, listener and
-    authorized-operations value, and, where every caller is answered alike (no
-    authorizer, no operations asked), the whole all-topics list per listener and
-    version. Only what is the same for every caller with that key is kept: a
-    topic's partitions depend on the store's state of that topic
-    (``topic_token``), the brokers the request's reachability was decided from,
-    the request's listener and the version (v0 shows only reachable replicas; v6
-    on says LISTENER_NOT_FOUND, before LEADER_NOT_AVAILABLE); its entry also on
-    the topic's id and internal flag (checked on every use) and on the
-    operations the caller is shown, which is a key, not a cached decision.
-    Authorisation decides per request which topics are answered, outside of this.
+    Three layers, each exact (what it keeps is what a build would give now):
+
+    - a partition's entry, encoded (api.preencode) per exact version and
+      listener, kept with the PartitionMeta and the brokers (live ids, ids with
+      the listener: ``_Reachable.key``) it was built from, and reused while
+      both are equal: while followers rejoin the ISRs after a restart or the
+      controller moves leaders, thousands of partitions change a second, every
+      topic among them, and building every partition of a changed topic again
+      (30-50 us each) made an all-topics answer at 30,000 partitions take a
+      second or more, for every request;
+    - a topic's whole entry encoded per exact version, listener and
+      authorized-operations value, kept under the store's ``topic_token`` (the
+      topic's assignment and states, the live brokers) and the topic's id and
+      internal flag (checked on every use): unchanged topics cost nothing;
+    - where every caller is answered alike (no authorizer, no operations
+      asked), the whole all-topics list per listener and version, under the
+      store's snapshot token.
+
+    The operations the caller is shown are a key, not a cached decision;
+    authorisation decides per request which topics are answered, outside of
+    this.
 
     A token is read before what it vouches for is read from the store, so an
     entry built from a newer state is kept under a token already stale (rebuilt,
@@ -108,9 +122,10 @@ class _Cache:
     for every request."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, str | None, int],
-                            tuple[tuple[object, ...], object,
-                                  list[MetadataResponse.MetadataResponsePartition]]] = {}
+        # (topic, listener, version) -> (the brokers' key, {index: (meta, encoded entry)})
+        self._partitions: dict[tuple[str, str | None, int],
+                               tuple[object, dict[int, tuple[
+                                   PartitionMeta, MetadataResponse.MetadataResponsePartition]]]] = {}
         self._encoded: dict[tuple[str, str | None, int, int],
                             tuple[tuple[object, ...], object, uuid.UUID, bool,
                                   MetadataResponse.MetadataResponseTopic]] = {}
@@ -118,19 +133,34 @@ class _Cache:
                           tuple[dict[str, TopicMeta], tuple[object, ...],
                                 list[MetadataResponse.MetadataResponseTopic]]] = {}
 
-    def partitions(self, store: MetadataView, topic: str, token: tuple[object, ...],
-                   listener: str | None, version: int, reachable: _Reachable
-                   ) -> list[MetadataResponse.MetadataResponsePartition]:
-        if not token:
-            return _build_partitions(store, topic, reachable)
-        key = (topic, listener, 0 if version == 0 else 1 if version < 6 else 2)
-        hit = self._entries.get(key)
-        if hit is not None and _same(hit[0], token) and hit[1] is reachable.source:
-            parts = hit[2]
-        else:
-            parts = _build_partitions(store, topic, reachable)
-            self._entries[key] = (token, reachable.source, parts)
-        return list(parts)   # the objects are shared and never changed; the list is the caller's
+    def partitions(self, store: MetadataView, topic: str, listener: str | None, version: int,
+                   reachable: _Reachable) -> list[MetadataResponse.MetadataResponsePartition]:
+        """The topic's partitions as the store has them now, each encoded for
+        ``version``: the ones whose metadata is equal to what their kept entry
+        was built from (and the brokers too) reuse it."""
+        key = (topic, listener, version)
+        hit = self._partitions.get(key)
+        before = hit[1] if hit is not None and hit[0] == reachable.key else {}
+        now = {}
+        out: list[MetadataResponse.MetadataResponsePartition] = []
+        changed: list[tuple[int, int, PartitionMeta]] = []   # (place in ``out``, index, meta)
+        for index, p in sorted(store.partitions(topic).items()):
+            kept = before.get(index)
+            if kept is not None and (kept[0] is p or kept[0] == p):
+                now[index] = kept
+                out.append(kept[1])
+            else:
+                changed.append((len(out), index, p))
+                out.append(_build_partition(index, p, reachable))
+        # encoded together (one list of parts, the checks made once)
+        encoded = _partition_encoder(version)([out[at] for at, _, _ in changed])
+        for (at, index, p), entry in zip(changed, encoded):
+            out[at] = entry
+            now[index] = (p, entry)
+        # replaced whole (other loops' threads read it meanwhile); a racing
+        # build stores an equal one
+        self._partitions[key] = (reachable.key, now)
+        return out
 
     def every_topic(self, known: dict[str, TopicMeta], token: tuple[object, ...],
                     listener: str | None, version: int
@@ -154,8 +184,8 @@ class _Cache:
             return
         self._every[(listener, version)] = (known, token, list(topics))
         # (list(): a copy taken at once, as other loops' threads may add entries)
-        for entry in [k for k in list(self._entries) if k[0] not in known]:
-            self._entries.pop(entry, None)
+        for entry in [k for k in list(self._partitions) if k[0] not in known]:
+            self._partitions.pop(entry, None)
         for encoded in [k for k in list(self._encoded) if k[0] not in known]:
             self._encoded.pop(encoded, None)
 
@@ -163,19 +193,23 @@ class _Cache:
               reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
         """A described topic's entry, encoded for ``version`` once per change."""
         token = store.topic_token(meta.name)   # first: see the class doc
+        if not token:
+            return MetadataResponse.MetadataResponseTopic(
+                error_code=0, name=meta.name, topic_id=meta.topic_id,
+                is_internal=meta.is_internal, topic_authorized_operations=ops,
+                partitions=[_build_partition(index, p, reachable)
+                            for index, p in sorted(store.partitions(meta.name).items())])
         key = (meta.name, listener, version, ops)
-        hit = self._encoded.get(key) if token else None
-        if (hit is not None and _same(hit[0], token) and hit[1] is reachable.source
+        hit = self._encoded.get(key)
+        if (hit is not None and _same(hit[0], token) and hit[1] == reachable.key
                 and hit[2] == meta.topic_id and hit[3] == meta.is_internal):
             return hit[4]
         entry = MetadataResponse.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=self.partitions(store, meta.name, token, listener, version, reachable),
+            partitions=self.partitions(store, meta.name, listener, version, reachable),
             topic_authorized_operations=ops)
-        if not token:
-            return entry
         encoded = preencode(MetadataResponse, entry, version)
-        self._encoded[key] = (token, reachable.source, meta.topic_id, meta.is_internal, encoded)
+        self._encoded[key] = (token, reachable.key, meta.topic_id, meta.is_internal, encoded)
         return encoded
 
 

@@ -31,8 +31,11 @@ from samsa.protocol.messages.schema import FIXED_TYPES, ZERO_UUID, FieldSpec, Me
 
 # (message, struct) whose array elements may be model.Preencoded (api.preencode refuses
 # others): only these arrays' encoders check each element's class, so Produce and Fetch
-# pay nothing for the feature. Metadata's topics: the same bytes between two changes.
-PREENCODABLE: frozenset[tuple[str, str]] = frozenset({("MetadataResponse", "MetadataResponseTopic")})
+# pay nothing for the feature. Metadata's topics and their partitions: the same bytes
+# between two changes (of the topic; of the partition, while its topic's others change).
+PREENCODABLE: frozenset[tuple[str, str]] = frozenset({
+    ("MetadataResponse", "MetadataResponseTopic"),
+    ("MetadataResponse", "MetadataResponsePartition")})
 
 _cache: dict[tuple[str, int, str], Codec] = {}
 _lock = threading.Lock()

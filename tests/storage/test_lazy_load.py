@@ -258,3 +258,26 @@ def test_a_call_begun_on_an_unloaded_log_that_another_thread_loads_meanwhile_goe
         method(*args)
     assert lg.leader_epochs.latest_epoch == 3
     assert lg.append(batch_of(1)).first_offset == 14
+
+
+def test_the_background_pass_calls_after_chunk_once_each_chunk_is_loaded(
+        tmp_path, managers, monkeypatch):
+    """The broker freezes what the loaded logs hold after each chunk
+    (broker/gc_tuning.py keep_for_good): once at the end of the pass, the
+    collection before the freeze walked every log loaded and stopped every
+    thread for a second or more at 30,000 partitions."""
+    import samsa.storage.lazy_log as lazy_log
+    monkeypatch.setattr(lazy_log, "_CHUNK", 2)
+    d = str(tmp_path / "d")
+    lm = managers(d)
+    _fill(lm, partitions=5)
+    lm.shutdown(clean=False)
+
+    lm = managers(d)
+    loaded_at_each_call = []
+    lm.start_background_load(
+        after_chunk=lambda: loaded_at_each_call.append(
+            sum(lg.loaded for lg in lm.all_logs().values())),
+        on_done=lambda: loaded_at_each_call.append("done"))
+    wait_until(lambda: "done" in loaded_at_each_call, 30, "the pass over")
+    assert loaded_at_each_call == [2, 4, 5, "done"]

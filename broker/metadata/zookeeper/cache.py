@@ -47,34 +47,62 @@ def _broker_endpoint(reg: z.BrokerRegistration, own: BrokerEndpoint) -> BrokerEn
     return BrokerEndpoint(reg.broker_id, chosen.host, chosen.port, reg.rack, listeners)
 
 
+# (topic, partition) -> (the state, replicas and live brokers a PartitionMeta was made
+# from, it): kept across snapshots (_MetaCache)
+_Made = dict[tuple[str, int], tuple["z.PartitionState | None", tuple[int, ...], frozenset[int],
+                                    PartitionMeta]]
+
+
 class _MetaCache:
     """PartitionMeta built from one snapshot (the three objects it was made
     from, each replaced, never mutated, on a change), one partition at a time
-    as asked for. Threads racing to build the same one build equal ones."""
+    as asked for. Threads racing to build the same one build equal ones.
+
+    A partition whose state object, replicas and live brokers are the ones an
+    earlier snapshot's PartitionMeta was made from gets that same object back
+    (``made``, shared by the snapshots): a snapshot is replaced for every chunk
+    of state changes, thousands a second while followers rejoin the ISRs after
+    a restart, and every follower fetch and Metadata answer then built every
+    partition's PartitionMeta again; kept, Metadata also knows an unchanged
+    partition by identity (handlers/metadata.py)."""
 
     def __init__(self, assignments: dict[str, dict[int, tuple[int, ...]]],
                  states: dict[tuple[str, int], z.PartitionState],
-                 brokers: list[BrokerEndpoint]) -> None:
+                 brokers: list[BrokerEndpoint], made: _Made) -> None:
         self.assignments = assignments
         self.states = states
         self.brokers = brokers
         self._live = frozenset(b.node_id for b in brokers)
         self._metas: dict[tuple[str, int], PartitionMeta] = {}
+        self._made = made
 
     def meta(self, topic: str, partition: int, replicas: tuple[int, ...]) -> PartitionMeta:
-        meta = self._metas.get((topic, partition))
+        tp = (topic, partition)
+        meta = self._metas.get(tp)
         if meta is None:
-            state = self.states.get((topic, partition))
+            state = self.states.get(tp)
             live = self._live
-            offline = () if live.issuperset(replicas) else tuple(
-                r for r in replicas if r not in live)
-            if state is None:  # the controller has not brought it online (yet)
-                meta = PartitionMeta(replicas, -1, -1, (), offline)
+            made = self._made.get(tp)
+            if (made is not None and made[0] is state and made[1] == replicas
+                    and made[2] == live):
+                meta = made[3]
             else:
-                meta = PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr,
-                                     offline)
-            self._metas[(topic, partition)] = meta
+                offline = () if live.issuperset(replicas) else tuple(
+                    r for r in replicas if r not in live)
+                if state is None:  # the controller has not brought it online (yet)
+                    meta = PartitionMeta(replicas, -1, -1, (), offline)
+                else:
+                    meta = PartitionMeta(replicas, state.leader, state.leader_epoch, state.isr,
+                                         offline)
+                self._made[tp] = (state, replicas, live, meta)
+            self._metas[tp] = meta
         return meta
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's partitions leave ``made`` (a snapshot still read
+        may put some back: they are checked on every use, and few)."""
+        for tp in [tp for tp in list(self._made) if tp[0] == topic]:
+            self._made.pop(tp, None)
 
 
 class WatchCache:
@@ -101,7 +129,7 @@ class WatchCache:
         self._topic_listeners: list[Callable[[str], None]] = []
         self._controller_id = -1
         self._state_watch = PartitionStateWatch(self.zk, self._on_states, lambda: self._closed)
-        self._meta_cache = _MetaCache(self._assignments, self._states, self._brokers)
+        self._meta_cache = _MetaCache(self._assignments, self._states, self._brokers, {})
 
     def start(self) -> None:
         self._state_watch.start()
@@ -154,7 +182,7 @@ class WatchCache:
         assignments, states, brokers = self._assignments, self._states, self._brokers
         if (cache.assignments is not assignments or cache.states is not states
                 or cache.brokers is not brokers):
-            cache = self._meta_cache = _MetaCache(assignments, states, brokers)
+            cache = self._meta_cache = _MetaCache(assignments, states, brokers, cache._made)
         return cache
 
     def partition_version(self, topic: str, partition: int) -> int:
@@ -303,6 +331,7 @@ class WatchCache:
             # the dropped topic's back (_on_states checks the watched set)
             self._watched_topics.discard(name)
             self._state_watch.forget_topic(name)
+        self._meta_cache.forget_topic(name)
         self._topic_changed(name)
 
     def reload_topic(self, name: str, drops_seen: int | None = None) -> TopicMeta | None:
