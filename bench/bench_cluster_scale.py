@@ -218,6 +218,36 @@ def leaders_of(resp: MetadataResponse) -> dict[tuple[str, int], int]:
             if t.name.startswith("cluster-scale-") for p in t.partitions}
 
 
+def zookeeper_gc(cluster) -> tuple[float, int, int] | None:
+    """ZooKeeper's JVM so far: (GC seconds, young collections, full collections),
+    from the JDK's jstat; None without it. Its heap is the test kit's (zookeeper.py)."""
+    jstat = shutil.which("jstat")
+    if jstat is None or cluster.zk.pid is None:
+        return None
+    try:
+        out = subprocess.run([jstat, "-gc", str(cluster.zk.pid)], capture_output=True,
+                             text=True, timeout=30).stdout.split("\n")
+        row = dict(zip(out[0].split(), out[1].split()))
+        return float(row["GCT"]), int(row["YGC"]), int(row["FGC"])
+    except (OSError, subprocess.SubprocessError, IndexError, KeyError, ValueError):
+        return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """A process's CPU time so far (user + system, all its threads); 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_of(cluster, ids: list[int]) -> dict[str, float]:
+    return {"zookeeper": cpu_seconds(cluster.zk.pid),
+            **{f"broker {i}": cpu_seconds(cluster.brokers[i].pid) for i in ids}}
+
+
 def watch_expiry(cluster, broker_id: int) -> list[float]:
     """A list that gets the monotonic time /brokers/ids/<id> goes (the session expired)."""
     gone: list[float] = []
@@ -231,6 +261,9 @@ def watch_expiry(cluster, broker_id: int) -> list[float]:
     on_change()
     return gone
 
+
+PHASES = ("produce", "controller-kill", "controller-restart", "broker-kill", "broker-restart",
+          "metadata", "read-back")
 
 produced_after: list[tuple[str, int]] = []  # one record each, by kill_and_time
 
@@ -254,6 +287,8 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     gone = watch_expiry(cluster, victim)
     spies = (start_profiles([cluster.brokers[i].pid for i in sorted(live)], spies_dir / what)
              if spies_dir else [])
+    gc_before = zookeeper_gc(cluster)
+    cpu_before = cpu_of(cluster, sorted(live))
     t0 = time.monotonic()
     cluster.kill(victim)
     moved = None  # when every partition the victim led had a live leader
@@ -272,7 +307,14 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
             raise TimeoutError(f"{what}: not every partition led again after broker {victim}")
         time.sleep(0.2)
     settled = time.monotonic()
+    gc_after = zookeeper_gc(cluster)
+    cpu_after = cpu_of(cluster, sorted(live))
+    figure(f"{what}: CPU s from kill to settled ({settled - t0:.1f} s)",
+           ", ".join(f"{k} {cpu_after[k] - v:.1f}" for k, v in cpu_before.items()))
     assert moved is not None
+    if gc_before and gc_after:
+        figure(f"{what}: ZooKeeper's GC from kill to settled: s, young, full",
+               "%.2f, %d, %d" % tuple(a - b for a, b in zip(gc_after, gc_before)))
     expired = gone[0] if gone else float("nan")
     figure(f"{what}: session expired after kill (s)", round(expired - t0, 2))
     figure(f"{what}: every partition it led has a live leader, from kill (s)",
@@ -355,6 +397,10 @@ def main() -> None:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--profile", type=Path, default=None)
     ap.add_argument("--create-only", action="store_true")
+    ap.add_argument("--phases", default=",".join(PHASES),
+                    help="comma-separated phases to run after the creation, in their "
+                         f"fixed order (default: all of {','.join(PHASES)}); a kill "
+                         "without its restart leaves that broker down for what follows")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
     from samsa.testing.cluster import ClusterProcesses
@@ -387,43 +433,57 @@ def main() -> None:
         stop_profiles(spies)
         if args.create_only:
             return
+        phases = set(args.phases.split(","))
+        if phases - set(PHASES):
+            raise SystemExit(f"unknown phases: {sorted(phases - set(PHASES))}")
         tps = sorted(leaders_of(metadata(cluster.brokers[0].bootstrap)))
         if args.produce_partitions is not None:
             tps = tps[::max(1, len(tps) // args.produce_partitions)][:args.produce_partitions]
-        t0 = time.monotonic()
-        acked = produce_all(cluster, tps, args.records)
-        figure(f"produce: {args.records} records to each of {len(tps)} partitions acked "
-               f"(acks=all) (s)", round(time.monotonic() - t0, 1))
-        figure("produce: records acked", acked)
+        acked = 0
+        if "produce" in phases:
+            t0 = time.monotonic()
+            acked = produce_all(cluster, tps, args.records)
+            figure(f"produce: {args.records} records to each of {len(tps)} partitions acked "
+                   f"(acks=all) (s)", round(time.monotonic() - t0, 1))
+            figure("produce: records acked", acked)
 
-        controller = cluster.wait_for_controller()
-        kill_and_time(cluster, controller, args.partitions, args.rf, "controller kill",
-                      args.profile)
-        figure("controller kill: new controller", cluster.wait_for_controller(
-            among=everyone - {controller}))
-        restart_and_settle(cluster, controller, args.partitions, args.rf, "controller restart")
+        if "controller-kill" in phases:
+            controller = cluster.wait_for_controller()
+            kill_and_time(cluster, controller, args.partitions, args.rf, "controller kill",
+                          args.profile)
+            figure("controller kill: new controller", cluster.wait_for_controller(
+                among=everyone - {controller}))
+            if "controller-restart" in phases:
+                restart_and_settle(cluster, controller, args.partitions, args.rf,
+                                   "controller restart")
 
-        now = cluster.wait_for_controller()
-        led_by = leaders_of(metadata(cluster.brokers[now].bootstrap)).values()
-        victim = max(sorted(everyone - {now}), key=lambda i: sum(1 for x in led_by if x == i))
-        kill_and_time(cluster, victim, args.partitions, args.rf, "broker kill", args.profile)
-        restart_and_settle(cluster, victim, args.partitions, args.rf, "broker restart")
+        if "broker-kill" in phases:
+            now = cluster.wait_for_controller()
+            led_by = leaders_of(metadata(cluster.brokers[now].bootstrap)).values()
+            up = {i for i in everyone if cluster.brokers[i].is_running()}
+            victim = max(sorted(up - {now}), key=lambda i: sum(1 for x in led_by if x == i))
+            kill_and_time(cluster, victim, args.partitions, args.rf, "broker kill",
+                          args.profile)
+            if "broker-restart" in phases:
+                restart_and_settle(cluster, victim, args.partitions, args.rf, "broker restart")
 
-        for b in cluster.brokers:
-            if b.pid is None:
-                continue
-            for v in (12, 1):
-                m = measure(b.bootstrap, b.pid, v, args.requests)
-                figure(f"metadata v{v} broker {cluster.brokers.index(b)}: p50/p99 ms, "
-                       f"CPU ms per request",
-                       f"{m['p50_ms']} / {m['p99_ms']}, {m['broker_cpu_ms_per_request']} "
-                       f"({m['response_bytes']} bytes)")
-        t0 = time.monotonic()
-        expected = acked + len(produced_after)
-        read = count_records(bootstrap, sorted(set(tps) | set(produced_after)), expected)
-        figure(f"read back: records (expected {expected}: {acked} + {len(produced_after)} "
-               f"produced after the kills)", read)
-        figure("read back: seconds", round(time.monotonic() - t0, 1))
+        if "metadata" in phases:
+            for b in cluster.brokers:
+                if b.pid is None:
+                    continue
+                for v in (12, 1):
+                    m = measure(b.bootstrap, b.pid, v, args.requests)
+                    figure(f"metadata v{v} broker {cluster.brokers.index(b)}: p50/p99 ms, "
+                           f"CPU ms per request",
+                           f"{m['p50_ms']} / {m['p99_ms']}, {m['broker_cpu_ms_per_request']} "
+                           f"({m['response_bytes']} bytes)")
+        if "read-back" in phases:
+            t0 = time.monotonic()
+            expected = acked + len(produced_after)
+            read = count_records(bootstrap, sorted(set(tps) | set(produced_after)), expected)
+            figure(f"read back: records (expected {expected}: {acked} + "
+                   f"{len(produced_after)} produced after the kills)", read)
+            figure("read back: seconds", round(time.monotonic() - t0, 1))
     finally:
         cluster.stop()
         if not args.keep:
