@@ -271,7 +271,7 @@ produced_after: list[tuple[str, int]] = []  # one record each, by kill_and_time
 def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
                   spies_dir: Path | None) -> None:
     """kill -9 ``victim``; figures until every partition it led has a live leader."""
-    live = set(range(len(cluster.brokers))) - {victim}
+    live = {i for i, b in enumerate(cluster.brokers) if b.is_running()} - {victim}
     others = [cluster.brokers[i].bootstrap for i in sorted(live)]
     before = metadata(others[0])
     led = sorted(tp for tp, leader in leaders_of(before).items() if leader == victim)
