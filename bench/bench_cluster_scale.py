@@ -226,6 +226,36 @@ def leaders_of(resp: MetadataResponse) -> dict[tuple[str, int], int]:
             if t.name.startswith("cluster-scale-") for p in t.partitions}
 
 
+def zookeeper_gc(cluster) -> tuple[float, int, int] | None:
+    """ZooKeeper's JVM so far: (GC seconds, young collections, full collections),
+    from the JDK's jstat; None without it. Its heap is the test kit's (zookeeper.py)."""
+    jstat = shutil.which("jstat")
+    if jstat is None or cluster.zk.pid is None:
+        return None
+    try:
+        out = subprocess.run([jstat, "-gc", str(cluster.zk.pid)], capture_output=True,
+                             text=True, timeout=30).stdout.split("\n")
+        row = dict(zip(out[0].split(), out[1].split()))
+        return float(row["GCT"]), int(row["YGC"]), int(row["FGC"])
+    except (OSError, subprocess.SubprocessError, IndexError, KeyError, ValueError):
+        return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """A process's CPU time so far (user + system, all its threads); 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0
+
+
+def cpu_of(cluster, ids: list[int]) -> dict[str, float]:
+    return {"zookeeper": cpu_seconds(cluster.zk.pid),
+            **{f"broker {i}": cpu_seconds(cluster.brokers[i].pid) for i in ids}}
+
+
 def watch_expiry(cluster, broker_id: int) -> list[float]:
     """A list that gets the monotonic time /brokers/ids/<id> goes (the session expired)."""
     gone: list[float] = []
@@ -249,7 +279,7 @@ produced_after: list[tuple[str, int]] = []  # one record each, by kill_and_time
 def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
                   spies_dir: Path | None) -> None:
     """kill -9 ``victim``; figures until every partition it led has a live leader."""
-    live = set(range(len(cluster.brokers))) - {victim}
+    live = {i for i, b in enumerate(cluster.brokers) if b.is_running()} - {victim}
     others = [cluster.brokers[i].bootstrap for i in sorted(live)]
     before = metadata(others[0])
     led = sorted(tp for tp, leader in leaders_of(before).items() if leader == victim)
@@ -265,6 +295,8 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     gone = watch_expiry(cluster, victim)
     spies = (start_profiles({i: cluster.brokers[i].pid for i in live}, spies_dir / what)
              if spies_dir else [])
+    gc_before = zookeeper_gc(cluster)
+    cpu_before = cpu_of(cluster, sorted(live))
     t0 = time.monotonic()
     cluster.kill(victim)
     moved = None  # when every partition the victim led had a live leader
@@ -283,7 +315,14 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
             raise TimeoutError(f"{what}: not every partition led again after broker {victim}")
         time.sleep(0.2)
     settled = time.monotonic()
+    gc_after = zookeeper_gc(cluster)
+    cpu_after = cpu_of(cluster, sorted(live))
+    figure(f"{what}: CPU s from kill to settled ({settled - t0:.1f} s)",
+           ", ".join(f"{k} {cpu_after[k] - v:.1f}" for k, v in cpu_before.items()))
     assert moved is not None
+    if gc_before and gc_after:
+        figure(f"{what}: ZooKeeper's GC from kill to settled: s, young, full",
+               "%.2f, %d, %d" % tuple(a - b for a, b in zip(gc_after, gc_before)))
     expired = gone[0] if gone else float("nan")
     figure(f"{what}: session expired after kill (s)", round(expired - t0, 2))
     figure(f"{what}: every partition it led has a live leader, from kill (s)",

@@ -400,9 +400,14 @@ class WatchCache:
             return False
         self.zk.DataWatch(z.partitions_path(topic), on_parent)
 
-    def states_written(self, writes: Sequence[tuple[str, bytes, ZnodeStat]]) -> None:
+    def states_writing(self, paths: Sequence[str]) -> None:
+        """State znodes this session is about to write (state_watch.py's ``writing``)."""
+        self._state_watch.writing(paths)
+
+    def states_written(self, writes: Sequence[tuple[str, bytes, ZnodeStat]],
+                       attempted: Sequence[str]) -> None:
         """State znodes this session has just written (state_watch.py's ``written``)."""
-        self._state_watch.written(writes)
+        self._state_watch.written(writes, attempted)
 
     def _on_states(self, reads: list[StateRead]) -> None:
         """A batch of state znodes read (state_watch.py): into the snapshot in

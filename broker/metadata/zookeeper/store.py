@@ -64,8 +64,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._cache = WatchCache(self._session, endpoint)
         # What the controller and the consumer registry use, over this session;
         # the partition states the controller writes go to this broker's
-        # snapshot as they are committed, not after its watch reads them back.
-        self.znodes = ZooKeeperWrites(self.zk, written=self._cache.states_written)
+        # snapshot as they are committed, and its watch does not read them back.
+        self.znodes = ZooKeeperWrites(self.zk, written=self._cache.states_written,
+                                      writing=self._cache.states_writing)
         self._admin = AdminWrites(self._session, self._cache, writing)
         self._notices = ConfigChangeNotices(self._session, self._cache,
                                             self._admin.entity_configs)

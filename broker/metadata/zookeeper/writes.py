@@ -127,19 +127,26 @@ class ControllerZooKeeper(Znodes, Protocol):
         ...
 
 
-Written = Callable[[Sequence[tuple[str, bytes, ZnodeStat]]], None]
-"""Told of fenced writes committed: each znode's path, data and stat after the write."""
+Writing = Callable[[Sequence[str]], None]
+"""Told of the znodes a fenced write is about to write, before it goes."""
+Written = Callable[[Sequence[tuple[str, bytes, ZnodeStat]], Sequence[str]], None]
+"""Told of fenced writes committed (each znode's path, data and stat after the
+write), of all the paths ``Writing`` was told of (each as often)."""
 
 
 class ZooKeeperWrites:
     """``Znodes`` and ``ControllerZooKeeper`` over a kazoo client. ``written``
     is told of the fenced SetData ZooKeeper committed, once a call's writes
     are all answered (the store hands the controller's partition states to
-    its own snapshot: state_watch.py's ``written``)."""
+    its own snapshot: state_watch.py's ``written``), and ``writing`` of each
+    transaction's znodes before it goes (so that the watch does not read
+    back what this session writes: state_watch.py's ``writing``)."""
 
-    def __init__(self, client: KazooClient, written: Written | None = None) -> None:
+    def __init__(self, client: KazooClient, written: Written | None = None,
+                 writing: Writing | None = None) -> None:
         self.client = client
         self._written = written
+        self._writing = writing
 
     # ------------------------------------------------------------ znodes
 
@@ -250,60 +257,66 @@ class ZooKeeperWrites:
         pending: deque[list[int]] = deque()  # groups to send again
         sent: deque[tuple[list[int], object]] = deque()
         committed: list[tuple[str, bytes, ZnodeStat]] = []  # SetData, for ``written``
-        fenced = False
-        while True:
-            while len(sent) < max(1, in_flight) and not fenced:
-                if pending:
-                    group = pending.popleft()
-                else:
-                    # The next ones are taken (the caller may be deciding them
-                    # as they are asked for) only when there is room to send.
-                    batch = list(islice(fresh, together))
-                    if not batch:
-                        break
-                    group = list(range(len(taken), len(taken) + len(batch)))
-                    taken += batch
-                    out += [NotControllerError()] * len(batch)
-                txn = self.transaction()
-                txn.check(z.CONTROLLER_EPOCH, epoch_version)
-                for write in (w for i in group for w in taken[i]):
-                    if isinstance(write, SetData):
-                        txn.set_data(write.path, write.data, write.version)
+        attempted: list[str] = []  # every path told to ``writing``, as often
+        try:
+            fenced = False
+            while True:
+                while len(sent) < max(1, in_flight) and not fenced:
+                    if pending:
+                        group = pending.popleft()
                     else:
-                        txn.create(write.path, write.data)
-                sent.append((group, txn.commit_async()))
-            if not sent:
-                break
-            group, result = sent.popleft()
-            results = result.get()  # type: ignore[attr-defined]
-            outcome = _fenced_outcome([w for i in group for w in taken[i]], results)
-            if not isinstance(outcome, Exception):
-                at = 0
-                for i in group:
-                    out[i] = outcome[at:at + len(taken[i])]
-                    at += len(taken[i])
-                committed += [(w.path, w.data, stat) for w, stat in zip(
-                    (w for i in group for w in taken[i]), results[1:])
-                    if isinstance(w, SetData) and isinstance(stat, ZnodeStat)]
-            elif isinstance(outcome, NotControllerError):
-                fenced = True  # nothing more is sent; the rest answer NotControllerError
-                pending.clear()
-            elif len(group) == 1:
-                out[group[0]] = outcome
-            else:
-                culprit = _failed_member(group, taken, results)
-                if culprit is None:  # not told which: each on its own
-                    pending.extend([i] for i in group)
+                        # The next ones are taken (the caller may be deciding them
+                        # as they are asked for) only when there is room to send.
+                        batch = list(islice(fresh, together))
+                        if not batch:
+                            break
+                        group = list(range(len(taken), len(taken) + len(batch)))
+                        taken += batch
+                        out += [NotControllerError()] * len(batch)
+                    paths = [w.path for i in group for w in taken[i]]
+                    if self._writing is not None:
+                        self._writing(paths)
+                    attempted += paths
+                    txn = self.transaction()
+                    txn.check(z.CONTROLLER_EPOCH, epoch_version)
+                    for write in (w for i in group for w in taken[i]):
+                        if isinstance(write, SetData):
+                            txn.set_data(write.path, write.data, write.version)
+                        else:
+                            txn.create(write.path, write.data)
+                    sent.append((group, txn.commit_async()))
+                if not sent:
+                    break
+                group, result = sent.popleft()
+                results = result.get()  # type: ignore[attr-defined]
+                outcome = _fenced_outcome([w for i in group for w in taken[i]], results)
+                if not isinstance(outcome, Exception):
+                    at = 0
+                    for i in group:
+                        out[i] = outcome[at:at + len(taken[i])]
+                        at += len(taken[i])
+                    committed += [(w.path, w.data, stat) for w, stat in zip(
+                        (w for i in group for w in taken[i]), results[1:])
+                        if isinstance(w, SetData) and isinstance(stat, ZnodeStat)]
+                elif isinstance(outcome, NotControllerError):
+                    fenced = True  # nothing more is sent; the rest answer NotControllerError
+                    pending.clear()
+                elif len(group) == 1:
+                    out[group[0]] = outcome
                 else:
-                    out[culprit] = outcome
-                    pending.append([i for i in group if i != culprit])
-        # Told once all are answered: handing them over on the way (a snapshot
-        # copy each time) held up the next requests (a 30,000-partition
-        # take-over's writes cost the controller's thread 0.5 s more CPU with a
-        # thousand at a time), and the broker's watch hands the first ones over
-        # meanwhile anyway.
-        if committed and self._written is not None:
-            self._written(committed)
+                    culprit = _failed_member(group, taken, results)
+                    if culprit is None:  # not told which: each on its own
+                        pending.extend([i] for i in group)
+                    else:
+                        out[culprit] = outcome
+                        pending.append([i for i in group if i != culprit])
+        finally:
+            # Told once all are answered (or the call failed): handing them
+            # over on the way (a snapshot copy each time) held up the next
+            # requests (a 30,000-partition take-over's writes cost the
+            # controller's thread 0.5 s more CPU with a thousand at a time).
+            if attempted and self._written is not None:
+                self._written(committed, attempted)
         return out
 
     def create_each(self, paths: Sequence[str]) -> list[Exception | None]:

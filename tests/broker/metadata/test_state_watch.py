@@ -74,3 +74,77 @@ def test_states_read_in_chunks_in_flight_and_their_watches_fire_again(zookeeper,
         closed = True
         client.stop()
         admin.stop()
+
+
+def test_states_this_session_writes_are_handed_over_not_read_back_and_stay_watched(
+        zookeeper, monkeypatch):
+    """The controller's fenced writes go to its own broker's snapshot as they
+    are committed; their watches, fired by those very writes, are set again
+    without reading the states back, and a later change by someone else (a
+    leader's ISR write) still comes. A write refused for its version is read."""
+    from samsa.broker.metadata.zookeeper.writes import SetData, ZooKeeperWrites
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start(timeout=20)
+    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
+    client.start(timeout=20)
+    got: dict[tuple[str, int], bytes | None] = {}
+    lock = threading.Lock()
+    read: list[str] = []   # every state path the watch asked ZooKeeper for
+    real_send_reads = state_watch.send_reads
+
+    def counting_send_reads(zk, paths, *args, **kwargs):
+        with lock:
+            read.extend(paths)
+        return real_send_reads(zk, paths, *args, **kwargs)
+    monkeypatch.setattr(state_watch, "send_reads", counting_send_reads)
+    closed = False
+
+    def deliver(reads):
+        with lock:
+            got.update((tp, data) for tp, data, _ in reads)
+
+    def latest(tp):
+        with lock:
+            return got.get(tp)
+
+    watch = PartitionStateWatch(client, deliver, lambda: closed)
+    writes = ZooKeeperWrites(client, written=watch.written, writing=watch.writing)
+    try:
+        admin.create(z.CONTROLLER_EPOCH, b"1", makepath=True)
+        admin.ensure_path(z.partitions_path("t"))
+        tx = admin.transaction()
+        for p in range(PARTITIONS):
+            tx.create(z.partition_path("t", p))
+            tx.create(z.partition_state_path("t", p), _state(0))
+        assert not any(isinstance(r, Exception) for r in tx.commit())
+        watch.start()
+        watch.follow("t", range(PARTITIONS))
+        wait_until(lambda: all(latest(("t", p)) == _state(0) for p in range(PARTITIONS)),
+                   what="every first read")
+        # Every first read's watch armed: a change to the last chunk's comes.
+        admin.set(z.partition_state_path("t", PARTITIONS - 1), _state(9))
+        wait_until(lambda: latest(("t", PARTITIONS - 1)) == _state(9), what="a change")
+        with lock:
+            read.clear()
+
+        # Ours: one partition's version is stale (someone wrote it meanwhile).
+        admin.set(z.partition_state_path("t", 0), _state(5))
+        outcomes = writes.commit_fenced_each(0, [
+            [SetData(z.partition_state_path("t", p), _state(1), 1 if p == PARTITIONS - 1 else 0)]
+            for p in range(PARTITIONS)], together=20, in_flight=4)
+        assert sum(isinstance(o, Exception) for o in outcomes) == 1
+        assert all(latest(("t", p)) == _state(1) for p in range(1, PARTITIONS))
+        wait_until(lambda: latest(("t", 0)) == _state(5), what="the refused one read")
+        with lock:
+            read_back = {path for path in read if path != z.partition_state_path("t", 0)}
+        assert not read_back, f"{len(read_back)} of our own writes read back"
+
+        # Still watched: a leader's later change to any of them comes.
+        for p in range(1, PARTITIONS, 11):
+            admin.set(z.partition_state_path("t", p), _state(2))
+        wait_until(lambda: all(latest(("t", p)) == _state(2) for p in range(1, PARTITIONS, 11)),
+                   what="changes after our writes handed over")
+    finally:
+        closed = True
+        client.stop()
+        admin.stop()
