@@ -555,8 +555,8 @@ def main() -> None:
         enter("settled")
         if "metadata" in phases:
             for b in cluster.brokers:
-                if b.pid is None:
-                    continue
+                if b.pid is None or not b.is_running():
+                    continue   # (killed by a phase without its restart)
                 for v in (12, 1):
                     m = measure(b.bootstrap, b.pid, v, args.requests)
                     figure(f"metadata v{v} broker {cluster.brokers.index(b)}: p50/p99 ms, "
