@@ -403,7 +403,7 @@ class MetadataWatch:
             self._stop.wait(self.every_s)
 
     def report(self) -> None:
-        for (broker_id, phase), samples in sorted(self.samples.items()):
+        for (broker_id, phase), samples in sorted(list(self.samples.items())):
             if phase != self.phase:
                 continue
             walls = sorted(w for _, w in samples)

@@ -1099,13 +1099,16 @@ class Broker:
             self.registry.close()  # the last mirrored commits reach ZooKeeper
         if self.services is not None:
             failures = await asyncio.get_running_loop().run_in_executor(
-                None, partial(self.services.logs.shutdown, withheld=None if roles_ended else
-                              "a replica role pass outlived the stop's wait"))
+                None, partial(self.services.logs.shutdown, withhold_marker=not roles_ended))
             self.services.store.close()
         self._release_log_dirs()
         if failures:
             log.error("samsa broker stopped, but %d write(s) failed (the next start "
                       "recovers from what was flushed): %s", len(failures), "; ".join(failures))
+            return False
+        if not roles_ended:
+            log.error("samsa broker stopped without the clean-shutdown marker: a replica role "
+                      "change outlived the stop's wait (the next start recovers the logs)")
             return False
         log.info("samsa broker stopped cleanly")
         return True

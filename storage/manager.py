@@ -1015,11 +1015,11 @@ class LogManager:
                     out[d] = out.get(d, 0) + 1
         return out
 
-    def shutdown(self, clean: bool = True, withheld: str | None = None) -> list[str]:
+    def shutdown(self, clean: bool = True, withhold_marker: bool = False) -> list[str]:
         """Clean stop: flush and close every log, write checkpoints, then the marker.
         Returns the writes that failed (empty: a clean stop); a dir with a failure
         gets no clean-shutdown marker, so the next start recovers it.
-        ``withheld``: why no dir gets the marker although every write here
+        ``withhold_marker``: no dir gets the marker although every write here
         succeeded (something outside may still write into the logs).
 
         ``clean=False`` only stops the threads and closes file handles, leaving
@@ -1045,7 +1045,7 @@ class LogManager:
                 for move in self._moves.values():
                     move.future.close_handles(trim=False)
             return []
-        failures: list[str] = [withheld] if withheld else []
+        failures: list[str] = []
         failed_dirs = set()
         t0 = t_closed = time.monotonic()
         with self._lock:
@@ -1104,7 +1104,8 @@ class LogManager:
             failed_dirs.add(d)
         for d in self.log_dirs:
             # the marker promises every log in the dir is flushed and consistent
-            if d not in failed_dirs and d not in self._offline_dirs and not failures:
+            if (d not in failed_dirs and d not in self._offline_dirs and not failures
+                    and not withhold_marker):
                 try:
                     atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
                 except OSError as exc:

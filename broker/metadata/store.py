@@ -90,6 +90,9 @@ class IsrUpdate(NamedTuple):
     leader_epoch: int
     isr: tuple[int, ...]
     version: int
+    # refused because these members are not replicas of the partition now
+    # (the leader's replica list is older than its epoch: admin.py)
+    not_replicas: tuple[int, ...] = ()
 
 
 class IsrChange(NamedTuple):

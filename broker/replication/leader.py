@@ -100,6 +100,7 @@ class LeaderReplica:
         # them made each append and fetch slower the longer it grew)
         self._waiters: list[_Waiter] = []
         self._waiter_seq = 0
+        self._unassigned: frozenset[int] = frozenset()  # see not_replicas
 
     def _counted_isr(self) -> tuple[int, ...]:
         pending = self.pending_isr
@@ -155,6 +156,7 @@ class LeaderReplica:
             progress.fetched(fetch_offset, self.log.log_end_offset, now_ms())
             progress.log_start_offset = log_start_offset
             if (replica not in self.isr and self.pending_isr is None and not self.fenced
+                    and replica not in self._unassigned
                     and may_join_isr(progress, self.log.high_watermark, self.epoch_start_offset)):
                 join = tuple(sorted(set(self.isr) | {replica}))
                 self.pending_isr = join
@@ -195,6 +197,15 @@ class LeaderReplica:
             self.pending_isr = isr
             return True
 
+    def not_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The store refused to let ``replicas`` into the ISR: the topic lists
+        them as replicas no more, which this leader learns later (its replica
+        list and its epoch come from znodes read apart). Until it does
+        (``set_replicas``, ``new_epoch``) they are followers that may not join,
+        instead of a refused write for each of their fetches."""
+        with self._lock:
+            self._unassigned = self._unassigned | frozenset(replicas)
+
     def isr_written(self, isr: tuple[int, ...] | None, version: int) -> None:
         """The pending change was written (``isr``), or refused (None): the ISR in
         the store is then re-read by the caller and given as ``isr`` of a
@@ -230,6 +241,7 @@ class LeaderReplica:
                         last_caught_up_ms=old.last_caught_up_ms if old else start)
             self._followers = followers
             self.replicas = replicas
+            self._unassigned = frozenset()
         self._maybe_advance()
         self._check_waiters()
 
@@ -242,6 +254,7 @@ class LeaderReplica:
             self._followers = {r: self._followers.get(r) or FollowerProgress(last_caught_up_ms=start)
                                for r in replicas if r != self.broker_id}
             self.replicas = replicas
+            self._unassigned = frozenset()
         self._maybe_advance()
 
     def metadata_isr(self, isr: tuple[int, ...], version: int) -> None:

@@ -61,11 +61,12 @@ LOGGED_ONE_BY_ONE = 20  # role changes of a pass logged a line each; beyond, a s
 # of its own (_sync_each), with at most this many such commits in flight.
 COMMITTED_APART_FROM = 50
 MAX_COMMITS_IN_FLIGHT = 2
-STOP_COMMITS_WAIT_S = 60.0
-# How long a stop waits for a role pass (or a role being taken up) to end:
-# far longer than any pass takes (seconds at 10,000 partitions), short of
-# hanging the stop on a disk that no longer answers.
-STOP_PASSES_WAIT_S = 120.0
+# How long the stop waits, in all, for the ISR thread, a role pass (or a
+# role being taken up) and the passes' epoch commits to end: far longer than
+# any pass takes (seconds at 10,000 partitions), short of hanging the stop on
+# a disk that no longer answers (and under the 90 s a service manager gives a
+# stop by default, so the stop can still say why before it is killed).
+STOP_WAIT_S = 60.0
 
 
 class ManagedLog(ReplicaLog, FollowerLog, Protocol):
@@ -287,17 +288,17 @@ class ReplicaManager:
             except Exception:  # noqa: BLE001 - that log's next append writes it
                 log.exception("writing %s-%d's leader epochs failed", lg.topic, lg.partition)
 
-    def _reap_commits(self, keep: int, timeout: float | None = None) -> bool:
+    def _reap_commits(self, keep: int, deadline: float | None = None) -> bool:
         """Wait for the oldest commits in flight until at most ``keep`` are;
-        False when one outlived ``timeout``."""
+        False when one is still running at ``deadline`` (time.monotonic)."""
         while True:
             with self._commits_lock:
                 self._commits = [t for t in self._commits if t.is_alive()]
                 if len(self._commits) <= keep:
                     return True
                 oldest = self._commits[0]
-            oldest.join(timeout)
-            if timeout is not None and oldest.is_alive():
+            oldest.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if deadline is not None and oldest.is_alive():
                 return False
 
     def _clean_up(self, gone: list[TopicPartition], everything: bool) -> None:
@@ -458,36 +459,41 @@ class ReplicaManager:
         self._thread = threading.Thread(target=self._run, name="samsa-isr", daemon=True)
         self._thread.start()
 
-    def stop(self, passes_timeout: float = STOP_PASSES_WAIT_S) -> bool:
+    def stop(self, timeout: float = STOP_WAIT_S) -> bool:
         """Stop the ISR thread, and wait for a role pass running (it takes up
         no more roles once this begins) and for the passes' epoch commits:
         the logs close after this, and a pass still taking up roles or
         writing epoch files would write into logs the stop has closed, or
         after the clean-shutdown marker. As Kafka's stop waits for its
         request handlers (a LeaderAndIsr being handled), but not for ever: a
-        pass stuck on a hung disk must not hang the stop. False when a pass,
-        a role being taken up, or an epoch commit outlived its limit: the
-        logs may still be written, so the caller withholds the clean-shutdown
-        marker and the next start recovers them."""
+        pass stuck on a hung disk must not hang the stop. All of it within
+        ``timeout``; False when something outlived it: the logs may still be
+        written, so the caller withholds the clean-shutdown marker and the
+        next start recovers them."""
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
         with self._passes_ended:
             self._stopped = True
         self._wake.set()
         if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=min(10.0, left()))
         with self._passes_ended:
             passes_ended = self._passes_ended.wait_for(lambda: self._passes == 0,
-                                                       timeout=passes_timeout)
+                                                       timeout=left())
         # a role being taken up outside a pass is done once this lock is ours: none begins now
-        roles_quiet = self._roles_lock.acquire(timeout=passes_timeout)
+        roles_quiet = self._roles_lock.acquire(timeout=left())
         if roles_quiet:
             self._roles_lock.release()
         # the leader epochs in place before the logs are closed
-        commits_ended = self._reap_commits(keep=0, timeout=STOP_COMMITS_WAIT_S)
+        commits_ended = self._reap_commits(keep=0, deadline=deadline)
         if not (passes_ended and roles_quiet and commits_ended):
-            log.error("replica manager stop: %s did not end within its limit; the logs "
-                      "will be recovered at the next start",
+            log.error("replica manager stop: %s did not end within %g s; the logs will be "
+                      "recovered at the next start",
                       "a role pass" if not passes_ended else
-                      "a role being taken up" if not roles_quiet else "a leader epoch commit")
+                      "a role being taken up" if not roles_quiet else "a leader epoch commit",
+                      timeout)
         if roles_quiet:
             with self._roles_lock:
                 for leader in self._leaders.values():
@@ -657,7 +663,14 @@ class ReplicaManager:
                         leader.topic, leader.partition, list(isr), result)
             self._retry_later(leader, isr)
             return
-        if result.written:
+        if result.not_replicas:
+            # Our replica list is older than our epoch (a reassignment's end read
+            # apart): those followers join no more until the list is read again.
+            log.info("%s-%d: %s not let into the ISR: not replicas of it now",
+                     leader.topic, leader.partition, list(result.not_replicas))
+            leader.not_replicas(result.not_replicas)
+            leader.isr_written(result.isr, result.version)
+        elif result.written:
             if len(isr) > len(before):
                 self.isr_expands += 1
             elif len(isr) < len(before):

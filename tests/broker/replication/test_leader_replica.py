@@ -346,3 +346,37 @@ def test_a_leader_is_not_fenced_by_a_cut_off_that_ended_meanwhile(log):
     wait_until(lambda: resumed and not (_cut_off_watches() & watch), what="the watch to end")
     assert not lr.fenced
     append(lr, 1)
+
+
+class _NoLongerAReplica:
+    """The store as a leader with an old replica list finds it: a join of
+    broker 2 refused, for the topic lists it as a replica no more."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def update_isr(self, topic, partition, leader_epoch, isr, version):
+        self.calls += 1
+        return IsrUpdate(False, ME, leader_epoch, (0, 1), version, not_replicas=(2,))
+
+
+def test_a_follower_refused_as_no_longer_a_replica_does_not_ask_again_until_the_list_is_read(log):
+    """A leader that took its epoch up before its shorter replica list (a
+    reassignment's end, read apart) proposes the removed follower once; refused,
+    it does not propose it again on every fetch of that follower, which would
+    cost ZooKeeper reads each time, and the list read again ends the matter."""
+    lr = leader(log, isr=(0, 1))
+    store = _NoLongerAReplica()
+    manager = _managed(store, lr)
+    end = append(lr, 2)
+    lr.follower_fetched(1, end)
+    join = lr.follower_fetched(2, end)
+    assert join == (0, 1, 2)
+    manager._write_isr(lr, join)
+    assert store.calls == 1 and lr.isr == (0, 1) and lr.pending_isr is None
+    for _ in range(3):
+        assert lr.follower_fetched(2, end) is None   # no new proposal, no new write
+    lr.set_replicas((0, 1))                          # the new list read: 2 is gone
+    assert lr.follower_fetched(2, end) is None
+    lr.new_epoch(2, (0, 1, 2), (0, 1), lr.isr_version)  # a replica again (a later move)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
