@@ -5,7 +5,8 @@ does the pass recover the logs a kill left: each role waits for its log's load."
 from __future__ import annotations
 
 import os
-
+import threading
+from typing import Callable
 
 from samsa.broker.metadata import PartitionMeta
 from samsa.broker.replication.manager import ReplicaManager
@@ -36,6 +37,27 @@ def _leading(data: str, store, partitions: int) -> tuple[LogManager, ReplicaMana
         logs.create_log("t", p, CFG).append(batch_of(2))
     return logs, ReplicaManager(store, logs, 0, lambda t, p, events=3: None,
                                 lag_time_max_ms=lambda: 10_000)
+
+
+def _pass_held_at_partition_one(data: str, partitions: int, hold: Callable[[], object]
+                                ) -> tuple[LogManager, ReplicaManager, threading.Thread]:
+    """A role pass over ``partitions`` logs in ``data``, running on a thread of
+    its own and held where it asks the metadata for partition 1, until
+    ``hold()`` returns; returned once it is held there."""
+    asked = threading.Event()
+
+    class HeldAtPartitionOne(LeadsEverything):
+        def partition(self, topic: str, partition: int) -> PartitionMeta:
+            if partition == 1:
+                asked.set()
+                hold()
+            return super().partition(topic, partition)
+
+    logs, replicas = _leading(data, HeldAtPartitionOne(), partitions)
+    passing = threading.Thread(target=replicas.sync_roles, daemon=True)
+    passing.start()
+    assert asked.wait(30)
+    return logs, replicas, passing
 
 
 def test_after_a_kill_the_pass_leaves_each_role_to_its_logs_load(tmp_path):
@@ -117,31 +139,19 @@ def test_stop_waits_for_a_running_pass_which_takes_up_no_more_roles(tmp_path):
     taken up is finished and its leader epoch is in its file when the stop
     returns, so nothing is written into the logs once they are closed; and
     the pass takes up no more roles, so the stop does not wait for the rest."""
-    import threading
-
     from samsa.storage.checkpoints import read_leader_epoch_checkpoint
 
-    asked = threading.Event()
     stopping = threading.Event()
     stop_returned = threading.Event()
 
-    class SlowAtPartitionOne(LeadsEverything):
-        """A metadata answer that stalls while the stop begins (for as long
-        as the stop lets the pass stall: at most a while)."""
-
-        def partition(self, topic: str, partition: int) -> PartitionMeta:
-            if partition == 1:
-                asked.set()
-                stopping.wait()
-                stop_returned.wait(timeout=3)
-            return super().partition(topic, partition)
+    def stall_while_the_stop_begins() -> None:
+        # (for as long as the stop lets the pass stall: at most a while)
+        stopping.wait()
+        stop_returned.wait(timeout=3)
 
     data = str(tmp_path / "data")
-    logs, replicas = _leading(data, SlowAtPartitionOne(), 4)
-    passing = threading.Thread(target=replicas.sync_roles, daemon=True)
+    logs, replicas, passing = _pass_held_at_partition_one(data, 4, stall_while_the_stop_begins)
     try:
-        passing.start()
-        assert asked.wait(30)
         stopping.set()
         replicas.stop()
         stop_returned.set()
@@ -183,26 +193,13 @@ def test_a_pass_stuck_past_the_stops_limit_leaves_the_logs_to_be_recovered(tmp_p
     hang the stop: past its limit the stop goes on, says so, and the logs get
     no clean-shutdown marker, so the next start recovers them (the stuck pass
     may still write into them)."""
-    import threading
 
     from samsa.storage.checkpoints import CLEAN_SHUTDOWN_MARKER
 
-    asked = threading.Event()
     release = threading.Event()
-
-    class StuckAtPartitionOne(LeadsEverything):
-        def partition(self, topic: str, partition: int) -> PartitionMeta:
-            if partition == 1:
-                asked.set()
-                release.wait()
-            return super().partition(topic, partition)
-
     data = str(tmp_path / "data")
-    logs, replicas = _leading(data, StuckAtPartitionOne(), 3)
-    passing = threading.Thread(target=replicas.sync_roles, daemon=True)
+    logs, replicas, passing = _pass_held_at_partition_one(data, 3, release.wait)
     try:
-        passing.start()
-        assert asked.wait(30)
         assert replicas.stop(timeout=0.2) is False
         assert logs.shutdown(withhold_marker=True) == []   # every write made, no marker
         assert not os.path.exists(os.path.join(data, CLEAN_SHUTDOWN_MARKER))
