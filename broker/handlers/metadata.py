@@ -193,21 +193,21 @@ class _Cache:
               reachable: _Reachable, ops: int) -> MetadataResponse.MetadataResponseTopic:
         """A described topic's entry, encoded for ``version`` once per change."""
         token = store.topic_token(meta.name)   # first: see the class doc
-        if not token:
-            return MetadataResponse.MetadataResponseTopic(
-                error_code=0, name=meta.name, topic_id=meta.topic_id,
-                is_internal=meta.is_internal, topic_authorized_operations=ops,
-                partitions=[_build_partition(index, p, reachable)
-                            for index, p in sorted(store.partitions(meta.name).items())])
         key = (meta.name, listener, version, ops)
-        hit = self._encoded.get(key)
-        if (hit is not None and _same(hit[0], token) and hit[1] == reachable.key
-                and hit[2] == meta.topic_id and hit[3] == meta.is_internal):
-            return hit[4]
+        if token:
+            hit = self._encoded.get(key)
+            if (hit is not None and _same(hit[0], token) and hit[1] == reachable.key
+                    and hit[2] == meta.topic_id and hit[3] == meta.is_internal):
+                return hit[4]
+            partitions = self.partitions(store, meta.name, listener, version, reachable)
+        else:   # a store that cannot say what changed: built for this answer alone
+            partitions = [_build_partition(index, p, reachable)
+                          for index, p in sorted(store.partitions(meta.name).items())]
         entry = MetadataResponse.MetadataResponseTopic(
             error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.is_internal,
-            partitions=self.partitions(store, meta.name, listener, version, reachable),
-            topic_authorized_operations=ops)
+            partitions=partitions, topic_authorized_operations=ops)
+        if not token:
+            return entry
         encoded = preencode(MetadataResponse, entry, version)
         self._encoded[key] = (token, reachable.key, meta.topic_id, meta.is_internal, encoded)
         return encoded
