@@ -79,7 +79,7 @@ def test_broker_describe_sources():
     assert e["auto.create.topics.enable"].source == S.STATIC_BROKER_CONFIG
     assert e["num.network.threads"].source == S.DEFAULT_CONFIG and e["num.network.threads"].is_default
     # dynamic in Kafka, so not read-only; broker.id never is
-    assert e["num.network.threads"].value == "3" and not e["num.network.threads"].read_only
+    assert e["num.network.threads"].value == "1" and not e["num.network.threads"].read_only
     assert e["broker.id"].read_only
     assert e["log.dirs"].value == "/a,/b" and e["log.dirs"].source == S.STATIC_BROKER_CONFIG
     hours = e["log.retention.hours"]
