@@ -323,10 +323,22 @@ def fill_topic(bootstrap: str, topic: str, value_size: int, records: int) -> Non
 
 def latency_producer(barrier, queue, bootstrap: str, topic: str, value_size: int, rate: int,
                      seconds: float, acks: str = "1"):
-    """Send ``rate`` records/s for ``seconds``; each value starts with its send time (ns)."""
+    """Send ``rate`` records/s for ``seconds``; each value starts with its send time (ns).
+    Reports each timed record's produce latency too: send to its delivery report
+    (the broker's answer, as the producer's poll hands it over)."""
     from confluent_kafka import Producer
 
-    p = Producer(_producer_conf(bootstrap, acks, 0))
+    acked: list[int] = []
+    now_ns, unpack = time.monotonic_ns, struct.unpack_from
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            (ts,) = unpack(">q", msg.value(), 0)
+            if ts:
+                acked.append(now_ns() - ts)
+
+    p = Producer({**_producer_conf(bootstrap, acks, 0), "delivery.report.only.error": False,
+                  "on_delivery": on_delivery})
     p.produce(topic, struct.pack(">q", 0).ljust(value_size, b"x"))  # warm-up, timestamp 0 = ignored
     p.flush(30)
     barrier.wait(60)
@@ -343,7 +355,7 @@ def latency_producer(barrier, queue, bootstrap: str, topic: str, value_size: int
         p.poll(0)
         time.sleep(0.0005)
     p.flush(60)
-    queue.put({"sent": sent, "seconds": time.monotonic() - t0})
+    queue.put({"sent": sent, "seconds": time.monotonic() - t0, "ack_latencies_ns": acked})
 
 
 def latency_consumer(barrier, queue, bootstrap: str, topic: str, expected: int, timeout: float):
