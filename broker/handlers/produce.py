@@ -113,9 +113,11 @@ def _topic_meta(broker: Services, version: int, topic: ProduceRequest.TopicProdu
     """(the topic's metadata or None, the error for a missing one): by id from v13."""
     if version >= 13:
         return broker.topics.by_id(topic.topic_id), ErrorCode.UNKNOWN_TOPIC_ID
-    return broker.topics.get(topic.name), (
-        ErrorCode.INVALID_TOPIC_EXCEPTION if name_error(topic.name)
-        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    meta = broker.topics.get(topic.name)
+    if meta is not None:  # (the name's rules are checked only for an answer about its absence)
+        return meta, ErrorCode.NONE
+    return None, (ErrorCode.INVALID_TOPIC_EXCEPTION if name_error(topic.name)
+                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def _first_transactional_write(broker: Services, found: LeaderLookup, records: Buf | None
