@@ -69,6 +69,9 @@ _WAIT_FOR_METADATA = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_
 _LEADER_CATCHING_UP = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
                        ErrorCode.LEADER_NOT_AVAILABLE}
 QUICK_RETRY_S = 0.025
+# Every followed log's fetch state (end, start) is read at least this often;
+# between, only those of partitions an answer named (see ReplicaFetcher._fetch_states).
+STATE_REFRESH_S = 1.0
 # A leader that lost or never had our fetch session: fetch in full, at once
 _SESSION_ERRORS = {ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
                    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR}
@@ -124,11 +127,12 @@ class FetcherConfig(Protocol):
 
 class _Followed:
     """One partition this broker follows, at one leader epoch."""
-    __slots__ = ("log", "leader", "leader_epoch", "truncated", "active", "lock", "retry_at",
-                 "leader_high_watermark", "quick_retries")
+    __slots__ = ("log", "key", "leader", "leader_epoch", "truncated", "active", "lock",
+                 "retry_at", "leader_high_watermark", "quick_retries", "fetch_state")
 
     def __init__(self, log_: FollowerLog, leader: int, leader_epoch: int) -> None:
         self.log = log_
+        self.key = (log_.topic, log_.partition)
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.truncated = False   # divergence resolved with this leader at this epoch
@@ -137,10 +141,9 @@ class _Followed:
         self.retry_at = 0.0
         self.leader_high_watermark = 0  # as the last fetch answered
         self.quick_retries = 0  # answers of a leader still taking its leadership up
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.log.topic, self.log.partition
+        # The FetchState last read from the log, kept until something may have
+        # moved it (see ReplicaFetcher._fetch_states); None: read it again.
+        self.fetch_state: FetchState | None = None
 
 
 class _NewlyFollowed:
@@ -164,6 +167,10 @@ class ReplicaFetcher:
         # this follower (KIP-392) long-poll on it
         self._notify = notify
         self._followed: dict[tuple[str, int], _Followed] = {}
+        # the same, by leader: a round with one leader looks at its partitions
+        # only (a broker following 20,000 partitions of two leaders walked all
+        # of them in each round with either)
+        self._of_leader: dict[int, dict[tuple[str, int], _Followed]] = {}
         self._new: dict[int, _NewlyFollowed] = {}  # by leader, not handed over yet
         self._lock = threading.Lock()
         # uvloop, as the processors: a follower's loop turns over once per chunk
@@ -177,6 +184,10 @@ class ReplicaFetcher:
         self._interrupted: set[int] = set()
         # KIP-227: the fetch session with each leader (only the leader's loop touches it)
         self._sessions: dict[int, FollowerFetchSession[tuple[str, int]]] = {}
+        # when each leader's FetchStates are all read again, and at which
+        # replica.fetch.max.bytes they were (see _fetch_states)
+        self._state_refresh_at: dict[int, float] = {}
+        self._state_read: dict[int, int] = {}
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="samsa-replica-fetcher", daemon=True)
         self._stopped = False
@@ -192,6 +203,7 @@ class ReplicaFetcher:
                 with f.lock:
                     f.active = False
             self._followed.clear()
+            self._of_leader.clear()
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -215,7 +227,9 @@ class ReplicaFetcher:
             if current is not None:
                 with current.lock:
                     current.active = False
-            self._followed[key] = _Followed(log_, leader, leader_epoch)
+                self._of_leader[current.leader].pop(key, None)
+            self._followed[key] = self._of_leader.setdefault(leader, {})[key] = _Followed(
+                log_, leader, leader_epoch)
             # Handed to the fetcher's loop in batches: a roles pass follows
             # thousands of partitions, and one wake-up of the loop (and one
             # interrupt of a long poll) per partition kept both threads busy.
@@ -246,6 +260,8 @@ class ReplicaFetcher:
     def unfollow(self, topic: str, partition: int) -> None:
         with self._lock:
             current = self._followed.pop((topic, partition), None)
+            if current is not None:
+                self._of_leader[current.leader].pop(current.key, None)
         if current is not None:
             with current.lock:  # waits out an append in progress
                 current.active = False
@@ -272,7 +288,7 @@ class ReplicaFetcher:
 
     def _partitions_of(self, leader: int) -> list[_Followed]:
         with self._lock:
-            return [f for f in self._followed.values() if f.leader == leader and f.active]
+            return [f for f in self._of_leader.get(leader, {}).values() if f.active]
 
     def _ensure_task(self, leader: int) -> None:
         task = self._tasks.get(leader)
@@ -381,6 +397,7 @@ class ReplicaFetcher:
         R = OffsetForLeaderEpochRequest
         by_topic: dict[str, list] = {}
         for followed in fresh:  # (f below: the one an answer names, if any)
+            followed.fetch_state = None  # (its log is about to be cut back)
             by_topic.setdefault(followed.log.topic, []).append(R.OffsetForLeaderPartition(
                 partition=followed.log.partition, current_leader_epoch=followed.leader_epoch,
                 leader_epoch=followed.log.leader_epochs.latest_epoch))
@@ -441,14 +458,7 @@ class ReplicaFetcher:
         leader = ready[0].leader
         session = self._sessions.setdefault(leader, FollowerFetchSession())
         max_bytes = cfg.replica_fetch_max_bytes
-        states: dict[tuple[str, int], FetchState] = {}
-        index: dict[tuple[str, int], _Followed] = {}
-        for followed in ready:
-            lg = followed.log
-            key = (lg.topic, lg.partition)
-            states[key] = (lg.log_end_offset, lg.log_start_offset, followed.leader_epoch,
-                           max_bytes)
-            index[key] = followed
+        states, index = self._fetch_states(leader, ready, max_bytes)
         nxt = session.build(states)
         by_topic: dict[str, list] = {}
         for key in nxt.send:
@@ -507,6 +517,7 @@ class ReplicaFetcher:
                 f = index.get((t.topic, p.partition_index))
                 if f is None:
                     continue
+                f.fetch_state = None  # appended, truncated, reset or delayed below
                 if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append(f)
                 elif p.error_code:
@@ -530,6 +541,36 @@ class ReplicaFetcher:
                         self._delay(f, cfg)
         if out_of_range:
             await self._reset_out_of_range(conn, out_of_range, cfg)
+
+    def _fetch_states(self, leader: int, ready: list[_Followed], max_bytes: int
+                      ) -> tuple[dict[tuple[str, int], FetchState], dict[tuple[str, int], _Followed]]:
+        """Each ready partition's FetchState, and the partitions by key.
+
+        Only this fetcher writes a followed log (appends, truncations, resets,
+        each after an answer naming the partition, which drops the state kept),
+        so a partition no answer named since its state was read still has it:
+        a round reads only the logs that moved. Retention moving a follower's
+        log start is the one change from elsewhere: every state is read again
+        at least every STATE_REFRESH_S, and when replica.fetch.max.bytes changes.
+        """
+        now = time.monotonic()
+        refresh = (self._state_read.get(leader) != max_bytes
+                   or now >= self._state_refresh_at.get(leader, 0.0))
+        if refresh:
+            self._state_read[leader] = max_bytes
+            self._state_refresh_at[leader] = now + STATE_REFRESH_S
+        states: dict[tuple[str, int], FetchState] = {}
+        index: dict[tuple[str, int], _Followed] = {}
+        for followed in ready:
+            state = followed.fetch_state
+            if state is None or refresh:
+                lg = followed.log
+                state = followed.fetch_state = (lg.log_end_offset, lg.log_start_offset,
+                                                followed.leader_epoch, max_bytes)
+            key = followed.key
+            states[key] = state
+            index[key] = followed
+        return states, index
 
     def _apply(self, f: _Followed, p: Any) -> None:  # p: a FetchResponse partition
         records = p.records
