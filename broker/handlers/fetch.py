@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Callable
+from typing import Callable, TypeVar
 from concurrent.futures import ThreadPoolExecutor
 
 from samsa.protocol.errors import ErrorCode
@@ -65,6 +65,7 @@ from .services import Connection, Metrics, Services
 
 R = FetchResponse
 _INT32_MAX = 0x7FFFFFFF
+_T = TypeVar("_T")
 # Where down-conversions run: bounded, so old fetchers cannot take every core
 # (nor hold more than two conversions' memory), and off the processor loops.
 _CONVERTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="samsa-downconvert")
@@ -75,6 +76,19 @@ _CONVERTERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="samsa-downco
 # such loads do not compete for the disk; a few logs still load inline.
 _LOADER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="samsa-fetch-load")
 _LOAD_OFF_LOOP_AT = 32
+# A Fetch naming more partitions than this (a follower's session: thousands
+# after a restart or a controller's take-over) is resolved and read a slice at
+# a time, giving the event loop back between slices: at 10,000 partitions a
+# pass held the loop, and every connection on it (one network thread by
+# default), for a few hundred milliseconds, so Metadata answers waited seconds.
+_SLICE = 500
+
+
+def _slices(items: list[_T]) -> list[list[_T]]:
+    """``items`` in pieces of at most _SLICE (itself when it is one)."""
+    if len(items) <= _SLICE:
+        return [items]
+    return [items[i:i + _SLICE] for i in range(0, len(items), _SLICE)]
 
 
 class _Target:
@@ -187,15 +201,31 @@ def _aborted(log: PartitionLog, fetch_offset: int, regions: list[FileRegion]
 _Answer = tuple[_Target, FetchResponse.PartitionData]
 
 
+async def _read_sliced(targets: list[_Target], max_bytes: int, version: int, follower: bool,
+                       isolation: int = 0) -> tuple[list[_Answer], int]:
+    """_read_all, a slice at a time (see _SLICE)."""
+    pieces = _slices(targets)
+    if len(pieces) == 1:
+        return _read_all(targets, max_bytes, version, follower, isolation)
+    answers: list[_Answer] = []
+    gathered = 0
+    for n, piece in enumerate(pieces):
+        if n:
+            await asyncio.sleep(0)
+        more, gathered = _read_all(piece, max_bytes, version, follower, isolation, gathered)
+        answers += more
+    return answers, gathered
+
+
 def _read_all(targets: list[_Target], max_bytes: int, version: int, follower: bool,
-              isolation: int = 0) -> tuple[list[_Answer], int]:
-    """One pass over every partition: (partition answers, bytes gathered).
+              isolation: int = 0, gathered: int = 0) -> tuple[list[_Answer], int]:
+    """One pass over every partition: (partition answers, bytes gathered, with
+    the ``gathered`` of the partitions read before them).
     ``isolation``: the consumer's isolation level (READ_COMMITTED: up to the
     last stable offset, with the aborted transactions)."""
     committed = isolation == READ_COMMITTED and not follower
     answers: list[_Answer] = []
-    remaining = max_bytes
-    gathered = 0
+    remaining = max_bytes - gathered
     for t in targets:
         if t.lookup.error:
             leader = t.lookup.leader
@@ -434,15 +464,20 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         allowed = lambda _topic: follower_ok
     else:
         allowed = authz.topic_checker(ctx, Op.READ)
-    targets = _resolve(broker, session.partitions, version, replica_id, allowed)
+    targets: list[_Target] = []
+    for n, piece in enumerate(_slices(session.partitions)):
+        if n:
+            await asyncio.sleep(0)
+        resolved = _resolve(broker, piece, version, replica_id, allowed)
+        if follower:
+            for t in resolved:
+                if t.lookup.ok:
+                    broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset,
+                                                       t.log_start_offset)
+        targets += resolved
     isolation = req.isolation_level if version >= 4 else 0
     redirected = False
-    if follower:
-        for t in targets:
-            if t.lookup.ok:
-                broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset,
-                                                   t.log_start_offset)
-    elif version >= 11 and req.rack_id:
+    if not follower and version >= 11 and req.rack_id:
         for t in targets:
             if t.lookup.ok:
                 t.read_replica = broker.partitions.preferred_read_replica(
@@ -458,7 +493,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
         # (a follower reads up to the log end, a consumer up to what is committed)
         waiter = (broker.notifier.wait_any(keys, loop, APPENDED if follower else READABLE)
                   if keys else None)
-        answers, gathered = _read_all(targets, max_bytes, version, follower, isolation)
+        answers, gathered = await _read_sliced(targets, max_bytes, version, follower, isolation)
         any_error = any(p.error_code for _, p in answers)
         timeout = deadline - loop.time()
         # A consumer sent elsewhere learns it at once, as Kafka answers it.
@@ -477,5 +512,6 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
                 # every partition again cost as much as the first pass.
                 _refresh_offsets(answers)
             else:
-                answers, _ = _read_all(targets, max_bytes, version, follower, isolation)
+                answers, _ = await _read_sliced(targets, max_bytes, version, follower,
+                                                isolation)
             return await _answer(ctx, answers, version, max_bytes, follower, session)

@@ -120,3 +120,34 @@ async def test_a_fetch_naming_many_unloaded_logs_loads_them_off_the_event_loop()
     assert all(lg.loaded_on and lg.loaded_on.startswith("samsa-fetch-load") for lg in many)
     # a few load where they are first read, as before
     assert all(lg.loaded_on is None for lg in few)
+
+
+async def test_a_fetch_naming_thousands_of_partitions_lets_other_requests_run_meanwhile():
+    """A follower's session names thousands of partitions; resolving and reading
+    them all in one go held the event loop (every connection on it) for the
+    whole pass. The pass gives the loop back between slices, so a request of
+    another connection on the same loop is served before the big one ends."""
+    services = FakeServices()
+    services.topics.add("t", partitions=3000)
+    services.partitions.not_leader.update(("t", p) for p in range(3000))
+    looked_up: list[int] = []
+    replica_log = services.partitions.replica_log
+
+    def counted(topic: str, partition: int, epoch: int, replica_id: int) -> LeaderLookup:
+        looked_up.append(partition)
+        return replica_log(topic, partition, epoch, replica_id)
+
+    services.partitions.replica_log = counted  # type: ignore[method-assign]
+    seen_by_other: list[int] = []
+
+    async def other_connections_request() -> None:
+        seen_by_other.append(len(looked_up))
+
+    request = _request(*(("t", p) for p in range(3000)))
+    request.replica_id = 1  # a follower: its Fetch names every partition it follows
+    other = asyncio.ensure_future(other_connections_request())
+    resp = await handle_fetch(context(services, ApiKey.FETCH, 12), request)
+    await other
+    assert len(_codes(resp)) == 3000 and len(looked_up) == 3000
+    # the other request ran while the big one was part way through its partitions
+    assert 0 < seen_by_other[0] < 3000
