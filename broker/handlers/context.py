@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
 
 from samsa.protocol.messages import RequestHeader
@@ -11,6 +12,14 @@ from ..quotas.mutation import UNBOUNDED, MutationQuota
 from .services import Connection, Services
 
 T = TypeVar("T")
+
+# Where handlers' blocking parts run: one pool for the broker process, sized
+# apart from the processor loops. Each loop's default executor has
+# min(32, cores + 4) threads, so one loop (num.network.threads' default) would
+# have left 6 on a 2-core machine for every CreateTopics waiting for its
+# leaders, controlled shutdown, reassignment and ZooKeeper write at once.
+# Threads start only when work comes.
+_BLOCKING = ThreadPoolExecutor(max_workers=32, thread_name_prefix="samsa-blocking")
 
 
 @dataclasses.dataclass
@@ -37,4 +46,4 @@ async def off_loop(fn: Callable[..., T], *args: object) -> T:
     """Run a handler's blocking part (metadata store writes: ZooKeeper round
     trips, waiting for the controller) on a worker thread, so the processor
     loop keeps serving its other connections meanwhile."""
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(_BLOCKING, fn, *args)

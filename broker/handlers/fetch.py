@@ -468,6 +468,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     for n, piece in enumerate(_slices(session.partitions)):
         if n:
             await asyncio.sleep(0)
+            if session.kind is not Kind.SESSIONLESS and ctx.conn.peer_gone:
+                return None  # nobody reads it (see _answer): no more of the pass
         resolved = _resolve(broker, piece, version, replica_id, allowed)
         if follower:
             for t in resolved:

@@ -234,6 +234,40 @@ def test_fetch_limits_return_whole_batches_and_at_least_one(broker):
         assert [r.offset for _, r in iter_all_records(bytes(mid.records))][0] == 1
 
 
+def test_a_fetch_of_many_partitions_keeps_its_byte_limit_across_the_whole_answer(broker):
+    """A Fetch naming more than 500 partitions is read a slice at a time; its
+    max_bytes still bounds the whole answer, which may pass it only by the
+    first batch of the first partition with data (Kafka's rule), not by one
+    batch per slice."""
+    topic = _topic("many")
+    partitions = 1200
+    with SimpleClient(broker.bootstrap) as c:
+        _create(c, topic, partitions=partitions)
+        big = build_batch(_records([b"x" * 5000]))
+        topic_id = _topic_id(c, topic)
+        resp = c.call(PRODUCE, ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
+                ProduceRequest.PartitionProduceData(index=p, records=big)
+                for p in range(partitions)])]))
+        assert all(p.error_code == 0 for p in resp.responses[0].partition_responses)
+        # room for one batch and a half: the first batch whole, a second that fits
+        limit = len(big) * 3 // 2
+        resp = c.call(FETCH, FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=limit, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(
+                topic=topic, topic_id=topic_id, partitions=[
+                    FetchRequest.FetchPartition(partition=p, fetch_offset=0,
+                                                partition_max_bytes=1 << 20)
+                    for p in range(partitions)])],
+            forgotten_topics_data=[], rack_id=""))
+        assert resp.error_code == 0
+        answered = [p for t in resp.responses for p in t.partitions]
+        assert len(answered) == partitions and not any(p.error_code for p in answered)
+        with_records = [p.partition_index for p in answered if p.records]
+        # the first partition's batch passes the limit alone; nothing else fits after it
+        assert with_records == [0]
+
+
 def test_acks_zero_sends_no_response(broker):
     topic = _topic("acks0")
     with SimpleClient(broker.bootstrap) as c:
