@@ -49,7 +49,7 @@ class ZooKeeperProcess(ManagedProcess):
             f"clientPort={port}\n"
             f"clientPortAddress={host}\n"
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr\n"
+            "4lw.commands.whitelist=ruok,srvr,cons\n"
             "maxSessionTimeout=60000\n")
         argv = [*launcher, "java", "-Xmx256m", "-Dzookeeper.jmx.log4j.disable=true", "-cp", CLASSPATH,
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)]

@@ -42,6 +42,7 @@ import collections
 import logging
 import random
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -429,17 +430,37 @@ def _leader(cluster: Cluster, topic: str, partition: int) -> int:
 
 
 def recovered(cluster: Cluster, topic: str, partitions: int, replicas: int) -> bool:
-    """Every broker running and registered, a controller, and every partition led
-    with all its replicas in the ISR."""
+    """Every broker running and registered by a session connected now, a
+    controller, and every partition led with all its replicas in the ISR."""
     try:
         if not all(b.is_running() for b in cluster.brokers) or not cluster.zk.is_running():
             return False
         if cluster.registered_ids() != set(range(cluster.size)) or cluster.controller_id() < 0:
             return False
+        if not _registrations_live(cluster):
+            return False
         states = [cluster.partition_state(topic, p) for p in range(partitions)]
-    except KazooException:
+    except (KazooException, OSError):
         return False
     return all(s is not None and s["leader"] >= 0 and len(s["isr"]) == replicas for s in states)
+
+
+def _registrations_live(cluster: Cluster) -> bool:
+    """Whether each /brokers/ids/<id> belongs to a session connected to
+    ZooKeeper now. Right after ZooKeeper restarts, the registrations (and the
+    full ISRs) of brokers whose sessions are about to expire are still there:
+    a round started then found the ISR shrunk to its victim alone a moment later
+    (the controller removing the expired brokers) and no leader to elect."""
+    zk = cluster.zk
+    with socket.create_connection((zk.host, zk.port), timeout=5.0) as s:
+        s.sendall(b"cons")
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    connected = {int(sid, 16) for sid in re.findall(rb"sid=0x([0-9a-f]+)", answer)}
+    client = cluster.zk_client()
+    return all(client.get(f"/brokers/ids/{b}")[1].ephemeralOwner in connected
+               for b in range(cluster.size))
 
 
 def _segments(cluster: Cluster, broker: int, topic: str, partition: int) -> list[Path]:
