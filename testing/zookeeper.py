@@ -60,14 +60,20 @@ class ZooKeeperProcess(ManagedProcess):
     def connect(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def command(self, word: bytes, timeout: float = 5.0) -> bytes:
+        """The server's answer to a four-letter command (those whitelisted in
+        zoo.cfg: ruok, srvr, cons)."""
+        with socket.create_connection((self.host, self.port), timeout=timeout) as s:
+            s.sendall(word)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        return answer
+
     def probe(self) -> None:
         # Not "ruok": it answers imok as soon as the port is open, before the
         # database is loaded, and a client connecting then has its session
         # closed ("ZooKeeperServer not running"). "srvr" says whether it serves.
-        with socket.create_connection((self.host, self.port), timeout=1.0) as s:
-            s.sendall(b"srvr")
-            answer = b""
-            while chunk := s.recv(4096):
-                answer += chunk
+        answer = self.command(b"srvr", timeout=1.0)
         if b"Zookeeper version" not in answer or b"not currently serving" in answer:
             raise ConnectionError("zookeeper not serving yet")

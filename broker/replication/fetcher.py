@@ -184,10 +184,9 @@ class ReplicaFetcher:
         self._interrupted: set[int] = set()
         # KIP-227: the fetch session with each leader (only the leader's loop touches it)
         self._sessions: dict[int, FollowerFetchSession[tuple[str, int]]] = {}
-        # when each leader's FetchStates are all read again, and at which
-        # replica.fetch.max.bytes they were (see _fetch_states)
-        self._state_refresh_at: dict[int, float] = {}
-        self._state_read: dict[int, int] = {}
+        # per leader: the replica.fetch.max.bytes its FetchStates were all read
+        # at, and when they are all read again (see _fetch_states)
+        self._states_read: dict[int, tuple[int, float]] = {}
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="samsa-replica-fetcher", daemon=True)
         self._stopped = False
@@ -554,11 +553,10 @@ class ReplicaFetcher:
         at least every STATE_REFRESH_S, and when replica.fetch.max.bytes changes.
         """
         now = time.monotonic()
-        refresh = (self._state_read.get(leader) != max_bytes
-                   or now >= self._state_refresh_at.get(leader, 0.0))
+        read_at_bytes, refresh_at = self._states_read.get(leader, (-1, 0.0))
+        refresh = read_at_bytes != max_bytes or now >= refresh_at
         if refresh:
-            self._state_read[leader] = max_bytes
-            self._state_refresh_at[leader] = now + STATE_REFRESH_S
+            self._states_read[leader] = (max_bytes, now + STATE_REFRESH_S)
         states: dict[tuple[str, int], FetchState] = {}
         index: dict[tuple[str, int], _Followed] = {}
         for followed in ready:

@@ -42,7 +42,6 @@ import collections
 import logging
 import random
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -451,12 +450,7 @@ def _registrations_live(cluster: Cluster) -> bool:
     full ISRs) of brokers whose sessions are about to expire are still there:
     a round started then found the ISR shrunk to its victim alone a moment later
     (the controller removing the expired brokers) and no leader to elect."""
-    zk = cluster.zk
-    with socket.create_connection((zk.host, zk.port), timeout=5.0) as s:
-        s.sendall(b"cons")
-        answer = b""
-        while chunk := s.recv(65536):
-            answer += chunk
+    answer = cluster.zk.command(b"cons")
     connected = {int(sid, 16) for sid in re.findall(rb"sid=0x([0-9a-f]+)", answer)}
     client = cluster.zk_client()
     return all(client.get(f"/brokers/ids/{b}")[1].ephemeralOwner in connected
