@@ -156,6 +156,21 @@ def test_consumer_reads_through_a_fetch_session_every_record_once_as_partitions_
         [f"first-{i}" for i in range(300)] + [f"second-{i}" for i in range(300)])
 
 
+def test_acks_1_and_acks_0_producers_write_every_record_and_exit(java_tools: JavaTools, module_broker):
+    # acks=0 gets no response: a broker that answered one anyway would hand the Java
+    # client a response it has no request for (Tansu does; its producer then hung once)
+    b = module_broker.bootstrap
+    topic = "acks-levels"
+    expected = []
+    for acks in ["1", "0"]:
+        lines = [f"acks{acks}-{i:04d}" for i in range(2000)]
+        java_tools.produce(b, topic, lines, "--acks", acks, "--producer-property", "batch.size=4096").check()
+        expected += lines
+    res = java_tools.consume(b, topic, "--from-beginning", "--max-messages", len(expected),
+                             "--timeout-ms", 30000, timeout=90).check()
+    assert res.lines == expected
+
+
 def test_topics_create_list_describe_alter_delete(java_tools: JavaTools, module_broker):
     b = module_broker.bootstrap
     res = java_tools.topics(b, "--create", "--topic", "admin-t", "--partitions", 2, "--replication-factor", 1,

@@ -18,6 +18,10 @@ the tests below avoid relying on it, and say so where it matters:
   So group consumption is not smoke-tested here; the offset APIs (OffsetCommit via
   --reset-offsets, OffsetFetch via --describe, DeleteGroups) are.
 - Produce to an unknown topic auto-creates it.
+- A Produce with acks=0 gets a response, which Kafka never sends (librdkafka logs
+  "Response for unknown CorrId" for each one). The Java producer meets that stray
+  response at random points; once in a CI run its console producer never exited. So
+  acks=0 is not run against Tansu; test_java_clients runs it against samsa.
 """
 
 from __future__ import annotations
@@ -103,10 +107,11 @@ def test_compression_codecs_and_acks(java_tools: JavaTools, peer):
         lines = [f"{codec}-{i}-" + "x" * (i % 50) for i in range(50)]
         java_tools.produce(b, "codecs", lines, "--compression-type", codec).check()
         expected += lines
-    for acks in ["1", "0"]:  # both switch idempotence off (the client refuses it without acks=all)
-        lines = [f"acks{acks}-{i}" for i in range(5)]
-        java_tools.produce(b, "codecs", lines, "--acks", acks).check()
-        expected += lines
+    # acks=1 switches idempotence off (the client refuses it without acks=all); no
+    # acks=0 here: Tansu answers it (see above)
+    lines = [f"acks1-{i}" for i in range(5)]
+    java_tools.produce(b, "codecs", lines, "--acks", "1").check()
+    expected += lines
     res = java_tools.consume(b, "codecs", "--from-beginning", "--max-messages", len(expected),
                              "--timeout-ms", 20000).check()
     assert res.lines == expected
