@@ -12,13 +12,19 @@ append), a consumer up to the high watermark or last stable offset
 (``READABLE``: they moved). A leader's append that commits nothing (the
 followers have not fetched it yet) wakes only the followers; their fetch
 that then moves the high watermark wakes the consumers.
+
+A follower's incremental fetch may leave out the partitions of its session
+that have nothing new (broker/handlers/fetch.py), so it cannot wait on them
+by name; it waits as that follower instead (``wait_follower``), woken by an
+append to any partition the leader counts it a replica of (``notify``'s
+``followers``). Registering it costs the same for 10 partitions or 10,000.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 from asyncio import events as asyncio_events
-from typing import Iterable, TypeVar
+from typing import Collection, Iterable, TypeVar
 
 APPENDED = 1  # the log end moved: followers can read more
 READABLE = 2  # the high watermark or last stable offset moved: consumers can
@@ -32,6 +38,8 @@ class AppendNotifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[tuple[str, int], set[_Entry]] = {}
+        # by follower broker id: fetches woken by an append to any partition it replicates
+        self._followers: dict[int, set[_Entry]] = {}
 
     def wait_any(self, keys: Iterable[tuple[str, int]], loop: asyncio.AbstractEventLoop,
                  events: int = ANY) -> asyncio.Future[object]:
@@ -55,12 +63,37 @@ class AppendNotifier:
                     if not waiters:
                         del self._waiters[key]
 
-    def notify(self, topic: str, partition: int, events: int = ANY) -> None:
+    def wait_follower(self, replica_id: int, loop: asyncio.AbstractEventLoop
+                      ) -> asyncio.Future[object]:
+        """A future completed by the next append to a partition whose
+        ``notify`` names ``replica_id`` among its followers."""
+        fut: asyncio.Future[object] = loop.create_future()
+        entry = (loop, fut, APPENDED)
+        with self._lock:
+            self._followers.setdefault(replica_id, set()).add(entry)
+        fut.add_done_callback(lambda _f: self._forget_follower(replica_id, entry))
+        return fut
+
+    def _forget_follower(self, replica_id: int, entry: _Entry) -> None:
+        with self._lock:
+            waiters = self._followers.get(replica_id)
+            if waiters is not None:
+                waiters.discard(entry)
+                if not waiters:
+                    del self._followers[replica_id]
+
+    def notify(self, topic: str, partition: int, events: int = ANY,
+               followers: Collection[int] = ()) -> None:
+        """``followers``: the brokers that replicate the partition from this
+        leader (an APPENDED event wakes their ``wait_follower``)."""
         with self._lock:
             waiting = self._waiters.get((topic, partition))
-            if not waiting:
-                return
-            due = [(loop, fut) for loop, fut, wanted in waiting if wanted & events]
+            due = [(loop, fut) for loop, fut, wanted in waiting if wanted & events] if waiting else []
+            if followers and events & APPENDED and self._followers:
+                for replica_id in followers:
+                    as_follower = self._followers.get(replica_id)
+                    if as_follower:
+                        due += [(loop, fut) for loop, fut, _ in as_follower]
         if not due:
             return
         resolve_on_their_loops((loop, fut, None) for loop, fut in due)

@@ -44,7 +44,7 @@ import enum
 import random
 import threading
 import uuid
-from typing import Hashable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Protocol, Sequence
 
 from samsa.protocol.errors import ErrorCode
 
@@ -77,6 +77,10 @@ class Wanted:
     max_bytes: int
     leader_epoch: int = -1     # current_leader_epoch (v9+)
     log_start_offset: int = -1  # the fetcher's own (a follower's, v5+)
+    # The Fetch handler's lookup of the partition, kept while the session holds
+    # this state (a partition named again gets a new Wanted): what its
+    # ``settled`` check reads instead of looking the partition up again.
+    found: object = None
 
     def key(self, uses_topic_ids: bool) -> PartitionKey:
         return (self.topic_id if uses_topic_ids else self.topic, self.partition)
@@ -111,7 +115,7 @@ class Answered:
 
 
 @dataclasses.dataclass(slots=True)
-class _Cached:
+class SessionPartition:
     """A partition in a session: the fetch state the fetcher last sent, and the
     offsets it was last told (-1: tell it again)."""
     wanted: Wanted
@@ -143,7 +147,7 @@ class FetchSession:
                  "last_used_ms", "answered_on", "last_told")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool,
-                 partitions: dict[PartitionKey, _Cached], now_ms: int) -> None:
+                 partitions: dict[PartitionKey, SessionPartition], now_ms: int) -> None:
         self.id = session_id
         self.privileged = privileged  # a follower's: evicted last
         self.uses_topic_ids = uses_topic_ids
@@ -163,6 +167,12 @@ class FetchSession:
         return len(self.partitions)
 
 
+Settled = Callable[[SessionPartition], bool]
+"""Whether reading a session partition would find nothing to answer nor to
+do (the caller knows its logs): such a partition, not named by the request,
+is left out of an incremental fetch."""
+
+
 class Kind(enum.Enum):
     SESSIONLESS = "sessionless"  # answered in full, session id 0
     FULL = "full"                # answered in full; opens a session if there is room
@@ -180,6 +190,9 @@ class FetchContext:
     privileged: bool = False
     uses_topic_ids: bool = False
     epoch: int = INITIAL_EPOCH  # INCREMENTAL: the session's epoch once this request took it
+    # INCREMENTAL with a ``settled`` check: the keys of ``partitions``, and the check
+    reading: set[PartitionKey] | None = None
+    settled: Settled | None = None
 
 
 # Each Kind's place in a RequestCounts tally, in Kind's order: an index counts faster
@@ -236,9 +249,16 @@ class FetchSessionCache:
 
     def new_context(self, session_id: int, epoch: int, wanted: list[Wanted],
                     forgotten: Iterable[PartitionKey], *, privileged: bool,
-                    uses_topic_ids: bool, now_ms: int, peer: object = None) -> FetchContext:
+                    uses_topic_ids: bool, now_ms: int, peer: object = None,
+                    settled: Settled | None = None) -> FetchContext:
         """Decide how to serve a Fetch v7+ (older ones are SESSIONLESS: see
-        ``sessionless``); ``peer``: the connection it came on (None: not known)."""
+        ``sessionless``); ``peer``: the connection it came on (None: not known).
+
+        ``settled``: an incremental fetch reads only the session's partitions
+        that the request names or that ``settled`` says may have news; the
+        others are neither read nor answered (as they would not have been),
+        so a follower's fetch costs the partitions that moved, not all it
+        follows (``more_to_read`` adds those that move while it waits)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != NO_SESSION:
                 with self._lock:
@@ -268,11 +288,13 @@ class FetchSessionCache:
                         if lost is not None:
                             lost.high_watermark = -1
                 session.last_told = []
+                named: set[PartitionKey] = set()
                 for w in wanted:  # added, or updated in place (keeping its place)
                     key = w.key(uses_topic_ids)
+                    named.add(key)
                     cached = session.partitions.get(key)
                     if cached is None:
-                        session.partitions[key] = _Cached(w)
+                        session.partitions[key] = SessionPartition(w)
                     else:
                         before = cached.wanted
                         if (w.leader_epoch != before.leader_epoch
@@ -291,12 +313,37 @@ class FetchSessionCache:
                 session.last_used_ms = now_ms
                 session.epoch = next_epoch(session.epoch)
                 self.requests.add(_TALLY_INCREMENTAL)
-                return FetchContext(Kind.INCREMENTAL,
-                                    [c.wanted for c in session.partitions.values()],
+                if settled is None:
+                    return FetchContext(Kind.INCREMENTAL,
+                                        [c.wanted for c in session.partitions.values()],
+                                        session=session, privileged=session.privileged,
+                                        uses_topic_ids=uses_topic_ids, epoch=session.epoch)
+                reading = [(key, c.wanted) for key, c in session.partitions.items()
+                           if key in named or not settled(c)]
+                return FetchContext(Kind.INCREMENTAL, [w for _, w in reading],
                                     session=session, privileged=session.privileged,
-                                    uses_topic_ids=uses_topic_ids, epoch=session.epoch)
+                                    uses_topic_ids=uses_topic_ids, epoch=session.epoch,
+                                    reading={key for key, _ in reading}, settled=settled)
         self.requests.add(_TALLY_ERROR)
         return FetchContext(Kind.ERROR, [], error=error)
+
+    def more_to_read(self, ctx: FetchContext) -> list[Wanted]:
+        """For an incremental fetch that leaves settled partitions out (see
+        ``new_context``): those of its session that its ``settled`` check now
+        finds unsettled (an append while the fetch waited), added to the end
+        of ``ctx.partitions`` and returned; none once a later request took
+        the session."""
+        session, reading, settled = ctx.session, ctx.reading, ctx.settled
+        if session is None or reading is None or settled is None:
+            return []
+        with self._lock:
+            if session.epoch != ctx.epoch:
+                return []
+            more = [(key, c.wanted) for key, c in session.partitions.items()
+                    if key not in reading and not settled(c)]
+        reading.update(key for key, _ in more)
+        ctx.partitions += [w for _, w in more]
+        return [w for _, w in more]
 
     @staticmethod
     def sessionless(wanted: list[Wanted]) -> FetchContext:
@@ -378,9 +425,9 @@ class FetchSessionCache:
             if len(self._sessions) >= self.max_sessions and not self._evict_for(
                     ctx.privileged, len(ctx.partitions), now_ms):
                 return NO_SESSION
-            partitions: dict[PartitionKey, _Cached] = {}
+            partitions: dict[PartitionKey, SessionPartition] = {}
             for w, out in zip(ctx.partitions, outcomes):
-                cached = _Cached(w)
+                cached = SessionPartition(w)
                 cached.must_answer(out)
                 partitions[w.key(ctx.uses_topic_ids)] = cached
             session_id = self._new_id()

@@ -133,6 +133,14 @@ class PartitionLayer:
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
         return LeaderLookup(ErrorCode.NONE, replica.log, meta.leader_epoch, replica=replica)
 
+    def still_leads(self, replica: LeaderReplica) -> bool:
+        """Whether the metadata still names this broker leader of ``replica``'s
+        partition at its epoch (what leader_log found it by: a replica is
+        fenced only when the role worker gets to the change)."""
+        meta = self._store.partition(replica.topic, replica.partition)
+        return (meta is not None and meta.leader == self.broker_id
+                and meta.leader_epoch == replica.leader_epoch and not replica.fenced)
+
     def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
                     replica_id: int) -> LeaderLookup:
         """A follower's fetch: the leader's log, when ``replica_id`` is one of

@@ -40,6 +40,7 @@ from ..security.sasl.settings import ListenerSasl
 
 if TYPE_CHECKING:  # result types only: the coordinators are not imported at run time here
     from ..cluster.reassignment import Reassignment
+    from ..replication.leader import LeaderReplica
     from ..transactions.coordinator import DescribedTxn, EndResult, InitResult
     from ..transactions.state import TxnMetadata
 
@@ -235,6 +236,7 @@ class Partitions(Protocol):
     def transaction_open(self, found: LeaderLookup, producer_id: int, epoch: int) -> bool: ...
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None: ...
+    def still_leads(self, replica: LeaderReplica) -> bool: ...
     def append(self, found: LeaderLookup, payload: Buf,
                origin: AppendOrigin = AppendOrigin.CLIENT, acks: int = 1,
                txn_version: int = 0) -> AppendResult: ...
@@ -271,6 +273,8 @@ class AppendWaits(Protocol):
 
     def wait_any(self, keys: Iterable[TopicPartition], loop: asyncio.AbstractEventLoop,
                  events: int = ...) -> asyncio.Future[object]: ...
+    def wait_follower(self, replica_id: int, loop: asyncio.AbstractEventLoop
+                      ) -> asyncio.Future[object]: ...
 
 
 class Acls(Protocol):

@@ -20,7 +20,7 @@ import asyncio
 import heapq
 import threading
 import time
-from typing import Protocol
+from typing import Collection, Protocol
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
@@ -34,7 +34,8 @@ from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
 
 class Notify(Protocol):
     """The append notifier's notify (broker/append_notifier.py)."""
-    def __call__(self, topic: str, partition: int, events: int = ANY) -> None: ...
+    def __call__(self, topic: str, partition: int, events: int = ANY,
+                 followers: Collection[int] = ()) -> None: ...
 
 
 class ReplicaLog(PartitionLog, Protocol):
@@ -122,13 +123,28 @@ class LeaderReplica:
                 raise NotEnoughReplicasError(
                     f"{len(self.isr)} in-sync replica(s) of {self.topic}-{self.partition}, "
                     f"min.insync.replicas is {min_isr}")
+            end_before = self.log.log_end_offset
             if txn_version:
                 result = self.log.append(payload, self.leader_epoch, origin=origin,
                                          txn_version=txn_version)
             else:
                 result = self.log.append(payload, self.leader_epoch, origin=origin)
+        self._caught_up_until_now(end_before)
         self.appended(origin)
         return result
+
+    def _caught_up_until_now(self, end_before: int) -> None:
+        """Followers that had everything up to this append were caught up
+        until now. Their fetch says so too, but a follower's incremental
+        fetch leaves out a partition it has all of (settled_follower), so
+        without this a follower idle on the partition for longer than
+        replica.lag.time.max.ms would look lagging the moment it was
+        appended to, before it had a chance to fetch."""
+        now = now_ms()
+        with self._lock:
+            for progress in self._followers.values():
+                if progress.log_end_offset == end_before and progress.last_caught_up_ms < now:
+                    progress.last_caught_up_ms = now
 
     def appended(self, origin: AppendOrigin | None = None) -> None:
         """Records were appended by this leader (from ``origin``; None: not
@@ -139,7 +155,8 @@ class LeaderReplica:
         can move by itself."""
         committed = self._advance_high_watermark()
         self._notify(self.topic, self.partition,
-                     ANY if committed or origin is not AppendOrigin.CLIENT else APPENDED)
+                     ANY if committed or origin is not AppendOrigin.CLIENT else APPENDED,
+                     followers=self._followers)
         if committed and self._waiters:
             self._check_waiters()
 
@@ -162,6 +179,15 @@ class LeaderReplica:
                 self.pending_isr = join
         self._maybe_advance()
         return join
+
+    def settled_follower(self, replica: int) -> bool:
+        """Whether a fetch by ``replica`` at the log end would change nothing
+        here: it is in the ISR, has the whole log (as its last fetch said),
+        and no ISR change is being written. (Read without the lock: a wrong
+        answer costs one pass, and the next fetch looks again.)"""
+        progress = self._followers.get(replica)
+        return (progress is not None and progress.log_end_offset == self.log.log_end_offset
+                and self.pending_isr is None and not self.fenced and replica in self.isr)
 
     def in_sync_followers_holding(self, offset: int) -> list[tuple[int, int, float]]:
         """(broker id, log end, last caught up ms) of the in-sync followers whose

@@ -31,6 +31,7 @@ from samsa.broker.handlers.services import (Acls, AppendWaits, ClusterControl, C
                                       TxnVerification)
 from samsa.broker.metadata import BrokerEndpoint, ListenerEndpoint, PartitionMeta, TopicMeta
 from samsa.broker.partitions import LeaderLookup
+from samsa.broker.replication.leader import LeaderReplica
 from samsa.broker.quotas.mutation import UNBOUNDED, MutationQuota
 from samsa.broker.security.acl import AclBinding, AclBindingFilter
 from samsa.broker.security.acl.authorizer import AclAuthorizer
@@ -227,6 +228,9 @@ class FakePartitions(Partitions):
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
         unused("follower_fetched")
+
+    def still_leads(self, replica: LeaderReplica) -> bool:
+        unused("still_leads")
 
     def append(self, found: LeaderLookup, payload: Buf,
                origin: AppendOrigin = AppendOrigin.CLIENT, acks: int = 1,

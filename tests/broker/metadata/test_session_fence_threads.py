@@ -79,7 +79,7 @@ def broker():
     session._registered, session._session_lost = True, False
     session.zk = _StoppedClient()
     session._init_fence(SESSION_MS)
-    manager = ReplicaManager(None, None, 0, lambda t, p, events=3: None, lag_time_max_ms=lambda: 10_000)
+    manager = ReplicaManager(None, None, 0, lambda t, p, events=3, followers=(): None, lag_time_max_ms=lambda: 10_000)
     calls: list[str] = []
 
     def fence() -> None:

@@ -31,7 +31,7 @@ def log(tmp_path):
 
 def leader(log, isr=(0, 1, 2), replicas=(0, 1, 2)):
     notified = []
-    return LeaderReplica(log, ME, 1, replicas, isr, 0, lambda t, p, events=3: notified.append((t, p)))
+    return LeaderReplica(log, ME, 1, replicas, isr, 0, lambda t, p, events=3, followers=(): notified.append((t, p)))
 
 
 def append(lr, n=1):
@@ -163,7 +163,7 @@ class _ZooKeeperAway:
 
 def test_an_isr_write_with_an_unknown_outcome_stays_pending_until_known(log):
     store = _ZooKeeperAway()
-    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3: None,
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3, followers=(): None,
                              lag_time_max_ms=lambda: 10_000)
     lr = leader(log, isr=(0, 1))
     end = append(lr, 1)
@@ -209,7 +209,7 @@ def _stop_managers():
 
 
 def _managed(store, lr):
-    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3: None,
+    manager = ReplicaManager(store, logs=None, broker_id=ME, notify=lambda t, p, events=3, followers=(): None,
                              lag_time_max_ms=lambda: 10_000)
     manager._leaders[(lr.topic, lr.partition)] = lr
     _MANAGERS.append(manager)
@@ -337,7 +337,7 @@ def test_a_leader_is_not_fenced_by_a_cut_off_that_ended_meanwhile(log):
         return 10_000
 
     manager = ReplicaManager(_StateSays(ME, 1), logs=None, broker_id=ME,
-                             notify=lambda t, p, events=3: None, lag_time_max_ms=lag_limit)
+                             notify=lambda t, p, events=3, followers=(): None, lag_time_max_ms=lag_limit)
     manager._leaders[(lr.topic, lr.partition)] = lr
     _MANAGERS.append(manager)
     before = _cut_off_watches()

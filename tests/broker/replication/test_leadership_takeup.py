@@ -27,7 +27,7 @@ def broker(zookeeper, kazoo, tmp_path):
     store = ZooKeeperMetadataStore(zookeeper.connect + ROOT, ME,
                                    BrokerEndpoint(ME, "127.0.0.1", 9000), session_timeout_ms=6000)
     logs = LogManager([str(tmp_path / "data")], TopicConfig(), ME, store.cluster_id)
-    replicas = ReplicaManager(store, logs, ME, lambda t, p, events=3: None, lag_time_max_ms=lambda: 10_000)
+    replicas = ReplicaManager(store, logs, ME, lambda t, p, events=3, followers=(): None, lag_time_max_ms=lambda: 10_000)
     try:
         yield store, logs, replicas, PartitionLayer(store, logs, ME, replicas)
     finally:

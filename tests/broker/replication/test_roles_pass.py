@@ -35,7 +35,7 @@ def _leading(data: str, store, partitions: int) -> tuple[LogManager, ReplicaMana
     logs.startup()
     for p in range(partitions):
         logs.create_log("t", p, CFG).append(batch_of(2))
-    return logs, ReplicaManager(store, logs, 0, lambda t, p, events=3: None,
+    return logs, ReplicaManager(store, logs, 0, lambda t, p, events=3, followers=(): None,
                                 lag_time_max_ms=lambda: 10_000)
 
 

@@ -1,0 +1,169 @@
+"""A follower's incremental Fetch reads only the partitions that moved.
+
+The leader here is real below the handler: real logs, real LeaderReplicas, the
+real append notifier and fetch session cache; only the partition layer's
+lookup is a stand-in (every partition led here by broker 0). A follower
+(broker 1) opens a session over every partition, catches up, and from then on
+its fetches must look up and read only partitions appended to (or whose
+offsets it has not been told), yet still be woken by an append to any of them
+and still learn every high watermark that moves."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from samsa.broker.append_notifier import AppendNotifier
+from samsa.broker.handlers.fetch import handle_fetch
+from samsa.broker.partitions import LeaderLookup
+from samsa.broker.replication.leader import LeaderReplica
+from samsa.config.topic import TopicConfig
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import FetchRequest, FetchResponse
+from samsa.protocol.model import ApiKey
+from samsa.storage.log import AppendOrigin, Log
+from tests.storage.helpers import batch_of
+
+from .fakes import FakePartitions, FakeServices, context
+
+LEADER, FOLLOWER = 0, 1
+PARTITIONS = 40
+
+
+class _Led(FakePartitions):
+    """Every partition of "t" led here at epoch 1 by a real LeaderReplica;
+    counts the lookups a follower's fetches make."""
+
+    def __init__(self, services: FakeServices, replicas: list[LeaderReplica]) -> None:
+        super().__init__(services.topics)
+        self.replicas = replicas
+        self.looked_up: list[int] = []
+
+    def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
+                    replica_id: int) -> LeaderLookup:
+        self.looked_up.append(partition)
+        replica = self.replicas[partition]
+        return LeaderLookup(ErrorCode.NONE, replica.log, 1, replica=replica)
+
+    def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
+        join = found.found_replica.follower_fetched(replica_id, fetch_offset, log_start_offset)
+        assert join is None  # the follower is in the ISR throughout
+
+    def still_leads(self, replica: LeaderReplica) -> bool:
+        return not replica.fenced
+
+
+@pytest.fixture
+def led(tmp_path):
+    notifier = AppendNotifier()
+    logs = [Log.open(str(tmp_path / f"t-{p}"), TopicConfig()) for p in range(PARTITIONS)]
+    services = FakeServices()
+    services.topics.add("t", partitions=PARTITIONS)
+    replicas = [LeaderReplica(lg, LEADER, 1, (LEADER, FOLLOWER), (LEADER, FOLLOWER), 0,
+                              notifier.notify) for lg in logs]
+    services.partitions = _Led(services, replicas)
+    services.notifier = notifier
+    try:
+        yield services
+    finally:
+        for lg in logs:
+            lg.close()
+
+
+class _Follower:
+    """Broker 1's side: one session, each partition fetched from its log end."""
+
+    def __init__(self, services: FakeServices) -> None:
+        self.services = services
+        self.ctx = context(services, ApiKey.FETCH, 12)  # one connection for every fetch
+        self.session_id, self.epoch = 0, 0
+        self.ends = [0] * PARTITIONS
+        self.named: set[int] = set(range(PARTITIONS))  # what the next request names
+        self.high_watermarks: dict[int, int] = {}
+
+    async def fetch(self, max_wait_ms: int = 0) -> dict[int, FetchResponse.PartitionData]:
+        request = FetchRequest(
+            replica_id=FOLLOWER, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+            session_id=self.session_id, session_epoch=self.epoch, forgotten_topics_data=[],
+            topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+                FetchRequest.FetchPartition(partition=p, fetch_offset=self.ends[p],
+                                            partition_max_bytes=1 << 20, current_leader_epoch=1)
+                for p in sorted(self.named)])] if self.named else [])
+        resp = await handle_fetch(self.ctx, request)
+        assert resp is not None and resp.error_code == 0 and resp.session_id != 0
+        self.session_id, self.epoch = resp.session_id, self.epoch + 1
+        self.named = set()
+        answered = {p.partition_index: p for t in resp.responses for p in t.partitions}
+        for p, data in answered.items():
+            assert data.error_code == 0
+            self.high_watermarks[p] = data.high_watermark
+            if data.records:
+                self.ends[p] = _led(self.services).replicas[p].log.log_end_offset
+                self.named.add(p)  # its fetch offset moved: named next time
+        return answered
+
+
+def _led(services: FakeServices) -> _Led:
+    assert isinstance(services.partitions, _Led)
+    return services.partitions
+
+
+def _append(services: FakeServices, partition: int, records: int = 2) -> None:
+    _led(services).replicas[partition].append(batch_of(records), AppendOrigin.CLIENT)
+
+
+async def test_a_caught_up_follower_fetch_looks_up_only_what_moved(led):
+    partitions = _led(led)
+    follower = _Follower(led)
+    await follower.fetch()  # full: opens the session
+    assert len(partitions.looked_up) == PARTITIONS
+    partitions.looked_up.clear()
+    assert await follower.fetch() == {}
+    assert partitions.looked_up == []
+
+    _append(led, 7)
+    _append(led, 23)
+    answered = await follower.fetch()
+    assert sorted(answered) == [7, 23] and sorted(partitions.looked_up) == [7, 23]
+    assert all(answered[p].records for p in (7, 23))
+    # the follower names them at their new ends: the high watermark moves, and it
+    # is told; then nothing moves and nothing is looked up
+    partitions.looked_up.clear()
+    answered = await follower.fetch()
+    assert sorted(partitions.looked_up) == [7, 23]
+    assert follower.high_watermarks[7] == follower.high_watermarks[23] == 2
+    partitions.looked_up.clear()
+    await follower.fetch()
+    partitions.looked_up.clear()
+    assert await follower.fetch() == {} and partitions.looked_up == []
+
+
+async def test_a_long_poll_that_left_every_partition_out_wakes_for_an_append(led):
+    follower = _Follower(led)
+    await follower.fetch()
+    # every partition settled: the next fetch reads none and waits as the follower
+    polling = asyncio.ensure_future(follower.fetch(max_wait_ms=60_000))
+    while not any(not fut.done() for waits in led.notifier._followers.values()
+                  for _, fut, _ in waits):  # until it waits
+        await asyncio.sleep(0)
+    _append(led, 31, records=3)
+    answered = await asyncio.wait_for(polling, 30)  # (else it would wait out its 60 s)
+    assert list(answered) == [31] and answered[31].records
+
+
+async def test_a_follower_that_left_a_partition_out_for_longer_than_the_lag_limit_stays_in_sync(led):
+    follower = _Follower(led)
+    await follower.fetch()
+    replica = _led(led).replicas[5]
+    # its fetches have left partition 5 out (settled) for a minute
+    progress = replica._followers[FOLLOWER]
+    progress.last_caught_up_ms -= 60_000
+    progress.last_fetch_ms -= 60_000
+    _append(led, 5)
+    # it had all of the log until this append: in sync, with 30 s to fetch it
+    assert replica.lagging_isr(30_000) is None
+    # a follower gone quiet is not kept in: a second append finds it behind
+    progress.last_caught_up_ms -= 60_000
+    _append(led, 5)
+    assert replica.lagging_isr(30_000) == (LEADER,)
