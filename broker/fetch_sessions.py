@@ -318,29 +318,36 @@ class FetchSessionCache:
                                         [c.wanted for c in session.partitions.values()],
                                         session=session, privileged=session.privileged,
                                         uses_topic_ids=uses_topic_ids, epoch=session.epoch)
-                reading = [(key, c.wanted) for key, c in session.partitions.items()
-                           if key in named or not settled(c)]
-                return FetchContext(Kind.INCREMENTAL, [w for _, w in reading],
-                                    session=session, privileged=session.privileged,
-                                    uses_topic_ids=uses_topic_ids, epoch=session.epoch,
-                                    reading={key for key, _ in reading}, settled=settled)
-        self.requests.add(_TALLY_ERROR)
-        return FetchContext(Kind.ERROR, [], error=error)
+                held = list(session.partitions.items())
+                epoch = session.epoch
+        if error:
+            self.requests.add(_TALLY_ERROR)
+            return FetchContext(Kind.ERROR, [], error=error)
+        assert session is not None and settled is not None  # (else answered above)
+        # (checked outside the lock: see more_to_read)
+        reading = [(key, c.wanted) for key, c in held if key in named or not settled(c)]
+        return FetchContext(Kind.INCREMENTAL, [w for _, w in reading],
+                            session=session, privileged=session.privileged,
+                            uses_topic_ids=uses_topic_ids, epoch=epoch,
+                            reading={key for key, _ in reading}, settled=settled)
 
-    def more_to_read(self, ctx: FetchContext) -> list[Wanted]:
+    def more_to_read(self, ctx: FetchContext) -> list[Wanted] | None:
         """For an incremental fetch that leaves settled partitions out (see
         ``new_context``): those of its session that its ``settled`` check now
         finds unsettled (an append while the fetch waited), added to the end
-        of ``ctx.partitions`` and returned; none once a later request took
-        the session."""
+        of ``ctx.partitions`` and returned. None once a later request took
+        the session (this one's answer will tell nothing: ``finish``)."""
         session, reading, settled = ctx.session, ctx.reading, ctx.settled
         if session is None or reading is None or settled is None:
             return []
         with self._lock:
             if session.epoch != ctx.epoch:
-                return []
-            more = [(key, c.wanted) for key, c in session.partitions.items()
-                    if key not in reading and not settled(c)]
+                return None
+            held = list(session.partitions.items())
+        # Checked outside the lock (every network thread's fetches take it): what
+        # a check reads of an entry is written only by this request's ``finish``
+        # or by a later request, which makes ``finish`` drop this answer.
+        more = [(key, c.wanted) for key, c in held if key not in reading and not settled(c)]
         reading.update(key for key, _ in more)
         ctx.partitions += [w for _, w in more]
         return [w for _, w in more]

@@ -8,8 +8,10 @@ data is read and down-converted in memory.
 Fetch sessions (KIP-227, v7+): a fetcher's first request may open a session
 (broker/fetch_sessions.py decides), after which it names only the partitions
 whose fetch state changed and is answered only the partitions with news.
-Every partition of the session is still read and, for a follower, counted as
-its progress, as Kafka does.
+A consumer's session is read whole on each fetch, as Kafka does. A
+follower's is not: its partitions that have nothing to tell and nothing to
+change here are left out (``_settled_check``), so a follower of 10,000 quiet
+partitions costs its leader the few that moved.
 
 A Fetch that names many logs not loaded yet (storage/lazy_log.py) has them
 loaded on one loader thread first (``_LOADER``), so the processor loop keeps
@@ -459,10 +461,12 @@ async def _resolve_sliced(ctx: RequestContext, session: FetchContext, wanted: li
         resolved = _resolve(broker, piece, version, replica_id, allowed)
         if follower:
             for w, t in zip(piece, resolved):
+                # (for _settled_check, once the session holds it; nothing kept of
+                # a partition that is not led here)
+                w.found = t.lookup if t.lookup.ok else None
                 if t.lookup.ok:
                     broker.partitions.follower_fetched(t.lookup, replica_id, t.fetch_offset,
                                                        t.log_start_offset)
-                    w.found = t.lookup  # (for _settled_check, once the session holds it)
         targets += resolved
     return targets
 
@@ -471,9 +475,9 @@ def _settled_check(broker: Services, replica_id: int) -> Settled:
     """For a follower's incremental fetch (fetch_sessions.new_context): a
     partition is settled when the follower has the whole log, was told its
     current high watermark, last stable and log start offsets, and its
-    fetch would change nothing on this leader (replication/leader.py's
-    settled_follower), which still leads it at the epoch the follower
-    named. Reading it would answer nothing, so it is left out: a follower
+    fetch would change nothing on this leader, which still leads it at the
+    epoch the follower named (then it counts as fetched at the log end:
+    replication/leader.py's fetched_settled). Reading it would answer nothing, so it is left out: a follower
     of 10,000 quiet partitions costs its leader the few that moved, not a
     lookup, a progress update and a read of each on every fetch (28% of the
     new controller's interpreter in a 30,000-partition take-over)."""
@@ -491,8 +495,8 @@ def _settled_check(broker: Services, replica_id: int) -> Settled:
                 and entry.last_stable_offset == log.last_stable_offset
                 and entry.log_start_offset == log.log_start_offset
                 and (w.leader_epoch < 0 or w.leader_epoch == replica.leader_epoch)
-                and replica.settled_follower(replica_id)
-                and partitions.still_leads(replica))
+                and partitions.still_leads(replica)
+                and replica.fetched_settled(replica_id))  # (last: it counts the fetch)
     return settled
 
 
@@ -505,8 +509,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse 
     # A follower's incremental fetch waits as that follower (it reads only the
     # partitions that moved: see _settled_check), registered before its
     # session is looked at, so an append in between wakes it.
-    as_follower = broker.notifier.wait_follower(replica_id, loop) if follower and version >= 7 \
-        else None
+    as_follower = (broker.notifier.wait_follower(replica_id, loop)
+                   if follower and version >= 7 and req.session_epoch > 0 else None)
     try:
         return await _fetch(ctx, req, version, replica_id, loop, as_follower)
     finally:
@@ -554,54 +558,75 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000.0
     keys = [] if skipping else [(t.topic, t.partition) for t in targets if not t.lookup.error]
     waiter: asyncio.Future[object] | None = None
-    while True:
-        if session.kind is not Kind.SESSIONLESS and ctx.conn.peer_gone:
-            return None  # nobody reads it (see _answer): no read pass for it either
-        if skipping:
-            if waiter is None:  # the first pass
-                waiter = as_follower  # (registered before the session was looked at)
-            else:
-                # Woken: the partitions that moved since they were looked at,
-                # looked at once the next wait is registered (so an append in
-                # between is seen by one or the other).
-                waiter = broker.notifier.wait_follower(replica_id, loop)
-                moved = await _resolve_sliced(ctx, session, broker.fetch_sessions.more_to_read(
-                    session), version, replica_id, allowed)
-                if moved is None:
-                    waiter.cancel()
-                    return None
-                targets += moved
-        else:
-            # (a follower reads up to the log end, a consumer up to what is committed)
-            waiter = (broker.notifier.wait_any(keys, loop, APPENDED if follower else READABLE)
-                      if keys else None)
-        answers, gathered = await _read_sliced(targets, max_bytes, version, follower, isolation)
-        any_error = any(p.error_code for _, p in answers)
-        timeout = deadline - loop.time()
-        # A consumer sent elsewhere learns it at once, as Kafka answers it.
-        if (gathered >= req.min_bytes or any_error or redirected or timeout <= 0
-                or waiter is None):
-            if waiter is not None:
-                waiter.cancel()
-            return await _answer(ctx, answers, version, max_bytes, follower, session)
-        try:
-            await asyncio.wait_for(waiter, timeout)
-        except asyncio.TimeoutError:
-            late: list[_Target] | None = []
+    try:
+        while True:
+            if session.kind is not Kind.SESSIONLESS and ctx.conn.peer_gone:
+                return None  # nobody reads it (see _answer): no read pass for it either
             if skipping:
-                # what moved meanwhile without an append (a high watermark) is told too
-                late = await _resolve_sliced(ctx, session, broker.fetch_sessions.more_to_read(
-                    session), version, replica_id, allowed)
-                if late is None:
-                    return None
-                targets += late
-            if follower and not gathered and not late:
-                # Nothing was appended to these logs while the follower waited
-                # (that wakes the wait): there are still no records to send,
-                # only offsets that moved (other followers' progress). Reading
-                # every partition again cost as much as the first pass.
-                _refresh_offsets(answers)
+                if waiter is None:  # the first pass
+                    waiter = as_follower  # (registered before the session was looked at)
+                else:
+                    # Woken: the partitions that moved since they were looked at,
+                    # looked at once the next wait is registered (so an append in
+                    # between is seen by one or the other).
+                    waiter = broker.notifier.wait_follower(replica_id, loop)
+                    moved = await _moved(ctx, session, version, replica_id, allowed)
+                    if moved is None:
+                        return None
+                    if moved is _SUPERSEDED:
+                        return await _answer(ctx, [], version, max_bytes, follower, session)
+                    targets += moved
             else:
-                answers, _ = await _read_sliced(targets, max_bytes, version, follower,
-                                                isolation)
-            return await _answer(ctx, answers, version, max_bytes, follower, session)
+                # (a follower reads up to the log end, a consumer up to what is committed)
+                waiter = (broker.notifier.wait_any(keys, loop, APPENDED if follower else READABLE)
+                          if keys else None)
+            answers, gathered = await _read_sliced(targets, max_bytes, version, follower,
+                                                   isolation)
+            any_error = any(p.error_code for _, p in answers)
+            timeout = deadline - loop.time()
+            # A consumer sent elsewhere learns it at once, as Kafka answers it.
+            if (gathered >= req.min_bytes or any_error or redirected or timeout <= 0
+                    or waiter is None):
+                return await _answer(ctx, answers, version, max_bytes, follower, session)
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            except asyncio.TimeoutError:
+                late: list[_Target] = []
+                if skipping:
+                    # what moved meanwhile without an append (a high watermark) is told too
+                    moved = await _moved(ctx, session, version, replica_id, allowed)
+                    if moved is None:
+                        return None
+                    if moved is _SUPERSEDED:
+                        return await _answer(ctx, [], version, max_bytes, follower, session)
+                    late = moved
+                    targets += late
+                if follower and not gathered and not late:
+                    # Nothing was appended to these logs while the follower waited
+                    # (that wakes the wait): there are still no records to send,
+                    # only offsets that moved (other followers' progress). Reading
+                    # every partition again cost as much as the first pass.
+                    _refresh_offsets(answers)
+                else:
+                    answers, _ = await _read_sliced(targets, max_bytes, version, follower,
+                                                    isolation)
+                return await _answer(ctx, answers, version, max_bytes, follower, session)
+    finally:
+        if waiter is not None:
+            waiter.cancel()
+
+
+# _moved's answer when a later request of the session took it (see more_to_read)
+_SUPERSEDED: list[_Target] = []
+
+
+async def _moved(ctx: RequestContext, session: FetchContext, version: int, replica_id: int,
+                 allowed: Callable[[str], bool]) -> list[_Target] | None:
+    """A follower's incremental fetch that left settled partitions out: those
+    that moved since (resolved); _SUPERSEDED when a later request took the
+    session (this answer tells nothing, so it goes at once); None when the
+    fetcher went away."""
+    wanted = ctx.broker.fetch_sessions.more_to_read(session)
+    if wanted is None:
+        return _SUPERSEDED
+    return await _resolve_sliced(ctx, session, wanted, version, replica_id, allowed)

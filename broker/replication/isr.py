@@ -7,7 +7,8 @@ does not have. From it the leader decides:
 - whether the follower is caught up: it was, at its last fetch, at or past
   the leader's log end as of that fetch, or the one before (so a follower
   fetching as fast as records arrive is in sync although it is never exactly
-  at the end);
+  at the end); a follower's fetch that leaves out a partition it has all of
+  counts as a fetch at the end (leader.py's fetched_settled);
 - the high watermark: the smallest log end in the ISR, the leader's own
   included, never moving backwards; an ISR member whose log end the leader
   does not know yet (it just became leader) holds it back;

@@ -123,28 +123,13 @@ class LeaderReplica:
                 raise NotEnoughReplicasError(
                     f"{len(self.isr)} in-sync replica(s) of {self.topic}-{self.partition}, "
                     f"min.insync.replicas is {min_isr}")
-            end_before = self.log.log_end_offset
             if txn_version:
                 result = self.log.append(payload, self.leader_epoch, origin=origin,
                                          txn_version=txn_version)
             else:
                 result = self.log.append(payload, self.leader_epoch, origin=origin)
-        self._caught_up_until_now(end_before)
         self.appended(origin)
         return result
-
-    def _caught_up_until_now(self, end_before: int) -> None:
-        """Followers that had everything up to this append were caught up
-        until now. Their fetch says so too, but a follower's incremental
-        fetch leaves out a partition it has all of (settled_follower), so
-        without this a follower idle on the partition for longer than
-        replica.lag.time.max.ms would look lagging the moment it was
-        appended to, before it had a chance to fetch."""
-        now = now_ms()
-        with self._lock:
-            for progress in self._followers.values():
-                if progress.log_end_offset == end_before and progress.last_caught_up_ms < now:
-                    progress.last_caught_up_ms = now
 
     def appended(self, origin: AppendOrigin | None = None) -> None:
         """Records were appended by this leader (from ``origin``; None: not
@@ -180,14 +165,25 @@ class LeaderReplica:
         self._maybe_advance()
         return join
 
-    def settled_follower(self, replica: int) -> bool:
-        """Whether a fetch by ``replica`` at the log end would change nothing
-        here: it is in the ISR, has the whole log (as its last fetch said),
-        and no ISR change is being written. (Read without the lock: a wrong
-        answer costs one pass, and the next fetch looks again.)"""
+    def fetched_settled(self, replica: int) -> bool:
+        """A fetch by ``replica`` that leaves this partition out if nothing
+        would change here: True when it is in the ISR, has the whole log (as
+        its last fetch said) and no ISR change is being written, and then it
+        counts as that fetch at the log end (caught up now), as it would
+        have had the fetch named the partition. Without that a follower left
+        out for longer than replica.lag.time.max.ms would look lagging the
+        moment the partition is appended to. (The conditions are read
+        without the lock: a wrong answer costs one read pass, and the next
+        fetch looks again.)"""
         progress = self._followers.get(replica)
-        return (progress is not None and progress.log_end_offset == self.log.log_end_offset
-                and self.pending_isr is None and not self.fenced and replica in self.isr)
+        end = self.log.log_end_offset
+        if (progress is None or progress.log_end_offset != end or self.pending_isr is not None
+                or self.fenced or replica not in self.isr):
+            return False
+        now = now_ms()
+        with self._lock:
+            progress.fetched(end, end, now)
+        return True
 
     def in_sync_followers_holding(self, offset: int) -> list[tuple[int, int, float]]:
         """(broker id, log end, last caught up ms) of the in-sync followers whose

@@ -26,22 +26,26 @@ from tests.storage.helpers import batch_of
 
 from .fakes import FakePartitions, FakeServices, context
 
-LEADER, FOLLOWER = 0, 1
+LEADER, FOLLOWER, OTHER = 0, 1, 2  # OTHER: a second follower, moved by hand
 PARTITIONS = 40
 
 
 class _Led(FakePartitions):
-    """Every partition of "t" led here at epoch 1 by a real LeaderReplica;
-    counts the lookups a follower's fetches make."""
+    """Every partition of "t" led here at epoch 1 by a real LeaderReplica, but
+    those ``moved_away`` (the metadata names another leader now); counts the
+    lookups a follower's fetches make."""
 
     def __init__(self, services: FakeServices, replicas: list[LeaderReplica]) -> None:
         super().__init__(services.topics)
         self.replicas = replicas
         self.looked_up: list[int] = []
+        self.moved_away: set[int] = set()
 
     def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
                     replica_id: int) -> LeaderLookup:
         self.looked_up.append(partition)
+        if partition in self.moved_away:
+            return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=2)
         replica = self.replicas[partition]
         return LeaderLookup(ErrorCode.NONE, replica.log, 1, replica=replica)
 
@@ -51,7 +55,7 @@ class _Led(FakePartitions):
         assert join is None  # the follower is in the ISR throughout
 
     def still_leads(self, replica: LeaderReplica) -> bool:
-        return not replica.fenced
+        return replica.partition not in self.moved_away
 
 
 @pytest.fixture
@@ -60,8 +64,11 @@ def led(tmp_path):
     logs = [Log.open(str(tmp_path / f"t-{p}"), TopicConfig()) for p in range(PARTITIONS)]
     services = FakeServices()
     services.topics.add("t", partitions=PARTITIONS)
-    replicas = [LeaderReplica(lg, LEADER, 1, (LEADER, FOLLOWER), (LEADER, FOLLOWER), 0,
-                              notifier.notify) for lg in logs]
+    everyone = (LEADER, FOLLOWER, OTHER)
+    replicas = [LeaderReplica(lg, LEADER, 1, everyone, everyone, 0, notifier.notify)
+                for lg in logs]
+    for replica in replicas:
+        replica.follower_fetched(OTHER, 0)
     services.partitions = _Led(services, replicas)
     services.notifier = notifier
     try:
@@ -96,7 +103,8 @@ class _Follower:
         self.named = set()
         answered = {p.partition_index: p for t in resp.responses for p in t.partitions}
         for p, data in answered.items():
-            assert data.error_code == 0
+            if data.error_code:
+                continue
             self.high_watermarks[p] = data.high_watermark
             if data.records:
                 self.ends[p] = _led(self.services).replicas[p].log.log_end_offset
@@ -113,6 +121,20 @@ def _append(services: FakeServices, partition: int, records: int = 2) -> None:
     _led(services).replicas[partition].append(batch_of(records), AppendOrigin.CLIENT)
 
 
+def _other_follower_catches_up(services: FakeServices, partition: int) -> None:
+    replica = _led(services).replicas[partition]
+    replica.follower_fetched(OTHER, replica.log.log_end_offset)
+
+
+async def _until_waiting(notifier: AppendNotifier) -> None:
+    """Until a fetch waits as a follower (a cancelled wait is forgotten a loop pass later)."""
+    for _ in range(100_000):
+        if any(not fut.done() for waits in notifier._followers.values() for _, fut, _ in waits):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("no fetch waits as a follower")
+
+
 async def test_a_caught_up_follower_fetch_looks_up_only_what_moved(led):
     partitions = _led(led)
     follower = _Follower(led)
@@ -127,8 +149,10 @@ async def test_a_caught_up_follower_fetch_looks_up_only_what_moved(led):
     answered = await follower.fetch()
     assert sorted(answered) == [7, 23] and sorted(partitions.looked_up) == [7, 23]
     assert all(answered[p].records for p in (7, 23))
-    # the follower names them at their new ends: the high watermark moves, and it
-    # is told; then nothing moves and nothing is looked up
+    # the followers reach the new ends: the high watermark moves, and it is told;
+    # then nothing moves and nothing is looked up
+    for p in (7, 23):
+        _other_follower_catches_up(led, p)
     partitions.looked_up.clear()
     answered = await follower.fetch()
     assert sorted(partitions.looked_up) == [7, 23]
@@ -144,26 +168,54 @@ async def test_a_long_poll_that_left_every_partition_out_wakes_for_an_append(led
     await follower.fetch()
     # every partition settled: the next fetch reads none and waits as the follower
     polling = asyncio.ensure_future(follower.fetch(max_wait_ms=60_000))
-    while not any(not fut.done() for waits in led.notifier._followers.values()
-                  for _, fut, _ in waits):  # until it waits
-        await asyncio.sleep(0)
+    await _until_waiting(led.notifier)
     _append(led, 31, records=3)
     answered = await asyncio.wait_for(polling, 30)  # (else it would wait out its 60 s)
     assert list(answered) == [31] and answered[31].records
 
 
-async def test_a_follower_that_left_a_partition_out_for_longer_than_the_lag_limit_stays_in_sync(led):
+async def test_a_high_watermark_that_moves_while_the_follower_waits_is_told_when_its_wait_ends(led):
+    follower = _Follower(led)
+    await follower.fetch()
+    _append(led, 9)
+    await follower.fetch()  # the records
+    await follower.fetch()  # named at its new end: settled, told high watermark 0
+    assert follower.high_watermarks[9] == 0
+    # the other follower moves the high watermark (no append: nothing wakes the wait)
+    polling = asyncio.ensure_future(follower.fetch(max_wait_ms=100))
+    await _until_waiting(led.notifier)
+    _other_follower_catches_up(led, 9)
+    answered = await asyncio.wait_for(polling, 30)
+    assert list(answered) == [9] and answered[9].high_watermark == 2
+
+
+async def test_a_partition_whose_leadership_moved_away_is_answered_its_error(led):
+    follower = _Follower(led)
+    await follower.fetch()
+    _led(led).moved_away.add(12)
+    answered = await follower.fetch()
+    assert list(answered) == [12]
+    assert answered[12].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_follower_left_out_longer_than_the_lag_limit_stays_in_sync_while_it_fetches(led):
     follower = _Follower(led)
     await follower.fetch()
     replica = _led(led).replicas[5]
-    # its fetches have left partition 5 out (settled) for a minute
+    # partition 5 was last read by a fetch a minute ago
     progress = replica._followers[FOLLOWER]
     progress.last_caught_up_ms -= 60_000
     progress.last_fetch_ms -= 60_000
+    await follower.fetch()  # leaves it out: the follower has all of it
     _append(led, 5)
-    # it had all of the log until this append: in sync, with 30 s to fetch it
+    # so it counts as caught up until this append, with 30 s to fetch it
     assert replica.lagging_isr(30_000) is None
-    # a follower gone quiet is not kept in: a second append finds it behind
+    _other_follower_catches_up(led, 5)
+    await follower.fetch()  # the records
+    await follower.fetch()  # named at the new end
+    # a follower that stopped fetching is not kept in: no fetch for a minute, then an append
     progress.last_caught_up_ms -= 60_000
+    progress.last_fetch_ms -= 60_000
     _append(led, 5)
-    assert replica.lagging_isr(30_000) == (LEADER,)
+    _other_follower_catches_up(led, 5)
+    assert replica.lagging_isr(30_000) == (LEADER, OTHER)
