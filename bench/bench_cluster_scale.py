@@ -300,11 +300,20 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     t0 = time.monotonic()
     cluster.kill(victim)
     moved = None  # when every partition the victim led had a live leader
+    # When the last Metadata poll that did not see it was sent: the moment it
+    # happened on the broker lies between that and ``moved`` (a poll of every
+    # partition, decoded here, takes a while on a loaded machine, so ``moved``
+    # is late by up to a poll's round trip and the sleep).
+    not_yet = t0
     while True:
         try:
+            sent = time.monotonic()
             leaders = leaders_of(metadata(others[0]))
-            if moved is None and all(leaders.get(tp, -1) in live for tp in led):
-                moved = time.monotonic()
+            if moved is None:
+                if all(leaders.get(tp, -1) in live for tp in led):
+                    moved = time.monotonic()
+                else:
+                    not_yet = sent
             if moved is not None and len(leaders) >= partitions \
                     and all(leader in live for tp, leader in leaders.items()
                             if tp not in stranded):
@@ -328,6 +337,9 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     figure(f"{what}: every partition it led has a live leader, from kill (s)",
            round(moved - t0, 2))
     figure(f"{what}: ... from session expiry (s)", round(moved - expired, 2))
+    figure(f"{what}: ... happened on the broker between (s from expiry: the last poll "
+           f"not seeing it was sent, the first seeing it was answered)",
+           f"{not_yet - expired:.2f} and {moved - expired:.2f}")
     figure(f"{what}: every partition led by a live broker, from kill (s)",
            round(settled - t0, 2))
     if led:
