@@ -84,6 +84,12 @@ class LeaderLookup(NamedTuple):
         return self.replica
 
 
+def _leads_at(replica: LeaderReplica | None, meta: PartitionMeta) -> bool:
+    """Whether ``replica`` leads at the epoch ``meta`` (naming this broker
+    leader) gives, and has not been fenced."""
+    return replica is not None and replica.leader_epoch == meta.leader_epoch and not replica.fenced
+
+
 def epoch_error(believed: int, current: int) -> ErrorCode:
     """Kafka's check of the leader epoch a client believes in."""
     if believed == NO_EPOCH or believed == current:
@@ -123,11 +129,11 @@ class PartitionLayer:
             if code:
                 return LeaderLookup(code, leader_epoch=meta.leader_epoch)
         replica = self.replicas.leader(topic, partition)
-        if replica is None or replica.leader_epoch != meta.leader_epoch or replica.fenced:
+        if not _leads_at(replica, meta):
             # Named leader at an epoch the role worker has not reached: take it
             # up now rather than refuse until the worker's next pass.
             replica = self.replicas.take_up(topic, partition)
-        if replica is None or replica.leader_epoch != meta.leader_epoch or replica.fenced:
+        if replica is None or not _leads_at(replica, meta):
             # Still not taken up (the log is not opened yet, or fenced at this
             # epoch): not a leader until it is, as in Kafka.
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=meta.leader_epoch)
@@ -135,11 +141,10 @@ class PartitionLayer:
 
     def still_leads(self, replica: LeaderReplica) -> bool:
         """Whether the metadata still names this broker leader of ``replica``'s
-        partition at its epoch (what leader_log found it by: a replica is
-        fenced only when the role worker gets to the change)."""
+        partition at its epoch, as leader_log found it (a replica is fenced
+        only when the role worker gets to the change)."""
         meta = self._store.partition(replica.topic, replica.partition)
-        return (meta is not None and meta.leader == self.broker_id
-                and meta.leader_epoch == replica.leader_epoch and not replica.fenced)
+        return meta is not None and meta.leader == self.broker_id and _leads_at(replica, meta)
 
     def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
                     replica_id: int) -> LeaderLookup:
