@@ -1005,6 +1005,8 @@ class Broker:
         controller moves leadership of its partitions to other in-sync replicas,
         so clients fail over at once instead of after the ZooKeeper session ends."""
         cfg = self.cfg
+        if self.replicas is not None:
+            self.replicas.leaving()
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             remaining = await self._ask_controller_to_move_leaders(store, controller)
             if remaining == []:

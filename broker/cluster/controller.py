@@ -33,7 +33,7 @@ import queue
 import threading
 import time
 from functools import partial
-from typing import Callable, Iterator, Mapping, NamedTuple
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, KazooException, NoNodeError,
@@ -864,18 +864,23 @@ class Controller:
             return []
         self._shutting_down.add(broker_id)
         log.info("controller: controlled shutdown of broker %d", broker_id)
-        self._decide_each([
-            (tp, partial(elect_for_shutdown, replicas, live=self._live,
-                         shutting_down=self._shutting_down))
-            for tp, (state, _) in self._states.items()
-            if len(replicas := self._assignments.get(tp[0], {}).get(tp[1], [])) > 1
-            and (state.leader == broker_id or broker_id in state.isr)])
+        self._decide_each(self._shutdown_decisions(self._states))
         # A partition with no other live in-sync replica has nowhere to go (one
         # replica, or the others are down): the broker is not kept waiting for it.
         return sorted(tp for tp, (state, _) in self._states.items()
                       if state.leader == broker_id
                       and any(r in self._live and r not in self._shutting_down
                               for r in state.isr if r != broker_id))
+
+    def _shutdown_decisions(self, tps: Iterable[Partition]) -> list[tuple[Partition, Decision]]:
+        """Of ``tps``, each replicated partition a broker in a controlled
+        shutdown leads or is in the ISR of, as a decision moving it off."""
+        stopping = self._shutting_down
+        return [(tp, partial(elect_for_shutdown, replicas, live=self._live,
+                             shutting_down=stopping))
+                for tp in tps if (found := self._states.get(tp)) is not None
+                and len(replicas := self._assignments.get(tp[0], {}).get(tp[1], [])) > 1
+                and (found[0].leader in stopping or not stopping.isdisjoint(found[0].isr))]
 
     def _on_isr_changes(self, names: tuple[str, ...]) -> None:
         """Leaders changed ISRs (they write the state znodes themselves and leave
@@ -916,6 +921,11 @@ class Controller:
         self._decide_each(self._offline_decisions([
             (tp, sorted(dead)) for tp in known if tp in self._states
             if (dead := set(self._states[tp][0].isr) - self._live)]))
+        # The same for one taken back while it is still shutting down (Kafka
+        # refuses an ISR naming a broker in a controlled shutdown as
+        # ineligible): it stops at once, and acks=all would wait on it.
+        if self._shutting_down:
+            self._decide_each(self._shutdown_decisions(known))
         self.zk.delete_each(paths)
         self._isr_notices_handled.update(fresh)
 

@@ -124,6 +124,9 @@ class ReplicaManager:
         self._cut_off_generation = 0
         self._wake = threading.Event()
         self._stopped = False
+        # in a controlled shutdown: a partition this broker was taken out of
+        # the ISR of is no longer followed (see leaving)
+        self._leaving = False
         # role passes running (sync_roles): the stop waits for them to end
         self._passes = 0
         self._passes_ended = threading.Condition()
@@ -431,10 +434,21 @@ class ReplicaManager:
             self._give_up(key)
         if self.follower is None:
             return
-        if meta is not None and meta.leader >= 0 and self.broker_id in meta.replicas:
+        if (meta is not None and meta.leader >= 0 and self.broker_id in meta.replicas
+                and not (self._leaving and self.broker_id not in meta.isr)):
             self.follower.follow(lg, meta.leader, meta.leader_epoch)
         else:
             self.follower.unfollow(topic, partition)
+
+    def leaving(self) -> None:
+        """This broker has asked the controller for a controlled shutdown: a
+        partition the controller takes it out of the ISR of (leadership moved
+        off it, or it followed) is no longer followed, as Kafka's controller
+        sends the stopping broker StopReplica. Followed on, it caught up with
+        the new leader, which took it back into the ISR it had just left
+        (leaders change ISRs without asking the controller here), so acks=all
+        writes waited on a broker about to go."""
+        self._leaving = True
 
     def _give_up(self, key: TopicPartition) -> None:
         self._leaders.pop(key).resign()

@@ -245,19 +245,33 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     _write_topic(kazoo, "t", {0: [victim, stopping, controller]})
     wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
     assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
-    # Its follower is back in the ISR (a leader re-added it before it stopped).
-    path = "/brokers/topics/t/partitions/0/state"
-    state = json.loads(kazoo.get(path)[0])
-    state["isr"] = [victim, stopping, controller]
-    kazoo.set(path, json.dumps(state).encode())
-    kazoo.create("/isr_change_notification/isr_change_", json.dumps(
-        {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}).encode(), sequence=True)
-    wait_until(lambda: not kazoo.get_children("/isr_change_notification"),
-               what="the controller to read the ISR change")
+    # Its follower is back in the ISR (a leader re-added it before it stopped),
+    # and the controller has not read that change yet.
+    _set_isr(kazoo, "t", [victim, stopping, controller], notify=False)
     nodes[victim].stop()
     moved = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] != victim and s,
                        what="leadership to move off the dead leader")
     assert moved["leader"] == controller, "the stopping broker must not take leadership"
+
+
+def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again(cluster, kazoo):
+    # Kafka's controller refuses an ISR that names a broker in a controlled
+    # shutdown; leaders here write ISRs without asking, so the controller
+    # undoes it when it reads the change, or acks=all waits on a broker
+    # about to go.
+    nodes = {i: cluster(i) for i in range(3)}
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    controller = active[0].broker_id
+    stopping = next(i for i in nodes if i != controller)
+    other = 3 - controller - stopping
+    _write_topic(kazoo, "t", {0: [controller, other, stopping]})
+    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
+    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    assert stopping not in _state(kazoo, "t", 0)["isr"]
+    _set_isr(kazoo, "t", [controller, other, stopping])
+    out = wait_until(lambda: (s := _state(kazoo, "t", 0)) and stopping not in s["isr"] and s,
+                     what="the stopping replica out of the ISR again")
+    assert (out["leader"], sorted(out["isr"])) == (controller, sorted([controller, other]))
 
 
 def test_a_dead_replica_leaves_an_isr_its_leader_changed_without_telling_the_controller_yet(

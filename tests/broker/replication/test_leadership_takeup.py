@@ -124,3 +124,48 @@ def test_a_session_fenced_leader_answers_not_leader_until_zookeeper_says_it_stil
     # no longer named leader: a follower's fetch here is sent to broker 1
     assert partitions.replica_log("t", 0, 0, replica_id=1).error == \
         ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class _Followed:
+    """What the role passes tell the replica fetcher: the partitions followed
+    now, with their leader and epoch."""
+
+    def __init__(self) -> None:
+        self.now: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def follow(self, log, leader: int, leader_epoch: int) -> None:
+        self.now[(log.topic, log.partition)] = (leader, leader_epoch)
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        self.now.pop((topic, partition), None)
+
+    def keep_only(self, keys) -> None:
+        self.now = {k: v for k, v in self.now.items() if k in keys}
+
+
+@pytest.mark.parametrize("leaving", [False, True])
+def test_a_broker_in_controlled_shutdown_stops_following_a_partition_it_left_the_isr_of(
+        broker, kazoo, leaving):
+    """Kafka's controller sends a stopping broker StopReplica for the
+    partitions it takes it out of the ISR of. Followed on, the replica caught
+    up with the leader, which took it back into the ISR (found by CI: a
+    controlled shutdown left the stopping broker in the ISR of a partition
+    whose leadership had just moved off it)."""
+    store, logs, replicas, _ = broker
+    followed = _Followed()
+    replicas.follower = followed
+    kazoo.create(z.topic_path("t"), z.encode_topic(z.TopicAssignment({0: [1, 0]})),
+                 makepath=True)
+    _write_state(kazoo, "t", 1, 0, [1, 0])
+    wait_until(lambda: (m := store.partition("t", 0)) and m.leader == 1, what="the first state")
+    replicas.log_opened(logs.create_log("t", 0, topic_id=store.topic("t").topic_id))
+    assert followed.now == {("t", 0): (1, 0)}
+    if leaving:
+        replicas.leaving()
+    replicas.sync_roles([("t", 0)])
+    assert followed.now == {("t", 0): (1, 0)}, "still in the ISR: followed on"
+
+    _write_state(kazoo, "t", 1, 1, [1])  # the controller takes it out of the ISR
+    wait_until(lambda: store.partition("t", 0).leader_epoch == 1, what="the new state")
+    replicas.sync_roles([("t", 0)])
+    assert followed.now == ({} if leaving else {("t", 0): (1, 1)})
