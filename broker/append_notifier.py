@@ -18,6 +18,9 @@ that have nothing new (broker/handlers/fetch.py), so it cannot wait on them
 by name; it waits as that follower instead (``wait_follower``), woken by an
 append to any partition the leader counts it a replica of (``notify``'s
 ``followers``). Registering it costs the same for 10 partitions or 10,000.
+Woken, it looks again only at the partitions appended to since it last
+looked (``changes_since``: every notify naming followers is journalled), not
+at every partition of its session.
 """
 from __future__ import annotations
 
@@ -30,6 +33,11 @@ APPENDED = 1  # the log end moved: followers can read more
 READABLE = 2  # the high watermark or last stable offset moved: consumers can
 ANY = APPENDED | READABLE
 
+# Entries the journal of notified partitions keeps (see changes_since): about
+# a second of appends at 100,000 a second; a fetch that looked longer ago
+# than that looks at every partition of its session instead.
+JOURNAL_KEPT = 1 << 17
+
 # (loop, future, events waited for)
 _Entry = tuple[asyncio.AbstractEventLoop, "asyncio.Future[object]", int]
 
@@ -40,6 +48,10 @@ class AppendNotifier:
         self._waiters: dict[tuple[str, int], set[_Entry]] = {}
         # by follower broker id: fetches woken by an append to any partition it replicates
         self._followers: dict[int, set[_Entry]] = {}
+        # Partitions notified with their followers named, in order, and the
+        # position of the first one kept (see changes_since).
+        self._journal: list[tuple[str, int]] = []
+        self._journal_start = 0
 
     def wait_any(self, keys: Iterable[tuple[str, int]], loop: asyncio.AbstractEventLoop,
                  events: int = ANY) -> asyncio.Future[object]:
@@ -82,11 +94,33 @@ class AppendNotifier:
                 if not waiters:
                     del self._followers[replica_id]
 
+    def position(self) -> int:
+        """Where the journal of notified partitions ends now (``changes_since``)."""
+        with self._lock:
+            return self._journal_start + len(self._journal)
+
+    def changes_since(self, position: int) -> tuple[set[tuple[str, int]] | None, int]:
+        """The partitions notified with followers named since ``position`` (None
+        when the journal no longer goes back that far), and the position now."""
+        with self._lock:
+            end = self._journal_start + len(self._journal)
+            if position < self._journal_start:
+                return None, end
+            return set(self._journal[position - self._journal_start:]), end
+
     def notify(self, topic: str, partition: int, events: int = ANY,
                followers: Collection[int] = ()) -> None:
         """``followers``: the brokers that replicate the partition from this
-        leader (an APPENDED event wakes their ``wait_follower``)."""
+        leader (an APPENDED event wakes their ``wait_follower``; the
+        partition is journalled for ``changes_since``)."""
         with self._lock:
+            if followers:
+                journal = self._journal
+                journal.append((topic, partition))
+                if len(journal) > JOURNAL_KEPT:
+                    dropped = len(journal) // 2
+                    del journal[:dropped]
+                    self._journal_start += dropped
             waiting = self._waiters.get((topic, partition))
             due = [(loop, fut) for loop, fut, wanted in waiting if wanted & events] if waiting else []
             if followers and events & APPENDED and self._followers:

@@ -331,19 +331,26 @@ class FetchSessionCache:
                             uses_topic_ids=uses_topic_ids, epoch=epoch,
                             reading={key for key, _ in reading}, settled=settled)
 
-    def more_to_read(self, ctx: FetchContext) -> list[Wanted] | None:
+    def more_to_read(self, ctx: FetchContext, touched: Iterable[PartitionKey] | None = None
+                     ) -> list[Wanted] | None:
         """For an incremental fetch that leaves settled partitions out (see
         ``new_context``): those of its session that its ``settled`` check now
         finds unsettled (an append while the fetch waited), added to the end
-        of ``ctx.partitions`` and returned. None once a later request took
-        the session (this one's answer will tell nothing: ``finish``)."""
+        of ``ctx.partitions`` and returned; only those of ``touched`` (keys as
+        the session's) are looked at, when given. None once a later request
+        took the session (this one's answer will tell nothing: ``finish``)."""
         session, reading, settled = ctx.session, ctx.reading, ctx.settled
         if session is None or reading is None or settled is None:
             return []
         with self._lock:
             if session.epoch != ctx.epoch:
                 return None
-            held = list(session.partitions.items())
+            if touched is None:
+                held = list(session.partitions.items())
+            else:
+                parts = session.partitions
+                held = [(key, entry) for key in touched
+                        if (entry := parts.get(key)) is not None]
         # Checked outside the lock (every network thread's fetches take it): what
         # a check reads of an entry is written only by this request's ``finish``
         # or by a later request, which makes ``finish`` drop this answer.

@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 from concurrent.futures import ThreadPoolExecutor
 
 from samsa.protocol.errors import ErrorCode
@@ -527,6 +527,9 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
     follower = replica_id >= 0
+    # (where the journal of appends ends before the session is looked at: a
+    # wake looks at what was appended to since, see below)
+    journal_mark = broker.notifier.position() if as_follower is not None else 0
     if version >= 7:
         session = broker.fetch_sessions.new_context(
             req.session_id, req.session_epoch, _wanted(req, version), _forgotten(req, version),
@@ -567,11 +570,14 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
                 if waiter is None:  # the first pass
                     waiter = as_follower  # (registered before the session was looked at)
                 else:
-                    # Woken: the partitions that moved since they were looked at,
-                    # looked at once the next wait is registered (so an append in
-                    # between is seen by one or the other).
+                    # Woken: the partitions appended to since they were looked
+                    # at (not every partition of the session), looked at once
+                    # the next wait is registered (so an append in between is
+                    # seen by one or the other).
                     waiter = broker.notifier.wait_follower(replica_id, loop)
-                    moved = await _moved(ctx, session, version, replica_id, allowed)
+                    touched, journal_mark = broker.notifier.changes_since(journal_mark)
+                    moved = await _moved(ctx, session, version, replica_id, allowed,
+                                         _session_keys(broker, touched, version))
                     if moved is None:
                         return None
                     if moved is _SUPERSEDED:
@@ -622,13 +628,33 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
 _SUPERSEDED: list[_Target] = []
 
 
+def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, version: int
+                  ) -> Iterable[PartitionKey] | None:
+    """Partitions (topic name, index) as a session of ``version`` keys them
+    (by topic id from v13)."""
+    if touched is None or version < 13:
+        return touched
+    ids: dict[str, uuid.UUID | None] = {}
+    keys = []
+    for topic, partition in touched:
+        if topic not in ids:
+            meta = broker.topics.get(topic)
+            ids[topic] = None if meta is None else meta.topic_id
+        topic_id = ids[topic]
+        if topic_id is not None:
+            keys.append((topic_id, partition))
+    return keys
+
+
 async def _moved(ctx: RequestContext, session: FetchContext, version: int, replica_id: int,
-                 allowed: Callable[[str], bool]) -> list[_Target] | None:
+                 allowed: Callable[[str], bool],
+                 touched: Iterable[PartitionKey] | None = None) -> list[_Target] | None:
     """A follower's incremental fetch that left settled partitions out: those
-    that moved since (resolved); _SUPERSEDED when a later request took the
-    session (this answer tells nothing, so it goes at once); None when the
-    fetcher went away."""
-    wanted = ctx.broker.fetch_sessions.more_to_read(session)
+    that moved since (resolved), of ``touched`` only when given (else of the
+    whole session: the end of the wait looks for offsets that moved without an
+    append); _SUPERSEDED when a later request took the session (this answer
+    tells nothing, so it goes at once); None when the fetcher went away."""
+    wanted = ctx.broker.fetch_sessions.more_to_read(session, touched)
     if wanted is None:
         return _SUPERSEDED
     return await _resolve_sliced(ctx, session, wanted, version, replica_id, allowed)

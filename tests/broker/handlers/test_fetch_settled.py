@@ -6,7 +6,8 @@ lookup is a stand-in (every partition led here by broker 0). A follower
 (broker 1) opens a session over every partition, catches up, and from then on
 its fetches must look up and read only partitions appended to (or whose
 offsets it has not been told), yet still be woken by an append to any of them
-and still learn every high watermark that moves."""
+(and then look again only at those appended to) and still learn every high
+watermark that moves."""
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,19 @@ LEADER, FOLLOWER, OTHER = 0, 1, 2  # OTHER: a second follower, moved by hand
 PARTITIONS = 40
 
 
+class _Seen(LeaderLookup):
+    """A lookup that notes which partitions a settled check (or anything else)
+    read its replica of, in ``_Seen.by`` when set."""
+    by: list[int] | None = None
+
+    @property
+    def replica(self) -> LeaderReplica | None:  # type: ignore[override]
+        replica: LeaderReplica | None = tuple.__getitem__(self, 4)  # type: ignore[assignment]
+        if _Seen.by is not None and replica is not None:
+            _Seen.by.append(replica.partition)
+        return replica
+
+
 class _Led(FakePartitions):
     """Every partition of "t" led here at epoch 1 by a real LeaderReplica, but
     those ``moved_away`` (the metadata names another leader now); counts the
@@ -47,7 +61,7 @@ class _Led(FakePartitions):
         if partition in self.moved_away:
             return LeaderLookup(ErrorCode.NOT_LEADER_OR_FOLLOWER, leader_epoch=2)
         replica = self.replicas[partition]
-        return LeaderLookup(ErrorCode.NONE, replica.log, 1, replica=replica)
+        return _Seen(ErrorCode.NONE, replica.log, 1, replica=replica)
 
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
@@ -81,9 +95,10 @@ def led(tmp_path):
 class _Follower:
     """Broker 1's side: one session, each partition fetched from its log end."""
 
-    def __init__(self, services: FakeServices) -> None:
+    def __init__(self, services: FakeServices, version: int = 12) -> None:
         self.services = services
-        self.ctx = context(services, ApiKey.FETCH, 12)  # one connection for every fetch
+        self.version = version  # 13 on: topics by id, and the session keyed so
+        self.ctx = context(services, ApiKey.FETCH, version)  # one connection for every fetch
         self.session_id, self.epoch = 0, 0
         self.ends = [0] * PARTITIONS
         self.named: set[int] = set(range(PARTITIONS))  # what the next request names
@@ -93,7 +108,9 @@ class _Follower:
         request = FetchRequest(
             replica_id=FOLLOWER, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
             session_id=self.session_id, session_epoch=self.epoch, forgotten_topics_data=[],
-            topics=[FetchRequest.FetchTopic(topic="t", partitions=[
+            topics=[FetchRequest.FetchTopic(
+                topic="t" if self.version < 13 else "",
+                topic_id=self.services.topics.by_name["t"].topic_id, partitions=[
                 FetchRequest.FetchPartition(partition=p, fetch_offset=self.ends[p],
                                             partition_max_bytes=1 << 20, current_leader_epoch=1)
                 for p in sorted(self.named)])] if self.named else [])
@@ -172,6 +189,41 @@ async def test_a_long_poll_that_left_every_partition_out_wakes_for_an_append(led
     _append(led, 31, records=3)
     answered = await asyncio.wait_for(polling, 30)  # (else it would wait out its 60 s)
     assert list(answered) == [31] and answered[31].records
+
+
+@pytest.mark.parametrize("version", [12, 13])
+async def test_a_woken_long_poll_looks_again_only_at_what_was_appended_to(led, monkeypatch,
+                                                                          version):
+    follower = _Follower(led, version)
+    await follower.fetch()
+    seen: list[int] = []
+    monkeypatch.setattr(_Seen, "by", seen)
+    polling = asyncio.ensure_future(follower.fetch(max_wait_ms=60_000))
+    await _until_waiting(led.notifier)
+    assert sorted(set(seen)) == list(range(PARTITIONS))  # the request's own look at each
+    seen.clear()
+    _append(led, 4)
+    _append(led, 17)
+    answered = await asyncio.wait_for(polling, 30)
+    assert sorted(answered) == [4, 17]
+    # woken: only the partitions appended to were looked at again, not all 40
+    assert sorted(set(seen)) == [4, 17]
+
+
+def test_a_fetch_that_looked_before_the_journal_kept_looks_at_everything(monkeypatch):
+    from samsa.broker import append_notifier
+    monkeypatch.setattr(append_notifier, "JOURNAL_KEPT", 8)
+    notifier = AppendNotifier()
+    mark = notifier.position()
+    for p in range(5):
+        notifier.notify("t", p, followers=(1,))
+    notifier.notify("t", 9)  # no followers: nothing for a follower's fetch to look at
+    touched, mark = notifier.changes_since(mark)
+    assert touched == {("t", p) for p in range(5)} and mark == 5
+    for p in range(5, 15):
+        notifier.notify("t", p, followers=(1,))
+    touched, _ = notifier.changes_since(mark)
+    assert touched is None  # dropped: the caller looks at its whole session
 
 
 async def test_a_high_watermark_that_moves_while_the_follower_waits_is_told_when_its_wait_ends(led):
