@@ -235,7 +235,7 @@ def quick_leaders(body: bytes) -> dict[tuple[str, int], int]:
     object: at 30,000 partitions a poll took 3-7 s at load 6, so when a
     kill's leaders moved was known only to within that. This reads a field
     at a time and takes 50-100 ms; the bench checks it against the generic
-    decoder on the first poll of each kill (``check_quick_leaders``)."""
+    decoder on one answer before each kill (``check_quick_leaders``)."""
     unpack = struct.unpack_from
     pos = 4  # correlation id
     (brokers,) = unpack(">i", body, pos)

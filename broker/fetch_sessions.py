@@ -44,7 +44,7 @@ import enum
 import random
 import threading
 import uuid
-from typing import Callable, Hashable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Collection, Hashable, Iterable, Iterator, Protocol, Sequence
 
 from samsa.protocol.errors import ErrorCode
 
@@ -331,7 +331,7 @@ class FetchSessionCache:
                             uses_topic_ids=uses_topic_ids, epoch=epoch,
                             reading={key for key, _ in reading}, settled=settled)
 
-    def more_to_read(self, ctx: FetchContext, touched: Iterable[PartitionKey] | None = None
+    def more_to_read(self, ctx: FetchContext, touched: Collection[PartitionKey] | None = None
                      ) -> list[Wanted] | None:
         """For an incremental fetch that leaves settled partitions out (see
         ``new_context``): those of its session that its ``settled`` check now
@@ -345,10 +345,10 @@ class FetchSessionCache:
         with self._lock:
             if session.epoch != ctx.epoch:
                 return None
-            if touched is None:
-                held = list(session.partitions.items())
+            parts = session.partitions
+            if touched is None or len(touched) >= len(parts):
+                held = list(parts.items())  # (every one: no more than was touched)
             else:
-                parts = session.partitions
                 held = [(key, entry) for key in touched
                         if (entry := parts.get(key)) is not None]
         # Checked outside the lock (every network thread's fetches take it): what

@@ -110,6 +110,10 @@ class Controller:
         self._epoch_version = -1
         self._live: set[int] = set()
         self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
+        # Of each, the registration that asked (its znode's czxid, Kafka's
+        # broker epoch): registered anew, the broker has started again and
+        # is no longer stopping (see _on_brokers).
+        self._stopping_registration: dict[int, int] = {}
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._topic_znodes: dict[str, TopicZnode] = {}  # as read
         self._watched_topics: set[str] = set()  # a watch set this term
@@ -446,7 +450,12 @@ class Controller:
         live = {int(c) for c in ids if c.isdigit()}
         dead, born = self._live - live, live - self._live
         self._live = live
-        self._shutting_down &= live
+        # (a broker that stopped and registered again between two reads of
+        # the registrations was never seen gone: its new registration tells)
+        self._shutting_down = {b for b in self._shutting_down & live
+                               if self._registration(b) == self._stopping_registration.get(b)}
+        self._stopping_registration = {b: self._stopping_registration[b]
+                                       for b in self._shutting_down}
         if dead:
             log.info("controller: broker(s) %s went away", sorted(dead))
             self._replicas_gone(dead)
@@ -454,6 +463,13 @@ class Controller:
             log.info("controller: broker(s) %s joined", sorted(born))
         # Partitions without a leader (or never started) may have one now.
         self._bring_online(list(self._states) + self._partitions_without_state())
+
+    def _registration(self, broker: int) -> int | None:
+        """The czxid of ``broker``'s registration (None: not registered)."""
+        try:
+            return self.zk.get(z.broker_path(broker))[1].czxid
+        except NoNodeError:
+            return None
 
     def _replicas_gone(self, dead: set[int]) -> None:
         """Replicas on ``dead`` brokers leave their ISRs (and leadership)."""
@@ -860,9 +876,11 @@ class Controller:
         return False
 
     def _on_controlled_shutdown(self, broker_id: int) -> list[Partition]:
-        if broker_id not in self._live:
+        registration = self._registration(broker_id)
+        if broker_id not in self._live or registration is None:
             return []
         self._shutting_down.add(broker_id)
+        self._stopping_registration[broker_id] = registration
         log.info("controller: controlled shutdown of broker %d", broker_id)
         self._decide_each(self._shutdown_decisions(self._states))
         # A partition with no other live in-sync replica has nowhere to go (one

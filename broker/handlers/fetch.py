@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Collection, TypeVar
 from concurrent.futures import ThreadPoolExecutor
 
 from samsa.protocol.errors import ErrorCode
@@ -577,7 +577,7 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
                     waiter = broker.notifier.wait_follower(replica_id, loop)
                     touched, journal_mark = broker.notifier.changes_since(journal_mark)
                     moved = await _moved(ctx, session, version, replica_id, allowed,
-                                         _session_keys(broker, touched, version))
+                                         _session_keys(broker, touched, session))
                     if moved is None:
                         return None
                     if moved is _SUPERSEDED:
@@ -628,11 +628,11 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
 _SUPERSEDED: list[_Target] = []
 
 
-def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, version: int
-                  ) -> Iterable[PartitionKey] | None:
-    """Partitions (topic name, index) as a session of ``version`` keys them
-    (by topic id from v13)."""
-    if touched is None or version < 13:
+def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, session: FetchContext
+                  ) -> Collection[PartitionKey] | None:
+    """Partitions (topic name, index) as ``session`` keys them (by topic id
+    from v13)."""
+    if touched is None or not session.uses_topic_ids:
         return touched
     ids: dict[str, uuid.UUID | None] = {}
     keys = []
@@ -648,7 +648,7 @@ def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, versio
 
 async def _moved(ctx: RequestContext, session: FetchContext, version: int, replica_id: int,
                  allowed: Callable[[str], bool],
-                 touched: Iterable[PartitionKey] | None = None) -> list[_Target] | None:
+                 touched: Collection[PartitionKey] | None = None) -> list[_Target] | None:
     """A follower's incremental fetch that left settled partitions out: those
     that moved since (resolved), of ``touched`` only when given (else of the
     whole session: the end of the wait looks for offsets that moved without an

@@ -246,7 +246,10 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
     assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
     # Its follower is back in the ISR (a leader re-added it before it stopped),
-    # and the controller has not read that change yet.
+    # and the controller has not read that change yet (read, it would take
+    # the stopping broker out again): the controller's state is stale, its
+    # election's write is refused for its version, and it reads the state
+    # with the stopping broker in the ISR before it elects again.
     _set_isr(kazoo, "t", [victim, stopping, controller], notify=False)
     nodes[victim].stop()
     moved = wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] != victim and s,
@@ -272,6 +275,33 @@ def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again
     out = wait_until(lambda: (s := _state(kazoo, "t", 0)) and stopping not in s["isr"] and s,
                      what="the stopping replica out of the ISR again")
     assert (out["leader"], sorted(out["isr"])) == (controller, sorted([controller, other]))
+
+
+def test_a_stopping_broker_that_registers_anew_is_no_longer_taken_out_of_isrs(cluster, kazoo):
+    # A broker stopped and started again between two reads of the
+    # registrations is never seen gone: its new registration (another czxid,
+    # Kafka's broker epoch) says it is no longer stopping, or every leader
+    # that took it back into an ISR would have it taken out again.
+    nodes = {i: cluster(i) for i in range(3)}
+    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
+    controller = active[0].broker_id
+    stopping = next(i for i in nodes if i != controller)
+    other = 3 - controller - stopping
+    _write_topic(kazoo, "t", {0: [controller, other, stopping]})
+    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
+    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    path = f"/brokers/ids/{stopping}"
+    registration = kazoo.get(path)[0]
+    tx = kazoo.transaction()  # gone and back in one step, as the controller sees it
+    tx.delete(path)
+    tx.create(path, registration, ephemeral=True)
+    assert not any(isinstance(r, Exception) for r in tx.commit())
+    wait_until(lambda: stopping not in active[0].controller._shutting_down,
+               what="the new registration seen")
+    _set_isr(kazoo, "t", [controller, other, stopping])
+    wait_until(lambda: not kazoo.get_children("/isr_change_notification"),
+               what="the controller to read the ISR change")
+    assert sorted(_state(kazoo, "t", 0)["isr"]) == sorted([controller, other, stopping])
 
 
 def test_a_dead_replica_leaves_an_isr_its_leader_changed_without_telling_the_controller_yet(

@@ -38,7 +38,7 @@ class _Seen(LeaderLookup):
 
     @property
     def replica(self) -> LeaderReplica | None:  # type: ignore[override]
-        replica: LeaderReplica | None = tuple.__getitem__(self, 4)  # type: ignore[assignment]
+        replica = super().replica
         if _Seen.by is not None and replica is not None:
             _Seen.by.append(replica.partition)
         return replica
@@ -208,6 +208,21 @@ async def test_a_woken_long_poll_looks_again_only_at_what_was_appended_to(led, m
     assert sorted(answered) == [4, 17]
     # woken: only the partitions appended to were looked at again, not all 40
     assert sorted(set(seen)) == [4, 17]
+
+
+async def test_a_wake_past_what_the_journal_keeps_looks_at_every_partition(led, monkeypatch):
+    from samsa.broker import append_notifier
+    monkeypatch.setattr(append_notifier, "JOURNAL_KEPT", 4)
+    follower = _Follower(led)
+    await follower.fetch()
+    polling = asyncio.ensure_future(follower.fetch(max_wait_ms=60_000))
+    await _until_waiting(led.notifier)
+    # more appends than the journal keeps before the woken fetch runs (on
+    # this loop, after this coroutine's next await)
+    for p in range(10):
+        _append(led, p)
+    answered = await asyncio.wait_for(polling, 30)
+    assert sorted(answered) == list(range(10))
 
 
 def test_a_fetch_that_looked_before_the_journal_kept_looks_at_everything(monkeypatch):
