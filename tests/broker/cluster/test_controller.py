@@ -257,11 +257,10 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     assert moved["leader"] == controller, "the stopping broker must not take leadership"
 
 
-def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again(cluster, kazoo):
-    # Kafka's controller refuses an ISR that names a broker in a controlled
-    # shutdown; leaders here write ISRs without asking, so the controller
-    # undoes it when it reads the change, or acks=all waits on a broker
-    # about to go.
+def _one_stopping(cluster, kazoo) -> tuple[Controller, int, int, int, dict[int, Node]]:
+    """Three brokers, t-0 led by the controller's, and one of the others in a
+    controlled shutdown: (the controller, its broker id, the stopping one, the
+    third, every node by id)."""
     nodes = {i: cluster(i) for i in range(3)}
     active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
     controller = active[0].broker_id
@@ -270,6 +269,15 @@ def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again
     _write_topic(kazoo, "t", {0: [controller, other, stopping]})
     wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
     assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    return active[0].controller, controller, stopping, other, nodes
+
+
+def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again(cluster, kazoo):
+    # Kafka's controller refuses an ISR that names a broker in a controlled
+    # shutdown; leaders here write ISRs without asking, so the controller
+    # undoes it when it reads the change, or acks=all waits on a broker
+    # about to go.
+    _, controller, stopping, other, _ = _one_stopping(cluster, kazoo)
     assert stopping not in _state(kazoo, "t", 0)["isr"]
     _set_isr(kazoo, "t", [controller, other, stopping])
     out = wait_until(lambda: (s := _state(kazoo, "t", 0)) and stopping not in s["isr"] and s,
@@ -282,21 +290,14 @@ def test_a_stopping_broker_that_registers_anew_is_no_longer_taken_out_of_isrs(cl
     # registrations is never seen gone: its new registration (another czxid,
     # Kafka's broker epoch) says it is no longer stopping, or every leader
     # that took it back into an ISR would have it taken out again.
-    nodes = {i: cluster(i) for i in range(3)}
-    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
-    controller = active[0].broker_id
-    stopping = next(i for i in nodes if i != controller)
-    other = 3 - controller - stopping
-    _write_topic(kazoo, "t", {0: [controller, other, stopping]})
-    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
-    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    active, controller, stopping, other, _ = _one_stopping(cluster, kazoo)
     path = f"/brokers/ids/{stopping}"
     registration = kazoo.get(path)[0]
     tx = kazoo.transaction()  # gone and back in one step, as the controller sees it
     tx.delete(path)
     tx.create(path, registration, ephemeral=True)
     assert not any(isinstance(r, Exception) for r in tx.commit())
-    wait_until(lambda: stopping not in active[0].controller._shutting_down,
+    wait_until(lambda: stopping not in active._shutting_down,
                what="the new registration seen")
     _set_isr(kazoo, "t", [controller, other, stopping])
     wait_until(lambda: not kazoo.get_children("/isr_change_notification"),
@@ -310,18 +311,11 @@ def test_a_dead_replica_leaves_an_isr_its_leader_changed_without_telling_the_con
     # session ends before the controller has read the ISR change notification
     # (found by a full run: with no new writes, nothing else ever takes the
     # dead replica out, and acks=all waits on it).
-    nodes = {i: cluster(i) for i in range(3)}
-    active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
-    controller = active[0].broker_id
-    victim = next(i for i in nodes if i != controller)
-    other = 3 - controller - victim
-    _write_topic(kazoo, "t", {0: [controller, other, victim]})
-    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
-    assert active[0].controller.controlled_shutdown(victim, timeout=10) == []
+    active, controller, victim, other, nodes = _one_stopping(cluster, kazoo)
     assert victim not in _state(kazoo, "t", 0)["isr"]
     _set_isr(kazoo, "t", [controller, other, victim], notify=False)
     nodes[victim].stop()
-    wait_until(lambda: victim not in active[0].controller._live, what="the death handled")
+    wait_until(lambda: victim not in active._live, what="the death handled")
     # The leader's notification of its ISR change, read after the death.
     kazoo.create("/isr_change_notification/isr_change_", json.dumps(
         {"version": 1, "partitions": [{"topic": "t", "partition": 0}]}).encode(), sequence=True)
