@@ -13,7 +13,8 @@ own client sends after a reconnection), ``relative`` to a zxid: the server
 fires at once the watch of a znode modified after it (or, for an existence
 watch, created), else it registers the watch. With the zxid this client had
 seen before it read the znodes, that is a watch set with the read: a change
-the read may have missed fires it.
+the read may have missed fires it. Later still, the zxid the read itself saw
+(``PendingReads.read_at``), it does not fire for the changes the read saw.
 
 A server that does not know multiRead (before 3.6) answers with an
 error (ZooKeeper 3.8 answers an unknown one UnimplementedError, then closes
@@ -113,6 +114,8 @@ class PendingReads:
         self._paths = paths
         self._batches: list[Sequence[str]] = []
         self._sent: list[object] = []
+        # the answers of the first request sent: one multiRead's, or one get's
+        self._first_request = 1
         if not paths or client in _without_multi_read:
             return
         chroot = client.chroot or ""
@@ -121,6 +124,7 @@ class PendingReads:
             result = client.handler.async_result()
             client._call(MultiRead([(chroot + p).rstrip("/") or "/" for p in batch]), result)
             self._sent.append(result)
+        self._first_request = len(self._batches[0])
 
     def get(self, timeout: float | None = None) -> list[Found]:
         """As ``read_many`` answers."""
@@ -134,12 +138,26 @@ class PendingReads:
             try:
                 answers = result.get(timeout=timeout)  # type: ignore[attr-defined]
             except _NOT_UNDERSTOOD as e:
+                if not out:
+                    self._first_request = 1  # (every one read by a get of its own)
                 return out + _fall_back(client, paths[len(out):], e)
             for answer in answers:
                 if isinstance(answer, Exception):
                     raise answer
                 out.append(answer)
         return out
+
+
+    def read_at(self, found: Sequence[Found]) -> int:
+        """A zxid the server had reached when it read every one of ``found``
+        (this object's answers): the latest modification among the first
+        request's answers. A multiRead's reads all see one state (the server
+        applies no write in between), and a session's requests are answered in
+        order, so each later request read at that state or a newer one. A
+        watch set relative to it fires for a change after the read, and not
+        for the changes the read saw."""
+        return max((f[1].mzxid for f in found[:self._first_request] if f is not None),
+                   default=0)
 
 
 def send_reads(client: KazooClient, paths: Sequence[str],

@@ -337,6 +337,11 @@ class PartitionStateWatch:
         try:
             # One deadline per answer: kazoo can drop requests queued as a session is lost.
             found = reads.get(timeout=READ_TIMEOUT_S)
+            # Relative to the read itself where it is later than the zxid seen
+            # before it: a change by another session that the read saw (the
+            # change that fired the watch, as a rule) was made after that zxid,
+            # and fired the watch again at once, to be read twice.
+            relative = max(relative, reads.read_at(found))
             watches.append((chunk, send_watches(
                 self._zk, relative, [p for p, f in zip(paths, found) if f is not None],
                 [p for p, f in zip(paths, found) if f is None], self._on_event)))

@@ -148,3 +148,57 @@ def test_states_this_session_writes_are_handed_over_not_read_back_and_stay_watch
         closed = True
         client.stop()
         admin.stop()
+
+
+def test_a_change_by_another_session_is_read_once(zookeeper, monkeypatch):
+    """The read a fired watch makes sets the watch again relative to what it
+    read: set relative to the zxid this session had seen before the read
+    (older than the change that fired it), the watch fired again at once
+    and every state another broker changed was read twice."""
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start(timeout=20)
+    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
+    client.start(timeout=20)
+    got: dict[tuple[str, int], bytes | None] = {}
+    lock = threading.Lock()
+    read: list[str] = []
+    real_send_reads = state_watch.send_reads
+
+    def counting_send_reads(zk, paths, *args, **kwargs):
+        with lock:
+            read.extend(paths)
+        return real_send_reads(zk, paths, *args, **kwargs)
+    monkeypatch.setattr(state_watch, "send_reads", counting_send_reads)
+    closed = False
+
+    def deliver(reads):
+        with lock:
+            got.update((tp, data) for tp, data, _ in reads)
+
+    def latest(tp):
+        with lock:
+            return got.get(tp)
+
+    watch = PartitionStateWatch(client, deliver, lambda: closed)
+    try:
+        admin.ensure_path(z.partitions_path("t"))
+        for p in range(2):
+            admin.create(z.partition_state_path("t", p), _state(0), makepath=True)
+        watch.start()
+        watch.follow("t", range(2))
+        wait_until(lambda: latest(("t", 0)) == latest(("t", 1)) == _state(0),
+                   what="the first reads")
+        for epoch in (1, 2, 3):
+            admin.set(z.partition_state_path("t", 0), _state(epoch))
+            wait_until(lambda: latest(("t", 0)) == _state(epoch), what="the change read")
+        # A change to the other one, read after any second read of the first
+        # (one reader, in order).
+        admin.set(z.partition_state_path("t", 1), _state(1))
+        wait_until(lambda: latest(("t", 1)) == _state(1), what="the other change read")
+        with lock:
+            reads_of_first = read.count(z.partition_state_path("t", 0))
+        assert reads_of_first == 1 + 3, f"{reads_of_first} reads for 1 + 3 versions"
+    finally:
+        closed = True
+        client.stop()
+        admin.stop()
