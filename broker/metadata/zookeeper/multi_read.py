@@ -10,11 +10,13 @@ ignores the flag), so it serves reads that need none.
 
 Watches for many znodes are set with one SetWatches request (what ZooKeeper's
 own client sends after a reconnection), ``relative`` to a zxid: the server
-fires at once the watch of a znode modified after it (or, for an existence
-watch, created), else it registers the watch. With the zxid this client had
+fires at once the watch of a znode modified after it or gone (an existence
+watch: of a znode that exists now), else it registers the watch. With the zxid this client had
 seen before it read the znodes, that is a watch set with the read: a change
 the read may have missed fires it. Later still, the zxid the read itself saw
-(``PendingReads.read_at``), it does not fire for the changes the read saw.
+(``PendingReads.read_at``), it does not fire for the changes the read saw
+(with pipelined gets, before ZooKeeper 3.6, that is known of the first znode
+only: the others changed may still fire and be read twice).
 
 A server that does not know multiRead (before 3.6) answers with an
 error (ZooKeeper 3.8 answers an unknown one UnimplementedError, then closes
@@ -267,7 +269,7 @@ def watch_many(client: KazooClient, relative_zxid: int, data: Sequence[str], exi
                watcher: Callable[[WatchedEvent], None], timeout: float | None = None) -> None:
     """``watcher`` on each znode of ``data`` (fired when it changes or goes)
     and of ``exist`` (fired when it is created), in one request; a znode
-    modified after ``relative_zxid`` (``exist``: created meanwhile; ``data``:
+    modified after ``relative_zxid`` (``exist``: one that exists now; ``data``:
     gone meanwhile) fires at once. kazoo calls it on its callback thread, as
     for its own watches, and forgets it when it has fired."""
     send_watches(client, relative_zxid, data, exist, watcher).get(timeout)

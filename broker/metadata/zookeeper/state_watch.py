@@ -316,8 +316,9 @@ class PartitionStateWatch:
             if len(in_flight) >= CHUNKS_IN_FLIGHT:
                 self._finish(*in_flight.popleft(), watches, again)
             paths = [z.partition_state_path(*tp) for tp in chunk]
-            # watches are set relative to the zxid seen before the read: a
-            # change the read may have missed fires its watch at once
+            # the zxid seen before the read: the least the watches are set
+            # relative to (a change the read may have missed fires its watch
+            # at once); _finish raises it to what the read saw
             in_flight.append((chunk, paths, seen_zxid(self._zk), send_reads(self._zk, paths)))
         while in_flight:
             self._finish(*in_flight.popleft(), watches, again)

@@ -196,8 +196,62 @@ def test_a_change_by_another_session_is_read_once(zookeeper, monkeypatch):
         admin.set(z.partition_state_path("t", 1), _state(1))
         wait_until(lambda: latest(("t", 1)) == _state(1), what="the other change read")
         with lock:
-            reads_of_first = read.count(z.partition_state_path("t", 0))
-        assert reads_of_first == 1 + 3, f"{reads_of_first} reads for 1 + 3 versions"
+            reads = [read.count(z.partition_state_path("t", p)) for p in range(2)]
+        assert reads == [1 + 3, 1 + 1], f"{reads} reads for 1 + 3 and 1 + 1 versions"
+    finally:
+        closed = True
+        client.stop()
+        admin.stop()
+
+
+def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(zookeeper, monkeypatch):
+    """The other side of reading once: a change made after the read was
+    answered and before its watch was set again fires that watch at once."""
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start(timeout=20)
+    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
+    client.start(timeout=20)
+    got: dict[tuple[str, int], bytes | None] = {}
+    lock = threading.Lock()
+    real_send_reads = state_watch.send_reads
+    change_after_read = threading.Event()
+    path = z.partition_state_path("t", 0)
+
+    class ChangedAfterItsAnswer:
+        def __init__(self, pending):
+            self.pending = pending
+
+        def get(self, timeout=None):
+            found = self.pending.get(timeout)
+            if change_after_read.is_set():
+                change_after_read.clear()
+                admin.set(path, _state(2))  # answered: the watch is set after this
+            return found
+
+        def read_at(self, found):
+            return self.pending.read_at(found)
+    monkeypatch.setattr(state_watch, "send_reads",
+                        lambda zk, paths, *a, **k: ChangedAfterItsAnswer(
+                            real_send_reads(zk, paths, *a, **k)))
+    closed = False
+
+    def deliver(reads):
+        with lock:
+            got.update((tp, data) for tp, data, _ in reads)
+
+    def latest(tp):
+        with lock:
+            return got.get(tp)
+
+    watch = PartitionStateWatch(client, deliver, lambda: closed)
+    try:
+        admin.create(path, _state(0), makepath=True)
+        watch.start()
+        watch.follow("t", [0])
+        wait_until(lambda: latest(("t", 0)) == _state(0), what="the first read")
+        change_after_read.set()
+        admin.set(path, _state(1))  # read; then state 2 comes before the watch is set
+        wait_until(lambda: latest(("t", 0)) == _state(2), what="the change after the read")
     finally:
         closed = True
         client.stop()
