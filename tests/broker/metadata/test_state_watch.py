@@ -4,7 +4,9 @@ re-armed (a later change, a deletion, a creation each handed over again)."""
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable, Iterator
 
+import pytest
 from kazoo.client import KazooClient
 
 from samsa.broker.metadata import zk_layout as z
@@ -76,144 +78,132 @@ def test_states_read_in_chunks_in_flight_and_their_watches_fire_again(zookeeper,
         admin.stop()
 
 
-def test_states_this_session_writes_are_handed_over_not_read_back_and_stay_watched(
-        zookeeper, monkeypatch):
+class Harness:
+    """A PartitionStateWatch on a client of its own (the store's handler: its
+    socket reads ahead, and the watch's watcher runs on kazoo's connection
+    thread), an admin client writing as other brokers do, what the watch
+    handed over, and every state path it asked ZooKeeper for. ``wrap``, when
+    set, wraps each read sent (a PendingReads)."""
+
+    def __init__(self, connect: str) -> None:
+        self.admin = KazooClient(hosts=connect)
+        self.admin.start(timeout=20)
+        self.client = KazooClient(hosts=connect, handler=_WatchReadPool())
+        self.client.start(timeout=20)
+        self.lock = threading.Lock()
+        self.got: dict[tuple[str, int], bytes | None] = {}
+        self.read: list[str] = []
+        self.wrap: Callable[[Any], Any] | None = None
+        self.closed = False
+        self.watch = PartitionStateWatch(self.client, self._deliver, lambda: self.closed)
+
+    def send_reads(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        def sending(zk, paths, *args, **kwargs):
+            with self.lock:
+                self.read.extend(paths)
+            pending = real(zk, paths, *args, **kwargs)
+            return pending if self.wrap is None else self.wrap(pending)
+        return sending
+
+    def _deliver(self, reads) -> None:
+        with self.lock:
+            self.got.update((tp, data) for tp, data, _ in reads)
+
+    def latest(self, tp: tuple[str, int]) -> bytes | None:
+        with self.lock:
+            return self.got.get(tp)
+
+    def reads_of(self, partition: int) -> int:
+        with self.lock:
+            return self.read.count(z.partition_state_path("t", partition))
+
+    def close(self) -> None:
+        self.closed = True
+        self.client.stop()
+        self.admin.stop()
+
+
+@pytest.fixture
+def harness(zookeeper, monkeypatch) -> Iterator[Harness]:
+    h = Harness(zookeeper.connect)
+    monkeypatch.setattr(state_watch, "send_reads", h.send_reads(state_watch.send_reads))
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_states_this_session_writes_are_handed_over_not_read_back_and_stay_watched(harness):
     """The controller's fenced writes go to its own broker's snapshot as they
     are committed; their watches, fired by those very writes, are set again
     without reading the states back, and a later change by someone else (a
     leader's ISR write) still comes. A write refused for its version is read."""
     from samsa.broker.metadata.zookeeper.writes import SetData, ZooKeeperWrites
-    admin = KazooClient(hosts=zookeeper.connect)
-    admin.start(timeout=20)
-    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
-    client.start(timeout=20)
-    got: dict[tuple[str, int], bytes | None] = {}
-    lock = threading.Lock()
-    read: list[str] = []   # every state path the watch asked ZooKeeper for
-    real_send_reads = state_watch.send_reads
+    admin, watch, latest = harness.admin, harness.watch, harness.latest
+    writes = ZooKeeperWrites(harness.client, written=watch.written, writing=watch.writing)
+    admin.create(z.CONTROLLER_EPOCH, b"1", makepath=True)
+    admin.ensure_path(z.partitions_path("t"))
+    tx = admin.transaction()
+    for p in range(PARTITIONS):
+        tx.create(z.partition_path("t", p))
+        tx.create(z.partition_state_path("t", p), _state(0))
+    assert not any(isinstance(r, Exception) for r in tx.commit())
+    watch.start()
+    watch.follow("t", range(PARTITIONS))
+    wait_until(lambda: all(latest(("t", p)) == _state(0) for p in range(PARTITIONS)),
+               what="every first read")
+    # Every first read's watch armed: a change to the last chunk's comes.
+    admin.set(z.partition_state_path("t", PARTITIONS - 1), _state(9))
+    wait_until(lambda: latest(("t", PARTITIONS - 1)) == _state(9), what="a change")
+    with harness.lock:
+        harness.read.clear()
 
-    def counting_send_reads(zk, paths, *args, **kwargs):
-        with lock:
-            read.extend(paths)
-        return real_send_reads(zk, paths, *args, **kwargs)
-    monkeypatch.setattr(state_watch, "send_reads", counting_send_reads)
-    closed = False
+    # Ours: one partition's version is stale (someone wrote it meanwhile).
+    admin.set(z.partition_state_path("t", 0), _state(5))
+    outcomes = writes.commit_fenced_each(0, [
+        [SetData(z.partition_state_path("t", p), _state(1), 1 if p == PARTITIONS - 1 else 0)]
+        for p in range(PARTITIONS)], together=20, in_flight=4)
+    assert sum(isinstance(o, Exception) for o in outcomes) == 1
+    assert all(latest(("t", p)) == _state(1) for p in range(1, PARTITIONS))
+    wait_until(lambda: latest(("t", 0)) == _state(5), what="the refused one read")
+    with harness.lock:
+        read_back = {path for path in harness.read if path != z.partition_state_path("t", 0)}
+    assert not read_back, f"{len(read_back)} of our own writes read back"
 
-    def deliver(reads):
-        with lock:
-            got.update((tp, data) for tp, data, _ in reads)
-
-    def latest(tp):
-        with lock:
-            return got.get(tp)
-
-    watch = PartitionStateWatch(client, deliver, lambda: closed)
-    writes = ZooKeeperWrites(client, written=watch.written, writing=watch.writing)
-    try:
-        admin.create(z.CONTROLLER_EPOCH, b"1", makepath=True)
-        admin.ensure_path(z.partitions_path("t"))
-        tx = admin.transaction()
-        for p in range(PARTITIONS):
-            tx.create(z.partition_path("t", p))
-            tx.create(z.partition_state_path("t", p), _state(0))
-        assert not any(isinstance(r, Exception) for r in tx.commit())
-        watch.start()
-        watch.follow("t", range(PARTITIONS))
-        wait_until(lambda: all(latest(("t", p)) == _state(0) for p in range(PARTITIONS)),
-                   what="every first read")
-        # Every first read's watch armed: a change to the last chunk's comes.
-        admin.set(z.partition_state_path("t", PARTITIONS - 1), _state(9))
-        wait_until(lambda: latest(("t", PARTITIONS - 1)) == _state(9), what="a change")
-        with lock:
-            read.clear()
-
-        # Ours: one partition's version is stale (someone wrote it meanwhile).
-        admin.set(z.partition_state_path("t", 0), _state(5))
-        outcomes = writes.commit_fenced_each(0, [
-            [SetData(z.partition_state_path("t", p), _state(1), 1 if p == PARTITIONS - 1 else 0)]
-            for p in range(PARTITIONS)], together=20, in_flight=4)
-        assert sum(isinstance(o, Exception) for o in outcomes) == 1
-        assert all(latest(("t", p)) == _state(1) for p in range(1, PARTITIONS))
-        wait_until(lambda: latest(("t", 0)) == _state(5), what="the refused one read")
-        with lock:
-            read_back = {path for path in read if path != z.partition_state_path("t", 0)}
-        assert not read_back, f"{len(read_back)} of our own writes read back"
-
-        # Still watched: a leader's later change to any of them comes.
-        for p in range(1, PARTITIONS, 11):
-            admin.set(z.partition_state_path("t", p), _state(2))
-        wait_until(lambda: all(latest(("t", p)) == _state(2) for p in range(1, PARTITIONS, 11)),
-                   what="changes after our writes handed over")
-    finally:
-        closed = True
-        client.stop()
-        admin.stop()
+    # Still watched: a leader's later change to any of them comes.
+    for p in range(1, PARTITIONS, 11):
+        admin.set(z.partition_state_path("t", p), _state(2))
+    wait_until(lambda: all(latest(("t", p)) == _state(2) for p in range(1, PARTITIONS, 11)),
+               what="changes after our writes handed over")
 
 
-def test_a_change_by_another_session_is_read_once(zookeeper, monkeypatch):
+def test_a_change_by_another_session_is_read_once(harness):
     """The read a fired watch makes sets the watch again relative to what it
     read: set relative to the zxid this session had seen before the read
     (older than the change that fired it), the watch fired again at once
     and every state another broker changed was read twice."""
-    admin = KazooClient(hosts=zookeeper.connect)
-    admin.start(timeout=20)
-    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
-    client.start(timeout=20)
-    got: dict[tuple[str, int], bytes | None] = {}
-    lock = threading.Lock()
-    read: list[str] = []
-    real_send_reads = state_watch.send_reads
-
-    def counting_send_reads(zk, paths, *args, **kwargs):
-        with lock:
-            read.extend(paths)
-        return real_send_reads(zk, paths, *args, **kwargs)
-    monkeypatch.setattr(state_watch, "send_reads", counting_send_reads)
-    closed = False
-
-    def deliver(reads):
-        with lock:
-            got.update((tp, data) for tp, data, _ in reads)
-
-    def latest(tp):
-        with lock:
-            return got.get(tp)
-
-    watch = PartitionStateWatch(client, deliver, lambda: closed)
-    try:
-        admin.ensure_path(z.partitions_path("t"))
-        for p in range(2):
-            admin.create(z.partition_state_path("t", p), _state(0), makepath=True)
-        watch.start()
-        watch.follow("t", range(2))
-        wait_until(lambda: latest(("t", 0)) == latest(("t", 1)) == _state(0),
-                   what="the first reads")
-        for epoch in (1, 2, 3):
-            admin.set(z.partition_state_path("t", 0), _state(epoch))
-            wait_until(lambda: latest(("t", 0)) == _state(epoch), what="the change read")
-        # A change to the other one, read after any second read of the first
-        # (one reader, in order).
-        admin.set(z.partition_state_path("t", 1), _state(1))
-        wait_until(lambda: latest(("t", 1)) == _state(1), what="the other change read")
-        with lock:
-            reads = [read.count(z.partition_state_path("t", p)) for p in range(2)]
-        assert reads == [1 + 3, 1 + 1], f"{reads} reads for 1 + 3 and 1 + 1 versions"
-    finally:
-        closed = True
-        client.stop()
-        admin.stop()
+    admin, latest = harness.admin, harness.latest
+    admin.ensure_path(z.partitions_path("t"))
+    for p in range(2):
+        admin.create(z.partition_state_path("t", p), _state(0), makepath=True)
+    harness.watch.start()
+    harness.watch.follow("t", range(2))
+    wait_until(lambda: latest(("t", 0)) == latest(("t", 1)) == _state(0), what="the first reads")
+    for epoch in (1, 2, 3):
+        admin.set(z.partition_state_path("t", 0), _state(epoch))
+        wait_until(lambda: latest(("t", 0)) == _state(epoch), what="the change read")
+    # A change to the other one, read after any second read of the first
+    # (one reader, in order).
+    admin.set(z.partition_state_path("t", 1), _state(1))
+    wait_until(lambda: latest(("t", 1)) == _state(1), what="the other change read")
+    reads = [harness.reads_of(p) for p in range(2)]
+    assert reads == [1 + 3, 1 + 1], f"{reads} reads for 1 + 3 and 1 + 1 versions"
 
 
-def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(zookeeper, monkeypatch):
+def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(harness):
     """The other side of reading once: a change made after the read was
     answered and before its watch was set again fires that watch at once."""
-    admin = KazooClient(hosts=zookeeper.connect)
-    admin.start(timeout=20)
-    client = KazooClient(hosts=zookeeper.connect, handler=_WatchReadPool())
-    client.start(timeout=20)
-    got: dict[tuple[str, int], bytes | None] = {}
-    lock = threading.Lock()
-    real_send_reads = state_watch.send_reads
+    admin, latest = harness.admin, harness.latest
     change_after_read = threading.Event()
     path = z.partition_state_path("t", 0)
 
@@ -230,29 +220,11 @@ def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(zookeeper,
 
         def read_at(self, found):
             return self.pending.read_at(found)
-    monkeypatch.setattr(state_watch, "send_reads",
-                        lambda zk, paths, *a, **k: ChangedAfterItsAnswer(
-                            real_send_reads(zk, paths, *a, **k)))
-    closed = False
-
-    def deliver(reads):
-        with lock:
-            got.update((tp, data) for tp, data, _ in reads)
-
-    def latest(tp):
-        with lock:
-            return got.get(tp)
-
-    watch = PartitionStateWatch(client, deliver, lambda: closed)
-    try:
-        admin.create(path, _state(0), makepath=True)
-        watch.start()
-        watch.follow("t", [0])
-        wait_until(lambda: latest(("t", 0)) == _state(0), what="the first read")
-        change_after_read.set()
-        admin.set(path, _state(1))  # read; then state 2 comes before the watch is set
-        wait_until(lambda: latest(("t", 0)) == _state(2), what="the change after the read")
-    finally:
-        closed = True
-        client.stop()
-        admin.stop()
+    harness.wrap = ChangedAfterItsAnswer
+    admin.create(path, _state(0), makepath=True)
+    harness.watch.start()
+    harness.watch.follow("t", [0])
+    wait_until(lambda: latest(("t", 0)) == _state(0), what="the first read")
+    change_after_read.set()
+    admin.set(path, _state(1))  # read; then state 2 comes before the watch is set
+    wait_until(lambda: latest(("t", 0)) == _state(2), what="the change after the read")
