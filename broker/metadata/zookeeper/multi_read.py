@@ -11,9 +11,9 @@ ignores the flag), so it serves reads that need none.
 Watches for many znodes are set with one SetWatches request (what ZooKeeper's
 own client sends after a reconnection), ``relative`` to a zxid: the server
 fires at once the watch of a znode modified after it or gone (an existence
-watch: of a znode that exists now), else it registers the watch. With the zxid this client had
-seen before it read the znodes, that is a watch set with the read: a change
-the read may have missed fires it. Later still, the zxid the read itself saw
+watch: of a znode that exists now), else it registers the watch. With the
+zxid this client had seen before it read the znodes, that is a watch set
+with the read: a change the read may have missed fires it. Later still, the zxid the read itself saw
 (``PendingReads.read_at``), it does not fire for the changes the read saw
 (with pipelined gets, before ZooKeeper 3.6, that is known of the first znode
 only: the others changed may still fire and be read twice).
@@ -148,7 +148,6 @@ class PendingReads:
                     raise answer
                 out.append(answer)
         return out
-
 
     def read_at(self, found: Sequence[Found]) -> int:
         """A zxid the server had reached when it read every one of ``found``
