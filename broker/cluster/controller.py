@@ -109,11 +109,10 @@ class Controller:
         self.epoch = 0
         self._epoch_version = -1
         self._live: set[int] = set()
-        self._shutting_down: set[int] = set()  # brokers in a controlled shutdown
-        # Of each, the registration that asked (its znode's czxid, Kafka's
-        # broker epoch): registered anew, the broker has started again and
-        # is no longer stopping (see _on_brokers).
-        self._stopping_registration: dict[int, int] = {}
+        # Brokers in a controlled shutdown, each with the registration that
+        # asked (its znode's czxid, Kafka's broker epoch): registered anew, the
+        # broker has started again and is no longer stopping (see _on_brokers).
+        self._shutting_down: dict[int, int] = {}
         self._assignments: dict[str, dict[int, list[int]]] = {}
         self._topic_znodes: dict[str, TopicZnode] = {}  # as read
         self._watched_topics: set[str] = set()  # a watch set this term
@@ -383,7 +382,7 @@ class Controller:
     def _electable(self) -> set[int]:
         """Brokers that may take leadership: alive and not in a controlled
         shutdown (Kafka's liveBrokerIds, as opposed to liveOrShuttingDownBrokerIds)."""
-        return self._live - self._shutting_down
+        return self._live - self._shutting_down.keys()
 
     def _read_live_brokers(self) -> set[int]:
         return {int(c) for c in self.zk.get_children(z.BROKER_IDS) if c.isdigit()}
@@ -452,10 +451,8 @@ class Controller:
         self._live = live
         # (a broker that stopped and registered again between two reads of
         # the registrations was never seen gone: its new registration tells)
-        self._shutting_down = {b for b in self._shutting_down & live
-                               if self._registration(b) == self._stopping_registration.get(b)}
-        self._stopping_registration = {b: self._stopping_registration[b]
-                                       for b in self._shutting_down}
+        self._shutting_down = {b: asked for b, asked in self._shutting_down.items()
+                               if b in live and self._registration(b) == asked}
         if dead:
             log.info("controller: broker(s) %s went away", sorted(dead))
             self._replicas_gone(dead)
@@ -879,8 +876,7 @@ class Controller:
         registration = self._registration(broker_id)
         if broker_id not in self._live or registration is None:
             return []
-        self._shutting_down.add(broker_id)
-        self._stopping_registration[broker_id] = registration
+        self._shutting_down[broker_id] = registration
         log.info("controller: controlled shutdown of broker %d", broker_id)
         self._decide_each(self._shutdown_decisions(self._states))
         # A partition with no other live in-sync replica has nowhere to go (one
@@ -893,7 +889,7 @@ class Controller:
     def _shutdown_decisions(self, tps: Iterable[Partition]) -> list[tuple[Partition, Decision]]:
         """Of ``tps``, each replicated partition a broker in a controlled
         shutdown leads or is in the ISR of, as a decision moving it off."""
-        stopping = self._shutting_down
+        stopping = self._shutting_down.keys()
         return [(tp, partial(elect_for_shutdown, replicas, live=self._live,
                              shutting_down=stopping))
                 for tp in tps if (found := self._states.get(tp)) is not None
