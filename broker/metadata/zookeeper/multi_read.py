@@ -13,10 +13,12 @@ own client sends after a reconnection), ``relative`` to a zxid: the server
 fires at once the watch of a znode modified after it or gone (an existence
 watch: of a znode that exists now), else it registers the watch. With the
 zxid this client had seen before it read the znodes, that is a watch set
-with the read: a change the read may have missed fires it. Later still, the zxid the read itself saw
-(``PendingReads.read_at``), it does not fire for the changes the read saw
-(with pipelined gets, before ZooKeeper 3.6, that is known of the first znode
-only: the others changed may still fire and be read twice).
+with the read: a change the read may have missed fires it. Relative to the
+zxid the read itself was made at (``PendingReads.read_at``: a multiRead
+answer's header), it does not fire for the changes the read saw either
+(with pipelined gets, before ZooKeeper 3.6, only a lower bound is known: the
+first znode's last modification, so the others changed may still fire and be
+read twice).
 
 A server that does not know multiRead (before 3.6) answers with an
 error (ZooKeeper 3.8 answers an unknown one UnimplementedError, then closes
@@ -66,8 +68,12 @@ class MultiRead:
     type = MULTI_READ
     watcher = None
 
-    def __init__(self, paths: Sequence[str]) -> None:
+    def __init__(self, paths: Sequence[str], client: KazooClient | None = None) -> None:
         self.paths = paths
+        self._client = client
+        # The zxid in the answer's header: the state the server read every
+        # path at (it applies no write in between); 0 until answered.
+        self.read_zxid = 0
 
     def serialize(self) -> bytes:
         out = bytearray()
@@ -78,6 +84,10 @@ class MultiRead:
         return bytes(out)
 
     def deserialize(self, data: bytes, offset: int) -> list[Found | Exception]:
+        if self._client is not None:
+            # kazoo has just taken this answer's header zxid as the latest the
+            # client has seen, on this thread (connection.py's _read_response)
+            self.read_zxid = int(self._client.last_zxid or 0)
         return decode_answer(data, offset, len(self.paths))
 
 
@@ -109,56 +119,61 @@ def decode_answer(data: bytes, offset: int, expected: int) -> list[Found | Excep
 
 class PendingReads:
     """Reads sent (``send_reads``), their answers not yet awaited: several
-    batches can be in flight at once, each one round trip of its own."""
+    batches can be in flight at once, each one round trip of its own.
+
+    Once ``get`` has answered: ``read_zxids``, for each answer a zxid the
+    server had reached when it made that read (a multiRead's answer header:
+    the state the read was made at; a pipelined get's: the znode's last
+    modification, a lower bound, or 0 for a znode not found), and
+    ``read_at``, the first answer's. A session's requests are answered in
+    order, so every read was made at ``read_at`` or later: a watch set
+    relative to it fires for a change after the read, and not for the
+    changes the read saw."""
 
     def __init__(self, client: KazooClient, paths: Sequence[str], per_request: int) -> None:
         self._client = client
         self._paths = paths
-        self._batches: list[Sequence[str]] = []
+        self._requests: list[MultiRead] = []
         self._sent: list[object] = []
-        # the answers of the first request sent: one multiRead's, or one get's
-        self._first_request = 1
+        self.read_zxids: list[int] = []
+        self.read_at = 0
         if not paths or client in _without_multi_read:
             return
         chroot = client.chroot or ""
-        self._batches = [paths[i:i + per_request] for i in range(0, len(paths), per_request)]
-        for batch in self._batches:
+        for i in range(0, len(paths), per_request):
+            request = MultiRead([(chroot + p).rstrip("/") or "/"
+                                 for p in paths[i:i + per_request]], client)
             result = client.handler.async_result()
-            client._call(MultiRead([(chroot + p).rstrip("/") or "/" for p in batch]), result)
+            client._call(request, result)
+            self._requests.append(request)
             self._sent.append(result)
-        self._first_request = len(self._batches[0])
 
     def get(self, timeout: float | None = None) -> list[Found]:
         """As ``read_many`` answers."""
+        out, zxids = self._answers(timeout)
+        # (the gets' lower bounds, for what no multiRead answered)
+        zxids += [0 if f is None else f[1].mzxid for f in out[len(zxids):]]
+        self.read_zxids, self.read_at = zxids, (zxids[0] if zxids else 0)
+        return out
+
+    def _answers(self, timeout: float | None) -> tuple[list[Found], list[int]]:
+        """The answers, and the read zxids of those a multiRead gave."""
         client, paths = self._client, self._paths
-        if not paths:
-            return []
         if not self._sent:
-            return _pipelined(client, paths)
+            return _pipelined(client, paths), []
         out: list[Found] = []
-        for result in self._sent:
+        zxids: list[int] = []
+        for request, result in zip(self._requests, self._sent):
             try:
                 answers = result.get(timeout=timeout)  # type: ignore[attr-defined]
             except _NOT_UNDERSTOOD as e:
-                if not out:
-                    self._first_request = 1  # (every one read by a get of its own)
-                return out + _fall_back(client, paths[len(out):], e)
+                return out + _fall_back(client, paths[len(out):], e), zxids
             for answer in answers:
                 if isinstance(answer, Exception):
                     raise answer
                 out.append(answer)
-        return out
-
-    def read_at(self, found: Sequence[Found]) -> int:
-        """A zxid the server had reached when it read every one of ``found``
-        (this object's answers): the latest modification among the first
-        request's answers. A multiRead's reads all see one state (the server
-        applies no write in between), and a session's requests are answered in
-        order, so each later request read at that state or a newer one. A
-        watch set relative to it fires for a change after the read, and not
-        for the changes the read saw."""
-        return max((f[1].mzxid for f in found[:self._first_request] if f is not None),
-                   default=0)
+            zxids += [request.read_zxid] * len(answers)
+        return out, zxids
 
 
 def send_reads(client: KazooClient, paths: Sequence[str],

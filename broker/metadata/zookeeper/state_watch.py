@@ -88,20 +88,26 @@ class StateReads:
         self._pending.clear()
         return batch
 
-    def news(self, reads: Iterable[StateRead]) -> list[StateRead]:
+    def news(self, reads: Iterable[StateRead], read_zxids: Sequence[int] = ()
+             ) -> list[StateRead]:
         """The reads to hand over: of followed partitions, first or changed.
-        A znode's mzxid only grows (a re-created znode's too: zxids are
-        ZooKeeper's global order), so a read older than the one handed over
-        is stale, not news: a read sent before this broker's own write
-        (``PartitionStateWatch.written``) may be answered after it."""
+        A read made at a state older than the one handed over is stale, not
+        news: a read sent before this broker's own write
+        (``PartitionStateWatch.written``) may be answered after it. A
+        znode's mzxid only grows (a re-created znode's too: zxids are
+        ZooKeeper's global order), so a read that found the znode is older
+        when its mzxid is; one that found none is older when the zxid it was
+        made at is (``read_zxids``, each read's, as PendingReads has them:
+        0 when not known, and then the read is news)."""
         out = []
-        for tp, data, stat in reads:
+        for i, (tp, data, stat) in enumerate(reads):
             if not self.followed(tp):
                 continue
             mzxid = None if stat is None else stat.mzxid
             if tp in self._seen:
                 seen = self._seen[tp]
-                if seen == mzxid or (seen is not None and mzxid is not None and mzxid < seen):
+                made_at = max(read_zxids[i] if read_zxids else 0, mzxid or 0)
+                if seen == mzxid or (seen is not None and 0 < made_at < seen):
                     continue
             self._seen[tp] = mzxid
             out.append((tp, data, stat))
@@ -342,7 +348,7 @@ class PartitionStateWatch:
             # before it: a change by another session that the read saw (the
             # change that fired the watch, as a rule) was made after that zxid,
             # and fired the watch again at once, to be read twice.
-            relative = max(relative, reads.read_at(found))
+            relative = max(relative, reads.read_at)
             watches.append((chunk, send_watches(
                 self._zk, relative, [p for p, f in zip(paths, found) if f is not None],
                 [p for p, f in zip(paths, found) if f is None], self._on_event)))
@@ -352,18 +358,19 @@ class PartitionStateWatch:
         read: list[StateRead] = [(tp, None, None) if f is None else (tp, f[0], f[1])
                                  for tp, f in zip(chunk, found)]
         began = time.monotonic()
-        news = self._hand_over(read)
+        news = self._hand_over(read, reads.read_zxids)
         if news:
             oldest = min((stat.mtime for _, _, stat in news if stat is not None), default=None)
             if oldest is not None and (self._oldest_news_ms is None or oldest < self._oldest_news_ms):
                 self._oldest_news_ms = oldest
             self._delivering_s += time.monotonic() - began
 
-    def _hand_over(self, reads: list[StateRead]) -> list[StateRead]:
+    def _hand_over(self, reads: list[StateRead], read_zxids: Sequence[int] = ()
+                   ) -> list[StateRead]:
         """Of ``reads``, the news handed over (and returned)."""
         with self._handing_over:
             with self._lock:
-                news = self._reads.news(reads)
+                news = self._reads.news(reads, read_zxids)
             if news:
                 try:
                     self._deliver(news)

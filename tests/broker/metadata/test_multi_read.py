@@ -67,3 +67,32 @@ def test_reads_in_batches_under_a_chroot_and_falls_back_when_refused(zookeeper, 
     finally:
         client.stop()
         admin.stop()
+
+
+def test_reads_say_the_zxid_they_were_made_at(zookeeper):
+    """A multiRead's answer says the state it was read at (its header's
+    zxid): newer than the znodes' own last changes when others changed since.
+    A watch set relative to it does not fire for what the read saw, and a
+    read that found no znode can be told older than a write of it."""
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start(timeout=20)
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=20)
+    try:
+        a = admin.create("/a", b"a")
+        a_stat = admin.exists(a)
+        later = admin.create("/elsewhere", b"")   # a change to another znode
+        later_zxid = admin.exists(later).czxid
+        pending = multi_read.send_reads(client, ["/a", "/gone"])
+        found = pending.get()
+        assert found[0] is not None and found[0][1].mzxid == a_stat.mzxid and found[1] is None
+        assert pending.read_at >= later_zxid > a_stat.mzxid
+        assert pending.read_zxids == [pending.read_at] * 2 and pending.read_at <= seen_zxid(client)
+        fired: list[str] = []
+        watch_many(client, pending.read_at, ["/a"], ["/gone"], lambda e: fired.append(e.path))
+        admin.create("/gone", b"")
+        wait_until(lambda: fired == ["/gone"], timeout=10, what="the creation fired")
+        assert fired == ["/gone"]   # not the read's own /a
+    finally:
+        client.stop()
+        admin.stop()

@@ -71,3 +71,20 @@ def test_a_read_older_than_the_state_handed_over_is_stale_not_news():
     assert reads.news([(("t", 0), b"a", _stat(5))]) == []  # the read sent before it
     assert reads.news([(("t", 0), b"later", _stat(12))])  # a later change still is news
     assert reads.news([(("t", 0), None, None)])  # and so is the znode's deletion
+
+
+def test_a_read_that_found_no_znode_made_before_the_state_handed_over_is_stale():
+    """A new topic's state read (no znode yet) answered after the broker's
+    controller created and wrote it, and handed its write over: the read was
+    made at an older zxid, so the partition does not vanish. Made after the
+    write, the znode's deletion is news; made at a zxid not known (pipelined
+    gets), it is news too, as before."""
+    reads = StateReads()
+    reads.follow(("t", 0))
+    assert reads.news([(("t", 0), b"ours", _stat(9))])  # our own write, handed over
+    assert reads.news([(("t", 0), None, None)], [8]) == []  # read before it
+    assert reads.news([(("t", 0), b"ours", _stat(9))], [11]) == []  # the same state
+    assert reads.news([(("t", 0), None, None)], [12])  # read after: deleted
+    reads.follow(("u", 0))
+    assert reads.news([(("u", 0), b"ours", _stat(9))])
+    assert reads.news([(("u", 0), None, None)], [0])  # made when, not known

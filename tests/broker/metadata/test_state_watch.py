@@ -92,6 +92,7 @@ class Harness:
         self.client.start(timeout=20)
         self.lock = threading.Lock()
         self.got: dict[tuple[str, int], bytes | None] = {}
+        self.delivered: list[tuple[tuple[str, int], bytes | None]] = []  # in order
         self.read: list[str] = []
         self.wrap: Callable[[Any], Any] | None = None
         self.closed = False
@@ -108,6 +109,7 @@ class Harness:
     def _deliver(self, reads) -> None:
         with self.lock:
             self.got.update((tp, data) for tp, data, _ in reads)
+            self.delivered += [(tp, data) for tp, data, _ in reads]
 
     def latest(self, tp: tuple[str, int]) -> bytes | None:
         with self.lock:
@@ -218,8 +220,8 @@ def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(harness):
                 admin.set(path, _state(2))  # answered: the watch is set after this
             return found
 
-        def read_at(self, found):
-            return self.pending.read_at(found)
+        def __getattr__(self, name):   # what the read saw (read_at, read_zxids)
+            return getattr(self.pending, name)
     harness.wrap = ChangedAfterItsAnswer
     admin.create(path, _state(0), makepath=True)
     harness.watch.start()
@@ -228,3 +230,41 @@ def test_a_change_made_between_a_read_and_its_watch_set_again_is_read(harness):
     change_after_read.set()
     admin.set(path, _state(1))  # read; then state 2 comes before the watch is set
     wait_until(lambda: latest(("t", 0)) == _state(2), what="the change after the read")
+
+
+def test_a_read_that_found_no_znode_answered_before_our_own_write_does_not_undo_it(harness):
+    """A new topic's state read before its znode was created, answered (no
+    znode) and only then handed over, after this broker's controller wrote
+    the state and handed its write over: the read is older than the write,
+    so the partition does not vanish from the snapshot until a watch fires."""
+    from samsa.broker.metadata.zookeeper.writes import SetData, ZooKeeperWrites
+    admin, watch = harness.admin, harness.watch
+    writes = ZooKeeperWrites(harness.client, written=watch.written, writing=watch.writing)
+    admin.create(z.CONTROLLER_EPOCH, b"1", makepath=True)
+    path = z.partition_state_path("t", 0)
+    admin.ensure_path(z.partition_path("t", 0))
+
+    class OurWriteHandedOverFirst:
+        def __init__(self, pending):
+            self.pending = pending
+
+        def get(self, timeout=None):
+            found = self.pending.get(timeout)
+            if found == [None] and not harness.delivered:
+                # answered "no znode"; before it is handed over, the state is
+                # created and this broker's controller writes it
+                admin.create(path, _state(0))
+                writes.commit_fenced(0, [SetData(path, _state(1), 0)])
+            return found
+
+        def __getattr__(self, name):   # what the read saw (read_at, read_zxids)
+            return getattr(self.pending, name)
+    harness.wrap = OurWriteHandedOverFirst
+    watch.start()
+    watch.follow("t", [0])
+    wait_until(lambda: harness.latest(("t", 0)) == _state(1), what="our write handed over")
+    admin.set(path, _state(2))   # read after whatever came before it
+    wait_until(lambda: harness.latest(("t", 0)) == _state(2), what="a later change")
+    with harness.lock:
+        delivered = [data for tp, data in harness.delivered if tp == ("t", 0)]
+    assert delivered == [_state(1), _state(2)], "the stale read was handed over"
