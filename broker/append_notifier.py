@@ -20,7 +20,11 @@ append to any partition the leader counts it a replica of (``notify``'s
 ``followers``). Registering it costs the same for 10 partitions or 10,000.
 Woken, it looks again only at the partitions appended to since it last
 looked (``changes_since``: every notify naming followers is journalled), not
-at every partition of its session.
+at every partition of its session. A leader journals the other news a
+follower's fetch answers too (a high watermark moved, the ISR or the epoch
+changed: ``notify`` naming followers without APPENDED), waking no follower:
+the follower's next fetch looks at the partitions journalled since its last
+(fetch_sessions.py's ``new_context``), not at all it follows.
 """
 from __future__ import annotations
 
@@ -102,7 +106,8 @@ class AppendNotifier:
 
     def changes_since(self, position: int) -> tuple[set[tuple[str, int]] | None, int]:
         """The partitions notified with followers named since ``position`` (None
-        when the journal no longer goes back that far), and the position now."""
+        when the journal no longer goes back that far: look at every one),
+        and the position now."""
         with self._lock:
             end = self._journal_start + len(self._journal)
             if position < self._journal_start:
@@ -113,8 +118,9 @@ class AppendNotifier:
     def notify(self, topic: str, partition: int, events: int = ANY,
                followers: Collection[int] = ()) -> None:
         """``followers``: the brokers that replicate the partition from this
-        leader (an APPENDED event wakes their ``wait_follower``; the
-        partition is journalled for ``changes_since``)."""
+        leader: the partition is journalled for ``changes_since``, and an
+        APPENDED event wakes their ``wait_follower`` (``events`` 0: journalled
+        alone)."""
         with self._lock:
             if followers:
                 journal = self._journal

@@ -84,6 +84,9 @@ _LOAD_OFF_LOOP_AT = 32
 # pass held the loop, and every connection on it (one network thread by
 # default), for a few hundred milliseconds, so Metadata answers waited seconds.
 _SLICE = 500
+# How often at most a follower's incremental fetch looks at every partition of
+# its session (see _look_at_every_one_ms), not only at those that changed.
+LOOK_AT_EVERY_ONE_MS = 1000
 
 
 def _slices(items: list[_T]) -> list[list[_T]]:
@@ -527,20 +530,28 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
     if max_bytes <= 0:
         max_bytes = _INT32_MAX
     follower = replica_id >= 0
-    # (where the journal of appends ends before the session is looked at: a
-    # wake looks at what was appended to since, see below)
+    # (where the journal of changes ends before the session is looked at: a
+    # wake looks at what changed since, see below)
     journal_mark = broker.notifier.position() if as_follower is not None else 0
     if version >= 7:
+        uses_topic_ids = version >= 13
+
+        def changed(position: int) -> Collection[PartitionKey] | None:
+            return _session_keys(broker, broker.notifier.changes_since(position)[0],
+                                 uses_topic_ids)
         session = broker.fetch_sessions.new_context(
             req.session_id, req.session_epoch, _wanted(req, version), _forgotten(req, version),
-            privileged=follower, uses_topic_ids=version >= 13, now_ms=_now_ms(), peer=ctx.conn,
-            settled=_settled_check(broker, replica_id) if follower else None)
+            privileged=follower, uses_topic_ids=uses_topic_ids, now_ms=_now_ms(), peer=ctx.conn,
+            settled=_settled_check(broker, replica_id) if follower else None,
+            changed=changed if as_follower is not None else None,
+            look_at_every_one_ms=_look_at_every_one_ms(broker))
         if session.kind is Kind.ERROR:
             return R(throttle_time_ms=0, error_code=session.error, session_id=NO_SESSION,
                      responses=[])
     else:
         session = FetchSessionCache.sessionless(_wanted(req, version))
     skipping = session.reading is not None  # (a follower's incremental fetch)
+    session.looked_through = journal_mark if skipping else None
     if follower:  # a broker, which needs ClusterAction
         follower_ok = authz.cluster(ctx, Op.CLUSTER_ACTION)
         allowed = lambda _topic: follower_ok
@@ -575,9 +586,7 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
                     # the next wait is registered (so an append in between is
                     # seen by one or the other).
                     waiter = broker.notifier.wait_follower(replica_id, loop)
-                    touched, journal_mark = broker.notifier.changes_since(journal_mark)
-                    moved = await _moved(ctx, session, version, replica_id, allowed,
-                                         _session_keys(broker, touched, session))
+                    moved = await _moved_since(ctx, session, version, replica_id, allowed)
                     if moved is None:
                         return None
                     if moved is _SUPERSEDED:
@@ -600,8 +609,9 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
             except asyncio.TimeoutError:
                 late: list[_Target] = []
                 if skipping:
-                    # what moved meanwhile without an append (a high watermark) is told too
-                    moved = await _moved(ctx, session, version, replica_id, allowed)
+                    # what moved meanwhile without an append (a high watermark:
+                    # journalled, not waking the wait) is told too
+                    moved = await _moved_since(ctx, session, version, replica_id, allowed)
                     if moved is None:
                         return None
                     if moved is _SUPERSEDED:
@@ -628,11 +638,11 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
 _SUPERSEDED: list[_Target] = []
 
 
-def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, session: FetchContext
+def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, uses_topic_ids: bool
                   ) -> Collection[PartitionKey] | None:
-    """Partitions (topic name, index) as ``session`` keys them (by topic id
+    """Partitions (topic name, index) as a session keys them (by topic id
     from v13)."""
-    if touched is None or not session.uses_topic_ids:
+    if touched is None or not uses_topic_ids:
         return touched
     ids: dict[str, uuid.UUID | None] = {}
     keys = []
@@ -644,6 +654,25 @@ def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, sessio
         if topic_id is not None:
             keys.append((topic_id, partition))
     return keys
+
+
+def _look_at_every_one_ms(broker: Services) -> int:
+    """How often a follower's incremental fetch looks at every partition of
+    its session, not just at those journalled as changed (fetch_sessions'
+    new_context): it counts the follower caught up on each (the ISR's clock),
+    so well within replica.lag.time.max.ms."""
+    return min(LOOK_AT_EVERY_ONE_MS, broker.config.replica_lag_time_max_ms // 4)
+
+
+async def _moved_since(ctx: RequestContext, session: FetchContext, version: int, replica_id: int,
+                       allowed: Callable[[str], bool]) -> list[_Target] | None:
+    """``_moved`` of the partitions journalled as changed since this request
+    last looked (all of them when the journal no longer goes back that far),
+    and where it has now looked through."""
+    assert session.looked_through is not None  # (a follower's incremental fetch)
+    touched, session.looked_through = ctx.broker.notifier.changes_since(session.looked_through)
+    return await _moved(ctx, session, version, replica_id, allowed,
+                        _session_keys(ctx.broker, touched, session.uses_topic_ids))
 
 
 async def _moved(ctx: RequestContext, session: FetchContext, version: int, replica_id: int,

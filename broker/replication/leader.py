@@ -26,7 +26,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
 from samsa.storage import AppendOrigin, AppendResult
 
-from ..append_notifier import ANY, APPENDED, resolve_on_their_loops
+from ..append_notifier import ANY, APPENDED, READABLE, resolve_on_their_loops
 from ..partition_log import PartitionLog
 
 from .isr import FollowerProgress, high_watermark, may_join_isr, out_of_sync
@@ -237,6 +237,7 @@ class LeaderReplica:
             if isr is not None:
                 self.isr = isr
                 self.isr_version = version
+        self._followers_have_news()
         self._maybe_advance()
         self._check_waiters()
 
@@ -264,6 +265,7 @@ class LeaderReplica:
             self._followers = followers
             self.replicas = replicas
             self._unassigned = frozenset()
+        self._followers_have_news()
         self._maybe_advance()
         self._check_waiters()
 
@@ -277,6 +279,7 @@ class LeaderReplica:
                                for r in replicas if r != self.broker_id}
             self.replicas = replicas
             self._unassigned = frozenset()
+        self._followers_have_news()
         self._maybe_advance()
 
     def metadata_isr(self, isr: tuple[int, ...], version: int) -> None:
@@ -294,11 +297,21 @@ class LeaderReplica:
 
     def _maybe_advance(self) -> None:
         """After a follower's progress or an ISR change: consumers and acks=all
-        produces learn of a higher high watermark."""
+        produces learn of a higher high watermark, and the followers' fetches
+        have it to tell (journalled: the fetches that look only at what
+        changed look at it; not woken, as a follower's fetch waits for
+        records, as Kafka's delayed fetch does)."""
         if self._advance_high_watermark():
-            self._notify(self.topic, self.partition)
+            self._notify(self.topic, self.partition, READABLE, followers=self._followers)
             if self._waiters:
                 self._check_waiters()
+
+    def _followers_have_news(self) -> None:
+        """Something a follower's fetch answers changed other than records or
+        the high watermark (the ISR, the epoch, the replicas, leading at
+        all): journalled for the fetches that look only at what changed,
+        no wait woken."""
+        self._notify(self.topic, self.partition, 0, followers=self._followers)
 
     # ------------------------------------------------------------ acks=all
 
@@ -373,6 +386,7 @@ class LeaderReplica:
                 return
             self.fenced = self.session_fenced = True
             self.pending_isr = None
+        self._followers_have_news()
         self._check_waiters()
 
     def unfence(self, isr: tuple[int, ...], version: int) -> bool:
@@ -383,6 +397,7 @@ class LeaderReplica:
                 return False
             self.fenced = self.session_fenced = False
             self.isr, self.isr_version = isr, version
+        self._followers_have_news()
         self._maybe_advance()
         return True
 
@@ -392,5 +407,6 @@ class LeaderReplica:
         with self._append_lock, self._lock:  # after the append in progress, if any
             self.fenced = True
             self.session_fenced = False  # for good
+        self._followers_have_news()
         self._check_waiters()
 

@@ -298,3 +298,51 @@ def test_requests_counted_by_several_threads_at_once_are_all_counted():
     n = threads * rounds
     assert cache.requests.by_kind() == {Kind.SESSIONLESS: n, Kind.FULL: n + 1,
                                         Kind.INCREMENTAL: 0, Kind.ERROR: n}
+
+
+def test_a_follower_session_asks_settled_of_what_changed_and_of_every_one_once_a_second():
+    """With ``changed``, a request asks ``settled`` only of the partitions it
+    names, those the last answered request read, and those changed since
+    what that request had looked through; of every partition again once
+    ``look_at_every_one_ms`` has passed (what changes unjournalled, and the
+    ISR's clock the ask counts)."""
+    cache = FetchSessionCache()
+    sid = _open(cache, *range(10), privileged=True)
+    asked: list[int] = []
+    unsettled: set[int] = set()
+    journal: list[tuple[int, int]] = []   # (position, partition)
+
+    def settled(entry) -> bool:
+        asked.append(entry.wanted.partition)
+        return entry.wanted.partition not in unsettled
+
+    def changed(position: int):
+        if position < 0:   # (before what the journal keeps)
+            return None
+        return {("t", p) for at, p in journal if at >= position}
+
+    def request(epoch: int, now: int, wanted=(), looked_through: int = 0):
+        asked.clear()
+        ctx = cache.new_context(sid, epoch, list(wanted), [], privileged=True,
+                                uses_topic_ids=False, now_ms=now, settled=settled,
+                                changed=changed, look_at_every_one_ms=1000)
+        ctx.looked_through = looked_through
+        cache.finish(ctx, [_quiet() for _ in ctx.partitions], now)
+        return sorted(asked), sorted(w.partition for w in ctx.partitions)
+
+    assert request(1, T0) == (list(range(10)), [])   # the first: every one
+    assert request(2, T0 + 10, looked_through=0) == ([], [])
+    journal.append((0, 4))
+    unsettled.add(4)
+    assert request(3, T0 + 20, looked_through=1) == ([4], [4])   # journalled at 0
+    unsettled.clear()
+    # read last time: asked again (settled now); named: read, not asked
+    assert request(4, T0 + 30, [_w(6, 5)], looked_through=1) == ([4], [6])
+    assert request(5, T0 + 40, looked_through=1) == ([6], [])
+    unsettled.add(8)   # moved without an entry in the journal: told a second later
+    assert request(6, T0 + 999, looked_through=1) == ([], [])
+    assert request(7, T0 + 1000, looked_through=1) == (list(range(10)), [8])
+    assert request(8, T0 + 1001, looked_through=1) == ([8], [8])
+    # looked through a position the journal no longer goes back to: every one
+    assert request(9, T0 + 1002, looked_through=-1) == ([8], [8])
+    assert request(10, T0 + 1003, looked_through=1) == (list(range(10)), [8])

@@ -54,6 +54,8 @@ class _Led(FakePartitions):
         self.replicas = replicas
         self.looked_up: list[int] = []
         self.moved_away: set[int] = set()
+        # the ISRs followers' fetches would have written, when a test takes one out
+        self.joins: list[tuple[int, tuple[int, ...]]] | None = None
 
     def replica_log(self, topic: str, partition: int, current_leader_epoch: int,
                     replica_id: int) -> LeaderLookup:
@@ -66,7 +68,10 @@ class _Led(FakePartitions):
     def follower_fetched(self, found: LeaderLookup, replica_id: int, fetch_offset: int,
                          log_start_offset: int = -1) -> None:
         join = found.found_replica.follower_fetched(replica_id, fetch_offset, log_start_offset)
-        assert join is None  # the follower is in the ISR throughout
+        if self.joins is None:
+            assert join is None  # the follower is in the ISR throughout
+        elif join is not None:
+            self.joins.append((found.found_replica.partition, join))
 
     def still_leads(self, replica: LeaderReplica) -> bool:
         return replica.partition not in self.moved_away
@@ -286,3 +291,66 @@ async def test_a_follower_left_out_longer_than_the_lag_limit_stays_in_sync_while
     _append(led, 5)
     _other_follower_catches_up(led, 5)
     assert replica.lagging_isr(30_000) == (LEADER, OTHER)
+
+
+@pytest.fixture
+def no_look_at_every_one(monkeypatch):
+    """Every fetch looks at what changed alone: the look at every partition
+    (once a second) never comes within a test, however slow the machine."""
+    from samsa.broker.handlers import fetch
+    monkeypatch.setattr(fetch, "LOOK_AT_EVERY_ONE_MS", 1 << 40)
+
+
+@pytest.mark.parametrize("version", [12, 13])
+async def test_a_follower_fetch_looks_only_at_what_changed_since_its_last(
+        led, monkeypatch, no_look_at_every_one, version):
+    """Not every partition of the session on every fetch: those named, those
+    the last fetch read, and those journalled as changed since (an append, a
+    high watermark moved by the other follower)."""
+    follower = _Follower(led, version)
+    await follower.fetch()  # full: opens the session
+    await follower.fetch()  # the first incremental one looks at every partition
+    seen: list[int] = []
+    monkeypatch.setattr(_Seen, "by", seen)
+    assert await follower.fetch() == {}
+    assert seen == []
+    _append(led, 7)
+    answered = await follower.fetch()
+    assert list(answered) == [7] and answered[7].records and set(seen) == {7}
+    for _ in range(2):   # named at its new end; then read last time: looked at
+        seen.clear()
+        assert await follower.fetch() == {} and set(seen) == {7}
+    seen.clear()
+    assert await follower.fetch() == {} and seen == []   # settled last time, unchanged
+    # the other follower catches up: the high watermark moves without an append
+    _other_follower_catches_up(led, 7)
+    answered = await follower.fetch()
+    assert list(answered) == [7] and answered[7].high_watermark == 2
+    assert set(seen) == {7}
+
+
+async def test_a_leadership_given_up_is_answered_at_the_next_fetch(led, no_look_at_every_one):
+    follower = _Follower(led)
+    await follower.fetch()
+    await follower.fetch()
+    _led(led).moved_away.add(12)
+    _led(led).replicas[12].resign()   # what the replica manager does when it moves
+    answered = await follower.fetch()
+    assert list(answered) == [12]
+    assert answered[12].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_an_isr_change_is_looked_at_by_the_next_fetch(led, no_look_at_every_one):
+    """A follower taken out of the ISR (it lagged, or a controlled shutdown)
+    that has the whole log again is read at its next fetch, which counts it
+    caught up (and has it join the ISR again), not a second later."""
+    follower = _Follower(led)
+    await follower.fetch()
+    await follower.fetch()
+    replica = _led(led).replicas[3]
+    replica.isr_written((LEADER, OTHER), 1)   # the follower is out
+    led_here = _led(led)
+    led_here.looked_up.clear()
+    led_here.joins = []
+    await follower.fetch()
+    assert led_here.looked_up == [3] and led_here.joins == [(3, (LEADER, FOLLOWER, OTHER))]
