@@ -48,6 +48,8 @@ from .groups.consumer import ConsumerGroupConfig
 from .groups.log_adapter import offsets_log_functions, partition_reader
 from .handlers import HANDLERS
 from .cluster.controller import Controller, RebalancePolicy
+from .cluster.controller_events import ShutdownRefused
+from .handlers.controlled_shutdown import REFUSED_AS
 from .cluster.single_broker import SingleBrokerController
 from .cluster.local_replicas import LocalReplicaSync, ReplicaChanges
 from .groups.locator import CoordinatorLocator
@@ -275,6 +277,22 @@ def _open_store(cfg: BrokerConfig, node: BrokerEndpoint) -> MetadataStore:
 
 
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
+
+
+def _shutdown_answer(answer: list[tuple[str, int]] | int | None) -> str:
+    """A controlled shutdown attempt's outcome, for the log."""
+    if answer is None:
+        return "no answer from the controller"
+    if isinstance(answer, list):
+        return f"{len(answer)} partition(s) still led here"
+    if answer == ErrorCode.BROKER_NOT_AVAILABLE:
+        return "the controller does not know this broker as live (yet)"
+    if answer == ErrorCode.STALE_BROKER_EPOCH:
+        return "refused as an earlier registration's; asking with the new one"
+    try:
+        return f"the controller answered {ErrorCode(answer).name}"
+    except ValueError:
+        return f"the controller answered error {answer}"
 
 
 class Broker:
@@ -1008,24 +1026,33 @@ class Broker:
         if self.replicas is not None:
             self.replicas.leaving()
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
-            remaining = await self._ask_controller_to_move_leaders(store, controller)
-            if remaining == []:
+            # read each time: a new session registers anew, under a newer epoch
+            epoch = store.broker_epoch
+            answer = await self._ask_controller_to_move_leaders(store, controller, epoch)
+            if answer == []:
                 log.info("controlled shutdown: leadership moved off broker %d", cfg.broker_id)
                 if self.fetcher is not None:
                     # as Kafka's StopReplica: following on would bring this broker
                     # back into the ISRs it was just taken out of
                     self.fetcher.stop()
                 return
-            log.info("controlled shutdown attempt %d: %s", attempt,
-                     "no answer from the controller" if remaining is None else
-                     f"{len(remaining)} partition(s) still led here")
+            if answer == ErrorCode.STALE_BROKER_EPOCH and store.broker_epoch == epoch:
+                # The controller knows this broker id by a newer registration
+                # than the one this run holds: asked again, it answers the same.
+                log.warning("controlled shutdown: the controller refused broker epoch %d as "
+                            "stale (broker %d is registered anew); stopping without it",
+                            epoch, cfg.broker_id)
+                return
+            log.info("controlled shutdown attempt %d: %s", attempt, _shutdown_answer(answer))
             if attempt < cfg.controlled_shutdown_max_retries:
                 await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
         log.warning("controlled shutdown did not move every leader off broker %d; "
                     "stopping anyway", cfg.broker_id)
 
-    async def _ask_controller_to_move_leaders(self, store: MetadataStore, controller: Controller
-                                              ) -> list[tuple[str, int]] | None:
+    async def _ask_controller_to_move_leaders(self, store: MetadataStore, controller: Controller,
+                                              epoch: int) -> list[tuple[str, int]] | int | None:
+        """The partitions this broker still leads, the controller's error code
+        (refused), or None (no controller answered)."""
         me = self.cfg.broker_id
         # A controller may be changing hands (the previous one just stopped):
         # wait for the next one rather than give up on this attempt.
@@ -1034,8 +1061,9 @@ class Broker:
             await asyncio.sleep(0.05)
         controller_id = store.controller_id
         if controller_id == me and controller.active:
-            return await asyncio.get_running_loop().run_in_executor(
-                None, controller.controlled_shutdown, me, CONTROLLED_SHUTDOWN_WAIT_S)
+            answer = await asyncio.get_running_loop().run_in_executor(
+                None, controller.controlled_shutdown, me, epoch, CONTROLLED_SHUTDOWN_WAIT_S)
+            return REFUSED_AS[answer] if isinstance(answer, ShutdownRefused) else answer
         ep = store.broker(controller_id)
         if ep is None:
             return None
@@ -1046,7 +1074,7 @@ class Broker:
                                                  sasl=self.inter_broker.sasl)
             try:
                 resp = await asyncio.wait_for(conn.call(
-                    ControlledShutdownRequest(broker_id=me, broker_epoch=-1),
+                    ControlledShutdownRequest(broker_id=me, broker_epoch=epoch),
                     api_key=ApiKey.CONTROLLED_SHUTDOWN, version=3), CONTROLLED_SHUTDOWN_WAIT_S + 5)
             finally:
                 await conn.close()
@@ -1054,7 +1082,7 @@ class Broker:
             log.info("controlled shutdown: controller %d not reachable (%s)", controller_id, e)
             return None
         if resp.error_code:
-            return None
+            return int(resp.error_code)
         return [(r.topic_name, r.partition_index) for r in resp.remaining_partitions]
 
     async def stop(self) -> bool:

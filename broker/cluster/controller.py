@@ -47,10 +47,11 @@ from samsa.broker.metadata.zookeeper.writes import (ControllerZooKeeper, Create,
 from samsa.protocol.errors import ErrorCode
 
 from . import reassignment as ra
-from .controller_events import (Answered, BrokersChanged, ControlledShutdown, ControllerEvent,
-                                Elect, ElectLeaders, IsrChangesNoticed, PreferredElectionAsked,
-                                Reassign, ReassignZnodeChanged, Resign, Stop, Tick, TopicChanged,
-                                TopicsChanged, TopicsMarkedForDeletion, WatchTopics)
+from .controller_events import (UNKNOWN_BROKER_EPOCH, Answered, BrokersChanged,
+                                ControlledShutdown, ControllerEvent, Elect, ElectLeaders,
+                                IsrChangesNoticed, PreferredElectionAsked, Reassign,
+                                ReassignZnodeChanged, Resign, ShutdownRefused, Stop, Tick,
+                                TopicChanged, TopicsChanged, TopicsMarkedForDeletion, WatchTopics)
 from .elections import (LeaderAndIsr, elect_for_shutdown, elect_offline, elect_preferred,
                         election_answer, elections_reported, initial_state, remove_from_isr)
 
@@ -83,6 +84,22 @@ class RebalancePolicy(NamedTuple):
     enabled: bool = True
     interval_s: float = 300.0
     imbalance_percent: int = 10
+
+
+def shutdown_refused(live: bool, registration: int | None, broker_epoch: int
+                     ) -> ShutdownRefused | None:
+    """Whether a controlled shutdown asked by a broker the controller sees
+    ``live`` (or not), whose registration znode has the czxid
+    ``registration`` (None: none), with ``broker_epoch``, is refused: as
+    Kafka's controller, a broker it does not know is not available, and an
+    epoch older than the registration's is stale (the broker registered
+    again since: the run that asked is over). UNKNOWN_BROKER_EPOCH, from
+    requests older than broker epochs (v0, v1), is not checked."""
+    if not live or registration is None:
+        return ShutdownRefused.UNKNOWN_BROKER
+    if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < registration:
+        return ShutdownRefused.STALE_BROKER_EPOCH
+    return None
 
 
 class Controller:
@@ -209,8 +226,8 @@ class Controller:
                 self._on_delete_topics(names)
             case IsrChangesNoticed(names=names):
                 self._on_isr_changes(names)
-            case ControlledShutdown(broker_id=broker_id, reply=reply):
-                reply.value = self._on_controlled_shutdown(broker_id)
+            case ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch, reply=reply):
+                reply.value = self._on_controlled_shutdown(broker_id, broker_epoch)
             case ElectLeaders(partitions=partitions, unclean=unclean, reply=reply):
                 reply.value = self._on_elect_leaders(partitions, unclean)
             case Reassign(requests=requests, reply=reply):
@@ -561,16 +578,18 @@ class Controller:
         except NoNodeError:
             pass
 
-    def controlled_shutdown(self, broker_id: int, timeout: float) -> list[Partition] | None:
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float
+                            ) -> list[Partition] | ShutdownRefused | None:
         """Move leadership off ``broker_id`` and take it out of the ISRs (Kafka's
-        ControlledShutdown, handled on the controller); returned: the partitions
-        it still leads although another live in-sync replica could take them
-        (the broker asks again), or None when this broker is not the controller
-        (or the decision did not come in time). Blocking: call it from a worker
-        thread."""
+        ControlledShutdown, handled on the controller), asked by the run of it
+        registered with ``broker_epoch`` (UNKNOWN_BROKER_EPOCH: not checked);
+        returned: the partitions it still leads although another live in-sync
+        replica could take them (the broker asks again), why it was refused,
+        or None when this broker is not the controller (or the decision did
+        not come in time). Blocking: call it from a worker thread."""
         if not self.active:
             return None
-        event = ControlledShutdown(broker_id)
+        event = ControlledShutdown(broker_id, broker_epoch)
         self._events.put(event)
         if not event.reply.wait(timeout) or not self.active:
             return None
@@ -872,10 +891,15 @@ class Controller:
         log.warning("controller: gave up reassigning %s-%d after repeated conflicts", *tp)
         return False
 
-    def _on_controlled_shutdown(self, broker_id: int) -> list[Partition]:
+    def _on_controlled_shutdown(self, broker_id: int, broker_epoch: int
+                                ) -> list[Partition] | ShutdownRefused:
         registration = self._registration(broker_id)
-        if broker_id not in self._live or registration is None:
-            return []
+        refused = shutdown_refused(broker_id in self._live, registration, broker_epoch)
+        if refused is not None:
+            log.info("controller: controlled shutdown of broker %d refused: %s (epoch %d, "
+                     "registered with %s)", broker_id, refused.value, broker_epoch, registration)
+            return refused
+        assert registration is not None
         self._shutting_down[broker_id] = registration
         log.info("controller: controlled shutdown of broker %d", broker_id)
         self._decide_each(self._shutdown_decisions(self._states))

@@ -10,12 +10,14 @@ happens, so the caller goes on (with None after a failure or a resignation).
 """
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
 Partition = tuple[str, int]
 T = TypeVar("T")
+UNKNOWN_BROKER_EPOCH = -1  # ControlledShutdown v0/v1 carry none: not checked
 
 
 class Reply(Generic[T]):
@@ -119,12 +121,23 @@ class ReassignZnodeChanged(ControllerEvent):
     kind: ClassVar[str] = "reassign_znode"
 
 
+class ShutdownRefused(enum.Enum):
+    """Why a controlled shutdown was refused (nothing moved)."""
+    # not registered, or not yet seen registered by the controller
+    UNKNOWN_BROKER = "not a live broker"
+    # asked with the epoch of an earlier registration: that run of the
+    # broker is over, and this one has not asked
+    STALE_BROKER_EPOCH = "an earlier registration's broker epoch"
+
+
 @dataclass(frozen=True)
 class ControlledShutdown(ControllerEvent):
-    """A broker asks to stop: its leaderships move; the reply holds the
-    partitions it still leads."""
+    """A broker asks to stop, with its broker epoch (its registration's
+    czxid, or UNKNOWN_BROKER_EPOCH): its leaderships move; the reply holds
+    the partitions it still leads, or why it was refused."""
     broker_id: int
-    reply: Reply[list[Partition]] = field(default_factory=Reply, compare=False)
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
+    reply: Reply[list[Partition] | ShutdownRefused] = field(default_factory=Reply, compare=False)
     kind: ClassVar[str] = "shutdown"
 
 

@@ -84,7 +84,8 @@ class SingleBrokerController:
     def reassignments(self) -> dict[Partition, ra.Reassignment]:
         return {}
 
-    def controlled_shutdown(self, broker_id: int, timeout: float) -> list[Partition]:
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float
+                            ) -> list[Partition]:
         """Nothing to hand over: Kafka's controller counts only the replicated
         partitions a stopping broker leads, and here none is replicated."""
         return []

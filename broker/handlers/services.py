@@ -39,6 +39,7 @@ from samsa.client.scram_credential import ScramCredential
 from ..security.sasl.settings import ListenerSasl
 
 if TYPE_CHECKING:  # result types only: the coordinators are not imported at run time here
+    from ..cluster.controller_events import ShutdownRefused
     from ..cluster.reassignment import Reassignment
     from ..replication.leader import LeaderReplica
     from ..transactions.coordinator import DescribedTxn, EndResult, InitResult
@@ -163,7 +164,8 @@ class ClusterControl(Protocol):
 
     @property
     def active(self) -> bool: ...
-    def controlled_shutdown(self, broker_id: int, timeout: float) -> list[TopicPartition] | None: ...
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float
+                            ) -> list[TopicPartition] | ShutdownRefused | None: ...
     def elect_leaders(self, partitions: list[TopicPartition] | None, unclean: bool,
                       timeout: float) -> dict[TopicPartition, ErrorCode] | None: ...
     def reassign(self, requests: dict[TopicPartition, list[int] | None], timeout: float,

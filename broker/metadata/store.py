@@ -141,6 +141,13 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def controller_id(self) -> int: ...
 
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch, which its ControlledShutdown carries: in
+        ZooKeeper mode the czxid of its registration znode (Kafka's), newer
+        each time it registers; -1 (unknown) where there is none."""
+        return -1
+
     @abc.abstractmethod
     def brokers(self) -> list[BrokerEndpoint]: ...
 

@@ -261,6 +261,10 @@ class ZooKeeperSession:
         self._rereads_lock = threading.Lock()
         self.closed = False
         self._registered = False
+        # The czxid of our registration znode: Kafka's broker epoch, which a
+        # ControlledShutdown carries (-1 until registered). A new session
+        # registers anew, under a newer one.
+        self.broker_epoch = -1
         self._session_lost = False
         self._init_fence(session_timeout_ms)
         timeout = (connection_timeout_ms if connection_timeout_ms is not None
@@ -365,14 +369,15 @@ class ZooKeeperSession:
     def _register(self) -> None:
         path = z.broker_path(self.broker_id)
         try:
-            self.zk.create(path, self._registration(), ephemeral=True)
+            _, stat = self.zk.create(path, self._registration(), ephemeral=True,
+                                     include_data=True)
         except NodeExistsError:
             # Ours from a session that has just expired is fine: it goes away
             # with that session. Anyone else's is a live broker with our id.
             _, stat = self.zk.get(path)
-            if stat.ephemeralOwner == self.zk.client_id[0]:
-                return
-            raise BrokerIdInUseError(self.broker_id) from None
+            if stat.ephemeralOwner != self.zk.client_id[0]:
+                raise BrokerIdInUseError(self.broker_id) from None
+        self.broker_epoch = stat.czxid
 
     # ------------------------------------------------------------ expiry
 

@@ -94,6 +94,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         waiting."""
         self._session.register()
 
+    @property
+    def broker_epoch(self) -> int:
+        return self._session.broker_epoch
+
     def close(self) -> None:
         self._session.close()
 

@@ -17,6 +17,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from samsa.broker.cluster.controller import Controller
+from samsa.broker.cluster.controller_events import UNKNOWN_BROKER_EPOCH, ShutdownRefused
 from samsa.broker.metadata import BrokerEndpoint
 from samsa.broker.metadata.zookeeper import ZooKeeperMetadataStore
 from tests.support.waiting import wait_until
@@ -244,7 +245,9 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     victim, stopping = [i for i in nodes if i != controller]
     _write_topic(kazoo, "t", {0: [victim, stopping, controller]})
     wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
-    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    wait_until(lambda: active[0].controller._live == set(nodes), what="every broker seen")
+    assert active[0].controller.controlled_shutdown(
+        stopping, nodes[stopping].store.broker_epoch, timeout=10) == []
     # Its follower is back in the ISR (a leader re-added it before it stopped),
     # and the controller has not read that change yet (read, it would take
     # the stopping broker out again): the controller's state is stale, its
@@ -257,19 +260,103 @@ def test_a_broker_in_controlled_shutdown_is_not_elected(cluster, kazoo):
     assert moved["leader"] == controller, "the stopping broker must not take leadership"
 
 
-def _one_stopping(cluster, kazoo) -> tuple[Controller, int, int, int, dict[int, Node]]:
-    """Three brokers, t-0 led by the controller's, and one of the others in a
-    controlled shutdown: (the controller, its broker id, the stopping one, the
-    third, every node by id)."""
+def _three(cluster, kazoo, leader: str) -> tuple[Controller, int, int, int, dict[int, Node]]:
+    """Three brokers and t-0 on all of them, led by the controller's
+    (``leader="controller"``) or by the one that will stop ("stopping"), once
+    the controller sees every broker: (the controller, its broker id, the
+    broker that will stop, the third, every node by id)."""
     nodes = {i: cluster(i) for i in range(3)}
     active = wait_until(lambda: [n for n in nodes.values() if n.controller.active], what="controller")
     controller = active[0].broker_id
     stopping = next(i for i in nodes if i != controller)
     other = 3 - controller - stopping
-    _write_topic(kazoo, "t", {0: [controller, other, stopping]})
-    wait_until(lambda: _state(kazoo, "t", 0), what="t-0 online")
-    assert active[0].controller.controlled_shutdown(stopping, timeout=10) == []
+    first = controller if leader == "controller" else stopping
+    _write_topic(kazoo, "t", {0: [first, *(b for b in (controller, other, stopping) if b != first)]})
+    wait_until(lambda: (s := _state(kazoo, "t", 0)) and s["leader"] == first, what="t-0 online")
+    wait_until(lambda: active[0].controller._live == set(nodes), what="every broker seen")
     return active[0].controller, controller, stopping, other, nodes
+
+
+def _one_stopping(cluster, kazoo) -> tuple[Controller, int, int, int, dict[int, Node]]:
+    """Three brokers, t-0 led by the controller's, and one of the others in a
+    controlled shutdown: (the controller, its broker id, the stopping one, the
+    third, every node by id)."""
+    active, controller, stopping, other, nodes = _three(cluster, kazoo, leader="controller")
+    assert active.controlled_shutdown(stopping, nodes[stopping].store.broker_epoch,
+                                      timeout=10) == []
+    return active, controller, stopping, other, nodes
+
+
+def _state_and_version(kazoo, topic, partition):
+    data, stat = kazoo.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return json.loads(data), stat.version
+
+
+def _register_anew(kazoo, broker_id) -> int:
+    """Broker ``broker_id`` gone and registered again in one step (as a broker
+    whose session expired and was replaced, seen by a controller that read
+    the registrations before and after): the new registration's czxid."""
+    path = f"/brokers/ids/{broker_id}"
+    registration = kazoo.get(path)[0]
+    tx = kazoo.transaction()
+    tx.delete(path)
+    tx.create(path, registration, ephemeral=True)
+    assert not any(isinstance(r, Exception) for r in tx.commit())
+    return kazoo.exists(path).czxid
+
+
+def test_a_controlled_shutdown_with_the_current_broker_epoch_moves_leadership(cluster, kazoo):
+    active, controller, stopping, other, nodes = _three(cluster, kazoo, leader="stopping")
+    epoch = nodes[stopping].store.broker_epoch
+    assert epoch == kazoo.exists(f"/brokers/ids/{stopping}").czxid  # the registration's
+    assert active.controlled_shutdown(stopping, epoch, timeout=10) == []
+    state = _state(kazoo, "t", 0)
+    assert state["leader"] in (controller, other) and stopping not in state["isr"], state
+
+
+def test_a_controlled_shutdown_with_an_earlier_registrations_epoch_is_refused(cluster, kazoo):
+    # Kafka's STALE_BROKER_EPOCH: the broker registered again since (a new
+    # session), so the run that asked is over, and what it asks is not done.
+    active, controller, stopping, other, nodes = _three(cluster, kazoo, leader="stopping")
+    earlier = nodes[stopping].store.broker_epoch
+    current = _register_anew(kazoo, stopping)
+    assert current > earlier
+    before = _state_and_version(kazoo, "t", 0)
+    assert active.controlled_shutdown(stopping, earlier, timeout=10) \
+        is ShutdownRefused.STALE_BROKER_EPOCH
+    assert _state_and_version(kazoo, "t", 0) == before, "nothing moved"
+    assert stopping not in active._shutting_down
+    # the run registered now is answered
+    assert active.controlled_shutdown(stopping, current, timeout=10) == []
+    assert _state(kazoo, "t", 0)["leader"] in (controller, other)
+
+
+def test_a_controlled_shutdown_without_a_broker_epoch_is_not_checked(cluster, kazoo):
+    # ControlledShutdown v0/v1 carry no broker epoch (-1): Kafka accepts them
+    # as before epochs existed, whatever the registration.
+    active, controller, stopping, other, nodes = _three(cluster, kazoo, leader="stopping")
+    _register_anew(kazoo, stopping)
+    assert active.controlled_shutdown(stopping, UNKNOWN_BROKER_EPOCH, timeout=10) == []
+    state = _state(kazoo, "t", 0)
+    assert state["leader"] in (controller, other) and stopping not in state["isr"], state
+
+
+def test_a_controlled_shutdown_of_a_broker_the_controller_does_not_know_is_refused(
+        cluster, kazoo):
+    # Kafka's BROKER_NOT_AVAILABLE: never registered, or gone (its answer of
+    # [] used to tell such a broker that everything had moved).
+    active, controller, gone, other, nodes = _three(cluster, kazoo, leader="controller")
+    for epoch in (UNKNOWN_BROKER_EPOCH, 1):
+        assert active.controlled_shutdown(7, epoch, timeout=10) is ShutdownRefused.UNKNOWN_BROKER
+    epoch = nodes[gone].store.broker_epoch
+    nodes[gone].stop()
+    wait_until(lambda: gone not in active._live, what="the broker's death handled")
+    before = _state_and_version(kazoo, "t", 0)
+    for asked in (UNKNOWN_BROKER_EPOCH, epoch):
+        assert active.controlled_shutdown(gone, asked, timeout=10) \
+            is ShutdownRefused.UNKNOWN_BROKER
+    assert _state_and_version(kazoo, "t", 0) == before
+    assert not active._shutting_down
 
 
 def test_a_stopping_replica_its_leader_took_back_into_the_isr_is_taken_out_again(cluster, kazoo):
@@ -291,12 +378,7 @@ def test_a_stopping_broker_that_registers_anew_is_no_longer_taken_out_of_isrs(cl
     # Kafka's broker epoch) says it is no longer stopping, or every leader
     # that took it back into an ISR would have it taken out again.
     active, controller, stopping, other, _ = _one_stopping(cluster, kazoo)
-    path = f"/brokers/ids/{stopping}"
-    registration = kazoo.get(path)[0]
-    tx = kazoo.transaction()  # gone and back in one step, as the controller sees it
-    tx.delete(path)
-    tx.create(path, registration, ephemeral=True)
-    assert not any(isinstance(r, Exception) for r in tx.commit())
+    _register_anew(kazoo, stopping)
     wait_until(lambda: stopping not in active._shutting_down,
                what="the new registration seen")
     _set_isr(kazoo, "t", [controller, other, stopping])

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from samsa.broker import features
 from samsa.broker.fetch_sessions import FetchSessionCache
+from samsa.broker.cluster.controller_events import ShutdownRefused
 from samsa.broker.cluster.reassignment import Reassignment
 from samsa.broker.groups.share.service import ShareService
 from samsa.broker.groups.results import (GroupDescription, JoinResult, LeaveResult, ListedGroup,
@@ -485,7 +486,8 @@ class NoController(ClusterControl):
     def active(self) -> bool:
         return False
 
-    def controlled_shutdown(self, broker_id: int, timeout: float) -> list[TopicPartition] | None:
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, timeout: float
+                            ) -> list[TopicPartition] | ShutdownRefused | None:
         unused("controlled_shutdown")
 
     def elect_leaders(self, partitions: list[TopicPartition] | None, unclean: bool,

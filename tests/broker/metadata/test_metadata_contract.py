@@ -240,6 +240,9 @@ def test_topics_written_by_a_tool_are_picked_up(zk_stores, kazoo):
 def test_an_expired_session_registers_again(zk_stores, kazoo):
     store = zk_stores.open(broker_id=7)
     old_session = store.zk.client_id
+    # The broker epoch a ControlledShutdown carries: the registration's czxid.
+    first_epoch = store.broker_epoch
+    assert first_epoch == kazoo.get("/samsa-test/brokers/ids/7")[1].czxid
     # Expire the broker's session the way ZooKeeper does: a second client with
     # the same session id and password connects and closes it.
     twin = KazooClient(hosts=zk_stores.connect.split("/")[0], client_id=old_session)
@@ -249,6 +252,10 @@ def test_an_expired_session_registers_again(zk_stores, kazoo):
     wait_until(lambda: store.zk.client_id != old_session and kazoo.exists("/samsa-test/brokers/ids/7")
            and kazoo.get("/samsa-test/brokers/ids/7")[1].ephemeralOwner == store.zk.client_id[0],
            timeout=30, what="the re-registration under a new session")
+    # (the epoch is kept once the create is answered, just after the znode appears)
+    epoch = wait_until(lambda: store.broker_epoch != first_epoch and store.broker_epoch,
+                       what="the new registration's epoch")
+    assert epoch == kazoo.get("/samsa-test/brokers/ids/7")[1].czxid > first_epoch
     # Watches work again: a topic created elsewhere shows up.
     other = zk_stores.open(broker_id=8)
     other.create_topic(f"after-{uuid.uuid4().hex[:6]}", 1, {})
