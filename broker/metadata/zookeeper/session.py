@@ -369,15 +369,19 @@ class ZooKeeperSession:
     def _register(self) -> None:
         path = z.broker_path(self.broker_id)
         try:
-            _, stat = self.zk.create(path, self._registration(), ephemeral=True,
-                                     include_data=True)
+            self.zk.create(path, self._registration(), ephemeral=True)
         except NodeExistsError:
-            # Ours from a session that has just expired is fine: it goes away
-            # with that session. Anyone else's is a live broker with our id.
-            _, stat = self.zk.get(path)
-            if stat.ephemeralOwner != self.zk.client_id[0]:
-                raise BrokerIdInUseError(self.broker_id) from None
-        self.broker_epoch = stat.czxid
+            pass
+        # Ours, created now or by this session before (one from a session that
+        # has just expired is fine too: it goes away with that session);
+        # anyone else's is a live broker with our id. (A read, not create2's
+        # stat: that needs ZooKeeper 3.5.)
+        found = self.zk.exists(path)
+        if found is None:
+            return  # gone with our session already: the next one registers
+        if found.ephemeralOwner != self.zk.client_id[0]:
+            raise BrokerIdInUseError(self.broker_id)
+        self.broker_epoch = found.czxid
 
     # ------------------------------------------------------------ expiry
 
