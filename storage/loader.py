@@ -93,7 +93,7 @@ def load_log(directory: str, config: Any, *, recovery_point: int,
     epochs.truncate_from_start(lso)
     ps = ProducerStateManager(directory)
     # (a recovery may have written snapshots since the listing: list again then)
-    load_producer_state(ps, segments, lso, leo, names if clean else None)
+    load_producer_state(ps, segments, lso, leo, names if clean else None, clean_shutdown=clean)
     return LoadedLog(tuple(segments), leo, lso, hw, min(recovery_point, leo), ps, epochs)
 
 
@@ -112,12 +112,18 @@ def new_log(directory: str, config: Any, *, log_start_offset: int | None) -> Loa
 
 def load_producer_state(ps: ProducerStateManager,
                         segments: tuple[LogSegment, ...] | list[LogSegment],
-                        log_start_offset: int, leo: int, names: list[str] | None = None) -> None:
+                        log_start_offset: int, leo: int, names: list[str] | None = None,
+                        *, clean_shutdown: bool = False) -> None:
     """Producer state for a log of ``segments`` ending at ``leo``: the newest
     snapshot at or below it (later ones, of data no longer there, go) plus
     the batches after it; producers whose data is all below the log start
-    are forgotten. ``names``: the directory's listing, if the caller has it."""
+    are forgotten. ``names``: the directory's listing, if the caller has it.
+    ``clean_shutdown``: the log as a clean stop left it, where no snapshot at
+    all means no producers (nothing is read from the segments)."""
     offsets = ps.snapshot_offsets(names)
+    if clean_shutdown and ps.empty_after_clean_stop(offsets):
+        ps.load_latest_snapshot(leo, [])   # (none: no producers)
+        return
     ps.delete_snapshots_after(leo, offsets)
     snap = ps.load_latest_snapshot(leo, [o for o in offsets if o <= leo])
     start = snap if snap is not None else log_start_offset

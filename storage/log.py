@@ -1148,8 +1148,10 @@ class Log:
         """Clean close: flush, snapshot producer state, trim indexes, close files.
         A snapshot at the log end already there is kept, not written again
         (Kafka's takeSnapshot skips it too): a broker stopped again without new
-        records writes no snapshot per partition; nor does a log never written
-        to (Kafka's takes none before its first append moves lastMapOffset past 0)."""
+        records writes no snapshot per partition; nor does a log without
+        producers and without snapshots (a clean load reads that state from
+        no snapshot: ProducerStateManager.snapshot_due_at_close), a log never
+        written to among them."""
         with self._lock:
             if self.closed:
                 return
@@ -1162,7 +1164,7 @@ class Log:
                 self.leader_epochs.flush_deferred()
             try:
                 leo = self.log_end_offset
-                if leo > 0 and not self.producer_state.has_snapshot(leo):
+                if self.producer_state.snapshot_due_at_close(leo):
                     self.producer_state.take_snapshot(leo)
             except OSError as exc:
                 log.warning("producer state snapshot failed for %s: %s", self.dir, exc)

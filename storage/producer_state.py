@@ -40,7 +40,12 @@ Snapshot layout (Kafka's ProducerSnapshot v1, big-endian)::
 A snapshot keeps only each producer's last batch, as Kafka's does. Snapshots
 are taken at segment roll and at clean shutdown, named by the log end offset
 at that moment; after an unclean stop the state is rebuilt from the newest
-usable snapshot plus the batches after it. Which snapshot files there are is
+usable snapshot plus the batches after it. A log that has no snapshot at all
+after a clean stop has no producer state: Kafka's loader reads it so (it
+takes the case for an upgrade and skips the scan), and a clean stop relies on
+it, writing no snapshot for a log with no producers and none before
+(``snapshot_due_at_close``): with 10,000 partitions written by producers
+without idempotence, 10,000 file creations fewer. Which snapshot files there are is
 known in memory once the directory was listed (by the log's load; a new
 partition's directory has none), as Kafka's ProducerStateManager keeps its
 snapshots map: a stop of 10,000 partitions neither lists their directories to
@@ -374,6 +379,22 @@ class ProducerStateManager:
 
     def has_snapshot(self, offset: int) -> bool:
         return offset in self.snapshot_offsets()
+
+    def snapshot_due_at_close(self, offset: int) -> bool:
+        """Whether a clean close at log end ``offset`` writes a snapshot. Not
+        when one is there already (Kafka's takeSnapshot skips it too), nor
+        when there are no producers and no snapshot at all: a clean load
+        finding none reads exactly that state (``empty_after_clean_stop``)."""
+        offsets = self.snapshot_offsets()
+        return offset not in offsets and bool(offsets or self.producers)
+
+    @staticmethod
+    def empty_after_clean_stop(offsets: Sequence[int]) -> bool:
+        """Whether a log loaded after a clean stop, holding the snapshots at
+        ``offsets``, has no producer state to read from its segments: none at
+        all means none (Kafka's rebuildProducerState skips the scan on a clean
+        shutdown without snapshots; snapshot_due_at_close writes none for it)."""
+        return not offsets
 
     def take_snapshot(self, offset: int, keep: int = 2) -> None:
         """Write the snapshot at ``offset`` (temporary file, fsync, rename; inside

@@ -10,7 +10,9 @@ records acknowledged before a SIGTERM are all there after the restart, and the
 restarted broker, killed -9 right after its next acks, comes back with those as
 well. A restarted broker reads each partition's directory at its first use or in
 a background pass (storage/lazy_log.py): records read and offsets given right
-after a restart, and a kill -9 during that pass, show the same records."""
+after a restart, and a kill -9 during that pass, show the same records. The
+restart after a SIGTERM recovers nothing, and idempotent producers' state
+(their duplicates, their sequence gaps) comes back with the records."""
 from __future__ import annotations
 
 import os
@@ -142,3 +144,79 @@ def test_records_acked_before_a_stop_of_many_partitions_survive_it_and_a_crash(b
         range(partitions), 3), 120, "every record acked before the kill -9 is there")
     assert _values(broker.bootstrap, topic, (0, partitions - 1), 3) == dict.fromkeys(
         (0, partitions - 1), [b"before-stop", b"before-kill", b"after-kill"])
+
+
+def _idempotent_produce(client, topic, topic_id, partition, pid, seq, values):
+    """One batch of ``values`` from producer ``pid`` at sequence ``seq``: (error, base offset)."""
+    from samsa.protocol.messages import ProduceRequest
+    from samsa.protocol.records import build_batch
+    batch = build_batch([(None, v, [], None) for v in values], producer_id=pid,
+                        producer_epoch=0, base_sequence=seq)
+    resp = client.call(0, ProduceRequest(acks=-1, timeout_ms=10000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
+            ProduceRequest.PartitionProduceData(index=partition, records=batch)])]))
+    answer = resp.responses[0].partition_responses[0]
+    return answer.error_code, answer.base_offset
+
+
+def test_a_restart_after_sigterm_recovers_nothing_and_has_every_record_and_producer(
+        broker_factory):
+    """What a clean stop of many partitions leaves is all the next start needs: it
+    runs no recovery (the clean-shutdown marker, every recovery point at its log
+    end), reads back every record, and an idempotent producer's state is kept (a
+    retry is answered as a duplicate, a sequence gap refused; without the state
+    both would be appended). Partitions no idempotent producer wrote to have no
+    producers after the restart either: a new one appends from sequence 0."""
+    from samsa.client.blocking import SimpleClient
+    from samsa.protocol.errors import ErrorCode
+    from samsa.protocol.messages import InitProducerIdRequest, MetadataRequest
+    from samsa.storage.checkpoints import read_offset_checkpoint
+
+    partitions = 300   # the stop's batch uses syncfs from 256 files
+    broker = broker_factory(startup_timeout=120)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "clean-stop"
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=120,
+                                   request_timeout=120).values():
+        fut.result(130)
+    _produce_one_each(broker.bootstrap, topic, partitions, b"plain", 0)
+    idem = (0, partitions - 1)
+    with SimpleClient(broker.bootstrap) as c:
+        topic_id = c.call(3, MetadataRequest(allow_auto_topic_creation=False, topics=[
+            MetadataRequest.MetadataRequestTopic(name=topic)])).topics[0].topic_id
+        init = c.call(22, InitProducerIdRequest(transactional_id=None,
+                                                transaction_timeout_ms=60000))
+        assert init.error_code == 0
+        pid = init.producer_id
+        for p in idem:
+            assert _idempotent_produce(c, topic, topic_id, p, pid, 0, [b"i0", b"i1"]) == (0, 1)
+    logged_before = broker.log_path.stat().st_size
+    assert broker.stop(timeout=120) == 0
+
+    assert (broker.data_dir / ".kafka_cleanshutdown").is_file()
+    points = read_offset_checkpoint(str(broker.data_dir / "recovery-point-offset-checkpoint"))
+    assert {p: points.get((topic, p)) for p in range(partitions)} == {
+        p: 3 if p in idem else 1 for p in range(partitions)}
+
+    broker.start()
+    with SimpleClient(broker.bootstrap) as c:
+        for p in idem:
+            # the retry of the batch acked before the stop: its offsets, nothing appended
+            assert _idempotent_produce(c, topic, topic_id, p, pid, 0, [b"i0", b"i1"]) == (0, 1)
+            assert _idempotent_produce(c, topic, topic_id, p, pid, 7, [b"gap"])[0] \
+                == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert _idempotent_produce(c, topic, topic_id, p, pid, 2, [b"i2"]) == (0, 3)
+        # a partition only plain producers wrote to knows no producer: any sequence starts it
+        assert _idempotent_produce(c, topic, topic_id, 1, pid, 5, [b"new"]) == (0, 1)
+    expected = {p: 4 if p in idem else (2 if p == 1 else 1) for p in range(partitions)}
+    wait_until(lambda: _ends(broker.bootstrap, topic, partitions) == expected, 120,
+               "every partition's records are there")
+    assert _values(broker.bootstrap, topic, range(partitions), 1) == dict.fromkeys(
+        range(partitions), [b"plain"])
+    assert _values(broker.bootstrap, topic, idem, 4) == dict.fromkeys(
+        idem, [b"plain", b"i0", b"i1", b"i2"])
+    with open(broker.log_path, errors="replace") as f:
+        f.seek(logged_before)
+        restart_log = f.read()
+    assert "not shut down cleanly" not in restart_log
+    assert "not at its recovery point" not in restart_log

@@ -528,3 +528,50 @@ def test_a_stop_keeps_the_two_newest_snapshots_without_listing_or_looking_for_th
         assert reopened.log_end_offset == 6 and 9 in reopened.producer_state.producers
     finally:
         reopened.close()
+
+
+def _snapshots(d):
+    return sorted(x for x in os.listdir(d) if x.endswith(".snapshot"))
+
+
+def test_a_clean_stop_writes_no_snapshot_for_a_log_without_producers_and_the_restart_has_none(
+        tmp_path):
+    """A log written by producers without idempotence has no producer state: its
+    clean stop writes no snapshot (10,000 such partitions: 10,000 file creations
+    a stop saved), and the clean start that finds none has no producers, as
+    Kafka's loader reads a clean log dir without snapshots. A log with a
+    producer keeps its snapshot and its duplicates. After a crash, no snapshot
+    is no proof of no producers: that start reads them from the segments."""
+    lm = LogManager(str(tmp_path), CFG, 1, "c", flush_check_interval_ms=3600_000)
+    lm.startup()
+    plain, idem = lm.create_log("t", 0, config=CFG), lm.create_log("t", 1, config=CFG)
+    for lg in (plain, idem):
+        lg.begin_leader_epoch(0)
+    plain.append(batch_of(3), 0)
+    idem.append(batch_of(2, producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    assert lm.shutdown() == []
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+    assert _snapshots(tmp_path / "t-0") == []
+    assert _snapshots(tmp_path / "t-1") == [f"{2:020d}.snapshot"]
+
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    plain, idem = lm.get_log("t", 0), lm.get_log("t", 1)
+    assert plain.log_end_offset == 3 and plain.producer_state.producers == {}
+    assert idem.append(batch_of(2, producer_id=7, producer_epoch=0, base_sequence=0), 0).duplicate
+    # the plain log takes an idempotent producer now, then the broker crashes
+    plain.append(batch_of(1, producer_id=8, producer_epoch=0, base_sequence=0), 0)
+    lm.shutdown(clean=False)
+    assert not os.path.exists(tmp_path / ".kafka_cleanshutdown")
+
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        plain = lm.get_log("t", 0)
+        assert 8 in plain.producer_state.producers
+        assert plain.append(batch_of(1, producer_id=8, producer_epoch=0, base_sequence=0),
+                            0).duplicate
+    finally:
+        assert lm.shutdown() == []
+    # a log with producers now: its clean stop writes the snapshot
+    assert _snapshots(tmp_path / "t-0") == [f"{4:020d}.snapshot"]
