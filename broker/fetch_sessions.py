@@ -122,6 +122,7 @@ class SessionPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    place: int = 0   # in the session's fetch order (FetchSession.placed)
 
     def must_answer(self, out: Outcome) -> bool:
         """Whether an incremental answer lists this partition; remembers what it tells."""
@@ -145,7 +146,7 @@ class FetchSession:
     """One fetcher's session: its partitions in fetch order (dicts keep it)."""
     __slots__ = ("id", "privileged", "uses_topic_ids", "partitions", "epoch", "created_ms",
                  "last_used_ms", "answered_on", "last_told", "looked_through", "carried",
-                 "every_one_looked_at_ms")
+                 "every_one_looked_at_ms", "placed")
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool,
                  partitions: dict[PartitionKey, SessionPartition], now_ms: int) -> None:
@@ -171,6 +172,15 @@ class FetchSession:
         self.looked_through: int | None = None
         self.carried: set[PartitionKey] = set()
         self.every_one_looked_at_ms = now_ms
+        # The fetch order as numbers too (each entry's ``place``, the last one
+        # given ``placed``), so a few entries are put in it without a walk of all.
+        self.placed = 0
+        for entry in partitions.values():
+            self.place_last(entry)
+
+    def place_last(self, entry: SessionPartition) -> None:
+        self.placed += 1
+        entry.place = self.placed
 
     def __len__(self) -> int:
         return len(self.partitions)
@@ -324,7 +334,8 @@ class FetchSessionCache:
                     named.add(key)
                     cached = session.partitions.get(key)
                     if cached is None:
-                        session.partitions[key] = SessionPartition(w)
+                        session.partitions[key] = added = SessionPartition(w)
+                        session.place_last(added)
                     else:
                         before = cached.wanted
                         if (w.leader_epoch != before.leader_epoch
@@ -367,10 +378,16 @@ class FetchSessionCache:
                 held = self._entries(session, look)
         # (checked outside the lock: see more_to_read)
         reading = [(key, c.wanted) for key, c in held if key in named or not settled(c)]
+        keys = {key for key, _ in reading}
+        with self._lock:
+            # Carried at once, not only by ``finish``: this request may never
+            # be finished (a later one takes the session, its fetcher goes),
+            # and the next would not name what it named (sent, for its fetcher).
+            session.carried = session.carried | keys
         return FetchContext(Kind.INCREMENTAL, [w for _, w in reading],
                             session=session, privileged=session.privileged,
                             uses_topic_ids=uses_topic_ids, epoch=epoch,
-                            reading={key for key, _ in reading}, settled=settled)
+                            reading=keys, settled=settled)
 
     def more_to_read(self, ctx: FetchContext, touched: Collection[PartitionKey] | None = None
                      ) -> list[Wanted] | None:
@@ -406,9 +423,11 @@ class FetchSessionCache:
             return list(parts.items())
         if 4 * len(keys) >= len(parts):
             return [(key, entry) for key, entry in parts.items() if key in keys]
-        # A few, those that moved lately: a response's max_bytes is not
-        # reached as a rule, and its order matters little.
-        return [(key, entry) for key in keys if (entry := parts.get(key)) is not None]
+        # A few: in fetch order still (a response's max_bytes goes to the
+        # first ones), without a walk of all.
+        few = [(key, entry) for key in keys if (entry := parts.get(key)) is not None]
+        few.sort(key=lambda item: item[1].place)
+        return few
 
     @staticmethod
     def sessionless(wanted: list[Wanted]) -> FetchContext:
@@ -458,7 +477,8 @@ class FetchSessionCache:
             # Partitions that had records go to the end of the fetch order, so
             # a response's max_bytes does not always go to the same ones.
             for key in moved:
-                parts[key] = parts.pop(key)
+                parts[key] = entry = parts.pop(key)
+                session.place_last(entry)
         return session.id, answered
 
     def throttled(self, session_id: int, full: bool,

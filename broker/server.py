@@ -1025,6 +1025,7 @@ class Broker:
         cfg = self.cfg
         if self.replicas is not None:
             self.replicas.leaving()
+        stale_before: int | None = None   # an epoch refused as stale once already
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             # read each time: a new session registers anew, under a newer epoch
             epoch = store.broker_epoch
@@ -1036,13 +1037,17 @@ class Broker:
                     # back into the ISRs it was just taken out of
                     self.fetcher.stop()
                 return
-            if answer == ErrorCode.STALE_BROKER_EPOCH and store.broker_epoch == epoch:
+            if (answer == ErrorCode.STALE_BROKER_EPOCH and store.broker_epoch == epoch
+                    and stale_before == epoch):
                 # The controller knows this broker id by a newer registration
-                # than the one this run holds: asked again, it answers the same.
+                # than the one this run holds, twice (once could be our own
+                # new registration, made and not yet read back here).
                 log.warning("controlled shutdown: the controller refused broker epoch %d as "
                             "stale (broker %d is registered anew); stopping without it",
                             epoch, cfg.broker_id)
                 return
+            if answer == ErrorCode.STALE_BROKER_EPOCH:
+                stale_before = epoch
             log.info("controlled shutdown attempt %d: %s", attempt, _shutdown_answer(answer))
             if attempt < cfg.controlled_shutdown_max_retries:
                 await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)

@@ -641,18 +641,20 @@ _SUPERSEDED: list[_Target] = []
 def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, uses_topic_ids: bool
                   ) -> Collection[PartitionKey] | None:
     """Partitions (topic name, index) as a session keys them (by topic id
-    from v13)."""
+    from v13); None (look at every partition) when a topic has no id now
+    (deleted: the session's entries of it have an error to tell)."""
     if touched is None or not uses_topic_ids:
         return touched
     ids: dict[str, uuid.UUID | None] = {}
-    keys = []
+    keys: set[PartitionKey] = set()
     for topic, partition in touched:
         if topic not in ids:
             meta = broker.topics.get(topic)
             ids[topic] = None if meta is None else meta.topic_id
         topic_id = ids[topic]
-        if topic_id is not None:
-            keys.append((topic_id, partition))
+        if topic_id is None:
+            return None
+        keys.add((topic_id, partition))
     return keys
 
 

@@ -346,3 +346,49 @@ def test_a_follower_session_asks_settled_of_what_changed_and_of_every_one_once_a
     # looked through a position the journal no longer goes back to: every one
     assert request(9, T0 + 1002, looked_through=-1) == ([8], [8])
     assert request(10, T0 + 1003, looked_through=1) == (list(range(10)), [8])
+
+
+def _follower_request(cache, sid, epoch, now, settled, changed, wanted=(), looked_through=0):
+    ctx = cache.new_context(sid, epoch, list(wanted), [], privileged=True, uses_topic_ids=False,
+                            now_ms=now, settled=settled, changed=changed,
+                            look_at_every_one_ms=1000)
+    ctx.looked_through = looked_through
+    return ctx
+
+
+def test_the_few_partitions_a_follower_fetch_looks_at_keep_the_fetch_order():
+    """Those that had records go last, so when a response's max_bytes runs
+    out the same partitions do not get the bytes every time."""
+    cache = FetchSessionCache()
+    sid = _open(cache, *range(40), privileged=True)
+    behind = {0, 5, 10, 15, 20, 25, 30, 35}
+    settled = lambda entry: entry.wanted.partition not in behind
+    changed = lambda position: {("t", p) for p in behind}
+    orders = []
+    for epoch in range(1, 5):
+        ctx = _follower_request(cache, sid, epoch, T0 + epoch, settled, changed)
+        order = [w.partition for w in ctx.partitions]
+        if epoch > 1:   # (the first incremental one looks at every partition)
+            orders.append(order)
+        # the first two read get records (max_bytes runs out after them)
+        outcomes = [Answered(0, 10, 10, 0, b"x" if i < 2 else b"") for i in range(len(order))]
+        cache.finish(ctx, outcomes, T0 + epoch)
+    assert all(sorted(order) == sorted(behind) for order in orders)
+    assert orders[1][:2] != orders[0][:2] and orders[2][:2] not in (orders[0][:2], orders[1][:2])
+    assert orders[0][-2:] != orders[1][-2:]
+
+
+def test_what_a_follower_fetch_never_finished_read_is_looked_at_by_the_next():
+    """A request taken over by a later one (its fetcher dropped it to add
+    partitions) is never finished; the partitions it named are not named
+    again, and are looked at by the next request all the same."""
+    cache = FetchSessionCache()
+    sid = _open(cache, *range(10), privileged=True)
+    settled = lambda entry: entry.high_watermark == 10   # told the high watermark
+    changed = lambda position: set()
+    ctx = _follower_request(cache, sid, 1, T0 + 1, settled, changed)
+    cache.finish(ctx, [_quiet() for _ in ctx.partitions], T0 + 1)
+    dropped = _follower_request(cache, sid, 2, T0 + 2, settled, changed, [_w(42)])
+    assert [w.partition for w in dropped.partitions] == [42]   # never finished
+    later = _follower_request(cache, sid, 3, T0 + 3, settled, changed)
+    assert [w.partition for w in later.partitions] == [42]

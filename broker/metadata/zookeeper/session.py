@@ -378,7 +378,9 @@ class ZooKeeperSession:
         # stat: that needs ZooKeeper 3.5.)
         found = self.zk.exists(path)
         if found is None:
-            return  # gone with our session already: the next one registers
+            # the one there when we tried went away meanwhile: not registered
+            # yet, so the callers try again (a KazooException to them)
+            raise NoNodeError(path)
         if found.ephemeralOwner != self.zk.client_id[0]:
             raise BrokerIdInUseError(self.broker_id)
         self.broker_epoch = found.czxid

@@ -107,7 +107,14 @@ class StateReads:
             if tp in self._seen:
                 seen = self._seen[tp]
                 made_at = max(read_zxids[i] if read_zxids else 0, mzxid or 0)
-                if seen == mzxid or (seen is not None and 0 < made_at < seen):
+                if seen == mzxid:
+                    continue
+                if seen is not None and 0 < made_at < seen:
+                    # Read again: its watch was set relative to the stale
+                    # read, and a change since what was handed over (the
+                    # znode's deletion: an existence watch then never
+                    # fires) would go unseen.
+                    self._pending.add(tp)
                     continue
             self._seen[tp] = mzxid
             out.append((tp, data, stat))
