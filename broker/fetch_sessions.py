@@ -415,16 +415,15 @@ class FetchSessionCache:
     @staticmethod
     def _entries(session: FetchSession, keys: Collection[PartitionKey] | None
                  ) -> list[tuple[PartitionKey, SessionPartition]]:
-        """The session's entries of ``keys`` (None: all), in fetch order when
-        they are many (what had records went last: see finish). Called
-        holding the lock."""
+        """The session's entries of ``keys`` (None: all), in fetch order (what
+        had records went last: see finish). Called holding the lock."""
         parts = session.partitions
         if keys is None:
             return list(parts.items())
         if 4 * len(keys) >= len(parts):
             return [(key, entry) for key, entry in parts.items() if key in keys]
-        # A few: in fetch order still (a response's max_bytes goes to the
-        # first ones), without a walk of all.
+        # A few: put in fetch order (a response's max_bytes goes to the
+        # first ones) by their places, without a walk of all.
         few = [(key, entry) for key in keys if (entry := parts.get(key)) is not None]
         few.sort(key=lambda item: item[1].place)
         return few
