@@ -31,11 +31,8 @@ PARTITIONS = 2000
 
 def test_many_partitions_created_then_killed_come_back_whole(broker_factory):
     broker = broker_factory(startup_timeout=120)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic = "scale-crash"
-    for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=240,
-                                   request_timeout=240).values():
-        fut.result(260)
+    _create(broker.bootstrap, topic, PARTITIONS, timeout=240)
     broker.kill()
 
     dirs = [broker.data_dir / f"{topic}-{p}" for p in range(PARTITIONS)]
@@ -64,6 +61,14 @@ def test_many_partitions_created_then_killed_come_back_whole(broker_factory):
                          if err is None else None)
     assert producer.flush(60) == 0
     assert sorted(delivered) == [0, PARTITIONS // 2, PARTITIONS - 1]
+
+
+def _create(bootstrap, topic, partitions, timeout=120):
+    """``topic`` of ``partitions`` partitions on the one broker, its creation acknowledged."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout,
+                                   request_timeout=timeout).values():
+        fut.result(timeout + 20)
 
 
 def _produce_one_each(bootstrap, topic, partitions, value, offset):
@@ -115,11 +120,8 @@ def test_records_acked_before_a_stop_of_many_partitions_survive_it_and_a_crash(b
     offsets new ones get, are the same; a kill -9 while the logs load loses nothing."""
     partitions = 600   # the stop's batch uses syncfs from 256 files
     broker = broker_factory(startup_timeout=120)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic = "scale-stop"
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=120,
-                                   request_timeout=120).values():
-        fut.result(130)
+    _create(broker.bootstrap, topic, partitions)
     _produce_one_each(broker.bootstrap, topic, partitions, b"before-stop", 0)
     assert broker.stop(timeout=120) == 0
     assert (broker.data_dir / ".kafka_cleanshutdown").is_file()
@@ -174,11 +176,8 @@ def test_a_restart_after_sigterm_recovers_nothing_and_has_every_record_and_produ
 
     partitions = 300   # the stop's batch uses syncfs from 256 files
     broker = broker_factory(startup_timeout=120)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic = "clean-stop"
-    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=120,
-                                   request_timeout=120).values():
-        fut.result(130)
+    _create(broker.bootstrap, topic, partitions)
     _produce_one_each(broker.bootstrap, topic, partitions, b"plain", 0)
     idem = (0, partitions - 1)
     with SimpleClient(broker.bootstrap) as c:
