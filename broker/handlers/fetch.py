@@ -52,8 +52,8 @@ from samsa.protocol.messages.wire import Records
 from samsa.protocol.records import downconvert_within
 
 from ..append_notifier import APPENDED, READABLE
-from ..fetch_sessions import (INITIAL_EPOCH, NO_SESSION, FetchContext, FetchSessionCache, Kind,
-                              PartitionKey, SessionPartition, Settled, Wanted)
+from ..fetch_sessions import (INITIAL_EPOCH, NO_SESSION, Changed, FetchContext,
+                              FetchSessionCache, Kind, PartitionKey, SessionPartition, Settled, Wanted)
 from ..metadata import brokers_on_listener
 from samsa.storage import FileRegion
 
@@ -535,15 +535,11 @@ async def _fetch(ctx: RequestContext, req: FetchRequest, version: int, replica_i
     journal_mark = broker.notifier.position() if as_follower is not None else 0
     if version >= 7:
         uses_topic_ids = version >= 13
-
-        def changed(position: int) -> Collection[PartitionKey] | None:
-            return _session_keys(broker, broker.notifier.changes_since(position)[0],
-                                 uses_topic_ids)
         session = broker.fetch_sessions.new_context(
             req.session_id, req.session_epoch, _wanted(req, version), _forgotten(req, version),
             privileged=follower, uses_topic_ids=uses_topic_ids, now_ms=_now_ms(), peer=ctx.conn,
             settled=_settled_check(broker, replica_id) if follower else None,
-            changed=changed if as_follower is not None else None,
+            changed=_changed(broker, uses_topic_ids) if as_follower is not None else None,
             look_at_every_one_ms=_look_at_every_one_ms(broker))
         if session.kind is Kind.ERROR:
             return R(throttle_time_ms=0, error_code=session.error, session_id=NO_SESSION,
@@ -656,6 +652,13 @@ def _session_keys(broker: Services, touched: set[tuple[str, int]] | None, uses_t
             return None
         keys.add((topic_id, partition))
     return keys
+
+
+def _changed(broker: Services, uses_topic_ids: bool) -> Changed:
+    """The partitions journalled since a position, as a session keys them."""
+    def changed(position: int) -> Collection[PartitionKey] | None:
+        return _session_keys(broker, broker.notifier.changes_since(position)[0], uses_topic_ids)
+    return changed
 
 
 def _look_at_every_one_ms(broker: Services) -> int:
