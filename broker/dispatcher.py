@@ -81,15 +81,21 @@ class Dispatcher:
         quota = (quotas.admit(conn, header, request, size)
                  if quotas.meters(header.api_key) else None)
         started = metrics.request(header.api_key, name)
+        # Taken now, in the order the frames arrived: the handler may wait
+        # (a mute, the transaction coordinator) before it appends
+        turn = conn.append_order.take() if header.api_key == ApiKey.PRODUCE else 0
         try:
             if quota is None:
-                response = await handler(RequestContext(header, conn, self.handler_services), request)
+                response = await handler(RequestContext(header, conn, self.handler_services,
+                                                        append_turn=turn), request)
             else:
                 response = await quota.timed(
-                    handler(RequestContext(header, conn, self.handler_services, quota.mutation),
-                            request))
+                    handler(RequestContext(header, conn, self.handler_services, quota.mutation,
+                                           turn), request))
         finally:
             metrics.request_done(name, started)
+            if turn:  # however the handler ended (raised, cancelled)
+                conn.append_order.end(turn)
         if amend is not None and response is not None:
             response = amend(response)
         if quota is None:

@@ -30,6 +30,9 @@ class RequestContext:
     # What CreateTopics, DeleteTopics and CreatePartitions charge their
     # partition mutations to (the dispatcher sets it when a quota applies)
     mutation_quota: MutationQuota = UNBOUNDED
+    # A Produce request's place in its connection's append order (0: none);
+    # the dispatcher takes it in the order the frames arrived
+    append_turn: int = 0
 
     @property
     def version(self) -> int:
@@ -40,6 +43,18 @@ class RequestContext:
         """The listener the request came in on: broker addresses in answers are
         that listener's."""
         return self.conn.listener_name
+
+    async def wait_to_append(self) -> None:
+        """Until every earlier Produce request of this connection has appended
+        (or answered without): a producer's pipelined requests append in the
+        order it sent them (network/append_order.py)."""
+        if self.append_turn:
+            await self.conn.append_order.wait_for(self.append_turn)
+
+    def appended(self) -> None:
+        """This request's appends are done: the next one may append."""
+        if self.append_turn:
+            self.conn.append_order.end(self.append_turn)
 
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:

@@ -201,6 +201,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         # Leadership is looked up again below: the verification waited on the
         # coordinator, and appends go where the partition is led now.
         verdicts = await _verify_transactional(ctx, tid, topics)
+    await ctx.wait_to_append()
     for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:
@@ -239,6 +240,7 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
             parts_out.append(result)
         topics_out.append(ProduceResponse.TopicProduceResponse(
             name=topic.name, topic_id=topic.topic_id, partition_responses=parts_out))
+    ctx.appended()
     if waiting:
         await _await_replication(broker.partitions, waiting)
     if req.acks == 0:

@@ -30,6 +30,7 @@ from ..groups.share.partition import StateBatch
 from ..groups.share.service import ShareKey, ShareService
 from ..fetch_sessions import FetchSessionCache
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
+from ..network.append_order import AppendOrder
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
 from ..security.acl import AclBinding, AclBindingFilter
@@ -68,6 +69,8 @@ class Connection(Protocol):
     def closed(self) -> bool: ...
     @property
     def peer_gone(self) -> bool: ...
+    @property
+    def append_order(self) -> AppendOrder: ...
     principal: KafkaPrincipal
     authenticated: bool
 

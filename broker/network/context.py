@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from samsa.broker.network.append_order import AppendOrder
 from samsa.broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 
@@ -40,7 +41,7 @@ class ConnectionContext:
 
     __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
                  "loop", "processor", "state", "_conn", "listener_name",
-                 "security_protocol", "principal", "sasl", "authenticated")
+                 "security_protocol", "principal", "sasl", "authenticated", "_append_order")
 
     def __init__(self, connection_id: str, peer: tuple, local: tuple,
                  loop: asyncio.AbstractEventLoop, processor: int, conn: Any, *,
@@ -60,6 +61,14 @@ class ConnectionContext:
         self.principal: KafkaPrincipal = ANONYMOUS
         self.sasl = security_protocol.startswith("SASL_")
         self.authenticated = not self.sasl
+        self._append_order: AppendOrder | None = None  # made by the first Produce
+
+    @property
+    def append_order(self) -> AppendOrder:
+        """The order this connection's Produce requests append in (append_order.py)."""
+        if self._append_order is None:
+            self._append_order = AppendOrder()
+        return self._append_order
 
     @property
     def closed(self) -> bool:

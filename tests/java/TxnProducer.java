@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -21,7 +22,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * transactional id ID-P), which begins a transaction if P has none open; or "P COMMIT" or
  * "P ABORT", which ends P's transaction (its records flushed first, so the aborted ones do
  * reach the log, as an application's would). A transaction still open at the end of the input
- * is committed. Prints "committed C aborted A" (transactions) on stdout.
+ * is committed. A send that failed fails the run, named on stderr, aborted or not: a reader's
+ * test counts the aborted records too, so a record that never reached the log must say why. Prints "committed C aborted A" (transactions) on stdout.
  *
  * Each C is none, gzip, snappy, lz4 or zstd (default none): producer P compresses with the
  * P-th, or the last one given, so one run can write transactions in every codec.
@@ -38,6 +40,7 @@ public final class TxnProducer {
         String[] codecs = a.get("--compression-type", "none").split(",");
         List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
         boolean[] open = new boolean[n];
+        AtomicReference<Exception> failed = new AtomicReference<>();
         long committed = 0, aborted = 0;
         try {
             for (int i = 0; i < n; i++) {
@@ -64,6 +67,8 @@ public final class TxnProducer {
                 if (cut == space && (rest.equals("COMMIT") || rest.equals("ABORT"))) {
                     if (!open[i]) throw new ToolArgs.UsageException("producer " + i + " has no open transaction");
                     producer.flush();
+                    if (failed.get() != null)
+                        throw new IllegalStateException("producer " + i + ": a send failed", failed.get());
                     if (rest.equals("COMMIT")) {
                         producer.commitTransaction();
                         committed++;
@@ -79,7 +84,9 @@ public final class TxnProducer {
                     producer.beginTransaction();
                     open[i] = true;
                 }
-                producer.send(format.parse(rest));  // a failed send fails the commit
+                producer.send(format.parse(rest), (meta, e) -> {
+                    if (e != null) failed.compareAndSet(null, e);
+                });
             }
             for (int i = 0; i < n; i++) {
                 if (open[i]) {
