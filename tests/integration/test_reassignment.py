@@ -18,10 +18,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import uuid
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.client.blocking import SimpleClient
@@ -29,6 +27,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (AlterPartitionReassignmentsRequest,
                                ListPartitionReassignmentsRequest)
 from tests.integration.test_replication import _read_all, _wait_for_identical_replicas
+from tests.support.acked_writer import AckedWriter
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 
@@ -56,43 +55,7 @@ def _settled(cluster: Cluster, topic: str, replicas: list[int]) -> bool:
             and state.get("leader") in replicas)
 
 
-class _Writer(threading.Thread):
-    """An idempotent acks=all producer writing unique values until stopped;
-    ``acked`` maps each acknowledged value to its (partition, offset)."""
-
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.topic = topic
-        self.acked: dict[str, tuple[int, int]] = {}
-        self.errors: list[str] = []
-        self.stopping = threading.Event()
-        self.producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                                  "enable.idempotence": True, "linger.ms": 5,
-                                  "message.timeout.ms": 120000})
-
-    def _delivered(self, err, msg) -> None:
-        if err is None:
-            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
-        else:
-            self.errors.append(err.name())
-
-    def run(self) -> None:
-        n = 0
-        while not self.stopping.is_set():
-            try:
-                self.producer.produce(self.topic, value=f"v-{n}".encode(), on_delivery=self._delivered)
-                n += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-
-    def finish(self) -> None:
-        self.stopping.set()
-        self.join(30)
-        assert self.producer.flush(120) == 0, "records still unacknowledged"
-
-
-def _check_read_back(cluster: Cluster, topic: str, writer: _Writer) -> None:
+def _check_read_back(cluster: Cluster, topic: str, writer: AckedWriter) -> None:
     got = _read_all(cluster, topic, 1, writer.acked)
     seen: dict[str, int] = {}
     for _, offset, value in got:
@@ -110,8 +73,7 @@ def test_move_to_a_new_broker_under_load(cluster_factory, java_tools):
     topic = _topic(cluster, [0, 1, 2])
     new = cluster.add_broker()
     assert new == 3
-    writer = _Writer(cluster, topic)
-    writer.start()
+    writer = AckedWriter(cluster.bootstrap, topic)
     try:
         wait_until(lambda: len(writer.acked) >= 2000, 60, "records acknowledged before the move")
         # The controller learns of broker 3 through its own watch, a moment after
@@ -132,7 +94,7 @@ def test_move_to_a_new_broker_under_load(cluster_factory, java_tools):
         wait_until(lambda: len(writer.acked) >= during + 1000, 60,
                    "records acknowledged after the move")
     finally:
-        writer.finish()
+        writer.stop()
     assert not writer.errors, writer.errors[:5]
     _check_read_back(cluster, topic, writer)
     _wait_for_identical_replicas(cluster, topic, 1, brokers=(1, 2, 3))
@@ -141,8 +103,7 @@ def test_move_to_a_new_broker_under_load(cluster_factory, java_tools):
 def test_reassignment_written_to_zookeeper_by_an_old_tool(cluster_factory):
     cluster = cluster_factory(offsets_partitions=3)
     topic = _topic(cluster, [0, 1, 2])
-    writer = _Writer(cluster, topic)
-    writer.start()
+    writer = AckedWriter(cluster.bootstrap, topic)
     try:
         wait_until(lambda: len(writer.acked) >= 500, 60, "records acknowledged")
         # kafka-reassign-partitions before 2.4 wrote this znode and waited for it to go;
@@ -158,7 +119,7 @@ def test_reassignment_written_to_zookeeper_by_an_old_tool(cluster_factory):
         during = len(writer.acked)
         wait_until(lambda: len(writer.acked) >= during + 500, 60, "records acknowledged after")
     finally:
-        writer.finish()
+        writer.stop()
     assert not writer.errors, writer.errors[:5]
     _check_read_back(cluster, topic, writer)
     _wait_for_identical_replicas(cluster, topic, 1, brokers=(2, 1))

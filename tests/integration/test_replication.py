@@ -33,6 +33,7 @@ from samsa.protocol.messages import (ControlledShutdownRequest, FetchRequest, Li
                                      MetadataRequest, ProduceRequest)
 from samsa.protocol.records import build_batch
 from samsa.testing.faults import FaultControl
+from tests.support.acked_writer import AckedWriter
 from tests.support.cluster import Cluster
 from tests.support.kafka_wire import free_port
 from tests.support.waiting import wait_until
@@ -316,47 +317,6 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_stops(cluster_fa
     assert sorted(v for _, _, v in got) == sorted([*first, *second])
 
 
-class _ContinuousProducer:
-    """acks=all, idempotent, producing keyed records on a thread of its own
-    until stop(); ``acked`` is {value: (partition, offset)}."""
-
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        self.acked: dict[str, tuple[int, int]] = {}
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                                   "enable.idempotence": True, "linger.ms": 5,
-                                   "message.timeout.ms": 60000})
-        self._topic = topic
-        self._thread = threading.Thread(target=self._run, name="acks-all-producer", daemon=True)
-        self._thread.start()
-
-    def _on_delivery(self, err, msg) -> None:
-        if err is None:
-            self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
-        else:
-            self.errors.append(err.name())
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            v = f"record-{i}"
-            try:
-                self._producer.produce(self._topic, key=v.encode(), value=v.encode(),
-                                       on_delivery=self._on_delivery)
-                i += 1
-            except BufferError:  # its queue is full: let deliveries drain it
-                pass
-            self._producer.poll(0)
-            self._stop.wait(0.002)  # a steady stream, not a busy loop beside the brokers
-
-    def stop(self) -> None:
-        """Stop producing, and wait until every record produced is acked or failed."""
-        self._stop.set()
-        self._thread.join()
-        assert self._producer.flush(90) == 0, "records still unacknowledged"
-
-
 def _isrs_seen_by(cluster: Cluster, broker_id: int, topic: str) -> dict[int, set[int]] | None:
     """{partition: ISR} of ``topic`` in broker ``broker_id``'s Metadata answer
     (None: it did not answer)."""
@@ -394,7 +354,7 @@ def test_a_stopping_broker_never_rejoins_an_isr_it_left(cluster_factory, stoppin
     if victim != controller:
         FaultControl("127.0.0.1", fault_ports[controller]).delay(3000, api=CONTROLLED_SHUTDOWN)
     observer = next(b for b in range(3) if b != victim)
-    producer = _ContinuousProducer(cluster, topic)
+    producer = AckedWriter(cluster.bootstrap, topic)
     try:
         wait_until(lambda: len(producer.acked) >= 200, 30, "records acked before the stop")
         mark = cluster.log_marks()[victim]
