@@ -52,6 +52,8 @@ from .cluster.controller_events import ShutdownRefused
 from .handlers.controlled_shutdown import REFUSED_AS
 from .cluster.single_broker import SingleBrokerController
 from .cluster.local_replicas import LocalReplicaSync, ReplicaChanges
+from .cluster.stopping import Next, ShutdownAnswers
+from .cluster.stopping import describe as describe_shutdown_answer
 from .groups.locator import CoordinatorLocator
 from .groups.share.config import ShareDefaults
 from .groups.share.service import ShareService
@@ -277,22 +279,6 @@ def _open_store(cfg: BrokerConfig, node: BrokerEndpoint) -> MetadataStore:
 
 
 CONTROLLED_SHUTDOWN_WAIT_S = 30.0
-
-
-def _shutdown_answer(answer: list[tuple[str, int]] | int | None) -> str:
-    """A controlled shutdown attempt's outcome, for the log."""
-    if answer is None:
-        return "no answer from the controller"
-    if isinstance(answer, list):
-        return f"{len(answer)} partition(s) still led here"
-    if answer == ErrorCode.BROKER_NOT_AVAILABLE:
-        return "the controller does not know this broker as live (yet)"
-    if answer == ErrorCode.STALE_BROKER_EPOCH:
-        return "refused as an earlier registration's; asking with the new one"
-    try:
-        return f"the controller answered {ErrorCode(answer).name}"
-    except ValueError:
-        return f"the controller answered error {answer}"
 
 
 class Broker:
@@ -1025,30 +1011,25 @@ class Broker:
         cfg = self.cfg
         if self.replicas is not None:
             self.replicas.leaving()
-        stale_before: int | None = None   # an epoch refused as stale once already
+        answers = ShutdownAnswers()
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             # read each time: a new session registers anew, under a newer epoch
             epoch = store.broker_epoch
             answer = await self._ask_controller_to_move_leaders(store, controller, epoch)
-            if answer == []:
+            step = answers.next(answer, epoch, store.broker_epoch)
+            if step is Next.MOVED:
                 log.info("controlled shutdown: leadership moved off broker %d", cfg.broker_id)
                 if self.fetcher is not None:
                     # as Kafka's StopReplica: following on would bring this broker
                     # back into the ISRs it was just taken out of
                     self.fetcher.stop()
                 return
-            if (answer == ErrorCode.STALE_BROKER_EPOCH and store.broker_epoch == epoch
-                    and stale_before == epoch):
-                # The controller knows this broker id by a newer registration
-                # than the one this run holds, twice (once could be our own
-                # new registration, made and not yet read back here).
+            if step is Next.STOP_WITHOUT:
                 log.warning("controlled shutdown: the controller refused broker epoch %d as "
                             "stale (broker %d is registered anew); stopping without it",
                             epoch, cfg.broker_id)
                 return
-            if answer == ErrorCode.STALE_BROKER_EPOCH:
-                stale_before = epoch
-            log.info("controlled shutdown attempt %d: %s", attempt, _shutdown_answer(answer))
+            log.info("controlled shutdown attempt %d: %s", attempt, describe_shutdown_answer(answer))
             if attempt < cfg.controlled_shutdown_max_retries:
                 await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
         log.warning("controlled shutdown did not move every leader off broker %d; "
