@@ -83,7 +83,7 @@ class Dispatcher:
         started = metrics.request(header.api_key, name)
         # Taken now, in the order the frames arrived: the handler may wait
         # (a mute, the transaction coordinator) before it appends
-        turn = conn.append_order.take() if header.api_key == ApiKey.PRODUCE else 0
+        turn = conn.append_turns.take() if header.api_key == ApiKey.PRODUCE else 0
         try:
             if quota is None:
                 response = await handler(RequestContext(header, conn, self.handler_services,
@@ -95,7 +95,7 @@ class Dispatcher:
         finally:
             metrics.request_done(name, started)
             if turn:  # however the handler ended (raised, cancelled)
-                conn.append_order.end(turn)
+                conn.append_turns.end(turn)
         if amend is not None and response is not None:
             response = amend(response)
         if quota is None:

@@ -46,17 +46,26 @@ class FaultInjector:
         rules = self.rules
 
         async def handle(conn: Any, frame: Any) -> Any:
-            if not rules.any_request_rule():
+            if not rules.any_request_rule() and not conn.holds_requests():
                 return await inner(conn, frame)
             return await self._faulty(conn, frame, inner)
         return handle
 
     async def _faulty(self, conn: Any, frame: Any, inner: Handler) -> Any:
         rules = self.rules
-        if rules.paused:
-            log.info("fault: holding a request on %s until resumed", conn.connection_id)
-            while rules.paused:
-                await asyncio.sleep(PAUSE_POLL_S)
+        if rules.paused or conn.holds_requests():
+            # Let go in the order they arrived (network/turns.py: each one's
+            # poll could end first), a later one after them.
+            held = conn.held_turns
+            turn = held.take()  # (before any await: in arrival order)
+            try:
+                if rules.paused:
+                    log.info("fault: holding a request on %s until resumed", conn.connection_id)
+                while rules.paused:
+                    await asyncio.sleep(PAUSE_POLL_S)
+                await held.wait_for(turn)
+            finally:
+                held.end(turn)  # the next one wakes only once this one is dispatched
         if getattr(conn, "sasl", False) and not conn.authenticated:
             return await inner(conn, frame)  # authentication is never faulted
         try:

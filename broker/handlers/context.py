@@ -44,17 +44,20 @@ class RequestContext:
         that listener's."""
         return self.conn.listener_name
 
+    def may_append(self) -> bool:
+        """Every earlier Produce request of this connection has appended (or
+        answered without): a producer's pipelined requests append in the order
+        it sent them (network/turns.py)."""
+        return not self.append_turn or self.conn.append_turns.is_turn(self.append_turn)
+
     async def wait_to_append(self) -> None:
-        """Until every earlier Produce request of this connection has appended
-        (or answered without): a producer's pipelined requests append in the
-        order it sent them (network/append_order.py)."""
-        if self.append_turn:
-            await self.conn.append_order.wait_for(self.append_turn)
+        """Until ``may_append``."""
+        await self.conn.append_turns.wait_for(self.append_turn)
 
     def appended(self) -> None:
         """This request's appends are done: the next one may append."""
         if self.append_turn:
-            self.conn.append_order.end(self.append_turn)
+            self.conn.append_turns.end(self.append_turn)
 
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:

@@ -201,7 +201,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
         # Leadership is looked up again below: the verification waited on the
         # coordinator, and appends go where the partition is led now.
         verdicts = await _verify_transactional(ctx, tid, topics)
-    await ctx.wait_to_append()
+    if not ctx.may_append():
+        await ctx.wait_to_append()
     for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:

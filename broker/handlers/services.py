@@ -30,7 +30,7 @@ from ..groups.share.partition import StateBatch
 from ..groups.share.service import ShareKey, ShareService
 from ..fetch_sessions import FetchSessionCache
 from ..metadata import BrokerEndpoint, PartitionMeta, TopicMeta
-from ..network.append_order import AppendOrder
+from ..network.turns import Turns
 from ..partitions import LeaderLookup
 from ..quotas.mutation import MutationQuota
 from ..security.acl import AclBinding, AclBindingFilter
@@ -70,7 +70,7 @@ class Connection(Protocol):
     @property
     def peer_gone(self) -> bool: ...
     @property
-    def append_order(self) -> AppendOrder: ...
+    def append_turns(self) -> Turns: ...
     principal: KafkaPrincipal
     authenticated: bool
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from samsa.broker.network.append_order import AppendOrder
+from samsa.broker.network.turns import Turns
 from samsa.broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 
@@ -41,7 +41,8 @@ class ConnectionContext:
 
     __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
                  "loop", "processor", "state", "_conn", "listener_name",
-                 "security_protocol", "principal", "sasl", "authenticated", "_append_order")
+                 "security_protocol", "principal", "sasl", "authenticated", "_append_turns",
+                 "_held_turns")
 
     def __init__(self, connection_id: str, peer: tuple, local: tuple,
                  loop: asyncio.AbstractEventLoop, processor: int, conn: Any, *,
@@ -61,14 +62,29 @@ class ConnectionContext:
         self.principal: KafkaPrincipal = ANONYMOUS
         self.sasl = security_protocol.startswith("SASL_")
         self.authenticated = not self.sasl
-        self._append_order: AppendOrder | None = None  # made by the first Produce
+        # (turns.py; made when first used: most connections never need the second)
+        self._append_turns: Turns | None = None
+        self._held_turns: Turns | None = None
 
     @property
-    def append_order(self) -> AppendOrder:
-        """The order this connection's Produce requests append in (append_order.py)."""
-        if self._append_order is None:
-            self._append_order = AppendOrder()
-        return self._append_order
+    def append_turns(self) -> Turns:
+        """The order this connection's Produce requests append in (turns.py)."""
+        if self._append_turns is None:
+            self._append_turns = Turns()
+        return self._append_turns
+
+    @property
+    def held_turns(self) -> Turns:
+        """The order this connection's requests held back by a throttle's mute or
+        a test kit pause go on in (turns.py)."""
+        if self._held_turns is None:
+            self._held_turns = Turns()
+        return self._held_turns
+
+    def holds_requests(self) -> bool:
+        """Some request of this connection is held back (a mute, a pause): one
+        arriving now goes after it."""
+        return self._held_turns is not None and self._held_turns.holding()
 
     @property
     def closed(self) -> bool:

@@ -136,17 +136,25 @@ class _Metered:
         if self.request_time is not None:
             self.busy = BusyTime(handling)  # type: ignore[arg-type]
             handling = self.busy
-        if self.conn.mute_remaining() > 0:
+        if self.conn.mute_remaining() > 0 or self.conn.holds_requests():
             return self._after_mute(handling)
         return handling
 
     async def _after_mute(self, handling: Awaitable) -> Any:
         """A request read before its connection was muted (pipelined behind
         the throttled one) is handled when the mute ends, as Kafka, reading
-        one request at a time, would only then have read it."""
+        one request at a time, would only then have read it: in the order the
+        requests arrived (network/turns.py: each one's timer could fire first),
+        and one arriving while some are still held goes after them."""
+        held = self.conn.held_turns
+        turn = held.take()  # (before any await: in arrival order)
         try:
-            while (delay := self.conn.mute_remaining()) > 0:
-                await asyncio.sleep(delay)
+            try:
+                while (delay := self.conn.mute_remaining()) > 0:
+                    await asyncio.sleep(delay)
+                await held.wait_for(turn)
+            finally:
+                held.end(turn)  # the next one wakes only once this one is handled
         except BaseException:
             handling.close()  # type: ignore[attr-defined]  # never started: no warning
             raise

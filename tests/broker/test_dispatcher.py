@@ -16,7 +16,8 @@ from samsa.broker.network.context import ConnectionContext
 from samsa.broker.quotas import ClientQuotas, QuotaConfigs, QuotaWindow
 from samsa.broker.security.sasl.settings import SaslSettings
 from samsa.broker.server import advertised_apis
-from samsa.protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, RequestHeader,
+from samsa.protocol.messages import (ApiVersionsRequest, ApiVersionsResponse, ProduceRequest,
+                               RequestHeader,
                                encode_request)
 from samsa.protocol.model import ApiKey
 
@@ -114,3 +115,91 @@ def test_a_mutation_quota_meters_only_the_topic_admin_apis(setup, tmp_path):
     store.set_entity_configs("clients/app", {"controller_mutation_rate": "1",
                                              "request_percentage": "50"})
     assert quotas.meters(ApiKey.PRODUCE) and quotas.meters(ApiKey.FETCH)
+
+
+def _request_frame(api_key: int, version: int, correlation_id: int, request) -> memoryview:
+    wire = encode_request(RequestHeader(api_key=api_key, api_version=version,
+                                        correlation_id=correlation_id, client_id="app"), request)
+    return memoryview(bytearray(wire))[4:]
+
+
+def test_a_produce_that_fails_before_appending_lets_the_next_one_append(setup):
+    """The dispatcher ends a Produce request's turn however its handler ends:
+    one raising after a wait (as on the transaction coordinator) must not
+    leave the connection's later Produce requests waiting for ever."""
+    store, d, calls = setup
+    appended: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        coordinator = asyncio.Event()
+
+        async def produce(ctx, req):
+            if ctx.header.correlation_id == 1:
+                await coordinator.wait()
+                raise RuntimeError("a handler bug")
+            if not ctx.may_append():
+                await ctx.wait_to_append()
+            appended.append(ctx.header.correlation_id)
+            ctx.appended()
+            return None  # (as for acks=0)
+        d.handlers[ApiKey.PRODUCE] = produce
+        frames = [_request_frame(ApiKey.PRODUCE, 9, c, ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=1000, topic_data=[])) for c in (1, 2)]
+        first = asyncio.create_task(d(conn, frames[0]))
+        second = asyncio.create_task(d(conn, frames[1]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert appended == [] and not second.done()  # behind the first
+        coordinator.set()
+        with pytest.raises(RuntimeError):
+            await first
+        await asyncio.wait_for(second, 30)
+
+    asyncio.run(scenario())
+    assert appended == [2]
+
+
+class _MutedConnection(_Connection):
+    """Muted for a while after each request arrived (the task's name says how long),
+    so that the timers of the requests held behind the mute end in reverse order."""
+
+    def __init__(self, mutes: dict[str, float]) -> None:
+        self.mutes = mutes
+        self.until: dict[str, float] = {}
+
+    def mute_remaining(self) -> float:
+        task = asyncio.current_task()
+        assert task is not None
+        name = task.get_name()
+        now = asyncio.get_running_loop().time()
+        until = self.until.setdefault(name, now + self.mutes.get(name, 0.0))
+        return max(0.0, until - now)
+
+
+def test_requests_held_behind_a_mute_are_handled_in_the_order_they_arrived(setup):
+    """As Kafka, reading one request of a connection at a time, would handle them
+    (a consumer's pipelined commits, oldest first), however their timers end;
+    one arriving once the mute is over still goes after those held."""
+    store, d, calls = setup
+    store.set_entity_configs("clients/app", {"request_percentage": "50"})
+    handled: list[int] = []
+
+    async def scenario() -> None:
+        conn = ConnectionContext("c", ("127.0.0.1", 1), ("127.0.0.1", 2), None, 0,
+                                 _MutedConnection({"r1": 0.06, "r2": 0.04, "r3": 0.02}))
+
+        async def handler(ctx, req):
+            handled.append(ctx.header.correlation_id)
+            return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+        d.handlers[ApiKey.API_VERSIONS] = handler
+        frames = [_request_frame(ApiKey.API_VERSIONS, 3, c, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1")) for c in (1, 2, 3, 4)]
+        held = [asyncio.create_task(d(conn, frames[i]), name=f"r{i + 1}") for i in range(3)]
+        await asyncio.sleep(0)
+        assert conn.holds_requests()
+        late = asyncio.create_task(d(conn, frames[3]), name="r4")  # not muted itself
+        await asyncio.wait_for(asyncio.gather(*held, late), 30)
+
+    asyncio.run(scenario())
+    assert handled == [1, 2, 3, 4]

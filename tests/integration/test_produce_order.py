@@ -18,10 +18,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.client.aio import KafkaConnection
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest
+from samsa.protocol.messages import (EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
+                                     ProduceRequest)
 from samsa.protocol.model import ApiKey
 from tests.storage.helpers import build_batch
-from tests.support.txn_wire import READ_UNCOMMITTED, TxnWire, data_records
+from tests.support.txn_wire import READ_COMMITTED, READ_UNCOMMITTED, TxnWire, data_records
+from tests.support.waiting import wait_until
 
 PRODUCE_TXN_V2 = 12  # the Produce version of a transactions-v2 producer (KIP-890 part 2)
 ROUNDS = 10          # (each a pair of partitions)
@@ -68,6 +70,10 @@ async def _pipeline(port: int, topic: str, tid: str) -> list[list[tuple[int, int
             x, y = await asyncio.gather(produce((a, 2, 2), (b, 0, 2)), produce((a, 4, 2)))
             answers.append([(p.index, p.error_code) for resp in (x, y)
                             for p in resp.responses[0].partition_responses])
+        ended = await conn.call(EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                              producer_epoch=epoch, committed=True),
+                                api_key=ApiKey.END_TXN, version=5)
+        assert ended.error_code == ErrorCode.NONE, ended
         return answers
     finally:
         await conn.close()
@@ -90,3 +96,7 @@ def test_pipelined_requests_append_in_order_when_the_first_waits_for_the_coordin
             assert [v for _, v in data_records(wire.fetch(topic, 0, READ_UNCOMMITTED,
                                                           partition=other))] == \
                 [f"{other}:{s}".encode() for s in range(2)]
+        # committed: read_committed readers get them too, once the markers are written
+        wait_until(lambda: all(wire.latest(topic, READ_COMMITTED, p) ==
+                               wire.latest(topic, READ_UNCOMMITTED, p)
+                               for p in range(2 * ROUNDS)), 30, "the commit markers")

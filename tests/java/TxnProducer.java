@@ -40,7 +40,7 @@ public final class TxnProducer {
         String[] codecs = a.get("--compression-type", "none").split(",");
         List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
         boolean[] open = new boolean[n];
-        AtomicReference<Exception> failed = new AtomicReference<>();
+        List<AtomicReference<Exception>> failed = new ArrayList<>();  // each producer's first
         long committed = 0, aborted = 0;
         try {
             for (int i = 0; i < n; i++) {
@@ -52,6 +52,7 @@ public final class TxnProducer {
                 KafkaProducer<byte[], byte[]> producer =
                         new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
                 producers.add(producer);
+                failed.add(new AtomicReference<>());
                 producer.initTransactions();
             }
             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -67,8 +68,7 @@ public final class TxnProducer {
                 if (cut == space && (rest.equals("COMMIT") || rest.equals("ABORT"))) {
                     if (!open[i]) throw new ToolArgs.UsageException("producer " + i + " has no open transaction");
                     producer.flush();
-                    if (failed.get() != null)
-                        throw new IllegalStateException("producer " + i + ": a send failed", failed.get());
+                    throwIfFailed(failed, i);
                     if (rest.equals("COMMIT")) {
                         producer.commitTransaction();
                         committed++;
@@ -84,12 +84,15 @@ public final class TxnProducer {
                     producer.beginTransaction();
                     open[i] = true;
                 }
+                AtomicReference<Exception> mine = failed.get(i);
                 producer.send(format.parse(rest), (meta, e) -> {
-                    if (e != null) failed.compareAndSet(null, e);
+                    if (e != null) mine.compareAndSet(null, e);
                 });
             }
             for (int i = 0; i < n; i++) {
                 if (open[i]) {
+                    producers.get(i).flush();
+                    throwIfFailed(failed, i);
                     producers.get(i).commitTransaction();
                     committed++;
                 }
@@ -99,5 +102,10 @@ public final class TxnProducer {
         }
         System.out.println("committed " + committed + " aborted " + aborted);
         return 0;
+    }
+
+    private static void throwIfFailed(List<AtomicReference<Exception>> failed, int i) {
+        Exception e = failed.get(i).get();
+        if (e != null) throw new IllegalStateException("producer " + i + ": a send failed", e);
     }
 }

@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from samsa.broker import features
 from samsa.broker.fetch_sessions import FetchSessionCache
-from samsa.broker.network.append_order import AppendOrder
+from samsa.broker.network.turns import Turns
 from samsa.broker.cluster.controller_events import ShutdownRefused
 from samsa.broker.cluster.reassignment import Reassignment
 from samsa.broker.groups.share.service import ShareService
@@ -70,7 +70,7 @@ class FakeConnection:
         self.closed = False
         self.principal = principal
         self.authenticated = True
-        self.append_order = AppendOrder()
+        self.append_turns = Turns()
 
     @property
     def peer_gone(self) -> bool:

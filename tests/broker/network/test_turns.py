@@ -1,10 +1,10 @@
 """A connection's Produce requests append in the order they were dispatched
-(broker/network/append_order.py), whichever of them waits before appending."""
+(broker/network/turns.py), whichever of them waits before appending."""
 from __future__ import annotations
 
 import asyncio
 
-from samsa.broker.network.append_order import AppendOrder
+from samsa.broker.network.turns import Turns
 
 
 def _run(coro):
@@ -12,7 +12,7 @@ def _run(coro):
 
 
 def test_a_turn_whose_earlier_turns_ended_does_not_wait():
-    order = AppendOrder()
+    order = Turns()
     first, second = order.take(), order.take()
     assert order.is_turn(first) and not order.is_turn(second)
     order.end(first)
@@ -21,7 +21,7 @@ def test_a_turn_whose_earlier_turns_ended_does_not_wait():
 
 def test_later_requests_append_after_one_that_waited_first():
     async def scenario() -> list[str]:
-        order = AppendOrder()
+        order = Turns()
         appended: list[str] = []
         coordinator = asyncio.Event()
 
@@ -50,7 +50,7 @@ def test_later_requests_append_after_one_that_waited_first():
 
 def test_a_turn_that_ended_early_does_not_let_later_ones_pass_an_earlier_one():
     async def scenario() -> list[str]:
-        order = AppendOrder()
+        order = Turns()
         appended: list[str] = []
         first, refused, last = order.take(), order.take(), order.take()
         order.end(refused)  # answered without appending, while the first still waits
@@ -71,7 +71,7 @@ def test_a_turn_that_ended_early_does_not_let_later_ones_pass_an_earlier_one():
 
 def test_a_cancelled_request_ends_its_turn_and_the_next_goes_on():
     async def scenario() -> bool:
-        order = AppendOrder()
+        order = Turns()
         stuck, cancelled, next_one = order.take(), order.take(), order.take()
         waiting = asyncio.create_task(order.wait_for(cancelled))
         following = asyncio.create_task(order.wait_for(next_one))
