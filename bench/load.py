@@ -147,56 +147,36 @@ def _flat_out(p, topic: str, value: bytes, end: float, limit: int, poll_mask: in
     return sent
 
 
-# -- partition scale: batches counted by the client ------------------------------------
+# -- partition scale: batches counted in the log --------------------------------------
 
 def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_size: int, acks: str,
                            seconds: float, conf: dict, warm_partitions: int = 0, rate: int = 0):
     """Like ``produce_worker`` with extra producer settings ``conf`` (linger, sticky
-    partitioning, batch.num.messages), and it also reports how many batches it sent.
+    partitioning, batch.num.messages), for counting partition-batches.
 
-    The batch count comes from librdkafka's statistics: each topic's ``batchcnt``
-    window holds one sample per batch built since the previous statistics event, so
-    the ``cnt`` of every event added up is the number of batches. Events before the
-    clock starts (the warm-up's) and after the flush are waited for, so the sum covers
-    exactly the timed records. ``warm_partitions``: the warm-up writes one record to each
-    of that many partitions, so the clock measures appends to partitions already written
-    to (a partition's first append creates its index files: a one-time cost). ``rate``:
-    records/s to send at (0: as fast as the client can)."""
-    import json as _json
+    The worker does not count batches (librdkafka's statistics callback would, at a cost
+    in this process that grows with the partitions: see bench/log_batches.py). With
+    ``batch.num.messages=1`` every record is a batch and ``batches`` is the records acked;
+    otherwise ``batches`` is None and the caller counts them in the log from ``since_ms``,
+    the wall clock at which this worker's timed sending began (CreateTime is the wall clock
+    too). ``cpu_s`` is this process's CPU over the timed window, librdkafka's threads
+    included: the producers share the machine with the broker.
 
+    ``warm_partitions``: the warm-up writes one record to each of that many partitions, so
+    the clock measures appends to partitions already written to (a partition's first append
+    creates its index files: a one-time cost). ``rate``: records/s to send at (0: as fast
+    as the client can)."""
     from confluent_kafka import Producer
 
     failed = [0, ""]
-    stats = {"events": 0, "batches": 0}
 
     def on_delivery(err, msg):
         if err is not None:
             failed[0] += 1
             failed[1] = failed[1] or str(err)
 
-    def on_stats(text):
-        t = _json.loads(text).get("topics", {}).get(topic)
-        stats["events"] += 1
-        if t:
-            stats["batches"] += t["batchcnt"]["cnt"]
-
-    # Once a second: with 10,000 partitions each event is megabytes of JSON.
-    interval_ms = 1000
-    # With batch.num.messages=1 every record is a batch: no statistics needed, and none
-    # wanted (at 10,000 partitions they cost the client more than its sending does).
     one_per_batch = int(conf.get("batch.num.messages", 0)) == 1
-    p = Producer({**_producer_conf(bootstrap, acks, 5), **conf, "on_delivery": on_delivery,
-                  **({} if one_per_batch else {"statistics.interval.ms": interval_ms,
-                                               "stats_cb": on_stats})})
-
-    def next_stats_event():
-        if one_per_batch:
-            return
-        seen = stats["events"]
-        deadline = time.monotonic() + 10 * interval_ms / 1000
-        while stats["events"] == seen and time.monotonic() < deadline:
-            p.poll(interval_ms / 10000)
-
+    p = Producer({**_producer_conf(bootstrap, acks, 5), **conf, "on_delivery": on_delivery})
     value = os.urandom(value_size)
     for _ in range(10):
         p.produce(topic, value)
@@ -209,12 +189,15 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
                 p.poll(0.01)
     if p.flush(120) != 0:
         raise LoadError("warm-up records not delivered within 120s")
-    next_stats_event()
+    # The warm-up's records are at least 2 ms older than any timed one (CreateTime is in
+    # ms), so counting batches from ``since_ms`` leaves every warm-up batch out.
+    time.sleep(0.002)
     failed[0] = 0
     barrier.wait(120)
-    stats["batches"] = 0
     produce, poll = p.produce, p.poll
     sent = 0
+    since_ms = int(time.time() * 1000)
+    cpu0 = time.process_time()
     t0 = time.monotonic()
     end = t0 + seconds
     if rate:
@@ -233,10 +216,10 @@ def produce_batches_worker(barrier, queue, bootstrap: str, topic: str, value_siz
         sent = _flat_out(p, topic, value, end, 1 << 62, 255)
     left = p.flush(180)
     t1 = time.monotonic()
-    next_stats_event()
+    cpu_s = time.process_time() - cpu0
     ok = sent - left - failed[0]
-    queue.put({"records": ok, "bytes": ok * value_size, "t0": t0, "t1": t1,
-               "batches": ok if one_per_batch else stats["batches"],
+    queue.put({"records": ok, "bytes": ok * value_size, "t0": t0, "t1": t1, "since_ms": since_ms,
+               "batches": ok if one_per_batch else None, "cpu_s": cpu_s,
                "failed": failed[0] + left, "first_error": failed[1]})
 
 
@@ -419,13 +402,20 @@ def hold_connections(host: str, port: int, count: int, ready, stop, out):
 
 
 def aggregate(results: list[dict[str, Any]]) -> dict:
-    """Total records/bytes over the union of the workers' intervals."""
+    """Total records/bytes over the union of the workers' intervals (and their batches,
+    CPU seconds, and the earliest wall-clock start, where the workers report them)."""
     t0 = min(r["t0"] for r in results)
     t1 = max(r["t1"] for r in results)
     records = sum(r["records"] for r in results)
     nbytes = sum(r["bytes"] for r in results)
     secs = max(t1 - t0, 1e-9)
+    batches = [r.get("batches", 0) for r in results]
     return {"records": records, "bytes": nbytes, "seconds": secs, "mb_s": nbytes / secs / 1e6,
-            "rec_s": records / secs, "batches": sum(r.get("batches", 0) for r in results),
+            "rec_s": records / secs,
+            # None: some worker left its batches to be counted elsewhere (in the log)
+            "batches": None if None in batches else sum(batches),
+            "since_ms": min((r["since_ms"] for r in results if "since_ms" in r), default=None),
+            "client_cpu_s": sum(r["cpu_s"] for r in results) if all("cpu_s" in r for r in results)
+            else None,
             "failed": sum(r.get("failed", 0) for r in results),
             "first_error": next((r.get("first_error") for r in results if r.get("first_error")), "")}

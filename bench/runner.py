@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import limits as limits_mod
-from .brokers import ensure_tansu
+from .brokers import BROKERS, ensure_tansu
 from .scenarios import SCENARIOS
 from .scenarios.common import Ctx, Row
 
@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply durations and record counts")
     ap.add_argument("--max-cases", type=int, default=0, help="only the first N cases of each scenario")
     ap.add_argument("--no-limits", action="store_true", help="skip the machine-limit measurements")
+    ap.add_argument("--brokers", default=",".join(BROKERS),
+                    help=f"comma-separated brokers to measure, from: {', '.join(BROKERS)} "
+                         "(the peer's column stays empty without it)")
     ap.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     ap.add_argument("--work-dir", type=Path, default=None,
                     help="parent of the brokers' data dirs (default: the system temp dir); "
@@ -122,13 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
 
+    brokers = tuple(b.strip() for b in args.brokers.split(",") if b.strip())
+    if not brokers or set(brokers) - set(BROKERS):
+        ap.error(f"--brokers {args.brokers!r}; known: {', '.join(BROKERS)}")
+
     work_root = Path(tempfile.mkdtemp(prefix="samsa-bench-", dir=args.work_dir))
     ctx = Ctx(quick=args.quick, work_root=work_root, scale=args.scale, max_cases=args.max_cases,
-              log=lambda m: print(m, flush=True))
+              log=lambda m: print(m, flush=True), brokers=brokers)
     started = time.monotonic()
     rows: list[Row] = []
     try:
-        ensure_tansu()  # download once before any clock runs
+        if "tansu" in brokers:
+            ensure_tansu()  # download once before any clock runs
         if not args.no_limits:
             print("measuring machine limits ...", flush=True)
             ctx.limits = limits_mod.measure_all(work_root, args.quick)

@@ -38,6 +38,7 @@ class Ctx:
     rss_by_case: dict = field(default_factory=dict)  # case label -> {kind: VmHWM bytes}
     errors: list = field(default_factory=list)
     log: Callable[[str], None] = print
+    brokers: tuple[str, ...] = BROKERS  # which of samsa and the peer the scenarios run on
 
     def seconds(self, full: float, quick: float) -> float:
         return max(0.3, (quick if self.quick else full) * self.scale)
@@ -56,11 +57,12 @@ class Ctx:
 
 
 def on_both(ctx: Ctx, label: str, fn: Callable, samsa_overrides: dict | None = None,
-            brokers=BROKERS) -> dict:
-    """``fn(broker)`` on a fresh samsa and a fresh peer; a failure becomes None plus an
-    error line (one broker lacking a feature must not sink the whole run)."""
+            brokers: tuple[str, ...] | None = None) -> dict:
+    """``fn(broker)`` on a fresh samsa and a fresh peer (``brokers``, by default those
+    ``ctx.brokers`` names); a failure becomes None plus an error line (one broker lacking a
+    feature must not sink the whole run)."""
     out = {}
-    for kind in brokers:
+    for kind in brokers or ctx.brokers:
         try:
             with running(kind, ctx.work_root, samsa_overrides if kind == "samsa" else None) as b:
                 try:
@@ -110,7 +112,7 @@ def on_both_median(ctx: Ctx, label: str, fn: Callable, key: Callable[[dict], flo
             if r is not None:
                 tries.setdefault(kind, []).append(r)
     out = {}
-    for kind in kw.get("brokers", BROKERS):
+    for kind in kw.get("brokers") or ctx.brokers:
         rs = sorted(tries.get(kind, []), key=key)
         if not rs:
             out[kind] = None
