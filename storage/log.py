@@ -273,6 +273,12 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self._end[1]
 
+    @property
+    def owes_index_files(self) -> bool:
+        """Whether its close will create index files (LogSegment.owes_index_files);
+        a log not loaded took no append, so owes none."""
+        return self.loaded and self._end[1].owes_index_files
+
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segs[0])
 

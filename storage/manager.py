@@ -1077,7 +1077,7 @@ class LogManager:
                                     failures.append(f"closing {key[0]}-{key[1]}: {exc}")
                                     failed_dirs.add(d)
 
-                    *others, mine = _shares(logs, self.close_threads_per_dir)
+                    *others, mine = _shares(logs, self._close_workers_per_dir(logs))
                     workers = [threading.Thread(target=close_all, args=(share,), daemon=True,
                                                 name=f"samsa-log-close-{i}")
                                for i, share in enumerate(others)]
@@ -1115,6 +1115,21 @@ class LogManager:
                  t_closed - t0, t_durable - t_closed,
                  t_checkpoints - t_durable, time.monotonic() - t_checkpoints)
         return failures
+
+    def _close_workers_per_dir(self, logs: list[tuple[TopicPartition, Log, str]]) -> int:
+        """close_threads_per_dir, or one worker per CPU if the closes owe at least
+        _CLOSES_PER_WORKER index files: logs written just before the stop, whose
+        files the scheduler had not made yet (their closes make them). A new file
+        is mostly kernel time (a new inode: a millisecond of it on some file
+        systems, where an open of an existing file takes microseconds), each in
+        a partition directory of its own, so the closes go on side by side."""
+        per_dir = self.close_threads_per_dir
+        cpus = os.cpu_count() or 1
+        if cpus > per_dir:
+            owing = sum(1 for _, lg, _ in logs if lg.owes_index_files)
+            if owing >= _CLOSES_PER_WORKER:
+                per_dir = cpus
+        return per_dir
 
 
 class _CheckpointedOffsets(TypedDict, total=False):

@@ -389,6 +389,14 @@ class LogSegment:
         trim."""
         self._write_absent_indexes()
 
+    @property
+    def owes_index_files(self) -> bool:
+        """Active, holding records, and an index file not made yet (its log's
+        scheduler has not got to it): its close will create it."""
+        return bool(self.active and self._size and any(
+            idx is not None and idx.absent and idx.writable
+            for idx in (self._offset_index, self._time_index)))
+
     def _write_absent_indexes(self) -> None:
         for idx in (self._offset_index, self._time_index):
             if idx is not None:

@@ -354,18 +354,25 @@ def test_index_files_come_with_the_first_append_and_an_idle_log_never_has_them(t
     assert os.path.getsize(os.path.join(d, index_files[0])) == 8 * reopened.segments[0].offset_index.entries
 
 
-def test_a_first_append_leaves_the_index_files_to_the_scheduler_or_the_stop(tmp_path):
+def test_a_first_append_leaves_the_index_files_to_the_scheduler_or_the_stop(tmp_path, monkeypatch):
     """Creating two files costs a produce a millisecond or two: a first append
     under a LogManager returns before they exist, the scheduler makes them
     (empty: nothing to preallocate and trim again), and a stop that comes
-    first makes them itself."""
+    first makes them itself - for every log written just before it (their
+    closes side by side: a stop owing many closes on a worker per CPU), so
+    each active segment holding records has both files (Kafka's loader
+    recovers a segment whose offset index is missing) and the restart is
+    clean, recovers nothing and rewrites none of them."""
     import threading
+
+    from samsa.storage import manager
     from tests.support.waiting import wait_until
+    monkeypatch.setattr(manager, "_CLOSES_PER_WORKER", 2)
     lm = LogManager(str(tmp_path), CFG, 1, "c")
     lm.startup()
     busy = threading.Event()
     lm._scheduler.schedule(busy.wait, 0)   # the scheduler is held up
-    a, b = lm.create_log("t", 0, config=CFG), lm.create_log("t", 1, config=CFG)
+    a = lm.create_log("t", 0, config=CFG)
     a.append(batch_of(3), 0)
     index = os.path.join(a.dir, "00000000000000000000.index")
     assert not os.path.exists(index)
@@ -375,12 +382,34 @@ def test_a_first_append_leaves_the_index_files_to_the_scheduler_or_the_stop(tmp_
     lm._scheduler.schedule(busy.clear, 0)
     wait_until(lambda: not busy.is_set(), 10, "the scheduler reset the event")
     lm._scheduler.schedule(busy.wait, 0)   # held up again, and then stopped
-    b.append(batch_of(3), 0)
+    written = [lm.create_log("t", p, config=CFG) for p in range(1, 9)]
+    idle = lm.create_log("t", 9, config=CFG)
+    for lg in written:
+        lg.append(batch_of(3), 0)
     lm._scheduler.stop()
     busy.set()
     assert lm.shutdown() == []
-    assert [os.path.getsize(os.path.join(b.dir, n)) for n in (
-        "00000000000000000000.index", "00000000000000000000.timeindex")] == [0, 12]
+    names = ("00000000000000000000.index", "00000000000000000000.timeindex")
+    paths = [os.path.join(lg.dir, n) for lg in written for n in names]
+    assert [os.path.getsize(p) for p in paths] == [0, 12] * len(written)
+    assert not [n for n in os.listdir(idle.dir) if n in names]   # no records: no files
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    points = read_offset_checkpoint(str(tmp_path / "recovery-point-offset-checkpoint"))
+    assert {p: v for (_, p), v in points.items()} == {**{p: 3 for p in range(9)}, 9: 0}
+
+    def stamps():
+        return [(s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, paths)]
+    before = stamps()
+    lm = LogManager(str(tmp_path), CFG, 1, "c")
+    lm.startup()
+    try:
+        for p in range(1, 9):
+            lg = lm.get_log("t", p)
+            assert lg.log_end_offset == 3 and lg.recovery_point == 3
+            assert lg.read(0, 1 << 20).regions
+        assert stamps() == before
+    finally:
+        assert lm.shutdown() == []
 
 
 def test_a_restart_and_a_kill_of_an_idle_partition_rewrite_none_of_its_index_files(make_log):
