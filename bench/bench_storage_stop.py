@@ -7,7 +7,9 @@ user + system). Also reported: how many active segments still lacked their
 index files when the stop began (the scheduler had not got to them).
 
 Usage: ``python bench/bench_storage_stop.py [--logs 10000] [--dir DIR]
-[--threads N] [--settle]`` (``--threads``: close_threads_per_dir; not part of the test run).
+[--threads N] [--settle]`` (``--threads``: close_threads_per_dir, which a stop owing
+many index files overrides with a worker per CPU: it cannot reproduce the single-thread
+close of before; not part of the test run).
 """
 from __future__ import annotations
 

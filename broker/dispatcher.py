@@ -77,9 +77,12 @@ class Dispatcher:
         name = self.names[header.api_key]
         quotas = services.quotas
         # No quota for this request: nothing to measure or throttle (the common
-        # case, kept to a branch: no quota objects, no extra coroutine).
+        # case, kept to a branch: no quota objects, no extra coroutine). One
+        # that is not metered still waits behind a mute (or requests held by
+        # one): Kafka would not have read it before them.
         quota = (quotas.admit(conn, header, request, size)
-                 if quotas.meters(header.api_key) else None)
+                 if quotas.meters(header.api_key) or conn.mute_remaining() > 0
+                 or conn.holds_requests() else None)
         started = metrics.request(header.api_key, name)
         # Taken now, in the order the frames arrived: the handler may wait
         # (a mute, the transaction coordinator) before it appends

@@ -1117,18 +1117,19 @@ class LogManager:
         return failures
 
     def _close_workers_per_dir(self, logs: list[tuple[TopicPartition, Log, str]]) -> int:
-        """close_threads_per_dir, or one worker per CPU if the closes owe at least
+        """close_threads_per_dir, or a CPU's worth of workers (shared among the
+        dirs: one worker per CPU in all) if the closes owe at least
         _CLOSES_PER_WORKER index files: logs written just before the stop, whose
         files the scheduler had not made yet (their closes make them). A new file
         is mostly kernel time (a new inode: a millisecond of it on some file
         systems, where an open of an existing file takes microseconds), each in
         a partition directory of its own, so the closes go on side by side."""
         per_dir = self.close_threads_per_dir
-        cpus = os.cpu_count() or 1
-        if cpus > per_dir:
+        share = (os.cpu_count() or 1) // max(1, len({d for _, _, d in logs}))
+        if share > per_dir:
             owing = sum(1 for _, lg, _ in logs if lg.owes_index_files)
             if owing >= _CLOSES_PER_WORKER:
-                per_dir = cpus
+                per_dir = share
         return per_dir
 
 

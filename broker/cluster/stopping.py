@@ -50,7 +50,7 @@ def describe(answer: Answer) -> str:
     if answer == ErrorCode.BROKER_NOT_AVAILABLE:
         return "the controller does not know this broker as live (yet)"
     if answer == ErrorCode.STALE_BROKER_EPOCH:
-        return "refused as an earlier registration's; asking with the new one"
+        return "refused as an earlier registration's epoch"
     try:
         return f"the controller answered {ErrorCode(answer).name}"
     except ValueError:

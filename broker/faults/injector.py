@@ -61,11 +61,18 @@ class FaultInjector:
             try:
                 if rules.paused:
                     log.info("fault: holding a request on %s until resumed", conn.connection_id)
-                while rules.paused:
-                    await asyncio.sleep(PAUSE_POLL_S)
-                await held.wait_for(turn)
+                while True:
+                    while rules.paused:
+                        await asyncio.sleep(PAUSE_POLL_S)
+                    await held.wait_for(turn)
+                    if not rules.paused:  # (paused again meanwhile: wait again)
+                        break
             finally:
-                held.end(turn)  # the next one wakes only once this one is dispatched
+                # the next one wakes once this one has started (its first
+                # step runs before the loop gets to the next)
+                held.end(turn)
+            if conn.closed:  # the client went while it was held
+                return None
         if getattr(conn, "sasl", False) and not conn.authenticated:
             return await inner(conn, frame)  # authentication is never faulted
         try:

@@ -146,18 +146,27 @@ class _Metered:
         one request at a time, would only then have read it: in the order the
         requests arrived (network/turns.py: each one's timer could fire first),
         and one arriving while some are still held goes after them."""
-        held = self.conn.held_turns
+        conn = self.conn
+        held = conn.held_turns
         turn = held.take()  # (before any await: in arrival order)
         try:
             try:
-                while (delay := self.conn.mute_remaining()) > 0:
-                    await asyncio.sleep(delay)
-                await held.wait_for(turn)
+                while True:
+                    while (delay := conn.mute_remaining()) > 0:
+                        await asyncio.sleep(delay)
+                    await held.wait_for(turn)
+                    if conn.mute_remaining() <= 0:  # (muted again meanwhile: wait again)
+                        break
             finally:
-                held.end(turn)  # the next one wakes only once this one is handled
+                # the next one wakes once this one has started (its first
+                # step runs before the loop gets to the next)
+                held.end(turn)
         except BaseException:
             handling.close()  # type: ignore[attr-defined]  # never started: no warning
             raise
+        if conn.closed:  # the client went while it was held: Kafka never read it
+            handling.close()  # type: ignore[attr-defined]
+            return None
         return await handling
 
     async def respond(self, response: Any) -> list | None:

@@ -203,3 +203,42 @@ def test_requests_held_behind_a_mute_are_handled_in_the_order_they_arrived(setup
 
     asyncio.run(scenario())
     assert handled == [1, 2, 3, 4]
+
+
+def test_a_pause_and_a_mute_on_one_connection_keep_the_arrival_order(setup):
+    """The test kit's pause (faults/injector.py) and a mute hold requests at two
+    places, in one order: a request muted, requests paused behind it, and one
+    arriving right after the resume are handled as they arrived. The muted one,
+    past the pause's place, goes on when its mute ends, pause or not."""
+    from samsa.broker.faults.injector import FaultInjector
+    store, d, calls = setup
+    handled: list[int] = []
+
+    async def scenario() -> None:
+        conn = ConnectionContext("c", ("127.0.0.1", 1), ("127.0.0.1", 2), None, 0,
+                                 _MutedConnection({"r1": 0.05}))
+
+        async def handler(ctx, req):
+            handled.append(ctx.header.correlation_id)
+            return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+        d.handlers[ApiKey.API_VERSIONS] = handler
+        injector = FaultInjector(lambda topic_id: None)
+        handle = injector.wrap(d)
+        frames = [_request_frame(ApiKey.API_VERSIONS, 3, c, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1")) for c in range(1, 5)]
+        tasks = [asyncio.create_task(handle(conn, frames[0]), name="r1")]
+        await asyncio.sleep(0)
+        assert conn.holds_requests()  # r1, behind its mute
+        injector.rules.paused = True
+        tasks += [asyncio.create_task(handle(conn, frames[i]), name=f"r{i + 1}") for i in (1, 2)]
+        deadline = asyncio.get_running_loop().time() + 30
+        while handled != [1]:  # r1's mute ends; r2 and r3 stay paused
+            assert not handled and asyncio.get_running_loop().time() < deadline, handled
+            await asyncio.sleep(0.005)
+        injector.rules.paused = False
+        tasks.append(asyncio.create_task(handle(conn, frames[3]), name="r4"))
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        assert not conn.holds_requests()
+
+    asyncio.run(scenario())
+    assert handled == [1, 2, 3, 4]

@@ -388,6 +388,10 @@ def test_a_first_append_leaves_the_index_files_to_the_scheduler_or_the_stop(tmp_
         lg.append(batch_of(3), 0)
     lm._scheduler.stop()
     busy.set()
+    logs = [(("t", lg.partition), lg, str(tmp_path)) for lg in [a, *written, idle]]
+    cpus = os.cpu_count() or 1
+    assert lm._close_workers_per_dir(logs) == max(cpus, lm.close_threads_per_dir)
+    assert lm._close_workers_per_dir(logs[-1:]) == lm.close_threads_per_dir  # owes none
     assert lm.shutdown() == []
     names = ("00000000000000000000.index", "00000000000000000000.timeindex")
     paths = [os.path.join(lg.dir, n) for lg in written for n in names]

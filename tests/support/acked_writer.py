@@ -48,4 +48,5 @@ class AckedWriter:
         """Stop writing, and wait until every value written is acked or failed."""
         self._stop.set()
         self._thread.join()
-        assert self._producer.flush(120) == 0, "records still unacknowledged"
+        # (longer than message.timeout.ms: every record is acked or failed by then)
+        assert self._producer.flush(150) == 0, "records still unacknowledged"

@@ -45,6 +45,6 @@ def test_a_refusal_of_an_epoch_no_longer_ours_does_not_end_it():
 def test_each_answer_is_described_for_the_log():
     assert describe(None) == "no answer from the controller"
     assert describe([("t", 0), ("t", 1)]) == "2 partition(s) still led here"
-    assert "new one" in describe(STALE)
+    assert "earlier registration" in describe(STALE)
     assert describe(ErrorCode.NOT_CONTROLLER) == "the controller answered NOT_CONTROLLER"
     assert describe(12345) == "the controller answered error 12345"

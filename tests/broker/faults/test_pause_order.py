@@ -49,3 +49,22 @@ async def test_requests_held_by_a_pause_go_on_in_the_order_they_arrived():
     await asyncio.wait_for(asyncio.gather(*held, late), 30)
     assert went_on == [1, 2, 3, 4, 5, 6]
     assert not conn.holds_requests()
+
+
+async def test_a_request_whose_client_went_while_paused_is_not_handled():
+    injector = FaultInjector(lambda topic_id: None)
+    went_on: list[int] = []
+
+    async def dispatcher(conn, frame):
+        went_on.append(struct.unpack_from(">i", frame, 4)[0])
+        return None
+    handle = injector.wrap(dispatcher)
+    network = _Connection()
+    conn = ConnectionContext("c", ("127.0.0.1", 1), ("127.0.0.1", 2), None, 0, network)
+    injector.rules.paused = True
+    held = asyncio.create_task(handle(conn, _frame(1)))
+    await asyncio.sleep(0)
+    network.closed = True   # the client went
+    injector.rules.paused = False
+    assert await asyncio.wait_for(held, 30) is None
+    assert went_on == []

@@ -1,5 +1,5 @@
-"""A connection's Produce requests append in the order they were dispatched
-(broker/network/turns.py), whichever of them waits before appending."""
+"""Turns (broker/network/turns.py): requests of a connection go on in the order
+they took their turns, whichever of them waits before getting there."""
 from __future__ import annotations
 
 import asyncio
