@@ -36,8 +36,9 @@ from weakref import WeakSet
 from kazoo.client import KazooClient
 import struct
 
-from kazoo.exceptions import (EXCEPTIONS, APIError, BadArgumentsError, MarshallingError,
-                              NoNodeError, SystemZookeeperError, UnimplementedError)
+from kazoo.exceptions import (EXCEPTIONS, APIError, BadArgumentsError, ConnectionLoss,
+                              MarshallingError, NoNodeError, SystemZookeeperError,
+                              UnimplementedError)
 from kazoo.protocol.serialization import (GetData, MultiHeader, int_struct, long_struct, read_buffer,
                                           stat_struct, write_string)
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
@@ -168,6 +169,15 @@ class PendingReads:
                 answers = result.get(timeout=timeout)  # type: ignore[attr-defined]
             except _NOT_UNDERSTOOD as e:
                 return out + _fall_back(client, paths[len(out):], e), zxids
+            except ConnectionLoss as e:
+                # A server that refuses an operation answers so and closes the
+                # connection; with more requests in flight, a write into the
+                # closed connection can lose that answer (kazoo fails them all
+                # as ConnectionLoss). One multiRead alone tells which it was.
+                if client not in _without_multi_read and _refuses_multi_read(
+                        client, self._requests[0].paths[0]):
+                    return out + _fall_back(client, paths[len(out):], e), zxids
+                raise
             for answer in answers:
                 if isinstance(answer, Exception):
                     raise answer
@@ -189,6 +199,22 @@ def read_many(client: KazooClient, paths: Sequence[str],
     errors as its ``get`` raises them (a lost connection: ConnectionLoss;
     no answer within ``timeout`` s of waiting for one: KazooTimeoutError)."""
     return send_reads(client, paths, per_request).get(timeout)
+
+
+def _refuses_multi_read(client: KazooClient, server_path: str) -> bool:
+    """Whether the server refuses a multiRead: one, of one znode, sent alone
+    once the connection is back (alone, its refusal is read before the close)."""
+    def probe() -> object:
+        result = client.handler.async_result()
+        client._call(MultiRead([server_path], client), result)
+        return result.get()
+    try:
+        client.retry(probe)
+    except _NOT_UNDERSTOOD:
+        return True
+    except Exception:  # noqa: BLE001 - lost again, or anything else: no refusal seen
+        return False
+    return False
 
 
 def _fall_back(client: KazooClient, paths: Sequence[str], why: Exception) -> list[Found]:
