@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from samsa.protocol.messages import decode_request, encode_response
 
+from ..network.turns import held_in_order
 from .partitions import PARTITIONED, Hit, mark, strip, touched
 from .responses import can_answer, error_response
 from .rules import FaultRules, api_name
@@ -56,21 +57,10 @@ class FaultInjector:
         if rules.paused or conn.holds_requests():
             # Let go in the order they arrived (network/turns.py: each one's
             # poll could end first), a later one after them.
-            held = conn.held_turns
-            turn = held.take()  # (before any await: in arrival order)
-            try:
-                if rules.paused:
-                    log.info("fault: holding a request on %s until resumed", conn.connection_id)
-                while True:
-                    while rules.paused:
-                        await asyncio.sleep(PAUSE_POLL_S)
-                    await held.wait_for(turn)
-                    if not rules.paused:  # (paused again meanwhile: wait again)
-                        break
-            finally:
-                # the next one wakes once this one has started (its first
-                # step runs before the loop gets to the next)
-                held.end(turn)
+            if rules.paused:
+                log.info("fault: holding a request on %s until resumed", conn.connection_id)
+            await held_in_order(conn.held_turns,
+                                lambda: PAUSE_POLL_S if rules.paused else 0.0)
             if conn.closed:  # the client went while it was held
                 return None
         if getattr(conn, "sasl", False) and not conn.authenticated:

@@ -30,6 +30,27 @@ ended and nothing waits.
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
+
+
+async def held_in_order(turns: Turns, wait_s: Callable[[], float]) -> None:
+    """Hold a request while ``wait_s()`` (seconds to wait before looking
+    again, 0 when it may go) says so, and until every request held before it
+    has gone on; a hold set again while it waited for its turn is waited out
+    too. The turn is taken before the first await (in arrival order, when
+    awaited at once), and ended however the wait ends: the next request wakes
+    once this one has started (its first step runs before the loop gets to
+    the next)."""
+    turn = turns.take()
+    try:
+        while True:
+            while (delay := wait_s()) > 0:
+                await asyncio.sleep(delay)
+            await turns.wait_for(turn)
+            if wait_s() <= 0:
+                return
+    finally:
+        turns.end(turn)
 
 
 class Turns:

@@ -26,6 +26,7 @@ from samsa.protocol.model import ApiKey
 
 from ..metrics import BrokerMetrics
 from ..network.context import ConnectionContext
+from ..network.turns import held_in_order
 from .entities import (CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                        REQUEST_PERCENTAGE, QuotaConfigs, QuotaMatch)
 from .manager import (MutationQuotaManager, QuotaManager, QuotaWindow, client_window,
@@ -147,20 +148,8 @@ class _Metered:
         requests arrived (network/turns.py: each one's timer could fire first),
         and one arriving while some are still held goes after them."""
         conn = self.conn
-        held = conn.held_turns
-        turn = held.take()  # (before any await: in arrival order)
         try:
-            try:
-                while True:
-                    while (delay := conn.mute_remaining()) > 0:
-                        await asyncio.sleep(delay)
-                    await held.wait_for(turn)
-                    if conn.mute_remaining() <= 0:  # (muted again meanwhile: wait again)
-                        break
-            finally:
-                # the next one wakes once this one has started (its first
-                # step runs before the loop gets to the next)
-                held.end(turn)
+            await held_in_order(conn.held_turns, conn.mute_remaining)
         except BaseException:
             handling.close()  # type: ignore[attr-defined]  # never started: no warning
             raise
