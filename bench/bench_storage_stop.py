@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.filesystem import describe
 from samsa.config.topic import TopicConfig
 from samsa.protocol.records import build_batch
 from samsa.storage.checkpoints import durable_batch
@@ -46,6 +47,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("samsa.storage.manager").setLevel(logging.INFO)
     root = tempfile.mkdtemp(prefix="samsa-stop-", dir=args.dir)
+    print(describe(root), flush=True)
     try:
         cfg = TopicConfig()
         lm = LogManager(root, cfg, 1, "c", close_threads_per_dir=args.threads)

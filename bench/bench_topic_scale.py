@@ -17,7 +17,7 @@ The machine is shared: CPU seconds are the figure to compare, wall time is repor
 next to them. Targets (issue 29, 10,000 partitions): create < 5 s, clean restart to
 first ack < 3 s, kill -9 restart < 5 s, SIGTERM to exit < 2 s.
 
-Usage: ``python bench/bench_topic_scale.py [--sizes 1000,10000] [--py-spy OUT]
+Usage: ``python bench/bench_topic_scale.py [--sizes 1000,10000] [--dir DIR] [--py-spy OUT]
 [--override KEY=VALUE] [--profile-phase create|first-stop|restart|restart-kill|stop]``
 (not part of the test run; ``--override``: a broker config key, repeatable;
 ``--py-spy`` attaches ``py-spy record`` to the broker during the phase named
@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.filesystem import describe
 from tests.support.broker_process import BrokerProcess
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -174,9 +175,12 @@ def main() -> None:
                          "num.recovery.threads.per.data.dir=2")
     ap.add_argument("--profile-phase", default="create",
                     choices=["create", "first-stop", "restart", "restart-kill", "stop"])
+    ap.add_argument("--dir", default=None,
+                    help="where the broker's directory is made (default: the temporary dir)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="samsa-bench-topic-scale-"))
+    work = Path(tempfile.mkdtemp(prefix="samsa-bench-topic-scale-", dir=args.dir))
+    print(describe(str(work)), file=sys.stderr, flush=True)
     broker = BrokerProcess(work, startup_timeout=300, overrides=args.override)
     spy = Spy(args.py_spy)
     out: dict[str, dict[str, float]] = {}
