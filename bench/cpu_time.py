@@ -43,3 +43,18 @@ def tree_cpu(root: int) -> float | None:
             total += stats[pid][1]
         todo.extend(children.get(pid, ()))
     return total
+
+
+def machine_busy_seconds() -> tuple[float, float] | None:
+    """(busy, elapsed) CPU seconds of the whole machine so far, summed over its CPUs, from
+    /proc/stat: the difference of two readings says how many cores were busy in between
+    (everything: other benches and tests too), which a latency figure taken on a shared
+    machine needs beside it. Linux only; elsewhere ``None``."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    # cpu user nice system idle iowait irq softirq steal ...: idle and iowait are not busy
+    ticks = [int(t) for t in first[1:9]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / _TICKS, sum(ticks) / _TICKS

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from samsa.testing.cluster import ClusterProcesses
 
-from ..brokers import create_topic, peak_rss_bytes
+from ..brokers import cpu_seconds, create_topic, peak_rss_bytes
+from ..cpu_time import machine_busy_seconds
 from ..load import latency_consumer, latency_producer, run_workers
 from .common import Ctx, Row, on_both
 
@@ -80,8 +81,26 @@ def run_rf3(ctx: Ctx) -> list[Row]:
     cluster = ClusterProcesses(work, size=3)
     try:
         cluster.start()
+        pids = [b.pid for b in cluster.brokers]
+        brokers_before = [cpu_seconds(pid) or 0.0 for pid in pids]
+        machine_before = machine_busy_seconds()
         res = measure(cluster.bootstrap, RF3_RATE, secs, "all", replication_factor=3)
         res["load_avg_1m"] = os.getloadavg()[0]
+        # How busy the machine was: three brokers, ZooKeeper, the producer and the
+        # consumer share its cores, and a latency tail on a nearly full machine is
+        # the scheduler's wait, not the broker's.
+        machine_after = machine_busy_seconds()
+        if machine_before and machine_after:
+            busy = machine_after[0] - machine_before[0]
+            elapsed = machine_after[1] - machine_before[1]
+            cores = os.cpu_count() or 1
+            res["machine_busy_cores"] = round(busy / elapsed * cores, 2)
+            res["brokers_cores"] = round(
+                sum((cpu_seconds(pid) or 0.0) - b for pid, b in zip(pids, brokers_before))
+                / (elapsed / cores), 2)
+            res["cores"] = cores
+            ctx.log(f"  machine busy {res['machine_busy_cores']} of {cores} cores, "
+                    f"of which the brokers {res['brokers_cores']}")
         rss = max((peak_rss_bytes(b.pid) or 0) for b in cluster.brokers)
         if rss:
             ctx.peak_rss["samsa"] = max(ctx.peak_rss.get("samsa", 0), rss)
