@@ -34,4 +34,25 @@ class Turn(enum.Enum):
 
 ORDERED: dict[int, Turn] = {
     ApiKey.PRODUCE: Turn.AT_THE_EFFECT,
+    # admin changes, each on a worker thread: a pipelined CreatePartitions or
+    # config change must find the topic created before it, and the last of
+    # several changes must be the one that stays
+    **{key: Turn.WHOLE for key in (
+        ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.ELECT_LEADERS,
+        # and the requests that read what those change: an admin client's
+        # Create then Describe sees what it created
+        ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.DESCRIBE_LOG_DIRS,
+        # committed offsets: v0 goes to ZooKeeper on a worker thread (async
+        # commits landing out of order would move the group's offset back);
+        # v1+ is answered once replicated, and a fetch behind a commit must
+        # read it; a transactional commit may first wait on the transaction
+        # coordinator (KIP-890)
+        ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT)},
 }

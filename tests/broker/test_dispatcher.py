@@ -242,3 +242,52 @@ def test_a_pause_and_a_mute_on_one_connection_keep_the_arrival_order(setup):
 
     asyncio.run(scenario())
     assert handled == [1, 2, 3, 4]
+
+
+def test_a_request_that_waits_its_whole_turn_starts_once_the_earlier_ones_ended(setup):
+    """request_order.py: an admin change and the Describe pipelined behind it go
+    on in the order they arrived, also when the change raises; a request whose
+    order does not matter (ApiVersions here, a Fetch in life) is not held; a
+    Describe cancelled while it waits leaves the later ones free to go."""
+    from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        worker_thread = asyncio.Event()
+
+        async def alter(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await worker_thread.wait()
+            raise RuntimeError("a handler bug")
+
+        async def handler(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+        d.handlers[ApiKey.INCREMENTAL_ALTER_CONFIGS] = alter
+        d.handlers[ApiKey.DESCRIBE_CONFIGS] = d.handlers[ApiKey.API_VERSIONS] = handler
+        alter_frame = _request_frame(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 1,
+                                     IncrementalAlterConfigsRequest(resources=[]))
+        describe = [_request_frame(ApiKey.DESCRIBE_CONFIGS, 4, c, DescribeConfigsRequest(
+            resources=[], include_synonyms=False, include_documentation=False)) for c in (2, 3)]
+        versions = _request_frame(ApiKey.API_VERSIONS, 3, 4, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))
+        first = asyncio.create_task(d(conn, alter_frame))
+        cancelled = asyncio.create_task(d(conn, describe[0]))
+        later = asyncio.create_task(d(conn, describe[1]))
+        unordered = asyncio.create_task(d(conn, versions))
+        await asyncio.wait_for(unordered, 30)
+        assert started == [1, 4] and not later.done()  # behind the change
+        cancelled.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert started == [1, 4] and not later.done()  # the change still holds it
+        worker_thread.set()
+        with pytest.raises(RuntimeError):
+            await first
+        await asyncio.wait_for(later, 30)
+        assert cancelled.cancelled()
+
+    asyncio.run(scenario())
+    assert started == [1, 4, 3]
