@@ -11,9 +11,13 @@ in arrival order (before its first await) and goes on only once every earlier
 turn has ended:
 
 - The request types of request_order.py, each turn taken by the dispatcher
-  in one sequence per connection. Produce appends: handlers/produce.py ends
-  the turn right after the appends, before any acks=all wait, so pipelined
-  requests still wait for replication together. A request that waited first
+  in one sequence per connection. Produce: handlers/produce.py waits for
+  its turn before it asks the transaction coordinator about the partitions
+  it opens (KIP-890) and ends it right after the appends, before any acks=all
+  wait, so pipelined requests still wait for replication together. Two
+  pipelined requests each opening a partition asked the coordinator at once
+  in a cluster, and the second met the first one's write in flight
+  (CONCURRENT_TRANSACTIONS). A request that waited first
   on the transaction coordinator (KIP-890's verdict on a partition it opens a
   transaction in) let the next one of the same producer append before it:
   that batch was out of sequence and refused, and the Java producer failed
