@@ -5,14 +5,25 @@ Kafka reads one request of a connection at a time, so whatever a client
 pipelines on one connection takes effect in the order sent, and a request
 sees what every earlier one did. samsa handles a connection's requests
 concurrently, which keeps that order only where a request takes effect
-before its first await. The request types below may wait first (a worker
-thread, ZooKeeper, the transaction coordinator), so each takes a turn on its
-connection when it arrives (the dispatcher, before any await) and goes on
-only once every earlier turn has ended. Every other request type takes
-effect before its first await (the group and transaction coordinators decide
-on their own loop, in the order the calls were posted), or is one whose
-order no client relies on and whose waiting must not hold others back
-(a long-polling Fetch).
+before its first await, and only where the next request does not depend on
+the first one's being done. The request types below may wait first (a
+worker thread, ZooKeeper, the transaction coordinator), or the next one
+would meet their write in flight, so each takes a turn on its connection
+when it arrives (the dispatcher, before any await) and goes on only once
+every earlier turn has ended.
+
+Every other request type takes effect before its first await and leaves
+nothing in flight for the next: the group coordinator's membership requests
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat) are
+decided by its state machine on its own loop, in the order the calls were
+posted; DeleteRecords and WriteTxnMarkers append before their first await.
+Or its order is one no client relies on and its waiting must not hold
+others back: a long-polling Fetch (a fetch session's epoch is checked when
+it arrives, and an answer overtaken by the session's next fetch is sent
+empty), ShareFetch / ShareAcknowledge (a share session's epoch is checked
+when the request arrives and moves on once its acknowledgements are written:
+a request pipelined with the next epoch would be refused
+INVALID_SHARE_SESSION_EPOCH, not taken out of order).
 """
 from __future__ import annotations
 
@@ -30,6 +41,13 @@ class Turn(enum.Enum):
     # with it: what it changes runs on a worker thread (or waits on ZooKeeper)
     # and what it reads must show every earlier change of the connection.
     WHOLE = 2
+    # As WHOLE for a producer's AddPartitionsToTxn (v3 and below); a broker's
+    # (v4+, KIP-890: many producers' partitions verified or added per request)
+    # takes no turn: those must not wait on each other's coordinator writes
+    WHOLE_FROM_PRODUCERS = 3
+
+
+PRODUCERS_ADD_PARTITIONS_THROUGH = 3  # the last AddPartitionsToTxn version a producer sends
 
 
 ORDERED: dict[int, Turn] = {
@@ -54,5 +72,11 @@ ORDERED: dict[int, Turn] = {
         # v1+ is answered once replicated, and a fetch behind a commit must
         # read it; a transactional commit may first wait on the transaction
         # coordinator (KIP-890)
-        ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT)},
+        ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT,
+        # a transaction's state changes: while one is written (acks=all) the
+        # coordinator refuses the next CONCURRENT_TRANSACTIONS, where Kafka
+        # would only have read it once the first was answered (librdkafka
+        # sends an abort right behind an unanswered AddPartitionsToTxn)
+        ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN)},
+    ApiKey.ADD_PARTITIONS_TO_TXN: Turn.WHOLE_FROM_PRODUCERS,
 }

@@ -1,13 +1,17 @@
-"""A transactional producer's pipelined TxnOffsetCommit requests take effect in
-the order it sent them, as Kafka, reading one request of a connection at a
-time, takes them: the first of a transaction, which waits on the transaction
-coordinator to add the group's offsets partition (KIP-890, transactions v2),
-holds back the ones behind it, which then find the partition added.
+"""A transactional producer's pipelined requests take effect in the order it
+sent them, as Kafka, reading one request of a connection at a time, takes
+them, also where the transaction coordinator's write waits for its followers
+(a cluster):
 
-Without that, in a cluster (the coordinator's write waits for its followers)
-the second asked the coordinator while the first one's write was in flight
-and was refused (CONCURRENT_TRANSACTIONS, answered as NOT_ENOUGH_REPLICAS); a
-client retrying it would have committed its offset after the third's."""
+- TxnOffsetCommit: the first of a transaction, which waits on the coordinator
+  to add the group's offsets partition (KIP-890, transactions v2), holds back
+  the ones behind it, which then find the partition added. Without that, the
+  second asked the coordinator while the first one's write was in flight and
+  was refused (CONCURRENT_TRANSACTIONS, answered as NOT_ENOUGH_REPLICAS); a
+  client retrying it would have committed its offset after the third's.
+- EndTxn right behind an AddPartitionsToTxn (librdkafka sends an abort that
+  way when the registration is still unanswered): it met the registration's
+  write in flight and was refused CONCURRENT_TRANSACTIONS."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.client.aio import KafkaConnection
 from samsa.protocol.errors import ErrorCode
-from samsa.protocol.messages import (EndTxnRequest, FindCoordinatorRequest, OffsetFetchRequest,
+from samsa.protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
+                                     FindCoordinatorRequest, OffsetFetchRequest,
                                      TxnOffsetCommitRequest)
 from samsa.protocol.model import ApiKey
 from tests.integration.test_produce_order import _init_transactional
@@ -90,3 +95,35 @@ def test_pipelined_txn_offset_commits_take_effect_in_the_order_sent(cluster_fact
         [ErrorCode.NONE] * COMMITS
     assert ended.error_code == ErrorCode.NONE, ended
     assert fetched == (ErrorCode.NONE, 10 * COMMITS)
+
+
+async def _add_then_end(port: int, topic: str, tid: str) -> tuple:
+    conn = await KafkaConnection.connect(
+        "127.0.0.1", await _coordinator(port, tid, TRANSACTION_KEY), client_id="pipelined-txn")
+    try:
+        pid, epoch = await _init_transactional(conn, tid)
+        A = AddPartitionsToTxnRequest
+        add = conn.call(A(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                          v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                              A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
+                        api_key=ApiKey.ADD_PARTITIONS_TO_TXN, version=3)
+        end = conn.call(EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                      producer_epoch=epoch, committed=False),
+                        api_key=ApiKey.END_TXN, version=3)
+        # gather starts each call in this order: the frames go out back to back
+        return tuple(await asyncio.gather(add, end))
+    finally:
+        await conn.close()
+
+
+def test_an_abort_right_behind_the_registration_of_a_partition_ends_the_transaction(
+        cluster_factory):
+    cluster = cluster_factory()
+    topic = f"txn-abort-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    added, ended = asyncio.run(_add_then_end(cluster.brokers[0].port, topic,
+                                             f"txn-{uuid.uuid4().hex}"))
+    assert [p.partition_error_code for t in added.results_by_topic_v3_and_below
+            for p in t.results_by_partition] == [ErrorCode.NONE]
+    assert ended.error_code == ErrorCode.NONE, ended
