@@ -291,3 +291,47 @@ def test_a_request_that_waits_its_whole_turn_starts_once_the_earlier_ones_ended(
 
     asyncio.run(scenario())
     assert started == [1, 4, 3]
+
+
+def test_a_brokers_add_partitions_to_txn_takes_no_turn_a_producers_does(setup):
+    """request_order.py: a producer's AddPartitionsToTxn (v3 and below) waits
+    behind the EndTxn sent before it; a broker's (v4+, KIP-890 verification of
+    many producers' partitions) does not wait on the connection's others."""
+    from samsa.protocol.messages import AddPartitionsToTxnRequest, EndTxnRequest
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        written = asyncio.Event()
+
+        async def end_txn(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await written.wait()
+            return None
+
+        async def add(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return None
+        d.handlers[ApiKey.END_TXN] = end_txn
+        d.handlers[ApiKey.ADD_PARTITIONS_TO_TXN] = add
+        end = _request_frame(ApiKey.END_TXN, 3, 1, EndTxnRequest(
+            transactional_id="t", producer_id=1, producer_epoch=0, committed=False))
+        from_broker = _request_frame(ApiKey.ADD_PARTITIONS_TO_TXN, 4, 2,
+                                     AddPartitionsToTxnRequest(transactions=[]))
+        from_producer = _request_frame(ApiKey.ADD_PARTITIONS_TO_TXN, 3, 3,
+                                       AddPartitionsToTxnRequest(
+                                           v3_and_below_transactional_id="t",
+                                           v3_and_below_producer_id=1,
+                                           v3_and_below_producer_epoch=0,
+                                           v3_and_below_topics=[]))
+        first = asyncio.create_task(d(conn, end))
+        broker = asyncio.create_task(d(conn, from_broker))
+        producer = asyncio.create_task(d(conn, from_producer))
+        await asyncio.wait_for(broker, 30)
+        assert started == [1, 2] and not producer.done()  # behind the EndTxn
+        written.set()
+        await asyncio.wait_for(asyncio.gather(first, producer), 30)
+
+    asyncio.run(scenario())
+    assert started == [1, 2, 3]
