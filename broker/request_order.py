@@ -73,6 +73,10 @@ ORDERED: dict[int, Turn] = {
         # read it; a transactional commit may first wait on the transaction
         # coordinator (KIP-890)
         ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT,
+        # a group's deletions are applied once written (replicated), and what
+        # reads the group behind them must not find it as it was
+        ApiKey.OFFSET_DELETE, ApiKey.DELETE_GROUPS, ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE,
         # a transaction's state changes: while one is written (acks=all) the
         # coordinator refuses the next CONCURRENT_TRANSACTIONS, where Kafka
         # would only have read it once the first was answered (librdkafka
