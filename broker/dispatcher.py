@@ -23,17 +23,30 @@ from .handlers import HANDLERS, RequestContext
 from .handlers.api_versions import api_versions_response
 from .handlers.sasl import admits, expects_raw_token, handle_raw_token
 from .handlers.services import Services
+from .network.turns import Turns
+from .quotas.mutation import UNBOUNDED
+from .request_order import ORDERED, PRODUCERS_ADD_PARTITIONS_THROUGH, Turn
 
 if TYPE_CHECKING:
     from .server import BrokerServices
 
 log = logging.getLogger("broker.requests")
+# (bound once: an enum member looked up on its class costs per request)
+_WHOLE, _FROM_PRODUCERS = Turn.WHOLE, Turn.WHOLE_FROM_PRODUCERS
 
 
 def handler_services(services: BrokerServices) -> Services:
     """What handlers see of the broker: BrokerServices satisfies the handlers'
     Services protocol structurally, and the checker checks it here."""
     return services
+
+
+async def _in_turn(turns: Turns, turn: int, handler, ctx: RequestContext, request):
+    """``handler(ctx, request)`` once every earlier turn has ended (made only
+    then: one cancelled meanwhile, or never awaited, leaves no coroutine
+    behind)."""
+    await turns.wait_for(turn)
+    return await handler(ctx, request)
 
 
 class Dispatcher:
@@ -85,20 +98,26 @@ class Dispatcher:
                  or conn.holds_requests() else None)
         started = metrics.request(header.api_key, name)
         # Taken now, in the order the frames arrived: the handler may wait
-        # (a mute, the transaction coordinator) before it appends
-        turn = conn.append_turns.take() if header.api_key == ApiKey.PRODUCE else 0
+        # (a mute, a worker thread, the transaction coordinator) before it
+        # takes effect (request_order.py)
+        ordered = ORDERED.get(header.api_key)
+        if ordered is _FROM_PRODUCERS:
+            ordered = (_WHOLE if header.api_version <= PRODUCERS_ADD_PARTITIONS_THROUGH
+                       else None)
+        turn = conn.turns.take() if ordered is not None else 0
         try:
-            if quota is None:
-                response = await handler(RequestContext(header, conn, self.handler_services,
-                                                        append_turn=turn), request)
+            ctx = RequestContext(header, conn, self.handler_services,
+                                 UNBOUNDED if quota is None else quota.mutation, turn)
+            if ordered is _WHOLE and not conn.turns.is_turn(turn):
+                # (when every earlier turn has ended, none will hold it: no coroutine)
+                handling = _in_turn(conn.turns, turn, handler, ctx, request)
             else:
-                response = await quota.timed(
-                    handler(RequestContext(header, conn, self.handler_services, quota.mutation,
-                                           turn), request))
+                handling = handler(ctx, request)
+            response = await (handling if quota is None else quota.timed(handling))
         finally:
             metrics.request_done(name, started)
             if turn:  # however the handler ended (raised, cancelled)
-                conn.append_turns.end(turn)
+                conn.turns.end(turn)
         if amend is not None and response is not None:
             response = amend(response)
         if quota is None:

@@ -30,9 +30,10 @@ class RequestContext:
     # What CreateTopics, DeleteTopics and CreatePartitions charge their
     # partition mutations to (the dispatcher sets it when a quota applies)
     mutation_quota: MutationQuota = UNBOUNDED
-    # A Produce request's place in its connection's append order (0: none);
-    # the dispatcher takes it in the order the frames arrived
-    append_turn: int = 0
+    # The request's place in the order its connection's requests take effect
+    # in (0: none, request_order.py); the dispatcher takes it in the order the
+    # frames arrived
+    turn: int = 0
 
     @property
     def version(self) -> int:
@@ -45,19 +46,19 @@ class RequestContext:
         return self.conn.listener_name
 
     def may_append(self) -> bool:
-        """Every earlier Produce request of this connection has appended (or
-        answered without): a producer's pipelined requests append in the order
-        it sent them (network/turns.py)."""
-        return not self.append_turn or self.conn.append_turns.is_turn(self.append_turn)
+        """Every earlier request of this connection that takes a turn has
+        gone on (a Produce: appended, or answered without): a producer's
+        pipelined requests append in the order it sent them (network/turns.py)."""
+        return not self.turn or self.conn.turns.is_turn(self.turn)
 
     async def wait_to_append(self) -> None:
         """Until ``may_append``."""
-        await self.conn.append_turns.wait_for(self.append_turn)
+        await self.conn.turns.wait_for(self.turn)
 
     def appended(self) -> None:
         """This request's appends are done: the next one may append."""
-        if self.append_turn:
-            self.conn.append_turns.end(self.append_turn)
+        if self.turn:
+            self.conn.turns.end(self.turn)
 
 
 async def off_loop(fn: Callable[..., T], *args: object) -> T:

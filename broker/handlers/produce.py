@@ -196,13 +196,18 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
                       meta.name if meta is not None else t.name)
                   else (t, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                   for t, meta, missing in topics]
+    # The turn comes before the coordinator is asked: Kafka asks it for a
+    # request only once the earlier ones were answered, so a pipelined request
+    # opening another partition of the transaction (KIP-890 part 2) finds the
+    # first one's partition added, not its write in flight
+    # (CONCURRENT_TRANSACTIONS), and the partitions it opens go in that order.
+    if not ctx.may_append():
+        await ctx.wait_to_append()
     verdicts: dict[tuple[str, int], ErrorCode] = {}
     if tid is not None and acks_ok and refused is None:
         # Leadership is looked up again below: the verification waited on the
         # coordinator, and appends go where the partition is led now.
         verdicts = await _verify_transactional(ctx, tid, topics)
-    if not ctx.may_append():
-        await ctx.wait_to_append()
     for topic, meta, missing_code in topics:
         parts_out = []
         for part in topic.partition_data:

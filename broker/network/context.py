@@ -41,7 +41,7 @@ class ConnectionContext:
 
     __slots__ = ("connection_id", "peer", "peer_host", "peer_port", "local",
                  "loop", "processor", "state", "_conn", "listener_name",
-                 "security_protocol", "principal", "sasl", "authenticated", "_append_turns",
+                 "security_protocol", "principal", "sasl", "authenticated", "_turns",
                  "_held_turns")
 
     def __init__(self, connection_id: str, peer: tuple, local: tuple,
@@ -63,15 +63,16 @@ class ConnectionContext:
         self.sasl = security_protocol.startswith("SASL_")
         self.authenticated = not self.sasl
         # (turns.py; made when first used: most connections never need the second)
-        self._append_turns: Turns | None = None
+        self._turns: Turns | None = None
         self._held_turns: Turns | None = None
 
     @property
-    def append_turns(self) -> Turns:
-        """The order this connection's Produce requests append in (turns.py)."""
-        if self._append_turns is None:
-            self._append_turns = Turns()
-        return self._append_turns
+    def turns(self) -> Turns:
+        """The order this connection's requests take effect in, for the
+        request types whose order matters (request_order.py, turns.py)."""
+        if self._turns is None:
+            self._turns = Turns()
+        return self._turns
 
     @property
     def held_turns(self) -> Turns:

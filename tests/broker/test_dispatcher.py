@@ -242,3 +242,96 @@ def test_a_pause_and_a_mute_on_one_connection_keep_the_arrival_order(setup):
 
     asyncio.run(scenario())
     assert handled == [1, 2, 3, 4]
+
+
+def test_a_request_that_waits_its_whole_turn_starts_once_the_earlier_ones_ended(setup):
+    """request_order.py: an admin change and the Describe pipelined behind it go
+    on in the order they arrived, also when the change raises; a request whose
+    order does not matter (ApiVersions here, a Fetch in life) is not held; a
+    Describe cancelled while it waits leaves the later ones free to go."""
+    from samsa.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        worker_thread = asyncio.Event()
+
+        async def alter(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await worker_thread.wait()
+            raise RuntimeError("a handler bug")
+
+        async def handler(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
+        d.handlers[ApiKey.INCREMENTAL_ALTER_CONFIGS] = alter
+        d.handlers[ApiKey.DESCRIBE_CONFIGS] = d.handlers[ApiKey.API_VERSIONS] = handler
+        alter_frame = _request_frame(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 1,
+                                     IncrementalAlterConfigsRequest(resources=[]))
+        describe = [_request_frame(ApiKey.DESCRIBE_CONFIGS, 4, c, DescribeConfigsRequest(
+            resources=[], include_synonyms=False, include_documentation=False)) for c in (2, 3)]
+        versions = _request_frame(ApiKey.API_VERSIONS, 3, 4, ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))
+        first = asyncio.create_task(d(conn, alter_frame))
+        cancelled = asyncio.create_task(d(conn, describe[0]))
+        later = asyncio.create_task(d(conn, describe[1]))
+        unordered = asyncio.create_task(d(conn, versions))
+        await asyncio.wait_for(unordered, 30)
+        assert started == [1, 4] and not later.done()  # behind the change
+        cancelled.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert started == [1, 4] and not later.done()  # the change still holds it
+        worker_thread.set()
+        with pytest.raises(RuntimeError):
+            await first
+        await asyncio.wait_for(later, 30)
+        assert cancelled.cancelled()
+
+    asyncio.run(scenario())
+    assert started == [1, 4, 3]
+
+
+def test_a_brokers_add_partitions_to_txn_takes_no_turn_a_producers_does(setup):
+    """request_order.py: a producer's AddPartitionsToTxn (v3 and below) waits
+    behind the EndTxn sent before it; a broker's (v4+, KIP-890 verification of
+    many producers' partitions) does not wait on the connection's others."""
+    from samsa.protocol.messages import AddPartitionsToTxnRequest, EndTxnRequest
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        written = asyncio.Event()
+
+        async def end_txn(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await written.wait()
+            return None
+
+        async def add(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return None
+        d.handlers[ApiKey.END_TXN] = end_txn
+        d.handlers[ApiKey.ADD_PARTITIONS_TO_TXN] = add
+        end = _request_frame(ApiKey.END_TXN, 3, 1, EndTxnRequest(
+            transactional_id="t", producer_id=1, producer_epoch=0, committed=False))
+        from_broker = _request_frame(ApiKey.ADD_PARTITIONS_TO_TXN, 4, 2,
+                                     AddPartitionsToTxnRequest(transactions=[]))
+        from_producer = _request_frame(ApiKey.ADD_PARTITIONS_TO_TXN, 3, 3,
+                                       AddPartitionsToTxnRequest(
+                                           v3_and_below_transactional_id="t",
+                                           v3_and_below_producer_id=1,
+                                           v3_and_below_producer_epoch=0,
+                                           v3_and_below_topics=[]))
+        first = asyncio.create_task(d(conn, end))
+        broker = asyncio.create_task(d(conn, from_broker))
+        producer = asyncio.create_task(d(conn, from_producer))
+        await asyncio.wait_for(broker, 30)
+        assert started == [1, 2] and not producer.done()  # behind the EndTxn
+        written.set()
+        await asyncio.wait_for(asyncio.gather(first, producer), 30)
+
+    asyncio.run(scenario())
+    assert started == [1, 2, 3]

@@ -100,3 +100,62 @@ def test_pipelined_requests_append_in_order_when_the_first_waits_for_the_coordin
         wait_until(lambda: all(wire.latest(topic, READ_COMMITTED, p) ==
                                wire.latest(topic, READ_UNCOMMITTED, p)
                                for p in range(2 * ROUNDS)), 30, "the commit markers")
+
+
+async def _open_two(port: int, txn_port: int, topic: str, tid: str) -> list[tuple[int, int]]:
+    """The (partition, error) answers of two pipelined requests of a v2 producer's
+    transaction, each the first write to a partition of its own."""
+    txn_conn = await KafkaConnection.connect("127.0.0.1", txn_port, client_id="txn")
+    conn = await KafkaConnection.connect("127.0.0.1", port, client_id="pipelined-producer")
+    try:
+        pid, epoch = await _init_transactional(txn_conn, tid)
+
+        def produce(p: int):
+            R = ProduceRequest
+            return conn.call(R(acks=-1, timeout_ms=30000, transactional_id=tid, topic_data=[
+                R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(
+                    index=p, records=build_batch([f"{p}:0".encode()], producer_id=pid,
+                                                 producer_epoch=epoch, base_sequence=0,
+                                                 transactional=True))])]),
+                api_key=ApiKey.PRODUCE, version=PRODUCE_TXN_V2)
+        x, y = await asyncio.gather(produce(0), produce(1))
+        ended = await txn_conn.call(EndTxnRequest(transactional_id=tid, producer_id=pid,
+                                                  producer_epoch=epoch, committed=True),
+                                    api_key=ApiKey.END_TXN, version=5)
+        assert ended.error_code == ErrorCode.NONE, ended
+        return [(p.index, p.error_code) for resp in (x, y)
+                for p in resp.responses[0].partition_responses]
+    finally:
+        await conn.close()
+        await txn_conn.close()
+
+
+def test_pipelined_requests_each_opening_a_partition_are_both_added_in_a_cluster(
+        cluster_factory):
+    """Each asks the coordinator to add its partition (KIP-890 part 2); in a
+    cluster the coordinator's write waits for its followers, and the second
+    request, asking while the first one's write was in flight, was refused
+    (CONCURRENT_TRANSACTIONS, answered NOT_ENOUGH_REPLICAS) where Kafka, reading
+    it only after the first was answered, adds its partition too."""
+    cluster = cluster_factory()
+    topic = f"order-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # both partitions led by broker 0: the two requests go on one connection
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0, 1, 2], [0, 1, 2]])])[
+        topic].result(30)
+    tid = f"order-{uuid.uuid4().hex}"
+
+    async def scenario() -> list[tuple[int, int]]:
+        conn = await KafkaConnection.connect("127.0.0.1", cluster.brokers[0].port)
+        try:
+            while True:
+                r = await conn.call(FindCoordinatorRequest(key=tid, key_type=1,
+                                                           coordinator_keys=[tid]),
+                                    api_key=ApiKey.FIND_COORDINATOR)
+                if r.coordinators[0].error_code == ErrorCode.NONE:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await conn.close()
+        return await _open_two(cluster.brokers[0].port, r.coordinators[0].port, topic, tid)
+    assert asyncio.run(scenario()) == [(0, ErrorCode.NONE), (1, ErrorCode.NONE)]

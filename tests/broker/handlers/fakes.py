@@ -70,7 +70,7 @@ class FakeConnection:
         self.closed = False
         self.principal = principal
         self.authenticated = True
-        self.append_turns = Turns()
+        self.turns = Turns()
 
     @property
     def peer_gone(self) -> bool:

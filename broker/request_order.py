@@ -1,0 +1,86 @@
+"""Which of a connection's requests take effect in the order they arrived,
+and where each one's turn (network/turns.py) ends.
+
+Kafka reads one request of a connection at a time, so whatever a client
+pipelines on one connection takes effect in the order sent, and a request
+sees what every earlier one did. samsa handles a connection's requests
+concurrently, which keeps that order only where a request takes effect
+before its first await, and only where the next request does not depend on
+the first one's being done. The request types below may wait first (a
+worker thread, ZooKeeper, the transaction coordinator), or the next one
+would meet their write in flight, so each takes a turn on its connection
+when it arrives (the dispatcher, before any await) and goes on only once
+every earlier turn has ended.
+
+Every other request type takes effect before its first await and leaves
+nothing in flight for the next: the group coordinator's membership requests
+(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat) are
+decided by its state machine on its own loop, in the order the calls were
+posted; DeleteRecords and WriteTxnMarkers append before their first await.
+Or its order is one no client relies on and its waiting must not hold
+others back: a long-polling Fetch (a fetch session's epoch is checked when
+it arrives, and an answer overtaken by the session's next fetch is sent
+empty), ShareFetch / ShareAcknowledge (a share session's epoch is checked
+when the request arrives and moves on once its acknowledgements are written:
+a request pipelined with the next epoch would be refused
+INVALID_SHARE_SESSION_EPOCH, not taken out of order).
+"""
+from __future__ import annotations
+
+import enum
+
+from samsa.protocol.model import ApiKey
+
+
+class Turn(enum.Enum):
+    # The handler waits for its turn right before it takes effect and ends it
+    # right after (RequestContext.may_append / wait_to_append / appended), so
+    # acks=all Produce requests still wait for replication together.
+    AT_THE_EFFECT = 1
+    # The handler starts once every earlier turn has ended, and its turn ends
+    # with it: what it changes runs on a worker thread (or waits on ZooKeeper)
+    # and what it reads must show every earlier change of the connection.
+    WHOLE = 2
+    # As WHOLE for a producer's AddPartitionsToTxn (v3 and below); a broker's
+    # (v4+, KIP-890: many producers' partitions verified or added per request)
+    # takes no turn: those must not wait on each other's coordinator writes
+    WHOLE_FROM_PRODUCERS = 3
+
+
+PRODUCERS_ADD_PARTITIONS_THROUGH = 3  # the last AddPartitionsToTxn version a producer sends
+
+
+ORDERED: dict[int, Turn] = {
+    ApiKey.PRODUCE: Turn.AT_THE_EFFECT,
+    # admin changes, each on a worker thread: a pipelined CreatePartitions or
+    # config change must find the topic created before it, and the last of
+    # several changes must be the one that stays
+    **{key: Turn.WHOLE for key in (
+        ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.ELECT_LEADERS,
+        # and the requests that read what those change: an admin client's
+        # Create then Describe sees what it created
+        ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.DESCRIBE_ACLS, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.DESCRIBE_LOG_DIRS,
+        # committed offsets: v0 goes to ZooKeeper on a worker thread (async
+        # commits landing out of order would move the group's offset back);
+        # v1+ is answered once replicated, and a fetch behind a commit must
+        # read it; a transactional commit may first wait on the transaction
+        # coordinator (KIP-890)
+        ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT,
+        # a group's deletions are applied once written (replicated), and what
+        # reads the group behind them must not find it as it was
+        ApiKey.OFFSET_DELETE, ApiKey.DELETE_GROUPS, ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE,
+        # a transaction's state changes: while one is written (acks=all) the
+        # coordinator refuses the next CONCURRENT_TRANSACTIONS, where Kafka
+        # would only have read it once the first was answered (librdkafka
+        # sends an abort right behind an unanswered AddPartitionsToTxn)
+        ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN)},
+    ApiKey.ADD_PARTITIONS_TO_TXN: Turn.WHOLE_FROM_PRODUCERS,
+}
