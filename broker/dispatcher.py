@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.requests")
 # (bound once: an enum member looked up on its class costs per request)
-_WHOLE, _FROM_PRODUCERS = Turn.WHOLE, Turn.WHOLE_FROM_PRODUCERS
+_WHOLE, _FROM_PRODUCERS, _AT_START = Turn.WHOLE, Turn.WHOLE_FROM_PRODUCERS, Turn.AT_THE_START
 
 
 def handler_services(services: BrokerServices) -> Services:
@@ -46,6 +46,16 @@ async def _in_turn(turns: Turns, turn: int, handler, ctx: RequestContext, reques
     then: one cancelled meanwhile, or never awaited, leaves no coroutine
     behind)."""
     await turns.wait_for(turn)
+    return await handler(ctx, request)
+
+
+async def _from_its_turn(turns: Turns, turn: int, handler, ctx: RequestContext, request):
+    """``handler(ctx, request)`` once every earlier turn has ended, its own
+    turn ended as it starts (a group membership request: request_order.py).
+    Inside any hold of a mute or pause, so the turn ends where it starts."""
+    if not turns.is_turn(turn):
+        await turns.wait_for(turn)
+    turns.end(turn)
     return await handler(ctx, request)
 
 
@@ -111,6 +121,8 @@ class Dispatcher:
             if ordered is _WHOLE and not conn.turns.is_turn(turn):
                 # (when every earlier turn has ended, none will hold it: no coroutine)
                 handling = _in_turn(conn.turns, turn, handler, ctx, request)
+            elif ordered is _AT_START:
+                handling = _from_its_turn(conn.turns, turn, handler, ctx, request)
             else:
                 handling = handler(ctx, request)
             response = await (handling if quota is None else quota.timed(handling))

@@ -12,11 +12,18 @@ would meet their write in flight, so each takes a turn on its connection
 when it arrives (the dispatcher, before any await) and goes on only once
 every earlier turn has ended.
 
+The group coordinator's membership requests (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, ConsumerGroupHeartbeat) take effect before their first
+await (posted to the coordinator's state machine, which decides them in the
+order posted), but a JoinGroup may then wait a whole rebalance for its answer:
+each waits for the earlier turns and ends its own as it starts, so a consumer's
+LeaveGroup or JoinGroup never overtakes the commit it sent before (which,
+overtaken, was refused UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION and lost), and
+its long wait holds nothing back.
+
 Every other request type takes effect before its first await and leaves
-nothing in flight for the next: the group coordinator's membership requests
-(JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat) are
-decided by its state machine on its own loop, in the order the calls were
-posted; DeleteRecords and WriteTxnMarkers append before their first await.
+nothing in flight for the next: DeleteRecords and WriteTxnMarkers append
+before their first await.
 Or its order is one no client relies on and its waiting must not hold
 others back: a long-polling Fetch (a fetch session's epoch is checked when
 it arrives, and an answer overtaken by the session's next fetch is sent
@@ -45,6 +52,10 @@ class Turn(enum.Enum):
     # (v4+, KIP-890: many producers' partitions verified or added per request)
     # takes no turn: those must not wait on each other's coordinator writes
     WHOLE_FROM_PRODUCERS = 3
+    # The handler starts once every earlier turn has ended and its turn ends
+    # as it starts: it takes effect at once, then may wait long (a JoinGroup
+    # for the rebalance) without holding the later ones
+    AT_THE_START = 4
 
 
 PRODUCERS_ADD_PARTITIONS_THROUGH = 3  # the last AddPartitionsToTxn version a producer sends
@@ -83,4 +94,7 @@ ORDERED: dict[int, Turn] = {
         # sends an abort right behind an unanswered AddPartitionsToTxn)
         ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN)},
     ApiKey.ADD_PARTITIONS_TO_TXN: Turn.WHOLE_FROM_PRODUCERS,
+    **{key: Turn.AT_THE_START for key in (
+        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT)},
 }

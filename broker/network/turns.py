@@ -26,6 +26,9 @@ turn has ended:
   worker thread), group deletions, a producer's transaction requests:
   librdkafka's pipelined CreateTopics then CreatePartitions raced on two
   threads, and a Describe behind a change read what was there before it.
+  The group membership requests wait for the earlier turns and end theirs
+  as they start: a LeaveGroup that overtook a commit still waiting its turn
+  removed the member, and the commit was refused and lost.
 - Requests held back before they are handled, by a throttle's mute
   (quotas/enforcement.py) or the test kit's pause (faults/injector.py): each
   held request took its own timer, and timers that end together fire in no set

@@ -335,3 +335,57 @@ def test_a_brokers_add_partitions_to_txn_takes_no_turn_a_producers_does(setup):
 
     asyncio.run(scenario())
     assert started == [1, 2, 3]
+
+
+def test_a_membership_request_goes_after_the_earlier_turns_and_holds_none_while_it_waits(setup):
+    """request_order.py: a LeaveGroup pipelined behind a commit still waiting
+    its turn starts only once the commit has ended (overtaking it, it removed
+    the member and the commit was refused); a JoinGroup waiting for its
+    rebalance holds back no request sent after it."""
+    from samsa.protocol.messages import (DescribeGroupsRequest, JoinGroupRequest,
+                                         LeaveGroupRequest, OffsetCommitRequest)
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        replicated = asyncio.Event()
+        rebalanced = asyncio.Event()
+
+        async def commit(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await replicated.wait()
+            return None
+
+        async def join(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await rebalanced.wait()
+            return None
+
+        async def quick(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return None
+        d.handlers[ApiKey.OFFSET_COMMIT] = commit
+        d.handlers[ApiKey.JOIN_GROUP] = join
+        d.handlers[ApiKey.LEAVE_GROUP] = d.handlers[ApiKey.DESCRIBE_GROUPS] = quick
+        first = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.OFFSET_COMMIT, 8, 1, OffsetCommitRequest(group_id="g", topics=[]))))
+        leave = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.LEAVE_GROUP, 4, 2, LeaveGroupRequest(group_id="g", members=[]))))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [1] and not leave.done()  # behind the commit
+        replicated.set()
+        await asyncio.wait_for(asyncio.gather(first, leave), 30)
+        J = JoinGroupRequest
+        joining = asyncio.create_task(d(conn, _request_frame(ApiKey.JOIN_GROUP, 5, 3, J(
+            group_id="g", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
+            group_instance_id=None, protocol_type="consumer", protocols=[]))))
+        describe = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.DESCRIBE_GROUPS, 5, 4, DescribeGroupsRequest(groups=["g"]))))
+        await asyncio.wait_for(describe, 30)  # not held by the join's wait
+        assert started == [1, 2, 3, 4] and not joining.done()
+        rebalanced.set()
+        await asyncio.wait_for(joining, 30)
+
+    asyncio.run(scenario())
