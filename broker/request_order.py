@@ -22,8 +22,9 @@ overtaken, was refused UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION and lost), and
 its long wait holds nothing back.
 
 Every other request type takes effect before its first await and leaves
-nothing in flight for the next: DeleteRecords and WriteTxnMarkers append
-before their first await.
+nothing in flight for the next (DeleteRecords and WriteTxnMarkers append
+before their first await), or no client sends anything that depends on it
+before its answer (InitProducerId: the producer waits for its id and epoch).
 Or its order is one no client relies on and its waiting must not hold
 others back: a long-polling Fetch (a fetch session's epoch is checked when
 it arrives, and an answer overtaken by the session's next fetch is sent
@@ -42,7 +43,10 @@ from samsa.protocol.model import ApiKey
 class Turn(enum.Enum):
     # The handler waits for its turn right before it takes effect and ends it
     # right after (RequestContext.may_append / wait_to_append / appended), so
-    # acks=all Produce requests still wait for replication together.
+    # acks=all Produce requests still wait for replication together. Only the
+    # handler gives this kind its meaning (the dispatcher only takes the turn
+    # and ends it at the latest when the handler is done): a type given it
+    # whose handler never waits is not ordered.
     AT_THE_EFFECT = 1
     # The handler starts once every earlier turn has ended, and its turn ends
     # with it: what it changes runs on a worker thread (or waits on ZooKeeper)
@@ -92,7 +96,12 @@ ORDERED: dict[int, Turn] = {
         # coordinator refuses the next CONCURRENT_TRANSACTIONS, where Kafka
         # would only have read it once the first was answered (librdkafka
         # sends an abort right behind an unanswered AddPartitionsToTxn)
-        ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN)},
+        ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+        # a share group's offsets are changed after awaits (the share
+        # coordinator's state written first), and what reads them must not
+        # find them as they were
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, ApiKey.SHARE_GROUP_DESCRIBE)},
     ApiKey.ADD_PARTITIONS_TO_TXN: Turn.WHOLE_FROM_PRODUCERS,
     **{key: Turn.AT_THE_START for key in (
         ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,

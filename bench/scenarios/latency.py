@@ -82,7 +82,7 @@ def run_rf3(ctx: Ctx) -> list[Row]:
     try:
         cluster.start()
         pids = [b.pid for b in cluster.brokers]
-        brokers_before = [cpu_seconds(pid) or 0.0 for pid in pids]
+        brokers_before = [cpu_seconds(pid) for pid in pids]
         machine_before = machine_busy_seconds()
         res = measure(cluster.bootstrap, RF3_RATE, secs, "all", replication_factor=3)
         res["load_avg_1m"] = os.getloadavg()[0]
@@ -90,17 +90,20 @@ def run_rf3(ctx: Ctx) -> list[Row]:
         # consumer share its cores, and a latency tail on a nearly full machine is
         # the scheduler's wait, not the broker's.
         machine_after = machine_busy_seconds()
+        brokers_after = [cpu_seconds(pid) for pid in pids]
         if machine_before and machine_after:
             busy = machine_after[0] - machine_before[0]
             elapsed = machine_after[1] - machine_before[1]
             cores = os.cpu_count() or 1
             res["machine_busy_cores"] = round(busy / elapsed * cores, 2)
-            res["brokers_cores"] = round(
-                sum((cpu_seconds(pid) or 0.0) - b for pid, b in zip(pids, brokers_before))
-                / (elapsed / cores), 2)
             res["cores"] = cores
-            ctx.log(f"  machine busy {res['machine_busy_cores']} of {cores} cores, "
-                    f"of which the brokers {res['brokers_cores']}")
+            line = f"  machine busy {res['machine_busy_cores']} of {cores} cores"
+            if None not in brokers_before and None not in brokers_after:  # (all read)
+                res["brokers_cores"] = round(sum(
+                    a - b for a, b in zip(brokers_after, brokers_before)  # type: ignore[operator]
+                ) / (elapsed / cores), 2)
+                line += f", of which the brokers {res['brokers_cores']}"
+            ctx.log(line)
         rss = max((peak_rss_bytes(b.pid) or 0) for b in cluster.brokers)
         if rss:
             ctx.peak_rss["samsa"] = max(ctx.peak_rss.get("samsa", 0), rss)

@@ -10,25 +10,13 @@ before it takes effect. Where one may, each request takes a turn while still
 in arrival order (before its first await) and goes on only once every earlier
 turn has ended:
 
-- The request types of request_order.py, each turn taken by the dispatcher
-  in one sequence per connection. Produce: handlers/produce.py waits for its
-  turn before it asks the transaction coordinator about the partitions it
-  opens (KIP-890) and ends it right after the appends, before any acks=all
-  wait, so pipelined requests still wait for replication together. A request
-  that waited on the coordinator let the next one of the same producer
-  append before it: that batch was out of sequence and refused, and the Java
+- The request types listed in request_order.py (which types, and where each
+  one's turn ends, is said there and only there), each turn taken by the
+  dispatcher in one sequence per connection. A Produce that waited on the
+  transaction coordinator let the next one of the same producer append
+  before it: that batch was out of sequence and refused, and the Java
   producer failed both, so a transaction it went on to abort had lost
-  records (CI: 13 of 15); and two requests each opening a partition asked
-  the coordinator at once, so in a cluster the second met the first one's
-  write in flight (CONCURRENT_TRANSACTIONS). The other types wait their whole
-  turn: admin changes (each on a worker thread) and the Describe and
-  Metadata requests that read them, committed offsets (v0 in ZooKeeper, on a
-  worker thread), group deletions, a producer's transaction requests:
-  librdkafka's pipelined CreateTopics then CreatePartitions raced on two
-  threads, and a Describe behind a change read what was there before it.
-  The group membership requests wait for the earlier turns and end theirs
-  as they start: a LeaveGroup that overtook a commit still waiting its turn
-  removed the member, and the commit was refused and lost.
+  records (CI: 13 of 15).
 - Requests held back before they are handled, by a throttle's mute
   (quotas/enforcement.py) or the test kit's pause (faults/injector.py): each
   held request took its own timer, and timers that end together fire in no set

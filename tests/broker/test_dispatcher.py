@@ -389,3 +389,46 @@ def test_a_membership_request_goes_after_the_earlier_turns_and_holds_none_while_
         await asyncio.wait_for(joining, 30)
 
     asyncio.run(scenario())
+
+
+def test_requests_waiting_their_turn_are_not_handled_once_the_client_went(setup):
+    """A config change (or a LeaveGroup) waiting behind a slow request is
+    dropped when the connection closes meanwhile: Kafka, reading one request
+    at a time, never read it, and a client that timed out and retried on a
+    new connection must not see this stale one land after its retry."""
+    from samsa.protocol.messages import (IncrementalAlterConfigsRequest, LeaveGroupRequest)
+    store, d, calls = setup
+    started: list[int] = []
+
+    async def scenario() -> None:
+        conn = _conn("PLAINTEXT")
+        worker_thread = asyncio.Event()
+
+        async def slow(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await worker_thread.wait()
+            return None
+
+        async def quick(ctx, req):
+            started.append(ctx.header.correlation_id)
+            return None
+        d.handlers[ApiKey.CREATE_TOPICS] = slow
+        d.handlers[ApiKey.INCREMENTAL_ALTER_CONFIGS] = d.handlers[ApiKey.LEAVE_GROUP] = quick
+        from samsa.protocol.messages import CreateTopicsRequest
+        first = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.CREATE_TOPICS, 5, 1, CreateTopicsRequest(topics=[], timeout_ms=1000,
+                                                            validate_only=False))))
+        change = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 2,
+            IncrementalAlterConfigsRequest(resources=[], validate_only=False))))
+        leave = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.LEAVE_GROUP, 4, 3, LeaveGroupRequest(group_id="g", members=[]))))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [1]
+        conn._conn.closed = True  # the client went
+        worker_thread.set()
+        await asyncio.wait_for(asyncio.gather(first, change, leave), 30)
+
+    asyncio.run(scenario())
+    assert started == [1]

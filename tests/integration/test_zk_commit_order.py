@@ -22,6 +22,7 @@ from samsa.client.aio import KafkaConnection
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 from samsa.protocol.model import ApiKey
+from samsa.testing.waiting import wait_until
 from tests.support.broker_process import BrokerProcess
 
 CHROOT = "/samsa"
@@ -35,7 +36,18 @@ def zk_broker(zookeeper):
         "zookeeper.connect": zookeeper.connect + CHROOT,
         "offsets.topic.num.partitions": "1", "offsets.topic.replication.factor": "1"})
     try:
-        yield broker.start(), zookeeper.connect + CHROOT
+        broker.start()
+        # The broker answers before it is elected controller; librdkafka's
+        # AdminClient, told "no controller" by its first Metadata answer, may not
+        # ask again before the create below times out (CI, on a loaded machine).
+        zk = KazooClient(hosts=zookeeper.connect + CHROOT)
+        zk.start(timeout=30)
+        try:
+            wait_until(lambda: zk.exists("/controller"), what="broker 0 elected controller")
+        finally:
+            zk.stop()
+            zk.close()
+        yield broker, zookeeper.connect + CHROOT
     finally:
         try:
             broker.stop()
