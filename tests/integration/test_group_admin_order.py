@@ -18,26 +18,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from samsa.client.aio import KafkaConnection
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (DeleteGroupsRequest, DescribeGroupsRequest,
-                                     FindCoordinatorRequest, OffsetCommitRequest,
+                                     OffsetCommitRequest,
                                      OffsetDeleteRequest, OffsetFetchRequest)
 from samsa.protocol.model import ApiKey
+from tests.support.coordinators import coordinator_port
 
-GROUP_KEY = 0
-
-
-async def _coordinator_port(port: int, group: str) -> int:
-    conn = await KafkaConnection.connect("127.0.0.1", port, client_id="finder")
-    try:
-        while True:
-            r = await conn.call(FindCoordinatorRequest(key=group, key_type=GROUP_KEY,
-                                                       coordinator_keys=[group]),
-                                api_key=ApiKey.FIND_COORDINATOR)
-            (c,) = r.coordinators
-            if c.error_code == ErrorCode.NONE:
-                return c.port
-            await asyncio.sleep(0.1)
-    finally:
-        await conn.close()
 
 
 async def _commit(conn: KafkaConnection, group: str, topic: str) -> None:
@@ -55,7 +40,7 @@ async def _commit(conn: KafkaConnection, group: str, topic: str) -> None:
 
 async def _pipeline(port: int, topic: str, groups: list[str]) -> tuple:
     """Both groups coordinated by one broker (the caller picks them so)."""
-    conn = await KafkaConnection.connect("127.0.0.1", await _coordinator_port(port, groups[0]),
+    conn = await KafkaConnection.connect("127.0.0.1", await coordinator_port(port, groups[0]),
                                          client_id="pipelined-admin")
     try:
         for group in groups:
@@ -78,10 +63,10 @@ async def _pipeline(port: int, topic: str, groups: list[str]) -> tuple:
 
 async def _two_groups_of_one_coordinator(port: int) -> list[str]:
     first = f"ga-group-{uuid.uuid4().hex[:8]}"
-    where = await _coordinator_port(port, first)
+    where = await coordinator_port(port, first)
     while True:
         other = f"ga-group-{uuid.uuid4().hex[:8]}"
-        if await _coordinator_port(port, other) == where:
+        if await coordinator_port(port, other) == where:
             return [first, other]
 
 

@@ -22,37 +22,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from samsa.client.aio import KafkaConnection
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
-                                     FindCoordinatorRequest, OffsetFetchRequest,
+                                     OffsetFetchRequest,
                                      TxnOffsetCommitRequest)
 from samsa.protocol.model import ApiKey
+from tests.support.coordinators import GROUP_KEY, TRANSACTION_KEY, coordinator_port
 from tests.integration.test_produce_order import _init_transactional
 
 TXN_OFFSET_COMMIT_V2 = 5  # a transactions-v2 producer's TxnOffsetCommit (KIP-890 part 2)
 END_TXN_V2 = 5
 COMMITS = 4
-GROUP_KEY, TRANSACTION_KEY = 0, 1
-
-
-async def _coordinator(bootstrap_port: int, key: str, key_type: int) -> int:
-    conn = await KafkaConnection.connect("127.0.0.1", bootstrap_port, client_id="finder")
-    try:
-        while True:
-            r = await conn.call(FindCoordinatorRequest(key=key, key_type=key_type,
-                                                       coordinator_keys=[key]),
-                                api_key=ApiKey.FIND_COORDINATOR)
-            (c,) = r.coordinators
-            if c.error_code == ErrorCode.NONE:
-                return c.port
-            await asyncio.sleep(0.1)
-    finally:
-        await conn.close()
 
 
 async def _pipeline(port: int, topic: str, group: str, tid: str) -> tuple:
     txn_conn = await KafkaConnection.connect(
-        "127.0.0.1", await _coordinator(port, tid, TRANSACTION_KEY), client_id="pipelined-txn")
+        "127.0.0.1", await coordinator_port(port, tid, TRANSACTION_KEY), client_id="pipelined-txn")
     conn = await KafkaConnection.connect(
-        "127.0.0.1", await _coordinator(port, group, GROUP_KEY), client_id="pipelined-txn")
+        "127.0.0.1", await coordinator_port(port, group, GROUP_KEY), client_id="pipelined-txn")
     try:
         pid, epoch = await _init_transactional(txn_conn, tid)
         T = TxnOffsetCommitRequest
@@ -99,7 +84,7 @@ def test_pipelined_txn_offset_commits_take_effect_in_the_order_sent(cluster_fact
 
 async def _add_then_end(port: int, topic: str, tid: str) -> tuple:
     conn = await KafkaConnection.connect(
-        "127.0.0.1", await _coordinator(port, tid, TRANSACTION_KEY), client_id="pipelined-txn")
+        "127.0.0.1", await coordinator_port(port, tid, TRANSACTION_KEY), client_id="pipelined-txn")
     try:
         pid, epoch = await _init_transactional(conn, tid)
         A = AddPartitionsToTxnRequest
