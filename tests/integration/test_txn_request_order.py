@@ -31,6 +31,8 @@ from tests.integration.test_produce_order import _init_transactional
 TXN_OFFSET_COMMIT_V2 = 5  # a transactions-v2 producer's TxnOffsetCommit (KIP-890 part 2)
 END_TXN_V2 = 5
 COMMITS = 4
+_COORDINATOR_MOVING = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                       ErrorCode.NOT_COORDINATOR)
 
 
 async def _pipeline(port: int, topic: str, group: str, tid: str) -> tuple:
@@ -59,6 +61,15 @@ async def _pipeline(port: int, topic: str, group: str, tid: str) -> tuple:
             r = await conn.call(OffsetFetchRequest(group_id=group, topics=[
                 OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
                 require_stable=True), api_key=ApiKey.OFFSET_FETCH, version=7)
+            if r.error_code in _COORDINATOR_MOVING:
+                # (a loaded machine: the offsets partition's leadership moved or
+                # is loading; a client asks the coordinator again, as here)
+                await conn.close()
+                conn = await KafkaConnection.connect(
+                    "127.0.0.1", await coordinator_port(port, group, GROUP_KEY),
+                    client_id="pipelined-txn")
+                continue
+            assert r.error_code == ErrorCode.NONE, r
             (p,) = r.topics[0].partitions
             if p.error_code != ErrorCode.UNSTABLE_OFFSET_COMMIT:
                 return committed, ended, (p.error_code, p.committed_offset)
