@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
+from samsa.broker.metadata.zookeeper.session import reconnect_retry
 from samsa.client.blocking import ClientError, SimpleClient
 from samsa.protocol.messages import ListOffsetsRequest, MetadataRequest
 
@@ -191,7 +192,8 @@ class ClusterProcesses:
         the cluster's shared one, or (``new``) one of your own. stop() closes them."""
         if self._clients and not new:
             return self._clients[0]
-        client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout)
+        client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout,
+                             connection_retry=reconnect_retry())
         client.start(timeout=30)
         self._clients.append(client)
         return client

@@ -64,6 +64,15 @@ def retriable_on_zookeeper_errors(method):
     return wrapper
 
 
+def reconnect_retry() -> KazooRetry:
+    """How a kazoo client made here tries ZooKeeper again once it lost it: at
+    most a second apart, for as long as it takes, as Kafka's ZooKeeper client
+    does. kazoo's default doubles the wait up to an hour, so a client that
+    lost ZooKeeper for 20 s came back up to 25 s after it, by which time its
+    session (and a broker's registration) had expired."""
+    return KazooRetry(max_tries=-1, max_delay=1.0)
+
+
 WATCH_READ_THREADS = 8  # kazoo's watch re-reads after a reconnection, at a time
 WAIT_WARNING_S = 10.0  # how often a start waiting for ZooKeeper says so
 
@@ -222,7 +231,7 @@ class _StartingKazooClient(KazooClient):
 
 def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
     # Kafka creates a missing chroot before using it.
-    client = KazooClient(hosts=hosts, timeout=timeout)
+    client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=reconnect_retry())
     deadline = time.monotonic() + timeout
     try:
         client.start(timeout=timeout)
@@ -277,7 +286,8 @@ class ZooKeeperSession:
             handler=_WatchReadPool(),
             # ChildrenWatch's re-reads (client.retry): for as long as it takes, a second
             # apart at most; DataWatch retries with its own KazooRetry (up to 60 s apart)
-            command_retry=KazooRetry(max_tries=-1, max_delay=1.0))
+            command_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+            connection_retry=reconnect_retry())
         self.zk.patient = True  # until the broker registers (register())
         try:
             self.zk.start(timeout=timeout)
