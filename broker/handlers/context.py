@@ -51,9 +51,13 @@ class RequestContext:
         pipelined requests append in the order it sent them (network/turns.py)."""
         return not self.turn or self.conn.turns.is_turn(self.turn)
 
-    async def wait_to_append(self) -> None:
-        """Until ``may_append``."""
+    async def wait_to_append(self) -> bool:
+        """Until ``may_append``; False when the client went meanwhile: Kafka,
+        reading one request of a connection at a time, never read this one,
+        so none of it may take effect (as for the requests that wait their
+        whole turn: dispatcher._in_turn)."""
         await self.conn.turns.wait_for(self.turn)
+        return not self.conn.closed
 
     def appended(self) -> None:
         """This request's appends are done: the next one may append."""

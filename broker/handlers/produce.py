@@ -201,8 +201,8 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest) -> ProduceRes
     # opening another partition of the transaction (KIP-890 part 2) finds the
     # first one's partition added, not its write in flight
     # (CONCURRENT_TRANSACTIONS), and the partitions it opens go in that order.
-    if not ctx.may_append():
-        await ctx.wait_to_append()
+    if not ctx.may_append() and not await ctx.wait_to_append():
+        return None  # the client went: a producer retrying must not see this land too
     verdicts: dict[tuple[str, int], ErrorCode] = {}
     if tid is not None and acks_ok and refused is None:
         # Leadership is looked up again below: the verification waited on the

@@ -65,3 +65,24 @@ async def test_with_acls_writing_needs_write_on_the_topic():
     assert _codes(await handle_produce(ctx, _request("mine", "theirs"))) == [
         ("mine", 0, ErrorCode.NOT_LEADER_OR_FOLLOWER),
         ("theirs", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+
+
+async def test_a_produce_waiting_its_turn_appends_nothing_once_the_client_went():
+    """A Produce pipelined behind a request still going on is dropped when its
+    connection closes meanwhile: Kafka never read it, and a producer that
+    retries it on a new connection (without idempotence) would otherwise have
+    it twice in the log."""
+    import asyncio
+    services = FakeServices()
+    services.topics.add("t")  # led here: an append would reach the (fake) log
+    ctx = context(services, ApiKey.PRODUCE, 9)
+    earlier = ctx.conn.turns.take()
+    ctx.turn = ctx.conn.turns.take()
+    produce = asyncio.create_task(handle_produce(ctx, _request("t")))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not produce.done()  # behind the earlier request
+    ctx.conn.closed = True  # the client went
+    ctx.conn.turns.end(earlier)
+    assert await asyncio.wait_for(produce, 30) is None
+    assert services.partitions.appended == []
