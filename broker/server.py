@@ -82,6 +82,7 @@ from .quotas.rate import now_ms
 from .quotas.connection_rate import ConnectionRateQuotas, ListenerRates
 from .quotas.ip_configs import IpConnectionRateConfigs
 from .replication.fetcher import ReplicaFetcher
+from .loop_lag import LoopLags
 from .replication.manager import ReplicaManager, RolesNotTakenUp
 from samsa.storage import AppendOrigin
 from .topics import TopicError, TopicService
@@ -971,6 +972,7 @@ class Broker:
                                             after_chunk=keep_for_good)
         m = services.metrics
         networks = self.networks
+        self._watch_loops(m)
         m.add_source("connections_open", lambda: sum(n.connections_open for n in networks))
         m.add_source("connections_accepted", lambda: sum(n.connections_accepted for n in networks))
         m.add_source("connections_throttled", lambda: sum(n.connections_throttled for n in networks))
@@ -990,6 +992,17 @@ class Broker:
                  ", ".join(f"{n.listener_name}://{n.host}:{n.port}" for n in self.networks),
                  ", ".join(f"{lst.name}://{lst.host}:{lst.port}" for lst in self.node.listeners),
                  services.store.cluster_id, ",".join(cfg.log_dirs))
+
+    def _watch_loops(self, metrics: BrokerMetrics) -> None:
+        """Every event loop of the broker under a lateness watch (loop_lag.py)."""
+        lags = LoopLags()
+        lags.watch("main", asyncio.get_running_loop())
+        for network in self.networks:
+            for p in network.processors:
+                lags.watch(f"{network.listener_name}-network-{p.index}", p.loop)
+        if self.fetcher is not None:
+            lags.watch("replica-fetcher", self.fetcher.loop)
+        lags.add_metrics(metrics)
 
     async def _start_faults(self, services: BrokerServices, dispatcher: Dispatcher) -> Handler:
         """The fault injector and its endpoint (a test broker: loopback listeners only,

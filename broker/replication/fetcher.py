@@ -192,6 +192,11 @@ class ReplicaFetcher:
         self._stopped = False
         self.fetched_bytes = 0
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop every leader's fetches run on (its own thread)."""
+        return self._loop
+
     def start(self) -> None:
         self._thread.start()
 

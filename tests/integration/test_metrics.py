@@ -123,3 +123,32 @@ def test_consumer_lag_per_group_under_kafka_exporters_names(broker_factory):
         assert (lag(0), lag(1)) == (0, 1)
     finally:
         c.close()
+
+
+def test_a_broker_stopped_for_a_while_tells_each_of_its_loops_was_held(broker_factory):
+    """Every event loop of the broker is watched: one held (here: the whole
+    process stopped by SIGSTOP) says so in one log line per loop and in the
+    samsa_event_loop_* gauges, by loop."""
+    import time
+
+    from samsa.testing.waiting import wait_until
+
+    port = free_port()
+    broker = broker_factory({"metrics.port": str(port), "metrics.host": "127.0.0.1",
+                             "num.network.threads": "2"})
+    before = scrape(port)
+    for loop in ("main", "PLAINTEXT-network-0", "PLAINTEXT-network-1"):
+        assert sample(before, "samsa_event_loop_stalls", f'{{loop="{loop}"}}') == 0
+    broker.pause()
+    stopped = time.monotonic()
+    try:
+        wait_until(lambda: time.monotonic() - stopped > 2.0, 10, "two seconds stopped")
+    finally:
+        broker.resume()
+    wait_until(lambda: "event loop PLAINTEXT-network-1 was held" in broker.log_path.read_text(),
+               30, "the stall in the broker's log")
+    after = scrape(port)
+    for loop in ("main", "PLAINTEXT-network-0", "PLAINTEXT-network-1"):
+        labels = f'{{loop="{loop}"}}'
+        assert sample(after, "samsa_event_loop_stalls", labels) >= 1
+        assert sample(after, "samsa_event_loop_longest_stall_seconds", labels) >= 1.0
