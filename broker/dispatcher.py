@@ -44,12 +44,12 @@ def handler_services(services: BrokerServices) -> Services:
 async def _in_turn(turns: Turns, turn: int, handler, ctx: RequestContext, request):
     """``handler(ctx, request)`` once every earlier turn has ended (made only
     then: one cancelled meanwhile, or never awaited, leaves no coroutine
-    behind). Not at all when the client went meanwhile: Kafka, reading one
-    request at a time, never read it (a client that timed out and retried on
-    a new connection would otherwise see this stale change land after its
-    retry)."""
+    behind). Not at all when the client went meanwhile (closed, or sent its
+    FIN, as a client that timed out closes its socket): Kafka, reading one
+    request at a time, never read it, and a client that retried on a new
+    connection would otherwise see this stale change land after its retry."""
     await turns.wait_for(turn)
-    if ctx.conn.closed:
+    if ctx.conn.peer_gone:
         return None
     return await handler(ctx, request)
 
@@ -60,7 +60,7 @@ async def _from_its_turn(turns: Turns, turn: int, handler, ctx: RequestContext, 
     Inside any hold of a mute or pause, so the turn ends where it starts."""
     if not turns.is_turn(turn):
         await turns.wait_for(turn)
-        if ctx.conn.closed:  # (as _in_turn)
+        if ctx.conn.peer_gone:  # (as _in_turn)
             return None
     turns.end(turn)
     return await handler(ctx, request)

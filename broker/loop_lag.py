@@ -78,9 +78,16 @@ class _Timer:
         self.arm()
 
     def cancel(self) -> None:
+        """(on the timer's loop)"""
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+    def cancel_from_any_thread(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self.cancel)
+        except RuntimeError:  # the loop is closed: its timers with it
+            pass
 
 
 class LoopLags:
@@ -103,6 +110,12 @@ class LoopLags:
         self._timers.append(timer)
         loop.call_soon_threadsafe(timer.arm)
         return lag
+
+    def stop(self) -> None:
+        """Stop every timer (the figures stay as they are)."""
+        for timer in self._timers:
+            timer.cancel_from_any_thread()
+        self._timers.clear()
 
     def add_metrics(self, metrics) -> None:
         def each(value: Callable[[LoopLag], float]):

@@ -303,6 +303,7 @@ class Broker:
         self._marker_sender: MarkerSender | None = None
         self._txn_verifier: TxnVerifier | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        self._loop_lags: LoopLags | None = None
         self._share_expiry_task: asyncio.Task[None] | None = None
         # ZooKeeper mode only:
         self.controller: Controller | None = None
@@ -995,7 +996,7 @@ class Broker:
 
     def _watch_loops(self, metrics: BrokerMetrics) -> None:
         """Every event loop of the broker under a lateness watch (loop_lag.py)."""
-        lags = LoopLags()
+        self._loop_lags = lags = LoopLags()
         lags.watch("main", asyncio.get_running_loop())
         for network in self.networks:
             for p in network.processors:
@@ -1091,6 +1092,8 @@ class Broker:
                 and self.cfg.controlled_shutdown_enable and self._serving):
             await self._controlled_shutdown(self.services.store, self.controller)
         self._stopping = True
+        if self._loop_lags is not None:
+            self._loop_lags.stop()  # a stop may hold a loop (closing the logs): no stall to tell
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         if self._share_expiry_task is not None:

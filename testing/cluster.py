@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
-from samsa.broker.metadata.zookeeper.session import reconnect_retry
+from samsa.broker.metadata.zookeeper.session import retry_about_every_second
 from samsa.client.blocking import ClientError, SimpleClient
 from samsa.protocol.messages import ListOffsetsRequest, MetadataRequest
 
@@ -193,7 +193,7 @@ class ClusterProcesses:
         if self._clients and not new:
             return self._clients[0]
         client = KazooClient(hosts=self.zookeeper_connect, timeout=timeout,
-                             connection_retry=reconnect_retry())
+                             connection_retry=retry_about_every_second())
         client.start(timeout=30)
         self._clients.append(client)
         return client

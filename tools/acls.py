@@ -109,13 +109,13 @@ class ZooKeeperBackend(AclBackend):
         from samsa.config.zk_connect import parse_connect
 
         from samsa.broker.metadata.acl_store import ZooKeeperAclStore
-        from samsa.broker.metadata.zookeeper.session import reconnect_retry
+        from samsa.broker.metadata.zookeeper.session import retry_about_every_second
         try:
             hosts, chroot = parse_connect(connect)  # kazoo's own parse raises a bare ValueError
         except ConfigError as e:
             raise AclToolError(str(e)) from None
         self.zk = KazooClient(hosts=hosts + (chroot or ""), timeout=15,
-                              connection_retry=reconnect_retry())
+                              connection_retry=retry_about_every_second())
         try:
             self.zk.start(timeout=15)
         except KazooTimeoutError:

@@ -61,7 +61,7 @@ class FaultInjector:
                 log.info("fault: holding a request on %s until resumed", conn.connection_id)
             await held_in_order(conn.held_turns,
                                 lambda: PAUSE_POLL_S if rules.paused else 0.0)
-            if conn.closed:  # the client went while it was held
+            if conn.peer_gone:  # the client went while it was held (closed, or its FIN)
                 return None
         if getattr(conn, "sasl", False) and not conn.authenticated:
             return await inner(conn, frame)  # authentication is never faulted

@@ -52,12 +52,12 @@ class RequestContext:
         return not self.turn or self.conn.turns.is_turn(self.turn)
 
     async def wait_to_append(self) -> bool:
-        """Until ``may_append``; False when the client went meanwhile: Kafka,
-        reading one request of a connection at a time, never read this one,
-        so none of it may take effect (as for the requests that wait their
-        whole turn: dispatcher._in_turn)."""
+        """Until ``may_append``; False when the client went meanwhile (closed,
+        or sent its FIN): Kafka, reading one request of a connection at a
+        time, never read this one, so none of it may take effect (as for the
+        requests that wait their whole turn: dispatcher._in_turn)."""
         await self.conn.turns.wait_for(self.turn)
-        return not self.conn.closed
+        return not self.conn.peer_gone
 
     def appended(self) -> None:
         """This request's appends are done: the next one may append."""

@@ -153,7 +153,7 @@ class _Metered:
         except BaseException:
             handling.close()  # type: ignore[attr-defined]  # never started: no warning
             raise
-        if conn.closed:  # the client went while it was held: Kafka never read it
+        if conn.peer_gone:  # the client went while it was held (closed, or its FIN): Kafka never read it
             handling.close()  # type: ignore[attr-defined]
             return None
         return await handling

@@ -42,6 +42,10 @@ class _Connection:
     """The network side of a connection, as far as the dispatcher sees it."""
     closed = False
 
+    @property
+    def peer_gone(self) -> bool:
+        return self.closed
+
     def mute_remaining(self) -> float:
         return 0.0
 

@@ -25,14 +25,13 @@ from samsa.protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
                                      OffsetFetchRequest,
                                      TxnOffsetCommitRequest)
 from samsa.protocol.model import ApiKey
-from tests.support.coordinators import GROUP_KEY, TRANSACTION_KEY, coordinator_port
+from tests.support.coordinators import (COORDINATOR_MOVING, GROUP_KEY, TRANSACTION_KEY,
+                                       coordinator_port)
 from tests.integration.test_produce_order import _init_transactional
 
 TXN_OFFSET_COMMIT_V2 = 5  # a transactions-v2 producer's TxnOffsetCommit (KIP-890 part 2)
 END_TXN_V2 = 5
 COMMITS = 4
-_COORDINATOR_MOVING = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                       ErrorCode.NOT_COORDINATOR)
 
 
 async def _pipeline(port: int, topic: str, group: str, tid: str) -> tuple:
@@ -61,7 +60,7 @@ async def _pipeline(port: int, topic: str, group: str, tid: str) -> tuple:
             r = await conn.call(OffsetFetchRequest(group_id=group, topics=[
                 OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])],
                 require_stable=True), api_key=ApiKey.OFFSET_FETCH, version=7)
-            if r.error_code in _COORDINATOR_MOVING:
+            if r.error_code in COORDINATOR_MOVING:
                 # (a loaded machine: the offsets partition's leadership moved or
                 # is loading; a client asks the coordinator again, as here)
                 await conn.close()

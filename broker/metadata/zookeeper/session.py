@@ -64,12 +64,14 @@ def retriable_on_zookeeper_errors(method):
     return wrapper
 
 
-def reconnect_retry() -> KazooRetry:
-    """How a kazoo client made here tries ZooKeeper again once it lost it: at
-    most a second apart, for as long as it takes, as Kafka's ZooKeeper client
-    does. kazoo's default doubles the wait up to an hour, so a client that
-    lost ZooKeeper for 20 s came back up to 25 s after it, by which time its
-    session (and a broker's registration) had expired."""
+def retry_about_every_second() -> KazooRetry:
+    """How a kazoo client made here tries again, for as long as it takes:
+    about a second apart (kazoo adds up to 0.4 s of jitter), as Kafka's
+    ZooKeeper client reconnects within a second. Both for connecting again
+    once ZooKeeper was lost and for the watch recipes' re-reads. kazoo's
+    default doubles the wait up to an hour: a client that lost ZooKeeper for
+    a minute came back up to a minute after it, its session (a broker's
+    registration) expired by then."""
     return KazooRetry(max_tries=-1, max_delay=1.0)
 
 
@@ -231,7 +233,7 @@ class _StartingKazooClient(KazooClient):
 
 def _ensure_chroot(hosts: str, chroot: str, timeout: float) -> None:
     # Kafka creates a missing chroot before using it.
-    client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=reconnect_retry())
+    client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=retry_about_every_second())
     deadline = time.monotonic() + timeout
     try:
         client.start(timeout=timeout)
@@ -284,10 +286,10 @@ class ZooKeeperSession:
         self.zk = _StartingKazooClient(
             hosts=hosts + (chroot or ""), timeout=session_timeout_ms / 1000,
             handler=_WatchReadPool(),
-            # ChildrenWatch's re-reads (client.retry): for as long as it takes, a second
-            # apart at most; DataWatch retries with its own KazooRetry (up to 60 s apart)
-            command_retry=KazooRetry(max_tries=-1, max_delay=1.0),
-            connection_retry=reconnect_retry())
+            # ChildrenWatch's re-reads (client.retry); DataWatch retries with its
+            # own KazooRetry (up to 60 s apart)
+            command_retry=retry_about_every_second(),
+            connection_retry=retry_about_every_second())
         self.zk.patient = True  # until the broker registers (register())
         try:
             self.zk.start(timeout=timeout)

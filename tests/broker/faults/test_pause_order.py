@@ -16,6 +16,10 @@ from samsa.protocol.model import ApiKey
 class _Connection:
     closed = False
 
+    @property
+    def peer_gone(self) -> bool:
+        return self.closed
+
     def mute_remaining(self) -> float:
         return 0.0
 

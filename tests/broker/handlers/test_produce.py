@@ -74,7 +74,7 @@ async def test_a_produce_waiting_its_turn_appends_nothing_once_the_client_went()
     it twice in the log."""
     import asyncio
     services = FakeServices()
-    services.topics.add("t")  # led here: an append would reach the (fake) log
+    services.topics.add("t")  # a lookup of its log fails the test: it must not get that far
     ctx = context(services, ApiKey.PRODUCE, 9)
     earlier = ctx.conn.turns.take()
     ctx.turn = ctx.conn.turns.take()
@@ -84,5 +84,4 @@ async def test_a_produce_waiting_its_turn_appends_nothing_once_the_client_went()
     assert not produce.done()  # behind the earlier request
     ctx.conn.closed = True  # the client went
     ctx.conn.turns.end(earlier)
-    assert await asyncio.wait_for(produce, 30) is None
-    assert services.partitions.appended == []
+    assert await asyncio.wait_for(produce, 30) is None  # no answer: the client is gone
