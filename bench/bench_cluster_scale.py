@@ -15,6 +15,8 @@ each ``python -m samsa server``), then:
   partition the dead broker led is acked;
 - broker kill: kill -9 a broker that is not the controller; time until every
   partition it led has a live leader;
+- with each kill: per broker, the event loops held 1 s or more meanwhile
+  (samsa_event_loop_*), the stalls a client sees as requests timing out;
 - restart: both killed brokers started again; time until every ISR is full again;
 - Metadata v12 and v1 for all topics, ``--requests`` requests each: p50/p99 and
   the answering broker's CPU per request;
@@ -352,6 +354,7 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
              if spies_dir else [])
     gc_before = zookeeper_gc(cluster)
     cpu_before = cpu_of(cluster, sorted(live))
+    stalls_before = loop_stalls(cluster, sorted(live))
     check_quick_leaders(others[0])
     t0 = time.monotonic()
     cluster.kill(victim)
@@ -388,6 +391,7 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     cpu_after = cpu_of(cluster, sorted(live))
     figure(f"{what}: CPU s from kill to settled ({settled - t0:.1f} s)",
            ", ".join(f"{k} {cpu_after[k] - v:.1f}" for k, v in cpu_before.items()))
+    report_stalls(what, stalls_before, loop_stalls(cluster, sorted(live)))
     if gc_before and gc_after:
         figure(f"{what}: ZooKeeper's GC from kill to settled: s, young, full",
                "%.2f, %d, %d" % tuple(a - b for a, b in zip(gc_after, gc_before)))
@@ -431,6 +435,34 @@ def replica_fetches(cluster, metrics_ports: dict[int, int]) -> str:
                 counts[kind] = line.rsplit(" ", 1)[1].split(".")[0]
         out.append(f"broker {i} {counts['full']}/{counts['incremental']}")
     return ", ".join(out)
+
+
+def loop_stalls(cluster, ids: list[int]) -> dict[tuple[int, str], tuple[float, float]]:
+    """Per (broker, event loop): its stalls so far (held 1 s or more) and the
+    longest (samsa_event_loop_*, broker/loop_lag.py); empty for a tree
+    without them."""
+    import re
+    import urllib.request
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    for i in ids:
+        try:
+            text = urllib.request.urlopen(
+                f"http://127.0.0.1:{cluster.metrics_ports[i]}/metrics", timeout=30).read().decode()
+        except OSError:
+            continue
+        longest = {m[1]: float(m[2]) for m in re.finditer(
+            r'^samsa_event_loop_longest_stall_seconds\{loop="([^"]+)"\} (\S+)$', text, re.M)}
+        for m in re.finditer(r'^samsa_event_loop_stalls\{loop="([^"]+)"\} (\S+)$', text, re.M):
+            out[(i, m[1])] = (float(m[2]), longest.get(m[1], 0.0))
+    return out
+
+
+def report_stalls(what: str, before: dict, after: dict) -> None:
+    held = {key: (n - before.get(key, (0.0, 0.0))[0], longest)
+            for key, (n, longest) in after.items() if n > before.get(key, (0.0, 0.0))[0]}
+    figure(f"{what}: event loops held 1 s or more (broker/loop: times, longest since start s)",
+           ", ".join(f"{i}/{loop}: {n:.0f}, {longest:.1f}"
+                     for (i, loop), (n, longest) in sorted(held.items())) or "none")
 
 
 class MetadataWatch:
