@@ -2,12 +2,14 @@
 
 A consumer's commits on one connection take effect in the order sent
 (broker/request_order.py), as Kafka reads one request of a connection at a
-time: pipelined asynchronous commits are handled one after another, each
-waiting for its write to __consumer_offsets (replicated, in a cluster). This
-measures what that costs a consumer that commits every record
-(librdkafka's ``commit(asynchronous=True)``), next to the same consumer
-committing synchronously (one round trip at a time: the floor), on one
-broker or a 3-broker cluster (offsets replicated 3 times):
+time. Made to wait each for the one before to be written to
+__consumer_offsets (replicated 3 times in a cluster), pipelined commits cost
+one round of replication each; handed to the group coordinator in order,
+they are written in order and replicated together. This measures a consumer
+that commits every record asynchronously (librdkafka's
+``commit(asynchronous=True)``), next to the same consumer committing
+synchronously (one round trip at a time), on one broker or a 3-broker
+cluster:
 
     python bench/bench_commits.py                 # one broker
     python bench/bench_commits.py --brokers 3     # a ZooKeeper cluster

@@ -25,14 +25,14 @@ from .handlers.sasl import admits, expects_raw_token, handle_raw_token
 from .handlers.services import Services
 from .network.turns import Turns
 from .quotas.mutation import UNBOUNDED
-from .request_order import ORDERED, PRODUCERS_ADD_PARTITIONS_THROUGH, Turn
+from .request_order import ORDERED, Turn, by_version
 
 if TYPE_CHECKING:
     from .server import BrokerServices
 
 log = logging.getLogger("broker.requests")
 # (bound once: an enum member looked up on its class costs per request)
-_WHOLE, _FROM_PRODUCERS, _AT_START = Turn.WHOLE, Turn.WHOLE_FROM_PRODUCERS, Turn.AT_THE_START
+_WHOLE, _BY_VERSION, _AT_START = Turn.WHOLE, Turn.BY_VERSION, Turn.AT_THE_START
 
 
 def handler_services(services: BrokerServices) -> Services:
@@ -118,9 +118,8 @@ class Dispatcher:
         # (a mute, a worker thread, the transaction coordinator) before it
         # takes effect (request_order.py)
         ordered = ORDERED.get(header.api_key)
-        if ordered is _FROM_PRODUCERS:
-            ordered = (_WHOLE if header.api_version <= PRODUCERS_ADD_PARTITIONS_THROUGH
-                       else None)
+        if ordered is _BY_VERSION:
+            ordered = by_version(header.api_key, header.api_version)
         turn = conn.turns.take() if ordered is not None else 0
         try:
             ctx = RequestContext(header, conn, self.handler_services,

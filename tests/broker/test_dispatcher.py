@@ -343,52 +343,81 @@ def test_a_brokers_add_partitions_to_txn_takes_no_turn_a_producers_does(setup):
 
 def test_a_membership_request_goes_after_the_earlier_turns_and_holds_none_while_it_waits(setup):
     """request_order.py: a LeaveGroup pipelined behind a commit still waiting
-    its turn starts only once the commit has ended (overtaking it, it removed
-    the member and the commit was refused); a JoinGroup waiting for its
-    rebalance holds back no request sent after it."""
-    from samsa.protocol.messages import (DescribeGroupsRequest, JoinGroupRequest,
-                                         LeaveGroupRequest, OffsetCommitRequest)
+    its turn starts only once the commit has started (overtaking it, it
+    removed the member and the commit was refused); a v0 commit (ZooKeeper,
+    a worker thread) holds it until it has ended; a commit waiting for
+    replication (v1+) and a JoinGroup waiting for its rebalance hold back no
+    request sent after them."""
+    from samsa.protocol.messages import (CreateTopicsRequest, DescribeGroupsRequest,
+                                         JoinGroupRequest, LeaveGroupRequest,
+                                         OffsetCommitRequest)
     store, d, calls = setup
     started: list[int] = []
 
     async def scenario() -> None:
         conn = _conn("PLAINTEXT")
+        created = asyncio.Event()
         replicated = asyncio.Event()
+        written_to_zookeeper = asyncio.Event()
         rebalanced = asyncio.Event()
 
-        async def commit(ctx, req):
-            started.append(ctx.header.correlation_id)
-            await replicated.wait()
-            return None
-
-        async def join(ctx, req):
-            started.append(ctx.header.correlation_id)
-            await rebalanced.wait()
-            return None
+        def waiting_for(event: asyncio.Event):
+            async def handler(ctx, req):
+                started.append(ctx.header.correlation_id)
+                await event.wait()
+                return None
+            return handler
 
         async def quick(ctx, req):
             started.append(ctx.header.correlation_id)
             return None
+
+        async def commit(ctx, req):
+            started.append(ctx.header.correlation_id)
+            await (replicated if ctx.version >= 1 else written_to_zookeeper).wait()
+            return None
+        d.handlers[ApiKey.CREATE_TOPICS] = waiting_for(created)
         d.handlers[ApiKey.OFFSET_COMMIT] = commit
-        d.handlers[ApiKey.JOIN_GROUP] = join
+        d.handlers[ApiKey.JOIN_GROUP] = waiting_for(rebalanced)
         d.handlers[ApiKey.LEAVE_GROUP] = d.handlers[ApiKey.DESCRIBE_GROUPS] = quick
-        first = asyncio.create_task(d(conn, _request_frame(
-            ApiKey.OFFSET_COMMIT, 8, 1, OffsetCommitRequest(group_id="g", topics=[]))))
-        leave = asyncio.create_task(d(conn, _request_frame(
-            ApiKey.LEAVE_GROUP, 4, 2, LeaveGroupRequest(group_id="g", members=[]))))
+
+        def leave(correlation_id: int) -> asyncio.Task:
+            return asyncio.create_task(d(conn, _request_frame(
+                ApiKey.LEAVE_GROUP, 4, correlation_id, LeaveGroupRequest(group_id="g",
+                                                                         members=[]))))
+        create = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.CREATE_TOPICS, 5, 1, CreateTopicsRequest(topics=[], timeout_ms=1000,
+                                                            validate_only=False))))
+        committing = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.OFFSET_COMMIT, 8, 2, OffsetCommitRequest(group_id="g", topics=[]))))
+        leaving = leave(3)
         for _ in range(5):
             await asyncio.sleep(0)
-        assert started == [1] and not leave.done()  # behind the commit
+        assert started == [1] and not leaving.done()  # behind the commit behind the create
+        created.set()
+        await asyncio.wait_for(asyncio.gather(create, leaving), 30)
+        assert started == [1, 2, 3] and not committing.done()  # replication holds none
         replicated.set()
-        await asyncio.wait_for(asyncio.gather(first, leave), 30)
+        await asyncio.wait_for(committing, 30)
+
+        committing = asyncio.create_task(d(conn, _request_frame(
+            ApiKey.OFFSET_COMMIT, 0, 4, OffsetCommitRequest(group_id="g", topics=[]))))
+        leaving = leave(5)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started[3:] == [4] and not leaving.done()  # behind the v0 commit
+        written_to_zookeeper.set()
+        await asyncio.wait_for(asyncio.gather(committing, leaving), 30)
+        assert started[3:] == [4, 5]
+
         J = JoinGroupRequest
-        joining = asyncio.create_task(d(conn, _request_frame(ApiKey.JOIN_GROUP, 5, 3, J(
+        joining = asyncio.create_task(d(conn, _request_frame(ApiKey.JOIN_GROUP, 5, 6, J(
             group_id="g", session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
             group_instance_id=None, protocol_type="consumer", protocols=[]))))
         describe = asyncio.create_task(d(conn, _request_frame(
-            ApiKey.DESCRIBE_GROUPS, 5, 4, DescribeGroupsRequest(groups=["g"]))))
+            ApiKey.DESCRIBE_GROUPS, 5, 7, DescribeGroupsRequest(groups=["g"]))))
         await asyncio.wait_for(describe, 30)  # not held by the join's wait
-        assert started == [1, 2, 3, 4] and not joining.done()
+        assert started[5:] == [6, 7] and not joining.done()
         rebalanced.set()
         await asyncio.wait_for(joining, 30)
 

@@ -87,3 +87,52 @@ def test_a_fetch_or_describe_behind_a_deletion_sees_it(cluster_factory):
         [(g, ErrorCode.NONE) for g in groups]
     (g,) = described.groups
     assert (g.error_code, g.group_state) == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead"), described
+
+
+COMMITS = 30
+
+
+async def _pipelined_commits(port: int, topic: str, group: str) -> tuple:
+    conn = await KafkaConnection.connect("127.0.0.1", await coordinator_port(port, group),
+                                         client_id="pipelined-consumer")
+    C = OffsetCommitRequest
+    try:
+        commits = [conn.call(C(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                               group_instance_id=None, topics=[C.OffsetCommitRequestTopic(
+                                   name=topic, partitions=[C.OffsetCommitRequestPartition(
+                                       partition_index=0, committed_offset=i + 1,
+                                       committed_metadata="")])]),
+                             api_key=ApiKey.OFFSET_COMMIT, version=8)
+                   for i in range(COMMITS)]
+        fetch = conn.call(OffsetFetchRequest(group_id=group, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]),
+            api_key=ApiKey.OFFSET_FETCH, version=7)
+        # gather starts each call in this order: the frames go out back to back
+        *committed, fetched = await asyncio.gather(*commits, fetch)
+        # and once all is answered, what the group keeps
+        again = await conn.call(OffsetFetchRequest(group_id=group, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]),
+            api_key=ApiKey.OFFSET_FETCH, version=7)
+        return committed, fetched, again
+    finally:
+        await conn.close()
+
+
+def test_a_consumers_pipelined_commits_land_oldest_first_and_a_fetch_behind_reads_the_last(
+        cluster_factory):
+    """librdkafka's async commits go out back to back on one connection; each
+    commit is written to the group's offsets partition (replicated to 3
+    brokers) in the order sent and applied in that order, and an OffsetFetch
+    sent right behind them reads the last one, as in Kafka (where each is
+    read only once the one before was answered)."""
+    cluster = cluster_factory()
+    topic = f"gc-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    group = f"gc-group-{uuid.uuid4().hex[:8]}"
+    committed, fetched, again = asyncio.run(
+        _pipelined_commits(cluster.brokers[0].port, topic, group))
+    assert [c.topics[0].partitions[0].error_code for c in committed] == [ErrorCode.NONE] * COMMITS
+    for answer in (fetched, again):
+        assert answer.error_code == ErrorCode.NONE, answer
+        assert answer.topics[0].partitions[0].committed_offset == COMMITS
