@@ -56,7 +56,8 @@ async def _in_turn(turns: Turns, turn: int, handler, ctx: RequestContext, reques
 
 async def _from_its_turn(turns: Turns, turn: int, handler, ctx: RequestContext, request):
     """``handler(ctx, request)`` once every earlier turn has ended, its own
-    turn ended as it starts (a group membership request: request_order.py).
+    turn ended as it starts (a group membership request, an OffsetCommit
+    v1+: request_order.py).
     Inside any hold of a mute or pause, so the turn ends where it starts."""
     if not turns.is_turn(turn):
         await turns.wait_for(turn)

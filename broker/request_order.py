@@ -21,7 +21,8 @@ LeaveGroup or JoinGroup never overtakes the commit it sent before (which,
 overtaken, was refused UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION and lost), and
 its long wait holds nothing back. OffsetCommit (v1 and later) goes the same
 way: handed to the coordinator as it starts, it is written and applied in the
-order handed (BY_VERSION below says why).
+order handed, and what reads or deletes the group's offsets behind it waits
+for it there (BY_VERSION below says why).
 
 Every other request type takes effect before its first await and leaves
 nothing in flight for the next (DeleteRecords and WriteTxnMarkers append
@@ -71,13 +72,13 @@ BY_VERSION: dict[int, tuple[int, Turn | None, Turn | None]] = {
     # request) takes none: those must not wait on each other's coordinator writes.
     ApiKey.ADD_PARTITIONS_TO_TXN: (PRODUCERS_ADD_PARTITIONS_THROUGH, Turn.WHOLE, None),
     # OffsetCommit v0 writes ZooKeeper on a worker thread: its whole turn. v1+
-    # is handed to the group coordinator as it starts, which writes commits
-    # in the order handed, applies them in the order they are replicated (the
-    # order written), and answers an OffsetFetch of the group only once the
-    # commits handed before it are applied (offset_manager.py): so a
-    # consumer's pipelined commits are replicated together, not one round of
-    # replication each (on 3 brokers 6.5-7 times the commits a second, at a
-    # seventh of the CPU per commit: bench/bench_commits.py), and still land
+    # is handed to the group coordinator as it starts, which writes a group's
+    # commits in the order handed, applies them in the order written, and
+    # goes on with an OffsetFetch, OffsetDelete or DeleteGroups of the group
+    # only once the commits handed before it are applied (offset_manager.py:
+    # commits_applied): so a consumer's pipelined commits are replicated
+    # together, not one round of replication each (bench/bench_commits.py:
+    # several times the commits a second on 3 brokers), and still land
     # oldest first.
     ApiKey.OFFSET_COMMIT: (0, Turn.WHOLE, Turn.AT_THE_START),
 }

@@ -671,6 +671,7 @@ class GroupCoordinator:
         which answer NONE for it."""
         out = []
         for gid in group_ids:
+            await self.offsets.commits_applied(gid)  # their offsets go too
             err = self.check(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:
@@ -703,6 +704,7 @@ class GroupCoordinator:
         """DeleteGroups -> [(group_id, error_code)]; deletes committed offsets too."""
         out = []
         for gid in group_ids:
+            await self.offsets.commits_applied(gid)  # their offsets go too
             err = self.check(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:

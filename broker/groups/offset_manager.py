@@ -86,6 +86,9 @@ class OffsetManager:
         # was valid for the previous generation is being written, and the new owner
         # of a partition must see that commit when it asks where to start.
         self._storing_commits: dict[str, set[asyncio.Future]] = {}
+        # group id -> the future of its commit written last: the next one is
+        # applied only after it (see commit_offsets)
+        self._last_commit: dict[str, asyncio.Future] = {}
         self._refusal_log = RateLimitedLog(log)
         # producer id -> ids of groups holding its pending transactional offsets,
         # so a marker settles them without a walk over every group
@@ -147,15 +150,26 @@ class OffsetManager:
         if entries:
             storing = asyncio.get_running_loop().create_future()
             self._storing_commits.setdefault(group_id, set()).add(storing)
+            # Commits are written in the order they come (a connection's in the
+            # order sent: request_order.py) and applied in that order: the
+            # replication of the one before may be answered after this one's
+            # (an ISR shrunk between the two writes answers the later one at
+            # once), and the group must keep the newer offset.
+            before = self._last_commit.get(group_id)
+            self._last_commit[group_id] = storing
             try:
-                await self.store.store_offsets(group_id, entries)
-            except Exception as e:
-                log_store_failure("storing offsets", group_id, e)
-                code = store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
-                for tp in entries:
-                    codes[tp] = code
-            else:
-                live = self._runtime.groups.get(group_id)
+                stored = False
+                try:
+                    await self.store.store_offsets(group_id, entries)
+                    stored = True
+                except Exception as e:
+                    log_store_failure("storing offsets", group_id, e)
+                    code = store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
+                    for tp in entries:
+                        codes[tp] = code
+                if before is not None and not before.done():
+                    await asyncio.wait([before])  # (not cancelled with this one)
+                live = self._runtime.groups.get(group_id) if stored else None
                 if live is not None:
                     live.offsets.update(entries)
                     # A transactional commit of these partitions written before
@@ -170,8 +184,19 @@ class OffsetManager:
                     pending.discard(storing)
                     if not pending:
                         del self._storing_commits[group_id]
+                if self._last_commit.get(group_id) is storing:
+                    del self._last_commit[group_id]
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+
+    async def commits_applied(self, group_id: str) -> None:
+        """Until the group's commits being written now are applied (or failed):
+        what reads or deletes its offsets sees every commit handed in before
+        it (a connection's requests go on in the order sent: a fetch or a
+        deletion pipelined behind a commit must find it)."""
+        pending = self._storing_commits.get(group_id)
+        if pending:
+            await asyncio.wait(list(pending))
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str,
@@ -251,17 +276,13 @@ class OffsetManager:
         commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry.
         member_id/member_epoch (v9+, KIP-848): a consumer group's member
         asking is checked as Kafka's ConsumerGroup.validateOffsetFetch does."""
+        # (checked after the wait: a commit waits for the ISR, and the
+        # partition may have moved meanwhile, its groups dropped here:
+        # "nothing committed" would be a lie)
+        await self.commits_applied(group_id)
         err = self._runtime.check(group_id, allow_empty=True)
         if err:
             return OffsetFetchResult(err, [])
-        pending = self._storing_commits.get(group_id)
-        if pending:
-            await asyncio.wait(list(pending))
-            # A commit waits for the ISR: the partition may have moved meanwhile
-            # (its groups dropped here), and "nothing committed" would be a lie.
-            err = self._runtime.check(group_id, allow_empty=True)
-            if err:
-                return OffsetFetchResult(err, [])
         group = self._runtime.groups.get(group_id)
         if group is not None and not group.is_(GroupState.DEAD):
             err = self._runtime.machine(group).fetch_error(group, member_id, member_epoch)
@@ -289,6 +310,7 @@ class OffsetManager:
                              partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResult:
         """OffsetDelete (KIP-496). Refuses topics a live consumer group subscribes to."""
         partitions = list(partitions)
+        await self.commits_applied(group_id)  # a commit sent before is deleted too
         err = self._runtime.check(group_id, allow_empty=False)
         if err:
             return OffsetDeleteResult(err)

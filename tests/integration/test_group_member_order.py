@@ -4,8 +4,8 @@ of a connection at a time.
 
 A consumer closing with an asynchronous commit still unanswered sends its
 LeaveGroup right behind it; rejoining after a rebalance, its JoinGroup. A
-commit that must wait its turn (behind an earlier commit's replication, or
-any request that waits its whole turn: broker/request_order.py) was
+commit that must wait its turn (behind any request that waits its whole
+turn: broker/request_order.py) was
 overtaken by the membership request, which takes effect at once: the member
 had left, and the commit was refused UNKNOWN_MEMBER_ID and lost, so the next
 consumer of the group read those records again. Here a CreateTopics (handled

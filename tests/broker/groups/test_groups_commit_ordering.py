@@ -49,3 +49,86 @@ async def test_fetch_waits_for_a_commit_that_is_being_stored():
         assert [(o.partition, o.offset) for o in result.partitions] == [(4, 16666)]
     finally:
         await coord.shutdown()
+
+
+class FirstWriteHeldStore(SlowStore):
+    """The first offset write is held until `release`; later ones go at once
+    (the first one's replication answered after the second's: an ISR shrunk
+    between the two writes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    async def store_offsets(self, group, entries):
+        self.writes += 1
+        if self.writes == 1:
+            await super().store_offsets(group, entries)
+        else:
+            await self.inner.store_offsets(group, entries)
+
+
+async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_first():
+    store = FirstWriteHeldStore()
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        older = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        newer = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 9, -1, "")]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert store.writes == 2 and not newer.done()  # stored, applied only after the older
+        store.release.set()
+        assert [r.error_code for r in await asyncio.wait_for(older, 5)] == [0]
+        assert [r.error_code for r in await asyncio.wait_for(newer, 5)] == [0]
+        result = await coord.fetch_offsets("g", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+    finally:
+        await coord.shutdown()
+
+
+async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
+    """OffsetDelete and DeleteGroups handed in behind a commit still being
+    written find it: the group's offsets are deleted, the commit's with them."""
+    store = SlowStore()
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not delete.done()  # waits for the commit
+        store.release.set()
+        await asyncio.wait_for(commit, 5)
+        deleted = await asyncio.wait_for(delete, 5)
+        assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
+        result = await coord.fetch_offsets("g", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)]
+
+        store.release.clear()
+        store.writing.clear()
+        commit = asyncio.create_task(coord.commit_offsets("h", -1, "", None, [("t", 0, 7, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        dropped = asyncio.create_task(coord.delete_groups(["h"]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not dropped.done()
+        store.release.set()
+        await asyncio.wait_for(commit, 5)
+        assert await asyncio.wait_for(dropped, 5) == [("h", 0)]
+        result = await coord.fetch_offsets("h", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)]
+    finally:
+        await coord.shutdown()
+    # and what the log keeps: read back by the next coordinator, nothing of either
+    again = GroupCoordinator(store.inner, make_config())
+    await again.start()
+    try:
+        for group in ("g", "h"):
+            result = await again.fetch_offsets(group, [("t", 0)])
+            assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)], group
+    finally:
+        await again.shutdown()
