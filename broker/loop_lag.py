@@ -21,7 +21,7 @@ from typing import Callable
 
 from .network.log_limit import RateLimitedLog
 
-PERIOD_S = 0.25  # the timer's period: a lateness below this is not told apart from none
+PERIOD_S = 0.25  # how often each loop's timer is due: a hold is measured up to this much short
 STALL_S = 1.0  # a loop held this long is a stall: counted and logged
 
 log = logging.getLogger("broker.loop_lag")
