@@ -76,7 +76,7 @@ BY_VERSION: dict[int, tuple[int, Turn | None, Turn | None]] = {
     # commits in the order handed, applies them in the order written, and
     # goes on with an OffsetFetch, OffsetDelete or DeleteGroups of the group
     # only once the commits handed before it are applied (offset_manager.py:
-    # commits_applied): so a consumer's pipelined commits are replicated
+    # checked_after_commits): so a consumer's pipelined commits are replicated
     # together, not one round of replication each (bench/bench_commits.py:
     # several times the commits a second on 3 brokers), and still land
     # oldest first.

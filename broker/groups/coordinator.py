@@ -671,7 +671,6 @@ class GroupCoordinator:
         which answer NONE for it."""
         out = []
         for gid in group_ids:
-            await self.offsets.commits_applied(gid)  # their offsets go too
             err = self.check(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:
@@ -704,8 +703,8 @@ class GroupCoordinator:
         """DeleteGroups -> [(group_id, error_code)]; deletes committed offsets too."""
         out = []
         for gid in group_ids:
-            await self.offsets.commits_applied(gid)  # their offsets go too
-            err = self.check(gid, allow_empty=True)
+            # (the group's commits being written go with it)
+            err = await self.offsets.checked_after_commits(gid, allow_empty=True)
             group = self.groups.get(gid) if not err else None
             if err:
                 out.append((gid, err))

@@ -189,14 +189,20 @@ class OffsetManager:
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
-    async def commits_applied(self, group_id: str) -> None:
-        """Until the group's commits being written now are applied (or failed):
-        what reads or deletes its offsets sees every commit handed in before
-        it (a connection's requests go on in the order sent: a fetch or a
-        deletion pipelined behind a commit must find it)."""
+    async def checked_after_commits(self, group_id: str, allow_empty: bool) -> int:
+        """The coordinator's check of the group (``runtime.check``), made
+        again once the group's commits being written now are applied (or
+        failed): what reads or deletes its offsets sees every commit handed
+        in before it (a connection's requests go on in the order sent: a
+        fetch or a deletion pipelined behind a commit must find it), and a
+        commit waits for the ISR, during which the partition may have moved
+        (its groups dropped here). A group that is not ours answers at once."""
+        err = self._runtime.check(group_id, allow_empty=allow_empty)
         pending = self._storing_commits.get(group_id)
-        if pending:
-            await asyncio.wait(list(pending))
+        if err or not pending:
+            return err
+        await asyncio.wait(list(pending))
+        return self._runtime.check(group_id, allow_empty=allow_empty)
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                                  generation_id: int, member_id: str,
@@ -276,11 +282,7 @@ class OffsetManager:
         commit still open answers UNSTABLE_OFFSET_COMMIT, which clients retry.
         member_id/member_epoch (v9+, KIP-848): a consumer group's member
         asking is checked as Kafka's ConsumerGroup.validateOffsetFetch does."""
-        # (checked after the wait: a commit waits for the ISR, and the
-        # partition may have moved meanwhile, its groups dropped here:
-        # "nothing committed" would be a lie)
-        await self.commits_applied(group_id)
-        err = self._runtime.check(group_id, allow_empty=True)
+        err = await self.checked_after_commits(group_id, allow_empty=True)
         if err:
             return OffsetFetchResult(err, [])
         group = self._runtime.groups.get(group_id)
@@ -310,8 +312,8 @@ class OffsetManager:
                              partitions: Iterable[tuple[str, int]]) -> OffsetDeleteResult:
         """OffsetDelete (KIP-496). Refuses topics a live consumer group subscribes to."""
         partitions = list(partitions)
-        await self.commits_applied(group_id)  # a commit sent before is deleted too
-        err = self._runtime.check(group_id, allow_empty=False)
+        # (a commit handed in before is deleted too)
+        err = await self.checked_after_commits(group_id, allow_empty=False)
         if err:
             return OffsetDeleteResult(err)
         group = self._runtime.groups.get(group_id)
