@@ -352,9 +352,11 @@ def kill_and_time(cluster, victim: int, partitions: int, rf: int, what: str,
     gone = watch_expiry(cluster, victim)
     spies = (start_profiles({i: cluster.brokers[i].pid for i in live}, spies_dir / what)
              if spies_dir else [])
+    # (the scrape first: a broker's metrics page at 30,000 partitions costs it
+    # a second or more of CPU, not the kill's)
+    stalls_before = loop_stalls(cluster, sorted(live))
     gc_before = zookeeper_gc(cluster)
     cpu_before = cpu_of(cluster, sorted(live))
-    stalls_before = loop_stalls(cluster, sorted(live))
     check_quick_leaders(others[0])
     t0 = time.monotonic()
     cluster.kill(victim)
