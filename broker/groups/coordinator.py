@@ -731,8 +731,11 @@ class GroupCoordinator:
         return NONE
 
     async def drop_if_empty(self, group: AnyGroup) -> None:
-        """A group with nothing left to remember goes, as in Kafka."""
-        if self._live(group) and self.machine(group).forgettable(group):
+        """A group with nothing left to remember goes, as in Kafka; not while
+        a commit of it is being written (its record would come after the
+        group's tombstone and bring the group back on the next load)."""
+        if (self._live(group) and self.machine(group).forgettable(group)
+                and not self.offsets.commits_in_flight(group.group_id)):
             await self._remove_group(group)
 
     # ================================================================ offsets (offset_manager.py)

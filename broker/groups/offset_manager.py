@@ -189,6 +189,10 @@ class OffsetManager:
                 storing.set_result(None)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
+    def commits_in_flight(self, group_id: str) -> bool:
+        """Some commit of the group is being written."""
+        return bool(self._storing_commits.get(group_id))
+
     async def checked_after_commits(self, group_id: str, allow_empty: bool) -> int:
         """The coordinator's check of the group (``runtime.check``), made
         again once the group's commits being written now are applied (or
@@ -348,6 +352,11 @@ class OffsetManager:
         now = self._runtime.now_ms() if now_ms is None else now_ms
         removed = 0
         for group in list(self._runtime.groups.values()):
+            if self.commits_in_flight(group.group_id):
+                # (this pass would judge offsets a commit is replacing, and
+                # could drop the group its first commit is being written to:
+                # the next pass looks again)
+                continue
             condition = self._runtime.machine(group).expiry(group)
             if condition is None:
                 continue

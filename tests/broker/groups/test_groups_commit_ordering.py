@@ -132,3 +132,22 @@ async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
             assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)], group
     finally:
         await again.shutdown()
+
+
+async def test_the_retention_pass_keeps_a_group_whose_first_commit_is_being_written():
+    """A simple group exists, with no offsets, from its first commit on: the
+    retention pass must not drop it as empty while that commit is written
+    (the commit would answer NONE and be lost until the next load)."""
+    store = SlowStore()
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        await coord.expire_offsets(now_ms=10 ** 15)  # far past any retention
+        store.release.set()
+        assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
+        result = await coord.fetch_offsets("g", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 5)]
+    finally:
+        await coord.shutdown()
