@@ -82,7 +82,7 @@ class LeaderReplica:
         self.isr = isr                     # as last written to the metadata store
         self.isr_version = isr_version     # its znode version (conditional writes)
         self.epoch_start_offset = log.log_end_offset
-        self.pending_isr: tuple[int, ...] | None = None  # being written
+        self.pending_isr: tuple[int, ...] | None = None  # being written (or superseded)
         self.fenced = False                # a newer decision exists: stop acting as leader
         # fenced because ZooKeeper presumably expired this broker's session (not by a
         # newer decision): it may lead again if the state znode still names it
@@ -240,6 +240,22 @@ class LeaderReplica:
         self._followers_have_news()
         self._maybe_advance()
         self._check_waiters()
+
+    def superseded(self, newer_isr: tuple[int, ...]) -> None:
+        """The controller wrote a newer epoch that keeps this broker leading,
+        with ``newer_isr``, which the role sync has not taken up yet
+        (``new_epoch``). Until it does, this leader's own ISR change is dropped
+        but the high watermark counts every member of the ISR as we know it,
+        of our change and of ``newer_isr`` (kept as pending, so no other
+        change is proposed at an epoch that is gone): a join we wrote may have
+        landed unconfirmed, and a follower in the newer ISR without the
+        records this leader acknowledges could be elected and lose them (as
+        Kafka's leader keeps its maximal ISR until the controller's
+        LeaderAndIsr arrives)."""
+        with self._lock:
+            counted = set(self._counted_isr()) | set(newer_isr)
+            self.pending_isr = tuple(sorted(counted))
+        self._followers_have_news()
 
     def new_epoch(self, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
                   version: int, *, defer_flush: bool = False) -> None:

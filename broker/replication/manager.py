@@ -699,7 +699,10 @@ class ReplicaManager:
         elif result.leader == self.broker_id and result.leader_epoch > leader.leader_epoch:
             # The controller bumped the epoch but left us leading: the role sync
             # takes the new epoch up (waiting produces stay); decide again after.
-            leader.isr_written(None, leader.isr_version)
+            # Until then the high watermark counts the new epoch's ISR too: it
+            # may hold a follower whose join we wrote (landed, its answer lost)
+            # and no longer count, and the controller may elect that follower.
+            leader.superseded(result.isr)
         else:
             log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
                         "epoch %d): no longer acting as leader", leader.topic,

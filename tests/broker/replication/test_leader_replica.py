@@ -296,6 +296,27 @@ async def test_an_isr_write_lost_on_a_version_conflict_to_a_new_leader_fences_th
         lr.append(batch_of(1), AppendOrigin.CLIENT)
 
 
+def test_a_join_superseded_by_a_newer_epoch_still_counts_until_that_epoch_is_taken_up(log):
+    """Our write letting follower 2 in landed, but its answer was lost; before
+    the retry the controller bumped the epoch, leaving us leader with 2 in the
+    ISR. Until the role sync takes that epoch up, a record only 0 and 1 hold
+    is not committed: the controller may elect 2, which lacks it."""
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
+    manager = _managed(_StateSays(ME, 2, isr=(0, 1, 2), version=4), lr)
+    manager._write_isr(lr, (0, 1, 2))
+    assert not lr.fenced and lr.leader_epoch == 1
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == end - 1  # 2 still counts
+    assert lr.lagging_isr(0) is None  # no change proposed at an epoch that is gone
+    lr.new_epoch(2, (0, 1, 2), (0, 1), 4)  # the role sync: the newer epoch's ISR
+    lr.follower_fetched(1, end)
+    assert log.high_watermark == end
+
+
 def _cut_off_watches():
     return {t for t in threading.enumerate() if t.name == "samsa-zk-cut-off" and t.is_alive()}
 
