@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode
@@ -148,46 +148,67 @@ class OffsetManager:
             offsets, now, offset_rules.expire_at(now, retention_ms),
             self.config.offset_metadata_max_bytes)
         if entries:
-            storing = asyncio.get_running_loop().create_future()
-            self._storing_commits.setdefault(group_id, set()).add(storing)
-            # Commits are written in the order they come (a connection's in the
-            # order sent: request_order.py) and applied in that order: the
-            # replication of the one before may be answered after this one's
-            # (an ISR shrunk between the two writes answers the later one at
-            # once), and the group must keep the newer offset.
-            before = self._last_commit.get(group_id)
-            self._last_commit[group_id] = storing
-            try:
-                stored = False
-                try:
-                    await self.store.store_offsets(group_id, entries)
-                    stored = True
-                except Exception as e:
-                    log_store_failure("storing offsets", group_id, e)
-                    code = store_error(e, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
+            def apply(live: AnyGroup) -> None:
+                live.offsets.update(entries)
+                # A transactional commit of these partitions written before
+                # this one is older: its transaction's COMMIT must not bring
+                # it back (Kafka compares their log positions; here the
+                # writes are applied in the order written, so every pending
+                # one was written before).
+                for by_tp in live.pending_txn_offsets.values():
                     for tp in entries:
-                        codes[tp] = code
-                if before is not None and not before.done():
-                    await asyncio.wait([before])  # (not cancelled with this one)
-                live = self._runtime.groups.get(group_id) if stored else None
-                if live is not None:
-                    live.offsets.update(entries)
-                    # A transactional commit of these partitions written before
-                    # this one is older: its transaction's COMMIT must not
-                    # bring it back (Kafka compares their log positions).
-                    for by_tp in live.pending_txn_offsets.values():
-                        for tp in entries:
-                            by_tp.pop(tp, None)
-            finally:
-                pending = self._storing_commits.get(group_id)
-                if pending is not None:
-                    pending.discard(storing)
-                    if not pending:
-                        del self._storing_commits[group_id]
-                if self._last_commit.get(group_id) is storing:
-                    del self._last_commit[group_id]
-                storing.set_result(None)
+                        by_tp.pop(tp, None)
+            error = await self._store_in_order(group_id, entries, None, apply)
+            if error is not None:
+                log_store_failure("storing offsets", group_id, error)
+                code = store_error(error, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
+                for tp in entries:
+                    codes[tp] = code
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
+
+    async def _store_in_order(self, group_id: str,
+                              entries: dict[TopicPartition, OffsetAndMetadata],
+                              producer: tuple[int, int] | None,
+                              apply: Callable[[AnyGroup], None]) -> Exception | None:
+        """Write a commit of the group's offsets (``producer``: in that
+        producer's transaction), then ``apply`` it to the group if it was
+        written and the group is still here. Returns the write's error.
+
+        A group's commits, plain and transactional, are written in the order
+        they come (a connection's in the order sent: request_order.py) and
+        applied in that order, each after the one written before it: the
+        replication of one may be answered after the next one's (an ISR
+        shrunk between the two writes answers the later one at once), and
+        the group must keep the newer offset. Meanwhile the commit counts as
+        in flight (``commits_in_flight``, ``checked_after_commits``)."""
+        storing = asyncio.get_running_loop().create_future()
+        self._storing_commits.setdefault(group_id, set()).add(storing)
+        before = self._last_commit.get(group_id)
+        self._last_commit[group_id] = storing
+        try:
+            error: Exception | None = None
+            try:
+                if producer is None:
+                    await self.store.store_offsets(group_id, entries)
+                else:
+                    await self.store.store_offsets(group_id, entries, producer)
+            except Exception as e:  # noqa: BLE001 - the caller answers it
+                error = e
+            if before is not None and not before.done():
+                await asyncio.wait([before])  # (not cancelled with this one)
+            live = self._runtime.groups.get(group_id) if error is None else None
+            if live is not None:
+                apply(live)
+            return error
+        finally:
+            pending = self._storing_commits.get(group_id)
+            if pending is not None:
+                pending.discard(storing)
+                if not pending:
+                    del self._storing_commits[group_id]
+            if self._last_commit.get(group_id) is storing:
+                del self._last_commit[group_id]
+            storing.set_result(None)
 
     def commits_in_flight(self, group_id: str) -> bool:
         """Some commit of the group is being written."""
@@ -233,18 +254,16 @@ class OffsetManager:
         codes, entries = offset_rules.offset_entries(offsets, self._runtime.now_ms(), None,
                                                      self.config.offset_metadata_max_bytes)
         if entries:
-            try:
-                await self.store.store_offsets(group_id, entries, (producer_id, producer_epoch))
-            except Exception as e:  # noqa: BLE001 - answered with its error code
-                code = _txn_store_error(e)
-                log_store_failure("storing transactional offsets", group_id, e)
+            def apply(live: AnyGroup) -> None:
+                live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            error = await self._store_in_order(group_id, entries, (producer_id, producer_epoch),
+                                               apply)
+            if error is not None:
+                code = _txn_store_error(error)
+                log_store_failure("storing transactional offsets", group_id, error)
                 for tp in entries:
                     codes[tp] = code
-            else:
-                live = self._runtime.groups.get(group_id)
-                if live is not None:
-                    live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
-                    self._txn_groups.setdefault(producer_id, set()).add(group_id)
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
     async def complete_txn_offsets(self, partition: int, producer_id: int,

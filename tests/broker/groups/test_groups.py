@@ -40,7 +40,8 @@ class MemoryLog:
     def __init__(self):
         self.records: list[tuple[int, bytes, bytes | None]] = []
 
-    def append(self, partition, entries):
+    def append(self, partition, entries, producer=None):
+        # (a transaction's records are kept as plain ones: nothing here reads them back)
         self.records.extend((partition, k, v) for k, v in entries)
 
     def read_all(self):

@@ -20,10 +20,10 @@ class SlowStore:
     async def load(self):
         return await self.inner.load()
 
-    async def store_offsets(self, group, entries):
+    async def store_offsets(self, group, entries, *producer):
         self.writing.set()
         await self.release.wait()
-        await self.inner.store_offsets(group, entries)
+        await self.inner.store_offsets(group, entries, *producer)
 
     def __getattr__(self, name):  # store_group, delete_offsets, delete_group
         return getattr(self.inner, name)
@@ -60,12 +60,12 @@ class FirstWriteHeldStore(SlowStore):
         super().__init__()
         self.writes = 0
 
-    async def store_offsets(self, group, entries):
+    async def store_offsets(self, group, entries, *producer):
         self.writes += 1
         if self.writes == 1:
-            await super().store_offsets(group, entries)
+            await super().store_offsets(group, entries, *producer)
         else:
-            await self.inner.store_offsets(group, entries)
+            await self.inner.store_offsets(group, entries, *producer)
 
 
 async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_first():
@@ -82,6 +82,31 @@ async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(older, 5)] == [0]
         assert [r.error_code for r in await asyncio.wait_for(newer, 5)] == [0]
+        result = await coord.fetch_offsets("g", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+    finally:
+        await coord.shutdown()
+
+
+async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
+    """A plain commit, then a transaction's commit of the same partition; the
+    plain one's write is answered last. The transaction's offset is the newer
+    (written later): its COMMIT marker makes it the group's offset."""
+    store = FirstWriteHeldStore()
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        plain = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        txn = asyncio.create_task(coord.commit_txn_offsets("g", 7, 0, -1, "", None,
+                                                           [("t", 0, 9, -1, "")]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert store.writes == 2 and not txn.done()  # stored, applied after the plain one
+        store.release.set()
+        assert [r.error_code for r in await asyncio.wait_for(plain, 5)] == [0]
+        assert [r.error_code for r in await asyncio.wait_for(txn, 5)] == [0]
+        await coord.complete_txn_offsets(store.inner.partition_for("g"), 7, True)
         result = await coord.fetch_offsets("g", [("t", 0)])
         assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
     finally:
