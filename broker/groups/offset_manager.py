@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from samsa.protocol.errors import ErrorCode
@@ -158,7 +158,8 @@ class OffsetManager:
                 for by_tp in live.pending_txn_offsets.values():
                     for tp in entries:
                         by_tp.pop(tp, None)
-            error = await self._store_in_order(group_id, entries, None, apply)
+            error = await self._in_order(
+                group_id, lambda: self.store.store_offsets(group_id, entries), apply)
             if error is not None:
                 log_store_failure("storing offsets", group_id, error)
                 code = store_error(error, too_large=int(E.INVALID_COMMIT_OFFSET_SIZE))
@@ -166,21 +167,20 @@ class OffsetManager:
                     codes[tp] = code
         return [PartitionError(t, p, codes[(t, p)]) for t, p, *_ in offsets]
 
-    async def _store_in_order(self, group_id: str,
-                              entries: dict[TopicPartition, OffsetAndMetadata],
-                              producer: tuple[int, int] | None,
-                              apply: Callable[[AnyGroup], None]) -> Exception | None:
-        """Write a commit of the group's offsets (``producer``: in that
-        producer's transaction), then ``apply`` it to the group if it was
-        written and the group is still here. Returns the write's error.
+    async def _in_order(self, group_id: str, write: Callable[[], Awaitable[None]],
+                        apply: Callable[[AnyGroup], None]) -> Exception | None:
+        """``write`` a change of the group's offsets (a commit, plain or
+        transactional, or a deletion), then ``apply`` it to the group if it
+        was written and the group is still here. Returns the write's error.
 
-        A group's commits, plain and transactional, are written in the order
-        they come (a connection's in the order sent: request_order.py) and
-        applied in that order, each after the one written before it: the
-        replication of one may be answered after the next one's (an ISR
-        shrunk between the two writes answers the later one at once), and
-        the group must keep the newer offset. Meanwhile the commit counts as
-        in flight (``commits_in_flight``, ``checked_after_commits``)."""
+        A group's offset changes are written in the order they come (a
+        connection's in the order sent: request_order.py) and applied in
+        that order, each after the one written before it: the replication of
+        one may be answered after the next one's (an ISR shrunk between the
+        two writes answers the later one at once), and the group must keep
+        the newer offset, or lose a deleted one to a commit written after
+        the deletion. Meanwhile the change counts as in flight
+        (``commits_in_flight``, ``checked_after_commits``)."""
         storing = asyncio.get_running_loop().create_future()
         self._storing_commits.setdefault(group_id, set()).add(storing)
         before = self._last_commit.get(group_id)
@@ -188,10 +188,7 @@ class OffsetManager:
         try:
             error: Exception | None = None
             try:
-                if producer is None:
-                    await self.store.store_offsets(group_id, entries)
-                else:
-                    await self.store.store_offsets(group_id, entries, producer)
+                await write()  # (appended before its first wait: see ConsumerOffsetsLog)
             except Exception as e:  # noqa: BLE001 - the caller answers it
                 error = e
             if before is not None and not before.done():
@@ -209,6 +206,17 @@ class OffsetManager:
             if self._last_commit.get(group_id) is storing:
                 del self._last_commit[group_id]
             storing.set_result(None)
+
+    async def _delete_in_order(self, group_id: str,
+                               partitions: list[TopicPartition]) -> Exception | None:
+        """Delete these offsets of the group (tombstones), in order with its
+        commits (``_in_order``): a commit written after the tombstones keeps
+        its offset. Returns the write's error."""
+        def apply(live: AnyGroup) -> None:
+            for tp in partitions:
+                live.offsets.pop(tp, None)
+        return await self._in_order(
+            group_id, lambda: self.store.delete_offsets(group_id, partitions), apply)
 
     def commits_in_flight(self, group_id: str) -> bool:
         """Some commit of the group is being written."""
@@ -257,8 +265,10 @@ class OffsetManager:
             def apply(live: AnyGroup) -> None:
                 live.pending_txn_offsets.setdefault(producer_id, {}).update(entries)
                 self._txn_groups.setdefault(producer_id, set()).add(group_id)
-            error = await self._store_in_order(group_id, entries, (producer_id, producer_epoch),
-                                               apply)
+            error = await self._in_order(
+                group_id, lambda: self.store.store_offsets(group_id, entries,
+                                                           (producer_id, producer_epoch)),
+                apply)
             if error is not None:
                 code = _txn_store_error(error)
                 log_store_failure("storing transactional offsets", group_id, error)
@@ -348,15 +358,12 @@ class OffsetManager:
         eligible = [tp for tp in partitions if codes[tp] == NONE]
         present = [tp for tp in dict.fromkeys(eligible) if tp in group.offsets]
         if present:
-            try:
-                await self.store.delete_offsets(group_id, present)
-            except Exception:
-                log.exception("group %s: deleting offsets failed", group_id)
+            error = await self._delete_in_order(group_id, present)
+            if error is not None:
+                log_store_failure("deleting offsets", group_id, error)
                 for tp in eligible:
                     codes[tp] = int(E.COORDINATOR_NOT_AVAILABLE)
                 present = []
-        for tp in present:
-            group.offsets.pop(tp, None)
         if present:
             await self._runtime.drop_if_empty(group)
         return OffsetDeleteResult(NONE, [PartitionError(t, p, codes[(t, p)])
@@ -382,13 +389,10 @@ class OffsetManager:
             expired = offset_rules.expired(group.offsets, now, self.config.offsets_retention_ms,
                                            *condition)
             if expired:
-                try:
-                    await self.store.delete_offsets(group.group_id, expired)
-                except Exception:
-                    log.exception("group %s: expiring offsets failed", group.group_id)
+                error = await self._delete_in_order(group.group_id, expired)
+                if error is not None:
+                    log_store_failure("expiring offsets", group.group_id, error)
                     continue
-                for tp in expired:
-                    group.offsets.pop(tp, None)
                 removed += len(expired)
             await self._runtime.drop_if_empty(group)
         return removed

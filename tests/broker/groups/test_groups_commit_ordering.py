@@ -113,6 +113,42 @@ async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
         await coord.shutdown()
 
 
+class DeletionHeldStore(SlowStore):
+    """Offset deletions are held until `release`; commits go at once."""
+
+    async def store_offsets(self, group, entries, *producer):
+        await self.inner.store_offsets(group, entries, *producer)
+
+    async def delete_offsets(self, group, partitions):
+        self.writing.set()
+        await self.release.wait()
+        await self.inner.delete_offsets(group, partitions)
+
+
+async def test_a_commit_written_after_an_offset_deletion_outlives_it():
+    """OffsetDelete's tombstone, then a commit of the same partition answered
+    first: the commit is newer and stays, as it does in the log."""
+    store = DeletionHeldStore()
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        await coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")])
+        delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 9, -1, "")]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not commit.done()  # written, applied after the deletion
+        store.release.set()
+        deleted = await asyncio.wait_for(delete, 5)
+        assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
+        assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
+        result = await coord.fetch_offsets("g", [("t", 0)])
+        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+    finally:
+        await coord.shutdown()
+
+
 async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
     """OffsetDelete and DeleteGroups handed in behind a commit still being
     written find it: the group's offsets are deleted, the commit's with them."""
