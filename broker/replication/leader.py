@@ -155,6 +155,11 @@ class LeaderReplica:
             return None  # not a replica of this partition
         join = None
         with self._lock:
+            if fetch_offset > self.log.log_end_offset:
+                # A follower with a tail this leader does not have (it has yet
+                # to truncate it): answered OFFSET_OUT_OF_RANGE and, as in
+                # Kafka, not counted as holding what it claims.
+                return None
             progress.fetched(fetch_offset, self.log.log_end_offset, now_ms())
             progress.log_start_offset = log_start_offset
             if (replica not in self.isr and self.pending_isr is None and not self.fenced
@@ -307,6 +312,8 @@ class LeaderReplica:
 
     def _advance_high_watermark(self) -> bool:
         with self._lock:
+            if self.fenced:
+                return False  # not leading (for now): it commits nothing
             hw = high_watermark(self.log.log_end_offset, self._counted_isr(), self.broker_id,
                                 self._followers)
             return hw > self.log.high_watermark and self.log.update_high_watermark(hw)

@@ -387,10 +387,13 @@ class ReplicaManager:
             return
         key = (topic, partition)
         defer = epochs is not None
+        # The version read before the state: a pair of a newer version with
+        # an older ISR would let a conditional write base itself on an ISR
+        # ZooKeeper no longer holds; an older version only fails the write.
+        version = self._store.partition_version(topic, partition)
         meta = self._store.partition(topic, partition)
         current = self._leaders.get(key)
         if meta is not None and meta.leader == self.broker_id:
-            version = self._store.partition_version(topic, partition)
             if current is not None and not current.fenced and current.log is lg:
                 if current.leader_epoch == meta.leader_epoch:
                     current.metadata_isr(meta.isr, version)
@@ -708,8 +711,11 @@ class ReplicaManager:
                         "epoch %d): no longer acting as leader", leader.topic,
                         leader.partition, result.leader, result.leader_epoch,
                         leader.leader_epoch)
-            leader.isr_written(None, leader.isr_version)
+            # Resigned first: dropping the pending change before would count
+            # the smaller ISR again and answer produces that only the joiner
+            # held back, which the new leader (maybe that joiner) lacks.
             leader.resign()
+            leader.isr_written(None, leader.isr_version)
 
     def _retry_later(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
         def again() -> None:

@@ -317,6 +317,41 @@ def test_a_join_superseded_by_a_newer_epoch_still_counts_until_that_epoch_is_tak
     assert log.high_watermark == end
 
 
+async def test_a_join_pending_when_another_leader_is_found_acknowledges_nothing_more(log):
+    """Our write letting follower 2 in landed, its answer lost; produces wait
+    for 2. The retry finds that the controller elected 2 meanwhile: those
+    produces are answered NOT_LEADER_OR_FOLLOWER and nothing more is
+    committed here (counting the smaller ISR again would acknowledge records
+    the new leader lacks)."""
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
+    later = append(lr, 3)
+    waiting = lr.wait_for(later, 2, asyncio.get_running_loop())
+    lr.follower_fetched(1, later)  # 1 holds them, 2 does not
+    assert log.high_watermark == end and not waiting.done()
+    manager = _managed(_StateSays(2, 2, isr=(2,), version=5), lr)
+    manager._write_isr(lr, (0, 1, 2))
+    assert lr.fenced
+    assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert log.high_watermark == end
+
+
+def test_a_follower_claiming_more_than_the_leader_has_is_not_counted(log):
+    """A follower fetching past this leader's log end (a tail of an old
+    leader's it has yet to cut) neither joins the ISR nor holds records it
+    will truncate (Kafka answers OFFSET_OUT_OF_RANGE and counts nothing)."""
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end + 5) is None and lr.pending_isr is None
+    lr = leader(log, isr=(0, 1))  # and as an ISR member: its claim does not commit
+    later = append(lr, 5)
+    lr.follower_fetched(1, later + 3)
+    assert log.high_watermark < later
+
+
 def _cut_off_watches():
     return {t for t in threading.enumerate() if t.name == "samsa-zk-cut-off" and t.is_alive()}
 
