@@ -12,7 +12,9 @@ leaderIsrUpdateLock).
 ISR changes are proposed here and written to the metadata store elsewhere
 (a ZooKeeper round trip never runs under this lock or on an event loop);
 until a change is written, the high watermark counts the ISR as the larger
-of the old and new one, so it never runs ahead of what the written ISR holds.
+of the old and new one, so it never runs ahead of what the written ISR holds;
+so it does after a write met a newer epoch that keeps this leader, until
+that epoch is taken up (``superseded``). A fenced leader commits nothing.
 """
 from __future__ import annotations
 
@@ -246,18 +248,22 @@ class LeaderReplica:
         self._maybe_advance()
         self._check_waiters()
 
-    def superseded(self, newer_isr: tuple[int, ...]) -> None:
-        """The controller wrote a newer epoch that keeps this broker leading,
+    def superseded(self, leader_epoch: int, newer_isr: tuple[int, ...]) -> None:
+        """The controller wrote ``leader_epoch`` keeping this broker leading,
         with ``newer_isr``, which the role sync has not taken up yet
-        (``new_epoch``). Until it does, this leader's own ISR change is dropped
-        but the high watermark counts every member of the ISR as we know it,
-        of our change and of ``newer_isr`` (kept as pending, so no other
-        change is proposed at an epoch that is gone): a join we wrote may have
-        landed unconfirmed, and a follower in the newer ISR without the
-        records this leader acknowledges could be elected and lose them (as
-        Kafka's leader keeps its maximal ISR until the controller's
-        LeaderAndIsr arrives)."""
+        (``new_epoch``). Until it does, this leader's own ISR change is
+        dropped but the high watermark counts every member of the ISR as we
+        know it, of our change and of ``newer_isr`` (kept as pending, so no
+        other change is proposed at an epoch that is gone): a join we wrote
+        may have landed unconfirmed, and a follower in the newer ISR without
+        the records this leader acknowledges could be elected and lose them
+        (as Kafka's leader keeps its maximal ISR until the controller's
+        LeaderAndIsr arrives). Nothing when that epoch (or a later one) is
+        taken up already, or this leader is fenced: the role sync may win
+        the race with the ISR thread's answer."""
         with self._lock:
+            if self.fenced or self.leader_epoch >= leader_epoch:
+                return
             counted = set(self._counted_isr()) | set(newer_isr)
             self.pending_isr = tuple(sorted(counted))
         self._followers_have_news()

@@ -705,7 +705,7 @@ class ReplicaManager:
             # Until then the high watermark counts the new epoch's ISR too: it
             # may hold a follower whose join we wrote (landed, its answer lost)
             # and no longer count, and the controller may elect that follower.
-            leader.superseded(result.isr)
+            leader.superseded(result.leader_epoch, result.isr)
         else:
             log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
                         "epoch %d): no longer acting as leader", leader.topic,

@@ -317,6 +317,21 @@ def test_a_join_superseded_by_a_newer_epoch_still_counts_until_that_epoch_is_tak
     assert log.high_watermark == end
 
 
+def test_a_newer_epoch_already_taken_up_is_not_superseded_again(log):
+    """The role sync took the newer epoch up before the ISR thread's answer
+    naming it arrived: that answer changes nothing, and the leader goes on
+    changing its ISR (a follower that stops fetching leaves it)."""
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
+    lr.new_epoch(2, (0, 1, 2), (0, 1, 2), 4)  # the role sync came first
+    lr.superseded(2, (0, 1, 2))  # the write's answer, late
+    assert lr.pending_isr is None
+    lr.follower_fetched(1, end)
+    assert lr.lagging_isr(-1) == (0, 1)  # 2 has not fetched at epoch 2
+
+
 async def test_a_join_pending_when_another_leader_is_found_acknowledges_nothing_more(log):
     """Our write letting follower 2 in landed, its answer lost; produces wait
     for 2. The retry finds that the controller elected 2 meanwhile: those
