@@ -86,9 +86,10 @@ class OffsetManager:
         # was valid for the previous generation is being written, and the new owner
         # of a partition must see that commit when it asks where to start.
         self._storing_commits: dict[str, set[asyncio.Future]] = {}
-        # group id -> the future of its commit written last: the next one is
-        # applied only after it (see commit_offsets)
+        # group id -> the future of its offset change written last: the next
+        # one is applied only after it (see _in_order)
         self._last_commit: dict[str, asyncio.Future] = {}
+        self._running: set[asyncio.Task] = set()  # _in_order's tasks (kept referenced)
         self._refusal_log = RateLimitedLog(log)
         # producer id -> ids of groups holding its pending transactional offsets,
         # so a marker settles them without a walk over every group
@@ -180,11 +181,30 @@ class OffsetManager:
         two writes answers the later one at once), and the group must keep
         the newer offset, or lose a deleted one to a commit written after
         the deletion. Meanwhile the change counts as in flight
-        (``commits_in_flight``, ``checked_after_commits``)."""
-        storing = asyncio.get_running_loop().create_future()
+        (``commits_in_flight``, ``checked_after_commits``: registered before
+        this returns to the loop, so a request handed in after this one
+        finds it).
+
+        The write and the apply run in a task of their own that cancelling
+        the caller (its client went) does not stop: once written, the change
+        is in the log and must be in the group in memory too, in its place."""
+        loop = asyncio.get_running_loop()
+        storing = loop.create_future()
         self._storing_commits.setdefault(group_id, set()).add(storing)
         before = self._last_commit.get(group_id)
         self._last_commit[group_id] = storing
+        # (tasks start in the order made: the writes append in this order)
+        task = loop.create_task(self._write_then_apply(group_id, write, apply, before, storing))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return await asyncio.shield(task)
+
+    async def _write_then_apply(self, group_id: str, write: Callable[[], Awaitable[None]],
+                                apply: Callable[[AnyGroup], None],
+                                before: asyncio.Future | None,
+                                storing: asyncio.Future) -> Exception | None:
+        """``_in_order``'s task: the write, the wait for the change written
+        before it, the apply; then the change is no longer in flight."""
         try:
             error: Exception | None = None
             try:
@@ -215,11 +235,17 @@ class OffsetManager:
         def apply(live: AnyGroup) -> None:
             for tp in partitions:
                 live.offsets.pop(tp, None)
+                # a pending transactional offset written before the tombstone
+                # is older too: its COMMIT must not bring it back (as the
+                # log's replay, and Kafka's, drop it on any offset record)
+                for by_tp in live.pending_txn_offsets.values():
+                    by_tp.pop(tp, None)
         return await self._in_order(
             group_id, lambda: self.store.delete_offsets(group_id, partitions), apply)
 
     def commits_in_flight(self, group_id: str) -> bool:
-        """Some commit of the group is being written."""
+        """Some change of the group's offsets (a commit, plain or
+        transactional, or a deletion) is being written (``_in_order``)."""
         return bool(self._storing_commits.get(group_id))
 
     async def checked_after_commits(self, group_id: str, allow_empty: bool) -> int:
@@ -378,6 +404,9 @@ class OffsetManager:
         now = self._runtime.now_ms() if now_ms is None else now_ms
         removed = 0
         for group in list(self._runtime.groups.values()):
+            gid = group.group_id
+            if self._runtime.groups.get(gid) is not group or self._runtime.check(gid, allow_empty=True):
+                continue  # gone, replaced or no longer ours while the pass wrote
             if self.commits_in_flight(group.group_id):
                 # (this pass would judge offsets a commit is replacing, and
                 # could drop the group its first commit is being written to:

@@ -1,5 +1,7 @@
-"""An offset commit accepted before a rebalance is visible to the partition's next
-owner, even while the commit is still being written to the offset store."""
+"""A group's offset changes (commits, plain and transactional, and deletions)
+while they are being written: a commit accepted before a rebalance is visible
+to the partition's next owner, requests behind a change find it, and the
+offsets in memory end as the log has them, whichever write is answered first."""
 from __future__ import annotations
 
 import asyncio
@@ -9,28 +11,63 @@ from samsa.broker.groups import GroupCoordinator
 from .test_groups import MemoryLog, make_config
 
 
-class SlowStore:
-    """The real offset store, with each offset write held until `release` is set."""
+class HeldStore:
+    """The real offset store over an in-memory log. Each offset write appends
+    at once, as the broker's log does; those ``held(kind, n)`` picks (kind
+    "commit" or "delete", n the write's number from 1) are then answered only
+    once ``release`` is set, as a write whose replication is answered late."""
 
-    def __init__(self):
-        self.inner = MemoryLog().store()
+    def __init__(self, held=lambda kind, n: True):
+        self.log = MemoryLog()
+        self.inner = self.log.store()
         self.release = asyncio.Event()
-        self.writing = asyncio.Event()
+        self.writing = asyncio.Event()  # a held write is waiting
+        self.writes = 0
+        self._held = held
 
     async def load(self):
         return await self.inner.load()
 
-    async def store_offsets(self, group, entries, *producer):
-        self.writing.set()
-        await self.release.wait()
-        await self.inner.store_offsets(group, entries, *producer)
+    async def _answer(self, kind):
+        self.writes += 1
+        if self._held(kind, self.writes):
+            self.writing.set()
+            await self.release.wait()
 
-    def __getattr__(self, name):  # store_group, delete_offsets, delete_group
+    async def store_offsets(self, group, entries, *producer):
+        await self.inner.store_offsets(group, entries, *producer)
+        await self._answer("commit")
+
+    async def delete_offsets(self, group, partitions):
+        await self.inner.delete_offsets(group, partitions)
+        await self._answer("delete")
+
+    def __getattr__(self, name):  # store_group, delete_group, partition_for
         return getattr(self.inner, name)
 
 
+async def until(condition):
+    while not condition():
+        await asyncio.sleep(0)
+
+
+async def offset_of(coord, group, tp=("t", 0)):
+    result = await coord.fetch_offsets(group, [tp])
+    return [o.offset for o in result.partitions][0]
+
+
+async def offset_in_the_log(store, group, tp=("t", 0)):
+    """The group's offset as the next coordinator reads it back from the log."""
+    again = GroupCoordinator(store.inner, make_config())
+    await again.start()
+    try:
+        return await offset_of(again, group, tp)
+    finally:
+        await again.shutdown()
+
+
 async def test_fetch_waits_for_a_commit_that_is_being_stored():
-    store = SlowStore()
+    store = HeldStore()
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
@@ -51,48 +88,30 @@ async def test_fetch_waits_for_a_commit_that_is_being_stored():
         await coord.shutdown()
 
 
-class FirstWriteHeldStore(SlowStore):
-    """The first offset write is held until `release`; later ones go at once
-    (the first one's replication answered after the second's: an ISR shrunk
-    between the two writes)."""
-
-    def __init__(self):
-        super().__init__()
-        self.writes = 0
-
-    async def store_offsets(self, group, entries, *producer):
-        self.writes += 1
-        if self.writes == 1:
-            await super().store_offsets(group, entries, *producer)
-        else:
-            await self.inner.store_offsets(group, entries, *producer)
-
-
 async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_first():
-    store = FirstWriteHeldStore()
+    # the first write answered after the second's: an ISR shrunk between the two
+    store = HeldStore(held=lambda kind, n: n == 1)
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
         older = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         newer = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 9, -1, "")]))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert store.writes == 2 and not newer.done()  # stored, applied only after the older
+        await asyncio.wait_for(until(lambda: store.writes == 2), 5)
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(older, 5)] == [0]
         assert [r.error_code for r in await asyncio.wait_for(newer, 5)] == [0]
-        result = await coord.fetch_offsets("g", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+        assert await offset_of(coord, "g") == 9
     finally:
         await coord.shutdown()
+    assert await offset_in_the_log(store, "g") == 9
 
 
 async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
     """A plain commit, then a transaction's commit of the same partition; the
     plain one's write is answered last. The transaction's offset is the newer
     (written later): its COMMIT marker makes it the group's offset."""
-    store = FirstWriteHeldStore()
+    store = HeldStore(held=lambda kind, n: n == 1)
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
@@ -100,35 +119,20 @@ async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
         await asyncio.wait_for(store.writing.wait(), 5)
         txn = asyncio.create_task(coord.commit_txn_offsets("g", 7, 0, -1, "", None,
                                                            [("t", 0, 9, -1, "")]))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert store.writes == 2 and not txn.done()  # stored, applied after the plain one
+        await asyncio.wait_for(until(lambda: store.writes == 2), 5)
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(plain, 5)] == [0]
         assert [r.error_code for r in await asyncio.wait_for(txn, 5)] == [0]
-        await coord.complete_txn_offsets(store.inner.partition_for("g"), 7, True)
-        result = await coord.fetch_offsets("g", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+        await coord.complete_txn_offsets(store.partition_for("g"), 7, True)
+        assert await offset_of(coord, "g") == 9
     finally:
         await coord.shutdown()
-
-
-class DeletionHeldStore(SlowStore):
-    """Offset deletions are held until `release`; commits go at once."""
-
-    async def store_offsets(self, group, entries, *producer):
-        await self.inner.store_offsets(group, entries, *producer)
-
-    async def delete_offsets(self, group, partitions):
-        self.writing.set()
-        await self.release.wait()
-        await self.inner.delete_offsets(group, partitions)
 
 
 async def test_a_commit_written_after_an_offset_deletion_outlives_it():
     """OffsetDelete's tombstone, then a commit of the same partition answered
     first: the commit is newer and stays, as it does in the log."""
-    store = DeletionHeldStore()
+    store = HeldStore(held=lambda kind, n: kind == "delete")
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
@@ -136,70 +140,89 @@ async def test_a_commit_written_after_an_offset_deletion_outlives_it():
         delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
         await asyncio.wait_for(store.writing.wait(), 5)
         commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 9, -1, "")]))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not commit.done()  # written, applied after the deletion
+        await asyncio.wait_for(until(lambda: store.writes == 3), 5)
         store.release.set()
         deleted = await asyncio.wait_for(delete, 5)
         assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
-        result = await coord.fetch_offsets("g", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 9)]
+        assert await offset_of(coord, "g") == 9
     finally:
         await coord.shutdown()
+    assert await offset_in_the_log(store, "g") == 9
+
+
+async def test_an_offset_deletion_drops_an_older_pending_transactional_offset():
+    """Commit, a transaction's commit, OffsetDelete, then the transaction's
+    COMMIT: the deletion came after the transaction's offset, so the group
+    has no offset, in memory as in the log."""
+    store = HeldStore(held=lambda kind, n: False)
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        await coord.commit_offsets("g", -1, "", None, [("t", 0, 3, -1, "")])
+        await coord.commit_txn_offsets("g", 7, 0, -1, "", None, [("t", 0, 5, -1, "")])
+        deleted = await coord.delete_offsets("g", [("t", 0)])
+        assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
+        await coord.complete_txn_offsets(store.partition_for("g"), 7, True)
+        assert await offset_of(coord, "g") == -1
+    finally:
+        await coord.shutdown()
+
+
+async def test_a_commit_whose_client_went_while_it_was_written_is_still_applied():
+    """The request is cancelled (its client closed the connection) after its
+    commit was written: the commit is in the log, so the group has it too."""
+    store = HeldStore(held=lambda kind, n: n == 1)
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
+        await asyncio.wait_for(store.writing.wait(), 5)
+        commit.cancel()
+        store.release.set()
+        assert await offset_of(coord, "g") == 5
+    finally:
+        await coord.shutdown()
+    assert await offset_in_the_log(store, "g") == 5
 
 
 async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
     """OffsetDelete and DeleteGroups handed in behind a commit still being
     written find it: the group's offsets are deleted, the commit's with them."""
-    store = SlowStore()
+    store = HeldStore(held=lambda kind, n: kind == "commit")
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
         commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not delete.done()  # waits for the commit
         store.release.set()
         await asyncio.wait_for(commit, 5)
         deleted = await asyncio.wait_for(delete, 5)
         assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
-        result = await coord.fetch_offsets("g", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)]
+        assert await offset_of(coord, "g") == -1
 
         store.release.clear()
         store.writing.clear()
         commit = asyncio.create_task(coord.commit_offsets("h", -1, "", None, [("t", 0, 7, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         dropped = asyncio.create_task(coord.delete_groups(["h"]))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not dropped.done()
         store.release.set()
         await asyncio.wait_for(commit, 5)
         assert await asyncio.wait_for(dropped, 5) == [("h", 0)]
-        result = await coord.fetch_offsets("h", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)]
+        assert await offset_of(coord, "h") == -1
     finally:
         await coord.shutdown()
     # and what the log keeps: read back by the next coordinator, nothing of either
-    again = GroupCoordinator(store.inner, make_config())
-    await again.start()
-    try:
-        for group in ("g", "h"):
-            result = await again.fetch_offsets(group, [("t", 0)])
-            assert [(o.partition, o.offset) for o in result.partitions] == [(0, -1)], group
-    finally:
-        await again.shutdown()
+    for group in ("g", "h"):
+        assert await offset_in_the_log(store, group) == -1, group
 
 
 async def test_the_retention_pass_keeps_a_group_whose_first_commit_is_being_written():
     """A simple group exists, with no offsets, from its first commit on: the
     retention pass must not drop it as empty while that commit is written
     (the commit would answer NONE and be lost until the next load)."""
-    store = SlowStore()
+    store = HeldStore()
     coord = GroupCoordinator(store, make_config())
     await coord.start()
     try:
@@ -208,7 +231,7 @@ async def test_the_retention_pass_keeps_a_group_whose_first_commit_is_being_writ
         await coord.expire_offsets(now_ms=10 ** 15)  # far past any retention
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
-        result = await coord.fetch_offsets("g", [("t", 0)])
-        assert [(o.partition, o.offset) for o in result.partitions] == [(0, 5)]
+        assert await offset_of(coord, "g") == 5
     finally:
         await coord.shutdown()
+    assert await offset_in_the_log(store, "g") == 5
