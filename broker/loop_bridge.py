@@ -4,7 +4,8 @@ The network layer runs handlers on N processor loops, each in its own thread,
 but a coordinator's timers and futures must all live on one loop (the one it
 started on). A LoopBridge forwards each call of an async method to that loop
 and lets the caller await the answer on its own loop. A caller that is
-cancelled (its connection closed) cancels the forwarded call.
+cancelled (only the broker's stop cancels a handler: a connection that
+closes does not) cancels the forwarded call.
 
 A bridge class names the methods it forwards with ``forward(Target.method)``,
 so a type checker sees each with the target's own signature.

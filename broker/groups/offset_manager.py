@@ -89,7 +89,6 @@ class OffsetManager:
         # group id -> the future of its offset change written last: the next
         # one is applied only after it (see _in_order)
         self._last_commit: dict[str, asyncio.Future] = {}
-        self._running: set[asyncio.Task] = set()  # _in_order's tasks (kept referenced)
         self._refusal_log = RateLimitedLog(log)
         # producer id -> ids of groups holding its pending transactional offsets,
         # so a marker settles them without a walk over every group
@@ -181,30 +180,14 @@ class OffsetManager:
         two writes answers the later one at once), and the group must keep
         the newer offset, or lose a deleted one to a commit written after
         the deletion. Meanwhile the change counts as in flight
-        (``commits_in_flight``, ``checked_after_commits``: registered before
-        this returns to the loop, so a request handed in after this one
-        finds it).
+        (``commits_in_flight``, ``checked_after_commits``).
 
-        The write and the apply run in a task of their own that cancelling
-        the caller (its client went) does not stop: once written, the change
-        is in the log and must be in the group in memory too, in its place."""
-        loop = asyncio.get_running_loop()
-        storing = loop.create_future()
+        (Only the broker's stop cancels a request being handled, a client
+        that goes does not: a change written is applied, as in Kafka.)"""
+        storing = asyncio.get_running_loop().create_future()
         self._storing_commits.setdefault(group_id, set()).add(storing)
         before = self._last_commit.get(group_id)
         self._last_commit[group_id] = storing
-        # (tasks start in the order made: the writes append in this order)
-        task = loop.create_task(self._write_then_apply(group_id, write, apply, before, storing))
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
-        return await asyncio.shield(task)
-
-    async def _write_then_apply(self, group_id: str, write: Callable[[], Awaitable[None]],
-                                apply: Callable[[AnyGroup], None],
-                                before: asyncio.Future | None,
-                                storing: asyncio.Future) -> Exception | None:
-        """``_in_order``'s task: the write, the wait for the change written
-        before it, the apply; then the change is no longer in flight."""
         try:
             error: Exception | None = None
             try:

@@ -169,23 +169,6 @@ async def test_an_offset_deletion_drops_an_older_pending_transactional_offset():
         await coord.shutdown()
 
 
-async def test_a_commit_whose_client_went_while_it_was_written_is_still_applied():
-    """The request is cancelled (its client closed the connection) after its
-    commit was written: the commit is in the log, so the group has it too."""
-    store = HeldStore(held=lambda kind, n: n == 1)
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
-        commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
-        await asyncio.wait_for(store.writing.wait(), 5)
-        commit.cancel()
-        store.release.set()
-        assert await offset_of(coord, "g") == 5
-    finally:
-        await coord.shutdown()
-    assert await offset_in_the_log(store, "g") == 5
-
-
 async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
     """OffsetDelete and DeleteGroups handed in behind a commit still being
     written find it: the group's offsets are deleted, the commit's with them."""
