@@ -226,20 +226,36 @@ class LeaderReplica:
             self.pending_isr = isr
             return True
 
-    def not_replicas(self, replicas: tuple[int, ...]) -> None:
+    def write_of(self, isr: tuple[int, ...]) -> tuple[int, int] | None:
+        """(leader epoch, ISR znode version) to write ``isr`` at, read together:
+        None when it is no longer the change pending here (a new epoch
+        dropped it, or this leader is fenced)."""
+        with self._lock:
+            if self.pending_isr != isr or self.fenced:
+                return None
+            return self.leader_epoch, self.isr_version
+
+    def not_replicas(self, replicas: tuple[int, ...], written_at: int | None = None) -> None:
         """The store refused to let ``replicas`` into the ISR: the topic lists
         them as replicas no more, which this leader learns later (its replica
         list and its epoch come from znodes read apart). Until it does
         (``set_replicas``, ``new_epoch``) they are followers that may not join,
-        instead of a refused write for each of their fetches."""
+        instead of a refused write for each of their fetches. ``written_at``:
+        as ``isr_written``'s."""
         with self._lock:
-            self._unassigned = self._unassigned | frozenset(replicas)
+            if written_at is None or written_at == self.leader_epoch:
+                self._unassigned = self._unassigned | frozenset(replicas)
 
-    def isr_written(self, isr: tuple[int, ...] | None, version: int) -> None:
+    def isr_written(self, isr: tuple[int, ...] | None, version: int,
+                    written_at: int | None = None) -> None:
         """The pending change was written (``isr``), or refused (None): the ISR in
         the store is then re-read by the caller and given as ``isr`` of a
-        conflict-free state, or the partition is fenced."""
+        conflict-free state, or the partition is fenced. ``written_at``: the
+        leader epoch the write was made at; nothing changes once this leader
+        took a newer one up (the answer is older than its ISR)."""
         with self._lock:
+            if written_at is not None and written_at != self.leader_epoch:
+                return
             self.pending_isr = None
             if isr is not None:
                 self.isr = isr
@@ -428,6 +444,19 @@ class LeaderReplica:
             self.isr, self.isr_version = isr, version
         self._followers_have_news()
         self._maybe_advance()
+        return True
+
+    def resign_if_older_than(self, leader_epoch: int) -> bool:
+        """The store names another leader at ``leader_epoch``: resign if this
+        leader's epoch is older (False: it took a newer epoch up meanwhile,
+        which the answer predates, and leads on)."""
+        with self._append_lock, self._lock:
+            if self.leader_epoch >= leader_epoch:
+                return False
+            self.fenced = True
+            self.session_fenced = False  # for good
+        self._followers_have_news()
+        self._check_waiters()
         return True
 
     def resign(self) -> None:

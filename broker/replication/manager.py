@@ -636,41 +636,49 @@ class ReplicaManager:
         timer.start()
 
     def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
-        if leader.pending_isr != isr or leader.fenced:
+        at = leader.write_of(isr)
+        if at is None:
             return  # a newer decision (a new leader epoch) replaced this proposal
+        epoch, version = at
         before = leader.isr
         result: IsrUpdate | MetadataUnavailableError
         try:
-            result = self._store.update_isr(leader.topic, leader.partition, leader.leader_epoch,
-                                            isr, leader.isr_version)
+            result = self._store.update_isr(leader.topic, leader.partition, epoch, isr, version)
         except MetadataUnavailableError as e:
             result = e
-        self._isr_outcome(leader, isr, before, result)
+        self._isr_outcome(leader, isr, before, epoch, result)
 
     def _write_isrs(self, pending: list[tuple[LeaderReplica, tuple[int, ...]]]) -> None:
         """The proposals still current, written together (the store batches
         them: followers rejoining after a restart make thousands at once)."""
-        current: dict[int, tuple[LeaderReplica, tuple[int, ...]]] = {}
+        current: dict[int, tuple[LeaderReplica, tuple[int, ...], int, int]] = {}
         for leader, isr in pending:
-            if leader.pending_isr == isr and not leader.fenced:
-                current[id(leader)] = (leader, isr)
+            at = leader.write_of(isr)  # (epoch and version read with the proposal)
+            if at is not None:
+                current[id(leader)] = (leader, isr, *at)
         todo = list(current.values())
         if not todo:
             return
-        befores = [leader.isr for leader, _ in todo]
+        befores = [leader.isr for leader, _, _, _ in todo]
         results = self._store.update_isrs([
-            IsrChange(leader.topic, leader.partition, leader.leader_epoch, isr,
-                      leader.isr_version) for leader, isr in todo])
-        for (leader, isr), before, result in zip(todo, befores, results):
+            IsrChange(leader.topic, leader.partition, epoch, isr, version)
+            for leader, isr, epoch, version in todo])
+        for (leader, isr, epoch, _), before, result in zip(todo, befores, results):
             try:
-                self._isr_outcome(leader, isr, before, result)
+                self._isr_outcome(leader, isr, before, epoch, result)
             except Exception:  # one bad znode must not end ISR upkeep
                 log.exception("ISR change of %s-%d to %s failed; trying again",
                               leader.topic, leader.partition, list(isr))
                 self._retry_later(leader, isr)
 
     def _isr_outcome(self, leader: LeaderReplica, isr: tuple[int, ...], before: tuple[int, ...],
-                     result: IsrUpdate | MetadataUnavailableError) -> None:
+                     written_at: int, result: IsrUpdate | MetadataUnavailableError) -> None:
+        """The store's answer to writing ``isr`` at leader epoch ``written_at``.
+        The leader may have taken a newer epoch up meanwhile (the role sync
+        runs apart): each change below is made only if it still leads at
+        ``written_at`` (or, resigning, at an older epoch than the answer's),
+        checked under its lock, so an answer older than its state changes
+        nothing."""
         if isinstance(result, MetadataUnavailableError):
             # The write may have landed or not (a connection lost mid-request):
             # the change stays pending, so the high watermark keeps counting the
@@ -685,8 +693,8 @@ class ReplicaManager:
             # apart): those followers join no more until the list is read again.
             log.info("%s-%d: %s not let into the ISR: not replicas of it now",
                      leader.topic, leader.partition, list(result.not_replicas))
-            leader.not_replicas(result.not_replicas)
-            leader.isr_written(result.isr, result.version)
+            leader.not_replicas(result.not_replicas, written_at)
+            leader.isr_written(result.isr, result.version, written_at)
         elif result.written:
             if len(isr) > len(before):
                 self.isr_expands += 1
@@ -694,28 +702,27 @@ class ReplicaManager:
                 self.isr_shrinks += 1
             log.info("ISR of %s-%d from %s to %s", leader.topic, leader.partition,
                      list(before), list(isr))
-            leader.isr_written(isr, result.version)
-        elif result.leader == self.broker_id and result.leader_epoch == leader.leader_epoch:
+            leader.isr_written(isr, result.version, written_at)
+        elif result.leader == self.broker_id and result.leader_epoch == written_at:
             # The state at our epoch changed since we read it (our own earlier
             # write, landed although unconfirmed): take what is there, decide again.
-            leader.isr_written(result.isr, result.version)
-        elif result.leader == self.broker_id and result.leader_epoch > leader.leader_epoch:
+            leader.isr_written(result.isr, result.version, written_at)
+        elif result.leader == self.broker_id and result.leader_epoch > written_at:
             # The controller bumped the epoch but left us leading: the role sync
             # takes the new epoch up (waiting produces stay); decide again after.
             # Until then the high watermark counts the new epoch's ISR too: it
             # may hold a follower whose join we wrote (landed, its answer lost)
             # and no longer count, and the controller may elect that follower.
             leader.superseded(result.leader_epoch, result.isr)
-        else:
+        elif result.leader != self.broker_id and leader.resign_if_older_than(result.leader_epoch):
+            # Resigned before the pending change is dropped: dropping it first
+            # would count the smaller ISR again and answer produces that only
+            # the joiner held back, which the new leader (maybe that joiner) lacks.
             log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
                         "epoch %d): no longer acting as leader", leader.topic,
-                        leader.partition, result.leader, result.leader_epoch,
-                        leader.leader_epoch)
-            # Resigned first: dropping the pending change before would count
-            # the smaller ISR again and answer produces that only the joiner
-            # held back, which the new leader (maybe that joiner) lacks.
-            leader.resign()
+                        leader.partition, result.leader, result.leader_epoch, written_at)
             leader.isr_written(None, leader.isr_version)
+        # else: an answer older than the epoch this leader has taken up since
 
     def _retry_later(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
         def again() -> None:

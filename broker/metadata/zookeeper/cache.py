@@ -437,10 +437,13 @@ class WatchCache:
                     if stat is not None:
                         versions[tp] = stat.version
                 changes.append((topic, partition, state))
-            # both replaced together: readers without the lock never pair a
-            # batch's versions with the states before it
-            self._state_versions = versions
+            # States first, then their versions: a reader without the lock
+            # that reads a version, then the state (the replica manager's
+            # role sync), never pairs a version with an older state (a
+            # conditional write based on that state would succeed, where an
+            # older version only fails it)
             self._states = states
+            self._state_versions = versions
             # after the states: a token read first is never newer than them
             if changes:
                 stamps = dict(self._state_stamps)

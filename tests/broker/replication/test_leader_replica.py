@@ -332,6 +332,40 @@ def test_a_newer_epoch_already_taken_up_is_not_superseded_again(log):
     assert lr.lagging_isr(-1) == (0, 1)  # 2 has not fetched at epoch 2
 
 
+class _RoleSyncFirst:
+    """The ISR write's store: the state it reads back is ``answer``; before
+    the answer reaches the manager, the role sync takes epoch 3 up (leader
+    ME, ISR ``isr_at_3``), as it may on its own thread."""
+
+    def __init__(self, lr, answer, isr_at_3=(0, 1)):
+        self.lr, self.answer, self.isr_at_3 = lr, answer, isr_at_3
+
+    def update_isr(self, topic, partition, leader_epoch, isr, version):
+        self.lr.new_epoch(3, (0, 1, 2), self.isr_at_3, 9)
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [
+    IsrUpdate(False, 2, 2, (2,), 5),          # another leader at epoch 2
+    IsrUpdate(False, ME, 2, (0, 1, 2), 5),    # us at epoch 2
+    IsrUpdate(True, ME, 1, (0, 1, 2), 5),     # written at epoch 1
+], ids=["another-leader", "newer-epoch", "written"])
+def test_an_isr_answer_older_than_the_epoch_taken_up_since_changes_nothing(log, answer):
+    """The role sync took epoch 3 up (us leading, ISR (0, 1)) while the ISR
+    thread's write of epoch 1 was answered: that answer is older than the
+    leader's state and changes nothing (a leader resigned by it would stay
+    fenced at an epoch the controller thinks it leads, for good)."""
+    lr = leader(log, isr=(0, 1))
+    end = append(lr, 1)
+    lr.follower_fetched(1, end)
+    assert lr.follower_fetched(2, end) == (0, 1, 2)
+    manager = _managed(_RoleSyncFirst(lr, answer), lr)
+    manager._write_isr(lr, (0, 1, 2))
+    assert not lr.fenced and lr.leader_epoch == 3
+    assert lr.isr == (0, 1) and lr.isr_version == 9 and lr.pending_isr is None
+    assert append(lr, 1) == end + 1  # still leading
+
+
 async def test_a_join_pending_when_another_leader_is_found_acknowledges_nothing_more(log):
     """Our write letting follower 2 in landed, its answer lost; produces wait
     for 2. The retry finds that the controller elected 2 meanwhile: those
