@@ -5,6 +5,7 @@ offsets in memory end as the log has them, whichever write is answered first."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from samsa.broker.groups import GroupCoordinator
 
@@ -56,21 +57,26 @@ async def offset_of(coord, group, tp=("t", 0)):
     return [o.offset for o in result.partitions][0]
 
 
+@contextlib.asynccontextmanager
+async def running(store):
+    """A group coordinator over ``store``, started, and stopped after."""
+    coord = GroupCoordinator(store, make_config())
+    await coord.start()
+    try:
+        yield coord
+    finally:
+        await coord.shutdown()
+
+
 async def offset_in_the_log(store, group, tp=("t", 0)):
     """The group's offset as the next coordinator reads it back from the log."""
-    again = GroupCoordinator(store.inner, make_config())
-    await again.start()
-    try:
+    async with running(store.inner) as again:
         return await offset_of(again, group, tp)
-    finally:
-        await again.shutdown()
 
 
 async def test_fetch_waits_for_a_commit_that_is_being_stored():
     store = HeldStore()
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         # a simple (generation -1) commit: accepted, then parked inside the store write
         commit = asyncio.create_task(coord.commit_offsets(
             "g", -1, "", None, [("t", 4, 16666, -1, "")]))
@@ -84,16 +90,12 @@ async def test_fetch_waits_for_a_commit_that_is_being_stored():
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
         result = await asyncio.wait_for(fetch, 5)
         assert [(o.partition, o.offset) for o in result.partitions] == [(4, 16666)]
-    finally:
-        await coord.shutdown()
 
 
 async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_first():
     # the first write answered after the second's: an ISR shrunk between the two
     store = HeldStore(held=lambda kind, n: n == 1)
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         older = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         newer = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 9, -1, "")]))
@@ -102,8 +104,6 @@ async def test_two_commits_are_applied_in_the_order_written_whichever_is_stored_
         assert [r.error_code for r in await asyncio.wait_for(older, 5)] == [0]
         assert [r.error_code for r in await asyncio.wait_for(newer, 5)] == [0]
         assert await offset_of(coord, "g") == 9
-    finally:
-        await coord.shutdown()
     assert await offset_in_the_log(store, "g") == 9
 
 
@@ -112,9 +112,7 @@ async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
     plain one's write is answered last. The transaction's offset is the newer
     (written later): its COMMIT marker makes it the group's offset."""
     store = HeldStore(held=lambda kind, n: n == 1)
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         plain = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         txn = asyncio.create_task(coord.commit_txn_offsets("g", 7, 0, -1, "", None,
@@ -125,17 +123,13 @@ async def test_a_transactional_commit_written_after_a_plain_one_stays_newer():
         assert [r.error_code for r in await asyncio.wait_for(txn, 5)] == [0]
         await coord.complete_txn_offsets(store.partition_for("g"), 7, True)
         assert await offset_of(coord, "g") == 9
-    finally:
-        await coord.shutdown()
 
 
 async def test_a_commit_written_after_an_offset_deletion_outlives_it():
     """OffsetDelete's tombstone, then a commit of the same partition answered
     first: the commit is newer and stays, as it does in the log."""
     store = HeldStore(held=lambda kind, n: kind == "delete")
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         await coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")])
         delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
         await asyncio.wait_for(store.writing.wait(), 5)
@@ -146,8 +140,6 @@ async def test_a_commit_written_after_an_offset_deletion_outlives_it():
         assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
         assert await offset_of(coord, "g") == 9
-    finally:
-        await coord.shutdown()
     assert await offset_in_the_log(store, "g") == 9
 
 
@@ -156,26 +148,20 @@ async def test_an_offset_deletion_drops_an_older_pending_transactional_offset():
     COMMIT: the deletion came after the transaction's offset, so the group
     has no offset, in memory as in the log."""
     store = HeldStore(held=lambda kind, n: False)
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         await coord.commit_offsets("g", -1, "", None, [("t", 0, 3, -1, "")])
         await coord.commit_txn_offsets("g", 7, 0, -1, "", None, [("t", 0, 5, -1, "")])
         deleted = await coord.delete_offsets("g", [("t", 0)])
         assert deleted.error_code == 0 and [p.error_code for p in deleted.partitions] == [0]
         await coord.complete_txn_offsets(store.partition_for("g"), 7, True)
         assert await offset_of(coord, "g") == -1
-    finally:
-        await coord.shutdown()
 
 
 async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
     """OffsetDelete and DeleteGroups handed in behind a commit still being
     written find it: the group's offsets are deleted, the commit's with them."""
     store = HeldStore(held=lambda kind, n: kind == "commit")
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         delete = asyncio.create_task(coord.delete_offsets("g", [("t", 0)]))
@@ -194,8 +180,6 @@ async def test_a_deletion_behind_a_commit_being_stored_deletes_it():
         await asyncio.wait_for(commit, 5)
         assert await asyncio.wait_for(dropped, 5) == [("h", 0)]
         assert await offset_of(coord, "h") == -1
-    finally:
-        await coord.shutdown()
     # and what the log keeps: read back by the next coordinator, nothing of either
     for group in ("g", "h"):
         assert await offset_in_the_log(store, group) == -1, group
@@ -206,15 +190,11 @@ async def test_the_retention_pass_keeps_a_group_whose_first_commit_is_being_writ
     retention pass must not drop it as empty while that commit is written
     (the commit would answer NONE and be lost until the next load)."""
     store = HeldStore()
-    coord = GroupCoordinator(store, make_config())
-    await coord.start()
-    try:
+    async with running(store) as coord:
         commit = asyncio.create_task(coord.commit_offsets("g", -1, "", None, [("t", 0, 5, -1, "")]))
         await asyncio.wait_for(store.writing.wait(), 5)
         await coord.expire_offsets(now_ms=10 ** 15)  # far past any retention
         store.release.set()
         assert [r.error_code for r in await asyncio.wait_for(commit, 5)] == [0]
         assert await offset_of(coord, "g") == 5
-    finally:
-        await coord.shutdown()
     assert await offset_in_the_log(store, "g") == 5
