@@ -146,7 +146,8 @@ async def test_a_commit_written_after_an_offset_deletion_outlives_it():
 async def test_an_offset_deletion_drops_an_older_pending_transactional_offset():
     """Commit, a transaction's commit, OffsetDelete, then the transaction's
     COMMIT: the deletion came after the transaction's offset, so the group
-    has no offset, in memory as in the log."""
+    has no offset (as the log's replay has it: store.py drops a pending
+    transactional offset on any later record of its partition)."""
     store = HeldStore(held=lambda kind, n: False)
     async with running(store) as coord:
         await coord.commit_offsets("g", -1, "", None, [("t", 0, 3, -1, "")])
