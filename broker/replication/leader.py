@@ -285,13 +285,18 @@ class LeaderReplica:
         self._followers_have_news()
 
     def new_epoch(self, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-                  version: int, *, defer_flush: bool = False) -> None:
+                  version: int, *, defer_flush: bool = False) -> bool:
         """The controller's newer decision keeps this broker leading (it changed
         the ISR, say): its epoch, replicas and ISR replace ours, and a change of
         ours not written yet is dropped (the manager skips it). ``defer_flush``:
-        as the log's begin_leader_epoch."""
+        as the log's begin_leader_epoch. False, changing nothing, when this
+        leader was fenced meanwhile (the caller checked before, without the
+        lock): a fenced leader at the newest epoch would never lead again, so
+        the caller replaces it."""
         start = now_ms()
         with self._append_lock, self._lock:
+            if self.fenced:
+                return False
             self.log.begin_leader_epoch(leader_epoch, defer_flush=defer_flush)
             self.leader_epoch = leader_epoch
             self.epoch_start_offset = self.log.log_end_offset
@@ -311,6 +316,7 @@ class LeaderReplica:
         self._followers_have_news()
         self._maybe_advance()
         self._check_waiters()
+        return True
 
     def set_replicas(self, replicas: tuple[int, ...]) -> None:
         """The partition's replica list changed at this epoch: track the new
@@ -452,6 +458,17 @@ class LeaderReplica:
         which the answer predates, and leads on)."""
         with self._append_lock, self._lock:
             if self.leader_epoch >= leader_epoch:
+                return False
+            self.fenced = True
+            self.session_fenced = False  # for good
+        self._followers_have_news()
+        self._check_waiters()
+        return True
+
+    def resign_at(self, leader_epoch: int) -> bool:
+        """Resign if this leader is (still) at ``leader_epoch``; False otherwise."""
+        with self._append_lock, self._lock:
+            if self.leader_epoch != leader_epoch:
                 return False
             self.fenced = True
             self.session_fenced = False  # for good

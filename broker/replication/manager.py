@@ -402,17 +402,21 @@ class ReplicaManager:
                         # but watches re-read after a reconnect may show the
                         # epoch first: the replica list is followed either way.
                         current.set_replicas(meta.replicas)
-                elif current.leader_epoch < meta.leader_epoch:
-                    # Still leading at a newer epoch (the controller changed the
-                    # ISR): the same leadership goes on, waiting produces included.
-                    current.new_epoch(meta.leader_epoch, meta.replicas,
-                                      meta.isr or (self.broker_id,), version,
-                                      defer_flush=defer)
+                    return
+                if current.leader_epoch > meta.leader_epoch:
+                    return
+                # Still leading at a newer epoch (the controller changed the
+                # ISR): the same leadership goes on, waiting produces included.
+                if current.new_epoch(meta.leader_epoch, meta.replicas,
+                                     meta.isr or (self.broker_id,), version,
+                                     defer_flush=defer):
                     if epochs is not None:
                         epochs.append(lg)
                     self._role_log("leading %s-%d at epoch %d (isr %s)", topic, partition,
                              meta.leader_epoch, list(meta.isr))
-                return
+                    return
+                # fenced since the check above (an ISR write's answer named
+                # another leader at an epoch in between): replaced below
             if (current is not None and current.fenced and current.log is lg
                     and current.leader_epoch >= meta.leader_epoch):
                 return  # fenced at this epoch (the store's view lags): lead at a newer one only
@@ -721,6 +725,15 @@ class ReplicaManager:
             log.warning("%s-%d: leader %d epoch %d in the metadata now (this broker led at "
                         "epoch %d): no longer acting as leader", leader.topic,
                         leader.partition, result.leader, result.leader_epoch, written_at)
+            leader.isr_written(None, leader.isr_version)
+        elif leader.resign_at(written_at):
+            # Still at the epoch written at, and the state fits no rule above
+            # (an older epoch, another leader at ours: the topic deleted and
+            # made again, say): not acting on a state it cannot place.
+            log.warning("%s-%d: the metadata now says leader %d at epoch %d, which does not "
+                        "follow this broker's epoch %d: no longer acting as leader",
+                        leader.topic, leader.partition, result.leader, result.leader_epoch,
+                        written_at)
             leader.isr_written(None, leader.isr_version)
         # else: an answer older than the epoch this leader has taken up since
 

@@ -340,9 +340,11 @@ class _RoleSyncFirst:
     def __init__(self, lr, answer, isr_at_3=(0, 1)):
         self.lr, self.answer, self.isr_at_3 = lr, answer, isr_at_3
 
-    def update_isr(self, topic, partition, leader_epoch, isr, version):
+    def update_isrs(self, changes):  # (the ISR thread's way: one batch)
         self.lr.new_epoch(3, (0, 1, 2), self.isr_at_3, 9)
-        return self.answer
+        # a follower rejoining at epoch 3 proposes a change of its own meanwhile
+        self.lr.follower_fetched(2, self.lr.log.log_end_offset)
+        return [self.answer for _ in changes]
 
 
 @pytest.mark.parametrize("answer", [
@@ -360,10 +362,22 @@ def test_an_isr_answer_older_than_the_epoch_taken_up_since_changes_nothing(log, 
     lr.follower_fetched(1, end)
     assert lr.follower_fetched(2, end) == (0, 1, 2)
     manager = _managed(_RoleSyncFirst(lr, answer), lr)
-    manager._write_isr(lr, (0, 1, 2))
+    manager._write_isrs([(lr, (0, 1, 2))])
     assert not lr.fenced and lr.leader_epoch == 3
-    assert lr.isr == (0, 1) and lr.isr_version == 9 and lr.pending_isr is None
+    assert lr.isr == (0, 1) and lr.isr_version == 9
+    assert lr.pending_isr == (0, 1, 2)  # epoch 3's own proposal, left to be written
     assert append(lr, 1) == end + 1  # still leading
+
+
+def test_a_leader_fenced_while_the_role_sync_took_a_newer_epoch_up_is_replaced(log):
+    """An ISR answer fenced this leader (another leader at epoch 2) just as
+    the role sync, having seen it unfenced, takes epoch 3 up (us again): the
+    epoch is not taken up by the fenced leader, which would then never lead
+    at the epoch the controller says it leads."""
+    lr = leader(log, isr=(0, 1))
+    assert lr.resign_if_older_than(2)
+    assert lr.new_epoch(3, (0, 1, 2), (0, 1), 9) is False
+    assert lr.leader_epoch == 1 and lr.fenced
 
 
 async def test_a_join_pending_when_another_leader_is_found_acknowledges_nothing_more(log):
