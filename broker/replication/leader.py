@@ -22,7 +22,7 @@ import asyncio
 import heapq
 import threading
 import time
-from typing import Collection, Protocol
+from typing import Callable, Collection, Protocol
 
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages.wire import Buf
@@ -456,32 +456,26 @@ class LeaderReplica:
         """The store names another leader at ``leader_epoch``: resign if this
         leader's epoch is older (False: it took a newer epoch up meanwhile,
         which the answer predates, and leads on)."""
-        with self._append_lock, self._lock:
-            if self.leader_epoch >= leader_epoch:
-                return False
-            self.fenced = True
-            self.session_fenced = False  # for good
-        self._followers_have_news()
-        self._check_waiters()
-        return True
+        return self._resign_when(lambda mine: mine < leader_epoch)
 
     def resign_at(self, leader_epoch: int) -> bool:
         """Resign if this leader is (still) at ``leader_epoch``; False otherwise."""
-        with self._append_lock, self._lock:
-            if self.leader_epoch != leader_epoch:
-                return False
-            self.fenced = True
-            self.session_fenced = False  # for good
-        self._followers_have_news()
-        self._check_waiters()
-        return True
+        return self._resign_when(lambda mine: mine == leader_epoch)
 
     def resign(self) -> None:
         """Leadership moved (or a newer decision fenced this one): every waiting
         produce is answered NOT_LEADER_OR_FOLLOWER."""
-        with self._append_lock, self._lock:  # after the append in progress, if any
+        self._resign_when(lambda mine: True)
+
+    def _resign_when(self, at_epoch: Callable[[int], bool]) -> bool:
+        """Fence for good if ``at_epoch`` holds of this leader's epoch, both
+        read under the locks (after the append in progress, if any)."""
+        with self._append_lock, self._lock:
+            if not at_epoch(self.leader_epoch):
+                return False
             self.fenced = True
             self.session_fenced = False  # for good
         self._followers_have_news()
         self._check_waiters()
+        return True
 
