@@ -639,19 +639,6 @@ class ReplicaManager:
         timer.daemon = True
         timer.start()
 
-    def _write_isr(self, leader: LeaderReplica, isr: tuple[int, ...]) -> None:
-        at = leader.write_of(isr)
-        if at is None:
-            return  # a newer decision (a new leader epoch) replaced this proposal
-        epoch, version = at
-        before = leader.isr
-        result: IsrUpdate | MetadataUnavailableError
-        try:
-            result = self._store.update_isr(leader.topic, leader.partition, epoch, isr, version)
-        except MetadataUnavailableError as e:
-            result = e
-        self._isr_outcome(leader, isr, before, epoch, result)
-
     def _write_isrs(self, pending: list[tuple[LeaderReplica, tuple[int, ...]]]) -> None:
         """The proposals still current, written together (the store batches
         them: followers rejoining after a restart make thousands at once)."""

@@ -250,7 +250,7 @@ class AdminWrites:
                     written[at:at + ISR_CHANGES_PER_NOTIFICATION]), sequence=True, makepath=True)
         except (KazooException, KazooTimeoutError) as e:
             # Outcomes not known yet stay unknown: written again, a landed one
-            # then reads as the state at our epoch (ReplicaManager._write_isr).
+            # then reads as the state at our epoch (ReplicaManager._isr_outcome).
             unknown = MetadataUnavailableError(
                 f"ZooKeeper is not reachable ({type(e).__name__}); try again")
             out = [unknown if o is None or (isinstance(o, IsrUpdate) and o.written) else o

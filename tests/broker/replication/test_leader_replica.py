@@ -147,7 +147,21 @@ async def test_an_append_wakes_waiting_followers_and_a_commit_waiting_consumers(
     await asyncio.wait_for(asyncio.gather(follower, consumer), 5)
 
 
-class _ZooKeeperAway:
+class _OneByOne:
+    """A store answering the ISR thread's batch (``update_isrs``) with its
+    ``update_isr`` for each change, an unreachable ZooKeeper as the error."""
+
+    def update_isrs(self, changes):
+        out = []
+        for c in changes:
+            try:
+                out.append(self.update_isr(c.topic, c.partition, c.leader_epoch, c.isr, c.version))
+            except MetadataUnavailableError as e:
+                out.append(e)
+        return out
+
+
+class _ZooKeeperAway(_OneByOne):
     """The ISR write's store: the first write's answer is lost (ZooKeeper went
     away mid-request) although it landed; asked again, it shows the state."""
 
@@ -169,9 +183,9 @@ def test_an_isr_write_with_an_unknown_outcome_stays_pending_until_known(log):
     end = append(lr, 1)
     lr.follower_fetched(1, end)
     assert lr.follower_fetched(2, end) == (0, 1, 2)
-    manager._write_isr(lr, (0, 1, 2))
+    manager._write_isrs([(lr, (0, 1, 2))])
     assert lr.pending_isr == (0, 1, 2) and lr.isr == (0, 1)  # still counted for the mark
-    manager._write_isr(lr, (0, 1, 2))  # the retry finds it landed
+    manager._write_isrs([(lr, (0, 1, 2))])  # the retry finds it landed
     assert lr.pending_isr is None and lr.isr == (0, 1, 2) and lr.isr_version == 1
 
 
@@ -186,7 +200,7 @@ def test_no_append_after_losing_leadership_and_acks_all_refused_below_min_isr(lo
     assert log.log_end_offset == 0
 
 
-class _StateSays:
+class _StateSays(_OneByOne):
     """The state znode as a conditional ISR write finds it: ``leader`` at ``epoch``."""
 
     def __init__(self, leader, epoch, isr=(0, 1, 2), version=7):
@@ -289,7 +303,7 @@ async def test_an_isr_write_lost_on_a_version_conflict_to_a_new_leader_fences_th
     waiting = lr.wait_for(end, 2, asyncio.get_running_loop())
     manager = _managed(_StateSays(2, 2, isr=(1, 2), version=3), lr)
     lr.pending_isr = (0,)  # as lagging_isr marks it
-    manager._write_isr(lr, (0,))
+    manager._write_isrs([(lr, (0,))])
     assert lr.fenced and lr.isr == (0, 1, 2)  # the write did not land: nothing shrank
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     with pytest.raises(NotLeaderError):
@@ -306,7 +320,7 @@ def test_a_join_superseded_by_a_newer_epoch_still_counts_until_that_epoch_is_tak
     lr.follower_fetched(1, end)
     assert lr.follower_fetched(2, end) == (0, 1, 2)
     manager = _managed(_StateSays(ME, 2, isr=(0, 1, 2), version=4), lr)
-    manager._write_isr(lr, (0, 1, 2))
+    manager._write_isrs([(lr, (0, 1, 2))])
     assert not lr.fenced and lr.leader_epoch == 1
     end = append(lr, 1)
     lr.follower_fetched(1, end)
@@ -395,7 +409,7 @@ async def test_a_join_pending_when_another_leader_is_found_acknowledges_nothing_
     lr.follower_fetched(1, later)  # 1 holds them, 2 does not
     assert log.high_watermark == end and not waiting.done()
     manager = _managed(_StateSays(2, 2, isr=(2,), version=5), lr)
-    manager._write_isr(lr, (0, 1, 2))
+    manager._write_isrs([(lr, (0, 1, 2))])
     assert lr.fenced
     assert await asyncio.wait_for(waiting, 5) == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert log.high_watermark == end
@@ -467,7 +481,7 @@ def test_a_leader_is_not_fenced_by_a_cut_off_that_ended_meanwhile(log):
     append(lr, 1)
 
 
-class _NoLongerAReplica:
+class _NoLongerAReplica(_OneByOne):
     """The store as a leader with an old replica list finds it: a join of
     broker 2 refused, for the topic lists it as a replica no more."""
 
@@ -491,7 +505,7 @@ def test_a_follower_refused_as_no_longer_a_replica_does_not_ask_again_until_the_
     lr.follower_fetched(1, end)
     join = lr.follower_fetched(2, end)
     assert join == (0, 1, 2)
-    manager._write_isr(lr, join)
+    manager._write_isrs([(lr, join)])
     assert store.calls == 1 and lr.isr == (0, 1) and lr.pending_isr is None
     for _ in range(3):
         assert lr.follower_fetched(2, end) is None   # no new proposal, no new write
