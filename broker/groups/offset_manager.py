@@ -73,6 +73,17 @@ def _txn_store_error(exc: BaseException) -> int:
                         otherwise=int(E.UNKNOWN_SERVER_ERROR))
 
 
+def _drop_older_pending(group: AnyGroup, partitions: Iterable[TopicPartition]) -> None:
+    """A commit or a deletion of ``partitions`` applied: the transactional
+    offsets still pending for them were written before it (changes are
+    applied in the order written), so their transaction's COMMIT must not
+    bring them back (Kafka compares log positions; the log's replay drops
+    them on any later offset record)."""
+    for by_tp in group.pending_txn_offsets.values():
+        for tp in partitions:
+            by_tp.pop(tp, None)
+
+
 class OffsetManager:
     """The committed offsets of the groups the runtime coordinates, and their writes."""
 
@@ -150,14 +161,7 @@ class OffsetManager:
         if entries:
             def apply(live: AnyGroup) -> None:
                 live.offsets.update(entries)
-                # A transactional commit of these partitions written before
-                # this one is older: its transaction's COMMIT must not bring
-                # it back (Kafka compares their log positions; here the
-                # writes are applied in the order written, so every pending
-                # one was written before).
-                for by_tp in live.pending_txn_offsets.values():
-                    for tp in entries:
-                        by_tp.pop(tp, None)
+                _drop_older_pending(live, entries)
             error = await self._in_order(
                 group_id, lambda: self.store.store_offsets(group_id, entries), apply)
             if error is not None:
@@ -218,11 +222,7 @@ class OffsetManager:
         def apply(live: AnyGroup) -> None:
             for tp in partitions:
                 live.offsets.pop(tp, None)
-                # a pending transactional offset written before the tombstone
-                # is older too: its COMMIT must not bring it back (as the
-                # log's replay, and Kafka's, drop it on any offset record)
-                for by_tp in live.pending_txn_offsets.values():
-                    by_tp.pop(tp, None)
+            _drop_older_pending(live, partitions)
         return await self._in_order(
             group_id, lambda: self.store.delete_offsets(group_id, partitions), apply)
 
@@ -388,9 +388,10 @@ class OffsetManager:
         removed = 0
         for group in list(self._runtime.groups.values()):
             gid = group.group_id
-            if self._runtime.groups.get(gid) is not group or self._runtime.check(gid, allow_empty=True):
+            if (self._runtime.groups.get(gid) is not group
+                    or self._runtime.check(gid, allow_empty=True)):
                 continue  # gone, replaced or no longer ours while the pass wrote
-            if self.commits_in_flight(group.group_id):
+            if self.commits_in_flight(gid):
                 # (this pass would judge offsets a commit is replacing, and
                 # could drop the group its first commit is being written to:
                 # the next pass looks again)
